@@ -1,0 +1,67 @@
+# txnbench: benchmark and chaos-test Apache Pulsar transactions.
+# `make` lists the targets. `make bench` and `make test` are all a newcomer needs.
+
+PYTHON   ?= python3
+VENV     ?= .venv
+BIN      := $(VENV)/bin
+STAMP    := $(VENV)/.installed
+DURATION ?=
+RUN      ?=
+PYTEST_ARGS ?=
+
+duration_arg = $(if $(DURATION),--duration $(DURATION),)
+
+.DEFAULT_GOAL := help
+.PHONY: help setup test test-cluster test-slow test-docker bench chaos report lint clean distclean check-java
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  variables: DURATION=S (bench/chaos steady seconds), RUN=DIR (report), PYTEST_ARGS=..."
+
+check-java: ## check for Java 17+ (PySpark needs it)
+	@.ci/check-java
+
+$(STAMP): pyproject.toml
+	@.ci/check-java
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "txnbench needs Python 3.11+; found " + sys.version.split()[0] + ". Set PYTHON=/path/to/python3.11")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing txnbench and its dependencies into $(VENV) (first time: a few minutes)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP) ## create .venv and install everything (checks Java 17+)
+
+test: $(STAMP) ## run the test suite (unit, spark, cluster; skips docker and slow)
+	$(BIN)/python -m pytest -m "not slow and not docker" $(PYTEST_ARGS)
+
+test-cluster: $(STAMP) ## run only the tests that start embedded-cluster processes
+	$(BIN)/python -m pytest -m "cluster and not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP) ## run the slow tests (long chaos, large histories)
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+test-docker: $(STAMP) ## run the tests that need a Docker engine
+	$(BIN)/python -m pytest -m docker $(PYTEST_ARGS)
+
+bench: $(STAMP) ## benchmark v4, v4-batched and v5 on the embedded cluster; report under results/
+	$(BIN)/txnbench bench $(duration_arg)
+
+chaos: $(STAMP) ## chaos matrix: each path under faults; fails when any verdict is invalid
+	$(BIN)/txnbench chaos $(duration_arg)
+
+report: $(STAMP) ## rebuild reports: make report RUN=results/<run or matrix>
+	@test -n "$(RUN)" || { echo "make report needs RUN=results/<run_id>; the newest runs are:"; ls -1dt results/*/ 2>/dev/null | head -5; exit 2; }
+	$(BIN)/txnbench report $(RUN)
+
+lint: $(STAMP) ## ruff and mypy
+	$(BIN)/ruff check harness workloads faults embedded analysis tests
+	$(BIN)/mypy harness workloads faults embedded analysis
+
+clean: ## stop a running embedded cluster and remove caches (keeps results/ and .venv)
+	@if [ -x $(BIN)/txnbench ] && [ -f .txnbench/cluster/state.json ]; then $(BIN)/txnbench cluster down || true; fi
+	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info spark-warehouse metastore_db derby.log
+	find . -name __pycache__ -type d -not -path './$(VENV)/*' -prune -exec rm -rf {} +
+
+distclean: clean ## also remove .venv (results/ stays)
+	rm -rf $(VENV)

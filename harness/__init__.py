@@ -1,0 +1,8 @@
+"""txnbench: benchmark and chaos-test Apache Pulsar transactions.
+
+The `harness` package is the core every other package plugs into: scenario
+configuration, the run orchestrator, results, the history contract, the sans-IO
+wire protocol, the transactional client and the targets a run can drive.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,240 @@
+"""The `txnbench` command.
+
+Each subcommand parses its arguments here and hands off to the module that
+does the work; those modules are imported only when their command runs, so
+`txnbench --help` is instant and a missing optional piece never breaks the rest.
+Errors a user can fix (`TxnbenchError`) become one line on stderr and their
+exit status; Ctrl-C exits 130 after the callee has cleaned up.
+
+Exit statuses: 0 success or a valid verdict, 1 an invalid verdict (anomalies),
+2 bad input or an unknown verdict, 3 a command not available yet, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness import __version__
+from harness.config import RunConfig, Target, load_scenario
+from harness.errors import ConfigError, NotAvailableError, TxnbenchError
+from harness.txn_paths import TxnPath
+
+PATH_CHOICES = [p.value for p in TxnPath]
+TARGET_CHOICES = ["embedded", "compose", "external"]
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="txnbench",
+        description="Benchmark and chaos-test Apache Pulsar transactions over the v4, "
+                    "v4-batched and v5 paths.",
+        epilog="Exit status: 0 ok/valid, 1 anomalies found, 2 bad input or unknown verdict, "
+               "3 not available yet, 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"txnbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser("run", help="one run of a scenario on one path",
+                         description="Run one scenario on one path; prints the run folder last.")
+    run.add_argument("scenario", help="scenario name (scenarios/<name>.yaml) or file")
+    run.add_argument("--path", choices=PATH_CHOICES, help="transaction path (default: the scenario's)")
+    run.add_argument("--target", choices=TARGET_CHOICES, help="where the cluster comes from")
+    run.add_argument("--duration", type=_positive_float, metavar="S",
+                     help="seconds of the main phase (steady, or faults for chaos scenarios)")
+    run.add_argument("--service-url", help="pulsar:// URL of an external cluster")
+    run.add_argument("--admin-url", help="http:// admin URL of an external cluster")
+    run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--users", type=_positive_int, help="override the number of Locust users")
+    run.add_argument("--web-ui", action="store_true", help="serve Locust's web UI while running")
+    run.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                     help="results root (default: results/)")
+    run.set_defaults(handler=_cmd_run)
+
+    for name, default, what in (("bench", "bench", "the benchmark matrix over v4, v4-batched, v5"),
+                                ("chaos", "chaos", "the chaos matrix: each path under faults")):
+        matrix = sub.add_parser(name, help=what, description=f"Run {what}; writes compare.*")
+        matrix.add_argument("--duration", type=_positive_float, metavar="S",
+                            help="seconds of each path's main phase")
+        matrix.add_argument("--scenario", default=default, help=f"scenario (default: {default})")
+        matrix.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
+                            help="paths to run (default: the scenario's)")
+        matrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
+        matrix.set_defaults(handler=_cmd_bench if name == "bench" else _cmd_chaos)
+
+    check = sub.add_parser("check", help="check a run's history for anomalies",
+                           description="Write RUN_DIR/analysis/results.json; exit 0 valid, "
+                                       "1 anomalies, 2 unknown.")
+    check.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    check.add_argument("--master", help="Spark master (default: $TXNBENCH_SPARK_MASTER or local[*])")
+    check.set_defaults(handler=_cmd_check)
+
+    report = sub.add_parser("report", help="(re)build reports; several runs give a comparison")
+    report.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    report.add_argument("--out", type=Path, help="folder for a comparison of several runs")
+    report.set_defaults(handler=_cmd_report)
+
+    cluster = sub.add_parser("cluster", help="the embedded reference cluster")
+    cluster.add_argument("--dir", type=Path, default=None, metavar="DIR",
+                         help="cluster state folder (default: .txnbench/cluster or $TXNBENCH_CLUSTER_DIR)")
+    csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
+    up = csub.add_parser("up", help="start the cluster in the background and wait until ready")
+    up.add_argument("--path", choices=PATH_CHOICES, default="v4")
+    up.add_argument("--brokers", type=_positive_int, default=2)
+    up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting by its Pulsar name (repeatable)")
+    up.set_defaults(handler=_cmd_cluster_up)
+    status = csub.add_parser("status", help="service URLs and process states")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_cmd_cluster_status)
+    down = csub.add_parser("down", help="stop every process the cluster started")
+    down.set_defaults(handler=_cmd_cluster_down)
+    heal = csub.add_parser("heal", help="remove every fault still in effect")
+    heal.set_defaults(handler=_cmd_cluster_heal)
+    return parser
+
+
+def _not_yet(command: str, issue: int, what: str) -> NotAvailableError:
+    return NotAvailableError(f"txnbench {command}: not available yet: {what} lands with issue #{issue}")
+
+
+def scenario_from_args(args: argparse.Namespace) -> RunConfig:
+    """The scenario named on the command line with the command line's overrides applied."""
+    config = load_scenario(args.scenario)
+    changes: dict[str, object] = {}
+    if getattr(args, "path", None):
+        changes["path"] = TxnPath(args.path)
+    if getattr(args, "paths", None):
+        changes["paths"] = tuple(TxnPath(p) for p in args.paths)
+    if getattr(args, "target", None):
+        changes["target"] = Target(args.target)
+    if getattr(args, "seed", None) is not None:
+        changes["seed"] = args.seed
+    cluster = config.cluster
+    if getattr(args, "service_url", None):
+        cluster = dataclasses.replace(cluster, service_url=args.service_url)
+    if getattr(args, "admin_url", None):
+        cluster = dataclasses.replace(cluster, admin_url=args.admin_url)
+    load = config.load
+    if getattr(args, "users", None):
+        load = dataclasses.replace(load, users=args.users, spawn_rate=max(load.spawn_rate, float(args.users)))
+    if getattr(args, "web_ui", False):
+        load = dataclasses.replace(load, web_ui=True)
+    config = dataclasses.replace(config, cluster=cluster, load=load, **changes)  # type: ignore[arg-type]
+    if getattr(args, "duration", None):
+        config = config.with_duration(args.duration)
+    if config.target is Target.EXTERNAL and not config.cluster.service_url:
+        raise ConfigError("--target external", "", "needs the cluster's service URL",
+                          "pass --service-url pulsar://127.0.0.1:6650 (and --admin-url)")
+    return config
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    config = scenario_from_args(args)
+    try:
+        from harness import run as run_module
+    except ImportError:
+        raise _not_yet("run", 7, "the run orchestrator") from None
+    return run_module.main_run(config, args)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    config = scenario_from_args(args)
+    try:
+        from harness import run as run_module
+    except ImportError:
+        raise _not_yet("bench", 7, "the run orchestrator") from None
+    return run_module.main_matrix(config, args, kind="bench")
+
+
+def _cmd_chaos(args: argparse.Namespace) -> int:
+    config = scenario_from_args(args)
+    if not config.faults.enabled:
+        raise ConfigError(config.name, "faults", "a chaos matrix needs a scenario with faults",
+                          "pass --scenario chaos or add a faults: section")
+    try:
+        from harness import run as run_module
+    except ImportError:
+        raise _not_yet("chaos", 10, "the chaos matrix") from None
+    return run_module.main_matrix(config, args, kind="chaos")
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    try:
+        from analysis import check as check_module
+    except ImportError:
+        raise _not_yet("check", 8, "the PySpark checker") from None
+    return check_module.main_check(args)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    try:
+        from analysis import report as report_module
+    except ImportError:
+        raise _not_yet("report", 9, "the comparison report") from None
+    return report_module.main_report(args)
+
+
+def _cluster_module():  # type: ignore[no-untyped-def]
+    try:
+        from harness.targets import embedded_cli
+    except ImportError:
+        raise _not_yet("cluster", 4, "the embedded reference cluster") from None
+    return embedded_cli
+
+
+def _cmd_cluster_up(args: argparse.Namespace) -> int:
+    return _cluster_module().cluster_up(args)
+
+
+def _cmd_cluster_status(args: argparse.Namespace) -> int:
+    return _cluster_module().cluster_status(args)
+
+
+def _cmd_cluster_down(args: argparse.Namespace) -> int:
+    return _cluster_module().cluster_down(args)
+
+
+def _cmd_cluster_heal(args: argparse.Namespace) -> int:
+    return _cluster_module().cluster_heal(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except TxnbenchError as err:
+        print(f"txnbench: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("txnbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""Scenario files: YAML in, a frozen and validated `RunConfig` out.
+
+A scenario names what to run (workload, load shape, phases, faults, checks) and
+against which cluster. Every key is validated on load; a mistake becomes one line
+naming the file, the key and the fix (see `harness._validate`). Keys carry their
+unit in the name (`steady_s`, `message_size`) so a file reads without a manual.
+
+Bench and chaos matrices run one scenario over several paths: `paths` lists
+them, and `RunConfig.for_path()` gives the config of one cell.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness._validate import Invalid, bounded, build, to_plain
+from harness.errors import ConfigError
+from harness.txn_paths import ALL_PATHS, TxnPath
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+_EMPTY: Mapping[str, Any] = types.MappingProxyType({})
+
+
+class Target(str, Enum):
+    """Where a run's cluster comes from."""
+
+    EMBEDDED = "embedded"
+    COMPOSE = "compose"
+    EXTERNAL = "external"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class WorkloadKind(str, Enum):
+    ATOMIC_PRODUCE = "atomic-produce"
+    CONSUME_TRANSFORM_PRODUCE = "consume-transform-produce"
+    ACK_ONLY = "ack-only"
+    MIXED = "mixed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class FaultKind(str, Enum):
+    """What the nemesis can break. The `faults` package implements each kind."""
+
+    PARTITION = "partition"          # cut a link (client-broker, broker-broker, broker-metadata, broker-ledger)
+    LATENCY = "latency"              # delay (and jitter) a link
+    BANDWIDTH = "bandwidth"          # limit a link's rate
+    KILL = "kill"                    # kill -9 a process, restart it when healed
+    PAUSE = "pause"                  # SIGSTOP a process, SIGCONT when healed
+    SPLIT = "split"                  # split a v5 segment mid-transaction
+    MERGE = "merge"                  # merge two v5 segments mid-transaction
+    TERMINATE = "terminate"          # seal a v5 segment or terminate a v4 topic
+    SLOW_PARTICIPANT = "slow-participant"  # delay one broker's metadata link past the v5 GC retention
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    brokers: int = bounded(2, min=1, max=5, help="embedded brokers")
+    settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """Broker settings by their Pulsar names (e.g. transactionLogBatchedWriteMaxRecords)."""
+    ready_timeout_s: float = bounded(90.0, min=1, max=900)
+    compose_file: str | None = None
+    service_url: str | None = None
+    admin_url: str | None = None
+
+
+@dataclass(frozen=True)
+class PhaseConfig:
+    """Phase lengths. Load runs through warmup, steady, faults and recovery."""
+
+    warmup_s: float = bounded(5.0, min=0, max=3600)
+    steady_s: float = bounded(60.0, min=1, max=86400)
+    faults_s: float = bounded(0.0, min=0, max=86400, help="nemesis active; 0 when no faults")
+    recovery_s: float = bounded(5.0, min=0, max=3600)
+    drain_timeout_s: float = bounded(60.0, min=1, max=3600)
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    users: int = bounded(8, min=1, max=10000)
+    spawn_rate: float = bounded(8.0, min=0.1, max=10000)
+    rate_per_user: float | None = bounded(None, min=0.01, max=100000)
+    """Transactions per second per user; null runs closed-loop (as fast as replies come)."""
+    workers: int = bounded(0, min=0, max=64)
+    """Locust worker processes; 0 runs a local runner in one load process."""
+    web_ui: bool = False
+    web_port: int = bounded(8089, min=1024, max=65535)
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    kind: WorkloadKind = WorkloadKind.ATOMIC_PRODUCE
+    namespace: str = "public/txnbench"
+    topics: int = bounded(4, min=1, max=1000)
+    partitions: int = bounded(0, min=0, max=64, help="v4 partitions per topic; 0 = not partitioned")
+    segments: int = bounded(2, min=1, max=64, help="v5 initial segments per scalable topic")
+    messages_per_txn: int = bounded(4, min=1, max=10000)
+    topics_per_txn: int = bounded(2, min=1, max=1000)
+    acks_per_txn: int = bounded(2, min=1, max=10000)
+    message_size: int = bounded(256, min=64, max=4 * 1024 * 1024, help="payload bytes incl. padding")
+    keys: int = bounded(16, min=1, max=1_000_000)
+    abort_ratio: float = bounded(0.1, min=0.0, max=1.0)
+    txn_timeout_s: float = bounded(30.0, min=1, max=3600)
+    op_timeout_s: float = bounded(30.0, min=0.1, max=3600)
+    batching: bool = False
+    consumers_per_subscription: int = bounded(2, min=1, max=100)
+    mix: Mapping[WorkloadKind, int] = field(default_factory=lambda: _EMPTY)
+    """Weights of the user kinds in a `mixed` workload."""
+
+    def check(self) -> None:
+        if self.topics_per_txn > self.topics:
+            raise Invalid("topics_per_txn", f"{self.topics_per_txn} is more than topics ({self.topics})",
+                          "lower topics_per_txn or raise topics")
+        if self.kind is WorkloadKind.MIXED:
+            if not self.mix:
+                raise Invalid("mix", "a mixed workload needs weights",
+                              "add e.g. `mix: {atomic-produce: 2, ack-only: 1}`")
+        if WorkloadKind.MIXED in self.mix:
+            raise Invalid("mix", "'mixed' cannot be one of its own parts", "list only concrete kinds")
+        if any(w < 0 for w in self.mix.values()) or (self.mix and sum(self.mix.values()) == 0):
+            raise Invalid("mix", "weights must be non-negative with a positive sum", "e.g. 2 and 1")
+        if "/" not in self.namespace or self.namespace.count("/") != 1:
+            raise Invalid("namespace", f"{self.namespace!r} is not tenant/namespace", "e.g. public/txnbench")
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One scheduled fault: what, where, when and for how long.
+
+    `target` selects what to break; the `faults` package resolves it (e.g.
+    `broker:random`, `broker:0`, `coordinator`, `metadata`, `ledger`,
+    `client-broker:random`, `broker-metadata:1`, `segment:random`).
+    `at_s` and `every_s` count from the start of the faults phase.
+    """
+
+    kind: FaultKind
+    target: str = "random"
+    at_s: float | None = bounded(None, min=0, max=86400)
+    every_s: float | None = bounded(None, min=0.1, max=86400)
+    for_s: float = bounded(5.0, min=0, max=3600)
+    params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def check(self) -> None:
+        if (self.at_s is None) == (self.every_s is None):
+            raise Invalid("at_s", "give exactly one of at_s (once) and every_s (repeating)",
+                          "e.g. `at_s: 10` or `every_s: 20`")
+
+
+@dataclass(frozen=True)
+class RandomFaults:
+    """Seeded random faults: every `every_s`, pick one of `kinds` and hold it `for_s`."""
+
+    kinds: tuple[FaultKind, ...]
+    every_s: float = bounded(15.0, min=0.1, max=86400)
+    for_s: float = bounded(5.0, min=0, max=3600)
+    target: str = "random"
+
+    def check(self) -> None:
+        if not self.kinds:
+            raise Invalid("kinds", "no fault kinds listed", "list at least one, e.g. [partition, kill]")
+
+
+@dataclass(frozen=True)
+class FaultsConfig:
+    quiet_s: float = bounded(5.0, min=0, max=3600, help="fault-free time after each heal")
+    schedule: tuple[FaultSpec, ...] = ()
+    random: RandomFaults | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.schedule) or self.random is not None
+
+
+@dataclass(frozen=True)
+class ChecksConfig:
+    stall_after_s: float = bounded(10.0, min=0.001, max=86400)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one run needs, resolved and frozen. `source` is the file it came from."""
+
+    name: str = ""
+    description: str = ""
+    seed: int = 1
+    path: TxnPath = TxnPath.V4
+    paths: tuple[TxnPath, ...] = ALL_PATHS
+    target: Target = Target.EMBEDDED
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    phases: PhaseConfig = field(default_factory=PhaseConfig)
+    load: LoadConfig = field(default_factory=LoadConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)
+    checks: ChecksConfig = field(default_factory=ChecksConfig)
+
+    def check(self) -> None:
+        if self.name and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.name):
+            raise Invalid("name", f"{self.name!r} cannot be part of a folder name",
+                          "use letters, digits, '-', '_' and '.' (at most 64)")
+        if not self.paths:
+            raise Invalid("paths", "no paths listed", "list some of: v4, v4-batched, v5")
+        if len(set(self.paths)) != len(self.paths):
+            raise Invalid("paths", "a path is listed twice", "list each path once")
+        if self.faults.enabled and self.phases.faults_s <= 0:
+            raise Invalid("phases.faults_s", "faults are configured but the faults phase is 0 s",
+                          "set phases.faults_s, e.g. 60")
+        if self.target is Target.EXTERNAL and not self.cluster.service_url:
+            raise Invalid("cluster.service_url", "the external target needs a service URL",
+                          "set cluster.service_url or pass --service-url")
+
+    def for_path(self, path: TxnPath) -> RunConfig:
+        return dataclasses.replace(self, path=path)
+
+    def with_duration(self, seconds: float) -> RunConfig:
+        """Shorten or lengthen the main phase: faults for chaos scenarios, steady otherwise."""
+        if seconds <= 0:
+            raise ConfigError("--duration", "", f"{seconds} is not a positive number of seconds",
+                              "pass e.g. --duration 20")
+        if self.faults.enabled:
+            return dataclasses.replace(self, phases=dataclasses.replace(self.phases, faults_s=float(seconds)))
+        return dataclasses.replace(self, phases=dataclasses.replace(self.phases, steady_s=float(seconds)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+
+def available_scenarios(directory: Path = SCENARIO_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.yaml"))
+
+
+def resolve_scenario(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
+    """Find a scenario file: an existing path, or a name in scenarios/."""
+    candidate = Path(name_or_path)
+    if candidate.is_file():
+        return candidate
+    for base in (Path.cwd() / "scenarios", directory):
+        for name in (name_or_path, f"{name_or_path}.yaml"):
+            if (base / name).is_file():
+                return base / name
+    known = ", ".join(available_scenarios(directory)) or "none"
+    raise ConfigError(f"scenario '{name_or_path}'", "",
+                      "not found (no such file, and no scenarios/" + f"{candidate.stem}.yaml)",
+                      f"use a file path or one of: {known}")
+
+
+def load_scenario(name_or_path: str) -> RunConfig:
+    """Load and validate a scenario by name (scenarios/<name>.yaml) or path."""
+    path = resolve_scenario(name_or_path)
+    return parse_scenario(path.read_text(encoding="utf-8"), source=str(path), default_name=path.stem)
+
+
+def parse_scenario(text: str, source: str = "<string>", default_name: str = "scenario") -> RunConfig:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(source, where, f"not valid YAML ({problem})",
+                          "check the indentation and quoting on that line") from None
+    if data is None:
+        data = {}
+    config = build(RunConfig, data, source)
+    if not config.name:
+        config = dataclasses.replace(config, name=default_name)
+    return config

@@ -1,0 +1,222 @@
+"""The history recorder: one writer's file, written line by line.
+
+Theory of operation. An operation is recorded in two lines: the invocation,
+written and flushed *before* the operation starts, and its completion, written
+when the outcome is known. If the process dies in between, the file ends with
+an invocation without completion, which the analysis treats as `info`. Lines
+are appended under a lock (threads and, once gevent has patched `threading`,
+greenlets), each flushed to the OS immediately: a `kill -9` loses nothing that
+was written, and at worst leaves a torn last line that the reader skips.
+
+The recorder enforces the contract's invariants instead of trusting callers:
+one outstanding operation per process, a completion only for an invocation of
+this recorder, and no writes after close. A failed write is not swallowed: it
+raises, and `write_error` stays set so the orchestrator can fail the run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.errors import is_definite
+from harness.history.clock import RunClock
+from harness.history.schema import SINGLE_EVENT_FS, Op, OpF, OpType
+
+
+class HistoryMisuse(RuntimeError):
+    """A caller broke the history contract (a bug in a workload or the nemesis)."""
+
+
+class HistoryWriteError(RuntimeError):
+    """The history file could not be written; the run's history is incomplete."""
+
+
+_OP_FIELDS = ("txn", "topic", "segment", "subscription", "key", "value", "inputs", "msg_id", "extra")
+
+
+@dataclass
+class Invocation:
+    """An operation in flight. Set `result` fields inside `recorder.operation()`."""
+
+    op: Op
+    result: dict[str, Any] = field(default_factory=dict)
+    completed: bool = False
+
+    @property
+    def process(self) -> str:
+        return self.op.process
+
+
+class HistoryRecorder:
+    """Appends one writer's operations to `<directory>/<writer>.jsonl`.
+
+    Args:
+        directory: the run's history folder.
+        run: the run id written on every line.
+        writer: this file's writer name, e.g. `w0`, `nemesis`, `drain`.
+        clock: the run clock shared by all writers on this host.
+        path: the transaction path written on lines that do not give their own.
+    """
+
+    def __init__(self, directory: Path, run: str, writer: str, clock: RunClock, path: str = "") -> None:
+        if not writer or "/" in writer or writer.startswith("."):
+            raise HistoryMisuse(f"bad writer name {writer!r}")
+        directory.mkdir(parents=True, exist_ok=True)
+        self.file_path = directory / f"{writer}.jsonl"
+        # 'x': one file per writer, never reopened or overwritten.
+        self._file = open(self.file_path, "x", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.run = run
+        self.writer = writer
+        self.clock = clock
+        self.path = path
+        self.write_error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._index = 0
+        self._outstanding: dict[str, Invocation] = {}
+        self._closed = False
+
+    # ---- public API -------------------------------------------------------------------------
+
+    def invoke(self, process: str, f: OpF, **fields: Any) -> Invocation:
+        """Record and flush the invocation of `f` by `process`; call before starting it."""
+        if f in SINGLE_EVENT_FS:
+            raise HistoryMisuse(f"{f} is a single event; use event()")
+        with self._lock:
+            if process in self._outstanding:
+                raise HistoryMisuse(f"process {process} already has an outstanding "
+                                    f"{self._outstanding[process].op.f}")
+            op = self._write_locked(OpType.INVOKE, process, f, fields)
+            inv = Invocation(op)
+            self._outstanding[process] = inv
+            return inv
+
+    def ok(self, inv: Invocation, **result: Any) -> Op:
+        return self._complete(inv, OpType.OK, result)
+
+    def fail(self, inv: Invocation, error: str, **result: Any) -> Op:
+        """The operation certainly did not take effect."""
+        return self._complete(inv, OpType.FAIL, {**result, "error": error})
+
+    def info(self, inv: Invocation, error: str, **result: Any) -> Op:
+        """The operation's outcome is unknown."""
+        return self._complete(inv, OpType.INFO, {**result, "error": error})
+
+    def complete_with_error(self, inv: Invocation, exc: BaseException, **result: Any) -> Op:
+        """`fail` when `exc` proves the operation had no effect, otherwise `info`."""
+        error = getattr(exc, "error_name", None) or f"{type(exc).__name__}: {exc}"
+        if is_definite(exc):
+            return self.fail(inv, error, **result)
+        return self.info(inv, error, **result)
+
+    @contextmanager
+    def operation(self, process: str, f: OpF, **fields: Any) -> Iterator[Invocation]:
+        """Invoke, run the block, then complete: `ok` on success (with `inv.result`),
+        `fail`/`info` by the error's kind on an exception, which is re-raised."""
+        inv = self.invoke(process, f, **fields)
+        try:
+            yield inv
+        except BaseException as exc:
+            if not inv.completed:
+                self.complete_with_error(inv, exc, **inv.result)
+            raise
+        if not inv.completed:
+            self.ok(inv, **inv.result)
+
+    def event(self, process: str, f: OpF, **fields: Any) -> Op:
+        """Record a single `ok` event: receive, read or phase."""
+        if f not in SINGLE_EVENT_FS:
+            raise HistoryMisuse(f"{f} needs invoke() and a completion")
+        with self._lock:
+            return self._write_locked(OpType.OK, process, f, fields)
+
+    def phase(self, name: str, **extra: Any) -> Op:
+        """Record a phase boundary (`f: phase`, `extra.name`)."""
+        return self.event(self.writer, OpF.PHASE, extra={"name": name, **extra})
+
+    def outstanding(self) -> list[Invocation]:
+        with self._lock:
+            return list(self._outstanding.values())
+
+    def close(self) -> None:
+        """Flush, fsync and close. Outstanding invocations stay open (they read as `info`)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            finally:
+                self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def register(self, environment: Any) -> None:
+        """Attach to a Locust Environment: close the file when Locust quits."""
+        environment.events.quitting.add_listener(lambda **_: self.close())
+
+    def __enter__(self) -> HistoryRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _complete(self, inv: Invocation, type_: OpType, result: dict[str, Any]) -> Op:
+        with self._lock:
+            if self._outstanding.get(inv.process) is not inv:
+                raise HistoryMisuse(f"completion of {inv.op.f} by {inv.process} without its invocation")
+            base = inv.op
+            fields = {name: getattr(base, name) for name in _OP_FIELDS}
+            extra = dict(base.extra or {})
+            for name, value in result.items():
+                if name == "extra":
+                    extra.update(value or {})
+                elif name == "error":
+                    continue
+                else:
+                    fields[name] = value
+            fields["extra"] = extra or None
+            fields["error"] = result.get("error")
+            fields["path"] = base.path
+            op = self._write_locked(type_, inv.process, base.f, fields)
+            inv.completed = True
+            del self._outstanding[inv.process]
+            return op
+
+    def _write_locked(self, type_: OpType, process: str, f: OpF, fields: dict[str, Any]) -> Op:
+        if self._closed:
+            raise HistoryMisuse(f"history {self.file_path} is closed")
+        if self.write_error is not None:
+            raise HistoryWriteError(f"history {self.file_path} failed earlier: {self.write_error}")
+        unknown = set(fields) - set(_OP_FIELDS) - {"path", "error"}
+        if unknown:
+            raise HistoryMisuse(f"unknown history fields: {sorted(unknown)}")
+        inputs = fields.get("inputs")
+        op = Op(run=self.run, writer=self.writer, process=process, index=self._index,
+                time_ns=self.clock.now_ns(), wall_ms=self.clock.wall_ms(), type=type_, f=f,
+                path=str(fields.get("path") or self.path),
+                **{k: v for k, v in fields.items() if k not in ("path", "inputs")},
+                inputs=tuple(inputs) if inputs is not None else None)
+        try:
+            self._file.write(op.to_json() + "\n")
+            self._file.flush()
+        except OSError as err:
+            self.write_error = err
+            raise HistoryWriteError(f"could not write {self.file_path}: {err}") from err
+        self._index += 1
+        return op
+
+
+def restamp(op: Op, **changes: Any) -> Op:
+    """A copy of `op` with fields changed (tests and tools)."""
+    return replace(op, **changes)

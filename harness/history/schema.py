@@ -1,0 +1,117 @@
+"""History schema 1: the contract between load generators, the nemesis and the checker.
+
+A run writes `history/<writer>.jsonl`, one JSON object per line, one file per
+writing process. Each line is an `Op`. Invocations (`invoke`) are written and
+flushed before the operation starts; their completion (`ok`, `fail`, `info`)
+carries the same `process` and `f`. A process has at most one outstanding
+operation, so pairing is "the next completion of the same writer and process".
+Single events (`receive`, `read`, `phase`) are written as one `ok` line.
+
+Field meanings are in docs/history.md; this module is the executable version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class OpType(str, Enum):
+    INVOKE = "invoke"
+    OK = "ok"
+    FAIL = "fail"   # definitely did not happen
+    INFO = "info"   # outcome unknown
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class OpF(str, Enum):
+    TXN_OPEN = "txn-open"
+    SEND = "send"
+    ACK = "ack"
+    TXN_COMMIT = "txn-commit"
+    TXN_ABORT = "txn-abort"
+    RECEIVE = "receive"
+    READ = "read"
+    FAULT = "fault"
+    HEAL = "heal"
+    PHASE = "phase"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Operations that are one `ok` line with no invocation.
+SINGLE_EVENT_FS = frozenset({OpF.RECEIVE, OpF.READ, OpF.PHASE})
+
+# Field order of a line; also the column order of the analysis schema.
+FIELDS: tuple[str, ...] = (
+    "schema", "run", "writer", "process", "index", "time_ns", "wall_ms", "type", "f", "path",
+    "txn", "topic", "segment", "subscription", "key", "value", "inputs", "msg_id", "error", "extra",
+)
+
+# Phase names the orchestrator writes (`f: phase`, `extra.name`).
+PHASE_DRAIN_COMPLETE = "drain-complete"
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One history line. Optional fields are None when they do not apply."""
+
+    run: str
+    writer: str
+    process: str
+    index: int
+    time_ns: int
+    wall_ms: float
+    type: OpType
+    f: OpF
+    path: str
+    txn: str | None = None
+    topic: str | None = None
+    segment: str | None = None
+    subscription: str | None = None
+    key: str | None = None
+    value: str | None = None
+    inputs: tuple[str, ...] | None = None
+    msg_id: str | None = None
+    error: str | None = None
+    extra: dict[str, Any] | None = None
+    schema: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["type"] = self.type.value
+        data["f"] = self.f.value
+        if self.inputs is not None:
+            data["inputs"] = list(self.inputs)
+        ordered = {name: data[name] for name in FIELDS}
+        return json.dumps(ordered, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Op:
+        inputs = data.get("inputs")
+        return cls(
+            run=data["run"], writer=data["writer"], process=data["process"], index=data["index"],
+            time_ns=data["time_ns"], wall_ms=data["wall_ms"], type=OpType(data["type"]),
+            f=OpF(data["f"]), path=data["path"], txn=data.get("txn"), topic=data.get("topic"),
+            segment=data.get("segment"), subscription=data.get("subscription"), key=data.get("key"),
+            value=data.get("value"), inputs=tuple(inputs) if inputs is not None else None,
+            msg_id=data.get("msg_id"), error=data.get("error"), extra=data.get("extra"),
+            schema=data.get("schema", SCHEMA_VERSION),
+        )
+
+
+def format_txn_id(most: int, least: int) -> str:
+    """The history's transaction id: `"<most>:<least>"`."""
+    return f"{most}:{least}"
+
+
+def format_msg_id(ledger: int, entry: int, batch_index: int = -1) -> str:
+    """The history's message id: `"<ledger>:<entry>:<batch_index>"` (-1 when not batched)."""
+    return f"{ledger}:{entry}:{batch_index}"

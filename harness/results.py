@@ -1,0 +1,252 @@
+"""The results folder: one directory per run or matrix, never reused.
+
+Layout of a run (`results/<run_id>/`, run_id = `<UTC yyyymmdd-hhmmss>-<scenario>-<path>`):
+
+    manifest.json          scenario, resolved config, seed, versions, target, times, status
+    history/*.jsonl        one file per writer (the history contract, harness.history)
+    metrics/<phase>-<service>.prom
+    locust/                Locust CSV stats
+    logs/<service>.log
+    analysis/results.json  verdict; analysis/perf.json  performance
+    report.html, report.md, plots/*.png
+
+A matrix (`results/<matrix_id>/`) holds `runs/<path>/` (each a run folder) and
+`compare.json`, `compare.md`, `compare.html`.
+
+JSON is written atomically (temporary file, fsync, rename) so a crash never
+leaves half a manifest. A run folder is created exclusively: if the name is
+taken (two runs in one second), a numeric suffix is added, so nothing is ever
+overwritten. The manifest's `status` moves from `running` to `complete`,
+`interrupted` or `failed`; an interrupted run keeps everything it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import harness
+
+RESULTS_ROOT = Path("results")
+MANIFEST_SCHEMA = 1
+
+
+class RunStatus(str, Enum):
+    RUNNING = "running"
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so readers see the old file or the new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=2, sort_keys=False, default=str)
+            out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    with path.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+def utc_stamp(now: datetime | None = None) -> str:
+    return (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+
+
+def create_unique_dir(parent: Path, name: str) -> Path:
+    """Create `parent/name` exclusively, adding -2, -3 ... when the name is taken."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, 1000):
+        candidate = parent / (name if attempt == 1 else f"{name}-{attempt}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a fresh folder for {name} under {parent}")
+
+
+def collect_versions() -> dict[str, str]:
+    """Versions that decide what a result means: ours, the interpreter, key libraries."""
+    versions = {"txnbench": harness.__version__, "python": platform.python_version()}
+    for dist in ("locust", "pyspark", "pulsar-client", "protobuf", "matplotlib"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = "not installed"
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                timeout=5, cwd=Path(harness.__file__).resolve().parent.parent)
+        if commit.returncode == 0:
+            versions["git_commit"] = commit.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return versions
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The folders of one run. Creating the object does not touch the disk."""
+
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "manifest.json"
+
+    @property
+    def history_dir(self) -> Path:
+        return self.path / "history"
+
+    @property
+    def metrics_dir(self) -> Path:
+        return self.path / "metrics"
+
+    @property
+    def locust_dir(self) -> Path:
+        return self.path / "locust"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def analysis_dir(self) -> Path:
+        return self.path / "analysis"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.path / "plots"
+
+    @property
+    def results_json(self) -> Path:
+        return self.analysis_dir / "results.json"
+
+    @property
+    def perf_json(self) -> Path:
+        return self.analysis_dir / "perf.json"
+
+    def make_folders(self) -> None:
+        for sub in (self.history_dir, self.metrics_dir, self.locust_dir, self.logs_dir,
+                    self.analysis_dir, self.plots_dir):
+            sub.mkdir(parents=True, exist_ok=True)
+
+    def read_manifest(self) -> dict[str, Any]:
+        return read_json(self.manifest_path)
+
+    def update_manifest(self, **changes: Any) -> dict[str, Any]:
+        manifest = self.read_manifest() if self.manifest_path.exists() else {}
+        manifest.update(changes)
+        write_json_atomic(self.manifest_path, manifest)
+        return manifest
+
+    def set_status(self, status: RunStatus, error: str | None = None) -> None:
+        changes: dict[str, Any] = {"status": status.value}
+        if status is not RunStatus.RUNNING:
+            changes["ended"] = datetime.now(UTC).isoformat()
+        if error:
+            changes["error"] = error
+        self.update_manifest(**changes)
+
+
+def new_run(scenario: str, path: str, *, config: dict[str, Any], seed: int, target: str,
+            root: Path = RESULTS_ROOT, parent: Path | None = None, matrix_id: str | None = None,
+            now: datetime | None = None) -> RunDir:
+    """Create a fresh run folder and its manifest with status `running`.
+
+    A matrix passes `parent=<matrix>/runs` and the run folder is named by its path.
+    """
+    if parent is not None:
+        run = RunDir(create_unique_dir(parent, path))
+    else:
+        run = RunDir(create_unique_dir(root, f"{utc_stamp(now)}-{scenario}-{path}"))
+    run.make_folders()
+    write_json_atomic(run.manifest_path, {
+        "schema": MANIFEST_SCHEMA,
+        "run_id": run.run_id,
+        "scenario": scenario,
+        "path": path,
+        "target": target,
+        "seed": seed,
+        "matrix": matrix_id,
+        "status": RunStatus.RUNNING.value,
+        "started": (now or datetime.now(UTC)).isoformat(),
+        "start_wall_ms": time.time() * 1000.0,
+        "start_monotonic_ns": time.monotonic_ns(),
+        "host": platform.node(),
+        "versions": collect_versions(),
+        "config": config,
+    })
+    return run
+
+
+@dataclass(frozen=True)
+class MatrixDir:
+    """A bench or chaos matrix: one run folder per path under runs/."""
+
+    path: Path
+
+    @property
+    def matrix_id(self) -> str:
+        return self.path.name
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.path / "runs"
+
+    def run_dirs(self) -> list[RunDir]:
+        if not self.runs_dir.is_dir():
+            return []
+        return [RunDir(p) for p in sorted(self.runs_dir.iterdir()) if (p / "manifest.json").is_file()]
+
+
+def new_matrix(kind: str, scenario: str, *, root: Path = RESULTS_ROOT, now: datetime | None = None,
+               info: dict[str, Any] | None = None) -> MatrixDir:
+    matrix = MatrixDir(create_unique_dir(root, f"{utc_stamp(now)}-{kind}-{scenario}"))
+    matrix.runs_dir.mkdir()
+    write_json_atomic(matrix.path / "matrix.json", {
+        "schema": MANIFEST_SCHEMA, "matrix_id": matrix.matrix_id, "kind": kind, "scenario": scenario,
+        "started": (now or datetime.now(UTC)).isoformat(), **(info or {}),
+    })
+    return matrix

@@ -1,0 +1,146 @@
+"""What a run needs from a cluster, whatever starts it.
+
+A target says how a cluster starts, stops, and which fault actions it supports;
+workloads, faults, history and analysis are the same for every target. The
+orchestrator (harness.run) only talks to `ClusterTarget`; the nemesis
+(faults/) uses `ClusterInfo` to name services and links, `ProcessControl` to
+kill, restart, pause and resume processes, and the Toxiproxy HTTP API at
+`ClusterInfo.toxiproxy_url` for network faults.
+
+Names are shared by all targets so scenarios stay portable:
+
+* services: `metadata`, `ledger`, `broker-<i>`, `proxy` (embedded); the compose
+  target maps its containers (zookeeper/oxia, bookie-<i>, broker-<i>, toxiproxy)
+  onto the same roles.
+* links (Toxiproxy proxy names): `client-broker-<i>`, `broker-<i>-metadata`,
+  `broker-<i>-ledger`, `broker-<i>-broker-<j>`. A target lists the links it has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from harness.txn_paths import TxnPath
+
+
+class ServiceRole(str, Enum):
+    METADATA = "metadata"   # Oxia-like store (embedded), ZooKeeper or Oxia (compose)
+    LEDGER = "ledger"       # ledger store (embedded), bookies (compose)
+    BROKER = "broker"
+    PROXY = "proxy"         # the Toxiproxy(-API) process
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class LinkKind(str, Enum):
+    CLIENT_BROKER = "client-broker"
+    BROKER_BROKER = "broker-broker"
+    BROKER_METADATA = "broker-metadata"
+    BROKER_LEDGER = "broker-ledger"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class ServiceInfo:
+    """One process (embedded) or container (compose) of the cluster."""
+
+    name: str                       # e.g. "broker-0"
+    role: ServiceRole
+    state: str = "unknown"          # running | stopped | paused | killed | unknown
+    pid: int | None = None
+    service_url: str | None = None  # brokers: the pulsar:// URL clients are given (through the proxy)
+    admin_url: str | None = None    # brokers: http:// admin and /metrics
+    metrics_url: str | None = None  # Prometheus text endpoint
+    log_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """A proxied connection: Toxiproxy proxy `name` forwards `listen` to `upstream`."""
+
+    name: str                       # e.g. "broker-0-metadata"
+    kind: LinkKind
+    source: str                     # service name, or "client"
+    dest: str                       # service name
+    listen: str                     # host:port
+    upstream: str                   # host:port
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    target: str
+    path: TxnPath
+    service_url: str                # pulsar:// URL a client starts from
+    admin_url: str                  # http:// admin URL of any broker
+    toxiproxy_url: str | None = None
+    services: tuple[ServiceInfo, ...] = ()
+    links: tuple[LinkInfo, ...] = ()
+    settings: dict[str, object] = field(default_factory=dict)
+
+    def service(self, name: str) -> ServiceInfo:
+        for svc in self.services:
+            if svc.name == name:
+                return svc
+        raise KeyError(f"no service {name!r}; have {[s.name for s in self.services]}")
+
+    def by_role(self, role: ServiceRole) -> list[ServiceInfo]:
+        return [s for s in self.services if s.role is role]
+
+    def broker_for_url(self, service_url: str) -> ServiceInfo | None:
+        """The broker a lookup or coordinator assignment points at."""
+        wanted = service_url.rstrip("/")
+        for svc in self.by_role(ServiceRole.BROKER):
+            if svc.service_url and svc.service_url.rstrip("/") == wanted:
+                return svc
+        return None
+
+
+@runtime_checkable
+class ProcessControl(Protocol):
+    """Process-level fault actions. Every call returns once the action took effect."""
+
+    def kill(self, service: str) -> None:
+        """SIGKILL (kill -9) the service; returns when the process is gone."""
+
+    def start(self, service: str) -> None:
+        """Start a killed or stopped service again with its original configuration."""
+
+    def pause(self, service: str) -> None:
+        """SIGSTOP the service."""
+
+    def resume(self, service: str) -> None:
+        """SIGCONT the service."""
+
+    def is_running(self, service: str) -> bool:
+        """True when the process exists and is not paused."""
+
+
+@runtime_checkable
+class ClusterTarget(Protocol):
+    """How a run gets a cluster. `up()` returns once the cluster serves clients."""
+
+    name: str
+
+    def up(self) -> ClusterInfo:
+        """Start (or attach to) the cluster and wait until it is ready."""
+
+    def down(self) -> None:
+        """Stop everything `up()` started; an external cluster is left running."""
+
+    def info(self) -> ClusterInfo:
+        """Current URLs, services and their states."""
+
+    def scrape_metrics(self) -> dict[str, str]:
+        """Prometheus text per service name (services that do not answer are left out)."""
+
+    def collect_logs(self, dest: Path) -> None:
+        """Copy each service's log to `dest/<service>.log`."""
+
+    def process_control(self) -> ProcessControl | None:
+        """Kill/restart/pause/resume, or None when the target cannot (external)."""

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("run", "bench", "chaos", "check", "report", "cluster"):
+        assert command in out
+
+
+def test_cluster_actions_exist() -> None:
+    parser = build_parser()
+    for action in ("up", "status", "down", "heal"):
+        args = parser.parse_args(["cluster", action])
+        assert args.cluster_command == action
+
+
+def test_unknown_scenario_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "no-such-scenario"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no-such-scenario" in err and "not found" in err
+
+
+def test_misspelled_key_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("workload:\n  mesages_per_txn: 3\n")
+    assert main(["run", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"txnbench: {bad}: workload.mesages_per_txn: unknown key; did you mean 'messages_per_txn'?"
+
+
+def test_bad_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["run", "atomic-produce", "--duration", "-3"])
+    assert info.value.code == 2
+
+
+def test_external_target_needs_a_service_url(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "atomic-produce", "--target", "external"]) == 2
+    assert "--service-url" in capsys.readouterr().err
+
+
+def test_console_script_runs_without_traceback() -> None:
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "run", "no-such-scenario"],
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
