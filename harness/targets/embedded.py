@@ -1,0 +1,455 @@
+"""The embedded target: our reference cluster as local processes on 127.0.0.1.
+
+Theory of operation. `up()` picks free ports, writes one JSON config per service
+under `<dir>/conf/`, and starts, in order: the fault proxy (which listens on every
+link's port and forwards to the real one), the metadata store, the ledger store and
+the brokers. Brokers reach their dependencies and peers only through the proxy, and
+advertise their `client-broker-<i>` proxy address, so every link can be cut.
+It waits for each service's `/health`; a service that exits or stays unhealthy
+stops the start-up with its log's last lines in the error.
+
+`<dir>/state.json` records every service's pid, kernel start time, ports and URLs.
+A later process (e.g. `txnbench cluster down`, or `status`) attaches to the same
+cluster from that file; signals go only to pids whose start time still matches.
+Every process started is stopped by pid in `down()`, also after a fault killed or
+paused it. Killing and restarting a service keeps its ports, data and config, so the
+cluster sees the same service come back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from harness.errors import EnvironmentProblem
+from harness.results import write_json_atomic
+from harness.targets.base import (
+    ClusterInfo,
+    LinkInfo,
+    LinkKind,
+    ServiceInfo,
+    ServiceRole,
+)
+from harness.targets.processes import ManagedProcess, ProcessState
+from harness.txn_paths import TxnPath
+
+DEFAULT_DIR = Path(".txnbench/cluster")
+DIR_ENV = "TXNBENCH_CLUSTER_DIR"
+HOST = "127.0.0.1"
+CLUSTER_NAME = "txnbench"
+
+MODULES = {
+    ServiceRole.PROXY: "faults.proxy",
+    ServiceRole.METADATA: "embedded.metadata",
+    ServiceRole.LEDGER: "embedded.ledger",
+    ServiceRole.BROKER: "embedded.broker",
+}
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get(DIR_ENV, str(DEFAULT_DIR)))
+
+
+def path_settings(path: TxnPath) -> dict[str, Any]:
+    """Broker settings (Pulsar names) that select a transaction path."""
+    settings: dict[str, Any] = {
+        "transactionCoordinatorEnabled": True,
+        "systemTopicEnabled": True,
+        "transactionCoordinatorCount": 4,   # partitions of transaction_coordinator_assign
+        "transactionLogBatchedWriteEnabled": False,
+        "transactionPendingAckBatchedWriteEnabled": False,
+        "scalableTopicsEnabled": path is TxnPath.V5,
+        "transactionCoordinatorScalableTopicsEnabled": path is TxnPath.V5,
+    }
+    if path is TxnPath.V4_BATCHED:
+        settings.update({
+            "transactionLogBatchedWriteEnabled": True,
+            "transactionLogBatchedWriteMaxRecords": 512,
+            "transactionLogBatchedWriteMaxSize": 4 * 1024 * 1024,
+            "transactionLogBatchedWriteMaxDelayInMillis": 1,
+            "transactionPendingAckBatchedWriteEnabled": True,
+            "transactionPendingAckBatchedWriteMaxRecords": 512,
+            "transactionPendingAckBatchedWriteMaxSize": 4 * 1024 * 1024,
+            "transactionPendingAckBatchedWriteMaxDelayInMillis": 1,
+        })
+    if path is TxnPath.V5:
+        settings.update({
+            "transactionCoordinatorScalableTopicsParallelism": 4,
+            "transactionCoordinatorScalableTopicsTimeoutSweepIntervalSeconds": 5,
+            "transactionCoordinatorScalableTopicsGcIntervalSeconds": 30,
+            "transactionCoordinatorScalableTopicsGcRetentionSeconds": 120,
+        })
+    return settings
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 right now."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass
+class ServiceRecord:
+    """What state.json keeps of one service."""
+
+    name: str
+    role: ServiceRole
+    ports: dict[str, int]
+    config_path: Path
+    log_path: Path
+    pid: int | None = None
+    start_time: int | None = None
+    service_url: str | None = None
+    admin_url: str | None = None
+    health_url: str | None = None
+    metrics_url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "role": self.role.value, "ports": self.ports,
+                "config_path": str(self.config_path), "log_path": str(self.log_path),
+                "pid": self.pid, "start_time": self.start_time, "service_url": self.service_url,
+                "admin_url": self.admin_url, "health_url": self.health_url,
+                "metrics_url": self.metrics_url}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ServiceRecord:
+        return cls(name=data["name"], role=ServiceRole(data["role"]), ports=dict(data["ports"]),
+                   config_path=Path(data["config_path"]), log_path=Path(data["log_path"]),
+                   pid=data.get("pid"), start_time=data.get("start_time"),
+                   service_url=data.get("service_url"), admin_url=data.get("admin_url"),
+                   health_url=data.get("health_url"), metrics_url=data.get("metrics_url"))
+
+
+@dataclass
+class EmbeddedSpec:
+    path: TxnPath = TxnPath.V4
+    brokers: int = 2
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    directory: Path = field(default_factory=default_dir)
+    parent_pid: int | None = None      # services exit when this process dies (run-managed clusters)
+    ready_timeout_s: float = 90.0
+    log_level: str = "INFO"
+
+
+class EmbeddedCluster:
+    """The reference cluster; a `ClusterTarget` and its own `ProcessControl`."""
+
+    name = "embedded"
+
+    def __init__(self, spec: EmbeddedSpec) -> None:
+        self.spec = spec
+        self.directory = spec.directory.resolve()
+        self.records: dict[str, ServiceRecord] = {}
+        self.processes: dict[str, ManagedProcess] = {}
+        self.links: list[LinkInfo] = []
+        self.toxiproxy_url: str | None = None
+        self.settings: dict[str, Any] = {}
+
+    # ---- attach to a running cluster -----------------------------------------------------------
+
+    @property
+    def state_path(self) -> Path:
+        return self.directory / "state.json"
+
+    @classmethod
+    def attach(cls, directory: Path | None = None) -> EmbeddedCluster:
+        """The cluster a previous `up()` (maybe in another process) recorded in `directory`."""
+        directory = (directory or default_dir()).resolve()
+        state_path = directory / "state.json"
+        if not state_path.is_file():
+            raise EnvironmentProblem(f"no embedded cluster recorded in {directory}; "
+                                     "start one with `txnbench cluster up`")
+        state = json.loads(state_path.read_text())
+        spec = EmbeddedSpec(path=TxnPath(state["path"]), brokers=state["brokers"],
+                            settings=state.get("settings", {}), directory=directory,
+                            parent_pid=state.get("parent_pid"))
+        cluster = cls(spec)
+        cluster.settings = dict(state.get("settings", {}))
+        cluster.toxiproxy_url = state.get("toxiproxy_url")
+        for data in state["services"]:
+            record = ServiceRecord.from_json(data)
+            cluster.records[record.name] = record
+            proc = ManagedProcess(record.name, cluster._argv(record), record.log_path,
+                                  pid=record.pid, start_time=record.start_time)
+            cluster.processes[record.name] = proc
+        cluster.links = [LinkInfo(name=l["name"], kind=LinkKind(l["kind"]), source=l["source"],
+                                  dest=l["dest"], listen=l["listen"], upstream=l["upstream"])
+                         for l in state.get("links", [])]
+        return cluster
+
+    def any_running(self) -> bool:
+        return any(p.state != ProcessState.STOPPED for p in self.processes.values())
+
+    # ---- ClusterTarget ------------------------------------------------------------------------
+
+    def up(self) -> ClusterInfo:
+        if self.state_path.is_file():
+            previous = EmbeddedCluster.attach(self.directory)
+            if previous.any_running():
+                running = ", ".join(f"{n} (pid {p.pid})" for n, p in previous.processes.items()
+                                    if p.state != ProcessState.STOPPED)
+                raise EnvironmentProblem(f"an embedded cluster is already running in {self.directory}: "
+                                         f"{running}; stop it with `txnbench cluster down`")
+        for sub in ("data", "conf"):
+            shutil.rmtree(self.directory / sub, ignore_errors=True)
+        (self.directory / "logs").mkdir(parents=True, exist_ok=True)
+        self._plan()
+        self.save_state()
+        try:
+            order = ["proxy", "metadata", "ledger"] + [f"broker-{i}" for i in range(self.spec.brokers)]
+            deadline = time.monotonic() + self.spec.ready_timeout_s
+            for name in order:
+                self._start(name)
+                if not name.startswith("broker-"):
+                    self._wait_healthy([name], deadline)
+            self._wait_healthy([n for n in order if n.startswith("broker-")], deadline)
+        except BaseException:
+            self.down()
+            raise
+        return self.info()
+
+    def down(self) -> None:
+        """Stop brokers first, then the stores and the proxy; each by pid."""
+        order = sorted(self.processes, key=lambda n: (0 if n.startswith("broker-") else
+                                                       1 if n in ("ledger", "metadata") else 2, n))
+        errors = []
+        for name in order:
+            try:
+                self.processes[name].stop()
+            except Exception as err:  # keep stopping the others
+                errors.append(f"{name}: {err}")
+        if self.records:
+            self.save_state(stopped=True)
+        if errors:
+            raise EnvironmentProblem("could not stop every service: " + "; ".join(errors))
+
+    def info(self) -> ClusterInfo:
+        services = []
+        for name, record in self.records.items():
+            proc = self.processes.get(name)
+            state = proc.state if proc else "unknown"
+            services.append(ServiceInfo(name=name, role=record.role, state=state,
+                                        pid=proc.pid if proc else None,
+                                        service_url=record.service_url, admin_url=record.admin_url,
+                                        metrics_url=record.metrics_url, log_path=record.log_path))
+        brokers = [r for r in self.records.values() if r.role is ServiceRole.BROKER]
+        return ClusterInfo(
+            target=self.name, path=self.spec.path,
+            service_url=brokers[0].service_url if brokers else "",
+            admin_url=brokers[0].admin_url if brokers else "",
+            toxiproxy_url=self.toxiproxy_url, services=tuple(services), links=tuple(self.links),
+            settings=dict(self.settings),
+        )
+
+    def scrape_metrics(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, record in self.records.items():
+            if not record.metrics_url or self.processes[name].state != ProcessState.RUNNING:
+                continue
+            with contextlib.suppress(requests.RequestException):
+                response = requests.get(record.metrics_url, timeout=5)
+                if response.ok:
+                    out[name] = response.text
+        return out
+
+    def collect_logs(self, dest: Path) -> None:
+        dest.mkdir(parents=True, exist_ok=True)
+        for name, record in self.records.items():
+            if record.log_path.is_file():
+                shutil.copyfile(record.log_path, dest / f"{name}.log")
+
+    def process_control(self) -> EmbeddedCluster:
+        return self
+
+    # ---- ProcessControl -----------------------------------------------------------------------
+
+    def _proc(self, service: str) -> ManagedProcess:
+        if service not in self.processes:
+            raise KeyError(f"no service {service!r}; have {sorted(self.processes)}")
+        return self.processes[service]
+
+    def kill(self, service: str) -> None:
+        self._proc(service).kill()
+
+    def start(self, service: str) -> None:
+        """Start a stopped service with its original config and wait until it is healthy."""
+        proc = self._proc(service)
+        if proc.state != ProcessState.STOPPED:
+            return
+        self._start(service)
+        self._wait_healthy([service], time.monotonic() + self.spec.ready_timeout_s)
+
+    def pause(self, service: str) -> None:
+        import signal as _signal
+
+        proc = self._proc(service)
+        if not proc.signal(_signal.SIGSTOP):
+            raise RuntimeError(f"{service} is not running; cannot pause it")
+        self._wait_state(proc, ProcessState.PAUSED)
+
+    def resume(self, service: str) -> None:
+        import signal as _signal
+
+        proc = self._proc(service)
+        if proc.state == ProcessState.PAUSED:
+            proc.signal(_signal.SIGCONT)
+            self._wait_state(proc, ProcessState.RUNNING)
+
+    def is_running(self, service: str) -> bool:
+        return self._proc(service).state == ProcessState.RUNNING
+
+    # ---- internals ----------------------------------------------------------------------------
+
+    def _wait_state(self, proc: ManagedProcess, wanted: str, timeout_s: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.state == wanted:
+                return
+            time.sleep(0.01)
+        raise RuntimeError(f"{proc.name} did not become {wanted} within {timeout_s}s (is {proc.state})")
+
+    def _argv(self, record: ServiceRecord) -> list[str]:
+        return [sys.executable, "-m", MODULES[record.role], "--config", str(record.config_path)]
+
+    def _plan(self) -> None:
+        """Choose ports, links and per-service configs; write the configs."""
+        n = self.spec.brokers
+        conf_dir, data_dir, log_dir = (self.directory / d for d in ("conf", "data", "logs"))
+        link_names = [f"client-broker-{i}" for i in range(n)]
+        link_names += [f"broker-{i}-{dest}" for i in range(n) for dest in ("metadata", "ledger")]
+        link_names += [f"broker-{i}-broker-{j}" for i in range(n) for j in range(n) if i != j]
+        ports = iter(free_ports(1 + 2 + 2 + 2 * n + len(link_names)))
+        link_port = {name: next(ports) for name in link_names}
+
+        def record(name: str, role: ServiceRole, port_names: tuple[str, ...]) -> ServiceRecord:
+            rec = ServiceRecord(name=name, role=role, ports={p: next(ports) for p in port_names},
+                                config_path=conf_dir / f"{name}.json", log_path=log_dir / f"{name}.log")
+            self.records[name] = rec
+            return rec
+
+        proxy = record("proxy", ServiceRole.PROXY, ("api_port",))
+        meta = record("metadata", ServiceRole.METADATA, ("rpc_port", "http_port"))
+        ledger = record("ledger", ServiceRole.LEDGER, ("rpc_port", "http_port"))
+        brokers = [record(f"broker-{i}", ServiceRole.BROKER, ("binary_port", "http_port")) for i in range(n)]
+
+        self.toxiproxy_url = f"http://{HOST}:{proxy.ports['api_port']}"
+        proxy.health_url = f"{self.toxiproxy_url}/version"
+        proxy.metrics_url = f"{self.toxiproxy_url}/metrics"
+        for rec in (meta, ledger):
+            rec.health_url = f"http://{HOST}:{rec.ports['http_port']}/health"
+            rec.metrics_url = f"http://{HOST}:{rec.ports['http_port']}/metrics"
+
+        def addr(port: int) -> str:
+            return f"{HOST}:{port}"
+
+        self.links = []
+        for i, b in enumerate(brokers):
+            self.links.append(LinkInfo(f"client-broker-{i}", LinkKind.CLIENT_BROKER, "client", b.name,
+                                       addr(link_port[f"client-broker-{i}"]), addr(b.ports["binary_port"])))
+            self.links.append(LinkInfo(f"broker-{i}-metadata", LinkKind.BROKER_METADATA, b.name, "metadata",
+                                       addr(link_port[f"broker-{i}-metadata"]), addr(meta.ports["rpc_port"])))
+            self.links.append(LinkInfo(f"broker-{i}-ledger", LinkKind.BROKER_LEDGER, b.name, "ledger",
+                                       addr(link_port[f"broker-{i}-ledger"]), addr(ledger.ports["rpc_port"])))
+            for j, peer in enumerate(brokers):
+                if i != j:
+                    self.links.append(LinkInfo(f"broker-{i}-broker-{j}", LinkKind.BROKER_BROKER, b.name,
+                                               peer.name, addr(link_port[f"broker-{i}-broker-{j}"]),
+                                               addr(peer.ports["binary_port"])))
+
+        self.settings = {**path_settings(self.spec.path), **dict(self.spec.settings)}
+        common = {"host": HOST, "log_level": self.spec.log_level}
+        if self.spec.parent_pid:
+            common["parent_pid"] = self.spec.parent_pid
+        configs: dict[str, dict[str, Any]] = {
+            "proxy": {**common, "name": "proxy", "data_dir": str(data_dir / "proxy"), **proxy.ports,
+                      "proxies": [{"name": l.name, "listen": l.listen, "upstream": l.upstream,
+                                   "enabled": True} for l in self.links]},
+            "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports},
+            "ledger": {**common, "name": "ledger", "data_dir": str(data_dir / "ledger"), **ledger.ports},
+        }
+        for i, b in enumerate(brokers):
+            b.service_url = f"pulsar://{addr(link_port[f'client-broker-{i}'])}"
+            b.admin_url = f"http://{addr(b.ports['http_port'])}"
+            b.health_url = f"{b.admin_url}/health"
+            b.metrics_url = f"{b.admin_url}/metrics"
+            configs[b.name] = {
+                **common, "name": b.name, "data_dir": str(data_dir / b.name), **b.ports,
+                "broker_id": i, "cluster_name": CLUSTER_NAME, "path": self.spec.path.value,
+                "advertised_service_url": b.service_url, "advertised_web_url": b.admin_url,
+                "metadata_address": addr(link_port[f"broker-{i}-metadata"]),
+                "ledger_address": addr(link_port[f"broker-{i}-ledger"]),
+                "peers": {str(j): addr(link_port[f"broker-{i}-broker-{j}"]) for j in range(n) if j != i},
+                "settings": self.settings,
+            }
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        for name, config in configs.items():
+            Path(config["data_dir"]).mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.records[name].config_path, config)
+        for name, rec in self.records.items():
+            self.processes[name] = ManagedProcess(name, self._argv(rec), rec.log_path)
+
+    def _start(self, name: str) -> None:
+        proc = self.processes[name]
+        proc.start()
+        record = self.records[name]
+        record.pid, record.start_time = proc.pid, proc.start_time
+        self.save_state()
+
+    def _wait_healthy(self, names: list[str], deadline: float) -> None:
+        pending = list(names)
+        session = requests.Session()
+        try:
+            while pending:
+                for name in list(pending):
+                    proc = self.processes[name]
+                    if proc.state == ProcessState.STOPPED:
+                        raise EnvironmentProblem(
+                            f"{name} exited during start-up (code {proc.exit_code()}); "
+                            f"see {proc.log_path}; last lines:\n{proc.tail()}")
+                    with contextlib.suppress(requests.RequestException):
+                        url = self.records[name].health_url
+                        if url and session.get(url, timeout=2).status_code == 200:
+                            pending.remove(name)
+                if not pending:
+                    return
+                if time.monotonic() > deadline:
+                    details = "; ".join(f"{n}: see {self.processes[n].log_path}" for n in pending)
+                    raise EnvironmentProblem(
+                        f"embedded cluster not ready within {self.spec.ready_timeout_s:.0f}s ({details}); "
+                        f"last lines of {pending[0]}:\n{self.processes[pending[0]].tail()}")
+                time.sleep(0.1)
+        finally:
+            session.close()
+
+    def save_state(self, stopped: bool = False) -> None:
+        for name, record in self.records.items():
+            proc = self.processes.get(name)
+            if proc is not None:
+                record.pid, record.start_time = proc.pid, proc.start_time
+        write_json_atomic(self.state_path, {
+            "schema": 1, "path": self.spec.path.value, "brokers": self.spec.brokers,
+            "directory": str(self.directory), "parent_pid": self.spec.parent_pid,
+            "toxiproxy_url": self.toxiproxy_url, "settings": self.settings, "stopped": stopped,
+            "services": [r.to_json() for r in self.records.values()],
+            "links": [{"name": l.name, "kind": l.kind.value, "source": l.source, "dest": l.dest,
+                       "listen": l.listen, "upstream": l.upstream} for l in self.links],
+        })

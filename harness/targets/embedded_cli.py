@@ -1,0 +1,120 @@
+"""`txnbench cluster up | status | down | heal` for the embedded cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from harness.errors import ConfigError, EnvironmentProblem
+from harness.targets.base import ClusterInfo
+from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec, default_dir
+from harness.targets.processes import ProcessState
+from harness.txn_paths import TxnPath
+
+
+def _parse_settings(pairs: list[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError("--set", pair, "expected KEY=VALUE", "e.g. --set transactionLogBatchedWriteMaxRecords=64")
+        try:
+            settings[key] = json.loads(raw)
+        except ValueError:
+            settings[key] = raw
+    return settings
+
+
+def _directory(args: argparse.Namespace) -> Path:
+    return args.dir or default_dir()
+
+
+def print_info(info: ClusterInfo, directory: Path) -> None:
+    print(f"path         {info.path.value}")
+    print(f"service_url  {info.service_url}")
+    print(f"admin_url    {info.admin_url}")
+    print(f"toxiproxy    {info.toxiproxy_url}")
+    print(f"state        {directory / 'state.json'}")
+    print(f"{'service':<11}{'pid':>8}  {'state':<9} url")
+    for svc in info.services:
+        url = svc.service_url or svc.admin_url or svc.metrics_url or ""
+        print(f"{svc.name:<11}{svc.pid or '-':>8}  {svc.state:<9} {url}")
+
+
+def cluster_up(args: argparse.Namespace) -> int:
+    directory = _directory(args)
+    spec = EmbeddedSpec(path=TxnPath(args.path), brokers=args.brokers,
+                        settings=_parse_settings(args.set), directory=directory)
+    print(f"starting the embedded cluster ({spec.path.value}, {spec.brokers} brokers) in {directory} ...",
+          file=sys.stderr, flush=True)
+    started = time.monotonic()
+    cluster = EmbeddedCluster(spec)
+    info = cluster.up()
+    print(f"ready in {time.monotonic() - started:.1f}s; stop it with `txnbench cluster down`",
+          file=sys.stderr)
+    print_info(info, directory)
+    return 0
+
+
+def cluster_status(args: argparse.Namespace) -> int:
+    directory = _directory(args)
+    cluster = EmbeddedCluster.attach(directory)
+    info = cluster.info()
+    if args.json:
+        print(json.dumps({
+            "path": info.path.value, "service_url": info.service_url, "admin_url": info.admin_url,
+            "toxiproxy_url": info.toxiproxy_url, "directory": str(directory),
+            "processes": [{"name": s.name, "role": s.role.value, "pid": s.pid, "state": s.state,
+                           "service_url": s.service_url, "admin_url": s.admin_url,
+                           "metrics_url": s.metrics_url, "log": str(s.log_path)} for s in info.services],
+        }, indent=2))
+    else:
+        print_info(info, directory)
+    return 0 if cluster.any_running() else 1
+
+
+def cluster_down(args: argparse.Namespace) -> int:
+    directory = _directory(args)
+    cluster = EmbeddedCluster.attach(directory)
+    running = [n for n, p in cluster.processes.items() if p.state != ProcessState.STOPPED]
+    cluster.down()
+    print(f"stopped {len(running)} process(es): {', '.join(running) or 'none were running'}")
+    return 0
+
+
+def cluster_heal(args: argparse.Namespace) -> int:
+    """Remove every fault: proxies reset, paused processes resumed, killed ones restarted."""
+    directory = _directory(args)
+    cluster = EmbeddedCluster.attach(directory)
+    actions: list[str] = []
+    proxy = cluster.processes.get("proxy")
+    if proxy is not None and proxy.state == ProcessState.PAUSED:
+        cluster.resume("proxy")
+        actions.append("resumed proxy")
+    if proxy is not None and proxy.state == ProcessState.STOPPED:
+        cluster.start("proxy")
+        actions.append("restarted proxy")
+    if cluster.toxiproxy_url:
+        try:
+            requests.post(f"{cluster.toxiproxy_url}/reset", timeout=5).raise_for_status()
+            actions.append("reset every link")
+        except requests.RequestException as err:
+            raise EnvironmentProblem(f"could not reset the fault proxy at {cluster.toxiproxy_url}: {err}") from None
+    for name, proc in cluster.processes.items():
+        if name == "proxy":
+            continue
+        if proc.state == ProcessState.PAUSED:
+            cluster.resume(name)
+            actions.append(f"resumed {name}")
+        elif proc.state == ProcessState.STOPPED:
+            cluster.start(name)
+            actions.append(f"restarted {name}")
+    cluster.save_state()
+    print("healed: " + (", ".join(actions) if actions else "nothing was broken"))
+    return 0

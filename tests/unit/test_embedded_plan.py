@@ -1,0 +1,69 @@
+"""The embedded cluster's plan: ports, links through the proxy, per-service configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.targets.base import LinkKind, ServiceRole
+from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec, path_settings
+from harness.txn_paths import TxnPath
+
+
+def _planned(tmp_path: Path, path: TxnPath = TxnPath.V4, brokers: int = 3) -> EmbeddedCluster:
+    cluster = EmbeddedCluster(EmbeddedSpec(path=path, brokers=brokers, directory=tmp_path,
+                                           settings={"transactionCoordinatorCount": 2}))
+    cluster._plan()
+    return cluster
+
+
+def _config(cluster: EmbeddedCluster, name: str) -> dict:  # type: ignore[type-arg]
+    return json.loads(cluster.records[name].config_path.read_text())
+
+
+def test_every_link_goes_through_the_proxy(tmp_path: Path) -> None:
+    cluster = _planned(tmp_path)
+    names = {link.name for link in cluster.links}
+    assert {"client-broker-0", "broker-1-metadata", "broker-2-ledger", "broker-0-broker-2"} <= names
+    assert len(cluster.links) == 3 + 3 * 2 + 3 * 2
+    proxy = _config(cluster, "proxy")
+    assert {p["name"] for p in proxy["proxies"]} == names
+    for i in range(3):
+        broker = _config(cluster, f"broker-{i}")
+        links = {l.name: l for l in cluster.links}
+        assert broker["metadata_address"] == links[f"broker-{i}-metadata"].listen
+        assert broker["ledger_address"] == links[f"broker-{i}-ledger"].listen
+        assert broker["advertised_service_url"] == "pulsar://" + links[f"client-broker-{i}"].listen
+        assert set(broker["peers"]) == {str(j) for j in range(3) if j != i}
+        assert links[f"client-broker-{i}"].upstream.endswith(str(broker["binary_port"]))
+        assert links[f"client-broker-{i}"].kind is LinkKind.CLIENT_BROKER
+
+
+def test_ports_are_distinct_and_loopback(tmp_path: Path) -> None:
+    cluster = _planned(tmp_path)
+    ports = [p for r in cluster.records.values() for p in r.ports.values()]
+    ports += [int(l.listen.rsplit(":", 1)[1]) for l in cluster.links]
+    assert len(ports) == len(set(ports))
+    for link in cluster.links:
+        assert link.listen.startswith("127.0.0.1:") and link.upstream.startswith("127.0.0.1:")
+
+
+def test_settings_select_the_path_and_overrides_win(tmp_path: Path) -> None:
+    cluster = _planned(tmp_path, TxnPath.V4_BATCHED)
+    settings = _config(cluster, "broker-0")["settings"]
+    assert settings["transactionLogBatchedWriteEnabled"] is True
+    assert settings["transactionCoordinatorCount"] == 2
+    assert path_settings(TxnPath.V4)["transactionLogBatchedWriteEnabled"] is False
+    assert path_settings(TxnPath.V5)["transactionCoordinatorScalableTopicsEnabled"] is True
+
+
+def test_state_round_trips(tmp_path: Path) -> None:
+    cluster = _planned(tmp_path)
+    cluster.save_state()
+    again = EmbeddedCluster.attach(tmp_path)
+    assert again.spec.brokers == 3 and again.spec.path is TxnPath.V4
+    assert [l.name for l in again.links] == [l.name for l in cluster.links]
+    info = again.info()
+    assert info.service_url.startswith("pulsar://127.0.0.1:")
+    assert [s.role for s in info.services].count(ServiceRole.BROKER) == 3
+    assert not again.any_running()
