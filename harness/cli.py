@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _not_yet(command: str, issue: int, what: str) -> NotAvailableError:
-    return NotAvailableError(f"txnbench {command}: not available yet: {what} lands with issue #{issue}")
+    return NotAvailableError(f"{command}: not available yet: {what} lands with issue #{issue}")
 
 
 def scenario_from_args(args: argparse.Namespace) -> RunConfig:

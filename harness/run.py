@@ -416,7 +416,7 @@ def _require(config: RunConfig) -> None:
         except ModuleNotFoundError:
             found = False
         if not found:
-            raise NotAvailableError(f"txnbench run: not available yet: {module} lands with issue #{issue}")
+            raise NotAvailableError(f"run: not available yet: {module} lands with issue #{issue}")
 
 
 def main_run(config: RunConfig, args: argparse.Namespace) -> int:
