@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
         matrix.add_argument("--scenario", default=default, help=f"scenario (default: {default})")
         matrix.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
                             help="paths to run (default: the scenario's)")
+        matrix.add_argument("--target", choices=TARGET_CHOICES, help="where each run's cluster comes from")
+        matrix.add_argument("--service-url", help="pulsar:// URL of an external cluster")
+        matrix.add_argument("--admin-url", help="http:// admin URL of an external cluster")
         matrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
         matrix.set_defaults(handler=_cmd_bench if name == "bench" else _cmd_chaos)
 
