@@ -1,0 +1,199 @@
+"""The one way the analysis gets a SparkSession.
+
+Theory of operation. A process has at most one SparkContext, so this module
+keeps the session it created and hands the same one to every caller
+(`get_spark()`), which is what makes the checker, the performance analysis
+and the tests share one JVM. The master comes from, in order: the argument
+(`txnbench check --master`), `$TXNBENCH_SPARK_MASTER`, then `local[*]`.
+
+The session is configured for running beside a benchmark on a shared machine:
+everything binds 127.0.0.1 and the web UI is off (no stray listening ports),
+Spark's and Hadoop's INFO/WARN chatter is silenced (errors still show), the
+console progress bar is off (the checker prints its own progress), and times
+are UTC. Shuffle partitions start small and are raised for large inputs with
+`size_shuffle_partitions()`; adaptive query execution then coalesces them.
+
+Public API (stable; other analysis modules build on it):
+
+    get_spark(master=None, *, app_name="txnbench-analysis") -> SparkSession
+    resolve_master(master=None) -> str
+    size_shuffle_partitions(spark, input_bytes) -> int
+    stop_spark() -> None
+    MASTER_ENV, DRIVER_MEMORY_ENV, DEFAULT_MASTER, DEFAULT_DRIVER_MEMORY
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MASTER_ENV = "TXNBENCH_SPARK_MASTER"
+DRIVER_MEMORY_ENV = "TXNBENCH_SPARK_DRIVER_MEMORY"
+DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "4g"
+# Bytes of history (JSONL) per initial shuffle partition; AQE coalesces small ones.
+BYTES_PER_PARTITION = 64 * 1024 * 1024
+MAX_SHUFFLE_PARTITIONS = 2000
+
+# Root at WARN and Spark's own loggers at WARN (so PySpark does not announce a changed
+# "default log level"), with the noisy start-up loggers turned down to ERROR.
+_LOG4J2_PROPERTIES = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+logger.shutdown.name = org.apache.spark.util.ShutdownHookManager
+logger.shutdown.level = error
+"""
+
+_lock = threading.Lock()
+_session: SparkSession | None = None  # the session this module created, if any
+_session_master: str | None = None
+
+
+def resolve_master(master: str | None = None) -> str:
+    """The master to use: the argument, else `$TXNBENCH_SPARK_MASTER`, else `local[*]`."""
+    chosen = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    return chosen.strip()
+
+
+def _log4j_config_file() -> Path:
+    """Write the quiet log4j2 configuration once per content and return its path."""
+    digest = hashlib.sha256(_LOG4J2_PROPERTIES.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"txnbench-log4j2-{digest}.properties"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J2_PROPERTIES, encoding="utf-8")
+        os.replace(tmp, path)
+    return path
+
+
+def _is_alive(session: SparkSession) -> bool:
+    try:
+        jsc = session.sparkContext._jsc
+        return jsc is not None and not jsc.sc().isStopped()
+    except Exception:
+        return False
+
+
+def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis") -> SparkSession:
+    """The process's SparkSession, created on first use.
+
+    Args:
+        master: a Spark master URL; None reuses whatever session is running, or
+            starts one on `$TXNBENCH_SPARK_MASTER` / `local[*]`.
+        app_name: the application name of a new session.
+
+    Raises:
+        EnvironmentProblem: Spark could not start (usually no Java 17+), or a
+            different master was asked for than the session another component
+            of this process already started.
+    """
+    global _session, _session_master
+    with _lock:
+        if _session is not None and _is_alive(_session):
+            if master is None or resolve_master(master) == _session_master:
+                return _session
+            # An explicit, different master: restart our own session on it.
+            print(f"txnbench: restarting Spark on {resolve_master(master)} "
+                  f"(was {_session_master})", file=sys.stderr)
+            _session.stop()
+            _session = None
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None and _is_alive(active):
+            running = active.sparkContext.master
+            if master is not None and resolve_master(master) != running:
+                raise EnvironmentProblem(
+                    f"Spark is already running on {running} in this process, so it cannot "
+                    f"start on {resolve_master(master)}; call analysis.spark.stop_spark() first "
+                    f"or leave --master out")
+            _session, _session_master = active, running
+            return active
+
+        chosen = resolve_master(master)
+        # The driver and any local executors talk over loopback only.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
+        builder = (
+            SparkSession.builder.master(chosen).appName(app_name)
+            .config("spark.driver.memory", memory)
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.extraJavaOptions",
+                    f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.shuffle.partitions", str(_default_parallelism_guess(chosen)))
+            .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
+            .config("spark.sql.sources.partitionOverwriteMode", "static")
+        )
+        try:
+            session = builder.getOrCreate()
+        except Exception as err:  # py4j / launcher errors have many shapes
+            raise EnvironmentProblem(
+                f"Spark could not start on {chosen} ({type(err).__name__}: "
+                f"{str(err).strip().splitlines()[0] if str(err).strip() else 'no detail'}); "
+                f"PySpark 4 needs Java 17 or newer on PATH or in JAVA_HOME (run `make check-java`)"
+            ) from err
+        session.sparkContext.setLogLevel("ERROR")
+        _session, _session_master = session, chosen
+        return session
+
+
+def _default_parallelism_guess(master: str) -> int:
+    """Initial shuffle partitions before the input size is known: the local core count."""
+    if master.startswith("local"):
+        inside = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+        if inside in ("*", ""):
+            return max(1, os.cpu_count() or 1)
+        try:
+            return max(1, int(inside.split(",")[0]))
+        except ValueError:
+            return max(1, os.cpu_count() or 1)
+    return 200
+
+
+def size_shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
+    """Set `spark.sql.shuffle.partitions` for an input of `input_bytes` (JSONL size).
+
+    At least the default parallelism (every core busy), about one partition per
+    64 MiB of history above that, at most 2000. Returns the number set.
+    """
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    wanted = max(cores, math.ceil(max(0, input_bytes) / BYTES_PER_PARTITION))
+    partitions = min(MAX_SHUFFLE_PARTITIONS, wanted)
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    return partitions
+
+
+def stop_spark() -> None:
+    """Stop the session this module created (tests and tools; the CLI lets exit do it)."""
+    global _session, _session_master
+    with _lock:
+        if _session is not None:
+            _session.stop()
+        _session, _session_master = None, None
