@@ -1,0 +1,19 @@
+"""`python -m faults.proxy --config f.json`: the fault proxy process."""
+
+from __future__ import annotations
+
+import sys
+
+from embedded.service import run_service
+from faults.proxy.service import ConfigError, ProxyService
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        run_service(ProxyService, argv)
+    except ConfigError as err:
+        sys.exit(f"faults.proxy: {err}")
+
+
+if __name__ == "__main__":
+    main()
