@@ -18,6 +18,7 @@ from embedded.ledger.records import (
     DeleteRecord,
     EntryRecord,
     JournalCorrupt,
+    Record,
     RecordType,
     SealRecord,
     decode_metadata_record,
@@ -44,7 +45,7 @@ def _entry_batch(ledger: int, first: int, n: int) -> list[bytes]:
 
 def test_records_round_trip() -> None:
     metadata = LedgerMetadata(LedgerKind.PENDING_ACK, "persistent://t/n/x-sub__transaction_pending_ack")
-    records = [CreateRecord(5, metadata), EntryRecord(5, 0, b"\x00\xffdata"),
+    records: list[Record] = [CreateRecord(5, metadata), EntryRecord(5, 0, b"\x00\xffdata"),
                SealRecord(5, LedgerState.FENCED, 0), DeleteRecord(5)]
     body = b"".join(encode_record(r) for r in records)
     refs = iter_records(body, 0, len(body))
@@ -97,7 +98,7 @@ def test_a_crc_mismatch_in_the_middle_is_corruption_not_a_tail() -> None:
     data, starts = _segment([_entry_batch(1, 0, 2), _entry_batch(1, 2, 2), _entry_batch(1, 4, 2)])
     damaged = bytearray(data)
     damaged[starts[1] + BATCH_HEADER_SIZE + 5] ^= 0x01
-    with pytest.raises(JournalCorrupt, match="batch 2 body CRC mismatch.*batch 3"):
+    with pytest.raises(JournalCorrupt, match=r"batch 2 body CRC mismatch.*batch 3"):
         scan_segment(bytes(damaged), last=True)
 
 
