@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError, EncodeError, Message
 from harness.wire.enums import CommandType
 from harness.wire.schema import COMMAND_BODIES, PACKAGE, build_file
 
-__all__ = ["BODY_CLASSES", "BODY_FIELDS", "DecodeError", "EncodeError", "Message", "POOL"]
+__all__ = ["BODY_CLASSES", "BODY_FIELDS", "POOL", "DecodeError", "EncodeError", "Message"]
 
 POOL = descriptor_pool.DescriptorPool()
 POOL.Add(build_file())

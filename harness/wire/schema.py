@@ -780,7 +780,7 @@ def build_file() -> descriptor_pb2.FileDescriptorProto:
         for field in message.fields:
             spec = out.field.add(name=field.name, number=field.number, label=field.label.value)
             if field.type in SCALAR_TYPES:
-                spec.type = SCALAR_TYPES[field.type]  # type: ignore[assignment]
+                spec.type = SCALAR_TYPES[field.type]
             elif field.type in nested:
                 spec.type = _FDP.TYPE_ENUM
                 spec.type_name = f".{PACKAGE}.{message.name}.{field.type}"

@@ -332,7 +332,7 @@ def test_build_file_rejects_an_unknown_type() -> None:
     original = schema.MESSAGES
     try:
         schema.MESSAGES = (*original, bad)
-        with pytest.raises(ValueError, match="Broken.x: unknown type 'NoSuchType'"):
+        with pytest.raises(ValueError, match=r"Broken\.x: unknown type 'NoSuchType'"):
             schema.build_file()
     finally:
         schema.MESSAGES = original
