@@ -99,6 +99,8 @@ class ProxyCollection:
             except ApiError:
                 self._metrics.forget(spec.name)
                 raise
+        else:
+            proxy.hold_port()
         self._proxies[spec.name] = proxy
         return proxy
 

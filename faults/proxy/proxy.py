@@ -116,6 +116,11 @@ class Proxy:
         self.toxics.reset()
         self._metrics.forget(self.name)
 
+    def hold_port(self) -> None:
+        """Reserve the listen port of a proxy created disabled (no-op for port 0)."""
+        if not self.enabled and self._placeholder is None and self.listen.port != 0:
+            self._placeholder = _reserve(self.listen)
+
     def _release_placeholder(self) -> None:
         if self._placeholder is not None:
             self._placeholder.close()

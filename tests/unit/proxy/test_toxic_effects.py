@@ -225,3 +225,13 @@ def test_delete_closes_connections_and_frees_the_port(env: ProxyEnv) -> None:
     again = env.client.create_proxy("echo", env.echo_address, listen=proxy.listen)
     with connect(again.listen) as sock:
         round_trip(sock)
+
+
+def test_a_disabled_proxy_keeps_its_port_from_other_programs(env: ProxyEnv) -> None:
+    proxy = env.client.create_proxy("echo", env.echo_address)
+    env.client.disable("echo")
+    with socket.socket() as intruder, pytest.raises(OSError, match="in use"):
+        intruder.bind(("127.0.0.1", int(proxy.listen.rsplit(":", 1)[1])))
+    env.client.enable("echo")
+    with connect(proxy.listen) as sock:
+        round_trip(sock)
