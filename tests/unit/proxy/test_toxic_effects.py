@@ -7,6 +7,7 @@ are generous because the machine is shared.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import time
 
@@ -161,6 +162,33 @@ def test_toxicity_zero_never_applies(env: ProxyEnv) -> None:
     env.client.add_toxic("echo", ToxicType.LATENCY, {"latency": 2000}, toxicity=0.0)
     with connect(proxy.listen) as sock:
         assert round_trip(sock) < 1.0
+
+
+def test_toxicity_is_a_probability_per_connection(env: ProxyEnv) -> None:
+    proxy = env.client.create_proxy("echo", env.echo_address)
+    env.client.add_toxic("echo", ToxicType.LATENCY, {"latency": 1000}, toxicity=0.5)
+    socks = [socket.create_connection(("127.0.0.1", int(proxy.listen.rsplit(":", 1)[1])), timeout=10)
+             for _ in range(40)]
+    try:
+        started = time.perf_counter()
+        for sock in socks:
+            sock.sendall(b"ping")
+        fast: list[socket.socket] = []
+        while (left := started + 0.5 - time.perf_counter()) > 0:
+            readable, _, _ = select.select([s for s in socks if s not in fast], [], [], left)
+            for sock in readable:
+                assert recv_exactly(sock, 4) == b"ping"
+                fast.append(sock)
+        slow = [s for s in socks if s not in fast]
+        for sock in slow:
+            assert recv_exactly(sock, 4) == b"ping"
+        assert time.perf_counter() - started >= 1.0 or not slow
+        # each connection rolled once: all 40 the same way has probability 2 * 0.5**40
+        assert fast and slow
+        assert round_trip(slow[0]) >= 1.0 and round_trip(fast[0]) < 1.0
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def test_toxics_added_updated_and_removed_affect_live_connections(env: ProxyEnv) -> None:
