@@ -416,27 +416,43 @@ def message_metadata(
     For a batch, pass `num_messages_in_batch` (the Java client always sets it, 1 for a
     single message); `harness.wire.batch.encode_batch` builds the matching data.
     """
-    fields: dict[str, Any] = {
-        "producer_name": producer_name,
-        "sequence_id": sequence_id,
-        "publish_time": publish_time_ms,
-        "properties": _key_values(properties),
-        "partition_key": partition_key,
-        "ordering_key": ordering_key,
-        "event_time": event_time_ms,
-        "num_messages_in_batch": num_messages_in_batch,
-        "compression": int(compression) if compression is not None else None,
-        "uncompressed_size": uncompressed_size,
-        "highest_sequence_id": highest_sequence_id,
-        "marker_type": int(marker_type) if marker_type is not None else None,
-        "null_value": null_value,
-        "uuid": uuid,
-        "schema_version": schema_version,
-        "entry_hash_min": entry_hash_min,
-        "entry_hash_max": entry_hash_max,
-        **_txn_fields(txn),
-    }
-    return proto.MessageMetadata(**{k: v for k, v in fields.items() if v is not None})
+    # Plain ifs rather than a kwargs dict: this runs once per message a producer sends.
+    meta = proto.MessageMetadata(
+        producer_name=producer_name, sequence_id=sequence_id, publish_time=publish_time_ms
+    )
+    if properties:
+        for name, value in properties.items():
+            meta.properties.add(key=name, value=value)
+    if partition_key is not None:
+        meta.partition_key = partition_key
+    if ordering_key is not None:
+        meta.ordering_key = ordering_key
+    if event_time_ms is not None:
+        meta.event_time = event_time_ms
+    if num_messages_in_batch is not None:
+        meta.num_messages_in_batch = num_messages_in_batch
+    if txn is not None:
+        meta.txnid_most_bits = txn.most
+        meta.txnid_least_bits = txn.least
+    if compression is not None:
+        meta.compression = int(compression)
+    if uncompressed_size is not None:
+        meta.uncompressed_size = uncompressed_size
+    if highest_sequence_id is not None:
+        meta.highest_sequence_id = highest_sequence_id
+    if marker_type is not None:
+        meta.marker_type = int(marker_type)
+    if null_value is not None:
+        meta.null_value = null_value
+    if uuid is not None:
+        meta.uuid = uuid
+    if schema_version is not None:
+        meta.schema_version = schema_version
+    if entry_hash_min is not None:
+        meta.entry_hash_min = entry_hash_min
+    if entry_hash_max is not None:
+        meta.entry_hash_max = entry_hash_max
+    return meta
 
 
 def send(

@@ -24,6 +24,11 @@ the CONNECTED we send leaves `protocol_version` or `max_message_size` unset,
 the `max_message_size` the server announces for the frames it sends, and accepts
 incoming frames up to the larger of its own and the server's limit.
 
+Sharing: once READY, `send` reads only what the handshake set and changes nothing, so
+one reader (calling `receive_data`/`next_event`) and any number of senders may share a
+Connection across threads or greenlets; the caller still serializes its socket writes.
+Before READY, use it from one place.
+
 Errors: a violation by the peer raises `RemoteProtocolError` from `next_event` and
 moves the connection to ERROR for good; a violation of ours raises
 `LocalProtocolError` from `send`, sends nothing and changes nothing. A wrong payload

@@ -47,7 +47,9 @@ PAYLOAD_COMMANDS = frozenset({CommandType.SEND, CommandType.MESSAGE})
 
 _SIZES = struct.Struct(">II")
 _U32 = struct.Struct(">I")
-_TYPES: dict[int, CommandType] = {int(kind): kind for kind in CommandType}
+_DECODE: dict[int, tuple[CommandType, str]] = {
+    int(kind): (kind, proto.BODY_FIELDS[kind]) for kind in CommandType
+}
 
 
 def max_frame_size(max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> int:
@@ -55,13 +57,20 @@ def max_frame_size(max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> int:
     return max_message_size + MESSAGE_SIZE_FRAME_PADDING
 
 
-def _varint(value: int) -> bytes:
+def _varint_slow(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SMALL_VARINTS = tuple(bytes((value,)) for value in range(128))
+
+
+def _varint(value: int) -> bytes:
+    return _SMALL_VARINTS[value] if value < 128 else _varint_slow(value)
 
 
 # BaseCommand bytes before the sub-message's length: `type` (field 1, varint) and the
@@ -101,8 +110,11 @@ def encode_frame(kind: CommandType, body: Any, payload: Payload | None = None) -
         raise LocalProtocolError(f"{kind.name} cannot carry a payload; only SEND and MESSAGE do")
     parts = payload.frame_parts()
     size = len(command)
-    total = 4 + size + sum(len(part) for part in parts)
-    return b"".join((_SIZES.pack(total, size), command, *parts))
+    total = 4 + size
+    for part in parts:
+        total += len(part)
+    parts[0:0] = (_SIZES.pack(total, size), command)
+    return b"".join(parts)
 
 
 def decode_frame(frame: memoryview) -> tuple[CommandType, Any, Payload | None]:
@@ -131,8 +143,8 @@ def decode_frame(frame: memoryview) -> tuple[CommandType, Any, Payload | None]:
             "command has an unknown or missing type (a newer protocol than "
             "harness.wire.schema declares?)"
         )
-    kind = _TYPES[base.type]
-    body = getattr(base, proto.BODY_FIELDS[kind])
+    kind, field = _DECODE[base.type]
+    body = getattr(base, field)
     if not body.IsInitialized():
         missing = ", ".join(body.FindInitializationErrors())
         raise RemoteProtocolError(f"{kind.name} lacks required fields: {missing}")
@@ -146,8 +158,11 @@ def decode_frame(frame: memoryview) -> tuple[CommandType, Any, Payload | None]:
             "only SEND and MESSAGE carry a payload"
         )
     try:
-        bem, entry = split_broker_entry_metadata(frame[command_end:])
-        payload = Payload.parse(entry, broker_entry_metadata=bem)
+        if frame[command_end] == 0x0E and length - command_end > 1 and frame[command_end + 1] == 0x02:
+            bem, entry = split_broker_entry_metadata(frame[command_end:])
+            payload = Payload.parse(entry, broker_entry_metadata=bem)
+        else:
+            payload = Payload.parse(frame[command_end:])
     except MessageFormatError as exc:
         raise RemoteProtocolError(f"{kind.name} payload is malformed: {exc}") from None
     return kind, body, payload

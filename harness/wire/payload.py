@@ -40,8 +40,6 @@ from harness.wire.errors import LocalProtocolError, MessageFormatError
 
 MAGIC_CRC32C = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
-_MAGIC_CRC32C_BYTES = b"\x0e\x01"
-_MAGIC_BEM_BYTES = b"\x0e\x02"
 
 _U32 = struct.Struct(">I")
 _CHECKSUM_HEADER = struct.Struct(">HII")  # magic, crc, metadataSize
@@ -87,7 +85,6 @@ class Payload:
 
     def __init__(
         self,
-        *,
         parts: tuple[Buffer, ...],
         meta_start: int,
         meta_end: int,
@@ -125,20 +122,11 @@ class Payload:
             data = bytes(data)
         meta_len = len(meta)
         if not with_checksum:
-            return cls(
-                parts=(_U32.pack(meta_len), meta, data),
-                meta_start=4,
-                meta_end=4 + meta_len,
-                checksum=ChecksumStatus.ABSENT,
-            )
+            return cls((_U32.pack(meta_len), meta, data), 4, 4 + meta_len, ChecksumStatus.ABSENT)
         size = _U32.pack(meta_len)
         crc = google_crc32c.extend(google_crc32c.value(size + meta), data)
-        return cls(
-            parts=(_CHECKSUM_HEADER.pack(MAGIC_CRC32C, crc, meta_len), meta, data),
-            meta_start=10,
-            meta_end=10 + meta_len,
-            checksum=ChecksumStatus.VALID,
-        )
+        header = _CHECKSUM_HEADER.pack(MAGIC_CRC32C, crc, meta_len)
+        return cls((header, meta, data), 10, 10 + meta_len, ChecksumStatus.VALID)
 
     @classmethod
     def parse(
@@ -161,7 +149,7 @@ class Payload:
                 raise MessageFormatError(
                     f"entry of {total} bytes is too short for a checksum and a metadata size"
                 )
-            stored, meta_len = _CHECKSUM_HEADER.unpack_from(entry, 0)[1:]
+            _, stored, meta_len = _CHECKSUM_HEADER.unpack_from(entry, 0)
             meta_start = 10
             if not verify:
                 status = ChecksumStatus.UNVERIFIED
@@ -180,22 +168,12 @@ class Payload:
             raise MessageFormatError(
                 f"metadata size {meta_len} runs past the end of a {total}-byte entry"
             )
-        return cls(
-            parts=(entry,),
-            meta_start=meta_start,
-            meta_end=meta_end,
-            checksum=status,
-            broker_entry_metadata=broker_entry_metadata,
-        )
+        return cls((entry,), meta_start, meta_end, status, broker_entry_metadata)
 
     def with_broker_entry_metadata(self, broker_entry_metadata: Any) -> Payload:
         """The same entry with `broker_entry_metadata` (a `BrokerEntryMetadata` or None)."""
         twin = Payload(
-            parts=self._parts,
-            meta_start=self._meta_start,
-            meta_end=self._meta_end,
-            checksum=self.checksum,
-            broker_entry_metadata=broker_entry_metadata,
+            self._parts, self._meta_start, self._meta_end, self.checksum, broker_entry_metadata
         )
         twin._entry = self._entry
         return twin

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.wire import commands as c
 from harness.wire.connection import CURRENT_PROTOCOL_VERSION, Connection
@@ -278,3 +280,39 @@ def test_a_local_error_sends_nothing_and_changes_nothing() -> None:
 def test_invalid_max_message_size() -> None:
     with pytest.raises(ValueError, match="max_message_size must be positive"):
         Connection(Role.CLIENT, max_message_size=0)
+
+
+_CLIENT_SAMPLES = [e for e in all_samples() if e.type in SENT_BY[Role.CLIENT] - {CommandType.CONNECT}]
+_SERVER_SAMPLES = [e for e in all_samples() if e.type in SENT_BY[Role.SERVER] - {CommandType.CONNECTED}]
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    picks=st.lists(st.tuples(st.booleans(), st.integers(min_value=0, max_value=1000)), max_size=30),
+    cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=30),
+)
+def test_conversations_survive_any_chunking(picks: list[tuple[bool, int]], cuts: list[int]) -> None:
+    client, server = _pair()
+    to_server: list[Command] = []
+    to_client: list[Command] = []
+    wire_up, wire_down = bytearray(), bytearray()
+    for from_client, index in picks:
+        if from_client:
+            event = _CLIENT_SAMPLES[index % len(_CLIENT_SAMPLES)]
+            wire_up += client.send(event)
+            to_server.append(event)
+        else:
+            event = _SERVER_SAMPLES[index % len(_SERVER_SAMPLES)]
+            wire_down += server.send(event)
+            to_client.append(event)
+    for receiver, wire, expected in ((server, bytes(wire_up), to_server), (client, bytes(wire_down), to_client)):
+        got: list[Command] = []
+        position = 0
+        for cut in [*cuts, len(wire)]:
+            chunk = wire[position : position + cut]
+            position += cut
+            if chunk:  # b"" would mean end of stream
+                receiver.receive_data(chunk)
+            got.extend(event for event in receiver.events() if isinstance(event, Command))
+        assert [(e.type, e.body, e.payload) for e in got] == [(e.type, e.body, e.payload) for e in expected]
+        assert receiver.state is ConnectionState.READY
