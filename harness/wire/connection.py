@@ -222,13 +222,10 @@ class Connection:
                 f"{kind.name} frame of {len(data)} bytes exceeds the peer's limit of "
                 f"{self._send_limit} (maxMessageSize + 10 KiB); send smaller messages"
             )
-        if following is not None:
-            if kind is CommandType.CONNECT:
-                self._state = following
-            elif kind is CommandType.CONNECTED:
-                self._become_ready(body.protocol_version)
-            else:
-                self._state = following
+        if following is ConnectionState.READY:  # we sent CONNECTED
+            self._become_ready(body.protocol_version)
+        elif following is not None:
+            self._state = following
         return data
 
     def _complete_connected(self, body: Any) -> Any:
