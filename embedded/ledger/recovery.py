@@ -117,47 +117,53 @@ def recover(directory: Path, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Reco
     found = list_segments(directory)
     last_seq = 0
     n_batches = n_records = n_entries = journal_bytes = torn_bytes = 0
-    for position, (segment_no, path) in enumerate(found):
-        is_last = position == len(found) - 1
-        buf = path.read_bytes()
-        scan = scan_segment(buf, last=is_last, name=path.name)
-        journal_bytes += len(buf)
-        if scan.header is None:
-            log.warning("removing %s: its header was torn in a crash and it holds no batch", path.name)
-            path.unlink()
-            fsync_directory(directory)
-            torn_bytes += len(buf)
-            continue
-        if scan.header.segment_no != segment_no:
-            raise JournalCorrupt(f"{path.name}: header says segment {scan.header.segment_no}")
-        book.next_ledger_id = max(book.next_ledger_id, scan.header.next_ledger_id)
-        if scan.batches:
-            if scan.batches[0].seq <= last_seq:
-                raise JournalCorrupt(f"{path.name}: batch {scan.batches[0].seq} is not after batch {last_seq}")
-            last_seq = scan.batches[-1].seq
-        records, entries = _replay_segment(buf, segment_no, scan.batches, book, index, usage, misfits)
-        n_batches += len(scan.batches)
-        n_records += records
-        n_entries += entries
-        usage.add_segment(segment_no)
-        if scan.torn_bytes:
-            log.warning("%s: cutting a torn tail of %d bytes at byte %d (never acknowledged)",
-                        path.name, scan.torn_bytes, scan.valid_end)
-            torn_bytes += scan.torn_bytes
-            fd = os.open(path, os.O_RDWR)
-            try:
-                os.ftruncate(fd, scan.valid_end)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        segments[segment_no] = Journal.open_segment(segment_no, path, scan.valid_end)
-        del buf
+    try:
+        for position, (segment_no, path) in enumerate(found):
+            is_last = position == len(found) - 1
+            buf = path.read_bytes()
+            scan = scan_segment(buf, last=is_last, name=path.name)
+            journal_bytes += len(buf)
+            if scan.header is None:
+                log.warning("removing %s: its header was torn in a crash and it holds no batch", path.name)
+                path.unlink()
+                fsync_directory(directory)
+                torn_bytes += len(buf)
+                continue
+            if scan.header.segment_no != segment_no:
+                raise JournalCorrupt(f"{path.name}: header says segment {scan.header.segment_no}")
+            book.next_ledger_id = max(book.next_ledger_id, scan.header.next_ledger_id)
+            if scan.batches:
+                if scan.batches[0].seq <= last_seq:
+                    raise JournalCorrupt(f"{path.name}: batch {scan.batches[0].seq} is not after batch {last_seq}")
+                last_seq = scan.batches[-1].seq
+            records, entries = _replay_segment(buf, segment_no, scan.batches, book, index, usage, misfits)
+            n_batches += len(scan.batches)
+            n_records += records
+            n_entries += entries
+            usage.add_segment(segment_no)
+            if scan.torn_bytes:
+                log.warning("%s: cutting a torn tail of %d bytes at byte %d (never acknowledged)",
+                            path.name, scan.torn_bytes, scan.valid_end)
+                torn_bytes += scan.torn_bytes
+                fd = os.open(path, os.O_RDWR)
+                try:
+                    os.ftruncate(fd, scan.valid_end)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            segments[segment_no] = Journal.open_segment(segment_no, path, scan.valid_end)
+            del buf
+    except BaseException:
+        for segment in segments.values():
+            segment.retire()
+        raise
     unexplained = {ledger_id: why for ledger_id, why in misfits.items() if not usage.is_deleted(ledger_id)}
     if unexplained:
         for segment in segments.values():
             segment.retire()
         detail = "; ".join(f"ledger {lid}: {why}" for lid, why in sorted(unexplained.items())[:5])
-        raise JournalCorrupt(f"journal records are missing (a segment file lost or damaged?): {detail}")
+        raise JournalCorrupt(f"journal records are missing (a segment file lost or damaged?): {detail}; "
+                             f"restore {directory} from a copy, or remove it to start empty")
     journal = Journal(directory, segments, next_seq=last_seq + 1, segment_bytes=segment_bytes)
     stats = RecoveryStats(len(segments), n_batches, n_records, n_entries, journal_bytes, torn_bytes,
                           time.perf_counter() - started)

@@ -198,3 +198,14 @@ def test_unknown_op_is_a_definite_error(tmp_path: Path) -> None:
         await rpc.close()
 
     with_service(tmp_path, body)
+
+
+def test_config_errors_name_the_key(tmp_path: Path) -> None:
+    good = {"name": "ledger", "host": "127.0.0.1", "data_dir": str(tmp_path), "rpc_port": 0, "http_port": 0}
+    assert LedgerServiceConfig.from_dict({**good, "parent_pid": 7}).parent_pid == 7
+    with pytest.raises(SystemExit, match="missing"):
+        LedgerServiceConfig.from_dict({k: v for k, v in good.items() if k != "rpc_port"})
+    with pytest.raises(SystemExit, match="binds 127"):
+        LedgerServiceConfig.from_dict({**good, "host": "0.0.0.0"})
+    with pytest.raises(SystemExit, match="http_port"):
+        LedgerServiceConfig.from_dict({**good, "http_port": "8080"})
