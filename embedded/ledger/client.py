@@ -142,6 +142,14 @@ class LedgerClient:
         header, _ = await self._call("fence", idempotent=True, ledger_id=ledger_id)
         return int(header["last_entry_id"])
 
+    async def recover_ledger(self, ledger_id: int) -> int:
+        """BookKeeper's open-with-recovery: fence (the old writer is stopped), then close.
+
+        Returns the last entry id; entries 0..that id are all durable and readable.
+        """
+        await self.fence(ledger_id)
+        return await self.close_ledger(ledger_id)
+
     async def info(self, ledger_id: int) -> LedgerInfo:
         header, _ = await self._call("info", idempotent=True, ledger_id=ledger_id)
         return LedgerInfo.from_json(header)
@@ -279,6 +287,11 @@ class BlockingLedgerClient:
     def fence(self, ledger_id: int) -> int:
         header, _ = self._call("fence", idempotent=True, ledger_id=ledger_id)
         return int(header["last_entry_id"])
+
+    def recover_ledger(self, ledger_id: int) -> int:
+        """Fence, then close; returns the last entry id (see `LedgerClient.recover_ledger`)."""
+        self.fence(ledger_id)
+        return self.close_ledger(ledger_id)
 
     def info(self, ledger_id: int) -> LedgerInfo:
         header, _ = self._call("info", idempotent=True, ledger_id=ledger_id)

@@ -85,8 +85,19 @@ def test_pipelined_appends_get_ids_in_call_order(tmp_path: Path) -> None:
     async def body(service: LedgerService, address: str) -> None:
         async with LedgerClient(address) as client:
             ledger = await client.create_ledger("txn-log", "tc-0")
-            ids = await asyncio.gather(*[client.append(ledger, b"%d" % i) for i in range(300)])
+            answered: list[int] = []
+
+            def note_answer(i: int) -> Callable[[asyncio.Future[int]], None]:
+                return lambda _: answered.append(i)
+
+            calls = []
+            for i in range(300):
+                call = asyncio.ensure_future(client.append(ledger, b"%d" % i))
+                call.add_done_callback(note_answer(i))
+                calls.append(call)
+            ids = await asyncio.gather(*calls)
             assert ids == list(range(300))
+            assert answered == list(range(300))                  # answered in call order
             assert await client.read(ledger, 0, 299) == [b"%d" % i for i in range(300)]
             assert service.stats.journal_syncs.get() < 300 / 2   # they shared fsyncs
 
@@ -175,9 +186,10 @@ def test_blocking_client(tmp_path: Path) -> None:
                 ledger = client.create_ledger("pending-ack", "sub")
                 assert [client.append(ledger, b"e%d" % i) for i in range(3)] == [0, 1, 2]
                 assert client.read(ledger, 1, 2) == [b"e1", b"e2"]
-                assert client.fence(ledger) == 2
-                with pytest.raises(Fenced):
+                assert client.recover_ledger(ledger) == 2
+                with pytest.raises(LedgerClosed):
                     client.append(ledger, b"late")
+                assert client.info(ledger).state is LedgerState.CLOSED
                 assert [i.ledger_id for i in client.list_ledgers("pending-ack")] == [ledger]
                 assert client.list_ledgers("data") == []
                 client.delete_ledger(ledger)
