@@ -12,7 +12,12 @@ compose/ at the top of the repository (see its README.md). Modules:
     cluster.py   ComposeCluster
 """
 
-from harness.targets.compose.cluster import ComposeCluster, ComposeSpec, project_name, resolve_compose_file
+from harness.targets.compose.cluster import (
+           ComposeCluster,
+           ComposeSpec,
+           project_name,
+           resolve_compose_file,
+)
 from harness.targets.compose.layout import ComposeFileError
 from harness.targets.compose.paths import COMPOSE_DIR, DEFAULT_FILES, default_compose_file
 

@@ -102,6 +102,7 @@ class ComposeSpec:
     up_timeout_s: float = UP_TIMEOUT_S
     docker: str = "docker"
     docker_base_url: str | None = None   # Docker SDK endpoint; None: the environment's (DOCKER_HOST)
+    poll_s: float = POLL_S               # how often start-up and restarts are polled
 
 
 @dataclass(frozen=True)
@@ -551,7 +552,7 @@ class ComposeCluster:
             if time.monotonic() >= deadline:
                 raise RuntimeError(f"{svc.name} did not become {wanted} within {timeout_s:.0f}s "
                                    f"(status {state.status}, health {state.health})")
-            time.sleep(0.1 if timeout_s <= STATE_TIMEOUT_S else POLL_S)
+            time.sleep(min(0.1, self.spec.poll_s) if timeout_s <= STATE_TIMEOUT_S else self.spec.poll_s)
 
     def _tail(self, svc: ServiceSpec, lines: int = 30) -> str:
         try:
@@ -593,7 +594,7 @@ class ComposeCluster:
                 raise EnvironmentProblem(
                     f"compose cluster not ready within {self.spec.ready_timeout_s:.0f}s ({detail}); "
                     f"last lines of {first.compose_name}:\n{self._tail(first)}")
-            time.sleep(POLL_S)
+            time.sleep(self.spec.poll_s)
 
     def _ensure_links(self) -> None:
         """Check through the Toxiproxy API that every link exists; create what is missing."""

@@ -122,7 +122,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 def load_document(text: str, source: str) -> dict[str, Any]:
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -154,16 +154,20 @@ class PortBinding:
         return int(text) if text.isdigit() else None
 
 
+def _parse_long_port(entry: Mapping[str, Any]) -> PortBinding:
+    target = str(entry.get("target"))
+    published = entry.get("published")
+    host_port = None if published is None else str(published)
+    var = variable_default(host_port) if host_port else None
+    return PortBinding(raw=str(dict(entry)), host_ip=entry.get("host_ip"), host_port=host_port,
+                       container_port=int(target) if target.isdigit() else None,
+                       variable=var[0] if var else None, default=var[1] if var else None)
+
+
 def parse_port(entry: Any) -> PortBinding:
     """A short (`[ip:]host:container[/proto]`) or long (`target:`, `published:`) entry."""
     if isinstance(entry, Mapping):
-        target = entry.get("target")
-        published = entry.get("published")
-        host_port = None if published is None else str(published)
-        var = variable_default(host_port) if host_port else None
-        return PortBinding(raw=str(dict(entry)), host_ip=entry.get("host_ip"), host_port=host_port,
-                           container_port=int(target) if str(target).isdigit() else None,
-                           variable=var[0] if var else None, default=var[1] if var else None)
+        return _parse_long_port(entry)
     text = str(entry).split("/", 1)[0]
     # split on ':' outside ${...}
     parts: list[str] = []
