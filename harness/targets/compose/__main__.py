@@ -1,8 +1,10 @@
-"""`python -m harness.targets.compose check|write-configs|links [FILE...]`.
+"""`python -m harness.targets.compose check|write-configs|links|scenario [FILE...]`.
 
 check          validate compose files (default: every compose/*.yaml); exit 1 on problems
 write-configs  regenerate each file's default Toxiproxy config (x-txnbench.toxiproxy-config)
 links          print the Toxiproxy links a file implies, as the run would create them
+scenario       write a scenario that runs --base (default: chaos) on one compose file and its
+               path only (--out FILE); the nightly workflow runs one per compose file
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
+import yaml
+
+from harness.config import resolve_scenario
 from harness.targets.compose.layout import ComposeFileError, load_layout
 from harness.targets.compose.links import plan_links, toxiproxy_config_text
 from harness.targets.compose.paths import COMPOSE_DIR
@@ -23,9 +28,13 @@ def _files(names: list[str]) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.targets.compose")
-    parser.add_argument("command", choices=["check", "write-configs", "links"])
+    parser.add_argument("command", choices=["check", "write-configs", "links", "scenario"])
     parser.add_argument("files", nargs="*")
+    parser.add_argument("--base", default="chaos", help="scenario: the scenario to derive from")
+    parser.add_argument("--out", type=Path, help="scenario: where to write it")
     args = parser.parse_args(argv)
+    if args.command == "scenario":
+        return _scenario(args)
     status = 0
     for path in _files(args.files):
         try:
@@ -52,6 +61,34 @@ def main(argv: list[str] | None = None) -> int:
             print(err, file=sys.stderr)
             status = 1
     return status
+
+
+def _scenario(args: argparse.Namespace) -> int:
+    """The base scenario on one compose file: its path only, cluster.compose_file set."""
+    if len(args.files) != 1 or args.out is None:
+        print("scenario needs exactly one compose file and --out FILE", file=sys.stderr)
+        return 2
+    compose_file = Path(args.files[0])
+    if not compose_file.is_file():
+        compose_file = COMPOSE_DIR / args.files[0]
+    try:
+        layout = load_layout(compose_file)
+    except ComposeFileError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if layout.path is None:
+        print(f"{compose_file}: x-txnbench.path is missing", file=sys.stderr)
+        return 2
+    data = yaml.safe_load(resolve_scenario(args.base).read_text(encoding="utf-8")) or {}
+    data["name"] = f"{data.get('name', args.base)}-{compose_file.stem}"
+    data["paths"] = [layout.path.value]
+    data["path"] = layout.path.value
+    data["target"] = "compose"
+    data.setdefault("cluster", {})["compose_file"] = str(compose_file.resolve())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    print(args.out)
+    return 0
 
 
 if __name__ == "__main__":

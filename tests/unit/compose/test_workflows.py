@@ -1,0 +1,153 @@
+"""The GitHub workflows, read as YAML: triggers, pinned actions, the commands they run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.config import load_scenario
+from harness.targets.compose import COMPOSE_DIR
+from harness.targets.compose.__main__ import main as compose_main
+from harness.targets.compose.layout import load_layout
+from harness.txn_paths import TxnPath
+
+WORKFLOWS = COMPOSE_DIR.parent / ".github" / "workflows"
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
+
+
+def _load(name: str) -> dict[Any, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _triggers(workflow: dict[Any, Any]) -> dict[str, Any]:
+    on = workflow.get("on", workflow.get(True))   # YAML 1.1 reads a bare `on` as true
+    assert isinstance(on, dict)
+    return on
+
+
+def _steps(workflow: dict[Any, Any]) -> list[dict[str, Any]]:
+    return [step for job in workflow["jobs"].values() for step in job["steps"]]
+
+
+def test_there_are_exactly_the_two_workflows() -> None:
+    assert sorted(p.name for p in WORKFLOWS.iterdir()) == ["nightly.yml", "pr.yml"]
+
+
+@pytest.mark.parametrize("name", ["pr.yml", "nightly.yml"])
+def test_every_action_is_pinned_to_a_commit(name: str) -> None:
+    uses = [step["uses"] for step in _steps(_load(name)) if "uses" in step]
+    assert uses
+    for action in uses:
+        assert PINNED.match(action), f"{name}: {action} is not pinned to a commit SHA"
+    text = (WORKFLOWS / name).read_text()
+    for line in text.splitlines():
+        if "uses:" in line:
+            assert re.search(r"#\s+v\d+\.\d+\.\d+$", line), f"{name}: no release comment on {line.strip()}"
+
+
+@pytest.mark.parametrize("name", ["pr.yml", "nightly.yml"])
+def test_jobs_are_bounded_and_read_only(name: str) -> None:
+    workflow = _load(name)
+    assert workflow["permissions"] == {"contents": "read"}
+    for job_name, job in workflow["jobs"].items():
+        assert 0 < job["timeout-minutes"] <= 90, job_name
+        assert job["runs-on"].startswith("ubuntu-")
+
+
+@pytest.mark.parametrize("name", ["pr.yml", "nightly.yml"])
+def test_run_blocks_are_valid_bash(name: str, tmp_path: Path) -> None:
+    bash = shutil.which("bash")
+    assert bash is not None
+    for index, step in enumerate(_steps(_load(name))):
+        if "run" not in step:
+            continue
+        script = re.sub(r"\$\{\{[^}]*\}\}", "PLACEHOLDER", step["run"])
+        path = tmp_path / f"step{index}.sh"
+        path.write_text(script)
+        done = subprocess.run([bash, "-n", str(path)], capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == 0, f"{name} step {step.get('name')}: {done.stderr}"
+
+
+def test_pull_requests_run_make_test() -> None:
+    workflow = _load("pr.yml")
+    assert "pull_request" in _triggers(workflow)
+    runs = [step.get("run", "") for step in _steps(workflow)]
+    assert "make test" in runs
+    uses = " ".join(step.get("uses", "") for step in _steps(workflow))
+    assert "actions/setup-python" in uses and "actions/setup-java" in uses   # make setup checks Java 17
+    python = next(s for s in _steps(workflow) if "setup-python" in s.get("uses", ""))
+    assert python["with"]["python-version"] == "3.11"
+
+
+def test_nightly_runs_on_a_schedule_and_by_hand() -> None:
+    triggers = _triggers(_load("nightly.yml"))
+    assert "schedule" in triggers and triggers["schedule"][0]["cron"]
+    assert "workflow_dispatch" in triggers
+
+
+def test_nightly_covers_every_compose_file_with_its_path() -> None:
+    job = _load("nightly.yml")["jobs"]["chaos"]
+    assert job["strategy"]["fail-fast"] is False
+    include = job["strategy"]["matrix"]["include"]
+    assert sorted(entry["compose"] for entry in include) == sorted(p.name for p in COMPOSE_DIR.glob("*.yaml"))
+    for entry in include:
+        layout = load_layout(COMPOSE_DIR / entry["compose"])
+        assert layout.path is TxnPath(entry["path"])
+        assert entry["name"] == entry["compose"].removesuffix(".yaml")
+
+
+def test_nightly_runs_chaos_on_compose_uploads_results_and_fails_on_bad_verdicts() -> None:
+    steps = _load("nightly.yml")["jobs"]["chaos"]["steps"]
+    names = [s.get("name", s.get("uses", "")) for s in steps]
+    chaos = next(s for s in steps if s.get("id") == "chaos")
+    assert "txnbench chaos --target compose --scenario" in chaos["run"]
+    assert "--results results" in chaos["run"]
+    assert 'echo "exit_code=$code" >> "$GITHUB_OUTPUT"' in chaos["run"]
+    upload = next(s for s in steps if "upload-artifact" in s.get("uses", ""))
+    assert upload["if"] == "always()"
+    assert upload["with"]["path"] == "results/"
+    verdict = steps[-1]
+    assert verdict["if"] == "always()"
+    assert verdict["env"]["CHAOS_EXIT"] == "${{ steps.chaos.outputs.exit_code }}"
+    assert "exit 1" in verdict["run"] and "0) echo" in verdict["run"]
+    assert names.index("make setup") < names.index("chaos run on the compose target") < \
+        names.index("upload the results and report") < names.index("fail on an invalid or missing verdict")
+    cleanup = next(s for s in steps if s.get("name") == "remove containers a failed run left")
+    assert "down --volumes" in cleanup["run"] and cleanup["if"] == "always()"
+
+
+def test_the_verdict_step_fails_on_every_exit_code_but_zero(tmp_path: Path) -> None:
+    script = _load("nightly.yml")["jobs"]["chaos"]["steps"][-1]["run"]
+    path = tmp_path / "verdict.sh"
+    path.write_text(script)
+    for code, expected in (("0", 0), ("1", 1), ("2", 1), ("130", 1), ("", 1)):
+        done = subprocess.run(["bash", str(path)], env={"CHAOS_EXIT": code, "COMPOSE_FILE_NAME": "v4.yaml",
+                                                        "PATH": "/usr/bin:/bin"},
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == expected, (code, done.stdout)
+
+
+def test_the_nightly_docker_tests_job_runs_make_test_docker() -> None:
+    steps = _load("nightly.yml")["jobs"]["docker-tests"]["steps"]
+    assert any(step.get("run", "").startswith("make test-docker") for step in steps)
+
+
+def test_the_scenario_the_nightly_writes_runs_one_compose_file(tmp_path: Path) -> None:
+    for file in ("v4-batched.yaml", "v5-zookeeper.yaml"):
+        out = tmp_path / f"{file}.scenario.yaml"
+        assert compose_main(["scenario", file, "--base", "chaos", "--out", str(out)]) == 0
+        config = load_scenario(str(out))
+        layout = load_layout(COMPOSE_DIR / file)
+        assert config.paths == (layout.path,)
+        assert config.target.value == "compose"
+        assert Path(config.cluster.compose_file or "") == (COMPOSE_DIR / file).resolve()
+        assert config.faults.enabled and config.name == f"chaos-{file.removesuffix('.yaml')}"
+    assert compose_main(["scenario", "v4.yaml"]) == 2   # --out is required
