@@ -199,10 +199,10 @@ class FakeToxiproxy(_Server):
         return proxy
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        data = json.loads(body) if body else None
+        data: Any = json.loads(body) if body else {}
         route = urlsplit(path).path
         with self.lock:
-            self.requests.append((method, route, data))
+            self.requests.append((method, route, data or None))
             if route == "/version":
                 return _json(200, {"version": "2.12.0"})
             if route == "/metrics":

@@ -123,7 +123,7 @@ def test_up_binds_every_published_port_to_a_free_port_and_returns_a_ready_cluste
     assert info.service("ledger").metrics_url == f"http://127.0.0.1:{env['TXNBENCH_LEDGER_METRICS_PORT']}/metrics"
     assert info.settings["transactionCoordinatorEnabled"] is True
     assert info.settings["transactionLogBatchedWriteEnabled"] is False
-    assert info.settings["advertisedListeners"].endswith(f"external:pulsar://127.0.0.1:{client_port}")
+    assert str(info.settings["advertisedListeners"]).endswith(f"external:pulsar://127.0.0.1:{client_port}")
     cluster.down()
 
 

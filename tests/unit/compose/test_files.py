@@ -204,5 +204,6 @@ def test_the_readme_says_the_files_were_not_run_against_real_images() -> None:
 def test_compose_paths_are_relative_to_the_file(layout: ComposeLayout) -> None:
     volume = layout.require("proxy").raw["volumes"][0]
     default = interpolate(volume, {}).split(":")[0]
+    assert layout.default_toxiproxy_config is not None
     assert (layout.source.parent / default).resolve() == layout.default_toxiproxy_config.resolve()
     assert isinstance(layout.source, Path)
