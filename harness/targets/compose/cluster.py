@@ -310,7 +310,10 @@ class ComposeCluster:
         """SIGKILL the container's main process; returns once Docker reports it exited."""
         svc = self._service(service)
         container = self._container(svc)
-        if _state_of(container.attrs).status == "paused":
+        status = _state_of(container.attrs).status
+        if status in ("exited", "dead", "created"):
+            return   # already down: nothing to kill
+        if status == "paused":
             container.unpause()
         container.kill(signal="SIGKILL")
         self._killed.add(svc.name)

@@ -193,6 +193,8 @@ def test_kill_start_pause_resume_go_through_the_docker_api(harness: Harness, eng
     assert ("kill:SIGKILL", broker1) in engine.actions
     assert not cluster.is_running("broker-1")
     assert cluster.info().service("broker-1").state == "killed"
+    cluster.kill("broker-1")   # already down: no second signal
+    assert engine.actions.count(("kill:SIGKILL", broker1)) == 1
 
     engine.by_service("broker-1").health_script = ["starting", "starting", "healthy"]
     cluster.start("broker-1")
