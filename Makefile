@@ -7,16 +7,18 @@ BIN      := $(VENV)/bin
 STAMP    := $(VENV)/.installed
 DURATION ?=
 RUN      ?=
+TARGET   ?=
+SCENARIO ?=
 PYTEST_ARGS ?=
 
-duration_arg = $(if $(DURATION),--duration $(DURATION),)
+matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup test test-cluster test-slow test-docker bench chaos report lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: DURATION=S (bench/chaos steady seconds), RUN=DIR (report), PYTEST_ARGS=..."
+	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|compose, SCENARIO=name (bench/chaos), RUN=DIR (report), PYTEST_ARGS=..."
 
 check-java: ## check for Java 17+ (PySpark needs it)
 	@.ci/check-java
@@ -45,10 +47,10 @@ test-docker: $(STAMP) ## run the tests that need a Docker engine
 	$(BIN)/python -m pytest -m docker $(PYTEST_ARGS)
 
 bench: $(STAMP) ## benchmark v4, v4-batched and v5 on the embedded cluster; report under results/
-	$(BIN)/txnbench bench $(duration_arg)
+	$(BIN)/txnbench bench $(matrix_args)
 
 chaos: $(STAMP) ## chaos matrix: each path under faults; fails when any verdict is invalid
-	$(BIN)/txnbench chaos $(duration_arg)
+	$(BIN)/txnbench chaos $(matrix_args)
 
 report: $(STAMP) ## rebuild reports: make report RUN=results/<run or matrix>
 	@test -n "$(RUN)" || { echo "make report needs RUN=results/<run_id>; the newest runs are:"; ls -1dt results/*/ 2>/dev/null | head -5; exit 2; }
