@@ -10,8 +10,9 @@ for the connection until their own deadline. Reads are retried on a new connecti
 Session: opened on first need (`session_id()`, an ephemeral put, a
 `LeaderElection`), kept alive every timeout/3 by the session task. The client
 considers the session valid until `send time of the last acknowledged keepalive +
-timeout`, which is never later than the server's own deadline, so once that passes
-(or the store answers SessionNotFound) the session is declared lost: every session
+timeout` minus one check interval, which is before the store's own deadline (the
+store received that keepalive after it was sent), so once that passes (or the store
+answers SessionNotFound) the session is declared lost: every session
 listener (`on_session_lost`, elections) runs so brokers can drop what they own, and
 a new session is opened. A session declared lost locally is also closed on the
 server once it is reachable again, so its ephemeral records do not linger.
@@ -434,7 +435,7 @@ class MetadataClient:
                         await self.session_id()
                 continue
             now = time.monotonic()
-            if now >= self._session_valid_until:
+            if now >= self._session_valid_until - tick:   # one check early: before the store can expire it
                 await self._lose_session(sid, f"no keepalive acknowledged within {self.session_timeout_ms} ms")
                 continue
             due = now - self._last_keepalive_sent >= self._keepalive_interval

@@ -142,6 +142,7 @@ class DurableStore:
         self._since_snapshot_bytes = 0
         self._failure: BaseException | None = None
         self._lock_fd: int | None = None
+        self._closed = False
 
     # ---- recovery -----------------------------------------------------------------------------
 
@@ -342,9 +343,15 @@ class DurableStore:
     def failed(self) -> bool:
         return self._failure is not None
 
+    @property
+    def snapshot_running(self) -> bool:
+        return self._snapshot_task is not None and not self._snapshot_task.done()
+
     # ---- snapshots ----------------------------------------------------------------------------
 
     def request_snapshot(self) -> None:
+        if self._closed:
+            return
         if self._snapshot_task is None or self._snapshot_task.done():
             self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot())
 
@@ -373,6 +380,9 @@ class DurableStore:
             return None
         self.snapshots += 1
         log.info("snapshot at lsn %d: %d records in %.2fs", lsn, len(image.records), time.perf_counter() - started)
+        if (self._since_snapshot_records >= self.config.snapshot_every_records
+                or self._since_snapshot_bytes >= self.config.snapshot_every_bytes):
+            asyncio.get_running_loop().call_soon(self.request_snapshot)   # fell behind while writing
         return path
 
     def _remove_obsolete(self, lsn: int) -> None:
@@ -391,6 +401,7 @@ class DurableStore:
     # ---- shutdown -----------------------------------------------------------------------------
 
     async def close(self) -> None:
+        self._closed = True
         if self._snapshot_task is not None:
             with contextlib.suppress(Exception):
                 await self._snapshot_task

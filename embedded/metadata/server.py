@@ -309,7 +309,7 @@ class MetadataService:
             "records": s.state.record_count, "sessions": s.state.session_count,
             "last_version_id": s.state.last_version_id, "applied_lsn": s.applied_lsn,
             "durable_lsn": s.durable_lsn, "fsyncs": s.fsyncs, "wal_bytes": s.wal_bytes,
-            "wal_records": s.wal_records, "snapshots": s.snapshots,
+            "wal_records": s.wal_records, "snapshots": s.snapshots, "snapshot_running": s.snapshot_running,
             "watches": sum(len(c.state.get("watches", {})) for c in self.rpc.connections),
             "recovery_seconds": recovery.seconds if recovery else None,
             "recovery_replayed": recovery.replayed if recovery else None,

@@ -440,10 +440,15 @@ class MetadataState:
         state.last_session_id = image.last_session_id
         for info in image.sessions:
             state._sessions[info.session_id] = _Session(info, now_ms + info.timeout_ms)
-        state._keys = SortedList(r.key for r in image.records)
-        for record in image.records:
-            state._records[record.key] = record
-            state._link(record)
+        state._records = {r.key: r for r in image.records}
+        state._keys = SortedList(state._records)
+        entries: dict[str, list[tuple[str, str]]] = {}
+        for record in image.records:   # bulk-build: one sort per index instead of an insert per entry
+            for name, sk in record.secondary_indexes:
+                entries.setdefault(name, []).append((sk, record.key))
+            if record.version.ephemeral and record.version.session_id in state._sessions:
+                state._sessions[record.version.session_id].keys.add(record.key)
+        state._indexes = {name: SortedList(items) for name, items in entries.items()}
         return state
 
     # -- internals --

@@ -164,7 +164,7 @@ def test_snapshots_truncate_the_log_and_recovery_uses_them(tmp_path: Path) -> No
         await store.snapshot_now()
         image = store.state.export()
         await store.close()
-        assert store.snapshots >= 4
+        assert store.snapshots >= 2   # periodic ones (how many depends on timing) + the last
         return image
 
     image = run(main)
