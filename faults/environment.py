@@ -1,0 +1,136 @@
+"""What the nemesis can reach in a run: the Toxiproxy API, process control, admin REST,
+the coordinator locator and the run's topics; and what is missing, with the reason.
+
+The embedded and compose targets give all of them; the external target has no
+process control and usually no Toxiproxy. Admin REST and the coordinator locator
+come from `harness.client` (the only package that opens client connections).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from faults.kinds import Capability
+from faults.model import CoordinatorLocator, NetworkApi, TopicAdmin
+from harness.targets.base import ClusterInfo, ProcessControl
+from harness.txn_paths import TxnPath
+
+
+@dataclass
+class FaultEnvironment:
+    cluster: ClusterInfo
+    path: TxnPath
+    control: ProcessControl | None = None
+    network: NetworkApi | None = None
+    admin: TopicAdmin | None = None
+    coordinators: CoordinatorLocator | None = None
+    topics: tuple[str, ...] = ()
+    missing: dict[Capability, str] = field(default_factory=dict)
+    """Why a capability is absent, in words a user can act on."""
+
+    def capabilities(self) -> set[Capability]:
+        have = set()
+        if self.network is not None:
+            have.add(Capability.NETWORK)
+        if self.control is not None:
+            have.add(Capability.PROCESSES)
+        if self.admin is not None:
+            have.add(Capability.ADMIN)
+        if self.coordinators is not None:
+            have.add(Capability.COORDINATORS)
+        if self.topics:
+            have.add(Capability.TOPICS)
+        return have
+
+    def why_missing(self, capability: Capability) -> str:
+        default = {
+            Capability.NETWORK: "the target has no Toxiproxy API in front of its links",
+            Capability.PROCESSES: "the target cannot kill, start or pause processes (external cluster)",
+            Capability.ADMIN: "no admin REST client is available",
+            Capability.COORDINATORS: "no client is available to locate the transaction coordinators",
+            Capability.TOPICS: "the run has no workload topology to take topics from",
+        }
+        return self.missing.get(capability, default[capability])
+
+    def is_running(self) -> Callable[[str], bool] | None:
+        return self.control.is_running if self.control is not None else None
+
+    def coordinator_brokers(self) -> Callable[[], Mapping[int, str]] | None:
+        return self.coordinators.coordinator_brokers if self.coordinators is not None else None
+
+    def segments_of(self) -> Callable[[str], Sequence[str]] | None:
+        """v5: a topic's active segments; v4: its partitions, or the topic itself."""
+        admin = self.admin
+        if admin is None:
+            return None
+        if self.path is TxnPath.V5:
+            return admin.active_segments
+
+        def partitions(topic: str) -> list[str]:
+            count = admin.partitions(topic)
+            return [f"{topic}-partition-{i}" for i in range(count)] if count > 0 else [topic]
+
+        return partitions
+
+    def close(self) -> None:
+        for part in (self.network, self.admin, self.coordinators):
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    part.close()
+
+
+def topology_topics(topology: Any) -> tuple[str, ...]:
+    """The logical topics of the run's workload topology, in its order.
+
+    Accepts what `workloads.topology.plan()` returns: an object with a `topics`
+    sequence (of names, or of objects with a `name`), or its `to_dict()` form.
+    """
+    if topology is None:
+        return ()
+    topics: Any = topology.get("topics") if isinstance(topology, Mapping) else getattr(topology, "topics", None)
+    if topics is None and hasattr(topology, "to_dict"):
+        topics = topology.to_dict().get("topics")
+    if topics is None:
+        return ()
+    return tuple(_topic_name(t) for t in _as_iterable(topics))
+
+
+def _as_iterable(value: Any) -> Iterable[Any]:
+    if isinstance(value, Mapping):
+        return value.values() if all(isinstance(v, (str, Mapping)) for v in value.values()) else value.keys()
+    return value
+
+
+def _topic_name(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Mapping):
+        return str(item.get("name") or item.get("topic"))
+    return str(getattr(item, "name", None) or item.topic)
+
+
+def for_run(cluster: ClusterInfo, path: TxnPath, control: ProcessControl | None, topics: tuple[str, ...],
+            *, operation_timeout_s: float = 10.0) -> FaultEnvironment:
+    """The real environment of a run: clients built from the cluster's URLs."""
+    from faults.admin import make_topic_admin
+    from faults.coordinators import make_coordinator_locator
+    from faults.toxiproxy import ToxiproxyClient
+
+    env = FaultEnvironment(cluster=cluster, path=path, control=control, topics=topics)
+    if cluster.toxiproxy_url:
+        env.network = ToxiproxyClient(cluster.toxiproxy_url, timeout_s=operation_timeout_s)
+    else:
+        env.missing[Capability.NETWORK] = (f"the {cluster.target} target has no Toxiproxy API in front of "
+                                           "its links")
+    if control is None:
+        env.missing[Capability.PROCESSES] = f"the {cluster.target} target cannot kill or pause processes"
+    env.admin, reason = make_topic_admin(cluster, control, timeout_s=operation_timeout_s)
+    if reason:
+        env.missing[Capability.ADMIN] = reason
+    env.coordinators, reason = make_coordinator_locator(cluster, path, timeout_s=operation_timeout_s)
+    if reason:
+        env.missing[Capability.COORDINATORS] = reason
+    return env

@@ -1,0 +1,115 @@
+"""A fault as data, and the protocols its actions and the world they act on implement.
+
+A `Fault` is a planned fault with its targets resolved: kind, targets, timing and
+params, frozen. A `FaultAction` is its inject/heal pair. Actions reach the cluster
+only through the narrow protocols below, so the same actions drive the embedded
+cluster, the compose cluster (real Toxiproxy, Docker containers, real brokers)
+and the fakes of the unit tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from faults.proxy.toxics import Stream, ToxicType
+from faults.selectors import Target
+from harness.config import FaultKind
+
+
+class NotInjected(Exception):
+    """The fault certainly did not take effect (history `fail`): e.g. no target was free,
+    or the target refused before anything changed."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault ready to inject: what, on which targets, with which parameters, for how long."""
+
+    fault_id: str
+    kind: FaultKind
+    selector: str
+    targets: tuple[Target, ...]
+    params: Mapping[str, Any]
+    for_s: float
+    healable: bool
+    source: str
+
+    @property
+    def resources(self) -> frozenset[str]:
+        return frozenset(t.resource for t in self.targets)
+
+    @property
+    def process(self) -> str:
+        """The history `process` of this fault's fault and heal ops."""
+        return f"nemesis/{self.fault_id}"
+
+    def extra(self) -> dict[str, Any]:
+        """The history `extra` of its fault and heal ops (docs/history.md: kind, targets, params)."""
+        return {"kind": self.kind.value, "targets": [str(t) for t in self.targets],
+                "params": dict(self.params), "selector": self.selector, "fault_id": self.fault_id,
+                "for_s": self.for_s, "healable": self.healable, "source": self.source}
+
+
+@runtime_checkable
+class FaultAction(Protocol):
+    """How one kind of fault is injected and healed.
+
+    `inject` returns once the fault is in effect. `heal` returns once it is not; it
+    is idempotent and safe to call for a fault whose injection failed half way or
+    was never finished (heal_all calls it for anything that may be in effect).
+    A non-healable kind's `heal` does nothing.
+    """
+
+    def inject(self, fault: Fault) -> None: ...
+
+    def heal(self, fault: Fault) -> None: ...
+
+
+class NetworkApi(Protocol):
+    """The part of the Toxiproxy HTTP API the network faults use (faults.toxiproxy.ToxiproxyClient)."""
+
+    def disable(self, name: str) -> Any: ...
+
+    def enable(self, name: str) -> Any: ...
+
+    def add_toxic(self, proxy: str, type: ToxicType | str, attributes: Mapping[str, int] | None = None,
+                  *, stream: Stream | str = ..., name: str | None = None, toxicity: float = ...) -> Any: ...
+
+    def remove_toxic(self, proxy: str, name: str) -> None: ...
+
+    def proxies(self) -> Mapping[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+class TopicAdmin(Protocol):
+    """Topic and segment actions over Pulsar's admin REST (v4 topics, v5 scalable topics)."""
+
+    def terminate_topic(self, topic: str) -> None:
+        """Terminate a persistent:// topic (every partition when it is partitioned) or one partition."""
+
+    def terminate_segment(self, segment: str) -> None:
+        """Seal one segment:// of a scalable topic."""
+
+    def split_segment(self, topic: str, segment_id: int) -> None: ...
+
+    def merge_segments(self, topic: str, first_id: int, second_id: int) -> None: ...
+
+    def partitions(self, topic: str) -> int:
+        """A v4 topic's partition count; 0 when it is not partitioned."""
+
+    def active_segments(self, topic: str) -> Sequence[str]:
+        """A scalable topic's active (not sealed) segments, as segment:// names."""
+
+    def close(self) -> None: ...
+
+
+class CoordinatorLocator(Protocol):
+    """Which broker hosts each transaction coordinator, asked of the cluster right now."""
+
+    def coordinator_brokers(self) -> Mapping[int, str]:
+        """tc id -> the broker's service URL (v4: owner of assign partition i; v5: tc i's leader)."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,426 @@
+"""The nemesis: walks a run's fault timeline beside the load, and always heals.
+
+Theory of operation. Built from the run's config, it plans the timeline
+(faults.schedule, a pure function of the scenario and seed) and checks every
+fault against what the target can do, so a bad scenario fails with one
+ConfigError before anything runs. `start()` runs the timeline in one background
+thread; the orchestrator polls `raise_if_failed()` and leaves the `with` block
+when the faults phase ends, which stops the thread and heals.
+
+For each fault: resolve its targets (now: coordinators move, segments split),
+write the `fault` invoke, inject, write `ok` (in effect), `fail` (certainly not
+in effect) or `info` (unknown, e.g. a timeout); at the end of its window write the
+`heal` invoke, heal, write `ok` or `info`. Split, merge and terminate cannot be
+undone: their `fault` ok carries `extra.healable: false` and no heal follows.
+
+Invariants:
+* Anything that may be in effect is in `_active` from just before its injection
+  starts until a heal of it succeeded, so `heal_all()` (on exit, on Ctrl-C, on an
+  error, or called again by the orchestrator's teardown) heals exactly that; heals
+  are idempotent, so healing a half-made fault is safe.
+* Heals run under one lock, one at a time; faults of one window never share a
+  process, proxy or topic (resolution excludes busy resources).
+* Every call is bounded in time (faults.bounded); the thread never waits unbounded.
+* A heal that fails (after retries) is the nemesis's own failure: the cluster may
+  be left broken, so `raise_if_failed()` raises. A failed injection is a result
+  of the chaos, recorded in the history, not a failure of the nemesis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from faults import kinds
+from faults.actions import build_actions
+from faults.bounded import call_bounded
+from faults.environment import FaultEnvironment, topology_topics
+from faults.kinds import Capability
+from faults.model import Fault, FaultAction, NotInjected
+from faults.resolve import resolve_fault
+from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
+from faults.selectors import ResolveContext, ServiceSelector, uses_coordinator
+from harness.config import FaultKind, RunConfig
+from harness.errors import ConfigError, TxnbenchError
+from harness.history import HistoryRecorder
+from harness.history.schema import OpF
+from harness.targets.base import ClusterInfo, ProcessControl, ServiceRole
+
+HEAL_ATTEMPTS = 3
+NETWORK_TIMEOUT_S = 30.0
+PROCESS_TIMEOUT_S = 30.0
+ADMIN_TIMEOUT_S = 60.0
+RESOLVE_TIMEOUT_S = 30.0
+
+
+class NemesisError(TxnbenchError):
+    """The nemesis could not do its own job (a heal failed, or its thread crashed)."""
+
+    exit_code = 2
+
+
+@dataclass
+class _Active:
+    fault: Fault
+    action: FaultAction
+
+
+@dataclass
+class NemesisStats:
+    injected: int = 0
+    failed: int = 0          # certainly not in effect
+    unknown: int = 0         # outcome unknown (recorded as info, healed anyway)
+    healed: int = 0
+    heal_failures: int = 0
+    not_healable: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class Nemesis:
+    """A context manager; `start()` begins the timeline, leaving the block heals everything.
+
+    Args:
+        config: the run's config (faults, seed, phases.faults_s, path).
+        cluster: the running cluster's services and links.
+        control: process control, or None (external target: no kill/pause).
+        recorder: the nemesis's history writer.
+        topology: the workload topology (its topics are what topic/segment targets pick from).
+        environment: inject fakes in tests; by default built from the cluster's URLs.
+        progress: where one-line progress goes (default: stderr).
+    """
+
+    def __init__(self, config: RunConfig, cluster: ClusterInfo, control: ProcessControl | None,
+                 recorder: HistoryRecorder, topology: Any = None, *,
+                 environment: FaultEnvironment | None = None,
+                 actions: dict[FaultKind, FaultAction] | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.recorder = recorder
+        self.say = progress or _say
+        self.label = f"[{config.path.value}] nemesis"
+        topics = environment.topics if environment is not None else topology_topics(topology)
+        brokers = len(cluster.by_role(ServiceRole.BROKER))
+        self.timeline: Timeline = plan_timeline(
+            config.faults, seed=config.seed, duration_s=config.phases.faults_s, path=config.path,
+            source=f"scenario {config.name}", brokers=brokers, topics=len(topics) if topics else None)
+        if environment is None:
+            from faults.environment import for_run
+
+            environment = for_run(cluster, config.path, control, topics)
+        self.env = environment
+        try:
+            self.actions = actions if actions is not None else build_actions(
+                environment.network, environment.control, environment.admin)
+            self._check_capabilities()
+        except BaseException:
+            environment.close()
+            raise
+        self.stats = NemesisStats()
+        self._active: dict[str, _Active] = {}
+        self._lock = threading.Lock()         # _active, _failures, stats: held only briefly
+        self._heal_lock = threading.Lock()    # one heal at a time (the thread's or heal_all's)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failures: list[str] = []
+        self._phase_start: float | None = None
+        self._closed = False
+
+    # ---- validation ------------------------------------------------------------------------------
+
+    def _check_capabilities(self) -> None:
+        have = self.env.capabilities()
+        source = f"scenario {self.config.name}"
+        for planned in self.timeline.faults:
+            spec = kinds.spec(planned.kind)
+            for need in sorted(spec.needs, key=str):
+                if need not in have:
+                    raise ConfigError(source, f"{planned.source}.kind",
+                                      f"{planned.kind.value} cannot run here: {self.env.why_missing(need)}",
+                                      "remove it from the scenario or use the embedded or compose target")
+            if planned.kind not in self.actions:
+                raise ConfigError(source, f"{planned.source}.kind",
+                                  f"{planned.kind.value} has no action in this environment",
+                                  "remove it from the scenario or use the embedded or compose target")
+            if uses_coordinator(planned.selector) and Capability.COORDINATORS not in have:
+                raise ConfigError(source, f"{planned.source}.target",
+                                  f"{planned.target!r} needs to locate the coordinators: "
+                                  f"{self.env.why_missing(Capability.COORDINATORS)}",
+                                  "name a broker instead, e.g. broker:0 or broker:random")
+            if isinstance(planned.selector, ServiceSelector) and planned.kind in (FaultKind.KILL,
+                                                                                  FaultKind.PAUSE):
+                self._check_service_known(planned, source)
+        self._check_slow_participants(source)
+
+    def _check_service_known(self, planned: PlannedFault, source: str) -> None:
+        names = {s.name for s in self.cluster.services}
+        for needed in ("metadata", "ledger"):
+            if planned.target == needed and needed not in names:
+                raise ConfigError(source, f"{planned.source}.target",
+                                  f"the cluster has no {needed} service", "pick another target")
+
+    def _check_slow_participants(self, source: str) -> None:
+        for window in self.timeline.windows:
+            for planned in window.faults:
+                if planned.kind is not FaultKind.SLOW_PARTICIPANT:
+                    continue
+                latency_ms = planned.params.get("latency_ms") or kinds.slow_participant_latency_ms(
+                    self.cluster.settings)
+                if window.for_s * 1000 < latency_ms:
+                    raise ConfigError(
+                        source, f"{planned.source}.for_s",
+                        f"the slow participant needs {latency_ms / 1000:g} s of delay (GC retention + GC "
+                        f"interval + margin) but is held only {window.for_s:g} s",
+                        f"raise for_s (and phases.faults_s) to at least {latency_ms / 1000:g}, or lower "
+                        f"{kinds.GC_RETENTION_KEY} and {kinds.GC_INTERVAL_KEY} in cluster.settings")
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> Nemesis:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.heal_all()
+
+    def start(self) -> None:
+        """Begin the timeline now; `at_s`/`every_s` count from this moment."""
+        if self._thread is not None:
+            raise RuntimeError("the nemesis was already started")
+        if self._closed:
+            raise RuntimeError("the nemesis was already stopped and healed")
+        self._phase_start = time.monotonic()
+        for note in self.timeline.notes:
+            self.say(f"{self.label}: {note}")
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self._thread.start()
+
+    def raise_if_failed(self) -> None:
+        with self._lock:
+            failures = list(self._failures)
+        if failures:
+            more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+            raise NemesisError(f"nemesis: {failures[0]}{more}")
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def in_effect(self) -> list[Fault]:
+        """Faults that may be in effect now (injected or being injected, not yet healed)."""
+        with self._lock:
+            return [a.fault for a in self._active.values()]
+
+    def heal_all(self) -> None:
+        """Stop the timeline and heal everything that may be in effect. Idempotent; a second
+        Ctrl-C while healing is deferred (on the main thread) so the heal completes."""
+        self._stop.set()
+        with _sigint_deferred():
+            thread = self._thread
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(self._longest_action_s() + 5.0)
+                if thread.is_alive():
+                    self._fail("the nemesis thread did not stop in time; healing what it left")
+            with self._lock:
+                pending = list(self._active.values())
+            for active in reversed(pending):
+                self._heal(active)
+            if not self._closed:
+                self._closed = True
+                self.env.close()
+
+    # ---- the timeline ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            assert self._phase_start is not None
+            phase_end = self._phase_start + self.timeline.duration_s
+            quiet_until = self._phase_start
+            for window in self.timeline.windows:
+                start_at = max(self._phase_start + window.start_s, quiet_until)
+                if start_at >= phase_end or not self._sleep_until(start_at):
+                    return
+                started = time.monotonic()
+                faults = self._inject_window(window)
+                heal_at = min(started + window.for_s, phase_end)
+                if faults and not self._sleep_until(heal_at):
+                    return
+                for active in reversed(faults):
+                    self._heal(active)
+                quiet_until = time.monotonic() + self.timeline.quiet_s
+        except BaseException as err:  # a bug here must not pass silently
+            self._fail(f"the nemesis thread crashed: {type(err).__name__}: {err}\n{traceback.format_exc()}")
+
+    def _sleep_until(self, deadline: float) -> bool:
+        """Wait until `deadline`; False when stopped first."""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return not self._stop.is_set()
+            if self._stop.wait(min(remaining, 1.0)):
+                return False
+
+    def _inject_window(self, window: Window) -> list[_Active]:
+        injected: list[_Active] = []
+        for planned in window.faults:
+            if self._stop.is_set():
+                break
+            active = self._inject(planned, window.for_s)
+            if active is not None:
+                injected.append(active)
+        return injected
+
+    def _busy(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(r for a in self._active.values() for r in a.fault.resources)
+
+    def _inject(self, planned: PlannedFault, for_s: float) -> _Active | None:
+        """Resolve, record and inject one fault; the _Active to heal later, or None."""
+        ctx = ResolveContext(cluster=self.cluster, rng=random.Random(f"{self.config.seed}/{planned.fault_id}"),
+                             busy=self._busy(), topics=self.env.topics, is_running=self.env.is_running(),
+                             coordinator_brokers=self.env.coordinator_brokers(),
+                             segments_of=self.env.segments_of())
+        process = f"nemesis/{planned.fault_id}"
+        try:
+            fault = call_bounded(lambda: resolve_fault(planned, ctx, path=self.config.path, for_s=for_s,
+                                                       settings=self.cluster.settings),
+                                 RESOLVE_TIMEOUT_S, f"choosing the target of {planned.fault_id}")
+        except Exception as err:
+            inv = self.recorder.invoke(process, OpF.FAULT, extra={
+                "kind": planned.kind.value, "targets": [], "params": dict(planned.params),
+                "selector": planned.target, "fault_id": planned.fault_id, "for_s": for_s,
+                "healable": planned.healable, "source": planned.source})
+            self.recorder.fail(inv, _error(err))
+            self._count(planned.kind, "failed")
+            self.say(f"{self.label}: {planned.fault_id} {planned.kind.value} {planned.target}: "
+                     f"no target ({_error(err)})")
+            return None
+        action = self.actions[fault.kind]
+        active = _Active(fault, action)
+        what = f"{fault.fault_id} {fault.kind.value} {', '.join(map(str, fault.targets))}"
+        with self._lock:
+            self._active[fault.fault_id] = active
+        inv = self.recorder.invoke(fault.process, OpF.FAULT, extra=fault.extra())
+        try:
+            call_bounded(lambda: action.inject(fault), self._timeout(fault.kind, heal=False),
+                         f"injecting {what}")
+        except NotInjected as err:
+            with self._lock:
+                self._active.pop(fault.fault_id, None)
+            self.recorder.fail(inv, _error(err))
+            self._count(fault.kind, "failed")
+            self.say(f"{self.label}: {what}: not injected ({err})")
+            return None
+        except Exception as err:
+            self.recorder.info(inv, _error(err))
+            self._count(fault.kind, "unknown")
+            self.say(f"{self.label}: {what}: outcome unknown ({_error(err)}); it will be healed")
+            return active
+        self.recorder.ok(inv)
+        self._count(fault.kind, "injected")
+        if not fault.healable:
+            with self._lock:
+                self._active.pop(fault.fault_id, None)
+                self.stats.not_healable += 1
+            self.say(f"{self.label}: {what} (stays: not healable)")
+            return None
+        self.say(f"{self.label}: {what} in effect for {fault.for_s:g}s")
+        return active
+
+    def _heal(self, active: _Active) -> None:
+        fault = active.fault
+        what = f"{fault.fault_id} {fault.kind.value} {', '.join(map(str, fault.targets))}"
+        with self._heal_lock:
+            with self._lock:
+                if fault.fault_id not in self._active:
+                    return   # healed meanwhile (heal_all and the thread both got here)
+            recording = not self.recorder.closed
+            inv = self.recorder.invoke(fault.process, OpF.HEAL, extra=fault.extra()) if recording else None
+            error: BaseException | None = None
+            for attempt in range(1, HEAL_ATTEMPTS + 1):
+                try:
+                    call_bounded(lambda: active.action.heal(fault), self._timeout(fault.kind, heal=True),
+                                 f"healing {what}")
+                    error = None
+                    break
+                except Exception as err:
+                    error = err
+                    if attempt < HEAL_ATTEMPTS:
+                        time.sleep(0.5 * attempt)
+            if error is None:
+                with self._lock:
+                    del self._active[fault.fault_id]
+                    self.stats.healed += 1
+                if inv is not None:
+                    self.recorder.ok(inv)
+                self.say(f"{self.label}: {what} healed")
+                return
+            with self._lock:
+                self.stats.heal_failures += 1
+            if inv is not None:
+                self.recorder.info(inv, _error(error))
+            self._fail(f"could not heal {what} after {HEAL_ATTEMPTS} attempts: {_error(error)}; the cluster "
+                       "may still be broken (`txnbench cluster heal` repairs an embedded cluster)")
+
+    # ---- helpers --------------------------------------------------------------------------------
+
+    def _timeout(self, kind: FaultKind, heal: bool) -> float:
+        if kind in (FaultKind.KILL, FaultKind.PAUSE):
+            if kind is FaultKind.KILL and heal:   # a restart waits until the service is healthy
+                return self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S
+            return PROCESS_TIMEOUT_S
+        if kind in (FaultKind.SPLIT, FaultKind.MERGE, FaultKind.TERMINATE):
+            return ADMIN_TIMEOUT_S
+        return NETWORK_TIMEOUT_S
+
+    def _longest_action_s(self) -> float:
+        return max(RESOLVE_TIMEOUT_S, ADMIN_TIMEOUT_S,
+                   (self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S) * HEAL_ATTEMPTS)
+
+    def _count(self, kind: FaultKind, outcome: str) -> None:
+        with self._lock:
+            setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
+            if outcome == "injected":
+                self.stats.kinds[kind.value] = self.stats.kinds.get(kind.value, 0) + 1
+
+    def _fail(self, message: str) -> None:
+        with self._lock:
+            self._failures.append(message)
+        self.say(f"{self.label}: {message.splitlines()[0]}")
+
+
+def _error(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """On the main thread, a Ctrl-C during healing is noted instead of interrupting the heal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *_: received.append(1))
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            _say("nemesis: Ctrl-C while healing; the heal was finished first")

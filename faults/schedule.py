@@ -1,0 +1,236 @@
+"""Fault schedules: a pure function from (faults config, seed, duration, path) to a timeline.
+
+Theory of operation. Every schedule entry and the `random` section produce
+*candidates*: a nominal start (seconds from the start of the faults phase) and the
+faults to inject together then. `at_s: T` gives one candidate at T; `every_s: E`
+gives candidates at 0, E, 2E, ... before the end of the phase; `random` gives one
+candidate every `random.every_s` (from 0), each a random non-empty subset of
+`random.kinds` (seeded per occurrence, so dropping one does not change the others).
+
+Candidates are placed in nominal order (ties: declaration order, `random` last)
+into *windows* that never overlap: a window starts at its nominal time or, when a
+fault is still in effect or the quiet period (`faults.quiet_s`) after the last
+heal is running, when that quiet period ends. A repeating candidate that would be
+postponed past its own next occurrence is skipped instead of piling up. A window
+lasts its `for_s` (healable faults are healed at its end; split, merge and
+terminate are instant and not healed), is cut short at the end of the phase, and
+nothing starts at or after the end of the phase. Kinds that do not apply to the
+run's path (split and merge on v4) are left out. Every such decision is kept in
+`Timeline.notes`, so a user can see why a fault did not run when planned.
+
+The nemesis runs the timeline against the clock; the real start of a window may
+be later than planned (injections and restarts take time), never earlier, and
+the quiet period is counted from the real end of the last heal.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from faults import kinds
+from faults.kinds import ParamError
+from faults.selectors import Selector, SelectorError, check_against_cluster
+from harness.config import FaultKind, FaultsConfig
+from harness.errors import ConfigError
+from harness.txn_paths import TxnPath
+
+RANDOM_SOURCE = "faults.random"
+
+
+@dataclass(frozen=True)
+class PlannedFault:
+    """One fault as the scenario declared it, validated; its targets are resolved at injection."""
+
+    fault_id: str                   # f1, f2, ... in timeline order; also the history process suffix
+    kind: FaultKind
+    target: str                     # the selector as written (after `random` -> the kind's default)
+    selector: Selector
+    params: Mapping[str, Any]
+    source: str                     # the scenario key it came from, e.g. faults.schedule[2]
+
+    @property
+    def healable(self) -> bool:
+        return kinds.spec(self.kind).healable
+
+
+@dataclass(frozen=True)
+class Window:
+    start_s: float
+    heal_s: float                   # when the healable faults are healed (start_s + for_s, cut at the end)
+    faults: tuple[PlannedFault, ...]
+    nominal_s: float                # when the scenario asked for it
+
+    @property
+    def for_s(self) -> float:
+        return self.heal_s - self.start_s
+
+
+@dataclass(frozen=True)
+class Timeline:
+    windows: tuple[Window, ...]
+    duration_s: float
+    quiet_s: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def faults(self) -> tuple[PlannedFault, ...]:
+        return tuple(f for w in self.windows for f in w.faults)
+
+    def kinds(self) -> set[FaultKind]:
+        return {f.kind for f in self.faults}
+
+
+@dataclass(frozen=True)
+class _Draft:
+    kind: FaultKind
+    target: str
+    selector: Selector
+    params: Mapping[str, Any]
+    source: str
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    nominal_s: float
+    order: int
+    series: str
+    repeating: bool
+    for_s: float
+    drafts: tuple[_Draft, ...]
+
+
+def _draft(kind: FaultKind, target: str, params: Mapping[str, Any], path: TxnPath,
+           source: str, key: str, brokers: int | None, topics: int | None) -> _Draft:
+    spec = kinds.spec(kind)
+    try:
+        selector = kinds.effective_selector(kind, target, path)
+    except SelectorError as err:
+        raise ConfigError(source, f"{key}.target", str(err), "see faults/README.md, 'Targets'") from None
+    if not spec.accepts_selector(selector):
+        raise ConfigError(source, f"{key}.target", f"{kind.value} cannot act on {target!r}",
+                          f"give one of: {kinds.describe_accepts(kind)}")
+    if brokers is not None:
+        try:
+            check_against_cluster(selector, brokers, topics)
+        except SelectorError as err:
+            raise ConfigError(source, f"{key}.target", str(err), "pick one that exists") from None
+    try:
+        checked = kinds.validate_params(kind, params)
+    except ParamError as err:
+        raise ConfigError(source, f"{key}.params.{err.key}", err.problem, err.fix) from None
+    return _Draft(kind, selector_text(selector, target), selector, MappingProxyType(checked), key)
+
+
+def selector_text(selector: Selector, written: str) -> str:
+    return getattr(selector, "text", written)
+
+
+def _occurrences(every_s: float, duration_s: float) -> list[float]:
+    count = int(duration_s // every_s) + 1
+    return [round(i * every_s, 9) for i in range(count) if i * every_s < duration_s]
+
+
+def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, path: TxnPath,
+                  source: str = "scenario", brokers: int | None = None,
+                  topics: int | None = None) -> Timeline:
+    """The faults a run injects and when. Raises ConfigError for a bad target or parameter.
+
+    Args:
+        faults: the scenario's `faults` section.
+        seed: the run's seed; the same seed gives the same timeline.
+        duration_s: the faults phase's length (`phases.faults_s`).
+        path: the run's transaction path (kinds that do not apply to it are left out).
+        source: names the scenario in error messages.
+        brokers, topics: when given, fixed broker and topic numbers are checked against them.
+    """
+    notes: list[str] = []
+    candidates: list[_Candidate] = []
+    order = 0
+    for i, entry in enumerate(faults.schedule):
+        key = f"faults.schedule[{i}]"
+        draft = _draft(entry.kind, entry.target, entry.params, path, source, key, brokers, topics)
+        if path not in kinds.spec(entry.kind).paths:
+            notes.append(f"{key}: {entry.kind.value} does not apply to {path.value}; left out")
+            continue
+        if entry.at_s is not None:
+            times, repeating = [entry.at_s], False
+        else:
+            assert entry.every_s is not None  # FaultSpec.check: exactly one of at_s, every_s
+            times, repeating = _occurrences(entry.every_s, duration_s), True
+        for t in times:
+            candidates.append(_Candidate(t, order, key, repeating, entry.for_s, (draft,)))
+            order += 1
+    if faults.random is not None:
+        candidates.extend(_random_candidates(faults, seed, duration_s, path, source, order, notes,
+                                             brokers, topics))
+    return _place(candidates, duration_s, faults.quiet_s, notes)
+
+
+def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, path: TxnPath, source: str,
+                       order: int, notes: list[str], brokers: int | None,
+                       topics: int | None) -> list[_Candidate]:
+    spec = faults.random
+    assert spec is not None
+    drafts: list[_Draft] = []
+    for i, kind in enumerate(dict.fromkeys(spec.kinds)):
+        draft = _draft(kind, spec.target, {}, path, source, RANDOM_SOURCE, brokers, topics)
+        if path not in kinds.spec(kind).paths:
+            notes.append(f"{RANDOM_SOURCE}.kinds[{i}]: {kind.value} does not apply to {path.value}; left out")
+            continue
+        drafts.append(draft)
+    if not drafts:
+        notes.append(f"{RANDOM_SOURCE}: none of its kinds applies to {path.value}; no random faults")
+        return []
+    out = []
+    for n, t in enumerate(_occurrences(spec.every_s, duration_s)):
+        rng = random.Random(f"{seed}/random/{n}")
+        size = rng.randint(1, len(drafts))
+        chosen = sorted(rng.sample(range(len(drafts)), size))
+        out.append(_Candidate(t, order + n, RANDOM_SOURCE, True, spec.for_s,
+                              tuple(drafts[c] for c in chosen)))
+    return out
+
+
+def _place(candidates: list[_Candidate], duration_s: float, quiet_s: float, notes: list[str]) -> Timeline:
+    ordered = sorted(candidates, key=lambda c: (c.nominal_s, c.order))
+    windows: list[Window] = []
+    free_at = 0.0
+    next_id = 1
+    for i, cand in enumerate(ordered):
+        start = max(cand.nominal_s, free_at)
+        label = f"{cand.series} at {cand.nominal_s:g}s"
+        if start >= duration_s:
+            notes.append(f"{label}: would start at {start:g}s, not before the end of the faults phase "
+                         f"({duration_s:g}s); left out")
+            continue
+        if cand.repeating and start > cand.nominal_s and any(
+                later.series == cand.series and later.nominal_s <= start for later in ordered[i + 1:]):
+            notes.append(f"{label}: still busy until {start:g}s, past its next occurrence; skipped")
+            continue
+        if start > cand.nominal_s:
+            notes.append(f"{label}: postponed to {start:g}s (a fault or the quiet period before it)")
+        heal = start + cand.for_s
+        if heal > duration_s:
+            notes.append(f"{label}: cut to {duration_s - start:g}s so it is healed when the faults phase ends")
+            heal = duration_s
+        planned = []
+        for draft in cand.drafts:
+            planned.append(PlannedFault(f"f{next_id}", draft.kind, draft.target, draft.selector,
+                                        draft.params, draft.source))
+            next_id += 1
+        windows.append(Window(round(start, 9), round(heal, 9), tuple(planned), cand.nominal_s))
+        free_at = heal + quiet_s
+    return Timeline(tuple(windows), duration_s, quiet_s, tuple(notes))
+
+
+def describe(timeline: Timeline) -> list[str]:
+    """One line per window, for logs and `--dry-run`-style output."""
+    lines = []
+    for w in timeline.windows:
+        what = ", ".join(f"{f.fault_id} {f.kind.value} {f.target}" for f in w.faults)
+        lines.append(f"{w.start_s:7.1f}s - {w.heal_s:7.1f}s  {what}")
+    return lines

@@ -1,0 +1,599 @@
+"""Target selectors: the `target` strings of a scenario, parsed, checked and resolved.
+
+Theory of operation. A selector is parsed once, when the nemesis is built, into a
+frozen value (`ServiceSelector`, `LinkSelector`, `TopicSelector`, `SegmentSelector`);
+a syntax error is a `SelectorError` whose message says what is accepted. Which
+selectors a fault kind takes is decided by `faults.kinds`; this module only knows
+the grammar and how to resolve a selector against the cluster:
+
+    random                        the kind's default (see faults.kinds)
+    broker | broker:random        a random broker
+    broker:<i>                    broker i
+    broker:coordinator            the broker hosting a random transaction coordinator
+    coordinator | coordinator:<n> the same; coordinator n (v4: assign partition n, v5: tc n)
+    metadata | ledger             the metadata store, the ledger store
+    process:random                a random broker or store
+    client-broker:<b>             the link from clients to broker b
+    broker-metadata:<b>           broker b's link to the metadata store
+    broker-ledger:<b>             broker b's link to the ledger store
+        <b> is <i>, random or coordinator
+    broker-broker:<i>-<j>         the links between brokers i and j (both proxies)
+    broker-broker:<i>             every link between broker i and its peers
+    broker-broker:random          the links between a random pair of brokers
+    link:random                   one random link of any kind
+    topic:random | topic:<k>      a topic of the run's topology (k: index in it)
+    segment:random | segment:<k>  a v5 segment (v4: a partition, or the topic) of a
+                                  random topic or of topic k, chosen among the active ones
+
+Resolution happens at injection time, with the run's seeded random generator and
+a set of resources busy with other faults, so two faults never hold the same
+process, proxy or topic. Network selectors resolve to `LinkEnd`s: a Toxiproxy
+proxy plus the stream that carries traffic *away from* the selected side (for a
+link selector, from the link's source to its dest; for a service, out of that
+service), which is how one-way faults know which stream to cut.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+
+from faults.proxy.toxics import Stream
+from harness.targets.base import ClusterInfo, LinkInfo, LinkKind, ServiceInfo, ServiceRole
+
+RANDOM = "random"
+COORDINATOR = "coordinator"
+
+
+class SelectorError(ValueError):
+    """A selector that cannot be parsed or resolved; the message names the fix."""
+
+
+class NoTarget(SelectorError):
+    """A well-formed selector that matches nothing right now (all busy, none running)."""
+
+
+# ---- parsed selectors ---------------------------------------------------------------------------
+
+
+class Pick(Enum):
+    """How one index of a selector is chosen."""
+
+    FIXED = "fixed"
+    RANDOM = "random"
+    COORDINATOR = "coordinator"
+
+
+@dataclass(frozen=True)
+class Index:
+    pick: Pick
+    value: int | None = None      # the broker index (FIXED) or the coordinator id (COORDINATOR)
+
+    def __str__(self) -> str:
+        if self.pick is Pick.FIXED:
+            return str(self.value)
+        if self.pick is Pick.COORDINATOR and self.value is not None:
+            return f"{COORDINATOR}:{self.value}"
+        return self.pick.value
+
+
+ANY = Index(Pick.RANDOM)
+
+
+class ServiceClass(StrEnum):
+    BROKER = "broker"
+    METADATA = "metadata"
+    LEDGER = "ledger"
+    ANY = "process"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class DefaultSelector:
+    """`random`: the fault kind decides (faults.kinds.default_selector)."""
+
+    text: str = RANDOM
+
+
+@dataclass(frozen=True)
+class ServiceSelector:
+    text: str
+    service: ServiceClass
+    broker: Index = ANY           # used when service is BROKER
+
+
+@dataclass(frozen=True)
+class LinkSelector:
+    text: str
+    kind: LinkKind | None         # None: any link (`link:random`)
+    first: Index = ANY            # the broker of the link (broker-broker: the first broker)
+    second: Index | None = None   # broker-broker: the peer; None = every peer (or random pair)
+
+
+@dataclass(frozen=True)
+class TopicSelector:
+    text: str
+    topic: int | None = None      # index in the topology; None = random
+
+
+@dataclass(frozen=True)
+class SegmentSelector:
+    text: str
+    topic: int | None = None
+
+
+Selector = DefaultSelector | ServiceSelector | LinkSelector | TopicSelector | SegmentSelector
+
+_LINK_PREFIXES: Mapping[str, LinkKind] = {
+    "client-broker": LinkKind.CLIENT_BROKER,
+    "broker-metadata": LinkKind.BROKER_METADATA,
+    "broker-ledger": LinkKind.BROKER_LEDGER,
+    "broker-broker": LinkKind.BROKER_BROKER,
+}
+SYNTAX_HELP = ("use e.g. broker:random, broker:0, coordinator, metadata, ledger, process:random, "
+               "client-broker:random, broker-metadata:1, broker-ledger:coordinator, broker-broker:0-1, "
+               "link:random, topic:random, segment:random (see faults/README.md)")
+
+
+def _index(text: str, whole: str, *, coordinator: bool = True) -> Index:
+    if text == RANDOM:
+        return ANY
+    if text == COORDINATOR and coordinator:
+        return Index(Pick.COORDINATOR)
+    if re.fullmatch(r"\d{1,3}", text):
+        return Index(Pick.FIXED, int(text))
+    allowed = "a broker number, random" + (" or coordinator" if coordinator else "")
+    raise SelectorError(f"{whole!r}: {text!r} is not {allowed}")
+
+
+def _topic_index(text: str, whole: str) -> int | None:
+    if text == RANDOM:
+        return None
+    if re.fullmatch(r"\d{1,4}", text):
+        return int(text)
+    raise SelectorError(f"{whole!r}: {text!r} is not random or a topic number (0, 1, ...)")
+
+
+def parse_selector(text: str) -> Selector:
+    """Parse a `target` string; raises SelectorError naming what is accepted."""
+    if not isinstance(text, str) or not text.strip():
+        raise SelectorError(f"an empty target; {SYNTAX_HELP}")
+    whole = text.strip()
+    head, sep, tail = whole.partition(":")
+    if sep and not tail:
+        raise SelectorError(f"{whole!r} ends with ':'; {SYNTAX_HELP}")
+    if whole == RANDOM:
+        return DefaultSelector()
+    if head == "broker":
+        return ServiceSelector(whole, ServiceClass.BROKER, _index(tail, whole) if sep else ANY)
+    if head == COORDINATOR:
+        if not sep:
+            return ServiceSelector(whole, ServiceClass.BROKER, Index(Pick.COORDINATOR))
+        if re.fullmatch(r"\d{1,4}", tail):
+            return ServiceSelector(whole, ServiceClass.BROKER, Index(Pick.COORDINATOR, int(tail)))
+        if tail == RANDOM:
+            return ServiceSelector(whole, ServiceClass.BROKER, Index(Pick.COORDINATOR))
+        raise SelectorError(f"{whole!r}: after 'coordinator:' give a coordinator id (0, 1, ...) or random")
+    if head in ("metadata", "ledger"):
+        if sep:
+            raise SelectorError(f"{whole!r}: there is one {head} store; write just {head!r}")
+        return ServiceSelector(whole, ServiceClass(head))
+    if head == "process":
+        if tail != RANDOM:
+            raise SelectorError(f"{whole!r}: write process:random, or name the service (broker:0, metadata, ledger)")
+        return ServiceSelector(whole, ServiceClass.ANY)
+    if head == "link":
+        if tail != RANDOM:
+            raise SelectorError(f"{whole!r}: write link:random, or name the link kind "
+                                "(client-broker:0, broker-metadata:1, broker-ledger:0, broker-broker:0-1)")
+        return LinkSelector(whole, None)
+    if head in _LINK_PREFIXES:
+        kind = _LINK_PREFIXES[head]
+        if not sep:
+            return LinkSelector(whole, kind)
+        if kind is LinkKind.BROKER_BROKER:
+            first_text, dash, second_text = tail.partition("-")
+            first = _index(first_text, whole, coordinator=False)
+            if not dash:
+                return LinkSelector(whole, kind, first, None)
+            if first.pick is Pick.RANDOM:
+                raise SelectorError(f"{whole!r}: write broker-broker:random or broker-broker:<i>-<j>")
+            second = _index(second_text, whole, coordinator=False)
+            if second.pick is Pick.FIXED and second.value == first.value:
+                raise SelectorError(f"{whole!r}: a broker has no link to itself; name two brokers")
+            return LinkSelector(whole, kind, first, second)
+        return LinkSelector(whole, kind, _index(tail, whole))
+    if head == "topic":
+        return TopicSelector(whole, _topic_index(tail, whole) if sep else None)
+    if head == "segment":
+        return SegmentSelector(whole, _topic_index(tail, whole) if sep else None)
+    raise SelectorError(f"{whole!r} is not a target; {SYNTAX_HELP}")
+
+
+def uses_coordinator(selector: Selector) -> bool:
+    if isinstance(selector, ServiceSelector):
+        return selector.broker.pick is Pick.COORDINATOR and selector.service is ServiceClass.BROKER
+    if isinstance(selector, LinkSelector):
+        return selector.first.pick is Pick.COORDINATOR
+    return False
+
+
+def check_against_cluster(selector: Selector, brokers: int, topics: int | None) -> None:
+    """Fixed indexes must exist: broker numbers below `brokers`, topic numbers below `topics`."""
+    indexes: list[Index] = []
+    if isinstance(selector, ServiceSelector) and selector.service is ServiceClass.BROKER:
+        indexes.append(selector.broker)
+    if isinstance(selector, LinkSelector):
+        indexes.append(selector.first)
+        if selector.second is not None:
+            indexes.append(selector.second)
+        if selector.kind is LinkKind.BROKER_BROKER and brokers < 2:
+            raise SelectorError(f"{selector.text!r}: broker-to-broker links need 2 or more brokers "
+                                f"and the cluster has {brokers}; raise cluster.brokers")
+    for index in indexes:
+        if index.pick is Pick.FIXED and index.value is not None and index.value >= brokers:
+            raise SelectorError(f"{selector.text!r}: there is no broker {index.value}; the cluster has "
+                                f"broker{'s 0-' + str(brokers - 1) if brokers > 1 else ' 0'}")
+    if isinstance(selector, (TopicSelector, SegmentSelector)) and selector.topic is not None \
+            and topics is not None and selector.topic >= topics:
+        raise SelectorError(f"{selector.text!r}: there is no topic {selector.topic}; the run has "
+                            f"{topics} topic(s), numbered from 0")
+
+
+# ---- resolved targets ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServiceTarget:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def resource(self) -> str:
+        return f"service:{self.name}"
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """A proxy and the stream that carries traffic away from the selected side."""
+
+    proxy: str
+    outbound: Stream
+
+    def __str__(self) -> str:
+        return self.proxy
+
+    @property
+    def resource(self) -> str:
+        return f"link:{self.proxy}"
+
+    def streams(self, direction: Direction) -> tuple[Stream, ...]:
+        if direction is Direction.BOTH:
+            return (Stream.UPSTREAM, Stream.DOWNSTREAM)
+        inbound = Stream.DOWNSTREAM if self.outbound is Stream.UPSTREAM else Stream.UPSTREAM
+        return (self.outbound,) if direction is Direction.OUTBOUND else (inbound,)
+
+
+@dataclass(frozen=True)
+class TopicTarget:
+    topic: str
+
+    def __str__(self) -> str:
+        return self.topic
+
+    @property
+    def resource(self) -> str:
+        return f"topic:{self.topic}"
+
+
+@dataclass(frozen=True)
+class SegmentTarget:
+    """A v5 segment (or a v4 partition, or a non-partitioned v4 topic) of `topic`."""
+
+    topic: str
+    segment: str
+
+    def __str__(self) -> str:
+        return self.segment
+
+    @property
+    def resource(self) -> str:
+        return f"topic:{self.topic}"
+
+    @property
+    def segment_id(self) -> int | None:
+        info = parse_segment_name(self.segment)
+        return info.segment_id if info else None
+
+
+Target = ServiceTarget | LinkEnd | TopicTarget | SegmentTarget
+
+
+class Direction(StrEnum):
+    """Which way a network fault applies, seen from the selected side."""
+
+    BOTH = "both"
+    OUTBOUND = "outbound"   # from the selected side (a link's source, or the named service) out
+    INBOUND = "inbound"     # towards the selected side
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class SegmentName:
+    """`segment://t/ns/topic/<hashStart>-<hashEnd>-<segmentId>` (hex bounds, decimal id)."""
+
+    topic: str
+    hash_start: int
+    hash_end: int
+    segment_id: int
+
+
+_SEGMENT_RE = re.compile(r"segment://([^/]+)/([^/]+)/([^/]+)/([0-9a-fA-F]+)-([0-9a-fA-F]+)-(\d+)")
+
+
+def parse_segment_name(name: str) -> SegmentName | None:
+    match = _SEGMENT_RE.fullmatch(name)
+    if not match:
+        return None
+    tenant, ns, local, start, end, seg = match.groups()
+    return SegmentName(f"topic://{tenant}/{ns}/{local}", int(start, 16), int(end, 16), int(seg))
+
+
+def adjacent_pairs(segments: Sequence[str]) -> list[tuple[str, str]]:
+    """Pairs of active segments whose hash ranges touch (what a merge needs), in hash order."""
+    parsed = sorted((s for s in (parse_segment_name(n) for n in segments) if s is not None),
+                    key=lambda s: s.hash_start)
+    names = {(s.hash_start, s.segment_id): n for n in segments if (s := parse_segment_name(n))}
+    pairs = []
+    for a, b in itertools.pairwise(parsed):
+        if b.hash_start in (a.hash_end, a.hash_end + 1):
+            pairs.append((names[(a.hash_start, a.segment_id)], names[(b.hash_start, b.segment_id)]))
+    return pairs
+
+
+# ---- resolution -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolveContext:
+    """What resolution may look at. The callables are only called when a selector needs them.
+
+    Args:
+        cluster: services and links of the cluster.
+        rng: the fault's own seeded generator.
+        busy: resources held by faults in effect (`service:x`, `link:x`, `topic:x`).
+        topics: the run's logical topics, in topology order.
+        is_running: whether a service is up (killed and paused ones are not chosen at random).
+        coordinator_brokers: tc id -> the service URL of the broker hosting it.
+        segments_of: a topic's active segments (v5), partitions (v4), or [topic] when not partitioned.
+    """
+
+    cluster: ClusterInfo
+    rng: random.Random
+    busy: frozenset[str] = frozenset()
+    topics: tuple[str, ...] = ()
+    is_running: Callable[[str], bool] | None = None
+    coordinator_brokers: Callable[[], Mapping[int, str]] | None = None
+    segments_of: Callable[[str], Sequence[str]] | None = None
+
+
+def _brokers(cluster: ClusterInfo) -> list[ServiceInfo]:
+    return sorted(cluster.by_role(ServiceRole.BROKER), key=lambda s: _broker_number(s.name))
+
+
+def _broker_number(name: str) -> int:
+    match = re.fullmatch(r"broker-(\d+)", name)
+    return int(match.group(1)) if match else 1_000_000
+
+
+def _choose(rng: random.Random, items: Sequence[str], what: str) -> str:
+    if not items:
+        raise NoTarget(f"no {what} is free right now")
+    return items[rng.randrange(len(items))]
+
+
+def coordinator_broker(ctx: ResolveContext, tc_id: int | None) -> str:
+    """The broker (service name) hosting coordinator `tc_id`, or a random coordinator's."""
+    if ctx.coordinator_brokers is None:
+        raise SelectorError("the coordinator cannot be located here: no Pulsar client is available to "
+                            "ask which broker hosts each transaction coordinator")
+    assignments = dict(ctx.coordinator_brokers())
+    if not assignments:
+        raise NoTarget("no transaction coordinator is assigned to a broker right now")
+    if tc_id is None:
+        ids = sorted(assignments)
+        tc_id = ids[ctx.rng.randrange(len(ids))]
+    elif tc_id not in assignments:
+        raise SelectorError(f"there is no transaction coordinator {tc_id}; the cluster has "
+                            f"{sorted(assignments)}")
+    url = assignments[tc_id]
+    broker = ctx.cluster.broker_for_url(url)
+    if broker is None:
+        raise NoTarget(f"coordinator {tc_id} is on {url}, which is none of this cluster's brokers "
+                       f"({', '.join(str(b.service_url) for b in _brokers(ctx.cluster))})")
+    return broker.name
+
+
+def _broker_name(ctx: ResolveContext, index: Index, candidates: Iterable[str]) -> str:
+    if index.pick is Pick.FIXED:
+        return f"broker-{index.value}"
+    if index.pick is Pick.COORDINATOR:
+        return coordinator_broker(ctx, index.value)
+    return _choose(ctx.rng, sorted(candidates, key=_broker_number), "broker")
+
+
+def _free_service(ctx: ResolveContext, name: str) -> bool:
+    if f"service:{name}" in ctx.busy:
+        return False
+    return ctx.is_running is None or ctx.is_running(name)
+
+
+def resolve_service(selector: ServiceSelector, ctx: ResolveContext) -> ServiceTarget:
+    """One process: a broker, a store, or a random one of them (never the proxy)."""
+    if selector.service is ServiceClass.METADATA:
+        return ServiceTarget("metadata")
+    if selector.service is ServiceClass.LEDGER:
+        return ServiceTarget("ledger")
+    brokers = [b.name for b in _brokers(ctx.cluster)]
+    if selector.service is ServiceClass.ANY:
+        names = [n for n in [*brokers, "metadata", "ledger"] if _free_service(ctx, n)]
+        return ServiceTarget(_choose(ctx.rng, names, "process"))
+    free = [n for n in brokers if _free_service(ctx, n)]
+    return ServiceTarget(_broker_name(ctx, selector.broker, free))
+
+
+def _links(cluster: ClusterInfo, kind: LinkKind | None = None) -> list[LinkInfo]:
+    return sorted((link for link in cluster.links if kind is None or link.kind is kind), key=lambda link: link.name)
+
+
+def _link(cluster: ClusterInfo, name: str) -> LinkInfo:
+    for link in cluster.links:
+        if link.name == name:
+            return link
+    raise NoTarget(f"the cluster has no link {name!r} (links: {', '.join(link.name for link in _links(cluster))})")
+
+
+def _free_link(ctx: ResolveContext, link: LinkInfo) -> bool:
+    return f"link:{link.name}" not in ctx.busy
+
+
+def isolation_ends(cluster: ClusterInfo, service: str) -> tuple[LinkEnd, ...]:
+    """Every link to or from `service`, oriented so `outbound` leaves the service."""
+    ends = []
+    for link in _links(cluster):
+        if link.source == service:
+            ends.append(LinkEnd(link.name, Stream.UPSTREAM))
+        elif link.dest == service:
+            ends.append(LinkEnd(link.name, Stream.DOWNSTREAM))
+    if not ends:
+        raise NoTarget(f"{service} has no proxied links in this cluster")
+    return tuple(ends)
+
+
+def _pair_ends(cluster: ClusterInfo, a: str, b: str) -> tuple[LinkEnd, ...]:
+    ends = []
+    for link in _links(cluster, LinkKind.BROKER_BROKER):
+        if (link.source, link.dest) == (a, b):
+            ends.append(LinkEnd(link.name, Stream.UPSTREAM))
+        elif (link.source, link.dest) == (b, a):
+            ends.append(LinkEnd(link.name, Stream.DOWNSTREAM))
+    if not ends:
+        raise NoTarget(f"no link between {a} and {b}")
+    return tuple(ends)
+
+
+def resolve_links(selector: ServiceSelector | LinkSelector, ctx: ResolveContext) -> tuple[LinkEnd, ...]:
+    """The proxies a network fault acts on. A service selector isolates that service."""
+    if isinstance(selector, ServiceSelector):
+        if selector.service is ServiceClass.ANY:
+            candidates = [s for s in [*(b.name for b in _brokers(ctx.cluster)), "metadata", "ledger"]
+                          if all(_free_link(ctx, _link(ctx.cluster, e.proxy))
+                                 for e in isolation_ends(ctx.cluster, s))]
+            return isolation_ends(ctx.cluster, _choose(ctx.rng, candidates, "service"))
+        service = resolve_service(selector, dataclasses.replace(ctx, is_running=None))
+        ends = isolation_ends(ctx.cluster, service.name)
+        _require_free(ctx, ends)
+        return ends
+    if selector.kind is None:
+        link = _choose_link(ctx, _links(ctx.cluster))
+        return (LinkEnd(link.name, Stream.UPSTREAM),)
+    if selector.kind is LinkKind.BROKER_BROKER:
+        return _resolve_broker_pairs(selector, ctx)
+    links = _links(ctx.cluster, selector.kind)
+    if selector.first.pick is Pick.RANDOM:
+        link = _choose_link(ctx, links)
+    else:
+        broker = _broker_name(ctx, selector.first, ())
+        source, dest = ("client", broker) if selector.kind is LinkKind.CLIENT_BROKER else \
+            (broker, "metadata" if selector.kind is LinkKind.BROKER_METADATA else "ledger")
+        matches = [link for link in links if (link.source, link.dest) == (source, dest)]
+        if not matches:
+            raise NoTarget(f"{selector.text!r}: the cluster has no {selector.kind.value} link of {broker}")
+        link = matches[0]
+    end = (LinkEnd(link.name, Stream.UPSTREAM),)
+    _require_free(ctx, end)
+    return end
+
+
+def _resolve_broker_pairs(selector: LinkSelector, ctx: ResolveContext) -> tuple[LinkEnd, ...]:
+    brokers = [b.name for b in _brokers(ctx.cluster)]
+    if selector.first.pick is Pick.RANDOM:
+        pairs = [(a, b) for i, a in enumerate(brokers) for b in brokers[i + 1:]]
+        free = [p for p in pairs if all(_free_link(ctx, _link(ctx.cluster, e.proxy))
+                                        for e in _pair_ends(ctx.cluster, *p))]
+        if not free:
+            raise NoTarget("no pair of brokers has free links right now")
+        a, b = free[ctx.rng.randrange(len(free))]
+        return _pair_ends(ctx.cluster, a, b)
+    first = _broker_name(ctx, selector.first, ())
+    if selector.second is None:
+        ends = tuple(e for peer in brokers if peer != first for e in _pair_ends(ctx.cluster, first, peer))
+    else:
+        ends = _pair_ends(ctx.cluster, first, _broker_name(ctx, selector.second, ()))
+    _require_free(ctx, ends)
+    return ends
+
+
+def _choose_link(ctx: ResolveContext, links: list[LinkInfo]) -> LinkInfo:
+    free = [link for link in links if _free_link(ctx, link)]
+    if not free:
+        raise NoTarget("every matching link is busy with another fault")
+    return free[ctx.rng.randrange(len(free))]
+
+
+def _require_free(ctx: ResolveContext, ends: Iterable[LinkEnd]) -> None:
+    busy = [e.proxy for e in ends if e.resource in ctx.busy]
+    if busy:
+        raise NoTarget(f"link(s) {', '.join(busy)} are held by another fault")
+
+
+def resolve_topic(selector: TopicSelector | SegmentSelector, ctx: ResolveContext) -> TopicTarget:
+    if not ctx.topics:
+        raise SelectorError(f"{selector.text!r}: the run has no topics to choose from")
+    if selector.topic is not None:
+        if selector.topic >= len(ctx.topics):
+            raise SelectorError(f"{selector.text!r}: there is no topic {selector.topic}; the run has "
+                                f"{len(ctx.topics)}")
+        target = TopicTarget(ctx.topics[selector.topic])
+        if target.resource in ctx.busy:
+            raise NoTarget(f"{target.topic} is held by another fault")
+        return target
+    free = [t for t in ctx.topics if f"topic:{t}" not in ctx.busy]
+    return TopicTarget(_choose(ctx.rng, free, "topic"))
+
+
+def active_segments(topic: str, ctx: ResolveContext) -> list[str]:
+    if ctx.segments_of is None:
+        raise SelectorError("segments cannot be listed here: no admin client is available")
+    segments = list(ctx.segments_of(topic))
+    if not segments:
+        raise NoTarget(f"{topic} has no active segment")
+    return segments
+
+
+def resolve_segment(selector: TopicSelector | SegmentSelector, ctx: ResolveContext) -> SegmentTarget:
+    topic = resolve_topic(selector, ctx).topic
+    segments = active_segments(topic, ctx)
+    return SegmentTarget(topic, segments[ctx.rng.randrange(len(segments))])
+
+
+def resolve_adjacent_pair(selector: TopicSelector | SegmentSelector,
+                          ctx: ResolveContext) -> tuple[SegmentTarget, SegmentTarget]:
+    """Two active segments with touching hash ranges (merge's operands), of one topic."""
+    topic = resolve_topic(selector, ctx).topic
+    pairs = adjacent_pairs(active_segments(topic, ctx))
+    if not pairs:
+        raise NoTarget(f"{topic} has no two adjacent active segments to merge")
+    a, b = pairs[ctx.rng.randrange(len(pairs))]
+    return SegmentTarget(topic, a), SegmentTarget(topic, b)

@@ -1,0 +1,387 @@
+"""The nemesis with fake actions: what it records, and that it always heals."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faults import nemesis as nemesis_module
+from faults.environment import FaultEnvironment, topology_topics
+from faults.model import Fault, FaultAction
+from faults.nemesis import Nemesis, NemesisError
+from harness.config import FaultKind, RunConfig, parse_scenario
+from harness.errors import ConfigError
+from harness.history import HistoryRecorder, RunClock
+from harness.txn_paths import TxnPath
+from tests.unit.faults.fakes import (
+    FakeAdmin,
+    FakeControl,
+    FakeLocator,
+    FakeNetwork,
+    cluster_info,
+    v5_segments,
+)
+
+TOPICS = tuple(f"persistent://public/txnbench/t{i}" for i in range(4))
+
+
+def config(faults_yaml: str, faults_s: float = 5.0, path: str = "v4", seed: int = 1,
+           cluster: str = "") -> RunConfig:
+    body = "\n".join("  " + line for line in faults_yaml.strip().splitlines())
+    return parse_scenario(f"name: unit\nseed: {seed}\npath: {path}\nphases: {{faults_s: {faults_s}}}\n"
+                          f"{cluster}faults:\n{body}\n", source="unit.yaml")
+
+
+class World:
+    """A fake cluster and everything the nemesis needs, plus its history file."""
+
+    def __init__(self, tmp_path: Path, path: TxnPath = TxnPath.V4, brokers: int = 3,
+                 control: bool = True, topics: tuple[str, ...] = TOPICS) -> None:
+        self.cluster = cluster_info(brokers, path)
+        self.network = FakeNetwork([link.name for link in self.cluster.links])
+        self.control = FakeControl([s.name for s in self.cluster.services]) if control else None
+        self.admin = FakeAdmin(segments_by_topic={t: v5_segments(t.rsplit("/", 1)[1], 2) for t in topics})
+        self.locator = FakeLocator({0: "pulsar://127.0.0.1:10001", 1: "pulsar://127.0.0.1:10002"})
+        self.env = FaultEnvironment(cluster=self.cluster, path=path, control=self.control,
+                                    network=self.network, admin=self.admin, coordinators=self.locator,
+                                    topics=topics)
+        self.recorder = HistoryRecorder(tmp_path / "history", "run-1", "nemesis", RunClock.start(),
+                                        path=path.value)
+        self.lines: list[str] = []
+
+    def nemesis(self, cfg: RunConfig, **kwargs: Any) -> Nemesis:
+        return Nemesis(config=cfg, cluster=self.cluster, control=self.control, recorder=self.recorder,
+                       environment=self.env, progress=self.lines.append, **kwargs)
+
+    def history(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.recorder.file_path.read_text().splitlines()]
+
+    def clean(self) -> bool:
+        return self.network.clean() and (self.control is None or self.control.clean())
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def ops(history: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(h["process"], h["f"], h["type"]) for h in history]
+
+
+def test_a_timeline_runs_and_every_fault_is_recorded_and_healed(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    cfg = config("""
+quiet_s: 0.05
+schedule:
+  - {kind: partition, target: client-broker:1, at_s: 0, for_s: 0.1}
+  - {kind: latency, target: broker-ledger:0, at_s: 0.2, for_s: 0.1, params: {latency_ms: 30, jitter_ms: 5}}
+  - {kind: kill, target: coordinator:1, at_s: 0.4, for_s: 0.1}
+  - {kind: pause, target: metadata, at_s: 0.6, for_s: 0.1}
+  - {kind: partition, target: broker-broker:0-1, at_s: 0.8, for_s: 0.1, params: {direction: outbound}}
+""", faults_s=3)
+    seen: dict[str, Any] = {}
+
+    def watch() -> None:   # what is in effect while the timeline runs
+        while not stop.is_set():
+            if not world.network.enabled["client-broker-1"]:
+                seen["partitioned"] = True
+            if world.network.toxics["broker-0-ledger"]:
+                seen["latency"] = dict(world.network.toxics["broker-0-ledger"])
+            if world.control and world.control.state["broker-2"] == "stopped":
+                seen["killed"] = True
+            if world.control and world.control.state["metadata"] == "paused":
+                seen["paused"] = True
+            if world.network.toxics["broker-1-broker-0"]:
+                seen["one-way"] = {**world.network.toxics["broker-0-broker-1"],
+                                   **world.network.toxics["broker-1-broker-0"]}
+            time.sleep(0.002)
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with world.nemesis(cfg) as nemesis:
+            nemesis.start()
+            assert wait_for(lambda: nemesis.stats.healed == 5)
+            nemesis.raise_if_failed()
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen["partitioned"] and seen["killed"] and seen["paused"]
+    assert seen["latency"] == {
+        "txnbench-f2-latency-upstream": ("latency", "upstream", {"latency": 30, "jitter": 5}),
+        "txnbench-f2-latency-downstream": ("latency", "downstream", {"latency": 30, "jitter": 5})}
+    # one way, from broker 0 to broker 1: upstream of 0->1, downstream of 1->0
+    assert seen["one-way"] == {"txnbench-f5-timeout-upstream": ("timeout", "upstream", {"timeout": 0}),
+                               "txnbench-f5-timeout-downstream": ("timeout", "downstream", {"timeout": 0})}
+    assert world.clean()
+    history = world.history()
+    for n in range(1, 6):
+        assert ops([h for h in history if h["process"] == f"nemesis/f{n}"]) == [
+            (f"nemesis/f{n}", "fault", "invoke"), (f"nemesis/f{n}", "fault", "ok"),
+            (f"nemesis/f{n}", "heal", "invoke"), (f"nemesis/f{n}", "heal", "ok")]
+    kill = [h for h in history if h["process"] == "nemesis/f3"]
+    assert kill[0]["extra"]["kind"] == "kill" and kill[0]["extra"]["targets"] == ["broker-2"]
+    assert kill[0]["extra"]["selector"] == "coordinator:1" and kill[0]["extra"]["params"] == {}
+    assert all(h["writer"] == "nemesis" and h["path"] == "v4" for h in history)
+    assert [h["index"] for h in history] == list(range(len(history)))
+    assert world.control is not None and world.control.calls[:2] == [("kill", "broker-2"), ("start", "broker-2")]
+
+
+def in_effect_then(tmp_path: Path, leave: Callable[[Nemesis], None]) -> World:
+    """Start a long partition, wait until it is in effect, then leave the block via `leave`."""
+    world = World(tmp_path)
+    cfg = config("schedule:\n  - {kind: partition, target: broker:0, at_s: 0, for_s: 60}\n"
+                 "  - {kind: kill, target: ledger, at_s: 0, for_s: 60}", faults_s=120)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: not world.network.enabled["client-broker-0"])
+        assert not world.clean()
+        leave(nemesis)
+    return world
+
+
+def test_leaving_the_block_heals_what_is_in_effect(tmp_path: Path) -> None:
+    world = in_effect_then(tmp_path, lambda _n: None)
+    assert world.clean()
+    heals = [h for h in world.history() if h["f"] == "heal"]
+    assert [(h["process"], h["type"]) for h in heals] == [("nemesis/f1", "invoke"), ("nemesis/f1", "ok")]
+
+
+def test_an_exception_in_the_block_heals(tmp_path: Path) -> None:
+    def boom(_n: Nemesis) -> None:
+        raise ValueError("load process died")
+
+    with pytest.raises(ValueError, match="load process died"):
+        in_effect_then(tmp_path, boom)
+
+
+def test_keyboard_interrupt_heals(tmp_path: Path) -> None:
+    worlds: list[World] = []
+    original = World.__init__
+
+    def remember(self: World, *a: Any, **k: Any) -> None:
+        original(self, *a, **k)
+        worlds.append(self)
+
+    def ctrl_c(_n: Nemesis) -> None:
+        raise KeyboardInterrupt
+
+    World.__init__ = remember  # type: ignore[method-assign]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            in_effect_then(tmp_path, ctrl_c)
+    finally:
+        World.__init__ = original  # type: ignore[method-assign]
+    assert worlds[0].clean()
+    assert [h["type"] for h in worlds[0].history() if h["f"] == "heal"] == ["invoke", "ok"]
+
+
+def test_heal_all_is_idempotent_and_silent_once_the_history_is_closed(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    cfg = config("schedule:\n  - {kind: pause, target: broker:1, at_s: 0, for_s: 60}", faults_s=120)
+    nemesis = world.nemesis(cfg)
+    nemesis.start()
+    assert wait_for(lambda: world.control is not None and world.control.state["broker-1"] == "paused")
+    nemesis.heal_all()
+    nemesis.heal_all()
+    lines = len(world.history())
+    world.recorder.close()
+    nemesis.heal_all()
+    assert world.clean() and not nemesis.running and nemesis.in_effect() == []
+    assert len(world.history()) == lines == 4
+
+
+def test_failed_injections_are_recorded_as_fail_or_info(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assert world.control is not None
+    world.control.state["broker-0"] = "stopped"          # cannot be paused: certainly not injected
+    world.network.fail_on.add("add")                     # the toxic call fails: outcome unknown
+    cfg = config("""
+quiet_s: 0
+schedule:
+  - {kind: pause, target: broker:0, at_s: 0, for_s: 0.05}
+  - {kind: latency, target: client-broker:0, at_s: 0.1, for_s: 0.05}
+  - {kind: kill, target: coordinator:7, at_s: 0.2, for_s: 0.05}
+""", faults_s=2)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.failed == 2 and nemesis.stats.healed == 1)
+        nemesis.raise_if_failed()           # failed injections are results, not nemesis failures
+    history = world.history()
+    pause = [h for h in history if h["process"] == "nemesis/f1"]
+    assert [(h["f"], h["type"]) for h in pause] == [("fault", "invoke"), ("fault", "fail")]
+    assert pause[1]["error"].startswith("NotInjected: broker-0 is not running")
+    latency = [h for h in history if h["process"] == "nemesis/f2"]
+    assert [(h["f"], h["type"]) for h in latency] == [("fault", "invoke"), ("fault", "info"),
+                                                     ("heal", "invoke"), ("heal", "ok")]
+    assert "add failed on purpose" in latency[1]["error"]
+    kill = [h for h in history if h["process"] == "nemesis/f3"]
+    assert [(h["f"], h["type"]) for h in kill] == [("fault", "invoke"), ("fault", "fail")]
+    assert kill[0]["extra"]["targets"] == [] and "no transaction coordinator 7" in kill[1]["error"]
+    assert world.control.calls == [] and world.network.clean()   # the pause never ran; the toxic is gone
+
+
+def test_a_heal_that_fails_is_the_nemesis_failure_and_is_retried_on_exit(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    world = World(tmp_path)
+    assert world.control is not None
+    world.control.fail_on.add("start")
+    monkeypatch.setattr(nemesis_module, "HEAL_ATTEMPTS", 2)
+    cfg = config("schedule:\n  - {kind: kill, target: broker:1, at_s: 0, for_s: 0.05}", faults_s=5)
+    nemesis = world.nemesis(cfg)
+    nemesis.start()
+    assert wait_for(lambda: nemesis.stats.heal_failures == 1)
+    with pytest.raises(NemesisError, match=r"could not heal f1 kill broker-1 after 2 attempts: Boom: start "
+                                           r"broker-1 failed on purpose; the cluster may still be broken"):
+        nemesis.raise_if_failed()
+    assert [f.fault_id for f in nemesis.in_effect()] == ["f1"]
+    world.control.fail_on.clear()
+    nemesis.heal_all()
+    assert world.clean() and nemesis.in_effect() == []
+    heals = [(h["f"], h["type"]) for h in world.history() if h["f"] == "heal"]
+    assert heals == [("heal", "invoke"), ("heal", "info"), ("heal", "invoke"), ("heal", "ok")]
+
+
+def test_an_action_that_hangs_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    world = World(tmp_path)
+    release = threading.Event()
+
+    class Hanging:
+        def inject(self, fault: Fault) -> None:
+            release.wait(5)
+
+        def heal(self, fault: Fault) -> None:
+            pass
+
+    monkeypatch.setattr(nemesis_module, "NETWORK_TIMEOUT_S", 0.2)
+    cfg = config("schedule:\n  - {kind: partition, target: client-broker:0, at_s: 0, for_s: 0.1}", faults_s=3)
+    actions: dict[FaultKind, FaultAction] = {FaultKind.PARTITION: Hanging()}
+    with world.nemesis(cfg, actions=actions) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.unknown == 1 and nemesis.stats.healed == 1, 3)
+    release.set()
+    fault = [h for h in world.history() if h["f"] == "fault"]
+    assert fault[1]["type"] == "info" and "did not finish within 0.2 s" in fault[1]["error"]
+
+
+def test_topic_faults_are_not_healable(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    cfg = config("schedule:\n  - {kind: terminate, target: topic:2, at_s: 0, for_s: 0}", faults_s=1)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.not_healable == 1)
+    assert world.admin.calls == [("terminate_topic", TOPICS[2])]
+    history = world.history()
+    assert [(h["f"], h["type"]) for h in history] == [("fault", "invoke"), ("fault", "ok")]
+    assert history[1]["extra"]["healable"] is False and history[1]["extra"]["targets"] == [TOPICS[2]]
+
+
+def test_v5_segment_faults(tmp_path: Path) -> None:
+    topics = tuple(f"topic://public/txnbench/t{i}" for i in range(2))
+    world = World(tmp_path, TxnPath.V5, topics=topics)
+    cfg = config("""
+quiet_s: 0
+schedule:
+  - {kind: split, target: segment:0, at_s: 0, for_s: 0}
+  - {kind: merge, target: topic:1, at_s: 0.05, for_s: 0}
+  - {kind: terminate, target: topic:1, at_s: 0.1, for_s: 0}
+""", faults_s=1, path="v5")
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.not_healable == 3)
+    split, merge, seal = world.admin.calls
+    assert split[0] == "split" and split[1] == topics[0] and split[2] in (0, 1)
+    assert merge == ("merge", topics[1], 0, 1)
+    assert seal[0] == "terminate_segment" and seal[1] in world.admin.segments_by_topic[topics[1]]
+
+
+def test_slow_participant_delays_the_brokers_metadata_link_past_gc_retention(tmp_path: Path) -> None:
+    world = World(tmp_path, TxnPath.V5)
+    world.cluster.settings.update({"transactionCoordinatorScalableTopicsGcRetentionSeconds": 0.1,
+                                   "transactionCoordinatorScalableTopicsGcIntervalSeconds": 0.1})
+    cfg = config("schedule:\n  - {kind: slow-participant, target: broker:2, at_s: 0, for_s: 2.5}",
+                 faults_s=4, path="v5")
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: bool(world.network.toxics["broker-2-metadata"]))
+        assert world.network.toxics["broker-2-metadata"] == {
+            "txnbench-f1-latency-downstream": ("latency", "downstream", {"latency": 2200, "jitter": 0})}
+    assert world.clean()
+    with pytest.raises(ConfigError, match=r"faults.schedule\[0\].for_s: the slow participant needs 2.2 s"):
+        world.nemesis(config("schedule:\n  - {kind: slow-participant, at_s: 0, for_s: 1}", path="v5"))
+
+
+def test_capabilities_are_checked_when_the_nemesis_is_built(tmp_path: Path) -> None:
+    world = World(tmp_path, control=False)
+    with pytest.raises(ConfigError, match=r"scenario unit: faults.schedule\[0\].kind: kill cannot run here: "
+                                          r"the target cannot kill, start or pause processes"):
+        world.nemesis(config("schedule:\n  - {kind: kill, at_s: 0}"))
+    world.env.coordinators = None
+    with pytest.raises(ConfigError, match=r"faults.schedule\[0\].target: 'client-broker:coordinator' needs "
+                                          r"to locate the coordinators"):
+        world.nemesis(config("schedule:\n  - {kind: partition, target: client-broker:coordinator, at_s: 0}"))
+    world.env.topics = ()
+    with pytest.raises(ConfigError, match="terminate cannot run here: the run has no workload topology"):
+        world.nemesis(config("schedule:\n  - {kind: terminate, at_s: 0}"))
+    with pytest.raises(ConfigError, match="there is no broker 3"):
+        world.nemesis(config("schedule:\n  - {kind: partition, target: broker-metadata:3, at_s: 0}"))
+
+
+def test_random_faults_in_one_window_never_share_a_target(tmp_path: Path) -> None:
+    world = World(tmp_path, brokers=2)
+    cfg = config("""
+quiet_s: 0
+random: {kinds: [kill, pause], every_s: 0.1, for_s: 0.05, target: process:random}
+""", faults_s=1.5, seed=5)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: not nemesis.running, 5)
+        timeline = nemesis.timeline
+    targets = {h["process"]: h["extra"]["targets"][0] for h in world.history()
+               if h["f"] == "fault" and h["type"] == "ok"}
+    shared = 0
+    for window in timeline.windows:
+        chosen = [targets[f"nemesis/{f.fault_id}"] for f in window.faults if f"nemesis/{f.fault_id}" in targets]
+        assert len(chosen) == len(set(chosen)), f"a window reused a target: {chosen}"
+        shared += len(chosen) > 1
+    assert shared >= 1                  # some windows really held two faults at once
+    assert world.clean()
+
+
+def test_topology_topics_accepts_the_plan_and_its_dict() -> None:
+    class Topic:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    class Plan:
+        def __init__(self) -> None:
+            self.topics = [Topic("persistent://a/b/t0"), Topic("persistent://a/b/t1")]
+
+        def to_dict(self) -> dict[str, Any]:
+            return {"topics": [t.name for t in self.topics]}
+
+    assert topology_topics(Plan()) == ("persistent://a/b/t0", "persistent://a/b/t1")
+    assert topology_topics(Plan().to_dict()) == ("persistent://a/b/t0", "persistent://a/b/t1")
+    assert topology_topics({"topics": [{"name": "x"}]}) == ("x",)
+    assert topology_topics(None) == ()
+
+
+def test_start_twice_is_refused(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    with world.nemesis(config("schedule:\n  - {kind: kill, target: broker:0, at_s: 0, for_s: 0.01}",
+                              faults_s=0.5)) as nemesis:
+        nemesis.start()
+        with pytest.raises(RuntimeError, match="already started"):
+            nemesis.start()

@@ -1,0 +1,195 @@
+"""Timelines: a pure function of (faults config, seed, duration, path), tested without processes."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from faults import kinds
+from faults.schedule import Timeline, describe, plan_timeline
+from harness.config import FaultKind, FaultsConfig, RunConfig, parse_scenario
+from harness.errors import ConfigError
+from harness.txn_paths import TxnPath
+
+
+def faults_of(yaml_faults: str, faults_s: float = 60) -> RunConfig:
+    body = "\n".join("  " + line for line in yaml_faults.strip().splitlines())
+    return parse_scenario(f"phases: {{faults_s: {faults_s}}}\nfaults:\n{body}\n", source="test.yaml")
+
+
+def plan(cfg: RunConfig, path: TxnPath = TxnPath.V4, seed: int = 1, **kw: Any) -> Timeline:
+    return plan_timeline(cfg.faults, seed=seed, duration_s=cfg.phases.faults_s, path=path, **kw)
+
+
+def test_at_s_windows_in_order_with_quiet_period() -> None:
+    cfg = faults_of("""
+quiet_s: 5
+schedule:
+  - {kind: kill, target: broker:0, at_s: 20, for_s: 5}
+  - {kind: partition, target: client-broker:1, at_s: 2, for_s: 6}
+  - {kind: pause, target: metadata, at_s: 10, for_s: 3}
+""")
+    timeline = plan(cfg)
+    starts = [(w.start_s, w.heal_s, w.faults[0].kind) for w in timeline.windows]
+    # partition 2-8, quiet until 13: the pause due at 10 waits until 13; then quiet until 21.
+    assert starts == [(2, 8, FaultKind.PARTITION), (13, 16, FaultKind.PAUSE), (21, 26, FaultKind.KILL)]
+    assert [f.fault_id for f in timeline.faults] == ["f1", "f2", "f3"]
+    assert any("postponed to 13s" in n for n in timeline.notes)
+    assert any("postponed to 21s" in n for n in timeline.notes)
+    assert describe(timeline)[0].split() == ["2.0s", "-", "8.0s", "f1", "partition", "client-broker:1"]
+
+
+def test_every_s_repeats_from_zero_and_skips_instead_of_piling_up() -> None:
+    cfg = faults_of("""
+quiet_s: 2
+schedule:
+  - {kind: partition, target: link:random, every_s: 10, for_s: 3}
+""", faults_s=35)
+    assert [w.start_s for w in plan(cfg).windows] == [0, 10, 20, 30]
+    slow = faults_of("""
+quiet_s: 2
+schedule:
+  - {kind: partition, every_s: 4, for_s: 5}
+""", faults_s=30)
+    timeline = plan(slow)
+    starts = [w.start_s for w in timeline.windows]
+    # busy 0-5, quiet until 7: the one due at 4 starts at 7 (the next is due at 8, after 7) ...
+    assert starts[:2] == [0, 7]
+    assert all(b - a >= 5 + 2 for a, b in itertools.pairwise(starts))
+    assert any("skipped" in n for n in timeline.notes)
+
+
+def test_windows_are_cut_at_the_end_and_none_start_after_it() -> None:
+    cfg = faults_of("""
+quiet_s: 0
+schedule:
+  - {kind: kill, target: broker:0, at_s: 25, for_s: 10}
+  - {kind: kill, target: broker:1, at_s: 31, for_s: 10}
+""", faults_s=30)
+    timeline = plan(cfg)
+    assert [(w.start_s, w.heal_s) for w in timeline.windows] == [(25, 30)]
+    assert any("cut to 5s" in n for n in timeline.notes)
+    assert any("left out" in n for n in timeline.notes)
+
+
+def test_random_subsets_are_seeded_and_non_empty() -> None:
+    cfg = faults_of("""
+quiet_s: 1
+random: {kinds: [partition, kill, pause, latency], every_s: 6, for_s: 2}
+""", faults_s=120)
+    first, again, other = plan(cfg, seed=3), plan(cfg, seed=3), plan(cfg, seed=4)
+    assert first == again
+    assert first != other
+    sizes = {len(w.faults) for w in first.windows}
+    assert min(sizes) >= 1 and max(sizes) > 1            # subsets, not single kinds
+    assert first.kinds() == {FaultKind.PARTITION, FaultKind.KILL, FaultKind.PAUSE, FaultKind.LATENCY}
+    assert all(f.source == "faults.random" for f in first.faults)
+    assert len(first.windows) == 20
+
+
+def test_random_target_default_is_per_kind() -> None:
+    cfg = faults_of("""
+random: {kinds: [kill, partition], every_s: 5, for_s: 1}
+""")
+    targets = {(f.kind, f.target) for f in plan(cfg).faults}
+    assert targets == {(FaultKind.KILL, "process:random"), (FaultKind.PARTITION, "link:random")}
+
+
+def test_kinds_that_do_not_apply_to_the_path_are_left_out() -> None:
+    cfg = faults_of("""
+schedule:
+  - {kind: split, at_s: 1, for_s: 0}
+  - {kind: terminate, at_s: 10, for_s: 0}
+  - {kind: slow-participant, target: broker:0, at_s: 20, for_s: 10, params: {latency_ms: 5000}}
+""")
+    v4 = plan(cfg, TxnPath.V4)
+    assert [f.kind for f in v4.faults] == [FaultKind.TERMINATE]
+    assert v4.faults[0].target == "topic:random"
+    assert sum("does not apply to v4" in n for n in v4.notes) == 2
+    v5 = plan(cfg, TxnPath.V5)
+    assert [f.kind for f in v5.faults] == [FaultKind.SPLIT, FaultKind.TERMINATE, FaultKind.SLOW_PARTICIPANT]
+    assert v5.faults[1].target == "segment:random"
+
+
+def test_instant_faults_still_hold_their_window() -> None:
+    cfg = faults_of("""
+quiet_s: 2
+schedule:
+  - {kind: terminate, target: topic:0, at_s: 1, for_s: 0}
+  - {kind: partition, at_s: 1, for_s: 1}
+""")
+    windows = plan(cfg).windows
+    assert [(w.start_s, w.heal_s) for w in windows] == [(1, 1), (3, 4)]
+    assert not windows[0].faults[0].healable and windows[1].faults[0].healable
+
+
+def test_params_are_validated_and_completed() -> None:
+    cfg = faults_of("""
+schedule:
+  - {kind: latency, target: broker-ledger:0, at_s: 0, params: {latency_ms: 50}}
+""")
+    (fault,) = plan(cfg).faults
+    assert dict(fault.params) == {"latency_ms": 50, "jitter_ms": 0, "direction": "both"}
+    bad = faults_of("""
+schedule:
+  - {kind: latency, at_s: 0, params: {latency: 50}}
+""")
+    with pytest.raises(ConfigError, match=r"faults.schedule\[0\].params.latency: unknown parameter; "
+                                          r"did you mean 'latency_ms'\?"):
+        plan(bad)
+    with pytest.raises(ConfigError, match="direction: 'sideways' is not one of"):
+        plan(faults_of("schedule:\n  - {kind: partition, at_s: 0, params: {direction: sideways}}"))
+    with pytest.raises(ConfigError, match="kill takes no params"):
+        plan(faults_of("schedule:\n  - {kind: kill, at_s: 0, params: {signal: 9}}"))
+    with pytest.raises(ConfigError, match="rate_kbps: -1 is below the minimum 0"):
+        plan(faults_of("schedule:\n  - {kind: bandwidth, at_s: 0, params: {rate_kbps: -1}}"))
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ("{kind: kill, target: client-broker:0, at_s: 0}",
+     r"test.yaml: faults.schedule\[0\].target: kill cannot act on 'client-broker:0'; give one of: broker"),
+    ("{kind: partition, target: brokers:1, at_s: 0}",
+     r"faults.schedule\[0\].target: 'brokers:1' is not a target; use e.g. broker:random"),
+    ("{kind: pause, target: broker:5, at_s: 0}",
+     r"faults.schedule\[0\].target: 'broker:5': there is no broker 5; the cluster has brokers 0-2; pick one"),
+    ("{kind: split, target: broker:0, at_s: 0}",
+     r"split cannot act on 'broker:0'; give one of: topic:<k\|random>, segment:<k\|random>"),
+    ("{kind: slow-participant, target: metadata, at_s: 0}",
+     r"slow-participant cannot act on 'metadata'"),
+])
+def test_a_bad_target_is_one_line_naming_key_and_fix(entry: str, message: str) -> None:
+    cfg = faults_of(f"schedule:\n  - {entry}")
+    with pytest.raises(ConfigError, match=message) as info:
+        plan(cfg, source="test.yaml", brokers=3, topics=4)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_random_target_names_the_random_key() -> None:
+    cfg = faults_of("random: {kinds: [kill, split], target: broker:0}")
+    with pytest.raises(ConfigError, match=r"faults.random.target: split cannot act on 'broker:0'"):
+        plan(cfg, TxnPath.V5)
+
+
+def test_no_faults_no_windows() -> None:
+    timeline = plan_timeline(FaultsConfig(), seed=1, duration_s=10, path=TxnPath.V4)
+    assert timeline.windows == () and timeline.faults == ()
+
+
+def test_slow_participant_default_latency_comes_from_settings() -> None:
+    assert kinds.slow_participant_latency_ms({kinds.GC_RETENTION_KEY: 5, kinds.GC_INTERVAL_KEY: 1}) == 8000
+    assert kinds.slow_participant_latency_ms({}) == (900 + 300 + 2) * 1000
+
+
+def test_every_shipped_chaos_scenario_plans_on_every_path() -> None:
+    from harness.config import SCENARIO_DIR, load_scenario
+
+    names = sorted(p.stem for p in SCENARIO_DIR.glob("chaos*.yaml"))
+    assert "chaos" in names
+    for name in names:
+        cfg = load_scenario(name)
+        for path in cfg.paths:
+            timeline = plan_timeline(cfg.faults, seed=cfg.seed, duration_s=cfg.phases.faults_s, path=path,
+                                     source=name, brokers=cfg.cluster.brokers, topics=cfg.workload.topics)
+            assert timeline.windows, f"{name} on {path.value} has no faults"
