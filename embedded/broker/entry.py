@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.wire import MessageFormatError, Payload, TxnId
-
 from embedded.broker.position import Position
+from harness.wire import MessageFormatError, Payload, TxnId
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,8 +43,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.wire import Command, CommandType, ServerError, TxnAction, TxnId
-
 from embedded.broker.config import Settings
 from embedded.broker.entry import EntryInfo
 from embedded.broker.managed_ledger.api import (
@@ -54,6 +52,7 @@ from embedded.broker.managed_ledger.api import (
 )
 from embedded.broker.position import Position
 from embedded.broker.topic_name import TopicDomain, TopicName
+from harness.wire import Command, CommandType, ServerError, TxnAction, TxnId
 
 if TYPE_CHECKING:
     from aiohttp import web

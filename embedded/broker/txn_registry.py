@@ -21,8 +21,6 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.wire import CommandType, ServerError
-
 from embedded.broker.config import Settings
 from embedded.broker.topic_name import TopicDomain
 from embedded.broker.txn_api import (
@@ -37,6 +35,7 @@ from embedded.broker.txn_api import (
     TransactionCoordinatorService,
     UnavailableCoordinator,
 )
+from harness.wire import CommandType, ServerError
 
 if TYPE_CHECKING:
     from aiohttp import web

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness.wire import CommandType, ServerError
 
 from embedded.broker.config import Settings
 from embedded.broker.topic_name import TopicDomain
@@ -17,6 +16,7 @@ from embedded.broker.txn_api import (
     UnavailableCoordinator,
 )
 from embedded.broker.txn_registry import RegistryError, TxnRegistry
+from harness.wire import CommandType, ServerError
 
 
 class Marker:
