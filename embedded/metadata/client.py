@@ -202,19 +202,17 @@ class MetadataClient:
         while not self._closing:   # bounded by the client's life; each attempt is bounded in time
             try:
                 await self._open_connection()
-            except RpcUnavailable:
-                await asyncio.sleep(self.backoff.delay(attempt))
-                attempt += 1
-                continue
-            self.reconnects += 1
-            log.info("reconnected to the metadata store %s after %d attempts", self.address, attempt + 1)
-            try:
+                self.reconnects += 1
+                log.info("reconnected to the metadata store %s after %d attempts", self.address, attempt + 1)
                 await self._after_reconnect()
-            except MetadataUnavailable:
-                continue   # lost again: the close callback starts nothing while this task runs
+                return
+            except (RpcUnavailable, MetadataUnavailable):
+                pass   # lost again: the close callback starts nothing while this task runs
             except Exception:
                 log.exception("restoring watches after reconnecting failed")
-            return
+                return
+            await asyncio.sleep(self.backoff.delay(attempt))
+            attempt += 1
 
     async def _after_reconnect(self) -> None:
         rpc = self._rpc

@@ -147,24 +147,23 @@ class LeaderElection:
 
     async def _reconcile(self) -> None:
         for _ in range(10):   # bounded: each round either decides or saw the key vanish
-            session_id = await self.client.session_id()
             try:
                 result = await self.client.put(self.path, self.value, expected_version=MUST_NOT_EXIST,
                                                ephemeral=True)
             except BadVersion:
                 pass
             else:
-                await self._set(Leadership(self.path, Role.LEADER, self.value, result.version.version_id, session_id))
+                await self._set(Leadership(self.path, Role.LEADER, self.value, result.version.version_id,
+                                           result.version.session_id))
                 return
             try:
                 record = await self.client.get(self.path)
             except KeyNotFound:
                 continue   # the leader just went away: contend again
-            if record.version.ephemeral and record.version.session_id == session_id:
-                await self._set(Leadership(self.path, Role.LEADER, record.value, record.version.version_id, session_id))
-            else:
-                await self._set(Leadership(self.path, Role.FOLLOWER, record.value, record.version.version_id,
-                                           session_id))
+            mine = self.client.current_session   # the put may have opened a new session
+            owner = record.version.session_id if record.version.ephemeral else None
+            role = Role.LEADER if owner is not None and owner == mine else Role.FOLLOWER
+            await self._set(Leadership(self.path, role, record.value, record.version.version_id, mine))
             return
         raise MetadataUnavailable(f"{self.path}: leadership kept changing during 10 attempts")
 
