@@ -1,0 +1,140 @@
+"""Readers: a non-durable, exclusive subscription from a start position, for final reads.
+
+`read_to_end` is what the drainer uses to read a topic "to the end, in log order":
+
+1. For each partition/segment, GET_LAST_MESSAGE_ID gives the last message the broker
+   will dispatch (entry id < 0: empty). On a transactional topic that is the last
+   readable position, so open transactions cannot make the read wait forever.
+2. Messages are received until every partition/segment has delivered its last id
+   (or reported REACHED_END_OF_TOPIC), then whatever already arrived is drained too.
+3. The result is grouped per partition (index order) or per segment (parents before
+   children), each group in the order the broker delivered it, which for an
+   exclusive non-durable subscription is log order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from harness.client.consumer import Consumer, Message, TopicConsumer
+from harness.client.errors import OperationTimeoutError
+from harness.client.timers import Deadline
+from harness.wire import MessageId
+
+
+class ReadIncompleteError(OperationTimeoutError):
+    """`read_to_end` hit its deadline before every partition/segment reached its end.
+
+    Attributes:
+        messages: what was read so far, in the order `read_to_end` would return it.
+        missing: the partitions/segments that had not reached their last message.
+    """
+
+    def __init__(self, message: str, messages: list[Message], missing: list[str]) -> None:
+        super().__init__(message)
+        self.messages = messages
+        self.missing = missing
+
+
+def reader_subscription_name() -> str:
+    """A fresh subscription name for a reader (Java uses `reader-<random>` too)."""
+    return f"reader-{uuid.uuid4().hex[:10]}"
+
+
+def _reached(message_id: MessageId, last: MessageId) -> bool:
+    mine = (message_id.ledger_id, message_id.entry_id)
+    theirs = (last.ledger_id, last.entry_id)
+    if mine != theirs:
+        return mine > theirs
+    return last.batch_index < 0 or message_id.batch_index >= last.batch_index
+
+
+@dataclass
+class _Progress:
+    last: MessageId | None
+    done: bool
+    messages: list[Message]
+
+
+class Reader:
+    """Reads a topic (plain, partitioned or scalable) from a start position."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+        self.topic = consumer.topic
+
+    def read_next(self, timeout_s: float | None = None) -> Message | None:
+        """The next message, or None when none arrives within the timeout."""
+        return self._consumer.receive(timeout_s)
+
+    @property
+    def consumer(self) -> Consumer:
+        """The underlying non-durable consumer."""
+        return self._consumer
+
+    def read_to_end(self, timeout_s: float | None = None) -> list[Message]:
+        """Every message from the current position to the end, grouped as the module says.
+
+        Raises:
+            ReadIncompleteError: the deadline passed first (carries the partial read).
+            harness.errors.OperationError: GET_LAST_MESSAGE_ID failed.
+        """
+        deadline = Deadline.after(timeout_s if timeout_s is not None
+                                  else self._consumer._ctx.config.operation_timeout_s)
+        progress: dict[TopicConsumer, _Progress] = {}
+        for child in self._consumer.consumers:
+            last = child.last_message_id(deadline)
+            empty = last.entry_id < 0
+            progress[child] = _Progress(None if empty else last, empty, [])
+
+        def finished() -> bool:
+            return all(p.done or child.reached_end for child, p in progress.items())
+
+        queue = self._consumer._queue
+        while not finished():
+            message = queue.get(deadline, stop=finished)
+            if message is None:
+                if finished():
+                    break
+                missing = [c.topic for c, p in progress.items() if not (p.done or c.reached_end)]
+                raise ReadIncompleteError(
+                    f"read of {self.topic} did not reach the end of {', '.join(missing)} before "
+                    "the deadline", self._ordered(progress), missing)
+            self._record(progress, message)
+        while True:  # what already arrived belongs to the read too
+            message = queue.get(Deadline.after(0))
+            if message is None:
+                break
+            self._record(progress, message)
+        return self._ordered(progress)
+
+    @staticmethod
+    def _record(progress: dict[TopicConsumer, _Progress], message: Message) -> None:
+        entry = progress.setdefault(message.source, _Progress(None, True, []))
+        entry.messages.append(message)
+        if entry.last is not None and _reached(message.message_id, entry.last):
+            entry.done = True
+
+    def _ordered(self, progress: dict[TopicConsumer, _Progress]) -> list[Message]:
+        out: list[Message] = []
+        order = self._consumer.consumers
+        seen = set()
+        for child in order:
+            if child in progress:
+                out.extend(progress[child].messages)
+                seen.add(child)
+        for child, entry in progress.items():
+            if child not in seen:
+                out.extend(entry.messages)
+        return out
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Close the reader's subscription."""
+        self._consumer.close(timeout_s)
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
