@@ -223,8 +223,9 @@ class AsyncRpcClient:
 
     async def connect(self, timeout: float = 5.0) -> None:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout)
-        except (OSError, asyncio.TimeoutError) as err:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(self.host, self.port)
+        except (OSError, TimeoutError) as err:
             raise RpcUnavailable(f"cannot connect to {self.host}:{self.port}: {err}") from None
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -242,8 +243,11 @@ class AsyncRpcClient:
         self._pending[req_id] = fut
         try:
             self._writer.write(encode_frame({"id": req_id, "op": op, **args}, payload))
-            frame = await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation of
+            # the caller that races with the reply, which left callers hanging.
+            async with asyncio.timeout(timeout):
+                frame = await fut
+        except TimeoutError:
             raise RpcUnavailable(f"{op} to {self.host}:{self.port} timed out after {timeout}s") from None
         finally:
             self._pending.pop(req_id, None)

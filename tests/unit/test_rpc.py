@@ -79,3 +79,32 @@ def test_connect_refused_is_unavailable() -> None:
             await client.connect(timeout=2)
 
     asyncio.run(main())
+
+
+def test_cancelling_a_call_cancels_it_even_when_the_reply_races() -> None:
+    """A caller cancelled while its reply arrives must see CancelledError, not hang or return."""
+
+    async def slow(conn: ServerConnection, header: dict[str, Any], payload: bytes) -> Any:
+        await asyncio.sleep(0.05)
+        return {}
+
+    async def main() -> None:
+        server = RpcServer({"slow": slow})
+        port = await server.start()
+        client = AsyncRpcClient("127.0.0.1", port)
+        await client.connect()
+        for delay in (0.0, 0.02, 0.049, 0.05, 0.051, 0.06):
+            task = asyncio.create_task(client.call("slow", timeout=5))
+            await asyncio.sleep(delay)
+            task.cancel()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), 2)
+            except asyncio.CancelledError:
+                pass
+            assert task.done()
+        header, _ = await client.call("slow", timeout=5)  # the connection is still usable
+        assert header["ok"]
+        await client.close()
+        await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
