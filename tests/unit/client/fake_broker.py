@@ -395,8 +395,11 @@ class FakeCluster:
         seg = self.scalable[name][segment_id]
         return f"segment://{name[len('topic://'):]}/{seg.start:04x}-{seg.end:04x}-{segment_id}"
 
-    def split(self, name: str, segment_id: int) -> tuple[int, int]:
-        """Seal a segment and add two children splitting its range; pushes the new DAG."""
+    def split(self, name: str, segment_id: int, *, push: bool = True) -> tuple[int, int]:
+        """Seal a segment and add two children splitting its range; pushes the new DAG.
+
+        With `push=False` the watchers learn of it only from `push_dag` (a slow controller).
+        """
         with self.lock:
             segments = self.scalable[name]
             parent = segments[segment_id]
@@ -408,10 +411,16 @@ class FakeCluster:
             parent.children = [first, first + 1]
             self.scalable_epoch[name] += 1
             self.terminate(self.segment_topic(name, segment_id))
+            if push:
+                self.push_dag(name)
+            return first, first + 1
+
+    def push_dag(self, name: str) -> None:
+        """Send the current DAG of `name` to every watch session."""
+        with self.lock:
             for conn, session_id, topic in list(self.dag_sessions):
                 if topic == name:
                     conn.reply(self._dag_update(session_id, name))
-            return first, first + 1
 
     # ---- connection -----------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from harness.client.errors import (
     OperationTimeoutError,
     SetupError,
 )
-from harness.client.lookup import BrokerAddress, LookupService
+from harness.client.lookup import BrokerAddress
 from harness.client.timers import Deadline, Scheduler
 from harness.wire import CommandType as T
 from harness.wire import ServerError, commands
@@ -145,7 +145,7 @@ def test_lookup_follows_redirects_with_the_authoritative_flag(
         make_cluster: Callable[..., FakeCluster], make_client: Callable[..., PulsarClient]) -> None:
     cluster = make_cluster(3)
     topic = "persistent://public/default/moved"
-    b0, b1, b2 = cluster.brokers
+    _b0, b1, b2 = cluster.brokers
     cluster.redirects[("b0", topic)] = (b1, False)
     cluster.redirects[("b1", topic)] = (b2, True)
     cluster.owners[topic] = b2

@@ -1,0 +1,92 @@
+"""Readers and read_to_end: empty topics, log order, open transactions, partitions, reconnects."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.client import BatchingConfig, PulsarClient, ReadIncompleteError
+from harness.wire import CommandType as T
+from harness.wire import MessageId, commands
+from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, wait_for
+
+TOPIC = "persistent://public/default/final"
+
+
+def test_empty_topic_reads_nothing_at_once(cluster: FakeCluster, client: PulsarClient) -> None:
+    reader = client.create_reader(TOPIC)
+    assert reader.read_to_end(2) == []
+    subscribe = cluster.commands(T.SUBSCRIBE)[0].body
+    assert not subscribe.durable and subscribe.subscription.startswith("reader-")
+    assert MessageId.from_proto(subscribe.start_message_id) == MessageId.EARLIEST
+    assert cluster.kinds(T.GET_LAST_MESSAGE_ID) == [T.GET_LAST_MESSAGE_ID]
+
+
+def test_read_to_end_returns_everything_in_log_order(cluster: FakeCluster,
+                                                     client: PulsarClient) -> None:
+    producer = client.create_producer(TOPIC)
+    for i in range(5):
+        producer.send(f"v{i}".encode())
+    batched = client.create_producer(TOPIC, batching=BatchingConfig(max_messages=3,
+                                                                    max_delay_s=5))
+    for future in [batched.send_async(f"b{i}".encode()) for i in range(3)]:
+        future.result(2)
+    read = client.create_reader(TOPIC).read_to_end(3)
+    assert [m.data for m in read] == [b"v0", b"v1", b"v2", b"v3", b"v4", b"b0", b"b1", b"b2"]
+    assert [m.message_id for m in read] == sorted(m.message_id for m in read)
+
+
+def test_an_open_transaction_does_not_make_the_read_wait(cluster: FakeCluster,
+                                                         client: PulsarClient) -> None:
+    producer = client.create_producer(TOPIC)
+    producer.send(b"committed")
+    txn = client.new_transaction()
+    producer.send(b"pending", txn=txn)
+    producer.send(b"after-pending")  # held back behind the open transaction
+    read = client.create_reader(TOPIC).read_to_end(2)
+    assert [m.data for m in read] == [b"committed"]
+    txn.commit()
+    read = client.create_reader(TOPIC).read_to_end(2)
+    assert [m.data for m in read] == [b"committed", b"pending", b"after-pending"]
+
+
+def test_partitions_are_read_in_index_order(cluster: FakeCluster, client: PulsarClient) -> None:
+    cluster.partitioned[TOPIC] = 3
+    producer = client.create_producer(TOPIC)
+    for i in range(9):
+        producer.send(f"{i}".encode())
+    read = client.create_reader(TOPIC).read_to_end(3)
+    partitions = [m.message_id.partition for m in read]
+    assert partitions == sorted(partitions) and len(read) == 9
+
+
+def test_deadline_before_the_end_raises_with_the_partial_read(cluster: FakeCluster,
+                                                              client: PulsarClient) -> None:
+    client.create_producer(TOPIC).send(b"only")
+
+    def beyond(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+        ledger = cluster.topic(TOPIC).ledger_id
+        conn.reply(commands.get_last_message_id_response(event.body.request_id,
+                                                         MessageId(ledger, 5)))
+        return True
+
+    cluster.brokers[0].intercept(T.GET_LAST_MESSAGE_ID, beyond)
+    reader = client.create_reader(TOPIC)
+    with pytest.raises(ReadIncompleteError) as info:
+        reader.read_to_end(0.3)
+    assert [m.data for m in info.value.messages] == [b"only"]
+    assert info.value.missing == [TOPIC]
+
+
+def test_reader_resumes_after_a_reconnect_without_repeating(cluster: FakeCluster,
+                                                            client: PulsarClient) -> None:
+    producer = client.create_producer(TOPIC)
+    for i in range(4):
+        producer.send(f"{i}".encode())
+    reader = client.create_reader(TOPIC, receiver_queue_size=2)
+    first = [reader.read_next(2), reader.read_next(2)]
+    cluster.brokers[0].drop_connections()
+    wait_for(lambda: len(cluster.commands(T.SUBSCRIBE)) == 2, what="reader resubscribed")
+    rest = [reader.read_next(3), reader.read_next(3)]
+    assert [m.data for m in first + rest] == [b"0", b"1", b"2", b"3"]
+    resubscribe = cluster.commands(T.SUBSCRIBE)[-1].body
+    assert MessageId.from_proto(resubscribe.start_message_id).entry_id == 1

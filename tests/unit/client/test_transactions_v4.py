@@ -1,0 +1,352 @@
+"""v4 (PIP-31) transactions, command by command, and the definite/indeterminate split of each failure."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from harness.client import (
+    CoordinatorNotEnabledError,
+    PulsarClient,
+    TransactionConflictError,
+    TransactionOpFailedError,
+    TransactionOutcomeUnknownError,
+    TxnState,
+)
+from harness.client.coordinator import ASSIGN_TOPIC
+from harness.client.errors import (
+    ServerRejectedError,
+    TransactionNotFoundError,
+)
+from harness.client.transaction import TxnRegistrationError
+from harness.wire import Command, ServerError, TxnAction, TxnId, commands
+from harness.wire import CommandType as T
+from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, drop, once, silent
+
+TOPIC = "persistent://public/default/txn-topic"
+TXN_KINDS = (T.PARTITIONED_METADATA, T.TC_CLIENT_CONNECT_REQUEST, T.NEW_TXN,
+             T.ADD_PARTITION_TO_TXN, T.SEND, T.ADD_SUBSCRIPTION_TO_TXN, T.ACK, T.END_TXN)
+
+
+@pytest.fixture
+def two_brokers(make_cluster: Callable[..., FakeCluster]) -> FakeCluster:
+    return make_cluster(2, tc_count=2)  # tc 0 on b0, tc 1 on b1
+
+
+def test_v4_transaction_walk_command_by_command(two_brokers: FakeCluster,
+                                                make_client: Callable[..., PulsarClient]) -> None:
+    cluster = two_brokers
+    client = make_client(cluster.url)
+    producer = client.create_producer(TOPIC)
+    producer.send(b"seed")
+    consumer = client.subscribe(TOPIC, "sub")
+    seed = consumer.receive(2)
+    before = len(cluster.log)
+
+    txn = client.new_transaction(timeout_s=30)
+    assert txn.id == TxnId(0, 0) and txn.state is TxnState.OPEN
+    producer.send(b"a", txn=txn)
+    producer.send(b"b", txn=txn)
+    consumer.acknowledge(seed, txn=txn)
+    txn.commit()
+    assert txn.state is TxnState.COMMITTED
+
+    walk = [c for _, _, c in cluster.log[before:] if c.type in TXN_KINDS]
+    kinds = [c.type for c in walk]
+    # discovery: metadata of the assign topic, then each coordinator connects (in parallel)
+    assert kinds[0] is T.PARTITIONED_METADATA and walk[0].body.topic == ASSIGN_TOPIC
+    assert sorted(c.body.tc_id for c in walk if c.type is T.TC_CLIENT_CONNECT_REQUEST) == [0, 1]
+    assert kinds[3:] == [T.NEW_TXN, T.ADD_PARTITION_TO_TXN, T.SEND, T.SEND,
+                         T.ADD_SUBSCRIPTION_TO_TXN, T.ACK, T.END_TXN]
+    lookups = sorted(c.body.topic for _, _, c in cluster.log[before:] if c.type is T.LOOKUP)
+    assert lookups == [f"{ASSIGN_TOPIC}-partition-0", f"{ASSIGN_TOPIC}-partition-1"]
+
+    new_txn, add_partition, send, _, add_sub, ack, end = walk[3:]
+    assert new_txn.body.tc_id == 0 and new_txn.body.txn_ttl_millis == 30_000
+    assert add_partition.body.partitions == [TOPIC]
+    assert commands.txn_of(add_partition) == txn.id
+    assert commands.txn_of(send) == txn.id
+    assert commands.txn_of(send.payload.metadata) == txn.id
+    assert [(s.topic, s.subscription) for s in add_sub.body.subscription] == [(TOPIC, "sub")]
+    assert commands.txn_of(ack) == txn.id and ack.body.HasField("request_id")
+    assert end.body.txn_action == TxnAction.COMMIT and commands.txn_of(end) == txn.id
+    for command in walk:
+        assert not getattr(command.body, "scalable", False)  # v4 never sets the PIP-473 flag
+    assert cluster.values(TOPIC) == [b"seed", b"a", b"b"]
+    assert cluster.topic(TOPIC).subscriptions["sub"].acked == {0}
+
+
+def test_end_txn_is_routed_by_the_coordinator_id(two_brokers: FakeCluster,
+                                                 make_client: Callable[..., PulsarClient]) -> None:
+    cluster = two_brokers
+    client = make_client(cluster.url)
+    first, second = client.new_transaction(), client.new_transaction()
+    assert {first.id.most, second.id.most} == {0, 1}
+    first.commit()
+    second.abort()
+    by_broker = {b.name: [commands.txn_of(c) for c in b.of_type(T.END_TXN)]
+                 for b in cluster.brokers}
+    assert by_broker == {"b0": [TxnId(0, 0)], "b1": [TxnId(1, 0)]}
+    assert client.coordinator_brokers() == {0: cluster.brokers[0].url,
+                                            1: cluster.brokers[1].url}
+
+
+def test_coordinator_failover_relooks_up_and_resends(two_brokers: FakeCluster,
+                                                     make_client: Callable[..., PulsarClient]) -> None:
+    cluster = two_brokers
+    client = make_client(cluster.url)
+    txn = client.new_transaction()
+    assert txn.id.most == 0
+    cluster.set_tc_leader(0, cluster.brokers[1])  # the assign partition moved to b1
+    txn.commit()
+    assert txn.state is TxnState.COMMITTED
+    ends = [(name, c.type) for name, _, c in cluster.log if c.type is T.END_TXN]
+    assert ends == [("b0", T.END_TXN), ("b1", T.END_TXN)]  # NotFound at b0, then b1
+    lookups = [c.body.topic for c in cluster.commands(T.LOOKUP)]
+    assert lookups.count(f"{ASSIGN_TOPIC}-partition-0") == 2
+    assert client.coordinator_brokers()[0] == cluster.brokers[1].url
+
+
+def test_end_txn_resent_after_a_lost_connection_commits(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.END_TXN, once(drop))
+    txn.commit()
+    assert txn.state is TxnState.COMMITTED
+    assert len(cluster.commands(T.END_TXN)) == 2
+
+
+def _apply_then_drop(cluster: FakeCluster) -> Callable[[BrokerConnection, Command], bool]:
+    def hook(conn: BrokerConnection, event: Command) -> bool:
+        with cluster.lock:
+            cluster.end_txn(cluster.txns[commands.txn_of(event)], TxnAction(event.body.txn_action))
+        conn.drop()  # the decision was applied; its answer is lost
+        return True
+
+    return once(hook)
+
+
+def test_not_found_after_a_lost_end_txn_is_indeterminate(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.END_TXN, _apply_then_drop(cluster))
+    with pytest.raises(TransactionOutcomeUnknownError) as info:
+        txn.commit()
+    assert not info.value.definite
+    assert txn.state is TxnState.UNKNOWN
+    assert cluster.txns[txn.id].state == "committed"  # it did commit: fail would have been a lie
+    with pytest.raises(TransactionOutcomeUnknownError):  # later attempts stay indeterminate
+        txn.abort()
+
+
+def test_not_found_on_the_first_end_txn_is_definite(cluster: FakeCluster,
+                                                    client: PulsarClient) -> None:
+    txn = client.new_transaction()
+    with cluster.lock:  # the coordinator timed it out and aborted it
+        cluster.end_txn(cluster.txns[txn.id], TxnAction.ABORT)
+    with pytest.raises(TransactionNotFoundError) as info:
+        txn.commit()
+    assert info.value.definite
+    assert txn.state is TxnState.ERROR
+
+
+def test_invalid_status_on_the_first_end_txn_is_definite(cluster: FakeCluster,
+                                                         client: PulsarClient) -> None:
+    def invalid(conn: BrokerConnection, event: Command) -> bool:
+        conn.reply(commands.end_txn_response(event.body.request_id, commands.txn_of(event),
+                                             error=ServerError.InvalidTxnStatus,
+                                             message="txn is ABORTING"))
+        return True
+
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.END_TXN, invalid)
+    with pytest.raises(ServerRejectedError, match="InvalidTxnStatus") as info:
+        txn.commit()
+    assert info.value.definite
+
+
+def test_end_txn_without_an_answer_is_indeterminate(cluster: FakeCluster,
+                                                    client: PulsarClient) -> None:
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.END_TXN, silent)
+    with pytest.raises(TransactionOutcomeUnknownError):
+        txn.commit(timeout_s=0.3)
+    assert len(cluster.commands(T.END_TXN)) == 1
+
+
+def test_unclassified_end_txn_error_is_indeterminate(cluster: FakeCluster,
+                                                     client: PulsarClient) -> None:
+    def unknown(conn: BrokerConnection, event: Command) -> bool:
+        conn.reply(commands.end_txn_response(event.body.request_id, commands.txn_of(event),
+                                             error=ServerError.UnknownError,
+                                             message="participant unreachable"))
+        return True
+
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.END_TXN, unknown)
+    with pytest.raises(Exception) as info:
+        txn.commit()
+    assert not info.value.definite  # type: ignore[attr-defined]
+
+
+def test_end_txn_retries_are_bounded(cluster: FakeCluster,
+                                     make_client: Callable[..., PulsarClient]) -> None:
+    client = make_client(cluster.url, max_end_txn_attempts=3)
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.END_TXN, drop)
+    with pytest.raises(TransactionOutcomeUnknownError):
+        txn.commit(timeout_s=3)
+    assert len(cluster.commands(T.END_TXN)) == 3
+
+
+def test_commit_after_a_failed_send_aborts_instead(cluster: FakeCluster,
+                                                   client: PulsarClient) -> None:
+    def refuse(conn: BrokerConnection, event: Command) -> bool:
+        conn.reply(commands.send_error(event.body.producer_id, event.body.sequence_id,
+                                       ServerError.ServiceNotReady, "fenced"))
+        return True
+
+    producer = client.create_producer(TOPIC)
+    txn = client.new_transaction()
+    producer.send(b"ok", txn=txn)
+    cluster.brokers[0].intercept(T.SEND, once(refuse))
+    with pytest.raises(ServerRejectedError):
+        producer.send(b"refused", txn=txn)
+    with pytest.raises(TransactionOpFailedError) as info:
+        txn.commit()
+    assert info.value.definite
+    (end,) = cluster.commands(T.END_TXN)
+    assert end.body.txn_action == TxnAction.ABORT
+    assert txn.state is TxnState.ABORTED
+    assert cluster.values(TOPIC) == []
+
+
+def test_commit_waits_for_async_sends(cluster: FakeCluster, client: PulsarClient) -> None:
+    producer = client.create_producer(TOPIC)
+    txn = client.new_transaction()
+    release = threading.Event()
+
+    def slow(conn: BrokerConnection, event: Command) -> bool:
+        release.wait(2)
+        return False
+
+    cluster.brokers[0].intercept(T.SEND, slow)
+    futures = [producer.send_async(f"{i}".encode(), txn=txn) for i in range(3)]
+    threading.Timer(0.1, release.set).start()
+    txn.commit()
+    assert all(f.done() and f.exception() is None for f in futures)
+    kinds = [c.type for _, _, c in cluster.log if c.type in (T.SEND, T.END_TXN)]
+    assert kinds == [T.SEND, T.SEND, T.SEND, T.END_TXN]
+    assert cluster.values(TOPIC) == [b"0", b"1", b"2"]
+
+
+def test_registration_failure_fails_the_send_definitely(cluster: FakeCluster,
+                                                        client: PulsarClient) -> None:
+    def gone(conn: BrokerConnection, event: Command) -> bool:
+        conn.reply(commands.add_partition_to_txn_response(
+            event.body.request_id, commands.txn_of(event), error=ServerError.TransactionNotFound,
+            message="timed out"))
+        return True
+
+    producer = client.create_producer(TOPIC)
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.ADD_PARTITION_TO_TXN, gone)
+    with pytest.raises(TransactionNotFoundError) as info:
+        producer.send(b"x", txn=txn)
+    assert info.value.definite
+    assert not cluster.commands(T.SEND)
+
+
+def test_registration_lost_in_flight_still_fails_the_send_definitely(
+        cluster: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
+    client = make_client(cluster.url, max_end_txn_attempts=1)
+    producer = client.create_producer(TOPIC)
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.ADD_PARTITION_TO_TXN, once(drop))
+    with pytest.raises(TxnRegistrationError) as info:
+        producer.send(b"x", txn=txn)
+    assert info.value.definite  # the SEND itself never left
+    assert not cluster.commands(T.SEND)
+
+
+def test_transactional_ack_conflict_is_definite(cluster: FakeCluster,
+                                                client: PulsarClient) -> None:
+    producer = client.create_producer(TOPIC)
+    producer.send(b"m")
+    consumer = client.subscribe(TOPIC, "sub", sub_type="Shared")
+    message = consumer.receive(2)
+    first, second = client.new_transaction(), client.new_transaction()
+    consumer.acknowledge(message, txn=first)
+    with pytest.raises(TransactionConflictError) as info:
+        consumer.acknowledge(message, txn=second)
+    assert info.value.definite
+
+
+def test_aborted_ack_is_redelivered_and_aborted_writes_stay_invisible(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    producer = client.create_producer(TOPIC)
+    producer.send(b"m")
+    consumer = client.subscribe(TOPIC, "sub", sub_type="Shared")
+    message = consumer.receive(2)
+    txn = client.new_transaction()
+    consumer.acknowledge(message, txn=txn)
+    producer.send(b"never", txn=txn)
+    txn.abort()
+    again = consumer.receive(2)
+    assert again.data == b"m" and again.redelivery_count == 1
+    assert consumer.receive(0.1) is None
+    assert cluster.values(TOPIC) == [b"m"]
+
+
+def test_new_txn_retries_when_the_coordinator_is_not_loaded_yet(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    def loading(conn: BrokerConnection, event: Command) -> bool:
+        conn.reply(commands.new_txn_response(event.body.request_id,
+                                             error=ServerError.TransactionCoordinatorNotFound,
+                                             message="still recovering"))
+        return True
+
+    cluster.brokers[0].intercept(T.NEW_TXN, once(loading))
+    txn = client.new_transaction()
+    assert txn.state is TxnState.OPEN
+    assert len(cluster.commands(T.NEW_TXN)) == 2
+
+
+def test_coordinator_not_enabled_names_the_fix(make_cluster: Callable[..., FakeCluster],
+                                               make_client: Callable[..., PulsarClient]) -> None:
+    cluster = make_cluster(1, tc_count=0)
+    client = make_client(cluster.url)
+    with pytest.raises(CoordinatorNotEnabledError, match="transactionCoordinatorEnabled") as info:
+        client.new_transaction()
+    assert info.value.definite
+
+
+def test_no_tc_client_connect_for_brokers_older_than_v19(
+        make_cluster: Callable[..., FakeCluster], make_client: Callable[..., PulsarClient]) -> None:
+    cluster = make_cluster(1, tc_count=1)
+    cluster.brokers[0].protocol_version = 18
+    client = make_client(cluster.url)
+    txn = client.new_transaction()
+    txn.commit()
+    assert not cluster.commands(T.TC_CLIENT_CONNECT_REQUEST)
+
+
+def test_not_allowed_on_tc_connect_closes_the_coordinator_for_good(
+        make_cluster: Callable[..., FakeCluster], make_client: Callable[..., PulsarClient]) -> None:
+    cluster = make_cluster(1, tc_count=1)
+
+    def refuse(conn: BrokerConnection, event: Command) -> bool:
+        conn.reply(commands.tc_client_connect_response(event.body.request_id,
+                                                       error=ServerError.NotAllowedError,
+                                                       message="transactions disabled"))
+        return True
+
+    cluster.brokers[0].intercept(T.TC_CLIENT_CONNECT_REQUEST, refuse)
+    client = make_client(cluster.url)
+    with pytest.raises(Exception) as info:
+        client.new_transaction(request_timeout_s=1.0)
+    assert info.value.definite  # type: ignore[attr-defined]
+    assert "NotAllowedError" in str(info.value)
+    assert len(cluster.commands(T.TC_CLIENT_CONNECT_REQUEST)) == 1  # not retried
