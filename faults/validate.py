@@ -1,0 +1,41 @@
+"""Checking a scenario's faults before anything starts.
+
+The nemesis checks its faults again when it is built (against the running cluster:
+its brokers, links, settings, and what the target can do); this early check needs
+only the config, so `txnbench run/chaos` can reject a bad scenario before a cluster
+comes up. It plans the timeline of every path the scenario runs.
+"""
+
+from __future__ import annotations
+
+from faults import kinds
+from faults.kinds import Capability
+from faults.schedule import Timeline, plan_timeline
+from harness.config import RunConfig, Target
+from harness.errors import ConfigError
+from harness.txn_paths import TxnPath
+
+
+def check_scenario(config: RunConfig) -> dict[TxnPath, Timeline]:
+    """The timeline of each of the scenario's paths; ConfigError on a bad target, parameter or
+    a kind the target cannot run. A scenario without faults gives empty timelines."""
+    paths = dict.fromkeys([*config.paths, config.path]) if config.paths else {config.path: None}
+    timelines = {}
+    for path in paths:
+        timeline = plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s,
+                                 path=path, source=f"scenario {config.name}",
+                                 brokers=config.cluster.brokers, topics=config.workload.topics)
+        _check_target(config, timeline)
+        timelines[path] = timeline
+    return timelines
+
+
+def _check_target(config: RunConfig, timeline: Timeline) -> None:
+    if config.target is not Target.EXTERNAL:
+        return
+    for planned in timeline.faults:
+        needs = kinds.spec(planned.kind).needs
+        if Capability.PROCESSES in needs:
+            raise ConfigError(f"scenario {config.name}", f"{planned.source}.kind",
+                              f"{planned.kind.value} cannot run on the external target: txnbench cannot "
+                              "kill or pause its processes", "remove it, or use --target embedded or compose")
