@@ -1,15 +1,53 @@
 """Locating the transaction coordinators: which broker hosts each one, right now.
 
-Filled in on top of `harness.client` (`PulsarClient.coordinator_brokers()`).
+A coordinator moves (its broker dies, ownership or leadership changes), so the
+nemesis asks at injection time, with a fresh `harness.client.PulsarClient` each
+time: a long-lived client could answer from a connection that has not noticed
+its broker is gone. v4 coordinators are the owners of the partitions of
+`transaction_coordinator_assign`; v5 ones are the leaders WATCH_TC_ASSIGNMENTS
+reports. The client is given every broker's URL, so one unreachable broker (say,
+partitioned by another fault) does not hide the others.
 """
 
 from __future__ import annotations
 
+import importlib.util
+
 from faults.model import CoordinatorLocator
-from harness.targets.base import ClusterInfo
+from harness.targets.base import ClusterInfo, ServiceRole
 from harness.txn_paths import TxnPath
+
+
+class ClientCoordinatorLocator:
+    def __init__(self, service_url: str, path: TxnPath, timeout_s: float) -> None:
+        self.service_url = service_url
+        self.path = path
+        self.timeout_s = timeout_s
+
+    def coordinator_brokers(self) -> dict[int, str]:
+        from harness.client import PulsarClient
+
+        client = PulsarClient(self.service_url, txn_path=self.path.value, operation_timeout_s=self.timeout_s)
+        try:
+            return dict(client.coordinator_brokers(timeout_s=self.timeout_s))
+        finally:
+            client.close(timeout_s=min(5.0, self.timeout_s))
+
+    def close(self) -> None:
+        return None
+
+
+def all_brokers_url(cluster: ClusterInfo) -> str:
+    """`pulsar://h:p,h:p` of every broker's advertised address, or the cluster's service URL."""
+    hosts = [s.service_url.removeprefix("pulsar://").rstrip("/") for s in cluster.by_role(ServiceRole.BROKER)
+             if s.service_url and s.service_url.startswith("pulsar://")]
+    return f"pulsar://{','.join(hosts)}" if hosts else cluster.service_url
 
 
 def make_coordinator_locator(cluster: ClusterInfo, path: TxnPath,
                              *, timeout_s: float = 10.0) -> tuple[CoordinatorLocator | None, str]:
-    return None, "the transactional client (harness.client.PulsarClient) is not in this build yet"
+    """The locator for this cluster, or None and the reason."""
+    if importlib.util.find_spec("harness.client") is None or \
+            importlib.util.find_spec("harness.client.client") is None:
+        return None, "the transactional client (harness.client.PulsarClient) is not in this build"
+    return ClientCoordinatorLocator(all_brokers_url(cluster), path, timeout_s), ""

@@ -1,0 +1,44 @@
+"""Locating coordinators with a fresh client, against the client's fake brokers (v4 and v5)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from faults.coordinators import ClientCoordinatorLocator, all_brokers_url, make_coordinator_locator
+from faults.selectors import ResolveContext, ServiceSelector, parse_selector, resolve_service
+from harness.targets.base import ClusterInfo, ServiceInfo, ServiceRole
+from harness.txn_paths import TxnPath
+from tests.unit.client.fake_broker import FakeCluster
+from tests.unit.faults.fakes import cluster_info
+
+
+def as_cluster(fake: FakeCluster) -> ClusterInfo:
+    services = tuple(ServiceInfo(f"broker-{i}", ServiceRole.BROKER, "running", service_url=b.url)
+                     for i, b in enumerate(fake.brokers))
+    return ClusterInfo("embedded", TxnPath.V4, fake.url, "http://127.0.0.1:1", services=services)
+
+
+@pytest.mark.parametrize("path", [TxnPath.V4, TxnPath.V5])
+def test_the_locator_follows_a_moved_coordinator(path: TxnPath) -> None:
+    fake = FakeCluster(brokers=2, v5=path is TxnPath.V5, tc_count=2)
+    try:
+        cluster = as_cluster(fake)
+        locator, reason = make_coordinator_locator(cluster, path, timeout_s=5)
+        assert reason == "" and isinstance(locator, ClientCoordinatorLocator)
+        assert locator.service_url == all_brokers_url(cluster)
+        assert locator.coordinator_brokers() == {0: fake.brokers[0].url, 1: fake.brokers[1].url}
+        fake.set_tc_leader(0, fake.brokers[1])
+        assert locator.coordinator_brokers()[0] == fake.brokers[1].url
+        selector = parse_selector("coordinator:0")
+        assert isinstance(selector, ServiceSelector)
+        ctx = ResolveContext(cluster=cluster, rng=random.Random(1),
+                             coordinator_brokers=locator.coordinator_brokers)
+        assert resolve_service(selector, ctx).name == "broker-1"
+    finally:
+        fake.stop()
+
+
+def test_all_brokers_url_names_every_broker() -> None:
+    assert all_brokers_url(cluster_info(3)) == "pulsar://127.0.0.1:10000,127.0.0.1:10001,127.0.0.1:10002"
