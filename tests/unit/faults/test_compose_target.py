@@ -1,0 +1,59 @@
+"""The same nemesis drives the compose target: real Toxiproxy API and Docker API (here their
+fakes from tests/unit/compose), through ComposeCluster as ProcessControl."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from faults.nemesis import Nemesis
+from harness.config import parse_scenario
+from harness.history import HistoryRecorder, RunClock
+from harness.txn_paths import TxnPath
+from tests.unit.compose.fakes import FakeDockerEngine
+from tests.unit.compose.test_cluster import PROJECT, Harness, docker_bin, engine, harness  # noqa: F401 (fixtures)
+
+
+def test_the_nemesis_partitions_kills_and_pauses_a_compose_cluster(harness: Harness,  # noqa: F811
+                                                                   engine: FakeDockerEngine,  # noqa: F811
+                                                                   tmp_path: Path) -> None:
+    cluster, runner = harness.make(TxnPath.V4)
+    info = cluster.up()
+    assert runner.toxiproxy is not None
+    proxies = runner.toxiproxy.proxies
+    config = parse_scenario("""
+name: compose-chaos
+path: v4
+phases: {faults_s: 30}
+faults:
+  quiet_s: 0
+  schedule:
+    - {kind: partition, target: "client-broker:1", at_s: 0, for_s: 0.2}
+    - {kind: latency, target: "broker-metadata:0", at_s: 0.3, for_s: 0.2, params: {latency_ms: 100}}
+    - {kind: kill, target: "broker:0", at_s: 0.6, for_s: 0.2}
+    - {kind: pause, target: ledger, at_s: 1.0, for_s: 0.2}
+""", source="test")
+    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v4")
+    seen: set[str] = set()
+    with Nemesis(config=config, cluster=info, control=cluster, recorder=recorder,
+                 progress=lambda _m: None) as nemesis:
+        nemesis.start()
+        deadline = time.monotonic() + 20
+        while nemesis.stats.healed < 4 and time.monotonic() < deadline:
+            if not proxies["client-broker-1"]["enabled"]:
+                seen.add("partition")
+            if proxies["broker-0-metadata"]["toxics"]:
+                seen.add("latency")
+            time.sleep(0.005)
+        nemesis.raise_if_failed()
+    recorder.close()
+    assert nemesis.stats.healed == 4 and seen == {"partition", "latency"}
+    assert all(p["enabled"] and not p["toxics"] for p in proxies.values())
+    broker0, ledger = f"{PROJECT}-broker-0-1", engine.by_service("bookie").name
+    assert [a for a in engine.actions if a[1] in (broker0, ledger)] == [
+        ("kill:SIGKILL", broker0), ("start", broker0), ("pause", ledger), ("unpause", ledger)]
+    history = [json.loads(line) for line in recorder.file_path.read_text().splitlines()]
+    assert [(h["extra"]["kind"], h["f"], h["type"]) for h in history if h["type"] == "ok"] == [
+        (kind, f, "ok") for kind in ("partition", "latency", "kill", "pause") for f in ("fault", "heal")]
+    cluster.down()
