@@ -43,6 +43,7 @@ Public API (stable; analysis.perf and analysis.report build on it):
     ops_from_records(spark, records) -> DataFrame             (tests and tools)
     validate_ops(ops) -> tuple[int, int | None, int | None]    (lines, first_ns, last_ns)
     pair_operations(ops, *, include_orphans=False) -> DataFrame
+    overview(ops) -> HistoryOverview   (phases, drain, time span, counts: one job)
     drain_info(ops) -> DrainInfo
     phase_marks(ops) -> tuple[PhaseMark, ...]
     final_reads(ops) -> DataFrame;  receives(ops) -> DataFrame
@@ -71,10 +72,10 @@ from harness.history.schema import FIELDS, PHASE_DRAIN_COMPLETE, SCHEMA_VERSION,
 from harness.results import RunDir, read_json, write_json_atomic
 
 __all__ = [
-    "HISTORY_SCHEMA", "OPS_COLUMNS", "PAIR_COLUMNS", "PARQUET_MIN_BYTES", "TXN_COLUMNS",
-    "DrainInfo", "HistoryFacts", "HistoryFormatError", "LoadedHistory", "NoHistoryError",
+    "HISTORY_SCHEMA", "OPS_COLUMNS", "PAIR_COLUMNS", "PARQUET_MIN_BYTES", "TXN_COLUMNS", "DrainInfo",
+    "HistoryFacts", "HistoryFormatError", "HistoryOverview", "LoadedHistory", "NoHistoryError",
     "PhaseMark", "drain_info", "final_reads", "load_history", "load_run", "ops_from_records",
-    "pair_operations", "phase_marks", "receives", "transaction_outcomes", "validate_ops",
+    "overview", "pair_operations", "phase_marks", "receives", "transaction_outcomes", "validate_ops",
     "visible_values",
 ]
 
@@ -178,10 +179,19 @@ class HistoryFacts:
 
 @dataclass(frozen=True)
 class LoadedHistory:
-    """A validated history: `ops` has OPS_COLUMNS, one row per kept line."""
+    """A validated history: `ops` has OPS_COLUMNS, one row per kept line.
+
+    `cached` is the in-memory frame behind `ops` for histories read from JSONL;
+    `release()` frees it when the caller is done.
+    """
 
     ops: DataFrame
     facts: HistoryFacts
+    cached: DataFrame | None = None
+
+    def release(self) -> None:
+        if self.cached is not None:
+            self.cached.unpersist()
 
 
 @dataclass(frozen=True)
@@ -453,7 +463,7 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         staged.unpersist()
         raise
     facts = HistoryFacts(str(history_dir), names, total_bytes, lines, torn_names, first_ns, last_ns, "jsonl")
-    return LoadedHistory(staged.select(*OPS_COLUMNS), facts)
+    return LoadedHistory(staged.select(*OPS_COLUMNS), facts, cached=staged)
 
 
 def load_run(spark: SparkSession, run_dir: Path, *, parquet_min_bytes: int = PARQUET_MIN_BYTES,
@@ -471,7 +481,8 @@ def ops_from_records(spark: SparkSession, records: Iterable[Mapping[str, Any]]) 
     """An ops DataFrame (OPS_COLUMNS) from in-memory history lines, e.g. `Op.to_json()` dicts.
 
     `extra` may be a dict (it is stored as JSON text) and `file` defaults to
-    `<writer>.jsonl`. Not validated: call `validate_ops` to check it.
+    `<writer>.jsonl`. Not validated: call `validate_ops` to check it. The frame
+    has one partition (the records fit in memory).
     """
     rows = []
     for rec in records:
@@ -488,7 +499,8 @@ def ops_from_records(spark: SparkSession, records: Iterable[Mapping[str, Any]]) 
         row.append(rec.get("file") or f"{rec.get('writer')}.jsonl")
         rows.append(tuple(row))
     schema = T.StructType([*HISTORY_SCHEMA.fields, T.StructField("file", T.StringType())])
-    return _with_derived(spark.createDataFrame(rows, schema))
+    # In-memory histories are small: one partition lets Spark plan without shuffles.
+    return _with_derived(spark.createDataFrame(rows, schema).coalesce(1))
 
 
 # ---- events ---------------------------------------------------------------------------------
@@ -506,21 +518,41 @@ def receives(ops: DataFrame) -> DataFrame:
 
 def phase_marks(ops: DataFrame) -> tuple[PhaseMark, ...]:
     """Every `phase` event in time order (a few rows; collected to the driver)."""
-    rows = (ops.filter(F.col("f") == OpF.PHASE.value)
-            .select("phase", "time_ns", "writer", "index").orderBy("time_ns", "writer", "index").collect())
-    return tuple(PhaseMark(r["phase"] or "", int(r["time_ns"]), r["writer"], int(r["index"])) for r in rows)
+    return overview(ops).phases
 
 
 def drain_info(ops: DataFrame) -> DrainInfo:
     """What the `drain-complete` phase event(s) say; several are merged."""
-    rows = (ops.filter((F.col("f") == OpF.PHASE.value) & (F.col("phase") == PHASE_DRAIN_COMPLETE))
-            .select("extra", "time_ns").collect())
-    if not rows:
+    return overview(ops).drain
+
+
+@dataclass(frozen=True)
+class HistoryOverview:
+    """Facts gathered in one pass over the ops: phases, the drain, time span, counts.
+
+    `counts` has: events, sends, ctp_sends (sends carrying inputs), acks,
+    cumulative_acks, receives, reads.
+    """
+
+    phases: tuple[PhaseMark, ...]
+    drain: DrainInfo
+    first_ns: int | None
+    last_ns: int | None
+    counts: Mapping[str, int]
+
+
+def _drain_from_phases(rows: Iterable[Any]) -> DrainInfo:
+    found = [r for r in rows if r["phase"] == PHASE_DRAIN_COMPLETE]
+    if not found:
         return DrainInfo(complete=False)
     topics: set[str] = set()
     subs: set[tuple[str, str]] = set()
-    for row in rows:
-        extra = json.loads(row["extra"]) if row["extra"] else {}
+    for row in found:
+        try:
+            extra = json.loads(row["extra"]) if row["extra"] else {}
+        except ValueError:
+            extra = {}
+        extra = extra if isinstance(extra, dict) else {}
         for topic in extra.get("topics") or []:
             if isinstance(topic, str):
                 topics.add(topic)
@@ -529,7 +561,34 @@ def drain_info(ops: DataFrame) -> DrainInfo:
                 subs.add((str(pair["topic"]), str(pair["subscription"])))
             elif isinstance(pair, list | tuple) and len(pair) == 2:
                 subs.add((str(pair[0]), str(pair[1])))
-    return DrainInfo(True, frozenset(topics), frozenset(subs), max(int(r["time_ns"]) for r in rows))
+    return DrainInfo(True, frozenset(topics), frozenset(subs), max(int(r["time_ns"]) for r in found))
+
+
+def overview(ops: DataFrame) -> HistoryOverview:
+    """Phases, drain, time span and a few counts, in one Spark job."""
+    f = F.col("f")
+
+    def n(cond: Column) -> Column:
+        return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
+
+    row = ops.agg(
+        F.min("time_ns").alias("first_ns"), F.max("time_ns").alias("last_ns"),
+        F.collect_list(F.when(f == OpF.PHASE.value, F.struct(
+            F.col("time_ns"), F.col("writer"), F.col("index"), F.col("phase"), F.col("extra")))).alias("phases"),
+        F.count(F.lit(1)).alias("events"),
+        n(f == OpF.SEND.value).alias("sends"),
+        n((f == OpF.SEND.value) & (F.size(F.coalesce(F.col("inputs"), F.array())) > 0)).alias("ctp_sends"),
+        n(f == OpF.ACK.value).alias("acks"),
+        n((f == OpF.ACK.value) & F.coalesce(F.col("cumulative"), F.lit(False))).alias("cumulative_acks"),
+        n(f == OpF.RECEIVE.value).alias("receives"),
+        n(f == OpF.READ.value).alias("reads"),
+    ).collect()[0]
+    phase_rows = sorted(row["phases"] or [], key=lambda r: (r["time_ns"], r["writer"], r["index"]))
+    phases = tuple(PhaseMark(r["phase"] or "", int(r["time_ns"]), r["writer"], int(r["index"]))
+                   for r in phase_rows)
+    counts = {k: int(row[k] or 0) for k in ("events", "sends", "ctp_sends", "acks", "cumulative_acks",
+                                            "receives", "reads")}
+    return HistoryOverview(phases, _drain_from_phases(phase_rows), row["first_ns"], row["last_ns"], counts)
 
 
 def visible_values(reads: DataFrame) -> DataFrame:

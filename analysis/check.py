@@ -1,0 +1,265 @@
+"""`txnbench check RUN_DIR`: the atomicity verdict of one run.
+
+Theory of operation. The history is loaded and validated (analysis.load), the
+operations paired and the transactions decided (analysis.checks.context), and
+every check of docs/checks.md runs (analysis.checks). The verdict merges them
+the way Jepsen's `compose` does: any anomaly makes it `false`; otherwise any
+reason to doubt (no `drain-complete`, a check skipped, cases a check could not
+judge, a malformed history) makes it `"unknown"`; otherwise `true`.
+`RUN_DIR/analysis/results.json` records the verdict, the anomalies (only the
+classes that occurred), every check's status, operation and transaction counts,
+facts about the history and, when unknown, why. Exit status: 0 valid,
+1 anomalies, 2 unknown (and 2 for a missing or empty run folder).
+
+API: `check_run(run_dir, master=None, *, progress=None) -> dict` (the
+orchestrator calls it in-process) and `main_check(args) -> int` (the CLI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from analysis.checks import CHECKS, run_checks
+from analysis.checks.base import AnomalyClass, CheckResult, CheckStatus
+from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare
+from analysis.load import (
+    HistoryFacts,
+    HistoryFormatError,
+    NoHistoryError,
+    load_run,
+    overview,
+    pair_operations,
+)
+from analysis.spark import get_spark, size_shuffle_partitions
+from harness.results import RunDir, read_json, write_json_atomic
+
+RESULTS_SCHEMA = 1
+# Histories at least this large print progress on stderr.
+PROGRESS_MIN_BYTES = 32 * 1024 * 1024
+EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
+
+
+class _Progress:
+    """One-line progress messages on stderr with the elapsed time."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.start = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            print(f"txnbench check: [{time.monotonic() - self.start:7.1f} s] {message}", file=sys.stderr,
+                  flush=True)
+
+
+def _history_bytes(run: RunDir) -> int:
+    if not run.history_dir.is_dir():
+        return 0
+    return sum(p.stat().st_size for p in run.history_dir.glob("*.jsonl") if p.is_file())
+
+
+def stall_after_s(run: RunDir) -> tuple[float, str]:
+    """The run's `config.checks.stall_after_s` and where it came from."""
+    if not run.manifest_path.is_file():
+        return DEFAULT_STALL_AFTER_S, "default (no manifest.json)"
+    try:
+        manifest = read_json(run.manifest_path)
+        value = manifest["config"]["checks"]["stall_after_s"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return DEFAULT_STALL_AFTER_S, "default (manifest has no config.checks.stall_after_s)"
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return DEFAULT_STALL_AFTER_S, f"default (manifest's stall_after_s {value!r} is not a positive number)"
+    return float(value), "manifest"
+
+
+def _check_entry(result: CheckResult) -> dict[str, Any]:
+    entry: dict[str, Any] = {"status": result.status.value, "reason": result.reason}
+    if result.status is CheckStatus.RAN:
+        entry["count"] = result.count
+        if result.unjudged:
+            entry["unjudged"] = result.unjudged
+            entry["note"] = result.note
+    return entry
+
+
+def _verdict(results: list[CheckResult], extra_reasons: list[str]) -> tuple[bool | str, list[str]]:
+    reasons = list(extra_reasons)
+    skipped = [r for r in results if r.status is CheckStatus.SKIPPED]
+    if skipped:
+        by_reason: dict[str, list[str]] = {}
+        for r in skipped:
+            by_reason.setdefault(r.reason or "skipped", []).append(r.name.value)
+        for reason, names in by_reason.items():
+            reasons.append(f"{reason} (skipped: {', '.join(names)})")
+    for r in results:
+        if r.status is CheckStatus.RAN and r.unjudged:
+            reasons.append(f"{r.name.value}: {r.note}")
+    if any(r.found for r in results):
+        return False, reasons
+    return ("unknown" if reasons else True), reasons
+
+
+def _unknown_results(run: RunDir, facts: dict[str, Any], error: str, started: float,
+                     stall: tuple[float, str], master: str) -> dict[str, Any]:
+    reason = f"the history cannot be checked: {error}"
+    return {
+        "schema": RESULTS_SCHEMA,
+        "run_id": run.run_id,
+        "valid": "unknown",
+        "unknown_reasons": [reason],
+        "error": error,
+        "anomalies": {},
+        "checks": {name.value: {"status": CheckStatus.SKIPPED.value, "reason": reason} for name in CHECKS},
+        "operations": {},
+        "transactions": {},
+        "history": facts,
+        "config": {"stall_after_s": stall[0], "stall_after_source": stall[1]},
+        "checker": {"elapsed_s": round(time.monotonic() - started, 3), "spark_master": master},
+    }
+
+
+def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None = None) -> dict[str, Any]:
+    """Check one run folder, write `analysis/results.json` and return its content.
+
+    Args:
+        run_dir: a run folder (results/<run_id>) with history/*.jsonl.
+        master: Spark master; None uses $TXNBENCH_SPARK_MASTER or local[*].
+        progress: print progress on stderr; None does so for large histories.
+
+    Raises:
+        NoHistoryError: the folder is missing or has no history lines (exit 2).
+        EnvironmentProblem: Spark could not start.
+    """
+    started = time.monotonic()
+    run = RunDir(Path(run_dir))
+    if not run.path.is_dir():
+        raise NoHistoryError(f"{run.path}: no such run folder; pass a folder under results/ "
+                             "(e.g. results/<run_id>)")
+    size = _history_bytes(run)
+    if size == 0:
+        raise NoHistoryError(f"{run.path}: no history to check (history/*.jsonl is missing or empty); "
+                             "pass the folder of a run that recorded operations")
+    say = _Progress(size >= PROGRESS_MIN_BYTES if progress is None else progress)
+    stall = stall_after_s(run)
+    say("starting Spark")
+    spark = get_spark(master)
+    spark_master = str(spark.sparkContext.master)
+    partitions = size_shuffle_partitions(spark, size)
+
+    try:
+        loaded = load_run(spark, run.path, progress=say)
+    except HistoryFormatError as err:
+        failed = _unknown_results(run, {"directory": str(run.history_dir), "bytes": size}, str(err),
+                                  started, stall, spark_master)
+        write_json_atomic(run.results_json, failed)
+        return failed
+    facts: HistoryFacts = loaded.facts
+    try:
+        say(f"{facts.lines} events in {len(facts.files)} file(s); pairing operations")
+        pairs = pair_operations(loaded.ops, include_orphans=True)
+        orphans = pairs.filter("orphan").select("writer", "index", "process", "f", "type")
+        orphan_rows = orphans.orderBy("writer", "index").limit(3).collect()
+        if orphan_rows:
+            first = orphan_rows[0]
+            error = (f"writer {first['writer']} index {first['index']}: a {first['type']} completion of "
+                     f"{first['f']} by {first['process']} has no invocation before it; the recorder never "
+                     "writes that, so the file was changed or written by something else")
+            failed = _unknown_results(run, facts.to_dict(), error, started, stall, spark_master)
+            write_json_atomic(run.results_json, failed)
+            return failed
+        say("deciding transactions")
+        seen = overview(loaded.ops)
+        drain = seen.drain
+        ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen)
+        try:
+            results = run_checks(ctx, progress=say)
+            say("counting operations and transactions")
+            operations: dict[str, dict[str, int]] = {}
+            for row in ctx.pairs.groupBy("f", "type").count().collect():
+                operations.setdefault(row["f"], {})[row["type"]] = int(row["count"])
+            transactions = {row["outcome_label"]: int(row["count"])
+                            for row in ctx.txns.groupBy("outcome_label").count().collect()}
+            marks = seen.phases
+        finally:
+            ctx.unpersist()
+    finally:
+        loaded.release()
+
+    extra_reasons = [] if drain.complete else [
+        "no drain-complete phase event: the run did not finish its drain, so the final state of "
+        "the topics is not known"]
+    valid, reasons = _verdict(results, extra_reasons)
+    elapsed = time.monotonic() - started
+    history = facts.to_dict()
+    history.update({
+        "duration_s": (round((facts.last_ns - facts.first_ns) / 1e9, 3)
+                       if facts.first_ns is not None and facts.last_ns is not None else None),
+        "drain_complete": drain.complete,
+        "drain_topics": sorted(drain.topics),
+        "drain_subscriptions": [{"topic": t, "subscription": s} for t, s in sorted(drain.subscriptions)],
+        "phases": [{"name": m.name, "time_s": round(m.time_ns / 1e9, 3)} for m in marks],
+    })
+    out: dict[str, Any] = {
+        "schema": RESULTS_SCHEMA,
+        "run_id": run.run_id,
+        "valid": valid,
+        "unknown_reasons": reasons if valid == "unknown" else [],
+        "anomalies": {r.name.value: {"count": r.count, "examples": list(r.examples)}
+                      for r in results if r.found},
+        "checks": {r.name.value: _check_entry(r) for r in results},
+        "operations": {f: dict(sorted(types.items())) for f, types in sorted(operations.items())},
+        "transactions": {label: transactions.get(label, 0) for label in
+                         ("committed", "aborted", "unknown-committed", "unknown-aborted", "unknown")},
+        "history": history,
+        "config": {"stall_after_s": stall[0], "stall_after_source": stall[1]},
+        "checker": {
+            "elapsed_s": round(elapsed, 3),
+            "events_per_s": round(facts.lines / elapsed, 1) if elapsed > 0 else None,
+            "spark_master": spark_master,
+            "spark_version": spark.version,
+            "shuffle_partitions": partitions,
+        },
+    }
+    if valid is False and reasons:
+        out["doubts"] = reasons
+    write_json_atomic(run.results_json, out)
+    say(f"done: valid={valid}")
+    return out
+
+
+def _summary_line(out: dict[str, Any], path: Path) -> str:
+    valid = out["valid"]
+    if valid is True:
+        head = "valid: no anomalies"
+    elif valid is False:
+        found = ", ".join(f"{name} {entry['count']}" for name, entry in out["anomalies"].items())
+        head = f"INVALID: {found}"
+    else:
+        head = "unknown: " + "; ".join(out["unknown_reasons"])
+    return f"{head} ({path})"
+
+
+def exit_status(valid: bool | str) -> int:
+    """0 for true, 1 for false, 2 for "unknown"."""
+    if valid is True:
+        return EXIT_VALID
+    if valid is False:
+        return EXIT_INVALID
+    return EXIT_UNKNOWN
+
+
+def main_check(args: argparse.Namespace) -> int:
+    """The CLI entry: check `args.run_dir` on `args.master`; exit 0 valid, 1 invalid, 2 unknown."""
+    out = check_run(args.run_dir, getattr(args, "master", None))
+    path = RunDir(Path(args.run_dir)).results_json
+    print(_summary_line(out, path))
+    if out.get("error"):
+        print(f"txnbench: {out['error']}", file=sys.stderr)
+    return exit_status(out["valid"])
+
+
+__all__ = ["AnomalyClass", "check_run", "exit_status", "main_check", "stall_after_s"]

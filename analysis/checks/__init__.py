@@ -1,0 +1,55 @@
+"""One pure check per anomaly class of docs/checks.md.
+
+Each check is `CheckContext -> CheckResult` (analysis.checks.base): it reads
+the DataFrames `analysis.checks.context.prepare()` derives from a history and
+returns ran-or-skipped, a count and a few examples naming the ops. `CHECKS`
+lists them in the order results show them; `run_checks` runs them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from analysis.checks.acks import lost_ack, stuck_ack
+from analysis.checks.base import AnomalyClass, CheckResult, CheckStatus
+from analysis.checks.context import CheckContext, prepare
+from analysis.checks.ctp import ctp_duplicate, ctp_loss
+from analysis.checks.liveness import stalled_commit
+from analysis.checks.order import nonmonotonic
+from analysis.checks.reads import aborted_read, dirty_read, unexpected
+from analysis.checks.writes import duplicate, lost_write, partial_txn
+
+Check = Callable[[CheckContext], CheckResult]
+
+CHECKS: dict[AnomalyClass, Check] = {
+    AnomalyClass.ABORTED_READ: aborted_read,
+    AnomalyClass.DIRTY_READ: dirty_read,
+    AnomalyClass.LOST_WRITE: lost_write,
+    AnomalyClass.PARTIAL_TXN: partial_txn,
+    AnomalyClass.DUPLICATE: duplicate,
+    AnomalyClass.UNEXPECTED: unexpected,
+    AnomalyClass.LOST_ACK: lost_ack,
+    AnomalyClass.STUCK_ACK: stuck_ack,
+    AnomalyClass.CTP_DUPLICATE: ctp_duplicate,
+    AnomalyClass.CTP_LOSS: ctp_loss,
+    AnomalyClass.NONMONOTONIC: nonmonotonic,
+    AnomalyClass.STALLED_COMMIT: stalled_commit,
+}
+assert list(CHECKS) == list(AnomalyClass), "every anomaly class has exactly one check"
+
+
+def run_checks(ctx: CheckContext, progress: Callable[[str], None] | None = None) -> list[CheckResult]:
+    """Run every check in CHECKS order."""
+    results = []
+    for number, (name, check) in enumerate(CHECKS.items(), start=1):
+        if progress is not None:
+            progress(f"check {number}/{len(CHECKS)}: {name}")
+        results.append(check(ctx))
+    return results
+
+
+__all__ = [
+    "CHECKS", "AnomalyClass", "Check", "CheckContext", "CheckResult", "CheckStatus", "aborted_read",
+    "ctp_duplicate", "ctp_loss", "dirty_read", "duplicate", "lost_ack", "lost_write", "nonmonotonic",
+    "partial_txn", "prepare", "run_checks", "stalled_commit", "stuck_ack", "unexpected",
+]

@@ -1,0 +1,152 @@
+"""Checks of transactional acknowledgements: lost-ack, stuck-ack.
+
+An ack names a message by `value` (and `msg_id`) on a `subscription`. An
+individual ack covers that message; a cumulative ack (`extra.cumulative`)
+covers every message of the same (topic, segment, subscription) at or before
+its message id, compared as (ledger, entry, batch index).
+
+lost-ack: after a transaction that acked a message committed, the message must
+never be delivered to that subscription again. The commit's moment is its ok
+completion; for a transaction decided committed by visibility it is unknown,
+so only deliveries after the `drain` phase began are counted (and without a
+`drain` phase those acks are unjudged). Non-transactional acks are not
+checked: Pulsar does not promise them to be durable.
+
+stuck-ack: after a transaction that acked a message aborted, the message must
+be deliverable again. It is stuck when the drain consumed that (topic,
+subscription) until empty and yet no delivery of it to that subscription came
+after the ack was invoked, and no committed (or non-transactional) ack, nor a
+committed cumulative ack at or past it, settled it some other way.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from analysis.checks.base import (
+    NO_DRAIN_REASON,
+    AnomalyClass,
+    CheckResult,
+    clean,
+    skipped,
+    summarize,
+)
+from analysis.checks.context import CheckContext, message_position, union_all
+from analysis.load import ABORTED, COMMITTED
+from harness.history.schema import OpType
+
+
+def _place(segment: Column) -> Column:
+    return F.coalesce(segment, F.lit(""))
+
+
+def _earliest_cover(targets: DataFrame, covers: DataFrame) -> DataFrame:
+    """For each target row, the cover with the smallest `ref_ns` at or past its position.
+
+    Both frames have `topic`, `_seg`, `subscription`, `_pos` (message_position);
+    covers also have `ref_ns` and `cover` (a struct). Returns the targets with
+    `_cover` = struct(ref_ns, cover) or null. One window over the union, sorted by
+    position descending, so each target sees every cover at or past it.
+    """
+    cover_type = covers.schema["cover"].dataType
+    target_cols = [c for c in targets.columns if c not in ("topic", "_seg", "subscription", "_pos")]
+    t = targets.select("topic", "_seg", "subscription", "_pos", F.lit(1).alias("_kind"),
+                       F.lit(None).cast("long").alias("ref_ns"), F.lit(None).cast(cover_type).alias("cover"),
+                       F.struct(*target_cols).alias("_target"))
+    c = covers.select("topic", "_seg", "subscription", "_pos", F.lit(0).alias("_kind"), "ref_ns", "cover",
+                      F.lit(None).cast(t.schema["_target"].dataType).alias("_target"))
+    w = (Window.partitionBy("topic", "_seg", "subscription")
+         .orderBy(F.col("_pos").desc(), F.col("_kind").asc())
+         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    best = F.min(F.when(F.col("_kind") == 0, F.struct("ref_ns", "cover"))).over(w)
+    out = union_all([t, c]).filter(F.col("_pos").isNotNull()).withColumn("_cover", best)
+    return out.filter(F.col("_kind") == 1).select("topic", "_seg", "subscription", "_pos", "_target.*", "_cover")
+
+
+def lost_ack(ctx: CheckContext) -> CheckResult:
+    """A message acked in a committed transaction was delivered to that subscription again afterwards."""
+    if ctx.count("acks") == 0 or ctx.count("receives") == 0:
+        return clean(AnomalyClass.LOST_ACK)
+    committed = ctx.acks.filter(
+        (F.col("type") == OpType.OK.value) & F.col("txn").isNotNull() & (F.col("outcome") == COMMITTED)
+        & F.col("subscription").isNotNull())
+    drain_ns = F.lit(ctx.drain_phase_ns).cast("long")
+    since = F.when(F.col("client_outcome") == COMMITTED, F.col("end_ns")).otherwise(drain_ns)
+    committed = committed.withColumn("ref_ns", since)
+    unjudged = committed.filter(F.col("ref_ns").isNull())
+    judged = committed.filter(F.col("ref_ns").isNotNull())
+
+    recv = ctx.receives.select("value", "topic", "segment", "subscription", "msg_id", "time_ns", "receive")
+    individual = (judged.select("value", "subscription", "txn", "ack", "ref_ns")
+                  .join(recv.select("value", "subscription", "time_ns", "receive"), ["value", "subscription"])
+                  .filter(F.col("time_ns") > F.col("ref_ns"))
+                  .select("value", "subscription", "txn", "ack", F.col("ref_ns").alias("committed_ns"),
+                          "receive"))
+
+    hits = individual
+    if ctx.count("cumulative_acks"):
+        covers = judged.filter(F.col("cumulative")).select(
+            "topic", _place(F.col("segment")).alias("_seg"), "subscription",
+            message_position(F.col("msg_id")).alias("_pos"), "ref_ns",
+            F.struct("txn", "ack").alias("cover"))
+        targets = recv.select("topic", _place(F.col("segment")).alias("_seg"), "subscription",
+                              message_position(F.col("msg_id")).alias("_pos"), "value", "time_ns", "receive")
+        covered = _earliest_cover(targets, covers).filter(
+            F.col("_cover").isNotNull() & (F.col("time_ns") > F.col("_cover.ref_ns")))
+        cumulative = covered.select("value", "subscription", F.col("_cover.cover.txn").alias("txn"),
+                                    F.col("_cover.cover.ack").alias("ack"),
+                                    F.col("_cover.ref_ns").alias("committed_ns"), "receive")
+        hits = union_all([individual, cumulative])
+    per_message = hits.groupBy("value", "subscription").agg(
+        F.min_by(F.struct("txn", "ack", "committed_ns"), F.col("receive.time_ns")).alias("_acked"),
+        F.min_by("receive", F.col("receive.time_ns")).alias("redelivery"),
+        F.count(F.lit(1)).alias("redeliveries"))
+    out = per_message.select("value", "subscription", "_acked.txn", "_acked.ack", "_acked.committed_ns",
+                             "redelivery", "redeliveries")
+    return summarize(AnomalyClass.LOST_ACK, out, ["redelivery.time_ns", "value"], max_examples=ctx.max_examples,
+                     unjudged=unjudged,
+                     note="{n} ack(s) in transactions decided committed by visibility, with no "
+                          "drain phase to time them against")
+
+
+def stuck_ack(ctx: CheckContext) -> CheckResult:
+    """A message acked in an aborted transaction was not delivered again although the drain emptied it."""
+    if not ctx.drain.complete:
+        return skipped(AnomalyClass.STUCK_ACK, NO_DRAIN_REASON)
+    if ctx.count("acks") == 0:
+        return clean(AnomalyClass.STUCK_ACK)
+    aborted = ctx.acks.filter(F.col("txn").isNotNull() & (F.col("outcome") == ABORTED)
+                              & F.col("subscription").isNotNull())
+    drained = ctx.drained(F.col("topic"), F.col("subscription"))
+    unjudged = aborted.filter(~drained)
+    judged = aborted.filter(drained)
+
+    settling = ctx.acks.filter((F.col("type") == OpType.OK.value)
+                               & (F.col("txn").isNull() | (F.col("outcome") == COMMITTED)))
+    settled = settling.select("value", "subscription").distinct()
+    redelivered = (judged.select("writer", "index", "value", "subscription", "invoke_ns")
+                   .join(ctx.receives.select("value", "subscription", F.col("time_ns").alias("_rt")),
+                         ["value", "subscription"])
+                   .filter(F.col("_rt") > F.col("invoke_ns"))
+                   .select("writer", "index").distinct())
+    candidates = (judged.join(settled, ["value", "subscription"], "left_anti")
+                  .join(redelivered, ["writer", "index"], "left_anti"))
+
+    if ctx.count("cumulative_acks"):
+        covers = settling.filter(F.col("cumulative")).select(
+            "topic", _place(F.col("segment")).alias("_seg"), "subscription",
+            message_position(F.col("msg_id")).alias("_pos"), F.lit(0).cast("long").alias("ref_ns"),
+            F.struct("txn", "ack").alias("cover"))
+        positioned = candidates.select(
+            "topic", _place(F.col("segment")).alias("_seg"), "subscription",
+            message_position(F.col("msg_id")).alias("_pos"), "writer", "index")
+        settled_by_cumulative = (_earliest_cover(positioned, covers).filter(F.col("_cover").isNotNull())
+                                 .select("writer", "index"))
+        candidates = candidates.join(settled_by_cumulative, ["writer", "index"], "left_anti")
+    stuck = candidates.select(
+        "value", "topic", "subscription", "txn", "client_outcome", "ack")
+    return summarize(AnomalyClass.STUCK_ACK, stuck, ["ack.time_ns", "value"], max_examples=ctx.max_examples,
+                     unjudged=unjudged,
+                     note="{n} ack(s) in aborted transactions on subscriptions the drain did not "
+                          "consume until empty")

@@ -1,0 +1,28 @@
+"""The liveness check: stalled-commit.
+
+A commit or abort is stalled when it took longer than `stall_after_s`
+(docs/checks.md; the run's `config.checks.stall_after_s`, 10 s by default), or
+when it never completed although the history went on for longer than that
+after it was invoked. This needs no drain.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from analysis.checks.base import AnomalyClass, CheckResult, ref, summarize
+from analysis.checks.context import CheckContext
+from harness.history.schema import OpF
+
+
+def stalled_commit(ctx: CheckContext) -> CheckResult:
+    """A txn-commit or txn-abort slower than stall_after_s, or unfinished for longer than that."""
+    end = F.lit(ctx.history_end_ns).cast("long")
+    ends = ctx.pairs.filter(F.col("f").isin(OpF.TXN_COMMIT.value, OpF.TXN_ABORT.value))
+    took = F.when(F.col("completed"), F.col("complete_ns") - F.col("invoke_ns")).otherwise(end - F.col("invoke_ns"))
+    stalled = ends.withColumn("_took", took).filter(F.col("_took") > F.lit(ctx.stall_after_ns)).select(
+        "txn", ref(time="invoke_ns").alias("op"), "completed",
+        (F.col("_took") / 1e9).alias("seconds"),
+        F.lit(ctx.stall_after_ns / 1e9).alias("stall_after_s"))
+    return summarize(AnomalyClass.STALLED_COMMIT, stalled, [F.col("seconds").desc(), "op.writer", "op.index"],
+                     max_examples=ctx.max_examples)

@@ -1,0 +1,47 @@
+"""The ordering check: nonmonotonic.
+
+For one process and key on one topic, the final reads must show the process's
+visible values in the order it sent them. Only sends that completed ok are
+ordered (at most one operation per process is outstanding, so each ok send
+finished before the next was invoked). Values without a key are ordered only
+within one segment (partition), as Pulsar routes them round-robin. The read
+order is the drainer's event order, which follows each topic's log order and
+reads v5 parent segments before their children.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from analysis.checks.base import (
+    NO_DRAIN_REASON,
+    AnomalyClass,
+    CheckResult,
+    clean,
+    skipped,
+    summarize,
+)
+from analysis.checks.context import CheckContext
+from harness.history.schema import OpType
+
+
+def nonmonotonic(ctx: CheckContext) -> CheckResult:
+    """A value read before a value the same process sent earlier with the same key and topic."""
+    if not ctx.drain.complete:
+        return skipped(AnomalyClass.NONMONOTONIC, NO_DRAIN_REASON)
+    if ctx.count("sends") == 0 or ctx.count("reads") == 0:
+        return clean(AnomalyClass.NONMONOTONIC)
+    ordered = ctx.sends.filter((F.col("type") == OpType.OK.value) & F.col("visible")).withColumn(
+        "_order_key",
+        F.when(F.col("key").isNotNull(), F.concat(F.lit("k:"), F.col("key")))
+        .otherwise(F.concat(F.lit("s:"), F.coalesce(F.col("segment"), F.lit("")))))
+    w = (Window.partitionBy("writer", "process", "topic", "_order_key", "read_writer").orderBy("index")
+         .rowsBetween(Window.unboundedPreceding, -1))
+    latest_earlier = F.max(F.struct("read_index", "value", "send")).over(w)
+    out = (ordered.withColumn("_earlier", latest_earlier)
+           .filter(F.col("_earlier.read_index") > F.col("read_index"))
+           .select("process", "topic", "key", "value", "send", "read_index",
+                   F.struct(F.col("_earlier.value").alias("value"), F.col("_earlier.send").alias("send"),
+                            F.col("_earlier.read_index").alias("read_index")).alias("sent_earlier_read_later")))
+    return summarize(AnomalyClass.NONMONOTONIC, out, ["send.time_ns", "value"], max_examples=ctx.max_examples)

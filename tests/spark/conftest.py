@@ -1,0 +1,37 @@
+"""One local Spark session for the whole tests/spark folder, and a helper to run one check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from analysis.checks import CheckContext, CheckResult, prepare
+from analysis.spark import get_spark, stop_spark
+from tests.spark.dsl import History
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = get_spark("local[2]")
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    yield session
+    stop_spark()
+
+
+RunCheck = Callable[..., CheckResult]
+
+
+@pytest.fixture
+def run_check(spark: SparkSession) -> RunCheck:
+    """`run_check(history, check, stall_after_s=10)`: one check on an in-memory history."""
+
+    def run(history: History, check: Callable[[CheckContext], CheckResult], **kwargs: object) -> CheckResult:
+        ctx = prepare(history.ops(spark), persist=True, **kwargs)  # type: ignore[arg-type]
+        try:
+            return check(ctx)
+        finally:
+            ctx.unpersist()
+
+    return run

@@ -1,0 +1,139 @@
+"""lost-write, partial-txn and duplicate, and deciding unknown transactions by visibility."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+from analysis.checks import AnomalyClass, CheckStatus, duplicate, lost_write, partial_txn, prepare
+from tests.spark.conftest import RunCheck
+from tests.spark.dsl import History
+
+pytestmark = pytest.mark.spark
+
+
+def test_lost_write_names_the_missing_send(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").send("b", topic="t2").commit()
+    h.drain(reads={"t1": ["a"], "t2": []})
+    result = run_check(h, lost_write)
+    assert result.name is AnomalyClass.LOST_WRITE and result.count == 1
+    example = result.examples[0]
+    assert example["value"] == "b" and example["txn"] == "1:1" and example["decided_by"] == "client"
+    assert example["send"]["process"] == "w0/u1" and example["send"]["topic"] == "t2"
+    assert example["send"]["index"] == 4
+
+
+def test_values_all_read_are_not_lost_and_aborted_ones_need_not_be(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").commit()
+    h.process("w0/u2").open().send("c").abort()
+    h.process("w0/u3").open().send("d", type="info").commit()   # info send: may be missing
+    h.process("w0/u4").send("e")                                 # non-transactional, ok
+    h.drain(reads={"t1": ["a", "b", "e"]})
+    result = run_check(h, lost_write)
+    assert result.count == 0 and result.unjudged == 0
+
+
+def test_lost_write_is_not_judged_on_a_topic_the_drain_did_not_finish(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").send("b", topic="t2").commit()
+    h.drain(reads={"t1": ["a"]}, topics=["t1"])
+    result = run_check(h, lost_write)
+    assert result.count == 0 and result.unjudged == 1
+    assert result.note is not None and "did not read to the end" in result.note
+
+
+def test_lost_write_in_a_transaction_decided_committed_by_visibility(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").commit(type="info")
+    h.drain(reads={"t1": ["a"]})
+    result = run_check(h, lost_write)
+    assert result.count == 1
+    assert result.examples[0]["value"] == "b" and result.examples[0]["decided_by"] == "visibility"
+
+
+def test_without_drain_complete_the_final_read_checks_are_skipped(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").commit()
+    h.phase("drain").read("t1", "a")      # read, but the drain never completed
+    for check in (lost_write, partial_txn, duplicate):
+        result = run_check(h, check)
+        assert result.status is CheckStatus.SKIPPED
+        assert result.reason is not None and "drain-complete" in result.reason
+
+
+def test_partial_aborted_transaction(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").abort()
+    h.drain(reads={"t1": ["a"]})
+    result = run_check(h, partial_txn)
+    assert result.count == 1
+    example = result.examples[0]
+    assert example["txn"] == "1:1" and example["outcome"] == "aborted"
+    assert example["visible"] == ["a"] and [m["value"] for m in example["missing"]] == ["b"]
+
+
+def test_partial_committed_transaction_across_topics(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").send("b", topic="t2").commit()
+    h.drain(reads={"t1": [], "t2": ["b"]})
+    result = run_check(h, partial_txn)
+    assert result.count == 1 and result.examples[0]["visible"] == ["b"]
+
+
+def test_unknown_transactions_all_or_nothing_are_not_partial(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").commit(type="info")   # all visible: committed
+    h.process("w0/u2").open().sends("c", "d").commit(type="info")   # none visible: aborted
+    h.process("w0/u3").open().send("e").send("f", type="info").commit()  # info send may be absent
+    h.drain(reads={"t1": ["a", "b", "e"]})
+    assert run_check(h, partial_txn).count == 0
+
+
+def test_duplicate_value_at_two_message_ids(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").commit()
+    h.phase("drain")
+    h.read("t1", "a", "a", msg_ids=["100:0:-1", "100:7:-1"])
+    h.drain_complete()
+    result = run_check(h, duplicate)
+    assert result.count == 1
+    example = result.examples[0]
+    assert example["value"] == "a" and example["positions"] == 2
+    assert sorted(r["msg_id"] for r in example["reads"]) == ["100:0:-1", "100:7:-1"]
+    assert all(r["writer"] == "drain" and r["f"] == "read" for r in example["reads"])
+
+
+def test_reading_the_same_message_twice_is_not_a_duplicate(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").commit()
+    h.drain(reads={"t1": ["a", "a"]})
+    assert run_check(h, duplicate).count == 0
+
+
+def test_unknown_transactions_are_decided_both_ways(spark: SparkSession) -> None:
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").commit()                  # 1:1 committed
+    h.process("w0/u2").open().send("c").abort()                          # 1:2 aborted
+    h.process("w0/u3").open().send("d").commit(type="fail")              # 1:3 aborted (definite)
+    h.process("w0/u4").open().send("e").commit(type="info")              # 1:4 visible -> committed
+    h.process("w0/u5").open().send("f").commit(type=None)                # 1:5 nothing -> aborted
+    h.process("w0/u6").open().send("g", topic="t9").commit(type="info")  # 1:6 uncovered: unknown
+    h.process("w0/u7").open().send("h").abort(type="fail")               # 1:7 abort failed, visible
+    h.drain(reads={"t1": ["a", "b", "e", "h"]}, topics=["t1"])
+    ctx = prepare(h.ops(spark), persist=False)
+    rows = {r["txn"]: r for r in ctx.txns.collect()}
+    labels = {txn: rows[txn]["outcome_label"] for txn in rows}
+    assert labels == {"1:1": "committed", "1:2": "aborted", "1:3": "aborted", "1:4": "unknown-committed",
+                      "1:5": "unknown-aborted", "1:6": "unknown", "1:7": "unknown-committed"}
+    assert rows["1:4"]["decided_by"] == "visibility" and rows["1:1"]["decided_by"] == "client"
+    assert rows["1:6"]["decided_by"] is None and rows["1:6"]["sends_uncovered"] == 1
+
+
+def test_without_a_drain_unknown_transactions_stay_unknown(spark: SparkSession) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").commit(type="info")
+    ctx = prepare(h.ops(spark), persist=False)
+    (row,) = ctx.txns.collect()
+    assert row["outcome_label"] == "unknown" and row["client_outcome"] == "unknown"
