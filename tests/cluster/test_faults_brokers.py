@@ -1,0 +1,153 @@
+"""Faults against the real embedded brokers, seen by the real client (harness.client).
+
+What needs Pulsar semantics: a partitioned broker is unreachable for clients and they
+come back after the heal; a killed broker's topics move and it rejoins when restarted;
+a terminated topic rejects sends. The nemesis runs as a run drives it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from faults.nemesis import Nemesis
+from harness.client import PulsarClient, TopicTerminatedError
+from harness.client.admin import AdminClient
+from harness.config import parse_scenario
+from harness.errors import OperationError
+from harness.history import HistoryRecorder, RunClock
+from harness.targets.embedded import EmbeddedCluster
+from harness.targets.processes import ProcessState
+from tests.cluster.conftest import ClusterFactory
+
+pytestmark = pytest.mark.cluster
+
+TOPICS = ("persistent://public/default/faults-0", "persistent://public/default/faults-1")
+
+
+@dataclass(frozen=True)
+class Topology:
+    topics: tuple[str, ...] = TOPICS
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def v4(cluster_factory: ClusterFactory) -> EmbeddedCluster:
+    cluster = cluster_factory(path="v4", brokers=2)
+    admin = AdminClient(cluster.info().admin_url, timeout_s=10)
+    for topic in TOPICS:
+        admin.create_topic(topic)
+    return cluster
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Iterator[HistoryRecorder]:
+    rec = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v4")
+    yield rec
+    rec.close()
+
+
+def nemesis(cluster: EmbeddedCluster, recorder: HistoryRecorder, fault: str, faults_s: float = 120) -> Nemesis:
+    config = parse_scenario(f"name: broker-faults\npath: v4\nphases: {{faults_s: {faults_s}}}\n"
+                            f"faults:\n  quiet_s: 0\n  schedule:\n    - {fault}\n", source="test")
+    return Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
+                   topology=Topology(), progress=lambda _m: None)
+
+
+def history(recorder: HistoryRecorder) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in recorder.file_path.read_text().splitlines()]
+
+
+def owner_of(cluster: EmbeddedCluster, topic: str) -> str:
+    """The broker (service name) that owns `topic` now, by the admin lookup."""
+    answer = AdminClient(cluster.info().admin_url, timeout_s=10).lookup(topic)
+    broker = cluster.info().broker_for_url(answer["brokerUrl"])
+    assert broker is not None, answer
+    return broker.name
+
+
+def test_clients_cannot_reach_a_partitioned_broker_and_come_back_after_the_heal(
+        v4: EmbeddedCluster, recorder: HistoryRecorder) -> None:
+    topic = TOPICS[0]
+    owner = owner_of(v4, topic)
+    index = owner.rsplit("-", 1)[1]
+    url = v4.info().service(owner).service_url
+    assert url is not None
+    with PulsarClient(url, operation_timeout_s=3) as client:
+        producer = client.create_producer(topic)
+        producer.send(b'{"v": "before"}')
+        with nemesis(v4, recorder, f"{{kind: partition, target: 'client-broker:{index}', at_s: 0, for_s: 60}}") \
+                as nem:
+            nem.start()
+            assert wait_for(lambda: nem.stats.injected == 1)
+            with pytest.raises(OperationError):
+                producer.send(b'{"v": "during"}', timeout_s=2)
+            with pytest.raises(OperationError), PulsarClient(url, operation_timeout_s=2) as other:
+                other.create_producer(topic, timeout_s=2)
+        assert wait_for(lambda: _sends(producer))           # the producer reconnected by itself
+    assert [(h["f"], h["type"]) for h in history(recorder)] == [
+        ("fault", "invoke"), ("fault", "ok"), ("heal", "invoke"), ("heal", "ok")]
+
+
+def _sends(producer: Any) -> bool:
+    try:
+        producer.send(b'{"v": "after"}', timeout_s=2)
+    except OperationError:
+        return False
+    return True
+
+
+def test_a_killed_broker_loses_its_topics_and_rejoins_when_healed(v4: EmbeddedCluster,
+                                                                  recorder: HistoryRecorder) -> None:
+    topic = TOPICS[1]
+    owner = owner_of(v4, topic)
+    pid = v4.processes[owner].pid
+    with nemesis(v4, recorder, f"{{kind: kill, target: '{owner.replace('broker-', 'broker:')}', at_s: 0, "
+                               f"for_s: 60}}") as nem:
+        nem.start()
+        assert wait_for(lambda: nem.stats.injected == 1)
+        assert v4.processes[owner].state == ProcessState.STOPPED
+        survivor = next(b for b in ("broker-0", "broker-1") if b != owner)
+        assert wait_for(lambda: _owner_or_none(v4, topic) == survivor, 30)   # after the session expires
+    assert v4.processes[owner].state == ProcessState.RUNNING and v4.processes[owner].pid != pid
+    health = v4.info().service(owner).admin_url
+    assert requests.get(f"{health}/health", timeout=5).status_code == 200
+    with PulsarClient(v4.info().service_url, operation_timeout_s=10) as client:
+        client.create_producer(topic).send(b'{"v": "after"}')
+
+
+def _owner_or_none(cluster: EmbeddedCluster, topic: str) -> str | None:
+    try:
+        return owner_of(cluster, topic)
+    except Exception:
+        return None
+
+
+def test_terminate_topic_is_recorded_as_not_healable_and_sends_are_rejected(v4: EmbeddedCluster,
+                                                                            recorder: HistoryRecorder) -> None:
+    with PulsarClient(v4.info().service_url, operation_timeout_s=10) as client:
+        producer = client.create_producer(TOPICS[1])
+        producer.send(b'{"v": "before"}')
+        with nemesis(v4, recorder, "{kind: terminate, target: 'topic:1', at_s: 0, for_s: 0}", faults_s=2) as nem:
+            nem.start()
+            assert wait_for(lambda: nem.stats.not_healable == 1)
+        with pytest.raises(TopicTerminatedError):
+            producer.send(b'{"v": "after"}')
+    ops = history(recorder)
+    assert [(h["f"], h["type"]) for h in ops] == [("fault", "invoke"), ("fault", "ok")]
+    assert ops[1]["extra"]["targets"] == [TOPICS[1]] and ops[1]["extra"]["healable"] is False
