@@ -48,7 +48,7 @@ from faults.kinds import Capability
 from faults.model import Fault, FaultAction, NotInjected
 from faults.resolve import resolve_fault
 from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
-from faults.selectors import ResolveContext, ServiceSelector, uses_coordinator
+from faults.selectors import ResolveContext, uses_coordinator
 from harness.config import FaultKind, RunConfig
 from harness.errors import ConfigError, TxnbenchError
 from harness.history import HistoryRecorder
@@ -160,17 +160,7 @@ class Nemesis:
                                   f"{planned.target!r} needs to locate the coordinators: "
                                   f"{self.env.why_missing(Capability.COORDINATORS)}",
                                   "name a broker instead, e.g. broker:0 or broker:random")
-            if isinstance(planned.selector, ServiceSelector) and planned.kind in (FaultKind.KILL,
-                                                                                  FaultKind.PAUSE):
-                self._check_service_known(planned, source)
         self._check_slow_participants(source)
-
-    def _check_service_known(self, planned: PlannedFault, source: str) -> None:
-        names = {s.name for s in self.cluster.services}
-        for needed in ("metadata", "ledger"):
-            if planned.target == needed and needed not in names:
-                raise ConfigError(source, f"{planned.source}.target",
-                                  f"the cluster has no {needed} service", "pick another target")
 
     def _check_slow_participants(self, source: str) -> None:
         for window in self.timeline.windows:
