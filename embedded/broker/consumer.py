@@ -106,6 +106,8 @@ class Consumer:
                 consumer_id=self.consumer_id, is_active=active)))
 
     def reached_end_of_topic(self) -> None:
+        if not self.cnx.understands_end_of_topic:
+            return
         if not self.reached_end_sent and not self.cnx.closed:
             self.reached_end_sent = True
             self.cnx.send(Command(CommandType.REACHED_END_OF_TOPIC, proto.CommandReachedEndOfTopic(

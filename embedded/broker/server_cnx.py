@@ -159,6 +159,12 @@ class ServerCnx:
         if not self.closed:
             self.transport.send(command)
 
+    @property
+    def understands_end_of_topic(self) -> bool:
+        """The C++ client (and the Python one on it) closes the connection on REACHED_END_OF_TOPIC,
+        which it does not handle; it is not sent to them (embedded/README.md)."""
+        return not self.client_version.startswith("Pulsar-CPP-v")
+
     def add_close_listener(self, listener: Callable[[], Any]) -> None:
         self._close_listeners.append(listener)
 

@@ -163,11 +163,13 @@ class Subscription:
     async def reset_to(self, position: Position) -> None:
         """Deliver from `position` on: everything before it counts as acknowledged, nothing after."""
         mark_delete = Position(position.ledger_id, position.entry_id - 1)
+        for consumer in list(self.consumers):   # they resubscribe and read from the new position
+            consumer.close_by_broker()
+            consumer.cnx.forget_consumer(consumer)
+            self.remove_consumer(consumer)
         self._cursor.reset(mark_delete)
         if self.dispatcher is not None:
             self.dispatcher.reset()
-            for consumer in list(self.dispatcher.consumers):
-                consumer.close_by_broker()
         if self.durable:
             await self._cursor.flush()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,14 @@ FAST_SETTINGS: dict[str, Any] = {
 ClusterFactory = Callable[..., EmbeddedCluster]
 
 
-@pytest.fixture
-def cluster_factory(tmp_path: Path) -> Iterator[ClusterFactory]:
+@contextmanager
+def started_clusters(base: Path) -> Iterator[ClusterFactory]:
+    """A factory of clusters under `base`; all of them are brought down on exit."""
     started: list[EmbeddedCluster] = []
 
     def start(*, path: TxnPath | str = TxnPath.V4, brokers: int = 2, settings: Mapping[str, Any] | None = None,
               name: str | None = None) -> EmbeddedCluster:
-        directory = tmp_path / (name or f"cluster-{len(started)}")
+        directory = base / (name or f"cluster-{len(started)}")
         spec = EmbeddedSpec(path=TxnPath(path), brokers=brokers, settings={**FAST_SETTINGS, **dict(settings or {})},
                             directory=directory, parent_pid=os.getpid(), ready_timeout_s=90.0)
         cluster = EmbeddedCluster(spec)
@@ -57,6 +59,12 @@ def cluster_factory(tmp_path: Path) -> Iterator[ClusterFactory]:
                 errors.append(err)
         if errors:
             raise errors[0]
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[ClusterFactory]:
+    with started_clusters(tmp_path) as start:
+        yield start
 
 
 @pytest.fixture
