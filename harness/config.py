@@ -119,6 +119,14 @@ class WorkloadConfig:
     op_timeout_s: float = bounded(30.0, min=0.1, max=3600)
     batching: bool = False
     consumers_per_subscription: int = bounded(2, min=1, max=100)
+    conflict_ratio: float = bounded(0.1, min=0.0, max=1.0,
+                                    help="ack-only: share of transactions that also ack a message a "
+                                         "sibling consumer holds (provokes TransactionConflict)")
+    feeders: int = bounded(2, min=0, max=1000,
+                           help="feeder users per load process supplying consume-transform-produce "
+                                "and ack-only inputs")
+    verifiers: int = bounded(1, min=0, max=1000,
+                             help="verifying consumer users per load process")
     mix: Mapping[WorkloadKind, int] = field(default_factory=lambda: _EMPTY)
     """Weights of the user kinds in a `mixed` workload."""
 
@@ -134,6 +142,12 @@ class WorkloadConfig:
             raise Invalid("mix", "'mixed' cannot be one of its own parts", "list only concrete kinds")
         if any(w < 0 for w in self.mix.values()) or (self.mix and sum(self.mix.values()) == 0):
             raise Invalid("mix", "weights must be non-negative with a positive sum", "e.g. 2 and 1")
+        fed = (WorkloadKind.CONSUME_TRANSFORM_PRODUCE, WorkloadKind.ACK_ONLY)
+        needs_inputs = (self.kind in fed if self.kind is not WorkloadKind.MIXED
+                        else any(self.mix.get(k, 0) > 0 for k in fed))
+        if needs_inputs and self.feeders == 0:
+            raise Invalid("feeders", "consume-transform-produce and ack-only users need inputs, "
+                          "and no feeder users would supply them", "set feeders to 1 or more")
         if "/" not in self.namespace or self.namespace.count("/") != 1:
             raise Invalid("namespace", f"{self.namespace!r} is not tenant/namespace", "e.g. public/txnbench")
 

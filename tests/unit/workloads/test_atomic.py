@@ -1,0 +1,151 @@
+"""atomic-produce over the fake client: the history each transaction leaves."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from harness.client.errors import ConnectionLostError, NotReadyError, OperationTimeoutError
+from tests.unit.workloads.conftest import Harness
+from tests.unit.workloads.history_checks import (
+    assert_unique_values,
+    assert_well_formed,
+    transactions,
+)
+from workloads.atomic import AtomicProduce
+from workloads.payload import decode
+
+BASE = """
+workload:
+  kind: atomic-produce
+  topics: 4
+  topics_per_txn: 2
+  messages_per_txn: 4
+  message_size: 300
+  keys: 3
+  abort_ratio: {abort}
+"""
+
+
+def test_each_transaction_opens_sends_across_topics_and_commits(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    user = AtomicProduce(h.ctx)
+    for _ in range(5):
+        user.step()
+    ops = h.ops()
+    assert_well_formed(ops)
+    assert_unique_values(ops)
+    assert {op["process"] for op in ops} == {"w0/u0"}
+    txns = transactions(ops)
+    assert len(txns) == 5
+    for txn_id, done in txns.items():
+        assert [op["f"] for op in done] == ["txn-open", "send", "send", "send", "send", "txn-commit"]
+        assert all(op["type"] == "ok" for op in done)
+        sends = [op for op in done if op["f"] == "send"]
+        assert len({op["topic"] for op in sends}) == 2      # topics_per_txn
+        assert all(op["key"] in ("k0", "k1", "k2") for op in sends)
+        assert all(op["msg_id"] for op in sends)
+        assert txn_id.startswith("1:")
+    # the broker holds exactly the committed values, each payload padded and decodable
+    stored = [e for log in h.client.logs.values() for e in log]
+    assert len(stored) == 20
+    assert all(len(e.data) == 300 for e in stored)
+    assert {decode(e.data).value for e in stored} == {op["value"] for op in ops if op["f"] == "send"}
+    assert all(e.state == "committed" for e in stored)
+
+
+def test_abort_ratio_one_aborts_every_transaction(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=1.0))
+    user = AtomicProduce(h.ctx)
+    for _ in range(3):
+        user.step()
+    txns = transactions(h.ops())
+    assert [done[-1]["f"] for done in txns.values()] == ["txn-abort"] * 3
+    assert all(e.state == "aborted" for log in h.client.logs.values() for e in log)
+    assert h.ctx.counters.committed == 0
+
+
+def test_abort_ratio_is_honoured_roughly_and_deterministically(make_harness: Callable[[str], Harness]) -> None:
+    ends = []
+    for _ in range(2):
+        h = make_harness(BASE.format(abort=0.3))
+        user = AtomicProduce(h.ctx)
+        for _ in range(200):
+            user.step()
+        ends.append([done[-1]["f"] for done in transactions(h.ops()).values()])
+    assert ends[0] == ends[1]                      # same seed, same choices
+    aborted = ends[0].count("txn-abort")
+    assert 30 <= aborted <= 90                     # 0.3 of 200 = 60
+
+
+def test_definite_send_failure_is_fail_and_the_transaction_aborts(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    h.client.fail_next("send", NotReadyError("no connection"))
+    AtomicProduce(h.ctx).step()
+    done = next(iter(transactions(h.ops()).values()))
+    assert [(op["f"], op["type"]) for op in done] == [("txn-open", "ok"), ("send", "fail"), ("txn-abort", "ok")]
+    assert done[1]["error"].startswith("NotReadyError")
+
+
+def test_indeterminate_send_is_info(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    h.client.fail_next("send-after", ConnectionLostError("lost after write"))
+    AtomicProduce(h.ctx).step()
+    done = next(iter(transactions(h.ops()).values()))
+    assert [(op["f"], op["type"]) for op in done] == [("txn-open", "ok"), ("send", "info"), ("txn-abort", "ok")]
+
+
+def test_commit_with_unknown_outcome_is_info(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    h.client.fail_next("commit", OperationTimeoutError("no END_TXN answer"))
+    AtomicProduce(h.ctx).step()
+    done = next(iter(transactions(h.ops()).values()))
+    assert (done[-1]["f"], done[-1]["type"]) == ("txn-commit", "info")
+    assert "OperationTimeoutError" in done[-1]["error"]
+
+
+def test_failed_open_records_fail_and_sends_nothing(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    h.client.fail_next("new-txn", NotReadyError("coordinator not ready"))
+    AtomicProduce(h.ctx).step()
+    ops = h.ops()
+    assert [(op["f"], op["type"]) for op in ops] == [("txn-open", "invoke"), ("txn-open", "fail")]
+    assert not h.client.logs
+
+
+def test_stop_in_the_middle_aborts_the_open_transaction(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    user = AtomicProduce(h.ctx)
+    original = h.client.create_producer
+
+    def stop_on_second_producer(topic: str, **kw: object):  # the second topic's first send
+        if len(h.client.logs) == 1:
+            h.ctx.stop()
+        return original(topic, **kw)  # type: ignore[arg-type]
+
+    h.client.create_producer = stop_on_second_producer  # type: ignore[method-assign]
+    user.step()
+    done = next(iter(transactions(h.ops()).values()))
+    assert done[-1]["f"] == "txn-abort"
+    assert sum(op["f"] == "send" for op in done) < 4
+    user.step()                     # a stopped load runs no more iterations
+    assert len(transactions(h.ops())) == 1
+
+
+def test_locust_sees_every_op_and_the_transaction(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    AtomicProduce(h.ctx).step()
+    kinds = [(r[0], r[1]) for r in h.requests]
+    assert kinds == [("txn-open", "atomic-produce")] + [("send", "atomic-produce")] * 4 + [
+        ("txn-commit", "atomic-produce"), ("txn", "atomic-produce")]
+    assert [r[3] for r in h.requests if r[0] == "send"] == [300] * 4
+    assert all(r[4] is None for r in h.requests)
+    assert h.ctx.counters.committed == 1 and h.ctx.counters.messages == 4
+
+
+def test_payload_json_shape(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    AtomicProduce(h.ctx).step()
+    entry = next(iter(h.client.logs.values()))[0]
+    obj = json.loads(entry.data)
+    assert set(obj) == {"v", "i", "p"} and obj["i"] == [] and obj["v"].startswith("w0.0.")

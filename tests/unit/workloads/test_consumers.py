@@ -1,0 +1,207 @@
+"""consume-transform-produce, ack-only, feeders and the verifier over the fake client."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from harness.client.errors import ConnectionLostError
+from tests.unit.workloads.conftest import Harness
+from tests.unit.workloads.history_checks import (
+    assert_unique_values,
+    assert_well_formed,
+    transactions,
+)
+from workloads.ackonly import AckOnly
+from workloads.atomic import AtomicProduce
+from workloads.ctp import ConsumeTransformProduce
+from workloads.feeder import Feeder
+from workloads.topology import TopicRole
+from workloads.verifier import Verifier
+
+CTP = """
+workload:
+  kind: consume-transform-produce
+  topics: 1
+  topics_per_txn: 1
+  acks_per_txn: 3
+  messages_per_txn: 2
+  abort_ratio: {abort}
+  verifiers: 0
+"""
+
+ACK = """
+workload:
+  kind: ack-only
+  topics: 1
+  topics_per_txn: 1
+  acks_per_txn: 2
+  consumers_per_subscription: 2
+  abort_ratio: 0.0
+  conflict_ratio: {conflict}
+  verifiers: 0
+"""
+
+
+def feed(feeder: Feeder, times: int) -> None:
+    feeder.idle_wait_s = 0.0         # no real waiting for demand in a unit test
+    for _ in range(times):
+        feeder.step()
+
+
+def test_ctp_outputs_carry_each_input_once_and_ack_in_the_same_transaction(
+        make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(CTP.format(abort=0.0))
+    worker = ConsumeTransformProduce(h.ctx)
+    feeder = Feeder(h.ctx)
+    worker.step()                                   # subscribes, finds nothing yet
+    feed(feeder, 6)                                 # demand: 2 transactions x 3 inputs
+    assert h.ctx.feed.take(0) is None               # demand met: nothing more to send
+    worker.step()
+    worker.step()
+    ops = h.ops()
+    assert_well_formed(ops)
+    assert_unique_values(ops)
+    fed = {op["value"] for op in ops if op["f"] == "send" and op["txn"] is None and op["type"] == "ok"}
+    assert len(fed) == 6
+    for done in transactions(ops).values():
+        assert [op["f"] for op in done] == ["txn-open", "send", "send", "ack", "ack", "ack", "txn-commit"]
+        carried = [v for op in done if op["f"] == "send" for v in op["inputs"]]
+        acked = [op["value"] for op in done if op["f"] == "ack"]
+        assert sorted(carried) == sorted(acked) and len(set(carried)) == 3
+        assert all(op["subscription"] == "ctp" for op in done if op["f"] == "ack")
+        assert {op["topic"] for op in done if op["f"] == "send"} == set(h.topology.topics_for(TopicRole.CTP_OUTPUT))
+    receives = [op for op in ops if op["f"] == "receive"]
+    assert {op["value"] for op in receives} == fed
+    assert all(op["extra"]["redelivery"] == 0 and op["subscription"] == "ctp" for op in receives)
+
+
+def test_ctp_aborted_inputs_are_delivered_again_and_committed_later(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(CTP.format(abort=0.0))
+    worker = ConsumeTransformProduce(h.ctx)
+    feeder = Feeder(h.ctx)
+    worker.step()
+    feed(feeder, 3)
+    h.client.fail_next("ack", ConnectionLostError("ack lost"))   # first transaction cannot commit
+    worker.step()
+    worker.step()
+    ops = h.ops()
+    assert_well_formed(ops)
+    first, second = transactions(ops).values()
+    assert [(op["f"], op["type"]) for op in first][-2:] == [("ack", "info"), ("txn-abort", "ok")]
+    assert second[-1]["f"] == "txn-commit" and second[-1]["type"] == "ok"
+    redelivered = [op for op in ops if op["f"] == "receive" and op["extra"]["redelivery"] == 1]
+    assert len(redelivered) == 3                    # all three inputs came back once
+
+
+def test_ack_only_conflicting_ack_is_a_definite_fail_and_the_commit_fails(
+        make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ACK.format(conflict=1.0))
+    a, b = AckOnly(h.ctx), AckOnly(h.ctx)
+    assert a.topic == b.topic and a.group is b.group        # two consumers of one subscription
+    feeder = Feeder(h.ctx)
+    a.step()
+    b.step()
+    feed(feeder, 8)
+    # a holds two messages in its (still open) transaction when b steals one of them
+    a_msgs = a.receive_batch(a.consumer, "acks", 2)
+    a.group.hold(a.process, a_msgs)
+    txn = a.open_txn()
+    assert txn is not None
+    for received in a_msgs:
+        assert a.ack(a.consumer, received, "acks", txn=txn).ok
+    b.step()                                        # acks its own two and one of a's
+    ops = h.ops_of(process=b.process)
+    b_txn = next(iter(transactions(ops).values()))
+    types = [(op["f"], op["type"]) for op in b_txn]
+    assert ("ack", "fail") in types
+    conflict = next(op for op in b_txn if op["type"] == "fail" and op["f"] == "ack")
+    assert "TransactionConflict" in conflict["error"]
+    assert b_txn[-1]["f"] == "txn-commit" and b_txn[-1]["type"] == "fail"
+    assert "TransactionOpFailedError" in b_txn[-1]["error"]
+    a.end_txn(txn, abort=False)
+    assert_well_formed(h.ops())
+
+
+def test_ack_only_without_conflicts_commits_its_acks(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ACK.format(conflict=0.0))
+    user = AckOnly(h.ctx)
+    feeder = Feeder(h.ctx)
+    user.step()
+    feed(feeder, 4)
+    user.step()
+    user.step()
+    done = list(transactions(h.ops()).values())
+    assert [[op["f"] for op in t] for t in done] == [["txn-open", "ack", "ack", "txn-commit"]] * 2
+    sub = h.client.subs[(user.topic, "acks")]
+    assert len(sub.acked) == 4 and not sub.pending
+
+
+def test_users_spread_over_ack_topics_by_consumers_per_subscription(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ACK.format(conflict=0.0).replace("topics: 1\n", "topics: 2\n"))
+    users = [AckOnly(h.ctx) for _ in range(5)]
+    topics = h.topology.topics_for(TopicRole.ACK)
+    assert [topics.index(u.topic) for u in users] == [0, 0, 1, 1, 0]
+
+
+def test_feeders_follow_demand_and_starvation_resets_it(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ACK.format(conflict=0.0))
+    feeder = Feeder(h.ctx)
+    feed(feeder, 1)                                 # nobody consumes yet: nothing sent
+    assert not h.client.logs
+    user = AckOnly(h.ctx)
+    user.step()                                     # subscribes; topic empty -> starved
+    h.client.fail_next("send-after", ConnectionLostError("maybe sent"))
+    feed(feeder, 10)
+    topic = user.topic
+    assert len(h.client.logs[topic]) == 4           # demand = 1 consumer x 2 txns x 2 acks
+    assert h.ctx.feed.outstanding(topic) == 4
+    user.step()
+    user.step()
+    assert h.ctx.feed.outstanding(topic) == 0
+    user.step()                                     # empty again
+    feed(feeder, 10)
+    assert len(h.client.logs[topic]) == 8
+
+
+def test_verifier_records_receives_and_acks_cumulatively(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness("""
+workload:
+  kind: atomic-produce
+  topics: 2
+  topics_per_txn: 2
+  messages_per_txn: 2
+  abort_ratio: 0.0
+""")
+    producer = AtomicProduce(h.ctx)
+    verifier = Verifier(h.ctx)
+    verifier.step()                                 # subscribes to both verify subscriptions
+    assert len(verifier.consumers) == 2
+    for _ in range(3):
+        producer.step()
+    h.clock.advance(1.0)
+    verifier.step()
+    ops = h.ops_of(process=verifier.process)
+    receives = [op for op in ops if op["f"] == "receive"]
+    assert Counter(op["subscription"] for op in receives) == {"verify": 6}
+    assert {op["value"] for op in receives} == {op["value"] for op in h.ops_of(f="send") if op["type"] == "ok"}
+    acks = [op for op in ops if op["f"] == "ack" and op["type"] == "ok"]
+    assert len(acks) == 2 and all(op["extra"] == {"cumulative": True} and op["txn"] is None for op in acks)
+    for topic in h.topology.topics_for(TopicRole.ATOMIC):
+        assert len(h.client.subs[(topic, "verify")].acked) == 3
+    verifier.close()
+
+
+def test_setup_failure_is_retried_with_backoff_and_not_recorded(make_harness: Callable[[str], Harness]) -> None:
+    from harness.client.errors import SetupError
+
+    h = make_harness(CTP.format(abort=0.0))
+    h.client.fail_next("subscribe", SetupError("no broker"), times=2)
+    worker = ConsumeTransformProduce(h.ctx)
+    worker.step()
+    worker.step()
+    assert worker.consumer is None and h.stop.waits == [0.2, 0.4]
+    worker.step()
+    assert worker.consumer is not None
+    assert h.ops() == []
+    assert [r[0] for r in h.requests] == ["setup", "setup"]

@@ -1,0 +1,147 @@
+"""Everything the users of one load process share, in one object.
+
+A load process (or a Locust worker) builds one `LoadContext`: the run's config and
+topology, the client, the history recorder of its writer (`w0`, `w1`, ...), the run
+clock, the Locust request hook, the stop flag, counters for the status file, and the
+shared pieces of `workloads.shared`. Users find it through their Locust environment
+(`LoadContext.of(environment)`); tests build one around a fake client.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.config import RunConfig
+from harness.history import HistoryRecorder, OpF, RunClock
+from workloads.api import ClientApi
+from workloads.session import StatsSink
+from workloads.shared import AckGroups, FeedCredit, ProducerCache
+from workloads.topology import Topology
+
+
+@dataclass
+class Counters:
+    """Running totals of one load process (read by the status reporter)."""
+
+    ok: Counter[str] = field(default_factory=Counter)
+    failed: Counter[str] = field(default_factory=Counter)
+    receives: int = 0
+    exceptions: int = 0     # errors that are not operation outcomes (bugs, setup failures)
+
+    def count(self, f: OpF, *, ok: bool) -> None:
+        (self.ok if ok else self.failed)[f.value] += 1
+
+    @property
+    def committed(self) -> int:
+        return self.ok[OpF.TXN_COMMIT.value]
+
+    @property
+    def messages(self) -> int:
+        return self.ok[OpF.SEND.value]
+
+    @property
+    def errors(self) -> int:
+        return sum(self.failed.values()) + self.exceptions
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"ok": dict(self.ok), "failed": dict(self.failed), "receives": self.receives,
+                "exceptions": self.exceptions}
+
+    @staticmethod
+    def merge(snapshots: list[dict[str, Any]]) -> Counters:
+        total = Counters()
+        for snap in snapshots:
+            total.ok.update(snap.get("ok") or {})
+            total.failed.update(snap.get("failed") or {})
+            total.receives += int(snap.get("receives") or 0)
+            total.exceptions += int(snap.get("exceptions") or 0)
+        return total
+
+
+_CONTEXTS: weakref.WeakKeyDictionary[Any, LoadContext] = weakref.WeakKeyDictionary()
+
+# Messages a consuming user wants waiting for it: enough for two transactions.
+INPUTS_PER_CONSUMER_TXNS = 2
+
+
+class LoadContext:
+    """The shared state of one load process."""
+
+    def __init__(self, *, config: RunConfig, topology: Topology, client: ClientApi,
+                 recorder: HistoryRecorder, clock: RunClock, writer: str,
+                 fire: StatsSink | None = None, stopping: threading.Event | None = None) -> None:
+        self.config = config
+        self.workload = config.workload
+        self.topology = topology
+        self.client = client
+        self.recorder = recorder
+        self.clock = clock
+        self.writer = writer
+        self._fire = fire
+        self.stopping = stopping or threading.Event()
+        self.counters = Counters()
+        self.producers = ProducerCache(client, batching=config.workload.batching,
+                                       timeout_s=config.workload.op_timeout_s)
+        self.feed = FeedCredit(max(1, config.workload.acks_per_txn) * INPUTS_PER_CONSUMER_TXNS)
+        self.ack_groups = AckGroups()
+        self.fatal: BaseException | None = None
+        self._numbers = itertools.count()
+        self._ordinals: dict[str, itertools.count[int]] = {}
+        self._lock = threading.Lock()
+        self.on_fatal: Callable[[BaseException], None] | None = None
+
+    # ---- lookup from a Locust environment -----------------------------------------------
+
+    def attach(self, environment: Any) -> None:
+        _CONTEXTS[environment] = self
+
+    @staticmethod
+    def of(environment: Any) -> LoadContext:
+        try:
+            return _CONTEXTS[environment]
+        except KeyError:
+            raise RuntimeError("no LoadContext attached to this Locust environment; the load process "
+                               "attaches one before starting users") from None
+
+    # ---- numbering and randomness ---------------------------------------------------------
+
+    def next_number(self) -> int:
+        """The next user number of this process (`<writer>/u<n>`), never reused."""
+        with self._lock:
+            return next(self._numbers)
+
+    def ordinal(self, role: str) -> int:
+        """0, 1, 2 ... per role: how users of one kind pick their topics."""
+        with self._lock:
+            counter = self._ordinals.setdefault(role, itertools.count())
+            return next(counter)
+
+    def rng(self, number: int) -> random.Random:
+        """A generator seeded from the run's seed, the writer and the user number."""
+        return random.Random(f"{self.config.seed}/{self.writer}/{number}")
+
+    # ---- reporting ------------------------------------------------------------------------
+
+    def fire(self, request_type: str, name: str, response_time_ms: float, length: int,
+             error: BaseException | None) -> None:
+        if self._fire is not None:
+            self._fire(request_type, name, response_time_ms, length, error)
+
+    def fail_fatally(self, error: BaseException) -> None:
+        """The history cannot be trusted any more (e.g. a write failed): stop the load."""
+        if self.fatal is None:
+            self.fatal = error
+        self.stopping.set()
+        if self.on_fatal is not None:
+            self.on_fatal(error)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.feed.wake()

@@ -1,0 +1,118 @@
+"""consume-transform-produce: an exactly-once pipeline.
+
+Each user consumes one `ctp-input` topic through the Shared subscription `ctp`
+(users are spread over the input topics in turn). An iteration:
+
+1. receives up to `acks_per_txn` inputs (waiting at most a second for the first),
+   recording a `receive` event for each;
+2. opens a transaction;
+3. sends min(`messages_per_txn`, inputs) outputs to `ctp-output` topics (spread over
+   `topics_per_txn` of them); output j carries the inputs j, j+k, j+2k ... in its
+   payload and in the history's `inputs`, so every input is carried by exactly one
+   output of the transaction;
+4. acks every input in the transaction;
+5. commits, or aborts on purpose with probability `abort_ratio` (and aborts when a
+   send or ack failed).
+
+When the transaction did not commit (aborted, failed, unknown) the inputs are
+negatively acknowledged so the broker delivers them again, to this user or another.
+The checker then expects each input to have exactly one visible output once its ack
+committed (`ctp-loss`, `ctp-duplicate`).
+
+Inputs are supplied by feeder users (workloads.feeder) with non-transactional sends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import ClassVar
+
+from workloads.api import ConsumerApi
+from workloads.context import LoadContext
+from workloads.topology import SubscriptionRole, TopicRole
+from workloads.workload import OpenTxn, Received, UserKind, Workload
+
+
+class ConsumeTransformProduce(Workload):
+    kind: ClassVar[UserKind] = UserKind.CONSUME_TRANSFORM_PRODUCE
+
+    def __init__(self, ctx: LoadContext) -> None:
+        super().__init__(ctx)
+        inputs = ctx.topology.topics_for(TopicRole.CTP_INPUT)
+        self.outputs = ctx.topology.topics_for(TopicRole.CTP_OUTPUT)
+        if not inputs or not self.outputs:
+            raise ValueError("the topology has no consume-transform-produce topics")
+        self.input_topic = inputs[ctx.ordinal(self.kind.value) % len(inputs)]
+        self.subscription = ctx.topology.subscription_on(self.input_topic, SubscriptionRole.CTP)
+        self.consumer: ConsumerApi | None = None
+        self.per_txn_topics = min(self.w.topics_per_txn, len(self.outputs))
+
+    def setup(self) -> None:
+        self.consumer = self.ctx.client.subscribe(
+            self.input_topic, self.subscription.name, sub_type=self.subscription.sub_type.value,
+            consumer_name=self.process, receiver_queue_size=max(2, self.w.acks_per_txn),
+            timeout_s=self.op_timeout_s)
+        self.ctx.feed.add_consumer(self.input_topic)
+
+    def teardown(self) -> None:
+        if self.consumer is not None:
+            self.ctx.feed.remove_consumer(self.input_topic)
+            self.close_quietly(self.consumer)
+            self.consumer = None
+
+    def iterate(self) -> None:
+        assert self.consumer is not None
+        if not self.session.begin_iteration():
+            return
+        got = self.receive_batch(self.consumer, self.subscription.name, self.w.acks_per_txn)
+        if not got:
+            self.ctx.feed.starved(self.input_topic)
+            return
+        inputs = [r for r in got if r.decoded is not None]
+        for foreign in (r for r in got if r.decoded is None):  # not ours: settle it, recorded
+            self.ack(self.consumer, foreign, self.subscription.name, txn=None)
+        if not inputs:
+            return
+        txn = self.open_txn()
+        if txn is None:
+            self._give_back(inputs)
+            return
+        committed = self._transform(txn, inputs)
+        if committed:
+            self.ctx.feed.consumed(self.input_topic, len(inputs))
+        else:
+            self._give_back(inputs)
+
+    def _transform(self, txn: OpenTxn, inputs: list[Received]) -> bool:
+        assert self.consumer is not None
+        abort = self.rng.random() < self.w.abort_ratio
+        groups = min(self.w.messages_per_txn, len(inputs))
+        topics = self.rng.sample(self.outputs, self.per_txn_topics)
+        for j in range(groups):
+            carried = inputs[j::groups]
+            if self.ctx.stopping.is_set():
+                abort = True
+                break
+            key = carried[0].message.key
+            sent = self.send(topics[j % len(topics)], txn=txn, key=key,
+                             inputs=tuple(r.value for r in carried if r.value is not None))
+            if not sent.ok:
+                abort = True
+                break
+        if not abort:
+            for received in inputs:
+                if self.ctx.stopping.is_set():
+                    abort = True
+                    break
+                if not self.ack(self.consumer, received, self.subscription.name, txn=txn).ok:
+                    abort = True
+                    break
+        ended = self.end_txn(txn, abort=abort)
+        return ended.ok and not abort
+
+    def _give_back(self, inputs: list[Received]) -> None:
+        """Ask for redelivery of inputs whose transaction did not commit (not a history op)."""
+        assert self.consumer is not None
+        for received in inputs:
+            with contextlib.suppress(Exception):  # a reconnecting consumer redelivers them anyway
+                self.consumer.negative_acknowledge(received.message)

@@ -1,0 +1,171 @@
+"""One logical client process: its recorded operations, its pacing, its statistics.
+
+Theory of operation. A `Session` is what a workload user uses to do anything the
+history must show. `op()` writes the invocation (flushed) before calling the client,
+then the completion: `ok` with the call's results, or, on an error, `fail` when the
+error proves the operation had no effect (`harness.errors.is_definite`) and `info`
+otherwise. Every completed op also fires a Locust request event (request type = the
+op, name = the workload) so Locust's own statistics and CSV files see the same
+operations, and bumps the load process's counters for the status file. A process
+runs its ops one after another, so it never has more than one outstanding.
+
+Pacing. With `load.rate_per_user` set, a `Pacer` gives each iteration (one
+transaction) an intended start on a fixed schedule, `start + k / rate`. The session
+waits for it when early; when late it starts at once and never skips an iteration,
+so a stall makes the following iterations late too. Every invocation of a late
+iteration carries `extra.intended_ns`: the time it was meant to start, i.e. its
+actual invocation time minus the iteration's lag. Latency measured from there charges
+a stall to every operation it delayed (no coordinated omission).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from harness.errors import OperationError, is_definite
+from harness.history import HistoryRecorder, OpF, RunClock
+
+if TYPE_CHECKING:
+    from workloads.context import LoadContext
+
+T = TypeVar("T")
+
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[T]):
+    """How one recorded operation ended."""
+
+    ok: bool
+    value: T | None = None
+    error: BaseException | None = None
+
+    @property
+    def definite(self) -> bool:
+        """True when it failed and certainly had no effect."""
+        return not self.ok and self.error is not None and is_definite(self.error)
+
+
+StatsSink = Callable[[str, str, float, int, BaseException | None], None]
+"""(request_type, name, response_time_ms, response_length, exception) -> None: Locust's request event."""
+
+
+class Pacer:
+    """Constant-throughput schedule: iteration k is meant to start at `first + k / rate`."""
+
+    def __init__(self, rate_per_s: float, clock: RunClock) -> None:
+        if rate_per_s <= 0:
+            raise ValueError(f"rate must be positive, got {rate_per_s}")
+        self.period_ns = int(NS_PER_S / rate_per_s)
+        self.clock = clock
+        self._next_ns: int | None = None
+
+    def next_slot(self) -> int:
+        """The intended start of the next iteration (the first starts now)."""
+        if self._next_ns is None:
+            self._next_ns = self.clock.now_ns()
+        slot = self._next_ns
+        self._next_ns += self.period_ns
+        return slot
+
+
+class Session:
+    """The recorded operations of one process (`<writer>/u<n>`)."""
+
+    def __init__(self, ctx: LoadContext, number: int, name: str, *, paced: bool = True) -> None:
+        self.ctx = ctx
+        self.number = number
+        self.process = f"{ctx.writer}/u{number}"
+        self.name = name
+        self.recorder: HistoryRecorder = ctx.recorder
+        self.clock = ctx.clock
+        rate = ctx.config.load.rate_per_user
+        self.pacer = Pacer(rate, ctx.clock) if (paced and rate) else None
+        self._lag_ns: int | None = None
+        self._iteration_start = time.perf_counter()
+
+    # ---- iterations ------------------------------------------------------------------
+
+    def begin_iteration(self) -> bool:
+        """Wait for this iteration's turn (when paced). False when the load is stopping."""
+        self._iteration_start = time.perf_counter()
+        if self.pacer is None:
+            return not self.ctx.stopping.is_set()
+        slot = self.pacer.next_slot()
+        early_ns = slot - self.clock.now_ns()
+        if early_ns > 0 and self.ctx.stopping.wait(early_ns / NS_PER_S):
+            return False
+        self._lag_ns = max(0, self.clock.now_ns() - slot)
+        self._iteration_start = time.perf_counter()
+        return not self.ctx.stopping.is_set()
+
+    @property
+    def lag_ns(self) -> int | None:
+        """How late the current paced iteration started (None when not paced)."""
+        return self._lag_ns
+
+    def iteration_ms(self) -> float:
+        return (time.perf_counter() - self._iteration_start) * 1000.0
+
+    # ---- operations ------------------------------------------------------------------
+
+    def op(self, f: OpF, call: Callable[[], T], *, result: Callable[[T], dict[str, Any]] | None = None,
+           length: int = 0, **fields: Any) -> Outcome[T]:
+        """Record `f`, run `call()`, record its completion; never raises an OperationError.
+
+        Args:
+            f: the operation.
+            call: does it; its return value goes to `result`.
+            result: the completion's extra fields from the return value (e.g. msg_id).
+            length: bytes, for Locust's statistics.
+            fields: the invocation's fields (txn, topic, key, value, inputs, ...).
+
+        Raises:
+            Whatever is not an OperationError (a bug, a killed greenlet), after
+            recording it as `info`: the operation may have happened.
+        """
+        if self._lag_ns is not None:
+            extra = dict(fields.pop("extra", None) or {})
+            extra["intended_ns"] = self.clock.now_ns() - self._lag_ns
+            fields["extra"] = extra
+        inv = self.recorder.invoke(self.process, f, **fields)
+        started = time.perf_counter()
+        try:
+            value = call()
+        except OperationError as exc:
+            elapsed_ms = (time.perf_counter() - started) * 1000.0
+            self.recorder.complete_with_error(inv, exc)
+            self.ctx.counters.count(f, ok=False)
+            self.ctx.fire(f.value, self.name, elapsed_ms, length, exc)
+            return Outcome(ok=False, error=exc)
+        except BaseException as exc:
+            elapsed_ms = (time.perf_counter() - started) * 1000.0
+            if not inv.completed and not self.recorder.closed:
+                self.recorder.info(inv, f"{type(exc).__name__}: {exc}")
+            self.ctx.counters.count(f, ok=False)
+            self.ctx.fire(f.value, self.name, elapsed_ms, length, exc)
+            raise
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
+        self.recorder.ok(inv, **(result(value) if result is not None else {}))
+        self.ctx.counters.count(f, ok=True)
+        self.ctx.fire(f.value, self.name, elapsed_ms, length, None)
+        return Outcome(ok=True, value=value)
+
+    def receive_event(self, message: Any, subscription: str, *, value: str | None,
+                      extra: dict[str, Any] | None = None) -> None:
+        """Record a `receive` event for a message this process got."""
+        fields = {"redelivery": int(message.redelivery_count), **(extra or {})}
+        self.recorder.event(self.process, OpF.RECEIVE, topic=message.topic, segment=message.segment,
+                            subscription=subscription, key=message.key, value=value,
+                            msg_id=message.msg_id, extra=fields)
+        self.ctx.counters.receives += 1
+
+    def fire(self, request_type: str, response_time_ms: float, error: BaseException | None = None,
+             length: int = 0) -> None:
+        """A Locust request event that is not a history op (e.g. a whole transaction)."""
+        self.ctx.fire(request_type, self.name, response_time_ms, length, error)
+

@@ -1,0 +1,228 @@
+"""The common shape of a workload: one object per Locust user, one iteration per task.
+
+A workload object does the protocol work of one logical client process and records
+it through its `Session`; the Locust `User` around it (workloads.users) only calls
+`step()` and `close()`. A workload first sets itself up (subscriptions), retrying
+with a bounded backoff when that fails (a setup failure changes nothing the history
+records, so it is reported to Locust only), then runs one iteration per `step()`.
+
+Stopping: every iteration checks the load's stop flag between operations. A
+transaction still open when the load stops is aborted (with a short timeout) instead
+of being continued, so a graceful stop ends within one operation timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, ClassVar
+
+from harness.errors import OperationError
+from harness.history import HistoryMisuse, HistoryWriteError, OpF
+from workloads.api import ConsumerApi, TransactionApi
+from workloads.context import LoadContext
+from workloads.payload import Decoded, PayloadError, ValueSource, decode, encode
+from workloads.session import Outcome, Session
+
+# How long a consumer waits for the first message of an iteration, then for the rest.
+FIRST_RECEIVE_WAIT_S = 1.0
+GATHER_RECEIVE_WAIT_S = 0.05
+# A transaction cut short by a stop is aborted within this (or the op timeout, if shorter).
+STOP_ABORT_TIMEOUT_S = 5.0
+SETUP_BACKOFF_S = (0.2, 5.0)
+
+
+class UserKind(str, Enum):
+    """What a user does; also its name in Locust's statistics."""
+
+    ATOMIC_PRODUCE = "atomic-produce"
+    CONSUME_TRANSFORM_PRODUCE = "consume-transform-produce"
+    ACK_ONLY = "ack-only"
+    FEEDER = "feed"
+    VERIFIER = "verify"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Received:
+    """A message a user received, and what its payload says."""
+
+    message: Any
+    decoded: Decoded | None
+
+    @property
+    def value(self) -> str | None:
+        return self.decoded.value if self.decoded is not None else None
+
+
+@dataclass(frozen=True)
+class OpenTxn:
+    txn: TransactionApi
+    id: str
+
+
+class Workload(ABC):
+    """One logical client process of a load process."""
+
+    kind: ClassVar[UserKind]
+    paced: ClassVar[bool] = True
+
+    def __init__(self, ctx: LoadContext) -> None:
+        self.ctx = ctx
+        self.w = ctx.workload
+        self.number = ctx.next_number()
+        self.session = Session(ctx, self.number, self.kind.value, paced=self.paced)
+        self.rng = ctx.rng(self.number)
+        self.values = ValueSource(ctx.writer, self.number)
+        self.op_timeout_s = self.w.op_timeout_s
+        self._ready = False
+        self._backoff_s = SETUP_BACKOFF_S[0]
+        self.closed = False
+
+    @property
+    def process(self) -> str:
+        return self.session.process
+
+    # ---- the user's entry points --------------------------------------------------------
+
+    def step(self) -> None:
+        """Set up if needed, then run one iteration. History failures stop the whole load."""
+        if self.ctx.stopping.is_set() or self.closed:
+            return
+        try:
+            if not self._ready and not self._try_setup():
+                return
+            self.iterate()
+        except (HistoryWriteError, HistoryMisuse) as err:
+            self.ctx.fail_fatally(err)
+            raise
+        except OperationError:
+            raise  # iterate() records operation errors itself; one escaping is a bug
+        except Exception:
+            self.ctx.counters.exceptions += 1
+            raise
+
+    def close(self) -> None:
+        """Release what this user holds (consumers); bounded; idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self.teardown()
+
+    # ---- what each kind implements ---------------------------------------------------------
+
+    def setup(self) -> None:  # noqa: B027 - a hook; most kinds need no setup
+        """Create what the iterations need (raise an OperationError to retry later)."""
+
+    @abstractmethod
+    def iterate(self) -> None:
+        """One unit of work (one transaction, one poll, one feed send)."""
+
+    def teardown(self) -> None:  # noqa: B027 - a hook
+        """Undo `setup()`."""
+
+    # ---- helpers --------------------------------------------------------------------------
+
+    def _try_setup(self) -> bool:
+        try:
+            self.setup()
+        except OperationError as err:
+            self.ctx.counters.exceptions += 1
+            self.session.fire("setup", 0.0, err)
+            self.ctx.stopping.wait(self._backoff_s)
+            self._backoff_s = min(self._backoff_s * 2, SETUP_BACKOFF_S[1])
+            return False
+        self._ready = True
+        return True
+
+    def stop_timeout_s(self) -> float:
+        """The timeout of an operation that ends a transaction cut short by a stop."""
+        return min(self.op_timeout_s, STOP_ABORT_TIMEOUT_S)
+
+    def open_txn(self) -> OpenTxn | None:
+        outcome = self.session.op(
+            OpF.TXN_OPEN,
+            lambda: self.ctx.client.new_transaction(self.w.txn_timeout_s, request_timeout_s=self.op_timeout_s),
+            result=lambda txn: {"txn": str(txn.id)})
+        if not outcome.ok:
+            return None
+        assert outcome.value is not None
+        return OpenTxn(outcome.value, str(outcome.value.id))
+
+    def end_txn(self, txn: OpenTxn, *, abort: bool) -> Outcome[None]:
+        """Commit or abort; fires a `txn` request event for the whole transaction."""
+        timeout = self.stop_timeout_s() if self.ctx.stopping.is_set() else self.op_timeout_s
+        if abort:
+            outcome = self.session.op(OpF.TXN_ABORT, lambda: txn.txn.abort(timeout), txn=txn.id)
+        else:
+            outcome = self.session.op(OpF.TXN_COMMIT, lambda: txn.txn.commit(timeout), txn=txn.id)
+        self.session.fire("txn", self.session.iteration_ms(), outcome.error)
+        return outcome
+
+    def send(self, topic: str, *, txn: OpenTxn | None, key: str | None,
+             inputs: tuple[str, ...] = ()) -> Outcome[Any]:
+        value = self.values.next()
+        payload = encode(value, inputs, self.w.message_size)
+        producers = self.ctx.producers
+        handle = txn.txn if txn is not None else None
+        return self.session.op(
+            OpF.SEND,
+            lambda: producers.get(topic).send(payload, key=key, txn=handle, timeout_s=self.op_timeout_s),
+            result=lambda receipt: {"msg_id": receipt.msg_id, "segment": receipt.segment},
+            length=len(payload), txn=txn.id if txn is not None else None, topic=topic, key=key, value=value,
+            inputs=list(inputs) if inputs else None)
+
+    def ack(self, consumer: ConsumerApi, received: Received, subscription: str, *,
+            txn: OpenTxn | None, cumulative: bool = False) -> Outcome[None]:
+        message = received.message
+        handle = txn.txn if txn is not None else None
+        if cumulative:
+            def call() -> None:
+                consumer.acknowledge_cumulative(message, txn=handle, timeout_s=self.op_timeout_s)
+        else:
+            def call() -> None:
+                consumer.acknowledge(message, txn=handle, timeout_s=self.op_timeout_s)
+        return self.session.op(
+            OpF.ACK, call, txn=txn.id if txn is not None else None, topic=message.topic,
+            segment=message.segment, subscription=subscription, key=message.key, value=received.value,
+            msg_id=message.msg_id, extra={"cumulative": True} if cumulative else None)
+
+    def receive_one(self, consumer: ConsumerApi, subscription: str, timeout_s: float) -> Received | None:
+        """Receive one message (recording a `receive` event), or None within `timeout_s`."""
+        try:
+            message = consumer.receive(timeout_s)
+        except OperationError:
+            return None
+        if message is None:
+            return None
+        try:
+            decoded: Decoded | None = decode(message.data)
+            extra = None
+        except PayloadError as err:
+            decoded, extra = None, {"payload_error": str(err)}
+        received = Received(message, decoded)
+        self.session.receive_event(message, subscription, value=received.value, extra=extra)
+        return received
+
+    def receive_batch(self, consumer: ConsumerApi, subscription: str, count: int) -> list[Received]:
+        """Up to `count` messages: wait for the first, then take what arrives quickly."""
+        got: list[Received] = []
+        wait = FIRST_RECEIVE_WAIT_S
+        while len(got) < count and not self.ctx.stopping.is_set():
+            received = self.receive_one(consumer, subscription, wait)
+            if received is None:
+                break
+            got.append(received)
+            wait = GATHER_RECEIVE_WAIT_S
+        return got
+
+    def pick_key(self) -> str:
+        return f"k{self.rng.randrange(self.w.keys)}"
+
+    def close_quietly(self, closable: Any) -> None:
+        with contextlib.suppress(Exception):  # best effort: nothing it does is recorded
+            closable.close(self.stop_timeout_s())
