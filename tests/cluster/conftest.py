@@ -13,11 +13,15 @@ timeout (how long a dead broker's topics stay assigned to it) and keep-alives.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pulsar
 import pytest
 
 from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec
@@ -70,3 +74,62 @@ def cluster_factory(tmp_path: Path) -> Iterator[ClusterFactory]:
 @pytest.fixture
 def embedded_cluster(cluster_factory: ClusterFactory) -> EmbeddedCluster:
     return cluster_factory()
+
+
+# ---- traffic with the real pulsar-client (failover and restart tests) -------------------------
+
+
+def service_urls(cluster: EmbeddedCluster) -> str:
+    hosts = [r.service_url.removeprefix("pulsar://") for n, r in sorted(cluster.records.items())
+             if n.startswith("broker-") and r.service_url]
+    return "pulsar://" + ",".join(hosts)
+
+
+@dataclass
+class Traffic:
+    acked_sends: dict[str, tuple[int, int]] = field(default_factory=dict)
+    send_errors: list[str] = field(default_factory=list)
+    received: list[tuple[float, str, tuple[int, int]]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    stop_producing: threading.Event = field(default_factory=threading.Event)
+
+    def consumed_values(self) -> set[str]:
+        return {value for _, value, _ in self.received}
+
+
+def produce(client: pulsar.Client, topic: str, traffic: Traffic, total: int) -> None:
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=5,
+                                      send_timeout_millis=60_000, block_if_queue_full=True)
+    lock = threading.Lock()
+
+    def done(value: str) -> pulsar.SendCallback:
+        def callback(result: pulsar.Result, message_id: pulsar.MessageId) -> None:
+            with lock:
+                if result == pulsar.Result.Ok:
+                    traffic.acked_sends[value] = (message_id.ledger_id(), message_id.entry_id())
+                else:
+                    traffic.send_errors.append(f"{value}: {result}")
+        return callback
+
+    for i in range(total):
+        if traffic.stop.is_set() or traffic.stop_producing.is_set():
+            break
+        value = f"v{i:06d}"
+        producer.send_async(value.encode(), done(value))
+        time.sleep(0.004)
+    producer.flush()
+    producer.close()
+
+
+def consume(client: pulsar.Client, topic: str, traffic: Traffic) -> None:
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Failover,
+                                initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=100)
+    while not traffic.stop.is_set():
+        try:
+            message = consumer.receive(timeout_millis=200)
+        except pulsar.Timeout:
+            continue
+        mid = message.message_id()
+        traffic.received.append((time.monotonic(), message.data().decode(), (mid.ledger_id(), mid.entry_id())))
+        consumer.acknowledge(message)
+    consumer.close()

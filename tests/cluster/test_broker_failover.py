@@ -14,7 +14,6 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 
 import pulsar
 import pytest
@@ -31,18 +30,12 @@ from harness.wire import (
     SubType,
     commands,
 )
-from tests.cluster.conftest import ClusterFactory
+from tests.cluster.conftest import ClusterFactory, Traffic, consume, produce, service_urls
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
 SETTINGS = {"txnbenchTxnExtensions": [], "managedLedgerDefaultMarkDeleteRateLimit": 5.0}
-
-
-def service_urls(cluster: EmbeddedCluster) -> str:
-    hosts = [r.service_url.removeprefix("pulsar://") for n, r in sorted(cluster.records.items())
-             if n.startswith("broker-") and r.service_url]
-    return "pulsar://" + ",".join(hosts)
 
 
 def owner_of(cluster: EmbeddedCluster, topic: str, via: str) -> str:
@@ -74,52 +67,6 @@ def covered(position: tuple[int, int], mark_delete: tuple[int, int], ranges: lis
     if position <= mark_delete:
         return True
     return any(position[0] == lid and first <= position[1] <= last for lid, first, last in ranges)
-
-
-@dataclass
-class Traffic:
-    acked_sends: dict[str, tuple[int, int]] = field(default_factory=dict)
-    send_errors: list[str] = field(default_factory=list)
-    received: list[tuple[float, str, tuple[int, int]]] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-
-def produce(client: pulsar.Client, topic: str, traffic: Traffic, total: int) -> None:
-    producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=5,
-                                      send_timeout_millis=60_000, block_if_queue_full=True)
-    lock = threading.Lock()
-
-    def done(value: str) -> pulsar.SendCallback:
-        def callback(result: pulsar.Result, message_id: pulsar.MessageId) -> None:
-            with lock:
-                if result == pulsar.Result.Ok:
-                    traffic.acked_sends[value] = (message_id.ledger_id(), message_id.entry_id())
-                else:
-                    traffic.send_errors.append(f"{value}: {result}")
-        return callback
-
-    for i in range(total):
-        if traffic.stop.is_set():
-            break
-        value = f"v{i:06d}"
-        producer.send_async(value.encode(), done(value))
-        time.sleep(0.004)
-    producer.flush()
-    producer.close()
-
-
-def consume(client: pulsar.Client, topic: str, traffic: Traffic) -> None:
-    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Failover,
-                                initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=100)
-    while not traffic.stop.is_set():
-        try:
-            message = consumer.receive(timeout_millis=200)
-        except pulsar.Timeout:
-            continue
-        mid = message.message_id()
-        traffic.received.append((time.monotonic(), message.data().decode(), (mid.ledger_id(), mid.entry_id())))
-        consumer.acknowledge(message)
-    consumer.close()
 
 
 def test_kill_9_of_the_owner_moves_the_topic_and_loses_nothing(cluster_factory: ClusterFactory) -> None:
