@@ -1,0 +1,176 @@
+"""The admin REST client against a recording HTTP server on 127.0.0.1: paths, bodies, errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from harness.client.admin import AdminClient, AdminError
+
+
+class Recorder:
+    """A tiny web server that records requests and answers from a script."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
+        self.answers: dict[tuple[str, str], tuple[int, Any, dict[str, str]]] = {}
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                parts = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                recorder.requests.append((self.command, parts.path, parse_qs(parts.query), body))
+                status, payload, headers = recorder.answers.get(
+                    (self.command, parts.path), (200, None, {}))
+                data = b"" if payload is None else (
+                    payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = _handle
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def web() -> Iterator[Recorder]:
+    recorder = Recorder()
+    yield recorder
+    recorder.stop()
+
+
+@pytest.fixture
+def admin(web: Recorder) -> AdminClient:
+    return AdminClient(web.url, timeout_s=5)
+
+
+def test_tenant_namespace_and_topic_paths(web: Recorder, admin: AdminClient) -> None:
+    web.answers[("GET", "/admin/v2/clusters")] = (200, ["standalone"], {})
+    admin.create_tenant("bench")
+    admin.create_namespace("bench", "txn")
+    admin.create_topic("persistent://bench/txn/plain")
+    admin.create_partitioned_topic("bench/txn/parted", 4)
+    admin.terminate_topic("bench/txn/plain")
+    admin.terminate_partitioned_topic("bench/txn/parted")
+    admin.delete_topic("bench/txn/plain")
+    admin.delete_partitioned_topic("bench/txn/parted")
+    calls = [(m, p, q, b) for m, p, q, b in web.requests]
+    assert calls == [
+        ("GET", "/admin/v2/clusters", {}, None),
+        ("PUT", "/admin/v2/tenants/bench", {}, {"adminRoles": [], "allowedClusters": ["standalone"]}),
+        ("PUT", "/admin/v2/namespaces/bench/txn", {}, None),
+        ("PUT", "/admin/v2/persistent/bench/txn/plain", {}, None),
+        ("PUT", "/admin/v2/persistent/bench/txn/parted/partitions", {}, 4),
+        ("POST", "/admin/v2/persistent/bench/txn/plain/terminate", {}, None),
+        ("POST", "/admin/v2/persistent/bench/txn/parted/terminate/partitions", {}, None),
+        ("DELETE", "/admin/v2/persistent/bench/txn/plain", {"force": ["true"]}, None),
+        ("DELETE", "/admin/v2/persistent/bench/txn/parted/partitions", {"force": ["true"]}, None),
+    ]
+
+
+def test_reads_return_the_brokers_json(web: Recorder, admin: AdminClient) -> None:
+    web.answers[("GET", "/admin/v2/persistent/public/default/t/stats")] = (
+        200, {"msgInCounter": 3, "subscriptions": {}}, {})
+    web.answers[("GET", "/admin/v2/persistent/public/default/t/partitions")] = (
+        200, {"partitions": 2}, {})
+    web.answers[("GET", "/lookup/v2/topic/persistent/public/default/t")] = (
+        200, {"brokerUrl": "pulsar://127.0.0.1:6650", "httpUrl": "http://127.0.0.1:8080"}, {})
+    web.answers[("GET", "/admin/v2/persistent/public/default")] = (200, ["persistent://x"], {})
+    assert admin.topic_stats("t")["msgInCounter"] == 3
+    assert admin.partitions("t") == 2
+    assert admin.lookup("t")["brokerUrl"] == "pulsar://127.0.0.1:6650"
+    assert admin.topics("public", "default") == ["persistent://x"]
+
+
+def test_scalable_topic_and_segment_paths(web: Recorder, admin: AdminClient) -> None:
+    admin.create_scalable_topic("topic://bench/txn/orders", 4, properties={"team": "a"})
+    admin.scalable_topic_metadata("topic://bench/txn/orders")
+    admin.scalable_topic_stats("topic://bench/txn/orders")
+    admin.segment_stats("topic://bench/txn/orders", 2)
+    admin.split_segment("topic://bench/txn/orders", 3)
+    admin.merge_segments("topic://bench/txn/orders", 4, 5)
+    admin.terminate_segment("segment://bench/txn/orders/0000-7fff-1")
+    admin.delete_scalable_topic("topic://bench/txn/orders")
+    calls = [(m, p, q, b) for m, p, q, b in web.requests]
+    base = "/admin/v2/scalable/bench/txn/orders"
+    assert calls == [
+        ("PUT", base, {"numInitialSegments": ["4"]}, {"team": "a"}),
+        ("GET", base, {}, None),
+        ("GET", f"{base}/stats", {}, None),
+        ("GET", f"{base}/segments/2/stats", {}, None),
+        ("POST", f"{base}/split/3", {}, None),
+        ("POST", f"{base}/merge/4/5", {}, None),
+        ("POST", "/admin/v2/segments/bench/txn/orders/0000-7fff-1/terminate", {}, None),
+        ("DELETE", base, {"force": ["true"]}, None),
+    ]
+
+
+def test_wrong_domain_is_refused_before_any_request(web: Recorder, admin: AdminClient) -> None:
+    with pytest.raises(ValueError, match="this call takes topic://"):
+        admin.split_segment("persistent://a/b/c", 1)
+    assert web.requests == []
+
+
+def test_errors_carry_status_and_the_brokers_reason(web: Recorder, admin: AdminClient) -> None:
+    web.answers[("PUT", "/admin/v2/persistent/public/default/t")] = (
+        412, {"reason": "Namespace does not exist"}, {})
+    with pytest.raises(AdminError, match="HTTP 412: Namespace does not exist") as info:
+        admin.create_topic("t", exist_ok=False)
+    assert info.value.status == 412
+    web.answers[("PUT", "/admin/v2/persistent/public/default/t")] = (409, {"reason": "exists"}, {})
+    admin.create_topic("t")  # exist_ok
+
+
+def test_redirect_to_the_owner_is_followed(web: Recorder, admin: AdminClient) -> None:
+    owner = Recorder()
+    try:
+        path = "/admin/v2/persistent/public/default/t/terminate"
+        web.answers[("POST", path)] = (307, None, {"Location": f"{owner.url}{path}"})
+        owner.answers[("POST", path)] = (200, {"ledgerId": 1, "entryId": 4}, {})
+        assert admin.terminate_topic("t") == {"ledgerId": 1, "entryId": 4}
+        assert [(m, p) for m, p, _, _ in owner.requests] == [("POST", path)]
+    finally:
+        owner.stop()
+
+
+def test_health_metrics_and_unreachable(web: Recorder, admin: AdminClient) -> None:
+    web.answers[("GET", "/admin/v2/brokers/health")] = (200, "ok", {})
+    web.answers[("GET", "/metrics")] = (200, "pulsar_txn_created_total 3\n", {})
+    assert admin.health()
+    admin.wait_healthy(timeout_s=1)
+    assert "pulsar_txn_created_total 3" in admin.metrics()
+    gone = Recorder()
+    gone.stop()
+    dead = AdminClient(gone.url, timeout_s=1)
+    assert not dead.health()
+    with pytest.raises(AdminError, match="cannot reach") as info:
+        dead.metrics()
+    assert info.value.status is None
+
+
+def test_admin_url_must_be_http() -> None:
+    with pytest.raises(ValueError, match="web service"):
+        AdminClient("pulsar://127.0.0.1:6650")
