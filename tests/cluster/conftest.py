@@ -13,6 +13,7 @@ timeout (how long a dead broker's topics stay assigned to it) and keep-alives.
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -26,6 +27,7 @@ import pytest
 
 from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec
 from harness.txn_paths import TxnPath
+from harness.wire import Command, CommandType, Connection, InitialPosition, Role, SubType, commands
 
 FAST_SETTINGS: dict[str, Any] = {
     "metadataStoreSessionTimeoutMillis": 3000,
@@ -133,3 +135,98 @@ def consume(client: pulsar.Client, topic: str, traffic: Traffic) -> None:
         traffic.received.append((time.monotonic(), message.data().decode(), (mid.ledger_id(), mid.entry_id())))
         consumer.acknowledge(message)
     consumer.close()
+
+
+# ---- a minimal blocking client on harness.wire (what pulsar-client cannot do: receipts, txns) ---
+
+
+class WireClient:
+    """A minimal blocking client on harness.wire: requests, one consumer, acks with receipts, txns."""
+
+    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
+        host, port = address.removeprefix("pulsar://").rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        self.conn = Connection(Role.CLIENT)
+        self.pending: list[Command] = []
+        self.next_request_id = 1000
+        self.sock.sendall(self.conn.send(commands.connect("txnbench-test")))
+        self.wait(lambda c: c.type is CommandType.CONNECTED)
+
+    def send(self, command: Command) -> None:
+        self.sock.sendall(self.conn.send(command))
+
+    def wait(self, predicate, timeout_s: float = 10.0) -> Command:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for i, command in enumerate(self.pending):
+                if predicate(command):
+                    return self.pending.pop(i)
+            if time.monotonic() > deadline:
+                raise TimeoutError("no matching command arrived")
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise ConnectionError("broker closed the connection")
+            self.conn.receive_data(data)
+            for event in self.conn.events():
+                if isinstance(event, Command):
+                    if event.type is CommandType.PING:
+                        self.send(commands.pong())
+                    else:
+                        self.pending.append(event)
+
+    def request(self, build: Callable[[int], Command], answer: CommandType, timeout_s: float = 10.0) -> Command:
+        """Send `build(request_id)` and wait for the `answer` carrying that request id."""
+        self.next_request_id += 1
+        request_id = self.next_request_id
+        self.send(build(request_id))
+        return self.wait(lambda c: c.type in (answer, CommandType.ERROR) and commands.request_id_of(c) == request_id,
+                         timeout_s)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def lookup_until_connect(address: str, topic: str, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    target = address
+    while time.monotonic() < deadline:
+        try:
+            client = WireClient(target, 2.0)
+        except OSError:
+            time.sleep(0.2)
+            continue
+        try:
+            client.send(commands.lookup(topic, 1, authoritative=target != address))
+            answer = client.wait(lambda c: c.type is CommandType.LOOKUP_RESPONSE, 5)
+        except (OSError, TimeoutError, ConnectionError):
+            time.sleep(0.2)
+            continue
+        finally:
+            client.close()
+        if commands.error_of(answer) is None:
+            url = answer.body.brokerServiceUrl
+            if answer.body.response == 0:   # Redirect
+                target = url
+                continue
+            return url
+        time.sleep(0.2)
+    raise AssertionError(f"no broker answered a lookup of {topic} within {timeout_s}s")
+
+
+def subscribe(url: str, topic: str, timeout_s: float, *, subscription: str = "receipts",
+              sub_type: SubType = SubType.Exclusive) -> WireClient:
+    """A WireClient with consumer 1 on `subscription` (from the earliest entry) and 1000 permits."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        client = WireClient(url)
+        client.send(commands.subscribe(topic, subscription, 1, 1, sub_type=sub_type,
+                                       initial_position=InitialPosition.Earliest))
+        answer = client.wait(lambda c: c.type in (CommandType.SUCCESS, CommandType.ERROR))
+        if answer.type is CommandType.SUCCESS:
+            client.send(commands.flow(1, 1000))
+            return client
+        client.close()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"cannot subscribe: {commands.describe(answer)}")
+        time.sleep(0.2)

@@ -6,6 +6,7 @@ in this module; each test uses its own topics.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -227,3 +228,20 @@ def test_admin_rest_tenants_namespaces_and_stats_redirect_to_the_owner(client: p
     assert missing.status_code == 404
     metrics = requests.get(f"{base}/metrics", timeout=5).text
     assert "pulsar_in_messages_total" in metrics and "txnbench_ml_add_entries_total" in metrics
+
+
+def test_schemas_and_pattern_subscriptions(client: pulsar.Client) -> None:
+    topic = topic_name("typed")
+    consumer = client.subscribe(topic, "s", schema=pulsar.schema.StringSchema(),
+                                initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, schema=pulsar.schema.StringSchema())
+    producer.send("hello")
+    assert consumer.receive(timeout_millis=5000).value() == "hello"
+
+    prefix = f"pat{uuid.uuid4().hex[:6]}"
+    for suffix in ("one", "two"):
+        client.create_producer(f"persistent://public/default/{prefix}-{suffix}").send(suffix.encode())
+    pattern = client.subscribe(re.compile(f"persistent://public/default/{prefix}-.*"), "p",
+                               initial_position=pulsar.InitialPosition.Earliest)
+    got = {pattern.receive(timeout_millis=10_000).data() for _ in range(2)}
+    assert got == {b"one", b"two"}

@@ -10,7 +10,6 @@ level: an ACK answered by ACK_RESPONSE is never delivered again after the owner 
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
@@ -21,16 +20,19 @@ import requests
 
 from harness.targets.embedded import EmbeddedCluster
 from harness.wire import (
-    Command,
     CommandType,
-    Connection,
-    InitialPosition,
     MessageId,
-    Role,
-    SubType,
     commands,
 )
-from tests.cluster.conftest import ClusterFactory, Traffic, consume, produce, service_urls
+from tests.cluster.conftest import (
+    ClusterFactory,
+    Traffic,
+    consume,
+    lookup_until_connect,
+    produce,
+    service_urls,
+    subscribe,
+)
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -114,87 +116,6 @@ def test_kill_9_of_the_owner_moves_the_topic_and_loses_nothing(cluster_factory: 
 
 
 # ---- acks with receipts, at the wire level ------------------------------------------------------
-
-
-class WireClient:
-    """A minimal blocking client on harness.wire: enough for one consumer with ack receipts."""
-
-    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
-        host, port = address.removeprefix("pulsar://").rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-        self.conn = Connection(Role.CLIENT)
-        self.pending: list[Command] = []
-        self.sock.sendall(self.conn.send(commands.connect("txnbench-test")))
-        self.wait(lambda c: c.type is CommandType.CONNECTED)
-
-    def send(self, command: Command) -> None:
-        self.sock.sendall(self.conn.send(command))
-
-    def wait(self, predicate, timeout_s: float = 10.0) -> Command:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout_s
-        while True:
-            for i, command in enumerate(self.pending):
-                if predicate(command):
-                    return self.pending.pop(i)
-            if time.monotonic() > deadline:
-                raise TimeoutError("no matching command arrived")
-            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
-            data = self.sock.recv(1 << 16)
-            if not data:
-                raise ConnectionError("broker closed the connection")
-            self.conn.receive_data(data)
-            for event in self.conn.events():
-                if isinstance(event, Command):
-                    if event.type is CommandType.PING:
-                        self.send(commands.pong())
-                    else:
-                        self.pending.append(event)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def lookup_until_connect(address: str, topic: str, timeout_s: float) -> str:
-    deadline = time.monotonic() + timeout_s
-    target = address
-    while time.monotonic() < deadline:
-        try:
-            client = WireClient(target, 2.0)
-        except OSError:
-            time.sleep(0.2)
-            continue
-        try:
-            client.send(commands.lookup(topic, 1, authoritative=target != address))
-            answer = client.wait(lambda c: c.type is CommandType.LOOKUP_RESPONSE, 5)
-        except (OSError, TimeoutError, ConnectionError):
-            time.sleep(0.2)
-            continue
-        finally:
-            client.close()
-        if commands.error_of(answer) is None:
-            url = answer.body.brokerServiceUrl
-            if answer.body.response == 0:   # Redirect
-                target = url
-                continue
-            return url
-        time.sleep(0.2)
-    raise AssertionError(f"no broker answered a lookup of {topic} within {timeout_s}s")
-
-
-def subscribe(url: str, topic: str, timeout_s: float) -> WireClient:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        client = WireClient(url)
-        client.send(commands.subscribe(topic, "receipts", 1, 1, sub_type=SubType.Exclusive,
-                                       initial_position=InitialPosition.Earliest))
-        answer = client.wait(lambda c: c.type in (CommandType.SUCCESS, CommandType.ERROR))
-        if answer.type is CommandType.SUCCESS:
-            client.send(commands.flow(1, 1000))
-            return client
-        client.close()
-        if time.monotonic() > deadline:
-            raise AssertionError(f"cannot subscribe: {commands.describe(answer)}")
-        time.sleep(0.2)
 
 
 def test_acks_answered_with_a_receipt_survive_kill_9(cluster_factory: ClusterFactory) -> None:
