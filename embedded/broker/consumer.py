@@ -25,7 +25,8 @@ _MESSAGE = CommandType.MESSAGE
 
 class Consumer:
     def __init__(self, subscription: Subscription, cnx: ServerCnx, consumer_id: int, name: str, *,
-                 sub_type: SubType, priority: int, metadata: dict[str, str], track_pending: bool) -> None:
+                 sub_type: SubType, priority: int, metadata: dict[str, str], track_pending: bool,
+                 max_unacked: int = 0) -> None:
         self.subscription = subscription
         self.cnx = cnx
         self.consumer_id = consumer_id
@@ -41,10 +42,25 @@ class Consumer:
         self.msgs_out = 0
         self.bytes_out = 0
         self.unacked_messages = 0
+        self.max_unacked = max_unacked if track_pending else 0
+        self.blocked = False
 
     @property
     def available(self) -> bool:
-        return not self.closed and self.permits > 0
+        return not self.closed and self.permits > 0 and not self.blocked
+
+    def _check_blocked(self) -> None:
+        """Pulsar's maxUnackedMessagesPerConsumer: block at the limit, unblock below half of it."""
+        limit = self.max_unacked
+        if limit <= 0:
+            return
+        if not self.blocked and self.unacked_messages >= limit:
+            self.blocked = True
+        elif self.blocked and self.unacked_messages < limit // 2:
+            self.blocked = False
+            dispatcher = self.subscription.dispatcher
+            if dispatcher is not None:
+                dispatcher.wake()
 
     def send_entries(self, batch: list[tuple[Entry, int, list[int] | None]]) -> int:
         """Send (entry, redelivery count, ack set) triples as MESSAGE frames; returns messages sent."""
@@ -72,6 +88,7 @@ class Consumer:
         self.msgs_out += sent
         self.bytes_out += size
         self.unacked_messages += sent
+        self._check_blocked()
         self.subscription.topic.counters.dispatched(sent, size)
         return sent
 
@@ -84,6 +101,7 @@ class Consumer:
             count = pending.pop(position, None)
             if count is not None:
                 self.unacked_messages = max(0, self.unacked_messages - count)
+        self._check_blocked()
 
     def take_pending(self) -> list[Position]:
         """Everything sent and not acknowledged (Shared); cleared."""
@@ -92,6 +110,7 @@ class Consumer:
         positions = sorted(self.pending)
         self.pending.clear()
         self.unacked_messages = 0
+        self._check_blocked()
         return positions
 
     def close_by_broker(self) -> None:
@@ -117,4 +136,5 @@ class Consumer:
         return {"consumerName": self.name, "availablePermits": self.permits, "unackedMessages": self.unacked_messages,
                 "msgOutCounter": self.msgs_out, "bytesOutCounter": self.bytes_out, "address": self.cnx.remote,
                 "connectedSince": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.connected_since)),
-                "priorityLevel": self.priority, "metadata": self.metadata}
+                "priorityLevel": self.priority, "metadata": self.metadata,
+                "blockedConsumerOnUnackedMsgs": self.blocked}

@@ -410,7 +410,8 @@ class ServerCnx:
                                 body.consumer_name or f"consumer-{self.cnx_id}-{consumer_id}",
                                 sub_type=sub_type, priority=body.priority_level,
                                 metadata={kv.key: kv.value for kv in body.metadata},
-                                track_pending=sub_type is SubType.Shared)
+                                track_pending=sub_type is SubType.Shared,
+                                max_unacked=self.broker.settings.int("maxUnackedMessagesPerConsumer"))
             await subscription.add_consumer(consumer)
         except ConsumerBusy as err:
             self._error(request_id, ServerError.ConsumerBusy, str(err))
@@ -606,7 +607,7 @@ class ServerCnx:
         self.send(commands.consumer_stats_response(
             body.request_id, msgRateOut=0.0, msgThroughputOut=0.0, msgRateRedeliver=0.0,
             consumerName=consumer.name, availablePermits=max(0, consumer.permits),
-            unackedMessages=consumer.unacked_messages, blockedConsumerOnUnackedMsgs=False,
+            unackedMessages=consumer.unacked_messages, blockedConsumerOnUnackedMsgs=consumer.blocked,
             address=self.remote, connectedSince=stats["connectedSince"],
             type=subscription.stats()["type"], msgRateExpired=0.0, msgBacklog=subscription.backlog()))
 
