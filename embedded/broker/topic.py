@@ -103,7 +103,8 @@ class PersistentTopic:
 
     def _on_fenced(self, ml: ManagedLedger) -> None:
         log.warning("%s: another broker took the topic over; unloading", self._name)
-        spawn(self._broker.unload_topic(self._name, release=False), f"unloading {self._name}")
+        # release: if our owner record is somehow still there, drop it (CAS on our version)
+        spawn(self._broker.unload_topic(self._name, release=True), f"unloading {self._name}")
 
     # ---- publishing ---------------------------------------------------------------------------
 

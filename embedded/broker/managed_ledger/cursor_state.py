@@ -66,7 +66,14 @@ class CursorState:
             if not _all_clear(remaining):
                 self.batch[position] = remaining
                 return False
-        self.batch.pop(position, None)
+        if self.batch:
+            self.batch.pop(position, None)
+        if position == self.next_position(self.mark_delete):   # the usual in-order ack
+            self.mark_delete = position
+            if self.acked:
+                self.acked.remove_through(position)
+                self._advance()
+            return True
         self.acked.add(position)
         return self._advance()
 
