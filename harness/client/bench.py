@@ -142,15 +142,15 @@ def main(argv: list[str] | None = None) -> int:
         from gevent import monkey
 
         monkey.patch_all()
-        results = [measure(args.url, s, args.workers, args.seconds, "gevent") for s in scenarios]
-        print(json.dumps(results))
+        print(json.dumps([measure(args.url, s, args.workers, args.seconds, "gevent")
+                          for s in scenarios]))
         return 0
     broker = None
     url = args.url
     if url is None:
         broker, port = _start_null_broker(tc_count=4)
         url = f"pulsar://127.0.0.1:{port}"
-    results: list[dict[str, Any]] = []
+    results = []
     try:
         if args.mode in ("both", "threads"):
             results += [measure(url, s, args.workers, args.seconds, "threads") for s in scenarios]

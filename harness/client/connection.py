@@ -408,8 +408,8 @@ class ClientConnection:
         sock = self._sock
         assert sock is not None
         try:
-            for event in self._early_events:
-                self._dispatch(event)
+            for early in self._early_events:
+                self._dispatch(early)
             self._early_events = []
             while not self._closed:
                 data = sock.recv(262144)
@@ -568,15 +568,20 @@ class ConnectionPool:
         """
         urls = self._config.service_urls
         errors: list[str] = []
+        start = self._service_index
         for offset in range(len(urls)):
-            url = urls[(self._service_index + offset) % len(urls)]
+            index = (start + offset) % len(urls)
+            # An unreachable host (blackholed, paused) must not eat the others' time.
+            share = deadline.remaining() / (len(urls) - offset)
             try:
-                return self.get(url, None, deadline)
+                conn = self.get(urls[index], None, deadline.earlier(max(share, 0.2)))
             except NotReadyError as exc:
                 errors.append(str(exc))
-                self._service_index += 1
                 if deadline.expired:
                     break
+                continue
+            self._service_index = index  # start from a host that answered next time
+            return conn
         raise NotReadyError("no service URL host reachable: " + "; ".join(errors))
 
     def connections(self) -> list[ClientConnection]:

@@ -163,20 +163,21 @@ class ReceiveQueue:
         Raises:
             AlreadyClosedError: the consumer was closed.
         """
-        with self._cond:
-            while True:
-                while self._items:
-                    message = self._items.popleft()
-                    if message.source.accept(message):
-                        return message
-                if self._closed:
-                    raise AlreadyClosedError("the consumer is closed")
-                if stop is not None and stop():
-                    return None
-                remaining = deadline.remaining()
-                if remaining <= 0:
-                    return None
-                self._cond.wait(remaining)
+        while True:
+            with self._cond:
+                while not self._items:
+                    if self._closed:
+                        raise AlreadyClosedError("the consumer is closed")
+                    if stop is not None and stop():
+                        return None
+                    remaining = deadline.remaining()
+                    if remaining <= 0:
+                        return None
+                    self._cond.wait(remaining)
+                message = self._items.popleft()
+            # outside the queue lock: accepting may write FLOW to the socket
+            if message.source.accept(message):
+                return message
 
     def __len__(self) -> int:
         return len(self._items)
@@ -288,6 +289,8 @@ class TopicConsumer(ReconnectingHandler):
 
     def _release(self, conn: ClientConnection) -> None:
         conn.unregister_consumer(self.consumer_id, self)
+        with contextlib.suppress(OperationError):  # subscribed, but no longer wanted
+            conn.send(commands.close_consumer(self.consumer_id, next_request_id()))
 
     def closed_by_broker(self, conn: ClientConnection, event: Command) -> None:
         """CLOSE_CONSUMER / TOPIC_MIGRATED: resubscribe (queued messages become stale)."""
@@ -451,9 +454,9 @@ class TopicConsumer(ReconnectingHandler):
         if message_id.is_batched and message_id.batch_size > 0:
             size = message_id.batch_size
             if cumulative:
-                remaining = range(message_id.batch_index + 1, size)
+                remaining = list(range(message_id.batch_index + 1, size))
             else:
-                remaining = (i for i in range(size) if i != message_id.batch_index)
+                remaining = [i for i in range(size) if i != message_id.batch_index]
             ack_sets = {message_id: ack_set_words(size, remaining)}
         receipt = conn.protocol_version >= 17
         request_id = next_request_id() if receipt else None

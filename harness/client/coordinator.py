@@ -225,20 +225,17 @@ class Discovery(Protocol):
         """Close every handler and watch."""
 
 
-def _wait_connected(handlers: list[CoordinatorHandler], deadline: Deadline) -> None:
-    for handler in handlers:
-        handler.connect_in_background()
-    pause = threading.Event()
-    while True:
-        states = [h.state for h in handlers]
-        if all(s is not HandlerState.CONNECTING and s is not HandlerState.IDLE for s in states):
-            break
-        if deadline.expired:
-            break
-        pause.wait(min(0.01, deadline.remaining()))
-    if not any(h.state is HandlerState.READY for h in handlers):
-        errors = "; ".join(f"{h.tc_id}: {h._last_error}" for h in handlers if h._last_error)
-        raise NotReadyError(f"no transaction coordinator reachable ({errors or 'timeout'})")
+def _pick_ready(handlers: list[CoordinatorHandler], start: int) -> CoordinatorHandler | None:
+    """Round robin from `start`, preferring a connected coordinator (an unreachable one
+    would only make NEW_TXN wait out its deadline); the first candidate if none is."""
+    if not handlers:
+        return None
+    count = len(handlers)
+    for offset in range(count):
+        handler = handlers[(start + offset) % count]
+        if handler.state is HandlerState.READY:
+            return handler
+    return handlers[start % count]
 
 
 class AssignTopicDiscovery:
@@ -264,14 +261,17 @@ class AssignTopicDiscovery:
                 f"coordinator has not initialized: {ASSIGN_TOPIC} has no partitions; set "
                 "transactionCoordinatorEnabled=true and run "
                 "`pulsar initialize-transaction-coordinator-metadata`")
-        lookup = self._ctx.lookup
         self._handlers = [
             CoordinatorHandler(self._ctx, tc_id, scalable=False,
-                               resolve=lambda d, t=tc_id: lookup.lookup(
-                                   f"{ASSIGN_TOPIC}-partition-{t}", d))
+                               resolve=self._resolver(f"{ASSIGN_TOPIC}-partition-{tc_id}"))
             for tc_id in range(partitions)
         ]
-        _wait_connected(self._handlers, deadline)
+        for handler in self._handlers:  # connect in the background; requests wait in ready()
+            handler.connect_in_background()
+
+    def _resolver(self, topic: str) -> Callable[[Deadline], BrokerAddress]:
+        lookup = self._ctx.lookup
+        return lambda deadline: lookup.lookup(topic, deadline)
 
     def handler(self, tc_id: int) -> CoordinatorHandler | None:
         if 0 <= tc_id < len(self._handlers):
@@ -279,9 +279,7 @@ class AssignTopicDiscovery:
         return None
 
     def next_handler(self) -> CoordinatorHandler | None:
-        if not self._handlers:
-            return None
-        return self._handlers[next(self._round_robin) % len(self._handlers)]
+        return _pick_ready(self._handlers, next(self._round_robin))
 
     def brokers(self, deadline: Deadline) -> dict[int, str]:
         out: dict[int, str] = {}
@@ -395,31 +393,27 @@ class WatchTcAssignmentsDiscovery(ReconnectingHandler):
 
     # ---- Discovery ------------------------------------------------------------------
 
-    def start(self, deadline: Deadline) -> None:  # type: ignore[override]
+    def start(self, deadline: Deadline) -> None:
         super().start(deadline)
         with self._lock:
-            handlers = list(self._handlers.values())
-        if not handlers:
+            found = bool(self._handlers)
+        if not found:
             raise CoordinatorNotEnabledError(
                 "the coordinator assignment snapshot names no leaders (parallelism "
                 f"{self.parallelism}); are transactionCoordinatorEnabled and "
                 "transactionCoordinatorScalableTopicsEnabled on?")
-        _wait_connected(handlers, deadline)
 
     def handler(self, tc_id: int) -> CoordinatorHandler | None:
         with self._lock:
             return self._handlers.get(tc_id)
 
     def next_handler(self) -> CoordinatorHandler | None:
+        if self.state is HandlerState.DISCONNECTED:
+            self.connect_in_background()  # the watch gave up reconnecting: revive it
         with self._lock:
             count = self.parallelism
-            if count <= 0:
-                return None
-            for _ in range(count):
-                handler = self._handlers.get(next(self._round_robin) % count)
-                if handler is not None:
-                    return handler
-        return None
+            handlers = [self._handlers[t] for t in range(count) if t in self._handlers]
+        return _pick_ready(handlers, next(self._round_robin))
 
     def brokers(self, deadline: Deadline) -> dict[int, str]:
         with self._lock:

@@ -217,7 +217,7 @@ class ReconnectingHandler(abc.ABC):
             while not self._stop.is_set():
                 try:
                     conn = self._attach(deadline.earlier(config.operation_timeout_s))
-                except (SetupError, NotReadyError) as exc:
+                except OperationError as exc:  # setup refusals, unreachable, write failures
                     self._last_error = exc
                     permanent = (self._permanent_error(exc)
                                  if isinstance(exc, SetupError) and not exc.retriable else None)
@@ -273,7 +273,7 @@ class ReconnectingHandler(abc.ABC):
 
     def _release(self, conn: ClientConnection) -> None:
         """Undo a registration made by `_attach` that is no longer wanted."""
-        conn.remove_listener(self)  # type: ignore[arg-type]
+        conn.remove_listener(self)
 
     def _mark_closed(self) -> ClientConnection | None:
         """Enter CLOSED; returns the connection that was attached, if any."""

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from harness.client.config import ClientConfig
 from harness.client.connection import ClientConnection, ConnectionPool, next_request_id
@@ -40,6 +42,8 @@ from harness.wire import (
 )
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class LookupService:
         except (ConnectionLostError, OperationTimeoutError, NotSentError, NotReadyError) as exc:
             raise SetupError(f"{what}: {exc}", retriable=True) from None
 
-    def _retrying(self, what: str, deadline: Deadline, attempt_fn):  # type: ignore[no-untyped-def]
+    def _retrying(self, what: str, deadline: Deadline, attempt_fn: Callable[[], R]) -> R:
         backoff = Backoff(self._config.initial_backoff_s, self._config.max_backoff_s)
         stop = threading.Event()
         while True:

@@ -296,7 +296,7 @@ class ScalableTargets(_Targets):
             gone = [sid for sid in self._by_segment if sid not in active]
             retired = [self._by_segment.pop(sid) for sid in gone]
         for producer in retired:
-            spawn(lambda p=producer: p.close(Deadline.after(5.0)), f"retire-{producer.topic}")
+            spawn(_closer(producer.close), f"retire-{producer.topic}")
 
     def close(self) -> None:
         self._dag.close()
@@ -363,10 +363,14 @@ class SegmentTracker:
                                 continue
                             self._watching.add((parent, segment.segment_id))
                             self._by_segment[parent].on_end_of_topic(
-                                lambda _p, c=consumer, s=segment: self._parent_ended(c, s))
+                                self._parent_listener(consumer, segment))
         for consumer in retired:
-            spawn(lambda c=consumer: c.close(Deadline.after(5.0)), f"retire-{consumer.topic}")
+            spawn(_closer(consumer.close), f"retire-{consumer.topic}")
         return created
+
+    def _parent_listener(self, consumer: TopicConsumer,
+                         segment: SegmentInfo) -> Callable[[TopicConsumer], None]:
+        return lambda _parent: self._parent_ended(consumer, segment)
 
     def _parent_ended(self, consumer: TopicConsumer, segment: SegmentInfo) -> None:
         with self._lock:
@@ -390,6 +394,10 @@ class SegmentTracker:
         with self._lock:
             self._closed = True
         self._dag.close()
+
+
+def _closer(close: Callable[[Deadline], None]) -> Callable[[], None]:
+    return lambda: close(Deadline.after(5.0))
 
 
 def describe_layout(layout: SegmentLayout) -> list[dict[str, Any]]:

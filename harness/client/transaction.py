@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.client.coordinator import AttemptRecord, CoordinatorClient
 from harness.client.errors import (
@@ -132,7 +133,8 @@ class Transaction:
                                                                   deadline),
                        f"subscription {subscription!r} on {topic}")
 
-    def _register(self, table: dict, key: object, deadline: Deadline, request, what: str) -> None:  # type: ignore[type-arg, no-untyped-def]
+    def _register(self, table: dict[Any, Future[None]], key: object, deadline: Deadline,
+                  request: Callable[[], None], what: str) -> None:
         with self._lock:
             self.check_open()
             future = table.get(key)

@@ -905,3 +905,14 @@ def once(hook: Hook) -> Hook:
         return hook(conn, event)
 
     return wrapper
+
+
+def coordinators_ready(client: Any, count: int, timeout_s: float = 5.0) -> None:
+    """Start the client's coordinator discovery and wait until `count` handlers are connected."""
+    from harness.client.handler import HandlerState
+    from harness.client.timers import Deadline
+
+    discovery = client._coordinator.discovery(Deadline.after(timeout_s))
+    wait_for(lambda: all(discovery.handler(t) is not None
+                         and discovery.handler(t).state is HandlerState.READY
+                         for t in range(count)), timeout_s, what=f"{count} coordinators connected")

@@ -23,7 +23,15 @@ from harness.client.errors import (
 from harness.client.transaction import TxnRegistrationError
 from harness.wire import Command, ServerError, TxnAction, TxnId, commands
 from harness.wire import CommandType as T
-from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, drop, once, silent
+from tests.unit.client.fake_broker import (
+    BrokerConnection,
+    FakeCluster,
+    coordinators_ready,
+    drop,
+    once,
+    silent,
+    wait_for,
+)
 
 TOPIC = "persistent://public/default/txn-topic"
 TXN_KINDS = (T.PARTITIONED_METADATA, T.TC_CLIENT_CONNECT_REQUEST, T.NEW_TXN,
@@ -53,17 +61,22 @@ def test_v4_transaction_walk_command_by_command(two_brokers: FakeCluster,
     txn.commit()
     assert txn.state is TxnState.COMMITTED
 
-    walk = [c for _, _, c in cluster.log[before:] if c.type in TXN_KINDS]
-    kinds = [c.type for c in walk]
-    # discovery: metadata of the assign topic, then each coordinator connects (in parallel)
-    assert kinds[0] is T.PARTITIONED_METADATA and walk[0].body.topic == ASSIGN_TOPIC
-    assert sorted(c.body.tc_id for c in walk if c.type is T.TC_CLIENT_CONNECT_REQUEST) == [0, 1]
-    assert kinds[3:] == [T.NEW_TXN, T.ADD_PARTITION_TO_TXN, T.SEND, T.SEND,
-                         T.ADD_SUBSCRIPTION_TO_TXN, T.ACK, T.END_TXN]
+    everything = [c for _, _, c in cluster.log[before:] if c.type in TXN_KINDS]
+    connects = [c for c in everything if c.type is T.TC_CLIENT_CONNECT_REQUEST]
+    walk = [c for c in everything if c.type is not T.TC_CLIENT_CONNECT_REQUEST]
+    # discovery: metadata of the assign topic, then each coordinator connects (in parallel,
+    # in the background); NEW_TXN waits only for the coordinator it uses
+    assert walk[0].type is T.PARTITIONED_METADATA and walk[0].body.topic == ASSIGN_TOPIC
+    assert [c.type for c in walk[1:]] == [T.NEW_TXN, T.ADD_PARTITION_TO_TXN, T.SEND, T.SEND,
+                                          T.ADD_SUBSCRIPTION_TO_TXN, T.ACK, T.END_TXN]
+    new_txn, add_partition, send, _, add_sub, ack, end = walk[1:]
+    wait_for(lambda: len(cluster.commands(T.TC_CLIENT_CONNECT_REQUEST)) == 2, what="both TCs")
+    assert sorted(c.body.tc_id for c in cluster.commands(T.TC_CLIENT_CONNECT_REQUEST)) == [0, 1]
+    own_connect = next(c for c in connects if c.body.tc_id == new_txn.body.tc_id)
+    assert everything.index(own_connect) < everything.index(new_txn)
     lookups = sorted(c.body.topic for _, _, c in cluster.log[before:] if c.type is T.LOOKUP)
     assert lookups == [f"{ASSIGN_TOPIC}-partition-0", f"{ASSIGN_TOPIC}-partition-1"]
 
-    new_txn, add_partition, send, _, add_sub, ack, end = walk[3:]
     assert new_txn.body.tc_id == 0 and new_txn.body.txn_ttl_millis == 30_000
     assert add_partition.body.partitions == [TOPIC]
     assert commands.txn_of(add_partition) == txn.id
@@ -82,6 +95,7 @@ def test_end_txn_is_routed_by_the_coordinator_id(two_brokers: FakeCluster,
                                                  make_client: Callable[..., PulsarClient]) -> None:
     cluster = two_brokers
     client = make_client(cluster.url)
+    coordinators_ready(client, 2)
     first, second = client.new_transaction(), client.new_transaction()
     assert {first.id.most, second.id.most} == {0, 1}
     first.commit()
@@ -350,3 +364,31 @@ def test_not_allowed_on_tc_connect_closes_the_coordinator_for_good(
     assert info.value.definite  # type: ignore[attr-defined]
     assert "NotAllowedError" in str(info.value)
     assert len(cluster.commands(T.TC_CLIENT_CONNECT_REQUEST)) == 1  # not retried
+
+
+def test_an_unreachable_coordinator_does_not_block_new_transactions(
+        two_brokers: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
+    cluster = two_brokers
+    cluster.brokers[1].stop()  # tc 1 lives there
+    client = make_client(cluster.url)
+    txns = [client.new_transaction(request_timeout_s=2) for _ in range(3)]
+    assert {t.id.most for t in txns} == {0}  # NEW_TXN prefers the connected coordinator
+    for txn in txns:
+        txn.commit()
+    brokers = client.coordinator_brokers(timeout_s=2)  # located by lookup, not by connecting
+    assert brokers == {0: cluster.brokers[0].url, 1: cluster.brokers[1].url}
+
+
+def test_a_silent_service_host_does_not_hide_the_others(
+        cluster: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
+    import socket
+
+    silent_host = socket.socket()
+    silent_host.bind(("127.0.0.1", 0))
+    silent_host.listen(8)  # accepts TCP, never answers CONNECT
+    try:
+        port = silent_host.getsockname()[1]
+        client = make_client(f"pulsar://127.0.0.1:{port},127.0.0.1:{cluster.brokers[0].port}")
+        assert client.coordinator_brokers(timeout_s=3) == {0: cluster.url, 1: cluster.url}
+    finally:
+        silent_host.close()

@@ -11,7 +11,7 @@ from harness.client import FeatureNotSupportedError, PulsarClient, TxnState
 from harness.client.hashing import segment_hash
 from harness.wire import Command, TxnAction, TxnId, commands
 from harness.wire import CommandType as T
-from tests.unit.client.fake_broker import FakeCluster, wait_for
+from tests.unit.client.fake_broker import FakeCluster, coordinators_ready, wait_for
 
 SCALABLE = "topic://public/default/orders"
 TC_KINDS = (T.TC_CLIENT_CONNECT_REQUEST, T.NEW_TXN, T.ADD_PARTITION_TO_TXN,
@@ -76,6 +76,7 @@ def test_snapshot_points_handlers_at_leaders_and_a_push_retargets_them(
         v5: FakeCluster, v5_client: PulsarClient) -> None:
     b0, b1 = v5.brokers
     assert v5_client.coordinator_brokers() == {0: b0.url, 1: b1.url}
+    coordinators_ready(v5_client, 2)
     connects = {c.body.tc_id: name for name, _, c in v5.log
                 if c.type is T.TC_CLIENT_CONNECT_REQUEST}
     assert connects == {0: "b0", 1: "b1"}
@@ -200,6 +201,7 @@ def test_reader_reads_segments_parents_first(v5: FakeCluster, v5_client: PulsarC
 
 
 def test_end_txn_routed_by_most_bits_on_v5(v5: FakeCluster, v5_client: PulsarClient) -> None:
+    coordinators_ready(v5_client, 2)
     first, second = v5_client.new_transaction(), v5_client.new_transaction()
     first.abort()
     second.commit()
