@@ -12,10 +12,11 @@ runs its ops one after another, so it never has more than one outstanding.
 Pacing. With `load.rate_per_user` set, a `Pacer` gives each iteration (one
 transaction) an intended start on a fixed schedule, `start + k / rate`. The session
 waits for it when early; when late it starts at once and never skips an iteration,
-so a stall makes the following iterations late too. Every invocation of a late
-iteration carries `extra.intended_ns`: the time it was meant to start, i.e. its
-actual invocation time minus the iteration's lag. Latency measured from there charges
-a stall to every operation it delayed (no coordinated omission).
+so a stall makes the following iterations late too. Every invocation of a paced
+iteration carries `extra.intended_ns`: the time it was meant to start, i.e. the
+iteration's slot plus how long after the iteration's first invocation it was
+invoked (its actual time minus the iteration's lag). Latency measured from there
+charges a stall to every operation it delayed (no coordinated omission).
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ class Session:
         self.clock = ctx.clock
         rate = ctx.config.load.rate_per_user
         self.pacer = Pacer(rate, ctx.clock) if (paced and rate) else None
-        self._lag_ns: int | None = None
+        self._slot_ns: int | None = None        # the current paced iteration's intended start
+        self._first_op_ns: int | None = None    # when its first op was invoked
         self._iteration_start = time.perf_counter()
 
     # ---- iterations ------------------------------------------------------------------
@@ -99,14 +101,25 @@ class Session:
         early_ns = slot - self.clock.now_ns()
         if early_ns > 0 and self.ctx.stopping.wait(early_ns / NS_PER_S):
             return False
-        self._lag_ns = max(0, self.clock.now_ns() - slot)
+        self._slot_ns = slot
+        self._first_op_ns = None
         self._iteration_start = time.perf_counter()
         return not self.ctx.stopping.is_set()
 
+    def _intended_ns(self) -> int:
+        """The intended start of an op: its slot plus how far into the iteration it is."""
+        now = self.clock.now_ns()
+        if self._first_op_ns is None:
+            self._first_op_ns = now
+        assert self._slot_ns is not None
+        return self._slot_ns + (now - self._first_op_ns)
+
     @property
     def lag_ns(self) -> int | None:
-        """How late the current paced iteration started (None when not paced)."""
-        return self._lag_ns
+        """How late the current paced iteration started (None when not paced or before its first op)."""
+        if self._slot_ns is None or self._first_op_ns is None:
+            return None
+        return max(0, self._first_op_ns - self._slot_ns)
 
     def iteration_ms(self) -> float:
         return (time.perf_counter() - self._iteration_start) * 1000.0
@@ -128,9 +141,9 @@ class Session:
             Whatever is not an OperationError (a bug, a killed greenlet), after
             recording it as `info`: the operation may have happened.
         """
-        if self._lag_ns is not None:
+        if self._slot_ns is not None:
             extra = dict(fields.pop("extra", None) or {})
-            extra["intended_ns"] = self.clock.now_ns() - self._lag_ns
+            extra["intended_ns"] = self._intended_ns()
             fields["extra"] = extra
         inv = self.recorder.invoke(self.process, f, **fields)
         started = time.perf_counter()

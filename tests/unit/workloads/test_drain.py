@@ -1,0 +1,232 @@
+"""The drain over the fake client: reads, subscriptions, settling, and honest incompleteness."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.client import ReadIncompleteError
+from harness.client.errors import OperationTimeoutError
+from harness.history import HistoryRecorder, OpF
+from harness.targets.base import ClusterInfo
+from harness.txn_paths import TxnPath
+from tests.unit.workloads.conftest import Harness, ManualClock
+from tests.unit.workloads.history_checks import assert_well_formed
+from workloads import drain as drain_module
+from workloads.atomic import AtomicProduce
+from workloads.drain import _backlog_in, drain, subscription_backlog, unsettled_transactions
+from workloads.topology import SubscriptionRole
+
+ATOMIC = """
+workload:
+  kind: atomic-produce
+  topics: 2
+  topics_per_txn: 2
+  messages_per_txn: 2
+  abort_ratio: 0.3
+  txn_timeout_s: 5
+"""
+
+CLUSTER = ClusterInfo(target="embedded", path=TxnPath.V4, service_url="pulsar://127.0.0.1:1", admin_url="")
+
+
+def drain_recorder(h: Harness) -> HistoryRecorder:
+    return HistoryRecorder(h.recorder.file_path.parent, "run1", "drain", h.clock, path="v4")  # type: ignore[arg-type]
+
+
+def lines(recorder: HistoryRecorder) -> list[dict[str, Any]]:
+    recorder.close()
+    return [json.loads(x) for x in recorder.file_path.read_text().splitlines()]
+
+
+def test_reads_every_committed_value_in_log_order_and_empties_the_verify_subscriptions(
+        make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ATOMIC)
+    user = AtomicProduce(h.ctx)
+    for _ in range(10):
+        user.step()
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=h.client)
+    assert result.complete, result.reason
+    assert result.topics == h.topology.topics
+    assert result.subscriptions == h.topology.subscriptions
+    ops = lines(recorder)
+    assert_well_formed(ops)
+    for topic in h.topology.topics:
+        reads = [op for op in ops if op["f"] == "read" and op["topic"] == topic]
+        committed = [e for e in h.client.logs[topic] if e.state == "committed"]
+        assert [op["msg_id"] for op in reads] == [e.msg_id for e in committed]
+        receives = [op for op in ops if op["f"] == "receive" and op["topic"] == topic]
+        assert sorted(op["value"] for op in receives) == sorted(op["value"] for op in reads)
+        assert all(op["subscription"] == "verify" and op["extra"]["redelivery"] == 0 for op in receives)
+    acks = [op for op in ops if op["f"] == "ack" and op["type"] == "ok"]
+    assert len(acks) == sum(1 for op in ops if op["f"] == "receive") and all(op["txn"] is None for op in acks)
+    assert {op["writer"] for op in ops} == {"drain"}
+
+
+def test_settled_transactions_need_no_wait(make_harness: Callable[[str], Harness],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    h = make_harness(ATOMIC)
+    AtomicProduce(h.ctx).step()
+    slept: list[float] = []
+    monkeypatch.setattr(drain_module, "_sleep", slept.append)
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=30, client=h.client)
+    assert result.complete and slept == [] and result.notes == []
+
+
+def test_an_open_transaction_is_waited_for_until_it_must_have_timed_out(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    h = make_harness(ATOMIC)
+    user = AtomicProduce(h.ctx)
+    txn = user.open_txn()                        # opened, never ended: the load died in the middle
+    assert txn is not None
+    slept: list[float] = []
+    monkeypatch.setattr(drain_module, "_sleep", slept.append)
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=30, client=h.client)
+    assert result.complete
+    assert slept == [pytest.approx(5.0 + 5.0)]   # txn_timeout_s + the margin
+    assert "unfinished transaction" in result.notes[0]
+
+
+def test_a_transaction_that_outlives_the_drain_makes_it_incomplete_with_the_fix(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    h = make_harness(ATOMIC.replace("txn_timeout_s: 5", "txn_timeout_s: 120"))
+    user = AtomicProduce(h.ctx)
+    txn = user.open_txn()
+    assert txn is not None
+    monkeypatch.setattr(drain_module, "_sleep", lambda s: pytest.fail("must not wait"))
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=h.client)
+    assert not result.complete and result.topics == [] and result.subscriptions == []
+    assert f"transaction {txn.id}" in result.reason
+    assert "raise phases.drain_timeout_s or lower workload.txn_timeout_s" in result.reason
+    assert lines(recorder) == []
+
+
+def test_unsettled_transactions_from_histories(tmp_path: Path) -> None:
+    clock = ManualClock(0)
+    rec = HistoryRecorder(tmp_path, "r", "w0", clock, path="v4")  # type: ignore[arg-type]
+    s = 1_000_000_000
+
+    def at(t: float) -> None:
+        clock.now = int(t * s)
+
+    at(1)
+    a = rec.invoke("w0/u0", OpF.TXN_OPEN)
+    rec.ok(a, txn="1:1")
+    at(2)
+    c = rec.invoke("w0/u0", OpF.TXN_COMMIT, txn="1:1")
+    rec.ok(c)                                            # ended: settled
+    at(3)
+    b = rec.invoke("w0/u1", OpF.TXN_OPEN)
+    rec.ok(b, txn="1:2")
+    at(4)
+    d = rec.invoke("w0/u1", OpF.TXN_COMMIT, txn="1:2")
+    rec.info(d, "OperationTimeoutError: no answer")      # unknown outcome: open until 3 + ttl
+    at(5)
+    e = rec.invoke("w0/u2", OpF.TXN_OPEN)
+    rec.info(e, "ConnectionLostError")                   # an id nobody knows: until 5 + ttl
+    at(6)
+    rec.invoke("w0/u3", OpF.TXN_OPEN)  # the writer died here: until now + ttl
+    rec.close()
+    found = unsettled_transactions(tmp_path, [], ttl_s=10, now_ns=100 * s)
+    assert [(u.txn, u.until_ns // s) for u in found] == [("1:2", 13), (None, 15), (None, 110)]
+    assert unsettled_transactions(tmp_path, [tmp_path / "w0.jsonl"], ttl_s=10, now_ns=0) == []
+
+
+class IncompleteReader:
+    def __init__(self, messages: list[Any]) -> None:
+        self.messages = messages
+
+    def read_to_end(self, timeout_s: float | None = None) -> list[Any]:
+        raise ReadIncompleteError("deadline", self.messages, ["persistent://t/n/x-partition-1"])
+
+    def close(self, timeout_s: float | None = None) -> None:
+        pass
+
+
+def test_a_read_that_does_not_reach_the_end_is_not_claimed(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    AtomicProduce(h.ctx).step()
+    first = h.topology.topics[0]
+    real = h.client.create_reader
+
+    def reader(topic: str, **kw: Any) -> Any:
+        if topic == first:
+            return IncompleteReader(real(topic).read_to_end()[:1])
+        return real(topic, **kw)
+
+    h.client.create_reader = reader  # type: ignore[method-assign]
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=h.client)
+    assert not result.complete
+    assert first not in result.topics and h.topology.topics[1] in result.topics
+    assert "did not reach the end of persistent://t/n/x-partition-1" in result.reason
+    reads = [op for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
+    assert len(reads) == 1                       # what was read is still recorded
+
+
+class EndlessConsumer:
+    """Delivers a message every time it is asked, 10 ms apart: never silent."""
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+
+    def receive(self, timeout_s: float | None = None) -> Any:
+        time.sleep(0.01)
+        return self.message
+
+    def acknowledge(self, message: Any, **_: Any) -> None:
+        pass
+
+    def close(self, timeout_s: float | None = None) -> None:
+        pass
+
+
+def test_a_subscription_still_delivering_at_the_deadline_is_not_claimed(
+        make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    AtomicProduce(h.ctx).step()
+    sample = h.client.subscribe(h.topology.topics[0], "x").receive()
+    h.client.subscribe = lambda *a, **kw: EndlessConsumer(sample)  # type: ignore[method-assign]
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=0.5, client=h.client)
+    assert not result.complete
+    assert result.topics == h.topology.topics and result.subscriptions == []
+    assert "messages were still arriving at the drain's deadline" in result.reason
+
+
+def test_ack_timeouts_in_the_drain_are_info(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    AtomicProduce(h.ctx).step()
+    h.client.fail_next("ack", OperationTimeoutError("no receipt"))
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=h.client)
+    assert result.complete
+    assert [op["type"] for op in lines(recorder) if op["f"] == "ack" and op["type"] != "invoke"].count("info") == 1
+
+
+class FakeAdmin:
+    def __init__(self, stats: dict[str, Any]) -> None:
+        self.stats = stats
+
+    def topic_stats(self, topic: str) -> Any:
+        return self.stats[topic]
+
+    def scalable_topic_stats(self, topic: str) -> Any:
+        return self.stats[topic]
+
+
+def test_backlog_from_admin_stats(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ATOMIC.replace("topics: 2", "topics: 2\n  partitions: 2"))
+    sub = h.topology.subscriptions_for(SubscriptionRole.VERIFY)[0]
+    stats = {f"{sub.topic}-partition-{i}": {"subscriptions": {"verify": {"msgBacklog": i + 1}}} for i in range(2)}
+    assert subscription_backlog(FakeAdmin(stats), h.topology, sub) == 3
+    assert subscription_backlog(None, h.topology, sub) is None
+    assert _backlog_in({"segments": [{"subscriptions": {"s": {"msgBacklog": 2}}},
+                                     {"subscriptions": {"s": {"msgBacklog": 0}}}]}, "s") == 2
+    assert _backlog_in({"subscriptions": {}}, "s") is None

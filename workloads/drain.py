@@ -1,0 +1,377 @@
+"""The drain: final reads of every topic and every subscription consumed until empty.
+
+Theory of operation. The checker decides lost writes, partial transactions and stuck
+acks against what the drain saw, so the drain must see everything the cluster will
+ever make visible, and must say so only when that is true.
+
+1. *Settle.* A transaction the load left open (its commit's outcome unknown, or the
+   load killed mid-transaction) can still commit or abort until the coordinator times
+   it out, and until then it hides what follows it in each topic (the read horizon)
+   and holds the messages it acked. From the load's histories the drain finds every
+   transaction that did not end with an `ok` commit or abort and waits until each is
+   past `txn_timeout_s` since it was opened (plus a margin for the coordinator's
+   timeout sweep). If that wait does not fit in the drain's time, the drain stops
+   there and says which transaction and what to change.
+2. *Reads.* Each topic is read from the earliest message to its end with a
+   non-durable reader (`Reader.read_to_end`: up to the last message id the broker
+   reports for each partition or segment), each message recorded as a `read` event
+   (writer `drain`) in log order, per partition, v5 parent segments before children.
+   A topic whose end was not reached in time is not listed as read.
+3. *Subscriptions.* Each planned subscription is consumed with its own type, every
+   message recorded as a `receive` event (`extra.redelivery`) and acknowledged
+   (a recorded, non-transactional `ack`), until no message is delivered for
+   `IDLE_S` seconds. With every transaction ended no ack is pending, so a connected
+   consumer with free permits is given every unacknowledged message at once: a
+   subscription that stays silent that long is empty, unless the broker is not
+   delivering what it should, which is exactly what the checker's stuck-ack looks
+   for. Where the admin API gives the subscription's backlog, a backlog left after
+   the drain is noted.
+
+Everything is bounded by one deadline (`timeout_s`). Reads and subscriptions run on
+a few threads, each its own history process (`drain/r<k>`, `drain/s<k>`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import RunConfig
+from harness.errors import OperationError
+from harness.history import HistoryRecorder, OpF
+from harness.history.reader import HistoryFormatError, iter_history_file
+from harness.targets.base import ClusterInfo
+from workloads.payload import PayloadError, decode
+from workloads.topology import SubscriptionPlan, Topology
+
+log = logging.getLogger(__name__)
+
+IDLE_S = 2.0                 # a subscription silent this long (after settling) is empty
+SETTLE_MARGIN_S = 5.0        # on top of txn_timeout_s: the coordinator's timeout sweep
+THREADS = 4
+RECEIVER_QUEUE = 1000
+_sleep = time.sleep          # the settle wait (tests replace it)
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    """What the drain achieved. `complete` only when every topic and subscription was done."""
+
+    complete: bool
+    reason: str
+    topics: list[str] = field(default_factory=list)
+    subscriptions: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- settling ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Unsettled:
+    """A transaction of the load that may still be open, and until when at most (run clock)."""
+
+    txn: str | None          # None: an open whose id is unknown (info or cut short)
+    until_ns: int
+
+
+def unsettled_transactions(history_dir: Path, skip: Iterable[Path], ttl_s: float, now_ns: int) -> list[Unsettled]:
+    """Transactions in the histories that did not end with an ok commit or abort.
+
+    A transaction opened ok at t may be open until t + ttl. An open that completed
+    `info`, or was invoked and never completed (the writer died), may have created a
+    transaction whose id nobody knows: until its completion + ttl, or, with no
+    completion, until `now_ns` + ttl.
+    """
+    skipped = {p.resolve() for p in skip}
+    ttl_ns = int(ttl_s * 1e9)
+    opened: dict[str, int] = {}
+    ended: set[str] = set()
+    unknown: list[int] = []
+    for path in sorted(history_dir.glob("*.jsonl")):
+        if path.resolve() in skipped:
+            continue
+        pending: dict[str, dict[str, Any]] = {}
+        try:
+            for op in iter_history_file(path):
+                f, kind, process = op.get("f"), op.get("type"), str(op.get("process"))
+                if f not in (OpF.TXN_OPEN.value, OpF.TXN_COMMIT.value, OpF.TXN_ABORT.value):
+                    continue
+                if kind == "invoke":
+                    pending[process] = op
+                    continue
+                pending.pop(process, None)
+                if f == OpF.TXN_OPEN.value:
+                    if kind == "ok" and op.get("txn"):
+                        opened[op["txn"]] = int(op["time_ns"])
+                    elif kind == "info":
+                        unknown.append(int(op["time_ns"]))
+                elif kind == "ok" and op.get("txn"):
+                    ended.add(op["txn"])
+        except HistoryFormatError as err:
+            raise RuntimeError(f"cannot tell which transactions may be open: {err}") from None
+        unknown.extend(now_ns for op in pending.values() if op.get("f") == OpF.TXN_OPEN.value)
+    out = [Unsettled(txn, at + ttl_ns) for txn, at in opened.items() if txn not in ended]
+    out.extend(Unsettled(None, at + ttl_ns) for at in unknown)
+    return sorted(out, key=lambda u: u.until_ns)
+
+
+# ---- the drain -----------------------------------------------------------------------------------
+
+class _Drain:
+    def __init__(self, cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder: HistoryRecorder,
+                 timeout_s: float, client: Any = None, admin: Any = None) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.topology = topology
+        self.recorder = recorder
+        self.deadline = time.monotonic() + timeout_s
+        self.timeout_s = timeout_s
+        self.client = client
+        self.admin = admin
+        self.idle_s = IDLE_S
+        self.lock = threading.Lock()
+        self.read_done: list[str] = []
+        self.subs_done: list[tuple[str, str]] = []
+        self.problems: list[str] = []
+        self.notes: list[str] = []
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def problem(self, text: str) -> None:
+        with self.lock:
+            self.problems.append(text)
+
+    # ---- 1. settle ------------------------------------------------------------------------
+
+    def settle(self) -> bool:
+        clock = self.recorder.clock
+        now = clock.now_ns()
+        try:
+            unsettled = unsettled_transactions(self.recorder.file_path.parent, [self.recorder.file_path],
+                                               self.config.workload.txn_timeout_s, now)
+        except RuntimeError as err:
+            self.problem(str(err))
+            return False
+        if not unsettled:
+            return True
+        margin_ns = int(max(SETTLE_MARGIN_S, 0.1 * self.config.workload.txn_timeout_s) * 1e9)
+        last = unsettled[-1]
+        wait_s = (last.until_ns + margin_ns - now) / 1e9
+        which = f"transaction {last.txn}" if last.txn else "a transaction whose open had no known outcome"
+        if wait_s > self.remaining():
+            self.problem(f"{len(unsettled)} transaction(s) of the load may still be open; {which} only times out "
+                         f"in {wait_s:.0f}s (workload.txn_timeout_s {self.config.workload.txn_timeout_s:.0f}) and "
+                         f"the drain has {max(0.0, self.remaining()):.0f}s; raise phases.drain_timeout_s or lower "
+                         "workload.txn_timeout_s")
+            return False
+        if wait_s > 0:
+            self.notes.append(f"waited {wait_s:.1f}s for {len(unsettled)} unfinished transaction(s) to time out")
+            _sleep(wait_s)
+        return True
+
+    # ---- 2. reads -------------------------------------------------------------------------
+
+    def read_topic(self, index: int, topic: str) -> None:
+        from harness.client import ReadIncompleteError
+
+        process = f"drain/r{index}"
+        if self.remaining() <= 0:
+            self.problem(f"{topic}: not read (no time left)")
+            return
+        try:
+            reader = self.client.create_reader(topic, receiver_queue_size=RECEIVER_QUEUE,
+                                               timeout_s=max(0.1, self.remaining()))
+        except OperationError as err:
+            self.problem(f"{topic}: could not open a reader ({err})")
+            return
+        try:
+            messages = reader.read_to_end(timeout_s=max(0.1, self.remaining()))
+        except ReadIncompleteError as err:
+            self._record_reads(process, topic, err.messages)
+            self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} in time")
+            return
+        except OperationError as err:
+            self.problem(f"{topic}: reading failed ({err})")
+            return
+        finally:
+            with contextlib.suppress(Exception):
+                reader.close(1.0)
+        self._record_reads(process, topic, messages)
+        with self.lock:
+            self.read_done.append(topic)
+
+    def _record_reads(self, process: str, topic: str, messages: list[Any]) -> None:
+        for message in messages:
+            value, extra = _value_of(message)
+            self.recorder.event(process, OpF.READ, topic=topic, segment=message.segment, key=message.key,
+                                value=value, msg_id=message.msg_id, extra=extra)
+
+    # ---- 3. subscriptions -----------------------------------------------------------------
+
+    def consume(self, index: int, sub: SubscriptionPlan) -> None:
+        process = f"drain/s{index}"
+        if self.remaining() <= 0:
+            self.problem(f"{sub.name!r} on {sub.topic}: not consumed (no time left)")
+            return
+        try:
+            consumer = self.client.subscribe(sub.topic, sub.name, sub_type=sub.sub_type.value, consumer_name="drain",
+                                             receiver_queue_size=RECEIVER_QUEUE,
+                                             timeout_s=max(0.1, self.remaining()))
+        except OperationError as err:
+            self.problem(f"{sub.name!r} on {sub.topic}: could not subscribe ({err})")
+            return
+        try:
+            emptied = self._consume(process, sub, consumer)
+        finally:
+            with contextlib.suppress(Exception):
+                consumer.close(1.0)
+        if emptied:
+            with self.lock:
+                self.subs_done.append((sub.topic, sub.name))
+            self._note_backlog(sub)
+
+    def _consume(self, process: str, sub: SubscriptionPlan, consumer: Any) -> bool:
+        while True:
+            remaining = self.remaining()
+            if remaining <= 0:
+                self.problem(f"{sub.name!r} on {sub.topic}: messages were still arriving at the drain's deadline")
+                return False
+            wait = min(self.idle_s, remaining)
+            message = consumer.receive(wait)
+            if message is None:
+                if wait < self.idle_s:
+                    self.problem(f"{sub.name!r} on {sub.topic}: the deadline came before {self.idle_s:.0f}s "
+                                 "without a delivery")
+                    return False
+                return True
+            value, extra = _value_of(message)
+            self.recorder.event(process, OpF.RECEIVE, topic=sub.topic, segment=message.segment,
+                                subscription=sub.name, key=message.key, value=value, msg_id=message.msg_id,
+                                extra={"redelivery": int(message.redelivery_count), **(extra or {})})
+            inv = self.recorder.invoke(process, OpF.ACK, topic=sub.topic, segment=message.segment,
+                                       subscription=sub.name, key=message.key, value=value,
+                                       msg_id=message.msg_id)
+            try:
+                consumer.acknowledge(message, timeout_s=max(0.1, min(self.config.workload.op_timeout_s,
+                                                                     self.remaining())))
+            except OperationError as err:
+                self.recorder.complete_with_error(inv, err)
+            else:
+                self.recorder.ok(inv)
+
+    def _note_backlog(self, sub: SubscriptionPlan) -> None:
+        backlog = subscription_backlog(self.admin, self.topology, sub)
+        if backlog:
+            with self.lock:
+                self.notes.append(f"{sub.name!r} on {sub.topic}: {backlog} entries still in the broker's backlog "
+                                  f"after {self.idle_s:.0f}s without a delivery")
+
+    # ---- all of it ------------------------------------------------------------------------
+
+    def run(self) -> DrainResult:
+        if self.settle():
+            jobs: list[tuple[Any, ...]] = [(self.read_topic, i, t) for i, t in enumerate(self.topology.topics)]
+            jobs += [(self.consume, i, s) for i, s in enumerate(self.topology.subscription_plans)]
+            with ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="drain") as pool:
+                futures = [pool.submit(*job) for job in jobs]
+                for future in futures:
+                    try:
+                        future.result()
+                    except Exception as err:  # a bug or a history write failure: incomplete, with the reason
+                        self.problem(f"{type(err).__name__}: {err}")
+        topics = [t for t in self.topology.topics if t in set(self.read_done)]
+        subs = [s for s in self.topology.subscriptions if s in set(self.subs_done)]
+        complete = not self.problems and len(topics) == len(self.topology.topics) and \
+            len(subs) == len(self.topology.subscriptions)
+        if complete:
+            reason = (f"read {len(topics)} topic(s) to the end and consumed {len(subs)} subscription(s) until "
+                      f"{self.idle_s:.0f}s of silence")
+        else:
+            missing = len(self.topology.topics) - len(topics) + len(self.topology.subscriptions) - len(subs)
+            reason = "; ".join(self.problems) or f"{missing} topic(s)/subscription(s) not finished"
+        return DrainResult(complete, reason, topics, subs, list(self.notes))
+
+
+def _value_of(message: Any) -> tuple[str | None, dict[str, Any] | None]:
+    try:
+        return decode(message.data).value, None
+    except PayloadError as err:
+        return None, {"payload_error": str(err)}
+
+
+def subscription_backlog(admin: Any, topology: Topology, sub: SubscriptionPlan) -> int | None:
+    """The subscription's backlog in entries from the admin stats, or None when unknown."""
+    if admin is None:
+        return None
+    plan = topology.topic_plan(sub.topic)
+    try:
+        if plan.segments > 0:
+            stats = [admin.scalable_topic_stats(sub.topic)]
+        elif plan.partitions > 0:
+            stats = [admin.topic_stats(f"{sub.topic}-partition-{i}") for i in range(plan.partitions)]
+        else:
+            stats = [admin.topic_stats(sub.topic)]
+    except Exception:  # unknown is an honest answer; the drain does not depend on it
+        return None
+    total = 0
+    for stat in stats:
+        found = _backlog_in(stat, sub.name)
+        if found is None:
+            return None
+        total += found
+    return total
+
+
+def _backlog_in(stats: Any, subscription: str) -> int | None:
+    if not isinstance(stats, dict):
+        return None
+    subs = stats.get("subscriptions")
+    if isinstance(subs, dict) and isinstance(subs.get(subscription), dict):
+        backlog = subs[subscription].get("msgBacklog")
+        return int(backlog) if isinstance(backlog, int | float) else None
+    segments = stats.get("segments")
+    if isinstance(segments, dict):
+        segments = list(segments.values())
+    if isinstance(segments, list) and segments:
+        parts = [_backlog_in(s, subscription) for s in segments]
+        if any(p is None for p in parts):
+            return None
+        return sum(p for p in parts if p is not None)
+    return None
+
+
+def drain(cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder: HistoryRecorder,
+          timeout_s: float, *, client: Any = None, admin: Any = None) -> DrainResult:
+    """Final reads and subscriptions consumed until empty, within `timeout_s` (see the module docstring).
+
+    `client` and `admin` default to a new `harness.client.PulsarClient` and
+    `AdminClient` for the cluster (tests pass fakes).
+    """
+    own_client = client is None
+    if own_client:
+        from harness.client import PulsarClient
+
+        client = PulsarClient(cluster.service_url, txn_path=config.path.value,
+                              operation_timeout_s=max(1.0, min(config.workload.op_timeout_s, timeout_s)))
+    if admin is None and cluster.admin_url:
+        from harness.client.admin import AdminClient
+
+        admin = AdminClient(cluster.admin_url, timeout_s=10.0)
+    try:
+        result = _Drain(cluster, config, topology, recorder, timeout_s, client, admin).run()
+    finally:
+        if own_client:
+            with contextlib.suppress(Exception):
+                client.close(2.0)
+    for note in result.notes:
+        print(f"drain: {note}", file=sys.stderr, flush=True)
+    return result

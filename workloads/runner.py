@@ -1,0 +1,414 @@
+"""The load process: `python -m workloads.runner --spec RUN_DIR/load-spec.json`.
+
+Theory of operation. The orchestrator (harness/run.py) starts this process in its
+own session, with the run clock's base in `TXNBENCH_RUN_BASE_NS`, and stops it with
+SIGTERM. It runs Locust in library mode:
+
+* `load.workers` = 0: one process, a LocalRunner; its history is `history/w0.jsonl`.
+* `load.workers` = N > 0: this process is a MasterRunner on 127.0.0.1 (a free port)
+  that starts N worker processes (`--worker i --master-port P`), each a WorkerRunner
+  with its own client and its own history `history/w<i>.jsonl`. The master runs no
+  users; it aggregates Locust's statistics and the workers' counters.
+
+It writes Locust's CSV statistics to `locust/locust_*.csv` and the status file
+(workloads.status) every second, serves Locust's web UI when `load.web_ui` is set
+(failing clearly when its port is taken), and stops gracefully: on SIGTERM or
+SIGINT, after `max_duration_s`, when its parent process is gone, or when a history
+cannot be written. A graceful stop sets the workloads' stop flag (an open
+transaction is aborted, no new one starts), lets every user finish its current
+operation (Locust's `stop_timeout`, bounded by the operation timeout), then closes
+the client and the history files. Exit code: 0 after a graceful stop, 2 when the
+load failed (a history write failed, a worker died, bad spec or port in use).
+
+gevent's monkey-patching must come before anything imports `threading` or
+`socket`, so it is the first thing this module does; import it only in a process
+meant to become a load process.
+"""
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gevent  # noqa: E402
+from gevent.event import Event  # noqa: E402
+from locust.env import Environment  # noqa: E402
+from locust.log import setup_logging  # noqa: E402
+from locust.runners import Runner  # noqa: E402
+from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter, stats_history  # noqa: E402
+
+from harness.errors import EnvironmentProblem, TxnbenchError  # noqa: E402
+from harness.history import HistoryMisuse, HistoryRecorder, HistoryWriteError, RunClock  # noqa: E402
+from workloads.capacity import find_capacity  # noqa: E402
+from workloads.context import Counters, LoadContext  # noqa: E402
+from workloads.loadspec import LoadSpec  # noqa: E402
+from workloads.status import CpuMeter, StatusReporter  # noqa: E402
+from workloads.users import user_classes  # noqa: E402
+
+log = logging.getLogger("workloads.runner")
+
+STATUS_INTERVAL_S = 1.0
+WORKER_CONNECT_TIMEOUT_S = 60.0
+CLIENT_CLOSE_TIMEOUT_S = 5.0
+STOP_GRACE_S = 10.0        # Locust's stop_timeout = operation timeout + this
+EXIT_OK, EXIT_FAILED = 0, 2
+
+
+class LoadFailed(TxnbenchError):
+    """The load process cannot go on (and says why)."""
+
+
+def _parent_gone(original_ppid: int, parent_pid: int | None) -> bool:
+    if os.getppid() != original_ppid:
+        return True
+    if parent_pid is None:
+        return False
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _check_port_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise EnvironmentProblem(
+                f"load.web_port {port} is in use on 127.0.0.1 ({err.strerror}); another Locust web UI? "
+                "Set load.web_port to a free port, or load.web_ui: false") from None
+
+
+class LoadProcess:
+    """One load process: the local runner, or the master of N workers, or one worker."""
+
+    def __init__(self, spec: LoadSpec, *, worker_index: int | None = None, master_port: int | None = None) -> None:
+        self.spec = spec
+        self.config = spec.config
+        self.worker_index = worker_index
+        self.master_port = master_port
+        self.workers = 0 if worker_index is not None else spec.config.load.workers
+        self.clock = RunClock.from_env()
+        self.stop_timeout_s = spec.config.workload.op_timeout_s + STOP_GRACE_S
+        classes, self.total_users = user_classes(spec.config, spec.config.load.workers)
+        self.env = Environment(user_classes=classes, stop_timeout=self.stop_timeout_s, host=spec.service_url)
+        self.ctx: LoadContext | None = None
+        self.recorder: HistoryRecorder | None = None
+        self.client: Any = None
+        self.runner: Runner | None = None
+        self.worker_procs: list[subprocess.Popen[bytes]] = []
+        self.worker_counters: dict[str, dict[str, Any]] = {}
+        self.reporter: StatusReporter | None = None
+        self.state = "starting"
+        self.failure: str | None = None
+        self.done = Event()
+        self._stopping = False
+        self._greenlets: list[gevent.Greenlet] = []
+        self._original_ppid = os.getppid()
+
+    # ---- set-up -------------------------------------------------------------------------------
+
+    @property
+    def is_master(self) -> bool:
+        return self.worker_index is None and self.workers > 0
+
+    @property
+    def writer(self) -> str:
+        return f"w{self.worker_index or 0}"
+
+    def _make_context(self) -> LoadContext:
+        from harness.client import PulsarClient
+
+        spec = self.spec
+        try:
+            self.recorder = HistoryRecorder(spec.run_dir.history_dir, spec.run_id, self.writer, self.clock,
+                                            path=spec.path.value)
+        except FileExistsError:
+            raise LoadFailed(f"{spec.run_dir.history_dir / (self.writer + '.jsonl')} already exists: a load "
+                             "process already ran in this run folder; start a new run") from None
+        self.client = PulsarClient(spec.service_url, txn_path=spec.path.value,
+                                   operation_timeout_s=self.config.workload.op_timeout_s)
+        request = self.env.events.request
+
+        def fire(request_type: str, name: str, ms: float, length: int, error: BaseException | None) -> None:
+            request.fire(request_type=request_type, name=name, response_time=ms, response_length=length,
+                         exception=error, context={})
+
+        ctx = LoadContext(config=self.config, topology=spec.topology, client=self.client, recorder=self.recorder,
+                          clock=self.clock, writer=self.writer, fire=fire)
+        ctx.on_fatal = lambda err: self._spawn_stop(f"the history cannot be written: {err}", failed=True)
+        ctx.attach(self.env)
+        self.env.events.test_stopping.add_listener(lambda **_: ctx.stop())
+
+        def on_user_error(user_instance: Any, exception: BaseException, tb: Any) -> None:
+            if isinstance(exception, HistoryWriteError | HistoryMisuse):
+                ctx.fail_fatally(exception)
+
+        self.env.events.user_error.add_listener(on_user_error)
+        return ctx
+
+    def _start_workers(self) -> None:
+        assert self.runner is not None
+        port = self.runner.server.port  # type: ignore[attr-defined]
+        log_dir = self.spec.run_dir.logs_dir
+        for index in range(self.workers):
+            out = (log_dir / f"load-w{index}.log").open("ab")
+            self.worker_procs.append(subprocess.Popen(
+                [sys.executable, "-m", "workloads.runner", "--spec", str(self._spec_file), "--worker", str(index),
+                 "--master-port", str(port)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ)))
+            out.close()
+        deadline = gevent.Timeout(WORKER_CONNECT_TIMEOUT_S)
+        deadline.start()
+        try:
+            while self.runner.worker_count < self.workers:  # type: ignore[attr-defined]
+                for index, proc in enumerate(self.worker_procs):
+                    if proc.poll() is not None:
+                        raise LoadFailed(f"load worker w{index} exited (code {proc.returncode}) before connecting; "
+                                         f"see {log_dir / f'load-w{index}.log'}")
+                gevent.sleep(0.1)
+        except gevent.Timeout:
+            raise LoadFailed(f"only {self.runner.worker_count} of {self.workers} load workers "  # type: ignore[attr-defined]
+                             f"connected within {WORKER_CONNECT_TIMEOUT_S:.0f}s; see {log_dir}/load-w*.log") from None
+        finally:
+            deadline.cancel()
+
+    def _counters(self) -> Counters:
+        if self.ctx is not None:
+            return self.ctx.counters
+        return Counters.merge(list(self.worker_counters.values()))
+
+    def _users(self) -> tuple[int, dict[str, int]]:
+        runner = self.runner
+        if runner is None:
+            return 0, {}
+        return runner.user_count, dict(runner.user_classes_count)
+
+    def _pids(self) -> list[int]:
+        return [os.getpid()] + [p.pid for p in self.worker_procs if p.poll() is None]
+
+    # ---- main ---------------------------------------------------------------------------------
+
+    def run(self, spec_file: Path) -> int:
+        self._spec_file = spec_file
+        try:
+            self._run()
+        except TxnbenchError as err:
+            self.failure = str(err)
+            log.error("%s", err)
+        finally:
+            self._cleanup()
+        return EXIT_FAILED if self.failure else EXIT_OK
+
+    def _run(self) -> None:
+        load = self.config.load
+        if self.worker_index is not None:
+            self._run_worker()
+            return
+        if load.web_ui:
+            _check_port_free(load.web_port)
+        if self.is_master:
+            self.runner = self.env.create_master_runner("127.0.0.1", 0)
+            self.env.events.worker_report.add_listener(self._on_worker_report)
+        else:
+            self.ctx = self._make_context()
+            self.runner = self.env.create_local_runner()
+        capacity = find_capacity(self.config)
+        self.reporter = StatusReporter(self.spec.status_file, self.clock, run_id=self.spec.run_id,
+                                       processes=max(1, self.workers), counters=self._counters,
+                                       users=self._users, cpu=CpuMeter(self._pids), capacity=capacity)
+        self.reporter.write(self.state)
+        self._install_stops()
+        if self.is_master:
+            self._start_workers()
+        if load.web_ui:
+            self.env.create_web_ui("127.0.0.1", load.web_port)
+            log.info("Locust web UI on http://127.0.0.1:%d", load.web_port)
+        self._start_csv()
+        self._greenlets.append(gevent.spawn(self._status_loop))
+        log.info("starting %d users (spawn rate %.1f/s) against %s on %s", self.total_users, load.spawn_rate,
+                 self.spec.service_url, self.spec.path.value)
+        self.state = "running"
+        self.runner.start(self.total_users, load.spawn_rate)
+        self.done.wait()
+
+    def _run_worker(self) -> None:
+        assert self.master_port is not None
+        self.ctx = self._make_context()
+        self.runner = self.env.create_worker_runner("127.0.0.1", self.master_port)
+        ctx = self.ctx
+
+        def report(client_id: str, data: dict[str, Any]) -> None:
+            data["txnbench"] = ctx.counters.snapshot()
+
+        self.env.events.report_to_master.add_listener(report)
+        self._install_stops()
+        self.state = "running"
+        self.runner.greenlet.join()   # ends when the master says quit (or our own stop)
+        self.done.set()
+
+    def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
+        snapshot = data.get("txnbench")
+        if isinstance(snapshot, dict):
+            self.worker_counters[client_id] = snapshot
+
+    # ---- stopping -----------------------------------------------------------------------------
+
+    def _install_stops(self) -> None:
+        gevent.signal_handler(signal.SIGTERM, lambda: self._spawn_stop("SIGTERM"))
+        gevent.signal_handler(signal.SIGINT, lambda: self._spawn_stop("SIGINT"))
+        if self.worker_index is None:
+            self._greenlets.append(gevent.spawn_later(self.spec.max_duration_s, self._stop,
+                                                      f"max duration {self.spec.max_duration_s:.0f}s reached"))
+        self._greenlets.append(gevent.spawn(self._watch_parent))
+
+    def _watch_parent(self) -> None:
+        parent = self.spec.parent_pid if self.worker_index is None else None
+        while not self.done.is_set():
+            if _parent_gone(self._original_ppid, parent):
+                self._stop("the parent process is gone")
+                return
+            for index, proc in enumerate(self.worker_procs):
+                if proc.poll() is not None and not self._stopping:
+                    self._stop(f"load worker w{index} exited early (code {proc.returncode}); "
+                               f"see {self.spec.run_dir.logs_dir / f'load-w{index}.log'}", failed=True)
+                    return
+            self.done.wait(1.0)
+
+    def _spawn_stop(self, reason: str, failed: bool = False) -> None:
+        gevent.spawn(self._stop, reason, failed)
+
+    def _stop(self, reason: str, failed: bool = False) -> None:
+        if failed and self.failure is None:
+            self.failure = reason
+        if self._stopping:
+            return
+        self._stopping = True
+        self.state = "stopping"
+        log.info("stopping the load: %s", reason)
+        if self.ctx is not None:
+            self.ctx.stop()
+        runner = self.runner
+        if runner is not None:
+            with gevent.Timeout(self.stop_timeout_s + 5.0, False):
+                runner.stop()
+            with gevent.Timeout(5.0, False):
+                runner.quit()
+        self.done.set()
+
+    # ---- statistics ---------------------------------------------------------------------------
+
+    def _start_csv(self) -> None:
+        locust_dir = self.spec.run_dir.locust_dir
+        locust_dir.mkdir(parents=True, exist_ok=True)
+        self.csv = StatsCSVFileWriter(self.env, PERCENTILES_TO_REPORT, str(locust_dir / "locust"), full_history=True)
+        assert self.runner is not None
+        self._greenlets.append(gevent.spawn(self.csv.stats_writer))
+        self._greenlets.append(gevent.spawn(stats_history, self.runner))
+
+    def _finish_csv(self) -> None:
+        csv = getattr(self, "csv", None)
+        if csv is None:
+            return
+        with contextlib.suppress(Exception):   # final numbers: the same rewrite the writer loop does
+            csv.requests_csv_filehandle.seek(0)
+            csv.requests_csv_filehandle.truncate()
+            csv.requests_csv_writer.writerow(csv.requests_csv_columns)
+            csv._requests_data_rows(csv.requests_csv_writer)
+            csv.failures_csv_filehandle.seek(csv.failures_csv_data_start)
+            csv._failures_data_rows(csv.failures_csv_writer)
+            csv.failures_csv_filehandle.truncate()
+            csv.exceptions_csv_filehandle.seek(csv.exceptions_csv_data_start)
+            csv._exceptions_data_rows(csv.exceptions_csv_writer)
+            csv.exceptions_csv_filehandle.truncate()
+        with contextlib.suppress(Exception):
+            csv.close_files()
+
+    def _status_loop(self) -> None:
+        while not self.done.is_set():
+            self._write_status()
+            self.done.wait(STATUS_INTERVAL_S)
+
+    def _write_status(self) -> None:
+        if self.reporter is None:
+            return
+        if self.ctx is not None and self.ctx.fatal is not None:
+            self.reporter.fatal = f"{type(self.ctx.fatal).__name__}: {self.ctx.fatal}"
+        elif self.failure:
+            self.reporter.fatal = self.failure
+        try:
+            self.reporter.write(self.state)
+        except OSError as err:
+            log.warning("could not write %s: %s", self.reporter.path, err)
+
+    # ---- cleanup ------------------------------------------------------------------------------
+
+    def _cleanup(self) -> None:
+        if not self._stopping and self.runner is not None:
+            self._stop("the load process is ending")
+        if self.ctx is not None and self.ctx.fatal is not None and self.failure is None:
+            self.failure = f"the history cannot be written: {self.ctx.fatal}"
+        for greenlet in self._greenlets:
+            greenlet.kill(block=False)
+        self._finish_csv()
+        self._wait_workers()
+        if self.ctx is not None:
+            self.ctx.producers.close(CLIENT_CLOSE_TIMEOUT_S)
+        if self.client is not None:
+            with gevent.Timeout(CLIENT_CLOSE_TIMEOUT_S * 2, False), contextlib.suppress(Exception):
+                self.client.close(CLIENT_CLOSE_TIMEOUT_S)
+        if self.recorder is not None:
+            self.recorder.close()
+        self.state = "failed" if self.failure else "stopped"
+        self._write_status()
+        if self.reporter is not None:
+            counters = self._counters()
+            log.info("load %s: %d committed transactions, %d messages, %d errors", self.state,
+                     counters.committed, counters.messages, counters.errors)
+
+    def _wait_workers(self) -> None:
+        deadline = self.stop_timeout_s + 15.0
+        for index, proc in enumerate(self.worker_procs):
+            try:
+                proc.wait(timeout=max(1.0, deadline))
+            except subprocess.TimeoutExpired:
+                log.warning("load worker w%d did not exit; killing it", index)
+                proc.kill()
+                proc.wait(timeout=10)
+            deadline = 1.0
+            if proc.returncode not in (0, None) and self.failure is None and not self._stopping:
+                self.failure = f"load worker w{index} exited with code {proc.returncode}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.runner", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spec", required=True, type=Path, help="RUN_DIR/load-spec.json")
+    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--master-port", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    setup_logging("INFO")
+    try:
+        spec = LoadSpec.load(args.spec)
+        process = LoadProcess(spec, worker_index=args.worker, master_port=args.master_port)
+    except TxnbenchError as err:
+        print(f"load process: {err}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    return process.run(args.spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

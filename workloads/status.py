@@ -1,0 +1,134 @@
+"""The load process's status file (`locust/status.json`), rewritten atomically every second.
+
+It says how hard the harness itself worked, so a report can tell a slow cluster from
+a saturated load generator (analysis/perf/loadgen.py reads it). Keys:
+
+| key | meaning |
+|---|---|
+| `schema` | 1 |
+| `run_id`, `state` | the run; `starting`, `running`, `stopping`, `stopped` or `failed` |
+| `time_ns`, `wall_ms` | when it was written (run clock, Unix ms) |
+| `elapsed_s` | seconds since the load process started its users |
+| `users`, `users_by_kind` | Locust users running (all kinds, feeders and verifiers included) |
+| `processes`, `host_cpus` | load-generating processes (Locust workers, or 1) and the host's CPUs |
+| `committed_txn_per_s`, `msgs_per_s` | commits and sends that completed ok per second, over the last `window_s` |
+| `committed_txns`, `messages`, `receives`, `errors` | totals so far; `errors` counts `fail`/`info` completions and task exceptions |
+| `ops` | `{"ok": {f: n}, "failed": {f: n}}` totals per operation |
+| `cpu_percent` | CPU of all load processes over the last interval, in % of one core (can exceed 100 with workers) |
+| `cpu_samples` | `[[time_ns, cpu_seconds], ...]`: cumulative CPU seconds of all load processes against the run clock |
+| `capacity` | the harness's measured rate against a null broker, when measured (workloads.capacity), else absent |
+| `fatal` | why the load stopped itself (e.g. the history could not be written), else null |
+
+`msgs_per_s` counts every send that completed ok, transactional and the feeders' alike:
+it is the work the load process did, the figure to hold against its capacity.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.history import RunClock
+from harness.results import write_json_atomic
+from workloads.context import Counters
+
+STATUS_SCHEMA = 1
+RATE_WINDOW_S = 5.0
+MAX_CPU_SAMPLES = 4096
+
+
+class CpuMeter:
+    """Cumulative CPU seconds (user + system) of a set of processes, also after they exit."""
+
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._pids = pids
+        self._procs: dict[int, Any] = {}
+        self._last: dict[int, float] = {}
+
+    def total_s(self) -> float:
+        for pid in self._pids():
+            if pid not in self._procs:
+                try:
+                    self._procs[pid] = self._psutil.Process(pid)
+                except self._psutil.Error:
+                    continue
+        for pid, proc in list(self._procs.items()):
+            try:
+                times = proc.cpu_times()
+            except self._psutil.Error:
+                del self._procs[pid]  # gone: keep its last reading
+                continue
+            self._last[pid] = times.user + times.system
+        return sum(self._last.values())
+
+
+class StatusReporter:
+    """Builds and writes the status file (see the module docstring)."""
+
+    def __init__(self, path: Path, clock: RunClock, *, run_id: str, processes: int,
+                 counters: Callable[[], Counters], users: Callable[[], tuple[int, Mapping[str, int]]],
+                 cpu: CpuMeter | None, capacity: Mapping[str, Any] | None = None,
+                 window_s: float = RATE_WINDOW_S) -> None:
+        self.path = path
+        self.clock = clock
+        self.run_id = run_id
+        self.processes = processes
+        self._counters = counters
+        self._users = users
+        self._cpu = cpu
+        self.capacity = dict(capacity) if capacity else None
+        self.window_ns = int(window_s * 1e9)
+        self.started_ns = clock.now_ns()
+        self._history: deque[tuple[int, int, int]] = deque()
+        self._cpu_samples: list[list[float]] = []
+        self._last_cpu: tuple[int, float] | None = None
+        self.fatal: str | None = None
+
+    def sample(self, state: str) -> dict[str, Any]:
+        now = self.clock.now_ns()
+        counters = self._counters()
+        committed, messages = counters.committed, counters.messages
+        self._history.append((now, committed, messages))
+        while len(self._history) > 2 and now - self._history[0][0] > self.window_ns:
+            self._history.popleft()
+        first = self._history[0]
+        span_s = (now - first[0]) / 1e9
+        txn_rate = (committed - first[1]) / span_s if span_s > 0 else 0.0
+        msg_rate = (messages - first[2]) / span_s if span_s > 0 else 0.0
+        users, by_kind = self._users()
+        status: dict[str, Any] = {
+            "schema": STATUS_SCHEMA, "run_id": self.run_id, "state": state,
+            "time_ns": now, "wall_ms": round(time.time() * 1000.0, 3),
+            "elapsed_s": round((now - self.started_ns) / 1e9, 3),
+            "users": users, "users_by_kind": dict(by_kind),
+            "processes": self.processes, "host_cpus": os.cpu_count() or 1,
+            "committed_txn_per_s": round(txn_rate, 3), "msgs_per_s": round(msg_rate, 3),
+            "window_s": round(span_s, 3),
+            "committed_txns": committed, "messages": messages, "receives": counters.receives,
+            "errors": counters.errors, "ops": {"ok": dict(counters.ok), "failed": dict(counters.failed)},
+            "cpu_percent": None, "cpu_samples": self._cpu_samples, "fatal": self.fatal,
+        }
+        if self._cpu is not None:
+            cpu_s = self._cpu.total_s()
+            if self._last_cpu is not None and now > self._last_cpu[0]:
+                status["cpu_percent"] = round(100.0 * (cpu_s - self._last_cpu[1])
+                                              / ((now - self._last_cpu[0]) / 1e9), 2)
+            self._last_cpu = (now, cpu_s)
+            self._cpu_samples.append([now, round(cpu_s, 4)])
+            if len(self._cpu_samples) > MAX_CPU_SAMPLES:  # keep the first, thin the rest
+                self._cpu_samples[1:] = self._cpu_samples[2::2]
+        if self.capacity is not None:
+            status["capacity"] = self.capacity
+        return status
+
+    def write(self, state: str) -> dict[str, Any]:
+        status = self.sample(state)
+        write_json_atomic(self.path, status)
+        return status
