@@ -36,9 +36,8 @@ import itertools
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable, Collection
-from typing import Any, Protocol
+from typing import Protocol
 
 from harness.client.config import ClientConfig
 from harness.client.errors import (
@@ -60,7 +59,6 @@ from harness.wire import (
     LocalProtocolError,
     RemoteProtocolError,
     Role,
-    ServerError,
     commands,
 )
 
@@ -609,22 +607,3 @@ class ConnectionPool:
         for conn in connections:
             conn.close("the client is closed")
 
-
-def response_error(event: Command) -> tuple[ServerError, str] | None:
-    """The (code, message) of an error response, or None for success (ERROR included)."""
-    return commands.error_of(event)
-
-
-def wait_time(deadline: Deadline) -> float:
-    """Seconds left before `deadline`, at least a millisecond (for socket timeouts)."""
-    return max(0.001, deadline.remaining())
-
-
-def now() -> float:
-    """Monotonic seconds."""
-    return time.monotonic()
-
-
-def describe(value: Any) -> str:
-    """A short text for logs."""
-    return repr(value)[:200]

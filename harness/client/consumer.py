@@ -33,10 +33,9 @@ import collections
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.client.connection import ClientConnection, next_request_id, next_resource_id
 from harness.client.errors import (
@@ -676,12 +675,3 @@ class Consumer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def now_ms() -> int:
-    """Wall-clock milliseconds."""
-    return int(time.time() * 1000)
-
-
-def describe_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """A compact view of messages for logs and test failures."""
-    return [{"id": m.msg_id, "segment": m.segment, "key": m.key} for m in messages]

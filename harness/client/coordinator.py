@@ -145,7 +145,7 @@ class CoordinatorHandler(ReconnectingHandler):
         end_txn = op is Op.END_TXN
         max_attempts = self.ctx.config.max_end_txn_attempts
         backoff = Backoff(self.ctx.config.initial_backoff_s, self.ctx.config.max_backoff_s / 10)
-        pause = threading.Event()
+        pause: threading.Event | None = None
         last: OperationError | None = None
         for attempt in range(1, max_attempts + 1):
             try:
@@ -188,6 +188,7 @@ class CoordinatorHandler(ReconnectingHandler):
             delay = backoff.next()
             if deadline.remaining() <= delay:
                 break
+            pause = pause or threading.Event()
             pause.wait(delay)
         return self._give_up(op, last, record)
 
