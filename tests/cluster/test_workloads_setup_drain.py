@@ -1,0 +1,113 @@
+"""Setup and drain against the real embedded cluster, with the real client.
+
+These use only what needs no transactions: the admin REST API, subscriptions, plain
+sends (as the feeders make them), final reads and subscriptions consumed until empty.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.client import PulsarClient
+from harness.client.admin import AdminClient
+from harness.history import HistoryRecorder, RunClock
+from harness.history.reader import read_history_dir
+from tests.cluster.conftest import ClusterFactory
+from tests.unit.workloads.conftest import scenario
+from tests.unit.workloads.history_checks import assert_well_formed
+from workloads.drain import drain
+from workloads.payload import encode
+from workloads.setup import prepare
+from workloads.topology import SubscriptionRole, TopicRole, plan
+
+pytestmark = pytest.mark.cluster
+
+CONFIG = """
+workload: {{kind: consume-transform-produce, topics: 2, topics_per_txn: 1, partitions: {partitions},
+           namespace: public/wl}}
+"""
+
+
+@pytest.mark.parametrize("partitions", [0, 2])
+def test_prepare_creates_topics_and_subscriptions_and_the_drain_reads_and_empties_them(
+        cluster_factory: ClusterFactory, tmp_path: Path, partitions: int) -> None:
+    cluster = cluster_factory(path="v4", brokers=2)
+    info = cluster.info()
+    config = scenario(CONFIG.format(partitions=partitions))
+    topology = plan(config, "run1")
+    prepare(info, config, topology)
+
+    admin = AdminClient(info.admin_url)
+    if partitions:
+        assert set(admin.partitioned_topics("public", "wl")) == set(topology.topics)
+        assert all(admin.partitions(t) == partitions for t in topology.topics)
+    else:
+        assert set(topology.topics) <= set(admin.topics("public", "wl"))
+    inputs = topology.topics_for(TopicRole.CTP_INPUT)
+    stats = admin.topic_stats(inputs[0] if not partitions else f"{inputs[0]}-partition-0")
+    assert "ctp" in stats["subscriptions"]
+
+    # plain sends, as feeders make them; every topic gets some
+    sent: dict[str, list[str]] = {}
+    with PulsarClient(info.service_url, txn_path="v4") as client:
+        for topic in topology.topics:
+            producer = client.create_producer(topic)
+            for n in range(20):
+                value = f"w0.0.{topic[-8:]}.{n}"
+                producer.send(encode(value, (), 128), key=f"k{n % 3}")
+                sent.setdefault(topic, []).append(value)
+            producer.close()
+
+    recorder = HistoryRecorder(tmp_path / "history", "run1", "drain", RunClock.start(), path="v4")
+    result = drain(info, config, topology, recorder, timeout_s=60)
+    recorder.close()
+    assert result.complete, result.reason
+    assert result.topics == topology.topics and result.subscriptions == topology.subscriptions
+    ops, _ = read_history_dir(tmp_path / "history")
+    assert_well_formed(ops)
+    for topic, values in sent.items():
+        reads = [op["value"] for op in ops if op["f"] == "read" and op["topic"] == topic]
+        assert sorted(reads) == sorted(values)
+        if not partitions:
+            assert reads == values                   # log order
+        else:
+            for key in ("k0", "k1", "k2"):          # per key (one partition each), send order
+                keyed = [op["value"] for op in ops if op["f"] == "read" and op["topic"] == topic
+                         and op["key"] == key]
+                assert keyed == [v for i, v in enumerate(values) if f"k{i % 3}" == key]
+    for sub_topic, sub_name in topology.subscriptions:
+        received = [op["value"] for op in ops if op["f"] == "receive" and op["topic"] == sub_topic
+                    and op["subscription"] == sub_name]
+        assert sorted(received) == sorted(sent[sub_topic]), (sub_topic, sub_name)
+    for sub in topology.subscriptions_for(SubscriptionRole.CTP):
+        names = [sub.topic] if not partitions else [f"{sub.topic}-partition-{i}" for i in range(partitions)]
+        assert sum(admin.topic_stats(n)["subscriptions"]["ctp"]["msgBacklog"] for n in names) == 0
+
+
+def test_a_second_drain_finds_the_subscriptions_empty_and_reads_the_same(
+        cluster_factory: ClusterFactory, tmp_path: Path) -> None:
+    cluster = cluster_factory(path="v4", brokers=1)
+    info = cluster.info()
+    config = scenario("workload: {kind: atomic-produce, topics: 1, topics_per_txn: 1, namespace: public/wl2}")
+    topology = plan(config, "run2")
+    prepare(info, config, topology)
+    with PulsarClient(info.service_url, txn_path="v4") as client:
+        producer = client.create_producer(topology.topics[0])
+        for n in range(10):
+            producer.send(encode(f"v{n}", (), 100))
+    outcomes: list[tuple[Any, list[dict[str, Any]]]] = []
+    for attempt in range(2):
+        recorder = HistoryRecorder(tmp_path / f"h{attempt}", "run2", "drain", RunClock.start(), path="v4")
+        result = drain(info, config, topology, recorder, timeout_s=60)
+        recorder.close()
+        outcomes.append((result, [json.loads(x) for x in recorder.file_path.read_text().splitlines()]))
+    (first, ops1), (second, ops2) = outcomes
+    assert first.complete and second.complete
+    assert [op["value"] for op in ops1 if op["f"] == "read"] == [f"v{n}" for n in range(10)]
+    assert [op["value"] for op in ops2 if op["f"] == "read"] == [f"v{n}" for n in range(10)]
+    assert len([op for op in ops1 if op["f"] == "receive"]) == 10
+    assert [op for op in ops2 if op["f"] == "receive"] == []       # acknowledged by the first drain
