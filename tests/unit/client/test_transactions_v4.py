@@ -392,3 +392,26 @@ def test_a_silent_service_host_does_not_hide_the_others(
         assert client.coordinator_brokers(timeout_s=3) == {0: cluster.url, 1: cluster.url}
     finally:
         silent_host.close()
+
+
+def test_coordinator_broker_dies_with_end_txn_in_flight(
+        two_brokers: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
+    cluster = two_brokers
+    b0, b1 = cluster.brokers
+    client = make_client(f"pulsar://127.0.0.1:{b0.port},127.0.0.1:{b1.port}")
+    producer = client.create_producer(TOPIC)
+    txn = client.new_transaction()
+    assert txn.id.most == 0
+    producer.send(b"x", txn=txn)
+
+    def die(conn: BrokerConnection, event: Command) -> bool:
+        cluster.set_tc_leader(0, b1)  # the assign partition fails over to b1 ...
+        cluster.owners[TOPIC] = b1
+        threading.Thread(target=b0.stop).start()  # ... as b0 dies with END_TXN unanswered
+        return True
+
+    b0.intercept(T.END_TXN, once(die))
+    txn.commit(timeout_s=5)
+    assert txn.state is TxnState.COMMITTED
+    assert [name for name, _, c in cluster.log if c.type is T.END_TXN] == ["b0", "b1"]
+    assert cluster.txns[txn.id].state == "committed"

@@ -208,3 +208,19 @@ def test_end_txn_routed_by_most_bits_on_v5(v5: FakeCluster, v5_client: PulsarCli
     ends = {name: (commands.txn_of(c), c.body.txn_action) for name, _, c in v5.log
             if c.type is T.END_TXN}
     assert ends == {"b0": (TxnId(0, 0), TxnAction.ABORT), "b1": (TxnId(1, 0), TxnAction.COMMIT)}
+
+
+def test_v5_leader_broker_dies_and_the_watch_moves(v5: FakeCluster,
+                                                   make_client: Callable[..., PulsarClient]) -> None:
+    b0, b1 = v5.brokers
+    client = make_client(f"pulsar://127.0.0.1:{b0.port},127.0.0.1:{b1.port}", txn_path="v5")
+    coordinators_ready(client, 2)
+    txn = client.new_transaction()
+    assert txn.id.most == 0
+    v5.tc_leaders[0] = b1  # elected elsewhere while b0 dies (no push from the dead broker)
+    b0.stop()
+    wait_for(lambda: len(v5.commands(T.WATCH_TC_ASSIGNMENTS)) == 2, what="watch re-opened on b1")
+    wait_for(lambda: client.coordinator_brokers()[0] == b1.url, what="new leader learned")
+    txn.commit(timeout_s=5)
+    assert txn.state is TxnState.COMMITTED
+    assert [name for name, _, c in v5.log if c.type is T.END_TXN] == ["b1"]
