@@ -118,10 +118,14 @@ def measure(url: str, scenario: str, workers: int, seconds: float, mode: str,
 
 
 def _child(url: str, workers: int, seconds: float, scenarios: list[str]) -> list[dict[str, Any]]:
+    # Patch before anything (even the harness.client package) imports threading or socket.
+    argv = ["--url", url, "--workers", str(workers), "--seconds", str(seconds), "--mode",
+            "gevent", "--json", "--scenarios", ",".join(scenarios)]
+    script = ("from gevent import monkey; monkey.patch_all()\n"
+              "import sys\nfrom harness.client.bench import main\n"
+              f"sys.exit(main({argv!r}))\n")
     out = subprocess.run(
-        [sys.executable, "-m", "harness.client.bench", "--url", url, "--workers", str(workers),
-         "--seconds", str(seconds), "--mode", "gevent", "--json",
-         "--scenarios", ",".join(scenarios)],
+        [sys.executable, "-c", script],
         capture_output=True, text=True, timeout=60 + 10 * seconds * len(scenarios), check=True)
     return json.loads(out.stdout)
 
@@ -141,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "gevent" and args.url:
         from gevent import monkey
 
-        monkey.patch_all()
+        if not monkey.is_module_patched("socket"):
+            monkey.patch_all()
         print(json.dumps([measure(args.url, s, args.workers, args.seconds, "gevent")
                           for s in scenarios]))
         return 0
