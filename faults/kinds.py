@@ -45,6 +45,10 @@ GC_INTERVAL_KEY = "transactionCoordinatorScalableTopicsGcIntervalSeconds"
 PULSAR_GC_RETENTION_S = 900
 PULSAR_GC_INTERVAL_S = 300
 SLOW_PARTICIPANT_MARGIN_S = 2.0
+# A slow participant must keep its metadata session (Pulsar's default 30 s), or it stops
+# being a participant: its topics move to a broker that is not slow.
+SESSION_TIMEOUT_KEY = "metadataStoreSessionTimeoutMillis"
+PULSAR_SESSION_TIMEOUT_MS = 30_000
 
 
 class Capability(StrEnum):

@@ -169,6 +169,15 @@ class Nemesis:
                     continue
                 latency_ms = planned.params.get("latency_ms") or kinds.slow_participant_latency_ms(
                     self.cluster.settings)
+                session_ms = float(self.cluster.settings.get(kinds.SESSION_TIMEOUT_KEY,
+                                                             kinds.PULSAR_SESSION_TIMEOUT_MS))
+                if latency_ms >= session_ms:
+                    raise ConfigError(
+                        source, f"{planned.source}.params.latency_ms",
+                        f"a {latency_ms / 1000:g} s delay outlasts the brokers' metadata session "
+                        f"({session_ms / 1000:g} s): the participant would lose its topics instead of lagging",
+                        f"set {kinds.SESSION_TIMEOUT_KEY} above {int(latency_ms)} in cluster.settings, or "
+                        "lower the GC retention and interval")
                 if window.for_s * 1000 < latency_ms:
                     raise ConfigError(
                         source, f"{planned.source}.for_s",

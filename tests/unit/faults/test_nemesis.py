@@ -385,3 +385,15 @@ def test_start_twice_is_refused(tmp_path: Path) -> None:
         nemesis.start()
         with pytest.raises(RuntimeError, match="already started"):
             nemesis.start()
+
+
+def test_a_slow_participant_must_keep_its_metadata_session(tmp_path: Path) -> None:
+    world = World(tmp_path, TxnPath.V5)
+    world.cluster.settings.update({"transactionCoordinatorScalableTopicsGcRetentionSeconds": 20,
+                                   "transactionCoordinatorScalableTopicsGcIntervalSeconds": 10})
+    cfg = config("schedule:\n  - {kind: slow-participant, at_s: 0, for_s: 40}", faults_s=60, path="v5")
+    with pytest.raises(ConfigError, match=r"params.latency_ms: a 32 s delay outlasts the brokers' metadata "
+                                          r"session \(30 s\).*set metadataStoreSessionTimeoutMillis above 32000"):
+        world.nemesis(cfg)
+    world.cluster.settings["metadataStoreSessionTimeoutMillis"] = 60_000
+    world.nemesis(cfg).heal_all()
