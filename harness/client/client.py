@@ -8,6 +8,7 @@ readers made from it share all of that; `close()` closes them all.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -65,6 +66,11 @@ class PulsarClient:
 
     def __init__(self, service_url: str, *, txn_path: str = "v4",
                  operation_timeout_s: float = 30.0, **settings: Any) -> None:
+        known = {f.name for f in dataclasses.fields(ClientConfig) if f.init}
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            raise ValueError(f"unknown client setting(s) {', '.join(unknown)}; the settings are "
+                             f"{', '.join(sorted(known - {'service_url'}))}")
         self.config = ClientConfig(service_url, txn_path=txn_path,  # type: ignore[arg-type]
                                    operation_timeout_s=operation_timeout_s, **settings)
         self._scheduler = Scheduler()

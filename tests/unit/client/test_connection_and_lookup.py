@@ -215,3 +215,12 @@ def test_non_retriable_lookup_error_fails_at_once(cluster: FakeCluster, client: 
         client._lookup.lookup("persistent://public/default/x", Deadline.after(2))
     assert info.value.definite
     assert len(cluster.commands(T.LOOKUP)) == 1
+
+
+def test_client_settings_are_checked_with_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"unknown client setting.*keepalive_interval_s"):
+        PulsarClient("pulsar://127.0.0.1:1", keepalive_secs=5)
+    with pytest.raises(ValueError, match="txn_path 'v6' is not one of v4, v4-batched, v5"):
+        PulsarClient("pulsar://127.0.0.1:1", txn_path="v6")
+    with pytest.raises(ValueError, match="HTTP URL"):
+        PulsarClient("http://127.0.0.1:8080")
