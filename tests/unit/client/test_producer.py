@@ -223,3 +223,25 @@ def test_payload_checksums_are_valid(cluster: FakeCluster, client: PulsarClient)
     client.create_producer("orders").send(b"checked")
     entry = cluster.topic(TOPIC).entries[0].payload
     assert Payload.parse(entry).checksum_ok
+
+
+def test_concurrent_senders_keep_sequence_order_on_the_wire(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    producer = client.create_producer("orders")
+    receipts: list[str] = []
+    lock = threading.Lock()
+
+    def worker(index: int) -> None:
+        for i in range(25):
+            receipt = producer.send(f"{index}-{i}".encode())
+            with lock:
+                receipts.append(receipt.msg_id)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(receipts) == len(set(receipts)) == 200
+    sequence_ids = [c.body.sequence_id for c in cluster.commands(T.SEND)]
+    assert sequence_ids == list(range(200))  # written in sequence order
