@@ -205,9 +205,10 @@ class BrokerService:
         self._ready = False
         if self._binary is not None:
             await self._binary.stop()
-        for name in list(self.topics):
+        if self.topics:   # in parallel: each persists its cursors and closes its ledger (bounded)
+            unloads = [self.unload_topic(name, release=True) for name in list(self.topics)]
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.unload_topic(name, release=True), 5.0)
+                await asyncio.wait_for(asyncio.gather(*unloads, return_exceptions=True), 6.0)
         for part in reversed(self._started_lifecycles):
             try:
                 await asyncio.wait_for(part.stop(), 5.0)

@@ -1,0 +1,87 @@
+"""The v5 path's settings: Pulsar 5.0's names, plus finer-grained ones of ours.
+
+Pulsar's keys (`transactionCoordinatorScalableTopics*`) are in seconds; tests that
+reproduce the PIP-473 review's GC race need sub-second windows, so each interval has
+a `txnbenchV5...Millis` twin that wins when set. Two more of ours shape the design
+probes:
+
+* `txnbenchV5GcLeftoverOps`: what the GC sweep does with op records still present
+  after the retention window. `force-delete` (default) is the PIP text: delete them,
+  then the header. `redrive` is what Pulsar 5.0 ships (`TransactionCoordinatorV5.gcOneTxn`):
+  publish the decision events again and keep the header until the participants have
+  cleaned up.
+* `txnbenchV5ParticipantDelayMillis` with `txnbenchV5ParticipantDelayMatch`: a
+  participant whose `segment|subscription` contains the match text (empty: every
+  participant) waits this long between learning a decision and materializing it:
+  the "slow participant" of the review.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from embedded.broker.config import Settings
+
+
+class GcLeftoverOps(enum.Enum):
+    FORCE_DELETE = "force-delete"
+    REDRIVE = "redrive"
+
+
+@dataclass(frozen=True)
+class V5Settings:
+    parallelism: int = 16
+    timeout_sweep_interval_s: float = 60.0
+    gc_interval_s: float = 300.0
+    gc_retention_s: float = 900.0
+    gc_leftover_ops: GcLeftoverOps = GcLeftoverOps.FORCE_DELETE
+    participant_delay_s: float = 0.0
+    participant_delay_match: str = ""
+    default_segments: int = 1
+    allow_auto_create: bool = True
+
+    def __post_init__(self) -> None:
+        if self.parallelism < 1:
+            raise ValueError(f"transactionCoordinatorScalableTopicsParallelism must be >= 1, got {self.parallelism}")
+        for name in ("timeout_sweep_interval_s", "gc_interval_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"the v5 {name.replace('_', ' ')} must be > 0, got {getattr(self, name)}")
+        if self.gc_retention_s < 0:
+            raise ValueError(f"the v5 GC retention must be >= 0 s, got {self.gc_retention_s}")
+
+    def delay_for(self, participant: str) -> float:
+        """How long `participant` (`segment|subscription`) waits before materializing a decision."""
+        if self.participant_delay_s <= 0:
+            return 0.0
+        if self.participant_delay_match and self.participant_delay_match not in participant:
+            return 0.0
+        return self.participant_delay_s
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> V5Settings:
+        def seconds(pulsar_key: str, ours: str, default_s: float) -> float:
+            if s.get(ours) is not None:
+                return s.int(ours) / 1000.0
+            return float(s.int(pulsar_key, int(default_s)))
+
+        leftover = s.str("txnbenchV5GcLeftoverOps", GcLeftoverOps.FORCE_DELETE.value)
+        try:
+            policy = GcLeftoverOps(leftover)
+        except ValueError:
+            choices = ", ".join(p.value for p in GcLeftoverOps)
+            raise ValueError(f"setting txnbenchV5GcLeftoverOps is {leftover!r}; use one of {choices}") from None
+        return cls(
+            parallelism=s.int("transactionCoordinatorScalableTopicsParallelism", 16),
+            timeout_sweep_interval_s=seconds("transactionCoordinatorScalableTopicsTimeoutSweepIntervalSeconds",
+                                             "txnbenchV5TimeoutSweepIntervalMillis", 60),
+            gc_interval_s=seconds("transactionCoordinatorScalableTopicsGcIntervalSeconds",
+                                  "txnbenchV5GcIntervalMillis", 300),
+            gc_retention_s=seconds("transactionCoordinatorScalableTopicsGcRetentionSeconds",
+                                   "txnbenchV5GcRetentionMillis", 900),
+            gc_leftover_ops=policy,
+            participant_delay_s=s.int("txnbenchV5ParticipantDelayMillis", 0) / 1000.0,
+            participant_delay_match=s.str("txnbenchV5ParticipantDelayMatch", ""),
+            default_segments=max(1, s.int("scalableTopicDefaultNumSegments", 1)),
+            allow_auto_create=s.bool("allowAutoTopicCreation", True),
+        )
