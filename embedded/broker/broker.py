@@ -300,7 +300,10 @@ class BrokerService:
         if loading is None:
             loading = asyncio.ensure_future(self._load(name, create))
             self._loading[name] = loading
-            loading.add_done_callback(lambda _t, n=name: self._loading.pop(n, None))
+
+            def loaded(_: asyncio.Task[PersistentTopic], n: TopicName = name) -> None:
+                self._loading.pop(n, None)
+            loading.add_done_callback(loaded)
         return await asyncio.shield(loading)
 
     async def _load(self, name: TopicName, create: bool) -> PersistentTopic:

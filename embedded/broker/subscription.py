@@ -88,8 +88,8 @@ class Subscription:
                            "Key_Shared subscriptions are not supported by the embedded broker; use Shared or Failover")
         if self.dispatcher is not None and self.dispatcher.consumers:
             if sub_type is not self.sub_type:
-                raise ConsumerBusy(f"Subscription {self._name} is of a different type "
-                                   f"({SUB_TYPE_NAMES.get(self.sub_type, self.sub_type)})")
+                current = SUB_TYPE_NAMES.get(self.sub_type, "?") if self.sub_type is not None else "none"
+                raise ConsumerBusy(f"Subscription {self._name} is of a different type ({current})")
             if sub_type is SubType.Exclusive:
                 raise ConsumerBusy(f"Exclusive consumer is already connected to {self._name}")
         if self.dispatcher is None or (not self.dispatcher.consumers and sub_type is not self.sub_type):
