@@ -195,6 +195,8 @@ class LoadProcess:
         runner = self.runner
         if runner is None:
             return 0, {}
+        if self.is_master:
+            return runner.user_count, dict(runner.reported_user_classes_count)  # type: ignore[attr-defined]
         return runner.user_count, dict(runner.user_classes_count)
 
     def _pids(self) -> list[int]:

@@ -3,10 +3,10 @@
 `prepare()` creates, through the admin REST API (harness.client.admin), the tenant and
 namespace (both may exist already), every topic of the topology (`persistent://`,
 partitioned when planned, or `topic://` scalable topics with their initial segments),
-and asks for infinite retention on the namespace so the drain's final reads still
-find messages every subscription acknowledged (real Pulsar deletes consumed ledgers
-by default; the embedded broker keeps data ledgers, and a broker that does not know
-the retention call is noted, not fatal). Subscriptions are created with the client
+and, except on the embedded cluster (which never deletes data ledgers), asks for
+infinite retention on the namespace so the drain's final reads still find messages
+every subscription acknowledged (real Pulsar deletes consumed ledgers by default; a
+broker that refuses the call is noted, not fatal). Subscriptions are created with the client
 (subscribe, then close) before any message is sent, so they start at the beginning.
 
 `wait_transactions_ready()` polls, with a bounded backoff, until one transaction can
@@ -85,7 +85,7 @@ def prepare(cluster: ClusterInfo, config: RunConfig, topology: Topology, *, admi
             from harness.client.admin import AdminClient
 
             admin = AdminClient(cluster.admin_url, timeout_s=30.0)
-        _create_with_admin(admin, cluster.admin_url, tenant, namespace, topology)
+        _create_with_admin(admin, cluster.admin_url, cluster.target, tenant, namespace, topology)
     else:
         needs_admin = [t.name for t in topology.topic_plans if t.partitions > 0 or t.segments > 0]
         if needs_admin:
@@ -97,11 +97,14 @@ def prepare(cluster: ClusterInfo, config: RunConfig, topology: Topology, *, admi
     _create_subscriptions(cluster, config, topology, client)
 
 
-def _create_with_admin(admin: Any, admin_url: str, tenant: str, namespace: str, topology: Topology) -> None:
+def _create_with_admin(admin: Any, admin_url: str, target: str, tenant: str, namespace: str,
+                       topology: Topology) -> None:
     if tenant not in _retry("listing tenants", admin.tenants):
         _retry(f"creating tenant {tenant}", lambda: admin.create_tenant(tenant))
     _retry(f"creating namespace {tenant}/{namespace}", lambda: admin.create_namespace(tenant, namespace))
-    why = _set_infinite_retention(admin_url, tenant, namespace) if admin_url else "no admin URL"
+    # The embedded broker never deletes data ledgers (embedded/README.md); elsewhere ask for it.
+    why = None if target == "embedded" else (
+        _set_infinite_retention(admin_url, tenant, namespace) if admin_url else "no admin URL")
     if why is not None:
         _say(f"setup: could not set infinite retention on {tenant}/{namespace} ({why}); on a broker that "
              "deletes consumed ledgers the final reads may miss acknowledged messages")
