@@ -13,7 +13,7 @@ Field meanings are in docs/history.md; this module is the executable version.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -85,13 +85,14 @@ class Op:
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
-        data = asdict(self)
+        # Field by field, not dataclasses.asdict: that deep-copies `extra` and costs more
+        # than the rest of a line's write (every operation of the load writes two lines).
+        data = {name: getattr(self, name) for name in FIELDS}
         data["type"] = self.type.value
         data["f"] = self.f.value
         if self.inputs is not None:
             data["inputs"] = list(self.inputs)
-        ordered = {name: data[name] for name in FIELDS}
-        return json.dumps(ordered, separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Op:
