@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -95,7 +96,7 @@ class Participant(ABC):
         self._handling.add(ident)
         task = asyncio.ensure_future(self._handle(item))
         self._tasks.add(task)
-        task.add_done_callback(lambda t, i=ident: self._done(t, i))
+        task.add_done_callback(functools.partial(self._done, ident=ident))
 
     def _done(self, task: asyncio.Task[Any], ident: tuple[str, int]) -> None:
         self._tasks.discard(task)

@@ -1,0 +1,1 @@
+"""PIP-460 scalable topics: the segment DAG, its controller, sessions and admin REST."""

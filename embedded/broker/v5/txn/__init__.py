@@ -1,0 +1,1 @@
+"""PIP-473 transactions: records, coordinator, transaction buffer, pending acks."""

@@ -1,0 +1,91 @@
+"""Pending transactional acks: Pulsar's conflict rules, holds, release, masks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from embedded.broker.position import Position as P
+from embedded.broker.txn_api import TxnAck
+from embedded.broker.v5.txn.acks import AckConflict, PendingAcks
+from harness.wire import TxnId
+
+A, B = TxnId(0, 1), TxnId(0, 2)
+
+
+@dataclass
+class FakeCursor:
+    mark_delete_position: P = field(default_factory=lambda: P(1, -1))
+    acked: set[P] = field(default_factory=set)
+    batches: dict[P, list[int]] = field(default_factory=dict)
+
+    def is_acked(self, position: P) -> bool:
+        return position <= self.mark_delete_position or position in self.acked
+
+    def batch_ack_set(self, position: P) -> list[int] | None:
+        return self.batches.get(position)
+
+
+def test_an_entry_held_by_one_transaction_conflicts_for_every_other_ack() -> None:
+    acks, cursor = PendingAcks(), FakeCursor()
+    acks.check_individual(A, [TxnAck(P(1, 0))], cursor)
+    acks.hold_individual(A, [TxnAck(P(1, 0))])
+    assert acks.is_pending(P(1, 0), cursor.mark_delete_position)
+    with pytest.raises(AckConflict, match="held"):
+        acks.check_individual(B, [TxnAck(P(1, 0))], cursor)
+    with pytest.raises(AckConflict, match="held"):   # Pulsar refuses the same txn acking it twice too
+        acks.check_individual(A, [TxnAck(P(1, 0))], cursor)
+    assert acks.release(A) == [P(1, 0)]
+    acks.check_individual(B, [TxnAck(P(1, 0))], cursor)
+
+
+def test_already_acknowledged_entries_conflict() -> None:
+    acks, cursor = PendingAcks(), FakeCursor(mark_delete_position=P(1, 3), acked={P(1, 7)})
+    for position in (P(1, 2), P(1, 7)):
+        with pytest.raises(AckConflict, match="already acknowledged"):
+            acks.check_individual(A, [TxnAck(position)], cursor)
+    with pytest.raises(AckConflict, match="mark-delete"):
+        acks.check_cumulative(A, P(1, 3), cursor)
+
+
+def test_batch_indexes_conflict_only_when_they_overlap() -> None:
+    acks, cursor = PendingAcks(), FakeCursor()
+    entry = P(1, 0)
+    acks.hold_individual(A, [TxnAck(entry, (0b110,))])               # A acks index 0 of 3
+    acks.check_individual(B, [TxnAck(entry, (0b011,))], cursor)       # B acks index 2: fine
+    with pytest.raises(AckConflict, match="batch indexes"):
+        acks.check_individual(B, [TxnAck(entry, (0b100,))], cursor)   # indexes 0 and 1 overlap
+    with pytest.raises(AckConflict, match="part of which"):
+        acks.check_individual(B, [TxnAck(entry)], cursor)
+    held = acks.pending_ack_set(entry)
+    assert held is not None and held[0] & 0b111 == 0b001             # index 0 is masked
+    assert not acks.is_pending(entry, cursor.mark_delete_position)   # the rest stays deliverable
+    cursor.batches[entry] = [0b101]                                    # index 1 acked by a plain ack
+    with pytest.raises(AckConflict, match="already acknowledged"):
+        acks.check_individual(B, [TxnAck(entry, (0b101,))], cursor)
+
+
+def test_one_cumulative_holder_at_a_time_moving_forward() -> None:
+    acks, cursor = PendingAcks(), FakeCursor()
+    acks.check_cumulative(A, P(1, 5), cursor)
+    acks.hold_cumulative(A, P(1, 5))
+    assert acks.is_pending(P(1, 3), cursor.mark_delete_position)
+    assert not acks.is_pending(P(1, 6), cursor.mark_delete_position)
+    with pytest.raises(AckConflict, match="holds a cumulative"):
+        acks.check_cumulative(B, P(1, 9), cursor)
+    with pytest.raises(AckConflict, match="holds a cumulative"):
+        acks.check_cumulative(A, P(1, 5), cursor)
+    acks.check_cumulative(A, P(1, 8), cursor)
+    assert acks.release(A) == [P(1, 5)]
+    assert not acks.is_pending(P(1, 3), cursor.mark_delete_position)
+
+
+def test_release_returns_every_position_once() -> None:
+    acks = PendingAcks()
+    acks.hold_individual(A, [TxnAck(P(1, 1)), TxnAck(P(1, 2), (0b10,))])
+    acks.hold_individual(B, [TxnAck(P(1, 2), (0b01,))])
+    assert acks.holds(A) and set(acks.transactions()) == {A, B}
+    assert acks.release(A) == [P(1, 1), P(1, 2)]
+    assert acks.release(A) == []
+    assert acks.pending_ack_set(P(1, 2)) is not None   # B still holds index 1
