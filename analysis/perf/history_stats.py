@@ -1,0 +1,312 @@
+"""The performance numbers a history holds, computed in Spark, returned small.
+
+Theory of operation. Everything here scales with the history (tens of millions
+of events), so it runs as a handful of Spark aggregations over the paired
+operations (analysis.load.pair_operations) and only aggregates come back to
+the driver:
+
+1. phase and fault/heal events (a few rows) -> the windows;
+2. counts per (window, 1-second bucket, operation, type), by *end time*: an
+   operation is counted where its completion falls, one never completed where
+   it was invoked. Throughput and the timeline come from these.
+3. latency bucket counts per (kind, window, operation, HdrHistogram bucket),
+   with the exact count, min, max and sum, by *start time*. The start is the
+   invoke's `extra.intended_ns` when the load was rate-limited (so a slow
+   operation that delayed the next one is charged to the next one as well:
+   no coordinated omission), or the actual invoke if that came first. Only
+   `ok` operations have a latency. `service` rows measure from the actual
+   invoke, for the operations that carry an intended start, to show what the
+   correction changed. `end-to-end` latency runs from a transaction's commit
+   completion to the first receive of each value it sent, by the load's own
+   consumers (the drainer's reads and receives are not deliveries to a user).
+4. per-second p50/p99/max of commit, send and end-to-end latency for the
+   timeline (Spark's percentile_approx: a picture, not a headline number);
+5. per fault: commits during it and the time from its heal to the next commit.
+
+Window attribution: every event gets the name of the phase its time falls in;
+a history without a `steady` phase also labels every load operation `all`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from analysis.load import LoadedHistory, pair_operations
+from analysis.perf.faults import FaultEvent, FaultWindow, fault_windows
+from analysis.perf.hdr import HIGHEST_US, SUB_BUCKET_BITS, LatencyBuckets
+from analysis.perf.windows import ALL, Window, measurement_window, phase_windows
+from harness.history.schema import OpF, OpType
+
+__all__ = ["E2E", "LATENCY_OPS", "LOAD_FS", "HistoryStats", "compute_history_stats", "quantize_us_column",
+           "window_label"]
+
+LOAD_FS: tuple[str, ...] = (OpF.TXN_OPEN.value, OpF.SEND.value, OpF.ACK.value, OpF.TXN_COMMIT.value,
+                            OpF.TXN_ABORT.value)
+E2E = "end-to-end"
+LATENCY_OPS: tuple[str, ...] = (*LOAD_FS, E2E)
+TIMELINE_LATENCY_OPS: tuple[str, ...] = (OpF.TXN_COMMIT.value, OpF.SEND.value, E2E)
+DRAIN_WRITER = "drain"
+DRAIN_PHASE = "drain"
+KIND_LATENCY = "latency"
+KIND_SERVICE = "service"
+# Gaps between commits inside fault windows are computed on the driver up to this many commits.
+MAX_GAP_COMMITS = 2_000_000
+
+CountKey = tuple[str, str, str]          # (window, f, type)
+
+
+@dataclass(frozen=True)
+class HistoryStats:
+    """The aggregates of one history; everything the perf builder needs from Spark."""
+
+    windows: tuple[Window, ...]
+    measured: Window | None
+    history_end_ns: int
+    load_span: tuple[int, int] | None
+    counts: dict[str, dict[str, dict[str, int]]]              # window -> f -> type -> n
+    timeline: dict[int, dict[str, dict[str, int]]]            # second -> f -> type -> n
+    latency: dict[tuple[str, str, str], LatencyBuckets]       # (kind, window, f) -> buckets
+    corrected: dict[tuple[str, str], int]                     # (window, f) -> ops timed from intended start
+    unreceived: dict[str, int]                                # window -> committed values never received
+    early: dict[str, int]                                     # window -> values received before commit completed
+    committed_msgs: dict[str, int]                            # window -> values sent in txns committed there
+    latency_timeline: dict[str, list[dict[str, float]]]       # f -> [{t, p50, p99, max, count}]
+    faults: tuple[FaultWindow, ...]
+    fault_stats: tuple[dict[str, Any], ...]
+    drain_start_ns: int | None
+    paths: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def window_label(time_col: Column, windows: Sequence[Window]) -> Column:
+    """The name of the window `time_col` falls in (null outside every window)."""
+    expr: Column | None = None
+    for w in windows:
+        cond = (time_col >= F.lit(w.start_ns)) & (time_col < F.lit(w.end_ns))
+        expr = F.when(cond, F.lit(w.name)) if expr is None else expr.when(cond, F.lit(w.name))
+    return expr if expr is not None else F.lit(None).cast("string")
+
+
+def quantize_us_column(ns: Column) -> Column:
+    """Spark's version of hdr.quantize_us over a nanosecond column (null stays null)."""
+    us = F.least(F.greatest(F.floor(ns / F.lit(1000)).cast("long"), F.lit(0).cast("long")),
+                 F.lit(HIGHEST_US).cast("long"))
+    shift = F.greatest(F.length(F.bin(us)) - F.lit(SUB_BUCKET_BITS), F.lit(0)).cast("int")
+    step = F.pow(F.lit(2.0), shift)
+    # Division by a power of two is exact in binary floating point for these magnitudes (< 2^37).
+    return (F.floor(us / step) * step).cast("long")
+
+
+def _labelled(frame: DataFrame, time_col: str, windows: Sequence[Window], add_all: bool) -> DataFrame:
+    label = window_label(F.col(time_col), windows)
+    if add_all:
+        return frame.withColumn("win", F.explode(F.array_compact(F.array(label, F.lit(ALL)))))
+    return frame.withColumn("win", label)
+
+
+def _events(loaded: LoadedHistory) -> tuple[list[tuple[str, int]], list[FaultEvent]]:
+    rows = (loaded.ops.filter(F.col("f").isin(OpF.PHASE.value, OpF.FAULT.value, OpF.HEAL.value))
+            .select("f", "type", "time_ns", "process", "writer", "index", "phase", "extra", "error").collect())
+    marks = [(r["phase"] or "", int(r["time_ns"])) for r in rows if r["f"] == OpF.PHASE.value]
+    faults = [FaultEvent.from_row(r.asDict()) for r in rows if r["f"] != OpF.PHASE.value]
+    return marks, faults
+
+
+def compute_history_stats(loaded: LoadedHistory) -> HistoryStats:
+    """Run the aggregations above over a validated history."""
+    history_end = int(loaded.facts.last_ns or 0)
+    marks, fault_events = _events(loaded)
+    windows = tuple(phase_windows(marks, history_end))
+    drain = next((w for w in windows if w.name == DRAIN_PHASE), None)
+    drain_start = drain.start_ns if drain is not None else None
+    faults = tuple(fault_windows(fault_events))
+    notes: list[str] = []
+
+    pairs = pair_operations(loaded.ops).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        load_ops = pairs.filter(F.col("f").isin(*LOAD_FS))
+        end_ns = F.coalesce(F.col("complete_ns"), F.col("invoke_ns"))
+        span_row = load_ops.agg(F.min("invoke_ns").alias("first"), F.max(end_ns).alias("last"),
+                                F.collect_set("path").alias("paths")).collect()[0]
+        paths = tuple(sorted(p for p in span_row["paths"] or () if p))
+        load_span = ((int(span_row["first"]), int(span_row["last"]))
+                     if span_row["first"] is not None else None)
+        measured = measurement_window(windows, load_span)
+        add_all = measured is not None and measured.name == ALL
+        if add_all:
+            notes.append("the history has no steady phase event; the measured window is the whole span "
+                         "of load operations")
+
+        counts, timeline = _counts(pairs, windows, add_all, drain_start)
+        lat_rows = _latency_rows(pairs, windows, add_all, drain_start).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            latency, corrected, unreceived, early, committed_msgs = _latency(lat_rows)
+            latency_timeline = _latency_timeline(lat_rows, add_all)
+        finally:
+            lat_rows.unpersist()
+        fault_stats = _fault_stats(pairs, faults, history_end) if faults else ()
+    finally:
+        pairs.unpersist()
+    return HistoryStats(windows, measured, history_end, load_span, counts, timeline, latency, corrected,
+                        unreceived, early, committed_msgs, latency_timeline, faults, tuple(fault_stats),
+                        drain_start, paths, tuple(notes))
+
+
+def _consumer_receives(pairs: DataFrame, drain_start: int | None) -> DataFrame:
+    """Deliveries to the load's consumers: receive events not by the drainer, before the drain."""
+    cond = (F.col("f") == OpF.RECEIVE.value) & (F.col("writer") != F.lit(DRAIN_WRITER))
+    if drain_start is not None:
+        cond = cond & (F.col("complete_ns") < F.lit(drain_start))
+    return pairs.filter(cond)
+
+
+def _counts(pairs: DataFrame, windows: Sequence[Window], add_all: bool, drain_start: int | None
+            ) -> tuple[dict[str, dict[str, dict[str, int]]], dict[int, dict[str, dict[str, int]]]]:
+    ops = pairs.filter(F.col("f").isin(*LOAD_FS)).unionByName(_consumer_receives(pairs, drain_start))
+    frame = ops.select("f", "type", F.coalesce(F.col("complete_ns"), F.col("invoke_ns")).alias("end_ns"))
+    frame = _labelled(frame, "end_ns", windows, add_all)
+    rows = (frame.groupBy("win", F.floor(F.col("end_ns") / F.lit(1_000_000_000)).alias("sec"), "f", "type")
+            .count().collect())
+    counts: dict[str, dict[str, dict[str, int]]] = {}
+    timeline: dict[int, dict[str, dict[str, int]]] = {}
+    for r in rows:
+        n = int(r["count"])
+        if r["win"] is not None:
+            by_f = counts.setdefault(r["win"], {}).setdefault(r["f"], {})
+            by_f[r["type"]] = by_f.get(r["type"], 0) + n
+        # Without a steady phase every row is also labelled `all`: count each event once.
+        if not add_all or r["win"] == ALL:
+            sec = timeline.setdefault(int(r["sec"]), {}).setdefault(r["f"], {})
+            sec[r["type"]] = sec.get(r["type"], 0) + n
+    return counts, timeline
+
+
+def _latency_rows(pairs: DataFrame, windows: Sequence[Window], add_all: bool,
+                  drain_start: int | None) -> DataFrame:
+    """(kind, win, f, t_ns, lat_ns, corrected, early, received) rows: ops, service times, end-to-end."""
+    ok = pairs.filter(F.col("f").isin(*LOAD_FS) & (F.col("type") == OpType.OK.value) & F.col("completed"))
+    intended = F.col("intended_ns")
+    start = F.least(F.coalesce(intended, F.col("invoke_ns")), F.col("invoke_ns"))
+    corrected = intended.isNotNull() & (intended < F.col("invoke_ns"))
+    ops = ok.select(
+        F.lit(KIND_LATENCY).alias("kind"), "f", start.alias("t_ns"),
+        (F.col("complete_ns") - start).alias("lat_ns"), corrected.alias("corrected"),
+        F.lit(False).alias("early"), F.lit(True).alias("received"))
+    service = ok.filter(intended.isNotNull()).select(
+        F.lit(KIND_SERVICE).alias("kind"), "f", start.alias("t_ns"),
+        (F.col("complete_ns") - F.col("invoke_ns")).alias("lat_ns"), F.lit(False).alias("corrected"),
+        F.lit(False).alias("early"), F.lit(True).alias("received"))
+
+    commits = (pairs.filter((F.col("f") == OpF.TXN_COMMIT.value) & (F.col("type") == OpType.OK.value)
+                            & F.col("txn").isNotNull())
+               .groupBy("txn").agg(F.min("complete_ns").alias("commit_ns")))
+    sends = (pairs.filter((F.col("f") == OpF.SEND.value) & (F.col("type") == OpType.OK.value)
+                          & F.col("txn").isNotNull() & F.col("value").isNotNull())
+             .select("txn", "value"))
+    first_receive = (_consumer_receives(pairs, drain_start).filter(F.col("value").isNotNull())
+                     .groupBy("value").agg(F.min("complete_ns").alias("recv_ns")))
+    joined = sends.join(commits, "txn").join(first_receive, "value", "left")
+    gap = F.col("recv_ns") - F.col("commit_ns")
+    e2e = joined.select(
+        F.lit(KIND_LATENCY).alias("kind"), F.lit(E2E).alias("f"), F.col("commit_ns").alias("t_ns"),
+        F.when(F.col("recv_ns").isNotNull(), F.greatest(gap, F.lit(0))).alias("lat_ns"),
+        F.lit(False).alias("corrected"), F.coalesce(gap < 0, F.lit(False)).alias("early"),
+        F.col("recv_ns").isNotNull().alias("received"))
+    rows = ops.unionByName(service).unionByName(e2e)
+    return _labelled(rows, "t_ns", windows, add_all)
+
+
+def _latency(rows: DataFrame) -> tuple[dict[tuple[str, str, str], LatencyBuckets], dict[tuple[str, str], int],
+                                       dict[str, int], dict[str, int], dict[str, int]]:
+    grouped = (
+        rows.filter(F.col("win").isNotNull())
+        .withColumn("q", F.when(F.col("received"), quantize_us_column(F.col("lat_ns"))))
+        .groupBy("kind", "win", "f", "q")
+        .agg(F.count(F.lit(1)).alias("n"), F.min("lat_ns").alias("min_ns"), F.max("lat_ns").alias("max_ns"),
+             F.sum("lat_ns").alias("sum_ns"), F.sum(F.col("corrected").cast("long")).alias("corrected"),
+             F.sum(F.col("early").cast("long")).alias("early"))
+        .collect()
+    )
+    parts: dict[tuple[str, str, str], dict[str, Any]] = {}
+    corrected: dict[tuple[str, str], int] = {}
+    unreceived: dict[str, int] = {}
+    early: dict[str, int] = {}
+    committed_msgs: dict[str, int] = {}
+    for r in grouped:
+        kind, win, f = r["kind"], r["win"], r["f"]
+        n = int(r["n"])
+        if f == E2E and kind == KIND_LATENCY:
+            committed_msgs[win] = committed_msgs.get(win, 0) + n
+            early[win] = early.get(win, 0) + int(r["early"] or 0)
+            if r["q"] is None:
+                unreceived[win] = unreceived.get(win, 0) + n
+                continue
+        if kind == KIND_LATENCY:
+            corrected[(win, f)] = corrected.get((win, f), 0) + int(r["corrected"] or 0)
+        acc = parts.setdefault((kind, win, f), {"buckets": [], "min": None, "max": None, "sum": 0})
+        acc["buckets"].append((int(r["q"]), n))
+        acc["min"] = int(r["min_ns"]) if acc["min"] is None else min(acc["min"], int(r["min_ns"]))
+        acc["max"] = int(r["max_ns"]) if acc["max"] is None else max(acc["max"], int(r["max_ns"]))
+        acc["sum"] += int(r["sum_ns"])
+    latency = {key: LatencyBuckets.of(acc["buckets"], acc["min"], acc["max"], acc["sum"])
+               for key, acc in parts.items()}
+    return latency, corrected, unreceived, early, committed_msgs
+
+
+def _latency_timeline(rows: DataFrame, add_all: bool) -> dict[str, list[dict[str, float]]]:
+    frame = rows.filter((F.col("kind") == KIND_LATENCY) & F.col("received")
+                        & F.col("f").isin(*TIMELINE_LATENCY_OPS))
+    if add_all:  # every row also carries the label `all`; keep one copy of each
+        frame = frame.filter(F.col("win") == F.lit(ALL))
+    ms = F.col("lat_ns") / F.lit(1e6)
+    grouped = (frame.select("f", F.floor(F.col("t_ns") / F.lit(1_000_000_000)).alias("sec"), ms.alias("ms"))
+               .groupBy("f", "sec")
+               .agg(F.percentile_approx("ms", [0.5, 0.99], 1000).alias("pct"), F.max("ms").alias("max"),
+                    F.count(F.lit(1)).alias("n"))
+               .collect())
+    out: dict[str, list[dict[str, float]]] = {}
+    for r in sorted(grouped, key=lambda r: (r["f"], r["sec"])):
+        out.setdefault(r["f"], []).append({"t": int(r["sec"]), "p50": round(float(r["pct"][0]), 3),
+                                           "p99": round(float(r["pct"][1]), 3), "max": round(float(r["max"]), 3),
+                                           "count": int(r["n"])})
+    return out
+
+
+def _fault_stats(pairs: DataFrame, faults: Sequence[FaultWindow], history_end: int) -> list[dict[str, Any]]:
+    commits = pairs.filter((F.col("f") == OpF.TXN_COMMIT.value) & (F.col("type") == OpType.OK.value)
+                           & F.col("completed")).select("complete_ns")
+    t = F.col("complete_ns")
+    aggs = []
+    for i, fw in enumerate(faults):
+        end = fw.end_or(history_end)
+        aggs.append(F.sum(F.when((t >= F.lit(fw.start_ns)) & (t < F.lit(end)), 1).otherwise(0)).alias(f"during_{i}"))
+        aggs.append(F.min(F.when(t >= F.lit(end), t)).alias(f"after_{i}"))
+        aggs.append(F.max(F.when(t < F.lit(fw.start_ns), t)).alias(f"before_{i}"))
+    row = commits.agg(*aggs).collect()[0]
+    stats: list[dict[str, Any]] = []
+    for i, fw in enumerate(faults):
+        end = fw.end_or(history_end)
+        during = int(row[f"during_{i}"] or 0)
+        after = row[f"after_{i}"]
+        before = row[f"before_{i}"]
+        entry: dict[str, Any] = {
+            "commits_during": during,
+            "commits_per_s_during": round(during / ((end - fw.start_ns) / 1e9), 3) if end > fw.start_ns else None,
+            "first_commit_after_heal_s": (round((int(after) - fw.end_ns) / 1e9, 6)
+                                          if after is not None and fw.end_ns is not None else None),
+            "last_commit_before_start_s": round((fw.start_ns - int(before)) / 1e9, 6) if before is not None else None,
+        }
+        if during <= MAX_GAP_COMMITS:
+            times = sorted(int(r["complete_ns"]) for r in commits.filter(
+                (t >= F.lit(fw.start_ns)) & (t < F.lit(end))).collect())
+            edges = [fw.start_ns, *times, end]
+            entry["longest_commit_gap_s"] = round(max(b - a for a, b in pairwise(edges)) / 1e9, 6)
+        stats.append(entry)
+    return stats
