@@ -1,0 +1,112 @@
+"""Reports render the numbers of perf.json, absent metrics as absent, and need no network."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis.compare import RunEntry, build_comparison, ratio
+from analysis.report.compare_report import write_compare_report
+from analysis.report.run_report import write_run_report
+from harness.results import RunDir, read_json
+from tests.unit.report.fakes import fake_perf, fake_results
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_self_contained(html: str, images: int) -> None:
+    assert "<script" not in html.lower()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.I)
+    assert "@import" not in html and "url(" not in html
+    sources = re.findall(r'<img src="([^"]+)"', html)
+    assert len(sources) == images
+    for src in sources:
+        assert src.startswith("data:image/png;base64,")
+        data = base64.b64decode(src.split(",", 1)[1], validate=True)
+        assert data.startswith(PNG) and len(data) > 2000
+
+
+def test_run_report_shows_perf_numbers_and_the_verdict(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run-v4")
+    perf = fake_perf(run.path, metadata=False)
+    assert perf["committed_txn_per_s"] == 100.0            # 1000 commits over the 10 s steady phase
+    assert perf["io_per_txn"]["data_entries"] == 5.0       # (5 * 1300 - 5 * 300) / 1000
+    assert perf["io_per_txn"]["metadata_fsyncs"] is None
+    report = write_run_report(run, perf, fake_results(False), read_json(run.manifest_path))
+    md = report.markdown.read_text()
+    assert "| committed transactions / s | 100.0 |" in md
+    assert "| data_entries | 5.00 | 5,000 | entries |" in md
+    assert "| metadata_fsyncs | absent | absent |" in md
+    assert "| fsyncs | absent | absent |" in md
+    assert "| lost-write | 2 |" in md and "w0#17" in md
+    assert "| txn-commit | 200 |" in md
+    html = report.html.read_text()
+    assert_self_contained(html, images=5)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html           # examples are escaped
+    assert 'class="verdict-invalid"' in html
+    assert sorted(p.name for p in run.plots_dir.glob("*.png")) == sorted(c.path.name for c in report.charts)
+    for chart in report.charts:
+        assert chart.path.read_bytes() == chart.png
+
+
+@pytest.mark.parametrize("valid,css", [(True, "verdict-valid"), ("unknown", "verdict-unknown")])
+def test_verdict_panel_states(tmp_path: Path, valid: object, css: str) -> None:
+    run = RunDir(tmp_path / "r")
+    perf = fake_perf(run.path)
+    html = write_run_report(run, perf, fake_results(valid), {}).html.read_text()
+    assert f'class="{css}"' in html
+    if valid == "unknown":
+        assert "no drain-complete phase event" in html
+    html = write_run_report(run, perf, None, {}).html.read_text()
+    assert "analysis/results.json is missing" in html
+
+
+def entries(tmp_path: Path, paths: dict[str, dict]) -> list[RunEntry]:
+    out = []
+    for name, kwargs in paths.items():
+        run_dir = tmp_path / "runs" / name
+        perf = fake_perf(run_dir, path=kwargs.pop("path", name), **kwargs)
+        out.append(RunEntry(run_dir, perf, fake_results(True), {}))
+    return out
+
+
+def test_comparison_copies_each_runs_numbers_and_divides_by_v4(tmp_path: Path) -> None:
+    runs = entries(tmp_path, {"v5": {"scale": 2.0, "metadata": False, "capacity": None},
+                              "v4": {"scale": 1.0}, "v4-batched": {"scale": 1.5}})
+    compare = build_comparison(runs, out_dir=tmp_path, kind="bench", matrix_id="m1")
+    assert compare["order"] == ["v4", "v4-batched", "v5"] and compare["baseline"] == "v4"
+    for entry in runs:
+        row = compare["paths"][entry.perf["path"]]
+        assert row["committed_txn_per_s"] == entry.perf["committed_txn_per_s"]
+        assert row["msgs_per_s"] == entry.perf["msgs_per_s"]
+        assert row["io_per_txn"] == entry.perf["io_per_txn"]
+        for op, lat in entry.perf["latency_ms"].items():
+            for key in ("p50", "p95", "p99", "max"):
+                assert row["latency_ms"][op].get(key) == lat.get(key)
+        assert row["perf_json"] == f"runs/{entry.run_dir.name}/analysis/perf.json"
+        assert row["verdict"]["valid"] is True
+    v5 = compare["ratios_vs_baseline"]["v5"]
+    assert v5["committed_txn_per_s"] == ratio(200.0, 100.0) == 2.0
+    assert v5["io_per_txn"]["metadata_fsyncs"] is None             # absent in v5: no ratio
+    assert compare["paths"]["v5"]["io_per_txn"]["metadata_fsyncs"] is None
+    assert compare["paths"]["v5"]["load_generator"]["capacity_txn_per_s"] is None
+    assert compare["paths"]["v4"]["load_generator"]["capacity_txn_per_s"] == 5000.0
+
+    written = write_compare_report(tmp_path, compare)
+    assert json.loads(written.json.read_text())["paths"]["v5"]["committed_txn_per_s"] == 200.0
+    md = written.markdown.read_text()
+    assert "| v5 | 200.0 | 2.00\u00d7 |" in md
+    assert re.search(r"\| metadata_fsyncs \| [\d.]+ \| [\d.]+ \| absent \|", md)
+    assert_self_contained(written.html.read_text(), images=5)
+
+
+def test_baseline_without_v4_and_runs_sharing_a_path(tmp_path: Path) -> None:
+    runs = entries(tmp_path, {"a": {"path": "v5", "scale": 1.0}, "b": {"path": "v5", "scale": 3.0}})
+    compare = build_comparison(runs, out_dir=tmp_path)
+    assert compare["order"] == ["a", "b"] and compare["baseline"] == "a"
+    assert compare["ratios_vs_baseline"]["b"]["committed_txn_per_s"] == 3.0
+    assert ratio(1, 0) is None and ratio(None, 1) is None and ratio(True, 1) is None
