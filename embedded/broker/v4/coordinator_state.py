@@ -222,7 +222,8 @@ class CoordinatorState:
 
     def finished(self, meta: TxnMeta, at: LogPosition) -> list[LogPosition]:
         """COMMITTED/ABORTED is logged: forget the transaction; returns every record to delete."""
-        meta.state = final_state(meta.action or TxnAction.ABORT)
+        action = meta.action
+        meta.state = final_state(action if action is not None else TxnAction.ABORT)
         self.txns.pop(meta.txn.least, None)
         return [*meta.log_positions, at]
 

@@ -113,7 +113,7 @@ class EndTxnFanOut:
                                retryable=True) from None
         except TxnError as err:
             raise EndTxnFailed(err.error, f"{where}: {err.message}", retryable=err.error in RETRYABLE) from None
-        except (asyncio.TimeoutError, OSError, ConnectionError) as err:
+        except (TimeoutError, OSError, ConnectionError) as err:
             raise EndTxnFailed(ServerError.UnknownError, f"{where}: {err!r}", retryable=True) from None
         except Exception as err:   # metadata store unreachable while finding the owner, and the like
             raise EndTxnFailed(ServerError.ServiceNotReady, f"{where}: cannot reach its owner ({err!r})",

@@ -32,12 +32,12 @@ def _existing(registry: Any, name: str) -> Any:
 
 def _counter(registry: Any, name: str, help_text: str, labels: tuple[str, ...] = ()) -> Counter:
     found = _existing(registry, name)
-    return found if found is not None else registry.counter(name, help_text, labels)  # type: ignore[no-any-return]
+    return found if found is not None else registry.counter(name, help_text, labels)
 
 
 def _gauge(registry: Any, name: str, help_text: str, labels: tuple[str, ...] = ()) -> Gauge:
     found = _existing(registry, name)
-    return found if found is not None else registry.gauge(name, help_text, labels)  # type: ignore[no-any-return]
+    return found if found is not None else registry.gauge(name, help_text, labels)
 
 
 class V4Metrics:
