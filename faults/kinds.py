@@ -224,3 +224,7 @@ def slow_participant_latency_ms(settings: Mapping[str, Any]) -> int:
     retention = float(settings.get(GC_RETENTION_KEY, PULSAR_GC_RETENTION_S))
     interval = float(settings.get(GC_INTERVAL_KEY, PULSAR_GC_INTERVAL_S))
     return int((retention + interval + SLOW_PARTICIPANT_MARGIN_S) * 1000)
+
+
+def session_timeout_ms(settings: Mapping[str, Any]) -> float:
+    return float(settings.get(SESSION_TIMEOUT_KEY, PULSAR_SESSION_TIMEOUT_MS))

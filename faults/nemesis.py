@@ -169,8 +169,7 @@ class Nemesis:
                     continue
                 latency_ms = planned.params.get("latency_ms") or kinds.slow_participant_latency_ms(
                     self.cluster.settings)
-                session_ms = float(self.cluster.settings.get(kinds.SESSION_TIMEOUT_KEY,
-                                                             kinds.PULSAR_SESSION_TIMEOUT_MS))
+                session_ms = kinds.session_timeout_ms(self.cluster.settings)
                 if latency_ms >= session_ms:
                     raise ConfigError(
                         source, f"{planned.source}.params.latency_ms",

@@ -457,15 +457,12 @@ def _links(cluster: ClusterInfo, kind: LinkKind | None = None) -> list[LinkInfo]
     return sorted((link for link in cluster.links if kind is None or link.kind is kind), key=lambda link: link.name)
 
 
-def _link(cluster: ClusterInfo, name: str) -> LinkInfo:
-    for link in cluster.links:
-        if link.name == name:
-            return link
-    raise NoTarget(f"the cluster has no link {name!r} (links: {', '.join(link.name for link in _links(cluster))})")
-
-
 def _free_link(ctx: ResolveContext, link: LinkInfo) -> bool:
     return f"link:{link.name}" not in ctx.busy
+
+
+def _all_free(ctx: ResolveContext, ends: Iterable[LinkEnd]) -> bool:
+    return all(end.resource not in ctx.busy for end in ends)
 
 
 def isolation_ends(cluster: ClusterInfo, service: str) -> tuple[LinkEnd, ...]:
@@ -498,8 +495,7 @@ def resolve_links(selector: ServiceSelector | LinkSelector, ctx: ResolveContext)
     if isinstance(selector, ServiceSelector):
         if selector.service is ServiceClass.ANY:
             candidates = [s for s in [*(b.name for b in _brokers(ctx.cluster)), "metadata", "ledger"]
-                          if all(_free_link(ctx, _link(ctx.cluster, e.proxy))
-                                 for e in isolation_ends(ctx.cluster, s))]
+                          if _all_free(ctx, isolation_ends(ctx.cluster, s))]
             return isolation_ends(ctx.cluster, _choose(ctx.rng, candidates, "service"))
         service = resolve_service(selector, dataclasses.replace(ctx, is_running=None))
         ends = isolation_ends(ctx.cluster, service.name)
@@ -530,8 +526,7 @@ def _resolve_broker_pairs(selector: LinkSelector, ctx: ResolveContext) -> tuple[
     brokers = [b.name for b in _brokers(ctx.cluster)]
     if selector.first.pick is Pick.RANDOM:
         pairs = [(a, b) for i, a in enumerate(brokers) for b in brokers[i + 1:]]
-        free = [p for p in pairs if all(_free_link(ctx, _link(ctx.cluster, e.proxy))
-                                        for e in _pair_ends(ctx.cluster, *p))]
+        free = [p for p in pairs if _all_free(ctx, _pair_ends(ctx.cluster, *p))]
         if not free:
             raise NoTarget("no pair of brokers has free links right now")
         a, b = free[ctx.rng.randrange(len(free))]
