@@ -224,3 +224,18 @@ def test_client_settings_are_checked_with_the_fix() -> None:
         PulsarClient("pulsar://127.0.0.1:1", txn_path="v6")
     with pytest.raises(ValueError, match="HTTP URL"):
         PulsarClient("http://127.0.0.1:8080")
+
+
+def test_closing_clients_leaves_no_threads_behind(make_cluster: Callable[..., FakeCluster]) -> None:
+    cluster = make_cluster(2, tc_count=2)
+    baseline = threading.active_count()
+    for _ in range(5):
+        client = PulsarClient(cluster.url, operation_timeout_s=5, initial_backoff_s=0.01)
+        producer = client.create_producer("leak-check")
+        txn = client.new_transaction()
+        producer.send(b"x", txn=txn)
+        txn.commit()
+        client.coordinator_brokers()
+        client.close()
+    wait_for(lambda: threading.active_count() <= baseline, timeout_s=5,
+             what=f"threads back to {baseline} (now {threading.active_count()})")
