@@ -174,8 +174,13 @@ class PersistentTopic:
     # ---- queries ------------------------------------------------------------------------------
 
     async def last_message_id(self) -> tuple[Position, int]:
-        """GET_LAST_MESSAGE_ID: the last readable entry and its largest batch index (-1 if none)."""
-        last = self.read_horizon()
+        """GET_LAST_MESSAGE_ID: the last dispatchable entry and its largest batch index (-1 if none).
+
+        As Pulsar's `getLastDispatchablePosition`: the read horizon, stepping back over marker
+        entries and aborted transactional entries, which no consumer ever receives (a reader
+        waiting for them would never finish).
+        """
+        last = await self._last_dispatchable(self.read_horizon())
         if last.entry_id < 0:
             return last, -1
         try:
@@ -183,6 +188,30 @@ class PersistentTopic:
         except Exception:
             return last, -1
         return last, largest_batch_index(entry.data)
+
+    async def _last_dispatchable(self, horizon: Position, max_scanned: int = 10_000) -> Position:
+        if horizon.entry_id < 0:
+            return horizon
+        tb = self.transaction_buffer
+        ledgers = [(int(i["ledgerId"]), int(i["entries"] or 0)) for i in self._ml.ledger_infos()]
+        scanned = 0
+        for ledger_id, count in reversed(ledgers):
+            if ledger_id > horizon.ledger_id or count <= 0:
+                continue
+            high = horizon.entry_id if ledger_id == horizon.ledger_id else count - 1
+            while high >= 0:   # bounded: each round reads at most 100 entries, max_scanned in all
+                low = max(0, high - 99)
+                entries = await self._ml.read(Position(ledger_id, low), high - low + 1,
+                                              max_position=Position(ledger_id, high))
+                for entry in reversed(entries):
+                    info = entry.info
+                    if not (info.marker or (info.txn is not None and tb.is_aborted(info.txn, entry.position))):
+                        return entry.position
+                scanned += high - low + 1
+                if scanned >= max_scanned:
+                    return horizon
+                high = low - 1
+        return Position(ledgers[0][0], -1) if ledgers else horizon
 
     # ---- terminate, unload, delete ------------------------------------------------------------
 
