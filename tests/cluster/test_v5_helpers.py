@@ -1,0 +1,109 @@
+"""Shared pieces of the v5 cluster tests (this module holds no tests itself).
+
+A v5 cluster here is the embedded cluster on path v5 (`path_settings(TxnPath.V5)`)
+with the fast failover settings of `conftest.FAST_SETTINGS` and short v5 sweep
+intervals; clients are `harness.client.PulsarClient(txn_path="v5")`, which find the
+coordinators through WATCH_TC_ASSIGNMENTS and the segments through SCALABLE_TOPIC_LOOKUP.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import requests
+
+from embedded.metrics import parse_prometheus_text
+from harness.client import PulsarClient
+from harness.client.admin import AdminClient
+from harness.client.consumer import Message
+from harness.targets.embedded import EmbeddedCluster
+from harness.txn_paths import TxnPath
+from tests.cluster.conftest import ClusterFactory
+
+V5_SETTINGS: dict[str, Any] = {
+    "txnbenchV5TimeoutSweepIntervalMillis": 1000,
+    "txnbenchV5GcIntervalMillis": 5000,
+    "txnbenchV5GcRetentionMillis": 60_000,
+}
+
+
+def start_v5(factory: ClusterFactory, brokers: int = 2, **settings: Any) -> EmbeddedCluster:
+    return factory(path=TxnPath.V5, brokers=brokers, settings={**V5_SETTINGS, **settings})
+
+
+def broker_names(cluster: EmbeddedCluster) -> list[str]:
+    return sorted(n for n in cluster.records if n.startswith("broker-"))
+
+
+def service_url(cluster: EmbeddedCluster) -> str:
+    hosts = [cluster.records[n].service_url.removeprefix("pulsar://")   # type: ignore[union-attr]
+             for n in broker_names(cluster)]
+    return "pulsar://" + ",".join(hosts)
+
+
+def admin_of(cluster: EmbeddedCluster, skip: Iterable[str] = ()) -> AdminClient:
+    for name in broker_names(cluster):
+        if name not in skip and cluster.is_running(name):
+            return AdminClient(cluster.records[name].admin_url or "", timeout_s=30)
+    raise AssertionError("no broker is running")
+
+
+def new_client(cluster: EmbeddedCluster, **settings: Any) -> PulsarClient:
+    return PulsarClient(service_url(cluster), txn_path="v5", **{"operation_timeout_s": 30.0, **settings})
+
+
+def values(messages: Iterable[Message]) -> list[str]:
+    return [m.data.decode() for m in messages]
+
+
+def read_all(client: PulsarClient, topic: str, timeout_s: float = 30.0) -> list[Message]:
+    """Every readable message of `topic` from the start (segments parents first), via a reader."""
+    with client.create_reader(topic) as reader:
+        return reader.read_to_end(timeout_s)
+
+
+def receive_values(consumer: Any, count: int, timeout_s: float, ack: bool = True) -> list[str]:
+    """Receive (and ack) until `count` messages arrived or `timeout_s` passed."""
+    out: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < count and time.monotonic() < deadline:
+        message = consumer.receive(max(0.05, min(1.0, deadline - time.monotonic())))
+        if message is None:
+            continue
+        out.append(message.data.decode())
+        if ack:
+            consumer.acknowledge(message)
+    return out
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = requests.get(url, timeout=10)
+    response.raise_for_status()
+    return parse_prometheus_text(response.text)
+
+
+def metric_sum(parsed: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str,
+               where: Callable[[dict[str, str]], bool] = lambda labels: True) -> float:
+    return sum(v for (n, labels), v in parsed.items() if n == name and where(dict(labels)))
+
+
+def broker_metric(cluster: EmbeddedCluster, name: str, where: Callable[[dict[str, str]], bool] = lambda _: True,
+                  skip: Iterable[str] = ()) -> float:
+    total = 0.0
+    for broker in broker_names(cluster):
+        if broker in skip or not cluster.is_running(broker):
+            continue
+        total += metric_sum(scrape(cluster.records[broker].metrics_url or ""), name, where)
+    return total
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.1) -> float:
+    """Poll `predicate` (bounded); returns the seconds it took."""
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"{what}: not within {timeout_s}s")
+        time.sleep(interval_s)
+    return time.monotonic() - started
