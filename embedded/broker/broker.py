@@ -63,6 +63,14 @@ log = logging.getLogger("embedded.broker")
 _STORE_ERRORS = (ManagedLedgerError, LedgerError, LedgerUnavailable, MetadataError, MetadataUnavailable)
 
 
+_SYSTEM_TOPIC_SUFFIXES = ("__transaction_pending_ack", "__transaction_buffer_snapshot", "__change_events")
+
+
+def _is_system_topic(topic: TopicName) -> bool:
+    """Transaction logs and snapshots kept as managed ledgers (Pulsar's TopicList.filterSystemTopic hides them)."""
+    return topic.local_name.endswith(_SYSTEM_TOPIC_SUFFIXES) or topic.local_name.startswith("__transaction_log_")
+
+
 @dataclass(frozen=True)
 class LookupAnswer:
     url: str
@@ -364,7 +372,7 @@ class BrokerService:
         """Persistent topics of a namespace: non-partitioned ones and every partition of partitioned ones."""
         tenant, _, local = namespace.partition("/")
         names = await self._ml_factory.store.list_names(f"{tenant}/{local}/persistent/")
-        topics = {str(TopicName.from_persistence_name(n)) for n in names}
+        topics = {str(t) for t in map(TopicName.from_persistence_name, names) if not _is_system_topic(t)}
         for partitioned in await self.resources.partitioned_topics(namespace):
             base = TopicName.parse(partitioned)
             for i in range(await self.resources.partitions(base)):
