@@ -19,6 +19,7 @@ from typing import Any
 
 import pulsar
 import pytest
+import requests
 
 from embedded.broker.lookup_policy import choose_broker
 from harness.client import PulsarClient, TransactionConflictError
@@ -136,3 +137,7 @@ def test_transactional_acks_conflict_commit_for_good_and_abort_to_redeliver(clus
             redelivered.append(value_of(message.data))
         assert sorted(redelivered) == ["m1", "m2", "m3", "m4"]
     assert read_all(cluster, [topic])[topic] == [f"m{i}" for i in range(5)]
+    # the pending-ack log is a managed ledger in the namespace, hidden from topic lists as Pulsar hides it
+    listed = requests.get(f"{cluster.records['broker-0'].admin_url}/admin/v2/persistent/public/default",
+                          timeout=5).json()
+    assert topic in listed and not [t for t in listed if "__transaction" in t]
