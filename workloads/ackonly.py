@@ -12,11 +12,10 @@ consumer of that topic's Shared subscription `acks`. An iteration:
 4. commits, or aborts on purpose with probability `abort_ratio`.
 
 A conflicting ack is refused by the broker with TransactionConflict: a definite
-`fail` of that ack. The user then stops acking and still asks to commit as it
-planned: the client refuses to commit a transaction with a failed op and aborts it
-instead (a definite `fail` of the commit, meaning aborted). Messages of a
-transaction that did not commit are negatively acknowledged so they are delivered
-again. The checker expects no committed-acked message to be delivered again to the
+`fail` of that ack. The user then stops acking and aborts the transaction (a
+recorded `txn-abort`, so the history shows it ended; committing it would only make
+the client abort it instead). Messages of a transaction that did not commit are
+negatively acknowledged so they are delivered again. The checker expects no committed-acked message to be delivered again to the
 subscription (`lost-ack`) and every aborted-acked one to become deliverable again
 (`stuck-ack`).
 
@@ -97,7 +96,8 @@ class AckOnly(Workload):
                 break
             outcome = self.ack(self.consumer, received, self.subscription.name, txn=txn)
             if not outcome.ok:
-                break  # the transaction cannot commit now; the client aborts it on commit
+                abort = True  # the transaction cannot commit now
+                break
             acked_stolen = acked_stolen or received is stolen
         ended = self.end_txn(txn, abort=abort)
         if ended.ok and not abort:

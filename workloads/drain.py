@@ -16,7 +16,10 @@ ever make visible, and must say so only when that is true.
    non-durable reader (`Reader.read_to_end`: up to the last message id the broker
    reports for each partition or segment), each message recorded as a `read` event
    (writer `drain`) in log order, per partition, v5 parent segments before children.
-   A topic whose end was not reached in time is not listed as read.
+   The read goes in rounds of at most `READ_STALL_S`; a round that brings nothing
+   means the read is stuck (the end the broker named never arrives), so one stuck
+   topic does not take the others' time. A topic whose end was not reached is not
+   listed as read.
 3. *Subscriptions.* Each planned subscription is consumed with its own type, every
    message recorded as a `receive` event (`extra.redelivery`) and acknowledged
    (a recorded, non-transactional `ack`), until no message is delivered for
@@ -57,6 +60,8 @@ log = logging.getLogger(__name__)
 IDLE_S = 2.0                 # a subscription silent this long (after settling) is empty
 SETTLE_MARGIN_S = 5.0        # on top of txn_timeout_s: the coordinator's timeout sweep
 THREADS = 4
+READ_STALL_S = 10.0          # a read round that brings nothing for this long is stuck
+MAX_REASONS = 3
 RECEIVER_QUEUE = 1000
 _sleep = time.sleep          # the settle wait (tests replace it)
 
@@ -194,18 +199,26 @@ class _Drain:
             self.problem(f"{topic}: could not open a reader ({err})")
             return
         try:
-            messages = reader.read_to_end(timeout_s=max(0.1, self.remaining()))
-        except ReadIncompleteError as err:
-            self._record_reads(process, topic, err.messages)
-            self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} in time")
-            return
+            while True:
+                round_s = max(0.1, min(READ_STALL_S, self.remaining()))
+                try:
+                    messages = reader.read_to_end(timeout_s=round_s)
+                except ReadIncompleteError as err:
+                    # a round ended before the end; go on while messages keep coming
+                    self._record_reads(process, topic, err.messages)
+                    if err.messages and self.remaining() > 0:
+                        continue
+                    why = "in time" if self.remaining() <= 0 else f"(nothing arrived for {round_s:.0f}s)"
+                    self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} {why}")
+                    return
+                self._record_reads(process, topic, messages)
+                break
         except OperationError as err:
             self.problem(f"{topic}: reading failed ({err})")
             return
         finally:
             with contextlib.suppress(Exception):
                 reader.close(1.0)
-        self._record_reads(process, topic, messages)
         with self.lock:
             self.read_done.append(topic)
 
@@ -297,7 +310,10 @@ class _Drain:
                       f"{self.idle_s:.0f}s of silence")
         else:
             missing = len(self.topology.topics) - len(topics) + len(self.topology.subscriptions) - len(subs)
-            reason = "; ".join(self.problems) or f"{missing} topic(s)/subscription(s) not finished"
+            shown = self.problems[:MAX_REASONS]
+            more = len(self.problems) - len(shown)
+            reason = "; ".join(shown) + (f"; and {more} more" if more > 0 else "") if shown else \
+                f"{missing} topic(s)/subscription(s) not finished"
         return DrainResult(complete, reason, topics, subs, list(self.notes))
 
 

@@ -140,11 +140,16 @@ def test_unsettled_transactions_from_histories(tmp_path: Path) -> None:
 
 
 class IncompleteReader:
+    """Gives some messages, then never reaches the end (nothing more arrives)."""
+
     def __init__(self, messages: list[Any]) -> None:
         self.messages = messages
+        self.rounds: list[float | None] = []
 
     def read_to_end(self, timeout_s: float | None = None) -> list[Any]:
-        raise ReadIncompleteError("deadline", self.messages, ["persistent://t/n/x-partition-1"])
+        self.rounds.append(timeout_s)
+        got, self.messages = self.messages, []
+        raise ReadIncompleteError("deadline", got, ["persistent://t/n/x-partition-1"])
 
     def close(self, timeout_s: float | None = None) -> None:
         pass
@@ -156,17 +161,18 @@ def test_a_read_that_does_not_reach_the_end_is_not_claimed(make_harness: Callabl
     first = h.topology.topics[0]
     real = h.client.create_reader
 
+    stuck = IncompleteReader(real(first).read_to_end()[:1])
+
     def reader(topic: str, **kw: Any) -> Any:
-        if topic == first:
-            return IncompleteReader(real(topic).read_to_end()[:1])
-        return real(topic, **kw)
+        return stuck if topic == first else real(topic, **kw)
 
     h.client.create_reader = reader  # type: ignore[method-assign]
     recorder = drain_recorder(h)
     result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=h.client)
     assert not result.complete
     assert first not in result.topics and h.topology.topics[1] in result.topics
-    assert "did not reach the end of persistent://t/n/x-partition-1" in result.reason
+    assert "did not reach the end of persistent://t/n/x-partition-1 (nothing arrived for 10s)" in result.reason
+    assert stuck.rounds == [pytest.approx(10.0, abs=0.5)] * 2     # a round with messages, then a stalled one
     reads = [op for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
     assert len(reads) == 1                       # what was read is still recorded
 
