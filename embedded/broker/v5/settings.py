@@ -82,6 +82,6 @@ class V5Settings:
             gc_leftover_ops=policy,
             participant_delay_s=s.int("txnbenchV5ParticipantDelayMillis", 0) / 1000.0,
             participant_delay_match=s.str("txnbenchV5ParticipantDelayMatch", ""),
-            default_segments=max(1, s.int("scalableTopicDefaultNumSegments", 1)),
+            default_segments=max(1, s.int("txnbenchV5DefaultSegments", 1)),
             allow_auto_create=s.bool("allowAutoTopicCreation", True),
         )

@@ -4,7 +4,8 @@ Theory of operation. A participant (a segment's transaction buffer, a subscripti
 pending-ack store) learns a transaction's outcome from its decision events (`EventFeed`)
 and, as a safety net for events that never came (a coordinator that died between the
 header CAS and the fan-out, with no client retrying END_TXN), by re-reading the
-headers of transactions it has tracked as OPEN for longer than the sweep interval:
+headers of transactions it has tracked as OPEN for longer than the timeout-sweep interval
+(at least 5 s):
 the header is the truth, the event a wake-up. A missing header reads as ABORTED, as in
 Pulsar (`orElse(TxnState.ABORTED)`) - which is exactly what turns the GC race of the
 PIP-473 review into lost work when a header is collected before a slow participant
@@ -38,6 +39,7 @@ from harness.wire import TxnId
 log = logging.getLogger("embedded.broker.v5.participant")
 
 _RETRY_PAUSES = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+RECONCILE_MIN_INTERVAL_S = 5.0   # the safety net re-reads headers of txns open longer than this, this often
 
 
 class Participant(ABC):
@@ -129,7 +131,7 @@ class Participant(ABC):
     # ---- the safety net -----------------------------------------------------------------------
 
     async def _reconcile_loop(self) -> None:
-        interval = self.settings.timeout_sweep_interval_s
+        interval = max(RECONCILE_MIN_INTERVAL_S, self.settings.timeout_sweep_interval_s)
         while not self.closed:   # bounded by the participant's life
             await asyncio.sleep(interval)
             now = time.monotonic()
