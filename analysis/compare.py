@@ -97,6 +97,7 @@ def _loadgen(perf: Mapping[str, Any]) -> dict[str, Any]:
         "capacity_txn_per_s": None if cap.get("absent") else cap.get("committed_txn_per_s"),
         "capacity_msgs_per_s": None if cap.get("absent") else cap.get("msgs_per_s"),
         "utilization": None if cap.get("absent") else cap.get("utilization"),
+        "msgs_utilization": None if cap.get("absent") else cap.get("msgs_utilization"),
         "cpu_percent_of_core": None if cpu.get("absent") else cpu.get("percent_of_core"),
         "cpu_per_process_percent": None if cpu.get("absent") else cpu.get("per_process_percent"),
         "saturated": lg.get("saturated"),

@@ -5,8 +5,8 @@ could have gone faster. The load process (workloads) reports, in
 `locust/status.json`, its own CPU use over time and the client's measured
 capacity against a null broker (a broker that answers every command at once);
 docs/report.md ("Inputs") fixes the key names. Here the measured window's
-throughput (from the history) is set against that capacity, and the load
-processes' CPU over the same window against one core per process (a Locust
+throughput (from the history), transactions and messages per second, is set
+against that capacity, and the load processes' CPU over the same window against one core per process (a Locust
 process runs on gevent, so one core is its ceiling). Either at 80 % or more
 says the load generator may have limited the result. A missing input is
 reported as absent, and with no input at all the answer is "unknown", never
@@ -140,6 +140,9 @@ def load_generator(locust_dir: Path, window: Mapping[str, Any] | None, achieved_
         cap_txn = float(capacity["committed_txn_per_s"])
         cap["utilization"] = (round(achieved_txn_per_s / cap_txn, 4)
                               if achieved_txn_per_s is not None and cap_txn > 0 else None)
+        cap_msgs = _number(capacity.get("msgs_per_s"))
+        cap["msgs_utilization"] = (round(achieved_msgs_per_s / cap_msgs, 4)
+                                   if achieved_msgs_per_s is not None and cap_msgs else None)
         out["capacity"] = cap
     else:
         out["capacity"] = {"absent": True,
@@ -150,11 +153,12 @@ def load_generator(locust_dir: Path, window: Mapping[str, Any] | None, achieved_
 
     reasons: list[str] = []
     judged = False
-    utilization = out["capacity"].get("utilization")
-    if utilization is not None:
-        judged = True
-        if utilization >= SATURATION:
-            reasons.append(f"throughput is {utilization:.0%} of the client's measured capacity")
+    for key, what in (("utilization", "transactions"), ("msgs_utilization", "messages")):
+        utilization = out["capacity"].get(key)
+        if utilization is not None:
+            judged = True
+            if utilization >= SATURATION:
+                reasons.append(f"{what} per second are {utilization:.0%} of the client's measured capacity")
     if not out["cpu"].get("absent"):
         judged = True
         share = out["cpu"]["per_process_percent"] / 100.0

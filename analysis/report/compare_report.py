@@ -88,11 +88,12 @@ def _throughput(compare: Mapping[str, Any], charts: Mapping[str, Chart]) -> Sect
         r = compare["paths"][label]
         lg = r.get("load_generator") or {}
         css = "bad" if lg.get("saturated") else ("good" if lg.get("saturated") is False else "warn")
-        util = lg.get("utilization")
+        util, msgs_util = lg.get("utilization"), lg.get("msgs_utilization")
         headroom.append((label, fmt_num(r.get("committed_txn_per_s")),
                          fmt_num(lg.get("capacity_txn_per_s")) if lg.get("capacity_txn_per_s") is not None
                          else Cell(ABSENT, "absent"),
                          f"{100 * float(util):.1f}%" if util is not None else Cell(ABSENT, "absent"),
+                         f"{100 * float(msgs_util):.1f}%" if msgs_util is not None else Cell(ABSENT, "absent"),
                          fmt_num(lg.get("cpu_per_process_percent")) if lg.get("cpu_per_process_percent") is not None
                          else Cell(ABSENT, "absent"),
                          Cell(lg.get("verdict") or NA, css)))
@@ -101,8 +102,8 @@ def _throughput(compare: Mapping[str, Any], charts: Mapping[str, Chart]) -> Sect
         paragraphs=(f"Measured window: each run's steady phase. Ratios are against {base}.",),
         tables=(Table.of(("path", "committed txn/s", f"vs {base}", "msgs/s", f"vs {base}", "committed msgs/s",
                           "aborted", "failed", "unknown", "window (s)"), rows),
-                Table.of(("path", "achieved txn/s", "client capacity txn/s", "utilization",
-                          "load CPU per process (% core)", "load generator"), headroom,
+                Table.of(("path", "achieved txn/s", "client capacity txn/s", "txn/s utilization",
+                          "msgs/s utilization", "load CPU per process (% core)", "load generator"), headroom,
                          caption="Was the harness the bottleneck? Capacity is the client's rate against a null "
                                  "broker, measured by the load process")),
         charts=tuple(charts[n] for n in ("compare_throughput", "compare_timeline") if n in charts))

@@ -202,8 +202,10 @@ def _loadgen_section(perf: Mapping[str, Any]) -> Section:
         ("achieved committed txn/s (history)", fmt_num((lg.get("achieved") or {}).get("committed_txn_per_s")), ""),
         ("client capacity, committed txn/s", absent if cap.get("absent") else fmt_num(cap.get("committed_txn_per_s")),
          cap.get("reason") or f"measured against {cap.get('against') or 'a null broker'}"),
-        ("utilization of capacity", absent if cap.get("absent") or cap.get("utilization") is None
+        ("utilization of capacity (txn/s)", absent if cap.get("absent") or cap.get("utilization") is None
          else f"{100 * float(cap['utilization']):.1f}%", ""),
+        ("utilization of capacity (msgs/s)", absent if cap.get("absent") or cap.get("msgs_utilization") is None
+         else f"{100 * float(cap['msgs_utilization']):.1f}%", ""),
         ("load CPU, % of one core", absent if cpu.get("absent") else fmt_num(cpu.get("percent_of_core")),
          cpu.get("reason") or cpu.get("source", "")),
         ("load CPU per process, % of one core", absent if cpu.get("absent") else fmt_num(cpu.get("per_process_percent")),

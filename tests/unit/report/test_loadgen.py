@@ -38,7 +38,12 @@ def test_headroom_when_well_below_capacity(tmp_path: Path) -> None:
 def test_saturation_by_capacity_or_cpu(tmp_path: Path) -> None:
     locust = write_status(tmp_path / "a", {"capacity": {"committed_txn_per_s": 250.0}})
     out = load_generator(locust, WINDOW, 200.0, None, 1)
-    assert out["saturated"] is True and "80% of the client's measured capacity" in out["verdict"]
+    assert out["saturated"] is True and "transactions per second are 80% of the client's measured capacity" \
+        in out["verdict"]
+    locust = write_status(tmp_path / "m", {"capacity": {"committed_txn_per_s": 1000.0, "msgs_per_s": 1000.0}})
+    out = load_generator(locust, WINDOW, 200.0, 900.0, 1)
+    assert out["capacity"]["msgs_utilization"] == 0.9 and out["saturated"] is True
+    assert "messages per second are 90%" in out["verdict"]
     assert out["cpu"]["absent"] is True
     locust = write_status(tmp_path / "b", {"cpu_percent": 95.0})
     out = load_generator(locust, WINDOW, 200.0, None, 1)
