@@ -15,7 +15,14 @@ import pytest
 
 from harness.client import ConnectionLostError, NotReadyError, PulsarClient, Transaction
 from tests.cluster.conftest import ClusterFactory
-from tests.cluster.test_v4_transactions import TXN_SETTINGS, payload, read_all, topic_on, v4_client, value_of
+from tests.cluster.test_v4_transactions import (
+    TXN_SETTINGS,
+    payload,
+    read_all,
+    topic_on,
+    v4_client,
+    value_of,
+)
 
 pytestmark = pytest.mark.cluster
 

@@ -221,13 +221,27 @@ class PendingAckHandleImpl:
     # ---- ending transactions ------------------------------------------------------------------
 
     async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int | None) -> None:
-        if txn not in self.state.txns:
-            return   # nothing of it is held here (already ended, or it never acked on this subscription)
+        if txn in self.state.txns:   # else nothing of it is held here (already ended, or it never acked here)
+            await self._end(txn, action)
+        if low_watermark is not None:
+            self._low_watermark(txn.most, low_watermark)
+
+    async def _end(self, txn: TxnId, action: TxnAction) -> None:
+        held = self.state.txns.get(txn)
+        if held is None:
+            return
         op = PendingAckOp.COMMIT if action is TxnAction.COMMIT else PendingAckOp.ABORT
-        cumulative = self.state.txns[txn].cumulative is not None
+        cumulative = held.cumulative is not None
         record = pending_ack_record(op, txn.most, txn.least, AckType.Cumulative if cumulative else AckType.Individual)
         at = await self._append(record)
         self._finish(txn, action, at, replaying=False)
+
+    def _low_watermark(self, tc_id: int, low_watermark: int) -> None:
+        """Abort what a coordinator says has ended but whose END_TXN_ON_SUBSCRIPTION never came (handleLowWaterMark)."""
+        for stale in [t for t in self.state.txns if t.most == tc_id and t.least <= low_watermark]:
+            log.warning("%s: %s is below its coordinator's low watermark %d; aborting its pending acks", self._name,
+                        stale, low_watermark)
+            self._spawn(self._end(stale, TxnAction.ABORT))
 
     def _finish(self, txn: TxnId, action: TxnAction, at: LogPosition, *, replaying: bool) -> None:
         released = self.state.release(txn)

@@ -167,3 +167,19 @@ def test_batched_pending_ack_log_groups_acks_of_many_transactions() -> None:
         await handle.close()
 
     asyncio.run(run())
+
+
+def test_low_watermark_aborts_transactions_whose_end_never_came() -> None:
+    async def run() -> None:
+        broker = FakeBroker()
+        handle, sub = await subscription(broker)
+        p = positions(sub)
+        await handle.individual_ack(T1, acks(p[0]))
+        await handle.individual_ack(TxnId(0, 5), acks(p[1]))
+        await handle.end_txn(TxnId(0, 5), TxnAction.COMMIT, 3)   # coordinator 0: everything up to 3 has ended
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not handle.state.txns and sub.redelivered == [p[0]] and sub.cursor.is_acked(p[1])
+        await handle.close()
+
+    asyncio.run(run())
