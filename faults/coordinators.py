@@ -12,10 +12,27 @@ partitioned by another fault) does not hide the others.
 from __future__ import annotations
 
 import importlib.util
+import threading
+from typing import Any
 
 from faults.model import CoordinatorLocator
 from harness.targets.base import ClusterInfo, ServiceRole
 from harness.txn_paths import TxnPath
+
+CLOSE_WAIT_S = 5.0
+
+
+def _close_in_background(client: Any, wait_s: float) -> None:
+    """Close the client without letting a close that hangs hold up the nemesis.
+
+    Closing a client while coordinator handlers still connect in the background can
+    deadlock inside the client's connection pool (a connection closed while the pool's
+    lock is held calls back into the pool); the answer is already in hand, so the
+    close is given `wait_s` and then left to its daemon thread.
+    """
+    closer = threading.Thread(target=client.close, name="close coordinator locator client", daemon=True)
+    closer.start()
+    closer.join(wait_s)
 
 
 class ClientCoordinatorLocator:
@@ -31,7 +48,7 @@ class ClientCoordinatorLocator:
         try:
             return dict(client.coordinator_brokers(timeout_s=self.timeout_s))
         finally:
-            client.close(timeout_s=min(5.0, self.timeout_s))
+            _close_in_background(client, CLOSE_WAIT_S)
 
     def close(self) -> None:
         return None
