@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 from typing import Any
 
@@ -22,6 +23,10 @@ from tests.cluster.conftest import ClusterFactory, WireClient
 from tests.cluster.test_v5_helpers import admin_of, start_v5
 
 pytestmark = pytest.mark.cluster
+
+
+def connect_tc(request_id: int, tc_id: int) -> Command:
+    return commands.tc_client_connect_request(request_id, tc_id, scalable=True)
 
 
 def connected_flags(url: str) -> Any:
@@ -62,7 +67,7 @@ def test_v5_discovery_and_scalable_topic_commands(cluster_factory: ClusterFactor
             for target, ok in ((url, True), (other, False)):
                 client = WireClient(target)
                 try:
-                    answer = client.request(lambda r, t=tc_id: commands.tc_client_connect_request(r, t, scalable=True),
+                    answer = client.request(functools.partial(connect_tc, tc_id=tc_id),
                                             CommandType.TC_CLIENT_CONNECT_RESPONSE)
                 finally:
                     client.close()
@@ -101,6 +106,7 @@ def test_v5_discovery_and_scalable_topic_commands(cluster_factory: ClusterFactor
         assert commands.error_of(refused) is not None
         wire.send(commands.scalable_topic_lookup(22, "topic://public/default/never-made", create_if_missing=False))
         absent = wire.wait(lambda c: c.type is CommandType.SCALABLE_TOPIC_UPDATE and c.body.session_id == 22)
-        assert commands.error_of(absent) is not None and commands.error_of(absent)[0] is ServerError.TopicNotFound
+        absent_error = commands.error_of(absent)
+        assert absent_error is not None and absent_error[0] is ServerError.TopicNotFound
     finally:
         wire.close()
