@@ -14,8 +14,9 @@ consumer of that topic's Shared subscription `acks`. An iteration:
 A conflicting ack is refused by the broker with TransactionConflict: a definite
 `fail` of that ack. The user then stops acking and aborts the transaction (a
 recorded `txn-abort`, so the history shows it ended; committing it would only make
-the client abort it instead). Messages of a transaction that did not commit are
-negatively acknowledged so they are delivered again. The checker expects no committed-acked message to be delivered again to the
+the client abort it instead). Messages the aborted transaction acked are the
+broker's to deliver again (Pulsar redelivers on abort; stuck-ack checks it);
+messages it never acked are negatively acknowledged. The checker expects no committed-acked message to be delivered again to the
 subscription (`lost-ack`) and every aborted-acked one to become deliverable again
 (`stuck-ack`).
 
@@ -90,11 +91,14 @@ class AckOnly(Workload):
             return
         abort = self.rng.random() < self.w.abort_ratio
         acked_stolen = False
+        held: list[Received] = []
         for received in to_ack:
             if self.ctx.stopping.is_set():
                 abort = True
                 break
             outcome = self.ack(self.consumer, received, self.subscription.name, txn=txn)
+            if outcome.ok or not outcome.definite:
+                held.append(received)
             if not outcome.ok:
                 abort = True  # the transaction cannot commit now
                 break
@@ -103,9 +107,10 @@ class AckOnly(Workload):
         if ended.ok and not abort:
             self.ctx.feed.consumed(self.topic, len(own) + (1 if acked_stolen else 0))
         else:
-            self._give_back(own)
+            self._give_back([r for r in own if not any(r is h for h in held)])
 
     def _give_back(self, own: list[Received]) -> None:
+        """Negatively acknowledge messages no transaction acked (see workloads.ctp)."""
         assert self.consumer is not None
         for received in own:
             with contextlib.suppress(Exception):  # a reconnecting consumer redelivers them anyway

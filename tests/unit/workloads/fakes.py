@@ -3,16 +3,17 @@
 It models what the history depends on: transactional sends become visible only when
 their transaction commits (aborted ones never), each message is delivered to one
 consumer of a Shared subscription at a time, a transactional ack holds the message
-until the transaction ends (commit: acked; abort: back to the consumer, delivered
-again after a negative ack), acking a message that is already acked or held by
+until the transaction ends (commit: acked; abort: delivered again, as Pulsar's
+pending-ack store does), acking a message that is already acked or held by
 another transaction is a TransactionConflict (definite), and a transaction with a
 failed op refuses to commit (TransactionOpFailedError, definite, aborted instead), as
 `harness.client` does. Receives never block: no message means None at once.
 
 `FakeClient.fail_next(op, error)` scripts the next call of `op` (`new-txn`, `send`,
-`ack`, `commit`, `abort`, `subscribe`, `create-producer`) to raise `error`; a
-definite error leaves no trace, an indeterminate one on `send`/`commit` still takes
-effect (the worst case for a checker: it happened although the client does not know).
+`ack`, `commit`, `abort`, `subscribe`, `create-producer`, `create-reader`, `read`) to
+raise `error` before it takes effect. `send-after` and `ack-after` raise after the
+send or ack took effect, and a scripted `commit` error is raised after the commit took
+effect: the worst case for a checker, it happened although the client does not know.
 """
 
 from __future__ import annotations
@@ -106,7 +107,6 @@ class FakeTxn:
         self.failed = False
 
     def commit(self, timeout_s: float | None = None) -> None:
-        self.client.maybe_fail("commit")
         if self.state != "open":
             raise InvalidStateError(f"transaction {self.id} is {self.state}")
         if self.failed:
@@ -127,11 +127,14 @@ class FakeTxn:
         self.state = outcome
         for entry in self.entries:
             entry.state = outcome
-        for sub, entry, _consumer in self.acks:
+        for sub, entry, consumer in self.acks:
             if sub.pending.get(entry.msg_id) == self.id:
                 del sub.pending[entry.msg_id]
                 if outcome == "committed":
                     sub.acked.add(entry.msg_id)
+                else:  # as Pulsar's pending-ack store does on abort: deliver it again
+                    consumer.unacked.pop(entry.msg_id, None)
+                    sub.redeliver.append(entry)
         self.client.ended.append((str(self.id), outcome))
 
 
@@ -220,8 +223,14 @@ class FakeConsumer:
                                                f"{msg_id} is already acked or held by {holder}")
             sub.pending[msg_id] = txn.id
             txn.acks.append((sub, message.entry, message.consumer))
-        message.consumer.unacked.pop(msg_id, None)
+        if txn is None:
+            message.consumer.unacked.pop(msg_id, None)
         self.client.acks.append((sub.name, msg_id, str(txn.id) if txn is not None else None, False))
+        scripted = self.client.take_failure("ack-after")
+        if scripted is not None:  # it happened, but the client does not know
+            if txn is not None:
+                txn.failed = True
+            raise scripted
 
     def negative_acknowledge(self, message: FakeMessage) -> None:
         entry = message.entry

@@ -82,7 +82,7 @@ def test_ctp_aborted_inputs_are_delivered_again_and_committed_later(make_harness
     feeder = Feeder(h.ctx)
     worker.step()
     feed(feeder, 3)
-    h.client.fail_next("ack", ConnectionLostError("ack lost"))   # first transaction cannot commit
+    h.client.fail_next("ack-after", ConnectionLostError("ack lost"))   # first transaction cannot commit
     worker.step()
     worker.step()
     ops = h.ops()
