@@ -64,14 +64,17 @@ def verdict_section(results: Mapping[str, Any] | None, *, anchor: str = "verdict
     else:
         paragraphs.append("The history cannot support a verdict; reasons below.")
     rows = []
+    example_rows = []
     for name, entry in sorted(anomalies.items()):
-        examples = list((entry or {}).get("examples") or [])[:MAX_EXAMPLES]
-        rows.append((name, fmt_count((entry or {}).get("count")),
-                     Cell("\n".join(fmt_json(e) for e in examples) or "—", "code")))
+        examples = list((entry or {}).get("examples") or [])
+        rows.append((name, fmt_count((entry or {}).get("count")), fmt_count(len(examples))))
+        for i, example in enumerate(examples[:MAX_EXAMPLES], start=1):
+            example_rows.append((name, str(i), Cell(fmt_json(example, limit=700), "code")))
     tables = []
     if rows:
-        tables.append(Table.of(("anomaly", "count", f"examples (first {MAX_EXAMPLES})"), rows,
-                               caption="Anomalies"))
+        tables.append(Table.of(("anomaly", "count", "examples in results.json"), rows, caption="Anomalies"))
+        tables.append(Table.of(("anomaly", "#", "example (the operations involved, from results.json)"),
+                               example_rows, caption=f"Examples (at most {MAX_EXAMPLES} per anomaly)"))
     checks = results.get("checks") or {}
     if checks:
         check_rows = []

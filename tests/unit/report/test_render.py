@@ -42,7 +42,7 @@ def test_run_report_shows_perf_numbers_and_the_verdict(tmp_path: Path) -> None:
     assert "| data_entries | 5.00 | 5,000 | entries |" in md
     assert "| metadata_fsyncs | absent | absent |" in md
     assert "| fsyncs | absent | absent |" in md
-    assert "| lost-write | 2 |" in md and "w0#17" in md
+    assert "| lost-write | 2 | 2 |" in md and "| lost-write | 1 |" in md and "w0#17" in md
     assert "| txn-commit | 200 |" in md
     html = report.html.read_text()
     assert_self_contained(html, images=5)
