@@ -1,18 +1,19 @@
 """kill -9 of the v5 coordinator leader's broker in the middle of a transactional run.
 
 Two writer threads keep running transactions (one message to each of two scalable
-topics, then commit) while the broker leading the most coordinator partitions is
-killed with SIGKILL. The survivor wins those partitions' elections once the dead
+topics, then commit; a failed send aborts the transaction) while the broker leading
+the most coordinator partitions is killed with SIGKILL. The survivor wins those partitions' elections once the dead
 broker's metadata session expires and serves them at once: nothing is replayed
 (`pulsar_txn_coordinator_recovery_seconds` is the time to read one counter; no
 coordinator log ledger exists on v5). Every transaction ends committed or aborted:
 a commit answered ok is fully visible, a definite failure is invisible, an unknown
-outcome is all or nothing; and commits succeed again after the takeover.
+outcome is all or nothing; and commits succeed again after the takeover. A transaction
+whose client lost track of it stays OPEN, pinning its segments' read horizons, until the
+coordinator's timeout sweep aborts it: the final read waits for that.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections import Counter
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from harness.client.admin import AdminClient
 from harness.errors import DefiniteError, IndeterminateError, OperationError
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v5_helpers import (
@@ -37,6 +39,7 @@ from tests.cluster.test_v5_helpers import (
 
 pytestmark = pytest.mark.cluster
 
+TXN_TIMEOUT_S = 10
 TOPICS = ("topic://public/default/failover-a", "topic://public/default/failover-b")
 
 
@@ -50,31 +53,47 @@ class Outcomes:
 
 
 def writer(client: object, name: str, stop: threading.Event, out: Outcomes) -> None:
+    """Transactions of one message per topic; a failed send aborts the transaction, as an application would."""
     producers = [client.create_producer(t) for t in TOPICS]   # type: ignore[attr-defined]
     n = 0
     while not stop.is_set() and n < 10_000:
         n += 1
         value = f"{name}-{n}"
         try:
-            txn = client.new_transaction(30)   # type: ignore[attr-defined]
+            txn = client.new_transaction(TXN_TIMEOUT_S)   # type: ignore[attr-defined]
         except OperationError:
             time.sleep(0.05)
             continue
         try:
             for producer in producers:
                 producer.send(value, key=value, txn=txn, timeout_s=20)
-            txn.commit(timeout_s=25)
-            verdict = "committed"
-        except DefiniteError:
-            verdict = "aborted"
-            with contextlib.suppress(OperationError):
-                txn.abort(timeout_s=10)
-        except IndeterminateError:
-            verdict = "unknown"
+        except OperationError:
+            try:
+                txn.abort(timeout_s=20)
+                verdict = "aborted"
+            except OperationError:
+                verdict = "unknown"   # it times out and is aborted by the coordinator's sweep
+        else:
+            try:
+                txn.commit(timeout_s=25)
+                verdict = "committed"
+            except DefiniteError:
+                verdict = "aborted"
+            except IndeterminateError:
+                verdict = "unknown"
         with out.lock:
             getattr(out, verdict).append(value)
             if verdict == "committed":
                 out.commit_times.append(time.monotonic())
+
+
+def no_open_transactions(admin: AdminClient) -> bool:
+    """No segment of the topics has a transaction pinning its read horizon."""
+    for topic in TOPICS:
+        for segment in admin.scalable_topic_stats(topic)["segments"].values():
+            if (segment.get("transactionBuffer") or {}).get("ongoingTxnCount", 0):
+                return False
+    return True
 
 
 def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory) -> None:
@@ -110,6 +129,10 @@ def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory)
               f"{first_commit_after:.1f}s; committed {len(out.committed)}, aborted {len(out.aborted)}, "
               f"unknown {len(out.unknown)}")
 
+        # a transaction left open (its client lost track of it) pins the segments until the
+        # coordinator's timeout sweep aborts it: the final read comes after that
+        wait_until(lambda: no_open_transactions(admin_of(cluster, skip=[victim])), TXN_TIMEOUT_S + 30,
+                   "every transaction to have ended")
         visible = [set(values(read_all(client, t, 60))) for t in TOPICS]
     for value in out.committed:
         assert all(value in seen for seen in visible), f"committed {value} is not fully visible"
