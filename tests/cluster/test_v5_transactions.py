@@ -117,6 +117,7 @@ def test_split_and_merge_while_transactions_are_open(cluster_factory: ClusterFac
             started = time.monotonic()
             getattr(txns[name], action)()
             end_times[name] = time.monotonic() - started
+        print("\nend of transactions after a split and a merge (s):", {k: round(v, 3) for k, v in end_times.items()})
         assert max(end_times.values()) < 3.0, f"ending a transaction stalled: {end_times}"
 
         expected = sent["one"] + sent["three"]
