@@ -181,3 +181,58 @@ def _coordinator_host(locator: Any, tc_id: int) -> str | None:
         return locator.coordinator_brokers().get(tc_id)
     except OperationError:
         return None
+
+
+SCALABLE = "topic://public/default/faults-scalable"
+
+
+@dataclass(frozen=True)
+class ScalableTopology:
+    topics: tuple[str, ...] = (SCALABLE,)
+
+
+def test_split_merge_and_seal_change_a_scalable_topics_active_segments(cluster_factory: ClusterFactory,
+                                                                       tmp_path: Path) -> None:
+    from faults.admin import active_segment_names
+    from faults.selectors import parse_segment_name
+    from harness.client.hashing import segment_hash
+
+    cluster = cluster_factory(path="v5", brokers=2)
+    admin = AdminClient(cluster.info().admin_url, timeout_s=10)
+    admin.create_scalable_topic(SCALABLE, segments=2)
+
+    def active() -> list[str]:
+        return active_segment_names(SCALABLE, admin.scalable_topic_metadata(SCALABLE))
+
+    assert len(active()) == 2
+    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v5")
+    config = parse_scenario("name: segments\npath: v5\nphases: {faults_s: 10}\nfaults:\n  quiet_s: 0\n"
+                            "  schedule:\n"
+                            "    - {kind: split, target: 'segment:0', at_s: 0, for_s: 0}\n"
+                            "    - {kind: merge, target: 'topic:0', at_s: 1, for_s: 0}\n"
+                            "    - {kind: terminate, target: 'segment:0', at_s: 2, for_s: 0}\n", source="test")
+    seen: list[int] = []
+    with Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
+                 topology=ScalableTopology(), progress=lambda _m: None) as nem:
+        nem.start()
+        for done in (1, 2, 3):
+            assert wait_for(lambda d=done: nem.stats.not_healable + nem.stats.failed == d)  # type: ignore[misc]
+            seen.append(len(active()))
+        assert nem.stats.failed == 0, history(recorder)
+    recorder.close()
+    assert seen[:2] == [3, 2]                       # split: 2 -> 3; merge: 3 -> 2
+    ops = [h for h in history(recorder) if h["type"] == "ok"]
+    assert [h["extra"]["kind"] for h in ops] == ["split", "merge", "terminate"]
+    split, merge, seal = (h["extra"]["targets"] for h in ops)
+    assert len(split) == 1 and len(merge) == 2 and len(seal) == 1
+    sealed = parse_segment_name(seal[0])
+    assert sealed is not None
+    inside = next(k for k in (f"k{i}" for i in range(10_000))
+                  if sealed.hash_start <= segment_hash(k) <= sealed.hash_end)
+    outside = next(k for k in (f"k{i}" for i in range(10_000))
+                   if not sealed.hash_start <= segment_hash(k) <= sealed.hash_end)
+    with PulsarClient(cluster.info().service_url, txn_path="v5", operation_timeout_s=5) as client:
+        producer = client.create_producer(SCALABLE)
+        producer.send(b'{"v": "open"}', key=outside)
+        with pytest.raises(OperationError):        # the sealed segment takes no more writes
+            producer.send(b'{"v": "sealed"}', key=inside)
