@@ -153,25 +153,34 @@ def test_terminate_topic_is_recorded_as_not_healable_and_sends_are_rejected(v4: 
     assert ops[1]["extra"]["targets"] == [TOPICS[1]] and ops[1]["extra"]["healable"] is False
 
 
-def test_killing_the_coordinator_kills_the_broker_hosting_it(v4: EmbeddedCluster,
-                                                              recorder: HistoryRecorder) -> None:
+@pytest.mark.parametrize("path", ["v4", "v5"])
+def test_killing_the_coordinator_kills_the_broker_hosting_it(cluster_factory: ClusterFactory, tmp_path: Path,
+                                                              path: str) -> None:
+    """v4: the owner of an assign-topic partition; v5: the leader of a coordinator."""
     from faults.coordinators import make_coordinator_locator
 
-    info = v4.info()
+    cluster = cluster_factory(path=path, brokers=2)
+    info = cluster.info()
     locator, _ = make_coordinator_locator(info, info.path, timeout_s=10)
     assert locator is not None
     before = locator.coordinator_brokers()
     host = info.broker_for_url(before[0])
     assert host is not None
-    with nemesis(v4, recorder, "{kind: kill, target: 'coordinator:0', at_s: 0, for_s: 60}") as nem:
+    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path=path)
+    config = parse_scenario(f"name: coordinator\npath: {path}\nphases: {{faults_s: 120}}\nfaults:\n"
+                            "  schedule:\n    - {kind: kill, target: 'coordinator:0', at_s: 0, for_s: 60}\n",
+                            source="test")
+    with Nemesis(config=config, cluster=info, control=cluster, recorder=recorder,
+                 progress=lambda _m: None) as nem:
         nem.start()
         assert wait_for(lambda: nem.stats.injected == 1)
-        assert nem.in_effect()[0].targets[0].name == host.name   # type: ignore[union-attr]
-        assert v4.processes[host.name].state == ProcessState.STOPPED
+        assert str(nem.in_effect()[0].targets[0]) == host.name
+        assert cluster.processes[host.name].state == ProcessState.STOPPED
         survivor = next(s for s in info.by_role(host.role) if s.name != host.name)
         # once the dead broker's session expires, coordinator 0 moves to the survivor
         assert wait_for(lambda: _coordinator_host(locator, 0) == survivor.service_url, 30)
-    assert v4.processes[host.name].state == ProcessState.RUNNING
+    recorder.close()
+    assert cluster.processes[host.name].state == ProcessState.RUNNING
     extra = history(recorder)[0]["extra"]
     assert extra["selector"] == "coordinator:0" and extra["targets"] == [host.name]
 
