@@ -33,6 +33,7 @@ import collections
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -93,6 +94,10 @@ class Message:
         event_time_ms: the event time, if set.
         producer_name: the producer that sent it.
         sequence_id: its producer sequence id.
+        arrived_ns: `time.monotonic_ns()` when its MESSAGE frame arrived from the broker.
+            A message can wait in the receiver queue after the broker dispatched it; the
+            history needs the dispatch side of that wait to tell "dispatched before an
+            ack committed" from "delivered again after it".
     """
 
     message_id: MessageId
@@ -108,6 +113,7 @@ class Message:
     sequence_id: int
     source: TopicConsumer = field(repr=False)
     epoch: int = field(repr=False, default=0)
+    arrived_ns: int = field(repr=False, default=0)
 
     @property
     def msg_id(self) -> str:
@@ -338,6 +344,7 @@ class TopicConsumer(ReconnectingHandler):
             self._queue.wake()
 
     def _handle_message(self, conn: ClientConnection, event: Command) -> None:
+        arrived_ns = time.monotonic_ns()
         body = event.body
         payload = event.payload
         stored = MessageId.from_proto(body.message_id)
@@ -388,7 +395,7 @@ class TopicConsumer(ReconnectingHandler):
             out.append(Message(
                 message_id, single.data, key, properties, redelivery, self.logical_topic,
                 self.segment, metadata.publish_time, event_time or None, metadata.producer_name,
-                sequence, self, epoch))
+                sequence, self, epoch, arrived_ns))
         if out:
             with self._lock:
                 if epoch == self._epoch:
