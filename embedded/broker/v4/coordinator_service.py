@@ -177,9 +177,9 @@ class V4CoordinatorService:
         coordinator = self.coordinators.get(tc_id)
         if coordinator is not None and coordinator.ready:
             return
-        if tc_id not in self._loading and not self.broker.ownership.is_owned(assign_partition(tc_id)):
-            raise TxnError(ServerError.TransactionCoordinatorNotFound,
-                           f"broker {self.broker.broker_id} does not own {assign_partition(tc_id)}; look it up again")
+        partition = assign_partition(tc_id)
+        if tc_id not in self._loading and not self.broker.ownership.is_owned(partition):
+            await self._claim(partition)
         try:
             await asyncio.wait_for(self.load(tc_id), self.settings.tc_load_wait_ms / 1000.0)
         except TxnError:
@@ -188,6 +188,23 @@ class V4CoordinatorService:
             raise TxnError(ServerError.TransactionCoordinatorNotFound,
                            f"transaction coordinator {tc_id} could not be loaded on broker "
                            f"{self.broker.broker_id}: {err!r}") from None
+
+    async def _claim(self, partition: TopicName) -> None:
+        """Own `partition` if it is ours to own (as `get_topic` does for a topic), else TransactionCoordinatorNotFound.
+
+        The case that matters: this broker restarted and its old session's owner record still
+        names it; lookups (answered by any broker) send clients here, so the record is taken
+        over instead of answering "not the owner" until the old session expires.
+        """
+        try:
+            owner = await asyncio.wait_for(self.broker.ownership.ensure_owner(partition), 10.0)
+        except Exception as err:
+            raise TxnError(ServerError.TransactionCoordinatorNotFound,
+                           f"broker {self.broker.broker_id} cannot take {partition} ({err!r}); look it up again") from None
+        if owner.broker_id != self.broker.broker_id or not self.broker.ownership.is_owned(partition):
+            raise TxnError(ServerError.TransactionCoordinatorNotFound,
+                           f"broker {self.broker.broker_id} does not own {partition} (broker {owner.broker_id} "
+                           "does); look it up again")
 
     async def new_txn(self, tc_id: int, timeout_ms: int) -> TxnId:
         return await self._serving(tc_id).new_txn(timeout_ms)

@@ -26,7 +26,7 @@ from embedded.broker.managed_ledger.cursor_state import CursorState
 from embedded.broker.metrics import BrokerMetrics
 from embedded.broker.position import Position
 from embedded.broker.topic_name import TopicName
-from embedded.broker.txn_api import PeerUnavailable, TxnAck
+from embedded.broker.txn_api import OwnerInfo, PeerUnavailable, TxnAck
 from embedded.broker.v4.metrics import V4Metrics
 from embedded.broker.v4.settings import V4Settings
 from harness.wire import Command
@@ -275,6 +275,7 @@ class FakeOwnership:
         self.owned: set[TopicName] = set()
         self.listeners: list[Any] = []
         self.released: list[TopicName] = []
+        self.claimable: set[TopicName] = set()
 
     def is_owned(self, topic: TopicName) -> bool:
         return topic in self.owned
@@ -284,6 +285,15 @@ class FakeOwnership:
 
     def add_listener(self, listener: Any) -> None:
         self.listeners.append(listener)
+
+    async def ensure_owner(self, topic: TopicName) -> OwnerInfo:
+        """Ours when `claimable` names it (a record of our earlier session), else broker 1's."""
+        if topic in self.claimable and topic not in self.owned:
+            self.owned.add(topic)
+            for listener in self.listeners:
+                listener.on_owned(topic)
+        broker_id = 0 if topic in self.owned else 1
+        return OwnerInfo(broker_id, f"pulsar://127.0.0.1:{6650 + broker_id}", "")
 
     async def release(self, topic: TopicName) -> None:
         self.owned.discard(topic)

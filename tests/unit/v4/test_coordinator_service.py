@@ -82,3 +82,20 @@ def test_install_registers_every_part_and_refuses_bad_settings() -> None:
                                     "transactionLogBatchedWriteMaxRecords": 2})
     with pytest.raises(InvalidV4Settings, match="transactionLogBatchedWriteMaxRecords"):
         install(Registry(), bad)
+
+
+def test_a_restarted_broker_takes_its_old_sessions_coordinator_back_on_connect() -> None:
+    async def run() -> None:
+        broker = FakeBroker(peers=FakePeers(), settings={"transactionCoordinatorCount": 4})
+        service = V4CoordinatorService(broker, v4_settings(transactionCoordinatorCount=4),   # type: ignore[arg-type]
+                                       v4_metrics(broker))
+        broker.ownership.add_listener(service)
+        broker.ownership.claimable.add(assign_partition(2))   # the owner record names this broker, old session
+        await service.tc_client_connect(2)
+        assert (await service.new_txn(2, 1000)).most == 2
+        with pytest.raises(TxnError) as err:                   # owned by the other broker: look it up again
+            await service.tc_client_connect(3)
+        assert not_found(err.value) and "broker 1 does" in err.value.message
+        await service.stop()
+
+    asyncio.run(run())
