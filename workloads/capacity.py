@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scenario", nargs="?", default="atomic-produce")
     parser.add_argument("--path", choices=[p.value for p in TxnPath], default=None)
     parser.add_argument("--users", type=int, default=None)
+    parser.add_argument("--workers", type=int, default=None, help="Locust worker processes (load.workers)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--no-save", action="store_true", help="print only; do not update the capacity file")
     args = parser.parse_args(argv)
@@ -182,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         config = config.for_path(TxnPath(args.path))
     if args.users:
         config = dataclasses.replace(config, load=dataclasses.replace(config.load, users=args.users))
+    if args.workers is not None:
+        config = dataclasses.replace(config, load=dataclasses.replace(config.load, workers=args.workers))
     result = measure(config, seconds=args.seconds)
     print(json.dumps({"shape": shape_of(config), "result": result}, indent=2))
     if not args.no_save:
