@@ -24,11 +24,22 @@ import requests
 from embedded.broker.lookup_policy import choose_broker
 from harness.client import PulsarClient, TransactionConflictError
 from harness.targets.embedded import EmbeddedCluster
-from tests.cluster.conftest import ClusterFactory, service_urls
+from harness.wire import (
+    CommandType,
+    InitialPosition,
+    MessageId,
+    SubType,
+    TxnAction,
+    TxnId,
+    commands,
+)
+from tests.cluster.conftest import ClusterFactory, WireClient, lookup_until_connect, service_urls
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
 TXN_SETTINGS: dict[str, Any] = {"txnbenchTxnEndRetryIntervalMillis": 300}
+ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 
 
 def topic_on(broker_id: int, prefix: str, brokers: int = 2) -> str:
@@ -141,3 +152,56 @@ def test_transactional_acks_conflict_commit_for_good_and_abort_to_redeliver(clus
     listed = requests.get(f"{cluster.records['broker-0'].admin_url}/admin/v2/persistent/public/default",
                           timeout=5).json()
     assert topic in listed and not [t for t in listed if "__transaction" in t]
+
+
+def test_a_redelivery_queued_by_an_abort_is_dropped_once_another_transactions_ack_commits(
+        cluster_factory: ClusterFactory) -> None:
+    """Wire level, with the consumer out of permits so the redelivery stays queued: abort T1
+    (its ack is released and the message queued for redelivery), T2 acks the same message
+    and commits, then permits arrive: the queued redelivery must be skipped (Pulsar's replay
+    skips acknowledged positions), so the message is never dispatched after the commit."""
+    cluster = cluster_factory(brokers=1, settings=TXN_SETTINGS)
+    url = cluster.records["broker-0"].service_url or ""
+    topic = "persistent://public/default/queued-redelivery"
+    owner = lookup_until_connect(url, topic, 20)
+    producer = WireClient(owner)
+    assert commands.error_of(producer.request(lambda r: commands.producer(topic, 7, r),
+                                              CommandType.PRODUCER_SUCCESS)) is None
+    meta = commands.message_metadata("p", 1, 1)
+    producer.send(commands.send(7, 1, meta, payload("m0")))
+    producer.wait(lambda c: c.type is CommandType.SEND_RECEIPT)
+    coordinator = WireClient(url)
+    coordinator.request(lambda r: commands.lookup(f"{ASSIGN}-partition-0", r), CommandType.LOOKUP_RESPONSE)
+    wait_until(lambda: commands.error_of(coordinator.request(
+        lambda r: commands.tc_client_connect_request(r, 0), CommandType.TC_CLIENT_CONNECT_RESPONSE)) is None,
+        20, interval_s=0.1, message="coordinator 0 loaded")
+    consumer = WireClient(owner)
+    consumer.send(commands.subscribe(topic, "s", 1, 1, sub_type=SubType.Shared,
+                                     initial_position=InitialPosition.Earliest))
+    consumer.wait(lambda c: c.type is CommandType.SUCCESS)
+    consumer.send(commands.flow(1, 1))   # one permit: after this delivery the consumer takes nothing more
+    message = MessageId.from_proto(consumer.wait(lambda c: c.type is CommandType.MESSAGE).body.message_id)
+
+    def checked(answer: Any) -> Any:
+        assert commands.error_of(answer) is None, commands.describe(answer)
+        return answer
+
+    def new_txn() -> TxnId:
+        answer = checked(coordinator.request(lambda r: commands.new_txn(r, 0, timeout_ms=60_000),
+                                             CommandType.NEW_TXN_RESPONSE))
+        txn = commands.txn_of(answer)
+        assert txn is not None
+        checked(coordinator.request(lambda r: commands.add_subscription_to_txn(r, txn, [(topic, "s")]),
+                                    CommandType.ADD_SUBSCRIPTION_TO_TXN_RESPONSE))
+        return txn
+
+    first, second = new_txn(), new_txn()
+    checked(consumer.request(lambda r: commands.ack(1, [message], txn=first, request_id=r), CommandType.ACK_RESPONSE))
+    checked(coordinator.request(lambda r: commands.end_txn(r, first, TxnAction.ABORT), CommandType.END_TXN_RESPONSE))
+    checked(consumer.request(lambda r: commands.ack(1, [message], txn=second, request_id=r), CommandType.ACK_RESPONSE))
+    checked(coordinator.request(lambda r: commands.end_txn(r, second, TxnAction.COMMIT), CommandType.END_TXN_RESPONSE))
+    consumer.send(commands.flow(1, 10))
+    with pytest.raises(TimeoutError):
+        consumer.wait(lambda c: c.type is CommandType.MESSAGE, timeout_s=2)
+    for client in (consumer, coordinator, producer):
+        client.close()
