@@ -9,7 +9,7 @@ come from `harness.client` (the only package that opens client connections).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,8 +85,8 @@ class FaultEnvironment:
 def topology_topics(topology: Any) -> tuple[str, ...]:
     """The logical topics of the run's workload topology, in its order.
 
-    Accepts what `workloads.topology.plan()` returns: an object with a `topics`
-    sequence (of names, or of objects with a `name`), or its `to_dict()` form.
+    Accepts what `workloads.topology.plan()` returns (a `Topology`, whose `topics` are
+    names) or its `to_dict()` form; items may also be objects or mappings with a `name`.
     """
     if topology is None:
         return ()
@@ -95,13 +95,7 @@ def topology_topics(topology: Any) -> tuple[str, ...]:
         topics = topology.to_dict().get("topics")
     if topics is None:
         return ()
-    return tuple(_topic_name(t) for t in _as_iterable(topics))
-
-
-def _as_iterable(value: Any) -> Iterable[Any]:
-    if isinstance(value, Mapping):
-        return value.values() if all(isinstance(v, (str, Mapping)) for v in value.values()) else value.keys()
-    return value
+    return tuple(_topic_name(t) for t in topics)
 
 
 def _topic_name(item: Any) -> str:
