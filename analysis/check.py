@@ -23,8 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
 from analysis.checks import CHECKS, run_checks
-from analysis.checks.base import AnomalyClass, CheckResult, CheckStatus
+from analysis.checks.base import NO_DRAIN_REASON, AnomalyClass, CheckResult, CheckStatus
 from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare
 from analysis.load import (
     HistoryFacts,
@@ -34,7 +37,7 @@ from analysis.load import (
     overview,
     pair_operations,
 )
-from analysis.spark import get_spark, size_shuffle_partitions
+from analysis.spark import get_spark, tune_for_input
 from harness.results import RunDir, read_json, write_json_atomic
 
 RESULTS_SCHEMA = 1
@@ -86,15 +89,19 @@ def _check_entry(result: CheckResult) -> dict[str, Any]:
     return entry
 
 
-def _verdict(results: list[CheckResult], extra_reasons: list[str]) -> tuple[bool | str, list[str]]:
-    reasons = list(extra_reasons)
+def _verdict(results: list[CheckResult], drain_complete: bool) -> tuple[bool | str, list[str]]:
+    reasons: list[str] = []
     skipped = [r for r in results if r.status is CheckStatus.SKIPPED]
-    if skipped:
-        by_reason: dict[str, list[str]] = {}
-        for r in skipped:
+    no_drain = [r.name.value for r in skipped if r.reason == NO_DRAIN_REASON]
+    if not drain_complete:
+        reasons.append("no drain-complete phase event: the run did not finish its drain, so the final state "
+                       "of the topics is not known" + (f" (skipped: {', '.join(no_drain)})" if no_drain else ""))
+    by_reason: dict[str, list[str]] = {}
+    for r in skipped:
+        if r.reason != NO_DRAIN_REASON or drain_complete:
             by_reason.setdefault(r.reason or "skipped", []).append(r.name.value)
-        for reason, names in by_reason.items():
-            reasons.append(f"{reason} (skipped: {', '.join(names)})")
+    for reason, names in by_reason.items():
+        reasons.append(f"{reason} (skipped: {', '.join(names)})")
     for r in results:
         if r.status is CheckStatus.RAN and r.unjudged:
             reasons.append(f"{r.name.value}: {r.note}")
@@ -148,7 +155,7 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     say("starting Spark")
     spark = get_spark(master)
     spark_master = str(spark.sparkContext.master)
-    partitions = size_shuffle_partitions(spark, size)
+    partitions = tune_for_input(spark, size)
 
     try:
         loaded = load_run(spark, run.path, progress=say)
@@ -158,9 +165,9 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
         write_json_atomic(run.results_json, failed)
         return failed
     facts: HistoryFacts = loaded.facts
+    say(f"{facts.lines} events in {len(facts.files)} file(s); pairing operations")
+    pairs = pair_operations(loaded.ops, include_orphans=True, lean=True).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        say(f"{facts.lines} events in {len(facts.files)} file(s); pairing operations")
-        pairs = pair_operations(loaded.ops, include_orphans=True)
         orphans = pairs.filter("orphan").select("writer", "index", "process", "f", "type")
         orphan_rows = orphans.orderBy("writer", "index").limit(3).collect()
         if orphan_rows:
@@ -176,23 +183,28 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
         drain = seen.drain
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen)
         try:
-            results = run_checks(ctx, progress=say)
+            # Small histories: all counts in one Spark job. Large ones: check by check, with progress.
+            results = run_checks(ctx, progress=say, together=size < PROGRESS_MIN_BYTES)
             say("counting operations and transactions")
+            tallies = (ctx.pairs.select(F.lit("op").alias("what"), "f", "type")
+                       .unionByName(ctx.txns.select(F.lit("txn").alias("what"), F.lit(None).cast("string")
+                                                    .alias("f"), F.col("outcome_label").alias("type")))
+                       .groupBy("what", "f", "type").count().collect())
             operations: dict[str, dict[str, int]] = {}
-            for row in ctx.pairs.groupBy("f", "type").count().collect():
-                operations.setdefault(row["f"], {})[row["type"]] = int(row["count"])
-            transactions = {row["outcome_label"]: int(row["count"])
-                            for row in ctx.txns.groupBy("outcome_label").count().collect()}
+            transactions: dict[str, int] = {}
+            for row in tallies:
+                if row["what"] == "op":
+                    operations.setdefault(row["f"], {})[row["type"]] = int(row["count"])
+                else:
+                    transactions[row["type"]] = int(row["count"])
             marks = seen.phases
         finally:
             ctx.unpersist()
     finally:
+        pairs.unpersist()
         loaded.release()
 
-    extra_reasons = [] if drain.complete else [
-        "no drain-complete phase event: the run did not finish its drain, so the final state of "
-        "the topics is not known"]
-    valid, reasons = _verdict(results, extra_reasons)
+    valid, reasons = _verdict(results, drain.complete)
     elapsed = time.monotonic() - started
     history = facts.to_dict()
     history.update({

@@ -42,7 +42,7 @@ Public API (stable; analysis.perf and analysis.report build on it):
     load_history(spark, history_dir, *, cache_dir=None, parquet_min_bytes=..., progress=None)
     ops_from_records(spark, records) -> DataFrame             (tests and tools)
     validate_ops(ops) -> tuple[int, int | None, int | None]    (lines, first_ns, last_ns)
-    pair_operations(ops, *, include_orphans=False) -> DataFrame
+    pair_operations(ops, *, include_orphans=False, lean=False) -> DataFrame
     overview(ops) -> HistoryOverview   (phases, drain, time span, counts: one job)
     drain_info(ops) -> DrainInfo
     phase_marks(ops) -> tuple[PhaseMark, ...]
@@ -72,8 +72,8 @@ from harness.history.schema import FIELDS, PHASE_DRAIN_COMPLETE, SCHEMA_VERSION,
 from harness.results import RunDir, read_json, write_json_atomic
 
 __all__ = [
-    "HISTORY_SCHEMA", "OPS_COLUMNS", "PAIR_COLUMNS", "PARQUET_MIN_BYTES", "TXN_COLUMNS", "DrainInfo",
-    "HistoryFacts", "HistoryFormatError", "HistoryOverview", "LoadedHistory", "NoHistoryError",
+    "HISTORY_SCHEMA", "LEAN_PAIR_COLUMNS", "OPS_COLUMNS", "PAIR_COLUMNS", "PARQUET_MIN_BYTES",
+    "TXN_COLUMNS", "DrainInfo", "HistoryFacts", "HistoryFormatError", "HistoryOverview", "LoadedHistory", "NoHistoryError",
     "PhaseMark", "drain_info", "final_reads", "load_history", "load_run", "ops_from_records",
     "overview", "pair_operations", "phase_marks", "receives", "transaction_outcomes", "validate_ops",
     "visible_values",
@@ -84,6 +84,9 @@ Progress = Callable[[str], None]
 # Bump when the cached Parquet layout changes, so stale caches are rebuilt.
 LOADER_VERSION = 1
 PARQUET_MIN_BYTES = 64 * 1024 * 1024
+# Histories below this size are kept in one partition: Spark then plans joins,
+# windows and aggregations without shuffles, which is what makes small checks fast.
+SINGLE_PARTITION_MAX_BYTES = 16 * 1024 * 1024
 CACHE_NAME = "history.parquet"
 _CORRUPT = "_corrupt_record"
 _TAIL_CHUNK = 64 * 1024
@@ -456,6 +459,8 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
 
     say(f"reading {len(files)} history file(s), {total_bytes / 1e6:.1f} MB")
     staged = _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True)
+    if total_bytes <= SINGLE_PARTITION_MAX_BYTES:
+        staged = staged.coalesce(1)
     staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         lines, first_ns, last_ns = validate_ops(staged, directory=history_dir)
@@ -531,7 +536,7 @@ class HistoryOverview:
     """Facts gathered in one pass over the ops: phases, the drain, time span, counts.
 
     `counts` has: events, sends, ctp_sends (sends carrying inputs), acks,
-    cumulative_acks, receives, reads.
+    cumulative_acks, acks_without_topic, receives, reads.
     """
 
     phases: tuple[PhaseMark, ...]
@@ -580,6 +585,7 @@ def overview(ops: DataFrame) -> HistoryOverview:
         n((f == OpF.SEND.value) & (F.size(F.coalesce(F.col("inputs"), F.array())) > 0)).alias("ctp_sends"),
         n(f == OpF.ACK.value).alias("acks"),
         n((f == OpF.ACK.value) & F.coalesce(F.col("cumulative"), F.lit(False))).alias("cumulative_acks"),
+        n((f == OpF.ACK.value) & F.col("topic").isNull()).alias("acks_without_topic"),
         n(f == OpF.RECEIVE.value).alias("receives"),
         n(f == OpF.READ.value).alias("reads"),
     ).collect()[0]
@@ -587,7 +593,7 @@ def overview(ops: DataFrame) -> HistoryOverview:
     phases = tuple(PhaseMark(r["phase"] or "", int(r["time_ns"]), r["writer"], int(r["index"]))
                    for r in phase_rows)
     counts = {k: int(row[k] or 0) for k in ("events", "sends", "ctp_sends", "acks", "cumulative_acks",
-                                            "receives", "reads")}
+                                            "acks_without_topic", "receives", "reads")}
     return HistoryOverview(phases, _drain_from_phases(phase_rows), row["first_ns"], row["last_ns"], counts)
 
 
@@ -616,9 +622,23 @@ def visible_values(reads: DataFrame) -> DataFrame:
 
 _CARRIED = ("txn", "topic", "segment", "subscription", "key", "value", "inputs", "msg_id", "extra",
             "phase", "redelivery", "cumulative")
+# What a lean pairing takes from the completion (its results); the rest comes from the invocation.
+_LEAN_RESULTS = ("txn", "topic", "segment", "msg_id")
+_LEAN_INVOKE = ("subscription", "key", "value", "inputs", "cumulative")
+
+# Columns of pair_operations(..., lean=True): what the checks need, nothing wide.
+LEAN_PAIR_COLUMNS: tuple[str, ...] = (
+    "writer", "process", "f", "type", "completed", "orphan", "txn", "topic", "segment", "subscription",
+    "key", "value", "inputs", "msg_id", "cumulative", "index", "complete_index", "invoke_ns", "complete_ns",
+)
 
 
-def pair_operations(ops: DataFrame, *, include_orphans: bool = False) -> DataFrame:
+def _cols(items: list[Any]) -> list[Column | str]:
+    """Typing help: a list of column names and expressions."""
+    return items
+
+
+def pair_operations(ops: DataFrame, *, include_orphans: bool = False, lean: bool = False) -> DataFrame:
     """One row per operation (PAIR_COLUMNS): an invocation joined with its completion.
 
     The completion is the next event of the same (writer, process) if it is a
@@ -628,36 +648,51 @@ def pair_operations(ops: DataFrame, *, include_orphans: bool = False) -> DataFra
     are included as complete operations. With `include_orphans`, completions no
     invocation claims are included too (`orphan` true, `invoke_ns` null): a
     broken contract the checker reports.
+
+    `lean` keeps only LEAN_PAIR_COLUMNS (no `extra`, `error`, wall clock), and
+    takes only `txn`, `topic`, `segment` and `msg_id` from the completion (the
+    recorder repeats the invocation's other fields): the shape the checker uses
+    on large histories, where every byte per row is sorted and shuffled.
     """
+    kept: tuple[str, ...]
+    extra_fields: tuple[str, ...]
+    if lean:
+        carried: tuple[str, ...] = _LEAN_RESULTS
+        kept = _LEAN_INVOKE
+        extra_fields = ()
+        ops = ops.select("writer", "process", "index", "time_ns", "type", "f", *_LEAN_RESULTS, *_LEAN_INVOKE)
+    else:
+        carried, kept, extra_fields = _CARRIED, (), ("wall_ms", "error")
     single = ops.filter(F.col("f").isin(*SINGLE_FS))
     events = ops.filter(~F.col("f").isin(*SINGLE_FS))
     w = Window.partitionBy("writer", "process").orderBy("index")
-    nxt = F.lead(F.struct("type", "f", "index", "time_ns", "wall_ms", "error", *_CARRIED)).over(w)
+    nxt = F.lead(F.struct("type", "f", "index", "time_ns", *extra_fields, *carried)).over(w)
     prv = F.lag(F.struct("type", "f")).over(w)
-    seq = events.select(*OPS_COLUMNS, nxt.alias("_n"), prv.alias("_p"))
+    seq = events.select(*ops.columns, nxt.alias("_n"), prv.alias("_p"))
 
     done = (F.col("_n").isNotNull() & (F.col("_n.type") != OpType.INVOKE.value)
             & (F.col("_n.f") == F.col("f")))
     done = F.coalesce(done, F.lit(False))
-    carried = [F.coalesce(F.when(done, F.col(f"_n.{c}")), F.col(c)).alias(c) for c in _CARRIED]
+    from_completion = [F.coalesce(F.when(done, F.col(f"_n.{c}")), F.col(c)).alias(c) for c in carried]
     invokes = seq.filter(F.col("type") == OpType.INVOKE.value).select(
         "writer", "process", "f",
         F.when(done, F.col("_n.type")).otherwise(F.lit(OpType.INFO.value)).alias("type"),
-        done.alias("completed"), F.lit(False).alias("orphan"), "path",
-        *carried,
-        F.when(done, F.col("_n.error")).alias("error"),
-        "intended_ns", "index",
+        done.alias("completed"), F.lit(False).alias("orphan"),
+        *from_completion, *kept,
+        "index",
         F.when(done, F.col("_n.index")).alias("complete_index"),
         F.col("time_ns").alias("invoke_ns"),
         F.when(done, F.col("_n.time_ns")).alias("complete_ns"),
-        "wall_ms",
-        F.when(done, F.col("_n.wall_ms")).alias("complete_wall_ms"),
+        *(_cols([] if lean else [
+            "path", "intended_ns", F.when(done, F.col("_n.error")).alias("error"), "wall_ms",
+            F.when(done, F.col("_n.wall_ms")).alias("complete_wall_ms")])),
     )
     singles = single.select(
         "writer", "process", "f", "type", F.lit(True).alias("completed"), F.lit(False).alias("orphan"),
-        "path", *_CARRIED, "error", "intended_ns", "index", F.col("index").alias("complete_index"),
-        F.col("time_ns").alias("invoke_ns"), F.col("time_ns").alias("complete_ns"), "wall_ms",
-        F.col("wall_ms").alias("complete_wall_ms"),
+        *carried, *kept, "index", F.col("index").alias("complete_index"),
+        F.col("time_ns").alias("invoke_ns"), F.col("time_ns").alias("complete_ns"),
+        *(_cols([] if lean else ["path", "intended_ns", "error", "wall_ms",
+                                     F.col("wall_ms").alias("complete_wall_ms")])),
     )
     parts = [invokes, singles]
     if include_orphans:
@@ -666,14 +701,15 @@ def pair_operations(ops: DataFrame, *, include_orphans: bool = False) -> DataFra
         orphans = seq.filter((F.col("type") != OpType.INVOKE.value) & ~F.coalesce(claimed, F.lit(False)))
         parts.append(orphans.select(
             "writer", "process", "f", "type", F.lit(True).alias("completed"), F.lit(True).alias("orphan"),
-            "path", *_CARRIED, "error", "intended_ns", "index", F.col("index").alias("complete_index"),
+            *carried, *kept, "index", F.col("index").alias("complete_index"),
             F.lit(None).cast("long").alias("invoke_ns"), F.col("time_ns").alias("complete_ns"),
-            F.lit(None).cast("double").alias("wall_ms"), F.col("wall_ms").alias("complete_wall_ms"),
+            *(_cols([] if lean else ["path", "intended_ns", "error", F.lit(None).cast("double").alias("wall_ms"),
+                                         F.col("wall_ms").alias("complete_wall_ms")])),
         ))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
-    return out.select(*PAIR_COLUMNS)
+    return out.select(*(LEAN_PAIR_COLUMNS if lean else PAIR_COLUMNS))
 
 
 # ---- transactions ---------------------------------------------------------------------------
@@ -688,7 +724,8 @@ def _count(cond: Column) -> Column:
 
 
 def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
-                         covered_topics: Iterable[str] | None = None) -> DataFrame:
+                         covered_topics: Iterable[str] | None = None, *,
+                         visible_sends: DataFrame | None = None) -> DataFrame:
     """One row per transaction id (TXN_COLUMNS) with its outcome.
 
     Args:
@@ -697,16 +734,25 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
             (visible_values()); None when there are no final reads.
         covered_topics: topics the drain read to the end; None when unknown
             (then no transaction is decided aborted by absence).
+        visible_sends: instead of `visible`, the send rows of `pairs` already
+            joined with it, with a boolean `visible` column (saves a join).
 
     `client_outcome` is what the client knows; `outcome` adds the visibility
     decision for unknown ones (`decided_by` "client" or "visibility", null while
     still unknown); `outcome_label` is committed, aborted, unknown-committed,
     unknown-aborted or unknown.
     """
-    tx = pairs.filter(F.col("txn").isNotNull() & ~F.col("orphan"))
-    if visible is not None:
+    cols = ("txn", "f", "type", "invoke_ns", "complete_ns", "writer", "index", "process", "topic", "inputs")
+    tx = pairs.filter(F.col("txn").isNotNull() & ~F.col("orphan")).select(*cols)
+    if visible_sends is not None:
+        sends = (visible_sends.filter(F.col("txn").isNotNull()).withColumn("f", F.lit(OpF.SEND.value))
+                 .select(*cols, F.col("visible").alias("_visible")))
+        others = tx.filter(F.col("f") != OpF.SEND.value).withColumn("_visible", F.lit(None).cast("boolean"))
+        tx = sends.unionByName(others)
+    elif visible is not None:
         vis = visible.select("value", F.lit(True).alias("_visible"))
-        sends = tx.filter(F.col("f") == OpF.SEND.value).join(vis, "value", "left")
+        sends = (pairs.filter(F.col("txn").isNotNull() & ~F.col("orphan") & (F.col("f") == OpF.SEND.value))
+                 .join(vis, "value", "left").select(*cols, "_visible"))
         others = tx.filter(F.col("f") != OpF.SEND.value).withColumn("_visible", F.lit(None).cast("boolean"))
         tx = sends.unionByName(others)
     else:

@@ -18,6 +18,7 @@ Public API (stable; other analysis modules build on it):
     get_spark(master=None, *, app_name="txnbench-analysis") -> SparkSession
     resolve_master(master=None) -> str
     size_shuffle_partitions(spark, input_bytes) -> int
+    tune_for_input(spark, input_bytes) -> int     (partitions + small-input mode)
     stop_spark() -> None
     MASTER_ENV, DRIVER_MEMORY_ENV, DEFAULT_MASTER, DEFAULT_DRIVER_MEMORY
 """
@@ -45,6 +46,16 @@ DEFAULT_DRIVER_MEMORY = "4g"
 # Bytes of history (JSONL) per initial shuffle partition; AQE coalesces small ones.
 BYTES_PER_PARTITION = 64 * 1024 * 1024
 MAX_SHUFFLE_PARTITIONS = 2000
+# Inputs up to this size run in "small-input mode" (see tune_for_input).
+SMALL_INPUT_BYTES = 16 * 1024 * 1024
+
+# Settings for small inputs, and the values large inputs get back.
+_SMALL_INPUT_CONF = {
+    "spark.sql.adaptive.enabled": ("false", "true"),
+    "spark.sql.autoBroadcastJoinThreshold": ("-1", "10485760"),
+    "spark.sql.codegen.wholeStage": ("false", "true"),
+    "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK"),
+}
 
 # Root at WARN and Spark's own loggers at WARN (so PySpark does not announce a changed
 # "default log level"), with the noisy start-up loggers turned down to ERROR.
@@ -187,6 +198,23 @@ def size_shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
     wanted = max(cores, math.ceil(max(0, input_bytes) / BYTES_PER_PARTITION))
     partitions = min(MAX_SHUFFLE_PARTITIONS, wanted)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    return partitions
+
+
+def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
+    """Size shuffle partitions for `input_bytes` and pick the execution mode; return the partitions.
+
+    Up to SMALL_INPUT_BYTES (16 MiB of history) Spark's fixed costs dominate: each
+    adaptive query stage becomes its own job, broadcasts are jobs, and compiling
+    generated code costs more CPU than the data. Small inputs therefore run with
+    adaptive execution, broadcast joins and code generation off (interpreted
+    expressions), which takes a history of a few thousand events from dozens of
+    jobs to a handful. Larger inputs get the defaults back.
+    """
+    partitions = size_shuffle_partitions(spark, input_bytes)
+    small = input_bytes <= SMALL_INPUT_BYTES
+    for key, (small_value, large_value) in _SMALL_INPUT_CONF.items():
+        spark.conf.set(key, small_value if small else large_value)
     return partitions
 
 

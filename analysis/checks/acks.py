@@ -28,13 +28,16 @@ from analysis.checks.base import (
     NO_DRAIN_REASON,
     AnomalyClass,
     CheckResult,
+    PendingCheck,
+    Plan,
     clean,
+    evaluate,
+    ref,
     skipped,
-    summarize,
 )
 from analysis.checks.context import CheckContext, message_position, union_all
 from analysis.load import ABORTED, COMMITTED
-from harness.history.schema import OpType
+from harness.history.schema import OpF, OpType
 
 
 def _place(segment: Column) -> Column:
@@ -64,7 +67,7 @@ def _earliest_cover(targets: DataFrame, covers: DataFrame) -> DataFrame:
     return out.filter(F.col("_kind") == 1).select("topic", "_seg", "subscription", "_pos", "_target.*", "_cover")
 
 
-def lost_ack(ctx: CheckContext) -> CheckResult:
+def plan_lost_ack(ctx: CheckContext) -> Plan:
     """A message acked in a committed transaction was delivered to that subscription again afterwards."""
     if ctx.count("acks") == 0 or ctx.count("receives") == 0:
         return clean(AnomalyClass.LOST_ACK)
@@ -76,8 +79,10 @@ def lost_ack(ctx: CheckContext) -> CheckResult:
     committed = committed.withColumn("ref_ns", since)
     unjudged = committed.filter(F.col("ref_ns").isNull())
     judged = committed.filter(F.col("ref_ns").isNotNull())
+    judged = judged.withColumn("ack", ref(judged, f=OpF.ACK.value, time="invoke_ns"))
 
-    recv = ctx.receives.select("value", "topic", "segment", "subscription", "msg_id", "time_ns", "receive")
+    recv = ctx.receives.withColumn("receive", ref(ctx.receives, f=OpF.RECEIVE.value))
+    recv = recv.select("value", "topic", "segment", "subscription", "msg_id", "time_ns", "receive")
     individual = (judged.select("value", "subscription", "txn", "ack", "ref_ns")
                   .join(recv.select("value", "subscription", "time_ns", "receive"), ["value", "subscription"])
                   .filter(F.col("time_ns") > F.col("ref_ns"))
@@ -104,13 +109,13 @@ def lost_ack(ctx: CheckContext) -> CheckResult:
         F.count(F.lit(1)).alias("redeliveries"))
     out = per_message.select("value", "subscription", "_acked.txn", "_acked.ack", "_acked.committed_ns",
                              "redelivery", "redeliveries")
-    return summarize(AnomalyClass.LOST_ACK, out, ["redelivery.time_ns", "value"], max_examples=ctx.max_examples,
+    return PendingCheck(AnomalyClass.LOST_ACK, out, ["redelivery.time_ns", "value"], max_examples=ctx.max_examples,
                      unjudged=unjudged,
                      note="{n} ack(s) in transactions decided committed by visibility, with no "
                           "drain phase to time them against")
 
 
-def stuck_ack(ctx: CheckContext) -> CheckResult:
+def plan_stuck_ack(ctx: CheckContext) -> Plan:
     """A message acked in an aborted transaction was not delivered again although the drain emptied it."""
     if not ctx.drain.complete:
         return skipped(AnomalyClass.STUCK_ACK, NO_DRAIN_REASON)
@@ -137,7 +142,7 @@ def stuck_ack(ctx: CheckContext) -> CheckResult:
         covers = settling.filter(F.col("cumulative")).select(
             "topic", _place(F.col("segment")).alias("_seg"), "subscription",
             message_position(F.col("msg_id")).alias("_pos"), F.lit(0).cast("long").alias("ref_ns"),
-            F.struct("txn", "ack").alias("cover"))
+            F.struct("txn", "writer", "index").alias("cover"))
         positioned = candidates.select(
             "topic", _place(F.col("segment")).alias("_seg"), "subscription",
             message_position(F.col("msg_id")).alias("_pos"), "writer", "index")
@@ -145,8 +150,19 @@ def stuck_ack(ctx: CheckContext) -> CheckResult:
                                  .select("writer", "index"))
         candidates = candidates.join(settled_by_cumulative, ["writer", "index"], "left_anti")
     stuck = candidates.select(
-        "value", "topic", "subscription", "txn", "client_outcome", "ack")
-    return summarize(AnomalyClass.STUCK_ACK, stuck, ["ack.time_ns", "value"], max_examples=ctx.max_examples,
+        "value", "topic", "subscription", "txn", "client_outcome",
+        ref(candidates, f=OpF.ACK.value, time="invoke_ns").alias("ack"))
+    return PendingCheck(AnomalyClass.STUCK_ACK, stuck, ["ack.time_ns", "value"], max_examples=ctx.max_examples,
                      unjudged=unjudged,
                      note="{n} ack(s) in aborted transactions on subscriptions the drain did not "
                           "consume until empty")
+
+
+def lost_ack(ctx: CheckContext) -> CheckResult:
+    """Run the lost-ack check on its own (`run_checks` evaluates every plan together)."""
+    return evaluate([plan_lost_ack(ctx)])[0]
+
+
+def stuck_ack(ctx: CheckContext) -> CheckResult:
+    """Run the stuck-ack check on its own (`run_checks` evaluates every plan together)."""
+    return evaluate([plan_stuck_ack(ctx)])[0]

@@ -1,10 +1,14 @@
 """What every check returns, and the helpers that turn an anomaly DataFrame into it.
 
-A check is a pure function `CheckContext -> CheckResult`: it builds a DataFrame
-with one row per anomaly, and `summarize()` turns that into a count and a few
-examples (ordered, so the same history always gives the same examples). A check
-that cannot give an answer returns `skipped(...)` with the reason; a check that
-ran but could not judge some cases says how many in `unjudged` and why in
+A check is a pure function `CheckContext -> CheckResult`. It is written as a
+plan (`plan_<check>(ctx) -> Plan`): either a finished result (skipped with a
+reason, or clean because the history has nothing the check looks at) or a
+`PendingCheck`, a DataFrame with one row per anomaly (and optionally one of the
+cases it could not judge). `evaluate()` counts the rows of many plans in one
+Spark job, then takes a few ordered examples from the plans that found
+anomalies (ordered, so the same history always gives the same examples). One
+job instead of one or two per check is what keeps small histories fast. A check
+that ran but could not judge some cases says how many in `unjudged` and why in
 `note` (the verdict is then unknown unless an anomaly was found).
 """
 
@@ -78,23 +82,32 @@ def skipped(name: AnomalyClass, reason: str) -> CheckResult:
     return CheckResult(name, CheckStatus.SKIPPED, reason=reason)
 
 
-def ref(*, f: str | None = None, time: str = "time_ns", **overrides: str | Column | None) -> Column:
-    """A struct naming one operation (REF_FIELDS) from the current row's columns.
+_LONG_REF_FIELDS = ("index", "time_ns")
 
-    Args:
-        f: the operation name as a literal (default: the row's `f` column).
-        time: the column holding the operation's (invocation) time.
-        overrides: per field, another column name, an expression, or None for null.
+
+def ref(frame: DataFrame, prefix: str = "", *, f: str | Column | None = None, time: str | None = None,
+        **overrides: str | Column | None) -> Column:
+    """A struct naming one operation (REF_FIELDS) from the columns of `frame`.
+
+    Field `x` comes from column `prefix + x` when `frame` has it, else null.
+    `f` gives the operation name (a literal, or an expression), `time` the column
+    holding its (invocation) time; keyword overrides give another column name,
+    an expression, or None for null. Build refs on anomaly rows only: they are
+    wide, and the shared frames stay narrow.
     """
-    cols: dict[str, Column] = {name: F.col(name) for name in REF_FIELDS}
-    cols["time_ns"] = F.col(time)
+    cols: dict[str, Column] = {}
+    for name in REF_FIELDS:
+        null = F.lit(None).cast("long" if name in _LONG_REF_FIELDS else "string")
+        cols[name] = F.col(prefix + name) if prefix + name in frame.columns else null
+    if time is not None:
+        cols["time_ns"] = F.col(time)
     if f is not None:
-        cols["f"] = F.lit(f)
+        cols["f"] = F.lit(f) if isinstance(f, str) else f
     for name, value in overrides.items():
         if name not in cols:
             raise ValueError(f"{name} is not an op reference field")
         if value is None:
-            cols[name] = F.lit(None).cast("string")
+            cols[name] = F.lit(None).cast("long" if name in _LONG_REF_FIELDS else "string")
         elif isinstance(value, str):
             cols[name] = F.col(value)
         else:
@@ -120,6 +133,51 @@ def to_plain(value: Any) -> Any:
 def clean(name: AnomalyClass) -> CheckResult:
     """A check that ran and found nothing (e.g. the history has nothing it looks at)."""
     return CheckResult(name, CheckStatus.RAN)
+
+
+@dataclass(frozen=True)
+class PendingCheck:
+    """A check's anomaly rows, not yet counted. `note` may use `{n}` for the unjudged count."""
+
+    name: AnomalyClass
+    anomalies: DataFrame
+    order_by: Sequence[str | Column]
+    max_examples: int = MAX_EXAMPLES
+    unjudged: DataFrame | None = None
+    note: str = ""
+
+
+Plan = CheckResult | PendingCheck
+
+
+def evaluate(plans: Sequence[Plan]) -> list[CheckResult]:
+    """Results of `plans`, in order: every count in one Spark job, then examples where found."""
+    pending = [(i, p) for i, p in enumerate(plans) if isinstance(p, PendingCheck)]
+    counts: dict[int, int] = {}
+    if pending:
+        parts: list[DataFrame] = []
+        for i, plan in pending:
+            parts.append(plan.anomalies.select(F.lit(2 * i).alias("_k")))
+            if plan.unjudged is not None:
+                parts.append(plan.unjudged.select(F.lit(2 * i + 1).alias("_k")))
+        tagged = parts[0]
+        for part in parts[1:]:
+            tagged = tagged.unionByName(part)
+        counts = {int(row["_k"]): int(row["count"]) for row in tagged.groupBy("_k").count().collect()}
+    results: list[CheckResult] = []
+    for i, item in enumerate(plans):
+        if isinstance(item, CheckResult):
+            results.append(item)
+            continue
+        plan = item
+        found, not_judged = counts.get(2 * i, 0), counts.get(2 * i + 1, 0)
+        examples: tuple[dict[str, Any], ...] = ()
+        if found:
+            rows = plan.anomalies.orderBy(*plan.order_by).limit(plan.max_examples).collect()
+            examples = tuple(to_plain(r) for r in rows)
+        results.append(CheckResult(plan.name, CheckStatus.RAN, count=found, examples=examples,
+                                   unjudged=not_judged, note=plan.note.format(n=not_judged) if not_judged else None))
+    return results
 
 
 def summarize(name: AnomalyClass, anomalies: DataFrame, order_by: Sequence[str | Column], *,

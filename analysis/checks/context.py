@@ -1,11 +1,12 @@
 """The DataFrames every check reads, derived once from a validated history.
 
-Theory of operation. `prepare()` pairs the operations, reads the drain's
-`drain-complete` event, finds the values present in the final reads and
-decides every transaction (analysis.load). It then enriches sends and acks
-with their transaction's outcome and each send with its visibility, so each
-check is a few joins on small, named DataFrames. Frames used by several checks
-are persisted (memory, then disk) so a large history is paired and joined once.
+Theory of operation. `prepare()` pairs the operations (lean: only the columns
+checks use), finds the values present in the final reads, decides every
+transaction (analysis.load), and joins the results onto sends, acks and
+observations (receives and reads), so each check is a filter and a join or two
+on narrow frames. Frames several checks share are persisted (memory, then disk)
+so a large history is paired, joined and shuffled once. Op references for the
+examples are built by the checks on anomaly rows only.
 
 Vocabulary used by the checks:
 
@@ -30,10 +31,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from analysis.checks.base import MAX_EXAMPLES, ref
+from analysis.checks.base import MAX_EXAMPLES
 from analysis.load import (
     ABORTED,
     COMMITTED,
+    LEAN_PAIR_COLUMNS,
     UNKNOWN,
     DrainInfo,
     HistoryOverview,
@@ -49,10 +51,13 @@ from harness.history.schema import OpF, OpType
 DEFAULT_STALL_AFTER_S = 10.0
 DRAIN_PHASE = "drain"
 
+_OBSERVED = ("writer", "index", "process", "time_ns", "topic", "segment", "subscription", "msg_id")
+_SENT = ("writer", "index", "process", "type", "invoke_ns", "topic", "segment", "msg_id")
+
 
 @dataclass(frozen=True)
 class CheckContext:
-    """Inputs of the checks. DataFrame columns are listed in `prepare()`'s docstring."""
+    """Inputs of the checks. Frame columns are listed in `prepare()`'s docstring."""
 
     pairs: DataFrame
     txns: DataFrame
@@ -61,26 +66,18 @@ class CheckContext:
     receives: DataFrame
     reads: DataFrame
     visible: DataFrame
+    observations: DataFrame
     drain: DrainInfo
     stall_after_ns: int
     history_end_ns: int | None
     drain_phase_ns: int | None
     overview: HistoryOverview
     max_examples: int = MAX_EXAMPLES
+    persisted: tuple[DataFrame, ...] = ()
 
     def count(self, what: str) -> int:
-        """A count from the overview (events, sends, ctp_sends, acks, cumulative_acks, receives, reads)."""
+        """A count from the overview: events, sends, ctp_sends, acks, cumulative_acks, receives, reads."""
         return int(self.overview.counts.get(what, 0))
-
-    @property
-    def covered_topics(self) -> list[str]:
-        return sorted(self.drain.topics)
-
-    def covered(self, topic: Column) -> Column:
-        """True when `topic` was read to the end by the drain."""
-        if not self.drain.complete or not self.drain.topics:
-            return F.lit(False)
-        return F.coalesce(topic.isin(*self.covered_topics), F.lit(False))
 
     def drained(self, topic: Column, subscription: Column) -> Column:
         """True when (topic, subscription) was consumed until empty by the drain."""
@@ -90,8 +87,7 @@ class CheckContext:
         return F.coalesce(F.concat(topic, F.lit("\u0000"), subscription).isin(*keys), F.lit(False))
 
     def unpersist(self) -> None:
-        for frame in (self.pairs, self.txns, self.sends, self.acks, self.receives, self.reads,
-                      self.visible):
+        for frame in self.persisted:
             frame.unpersist()
 
 
@@ -100,91 +96,108 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
             facts: HistoryOverview | None = None) -> CheckContext:
     """Derive the check inputs from validated ops (analysis.load.OPS_COLUMNS).
 
-    `pairs` and `facts` may be passed when the caller computed them already
-    (pair_operations(), overview()).
+    `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
+    (overview()) may be passed when the caller has them already.
 
     Frames:
-      pairs     pair_operations() without orphans.
-      txns      transaction_outcomes() (TXN_COLUMNS).
-      sends     one row per send: value, writer, index, process, type, completed, txn, topic,
-                segment, key, inputs, msg_id, invoke_ns, complete_ns, outcome, client_outcome,
-                decided_by, commit_invoke_ns, end_ns, ctp, txn_uncovered, visible, covered,
-                read_writer, read_index, send (op ref).
-      acks      one row per ack: value, writer, index, process, type, txn, topic, segment,
-                subscription, msg_id, cumulative, invoke_ns, complete_ns, outcome,
-                client_outcome, end_ns, ack (op ref).
-      receives  receive events: value, topic, segment, subscription, msg_id, time_ns,
-                writer, index, process, receive (op ref).
-      reads     read events: value, topic, segment, msg_id, time_ns, writer, index, read (op ref).
-      visible   visible_values() of the reads.
+      pairs         LEAN_PAIR_COLUMNS, orphans dropped.
+      reads         read events: value, topic, segment, msg_id, time_ns, writer, index, process.
+      visible       visible_values() of the reads.
+      txns          transaction_outcomes() (TXN_COLUMNS).
+      sends         one row per send: value, writer, index, process, type, completed, txn, topic,
+                    segment, key, inputs, msg_id, invoke_ns, complete_ns, visible, read_writer,
+                    read_index, covered, outcome, client_outcome, decided_by, commit_invoke_ns,
+                    end_ns, ctp, txn_uncovered.
+      receives      receive events: value, topic, segment, subscription, msg_id, time_ns, writer,
+                    index, process.
+      observations  every receive and read (`kind`), its fields prefixed `o_`, left-joined with the
+                    send of its value (`s_` fields, `sent` true when one exists), txn, outcome,
+                    decided_by, commit_invoke_ns.
+      acks          one row per ack: value, writer, index, process, type, txn, topic, segment,
+                    subscription, msg_id, cumulative, invoke_ns, complete_ns, outcome,
+                    client_outcome, end_ns.
     """
     facts = facts if facts is not None else overview(ops)
     drain = facts.drain
-    level = StorageLevel.MEMORY_AND_DISK
+    kept: list[DataFrame] = []
 
     def keep(frame: DataFrame) -> DataFrame:
-        return frame.persist(level) if persist else frame
+        if not persist:
+            return frame
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        kept.append(frame)
+        return frame
 
     if pairs is None:
-        pairs = pair_operations(ops)
-    pairs = keep(pairs.filter(~F.col("orphan")))
-    reads = keep(final_reads(ops).select(
-        "value", "topic", "segment", "msg_id", "time_ns", "writer", "index", "process",
-        ref(f=OpF.READ.value).alias("read")))
-    visible = keep(visible_values(final_reads(ops)))
+        pairs = pair_operations(ops, lean=True)
+    pairs = keep(pairs.filter(~F.col("orphan")).select(*LEAN_PAIR_COLUMNS))
+    reads = keep(final_reads(ops).select("value", "topic", "segment", "msg_id", "time_ns", "writer", "index",
+                                         "process"))
+    visible = keep(visible_values(reads))
     covered = sorted(drain.topics) if drain.complete else None
-    txns = keep(transaction_outcomes(pairs, visible, covered))
-    marks = [m for m in facts.phases if m.name == DRAIN_PHASE]
-    drain_phase_ns = marks[0].time_ns if marks else None
+    covered_col = F.coalesce(F.col("topic").isin(*covered), F.lit(False)) if covered else F.lit(False)
 
+    send_vis = keep(
+        pairs.filter(F.col("f") == OpF.SEND.value)
+        .select("value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
+                "inputs", "msg_id", "invoke_ns", "complete_ns")
+        .join(visible.select("value", "read_writer", "read_index"), "value", "left")
+        .withColumn("visible", F.col("read_index").isNotNull())
+        .withColumn("covered", covered_col))
+    txns = keep(transaction_outcomes(pairs, covered_topics=covered, visible_sends=send_vis))
     txn_cols = txns.select(
         "txn", "outcome", "client_outcome", "decided_by", "commit_invoke_ns", "end_ns", "ctp",
         F.col("sends_uncovered").alias("txn_uncovered"))
-    covered_col = (F.coalesce(F.col("topic").isin(*covered), F.lit(False)) if covered else F.lit(False))
-    send_rows = pairs.filter(F.col("f") == OpF.SEND.value).select(
-        "value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
-        "inputs", "msg_id", "invoke_ns", "complete_ns",
-        ref(f=OpF.SEND.value, time="invoke_ns").alias("send"))
-    vis = visible.select("value", "read_writer", "read_index")
-    joined = send_rows.join(txn_cols, "txn", "left").join(vis, "value", "left")
-    is_visible = F.col("read_index").isNotNull()
     # A send outside any transaction is its own unit of atomicity.
     lone = (F.when(F.col("type") == OpType.OK.value, F.lit(COMMITTED))
             .when(F.col("type") == OpType.FAIL.value, F.lit(ABORTED))
-            .when(is_visible, F.lit(COMMITTED))
-            .when(covered_col, F.lit(ABORTED)).otherwise(F.lit(UNKNOWN)))
+            .when(F.col("visible"), F.lit(COMMITTED))
+            .when(F.col("covered"), F.lit(ABORTED)).otherwise(F.lit(UNKNOWN)))
     lone_client = (F.when(F.col("type") == OpType.OK.value, F.lit(COMMITTED))
                    .when(F.col("type") == OpType.FAIL.value, F.lit(ABORTED)).otherwise(F.lit(UNKNOWN)))
-    sends = keep(joined.select(
+    is_lone = F.col("txn").isNull()
+    sends = keep(send_vis.join(txn_cols, "txn", "left").select(
         "value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
-        "inputs", "msg_id", "invoke_ns", "complete_ns",
-        F.when(F.col("txn").isNull(), lone).otherwise(F.coalesce(F.col("outcome"), F.lit(UNKNOWN)))
-        .alias("outcome"),
-        F.when(F.col("txn").isNull(), lone_client).otherwise(F.col("client_outcome"))
+        "inputs", "msg_id", "invoke_ns", "complete_ns", "visible", "read_writer", "read_index", "covered",
+        F.when(is_lone, lone).otherwise(F.coalesce(F.col("outcome"), F.lit(UNKNOWN))).alias("outcome"),
+        F.when(is_lone, lone_client).otherwise(F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)))
         .alias("client_outcome"),
         "decided_by", "commit_invoke_ns", "end_ns", F.coalesce(F.col("ctp"), F.lit(False)).alias("ctp"),
         F.coalesce(F.col("txn_uncovered"), F.lit(0)).alias("txn_uncovered"),
-        is_visible.alias("visible"), covered_col.alias("covered"), "read_writer", "read_index", "send",
     ))
 
-    # An ack's topic is the acked value's topic when the ack does not record one.
-    send_topic = sends.select("value", F.col("topic").alias("_send_topic"))
-    ack_rows = pairs.filter(F.col("f") == OpF.ACK.value).join(send_topic, "value", "left")
-    ack_rows = ack_rows.withColumn("topic", F.coalesce(F.col("topic"), F.col("_send_topic")))
+    recv = keep(receives(ops).select("value", "topic", "segment", "subscription", "msg_id", "time_ns",
+                                     "writer", "index", "process"))
+    seen = union_all([
+        recv.select(F.lit(OpF.RECEIVE.value).alias("kind"), "value",
+                    *[F.col(c).alias(f"o_{c}") for c in _OBSERVED]),
+        reads.select(F.lit(OpF.READ.value).alias("kind"), "value",
+                     *[F.col(c).alias(f"o_{c}") if c != "subscription" else
+                       F.lit(None).cast("string").alias("o_subscription") for c in _OBSERVED]),
+    ])
+    sent = sends.select("value", *[F.col(c).alias(f"s_{c}") for c in _SENT], "txn", "outcome", "decided_by",
+                        "commit_invoke_ns", F.lit(True).alias("sent"))
+    observations = keep(seen.join(sent, "value", "left")
+                        .withColumn("sent", F.coalesce(F.col("sent"), F.lit(False))))
+
+    ack_rows = pairs.filter(F.col("f") == OpF.ACK.value)
+    if facts.counts.get("acks_without_topic", 0):
+        # An ack's topic is the acked value's topic when the ack does not record one.
+        send_topic = sends.select("value", F.col("topic").alias("_send_topic"))
+        ack_rows = (ack_rows.join(send_topic, "value", "left")
+                    .withColumn("topic", F.coalesce(F.col("topic"), F.col("_send_topic"))))
     acks = keep(ack_rows.join(txn_cols, "txn", "left").select(
-        "value", "writer", "index", "process", "type", "txn", "topic", "segment", "subscription",
-        "msg_id", F.coalesce(F.col("cumulative"), F.lit(False)).alias("cumulative"), "invoke_ns",
-        "complete_ns", F.coalesce(F.col("outcome"), F.lit(UNKNOWN)).alias("outcome"),
+        "value", "writer", "index", "process", "type", "txn", "topic", "segment", "subscription", "msg_id",
+        F.coalesce(F.col("cumulative"), F.lit(False)).alias("cumulative"), "invoke_ns", "complete_ns",
+        F.coalesce(F.col("outcome"), F.lit(UNKNOWN)).alias("outcome"),
         F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)).alias("client_outcome"), "end_ns",
-        ref(f=OpF.ACK.value, time="invoke_ns").alias("ack"),
     ))
-    recv = keep(receives(ops).select(
-        "value", "topic", "segment", "subscription", "msg_id", "time_ns", "writer", "index", "process",
-        ref(f=OpF.RECEIVE.value).alias("receive")))
+    marks = [m for m in facts.phases if m.name == DRAIN_PHASE]
     return CheckContext(
         pairs=pairs, txns=txns, sends=sends, acks=acks, receives=recv, reads=reads, visible=visible,
-        drain=drain, stall_after_ns=int(stall_after_s * 1e9), history_end_ns=facts.last_ns,
-        drain_phase_ns=drain_phase_ns, overview=facts, max_examples=max_examples,
+        observations=observations, drain=drain, stall_after_ns=int(stall_after_s * 1e9),
+        history_end_ns=facts.last_ns, drain_phase_ns=marks[0].time_ns if marks else None, overview=facts,
+        max_examples=max_examples, persisted=tuple(kept),
     )
 
 

@@ -10,19 +10,24 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from analysis.checks.base import AnomalyClass, CheckResult, ref, summarize
+from analysis.checks.base import AnomalyClass, CheckResult, PendingCheck, Plan, evaluate, ref
 from analysis.checks.context import CheckContext
 from harness.history.schema import OpF
 
 
-def stalled_commit(ctx: CheckContext) -> CheckResult:
+def plan_stalled_commit(ctx: CheckContext) -> Plan:
     """A txn-commit or txn-abort slower than stall_after_s, or unfinished for longer than that."""
     end = F.lit(ctx.history_end_ns).cast("long")
     ends = ctx.pairs.filter(F.col("f").isin(OpF.TXN_COMMIT.value, OpF.TXN_ABORT.value))
     took = F.when(F.col("completed"), F.col("complete_ns") - F.col("invoke_ns")).otherwise(end - F.col("invoke_ns"))
     stalled = ends.withColumn("_took", took).filter(F.col("_took") > F.lit(ctx.stall_after_ns)).select(
-        "txn", ref(time="invoke_ns").alias("op"), "completed",
+        "txn", ref(ends, time="invoke_ns").alias("op"), "completed",
         (F.col("_took") / 1e9).alias("seconds"),
         F.lit(ctx.stall_after_ns / 1e9).alias("stall_after_s"))
-    return summarize(AnomalyClass.STALLED_COMMIT, stalled, [F.col("seconds").desc(), "op.writer", "op.index"],
+    return PendingCheck(AnomalyClass.STALLED_COMMIT, stalled, [F.col("seconds").desc(), "op.writer", "op.index"],
                      max_examples=ctx.max_examples)
+
+
+def stalled_commit(ctx: CheckContext) -> CheckResult:
+    """Run the stalled-commit check on its own (`run_checks` evaluates every plan together)."""
+    return evaluate([plan_stalled_commit(ctx)])[0]

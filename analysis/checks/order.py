@@ -18,15 +18,18 @@ from analysis.checks.base import (
     NO_DRAIN_REASON,
     AnomalyClass,
     CheckResult,
+    PendingCheck,
+    Plan,
     clean,
+    evaluate,
+    ref,
     skipped,
-    summarize,
 )
 from analysis.checks.context import CheckContext
-from harness.history.schema import OpType
+from harness.history.schema import OpF, OpType
 
 
-def nonmonotonic(ctx: CheckContext) -> CheckResult:
+def plan_nonmonotonic(ctx: CheckContext) -> Plan:
     """A value read before a value the same process sent earlier with the same key and topic."""
     if not ctx.drain.complete:
         return skipped(AnomalyClass.NONMONOTONIC, NO_DRAIN_REASON)
@@ -38,10 +41,19 @@ def nonmonotonic(ctx: CheckContext) -> CheckResult:
         .otherwise(F.concat(F.lit("s:"), F.coalesce(F.col("segment"), F.lit("")))))
     w = (Window.partitionBy("writer", "process", "topic", "_order_key", "read_writer").orderBy("index")
          .rowsBetween(Window.unboundedPreceding, -1))
-    latest_earlier = F.max(F.struct("read_index", "value", "send")).over(w)
-    out = (ordered.withColumn("_earlier", latest_earlier)
-           .filter(F.col("_earlier.read_index") > F.col("read_index"))
-           .select("process", "topic", "key", "value", "send", "read_index",
-                   F.struct(F.col("_earlier.value").alias("value"), F.col("_earlier.send").alias("send"),
+    latest_earlier = F.max(F.struct("read_index", "value", "writer", "index", "invoke_ns", "txn", "msg_id")).over(w)
+    hits = (ordered.withColumn("_earlier", latest_earlier)
+            .filter(F.col("_earlier.read_index") > F.col("read_index")))
+    earlier = ref(hits, f=OpF.SEND.value, time="_earlier.invoke_ns", writer="_earlier.writer",
+                  index="_earlier.index", value="_earlier.value", txn="_earlier.txn", msg_id="_earlier.msg_id")
+    out = (hits.withColumn("_earlier_send", earlier)
+           .select("process", "topic", "key", "value", ref(hits, f=OpF.SEND.value, time="invoke_ns").alias("send"),
+                   "read_index",
+                   F.struct(F.col("_earlier.value").alias("value"), F.col("_earlier_send").alias("send"),
                             F.col("_earlier.read_index").alias("read_index")).alias("sent_earlier_read_later")))
-    return summarize(AnomalyClass.NONMONOTONIC, out, ["send.time_ns", "value"], max_examples=ctx.max_examples)
+    return PendingCheck(AnomalyClass.NONMONOTONIC, out, ["send.time_ns", "value"], max_examples=ctx.max_examples)
+
+
+def nonmonotonic(ctx: CheckContext) -> CheckResult:
+    """Run the nonmonotonic check on its own (`run_checks` evaluates every plan together)."""
+    return evaluate([plan_nonmonotonic(ctx)])[0]

@@ -7,24 +7,32 @@ to other topics are counted as unjudged.
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis.checks.base import (
     NO_DRAIN_REASON,
     AnomalyClass,
     CheckResult,
+    PendingCheck,
+    Plan,
     clean,
+    evaluate,
+    ref,
     skipped,
-    summarize,
 )
 from analysis.checks.context import CheckContext
 from analysis.load import COMMITTED
-from harness.history.schema import OpType
+from harness.history.schema import OpF, OpType
 
 _EXAMPLE_VALUES = 5
 
 
-def lost_write(ctx: CheckContext) -> CheckResult:
+def _send_ref(frame: DataFrame) -> F.Column:
+    return ref(frame, f=OpF.SEND.value, time="invoke_ns")
+
+
+def plan_lost_write(ctx: CheckContext) -> Plan:
     """A value sent ok whose transaction committed is missing from the final reads.
 
     Committed includes a client-known commit and a transaction decided
@@ -36,14 +44,15 @@ def lost_write(ctx: CheckContext) -> CheckResult:
     if ctx.count("sends") == 0:
         return clean(AnomalyClass.LOST_WRITE)
     committed = ctx.sends.filter((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED))
-    lost = committed.filter(F.col("covered") & ~F.col("visible")).select(
-        "value", "txn", F.coalesce(F.col("decided_by"), F.lit("client")).alias("decided_by"), "send")
+    missing = committed.filter(F.col("covered") & ~F.col("visible"))
+    lost = missing.select("value", "txn", F.coalesce(F.col("decided_by"), F.lit("client")).alias("decided_by"),
+                          _send_ref(missing).alias("send"))
     unjudged = committed.filter(~F.col("covered"))
-    return summarize(AnomalyClass.LOST_WRITE, lost, ["send.time_ns", "value"], max_examples=ctx.max_examples,
+    return PendingCheck(AnomalyClass.LOST_WRITE, lost, ["send.time_ns", "value"], max_examples=ctx.max_examples,
                      unjudged=unjudged, note="{n} committed value(s) on topics the drain did not read to the end")
 
 
-def partial_txn(ctx: CheckContext) -> CheckResult:
+def plan_partial_txn(ctx: CheckContext) -> Plan:
     """Some but not all of a transaction's ok-sent values are visible, whatever its outcome.
 
     "Some" counts any visible value of the transaction (from an ok or info send);
@@ -60,30 +69,47 @@ def partial_txn(ctx: CheckContext) -> CheckResult:
     def n(cond: F.Column) -> F.Column:
         return F.sum(F.when(cond, 1).otherwise(0))
 
-    def some(cond: F.Column, what: str) -> F.Column:
-        return F.slice(F.sort_array(F.collect_list(F.when(cond, F.col(what)))), 1, _EXAMPLE_VALUES)
+    def some(cond: F.Column, what: F.Column) -> F.Column:
+        return F.slice(F.sort_array(F.collect_list(F.when(cond, what))), 1, _EXAMPLE_VALUES)
 
-    per_txn = ctx.sends.filter(F.col("txn").isNotNull()).groupBy("txn").agg(
-        F.first("outcome").alias("outcome"), F.first("decided_by").alias("decided_by"),
+    counts = ctx.sends.filter(F.col("txn").isNotNull()).groupBy("txn").agg(
         n(seen).alias("visible_count"), n(missing).alias("missing_count"),
-        n(ok & ~F.col("covered")).alias("uncovered_count"),
-        some(seen, "value").alias("visible"), some(missing, "send").alias("missing"),
-    )
-    partial = per_txn.filter((F.col("visible_count") > 0) & (F.col("missing_count") > 0))
-    unjudged = per_txn.filter((F.col("visible_count") > 0) & (F.col("missing_count") == 0)
-                              & (F.col("uncovered_count") > 0))
-    return summarize(AnomalyClass.PARTIAL_TXN, partial.drop("uncovered_count"), ["txn"],
+        n(ok & ~F.col("covered")).alias("uncovered_count"))
+    partial_ids = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") > 0))
+    unjudged = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") == 0)
+                             & (F.col("uncovered_count") > 0))
+    rows = ctx.sends.join(partial_ids.select("txn", "visible_count", "missing_count"), "txn")
+    partial = rows.groupBy("txn", "visible_count", "missing_count").agg(
+        F.first("outcome").alias("outcome"), F.first("decided_by").alias("decided_by"),
+        some(seen, F.col("value")).alias("visible"), some(missing, _send_ref(rows)).alias("missing"))
+    return PendingCheck(AnomalyClass.PARTIAL_TXN, partial, ["txn"],
                      max_examples=ctx.max_examples, unjudged=unjudged,
                      note="{n} transaction(s) with values on topics the drain did not read to the end")
 
 
-def duplicate(ctx: CheckContext) -> CheckResult:
+def plan_duplicate(ctx: CheckContext) -> Plan:
     """One value appears at two or more positions (topic, segment, message id) in the final reads."""
     if not ctx.drain.complete:
         return skipped(AnomalyClass.DUPLICATE, NO_DRAIN_REASON)
     if ctx.count("reads") == 0:
         return clean(AnomalyClass.DUPLICATE)
     dups = ctx.visible.filter(F.col("positions") > 1).select("value", "positions")
-    with_reads = dups.join(ctx.reads.select("value", "read"), "value").groupBy("value", "positions").agg(
-        F.slice(F.sort_array(F.collect_list("read")), 1, _EXAMPLE_VALUES).alias("reads"))
-    return summarize(AnomalyClass.DUPLICATE, with_reads, ["value"], max_examples=ctx.max_examples)
+    rows = dups.join(ctx.reads, "value")
+    with_reads = rows.groupBy("value", "positions").agg(
+        F.slice(F.sort_array(F.collect_list(ref(rows, f=OpF.READ.value))), 1, _EXAMPLE_VALUES).alias("reads"))
+    return PendingCheck(AnomalyClass.DUPLICATE, with_reads, ["value"], max_examples=ctx.max_examples)
+
+
+def lost_write(ctx: CheckContext) -> CheckResult:
+    """Run the lost-write check on its own (`run_checks` evaluates every plan together)."""
+    return evaluate([plan_lost_write(ctx)])[0]
+
+
+def partial_txn(ctx: CheckContext) -> CheckResult:
+    """Run the partial-txn check on its own (`run_checks` evaluates every plan together)."""
+    return evaluate([plan_partial_txn(ctx)])[0]
+
+
+def duplicate(ctx: CheckContext) -> CheckResult:
+    """Run the duplicate check on its own (`run_checks` evaluates every plan together)."""
+    return evaluate([plan_duplicate(ctx)])[0]

@@ -8,14 +8,14 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis.checks import CheckContext, CheckResult, prepare
-from analysis.spark import get_spark, stop_spark
+from analysis.spark import get_spark, stop_spark, tune_for_input
 from tests.spark.dsl import History
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     session = get_spark("local[2]")
-    session.conf.set("spark.sql.adaptive.enabled", "false")
+    tune_for_input(session, 0)      # small-input mode: what check_run uses for small histories
     yield session
     stop_spark()
 

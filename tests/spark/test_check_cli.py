@@ -1,0 +1,162 @@
+"""`txnbench check` end to end: exit statuses, results.json, golden histories."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from analysis.check import check_run
+from harness.cli import main
+from tests.spark.dsl import History
+
+pytestmark = pytest.mark.spark
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
+
+
+def _results(run: Path) -> dict[str, Any]:
+    return json.loads((run / "analysis" / "results.json").read_text())
+
+
+def _mixed_history() -> History:
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").commit()
+    h.process("w0/u2").open().send("c").abort()
+    h.process("w0/u3").open().send("d").commit(type="info")           # decided committed
+    h.process("w0/u4").open().send("e").commit(type="info")           # decided aborted
+    c = h.process("w1/c1")
+    c.receive("a")
+    c.open().ack("a").commit()
+    return h
+
+
+def test_valid_run_exits_0_with_full_results(spark: SparkSession, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    run = _mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "run-ok")
+    assert main(["check", str(run)]) == 0
+    assert "valid" in capsys.readouterr().out
+    out = _results(run)
+    assert out["valid"] is True and out["anomalies"] == {} and out["unknown_reasons"] == []
+    assert set(out["checks"]) == {
+        "aborted-read", "dirty-read", "lost-write", "partial-txn", "duplicate", "unexpected", "lost-ack",
+        "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit"}
+    assert all(c["status"] == "ran" and c["count"] == 0 for c in out["checks"].values())
+    assert out["transactions"] == {"committed": 2, "aborted": 1, "unknown-committed": 1, "unknown-aborted": 1,
+                                   "unknown": 0}
+    assert out["operations"]["send"] == {"ok": 5} and out["operations"]["txn-commit"] == {"info": 2, "ok": 2}
+    assert out["operations"]["receive"] == {"ok": 1} and out["operations"]["read"] == {"ok": 3}
+    history = out["history"]
+    assert history["lines"] == 38 and history["torn_tails"] == [] and history["drain_complete"] is True
+    assert history["drain_subscriptions"] == [{"topic": "t1", "subscription": "s"}]
+    assert out["config"] == {"stall_after_s": 10.0, "stall_after_source": "default (manifest has no "
+                             "config.checks.stall_after_s)"}
+    assert out["checker"]["events_per_s"] > 0
+
+
+def test_anomalies_exit_1_and_list_only_the_classes_found(spark: SparkSession, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    run = _mixed_history().drain(reads={"t1": ["a", "c", "d"]}).write(tmp_path / "run-bad")
+    assert main(["check", str(run)]) == 1
+    assert "INVALID" in capsys.readouterr().out
+    out = _results(run)
+    assert out["valid"] is False
+    assert {k: v["count"] for k, v in out["anomalies"].items()} == {
+        "aborted-read": 1, "lost-write": 1, "partial-txn": 1}
+    assert out["anomalies"]["lost-write"]["examples"][0]["value"] == "b"
+
+
+def test_no_drain_complete_exits_2_with_reasons(spark: SparkSession, tmp_path: Path) -> None:
+    run = _mixed_history().phase("drain").read("t1", "a", "b", "d").write(tmp_path / "run-nodrain")
+    assert main(["check", str(run)]) == 2
+    out = _results(run)
+    assert out["valid"] == "unknown"
+    assert any("drain-complete" in r for r in out["unknown_reasons"])
+    skipped = {k for k, v in out["checks"].items() if v["status"] == "skipped"}
+    assert skipped == {"lost-write", "partial-txn", "duplicate", "stuck-ack", "ctp-duplicate", "ctp-loss",
+                       "nonmonotonic"}
+    assert out["transactions"]["unknown"] == 1      # "e": nothing to decide it by
+
+
+def test_anomalies_win_over_doubts(spark: SparkSession, tmp_path: Path) -> None:
+    h = _mixed_history()
+    h.process("w9/c").receive("c")                    # an aborted read, no drain at all
+    run = h.write(tmp_path / "run-bad-nodrain")
+    assert main(["check", str(run)]) == 1
+    out = _results(run)
+    assert out["valid"] is False and "aborted-read" in out["anomalies"] and out["doubts"]
+
+
+def test_torn_tail_is_ignored_and_reported(spark: SparkSession, tmp_path: Path) -> None:
+    run = _mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "run-torn")
+    with (run / "history" / "w1.jsonl").open("ab") as f:
+        f.write(b'{"schema":1,"run":"test-run","writer":"w1","proc')
+    assert main(["check", str(run)]) == 0
+    out = _results(run)
+    assert out["history"]["torn_tails"] == ["w1.jsonl"] and out["history"]["lines"] == 38
+
+
+def test_malformed_line_exits_2_and_names_it(spark: SparkSession, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    run = _mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "run-malformed")
+    w0 = run / "history" / "w0.jsonl"
+    lines = w0.read_bytes().splitlines(keepends=True)
+    w0.write_bytes(lines[0] + b'{"schema": 1, "broken\n' + b"".join(lines[1:]))
+    assert main(["check", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "w0.jsonl: line 2" in err
+    out = _results(run)
+    assert out["valid"] == "unknown" and "w0.jsonl: line 2" in out["error"]
+    assert all(c["status"] == "skipped" for c in out["checks"].values())
+
+
+def test_completion_without_invocation_exits_2(spark: SparkSession, tmp_path: Path) -> None:
+    h = _mixed_history()
+    h.emit("w0", "w0/u9", "ok", "send", value="zz", topic="t1")
+    run = h.drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "run-orphan")
+    assert main(["check", str(run)]) == 2
+    assert "has no invocation before it" in _results(run)["error"]
+
+
+def test_missing_or_empty_run_folder_is_one_line_exit_2(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no such run folder" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["check", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no history to check" in err
+
+
+def test_stall_threshold_comes_from_the_manifest(spark: SparkSession, tmp_path: Path) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").commit(took_s=3)
+    run = h.drain(reads={"t1": ["a"]}).write(tmp_path / "run-stall", stall_after_s=2)
+    out = check_run(run)
+    assert out["valid"] is False and out["anomalies"]["stalled-commit"]["count"] == 1
+    assert out["config"] == {"stall_after_s": 2.0, "stall_after_source": "manifest"}
+    assert out == _results(run)
+
+
+def _stable(results: dict[str, Any]) -> dict[str, Any]:
+    out = dict(results)
+    out.pop("checker")
+    out["history"] = {k: v for k, v in results["history"].items() if k not in ("directory", "source")}
+    return out
+
+
+@pytest.mark.parametrize(("name", "status"), [("clean", 0), ("anomalous", 1)])
+def test_golden_histories(spark: SparkSession, tmp_path: Path, name: str, status: int) -> None:
+    run = tmp_path / name
+    shutil.copytree(GOLDEN / name, run)
+    (run / "expected-results.json").unlink()
+    assert main(["check", str(run)]) == status
+    expected = json.loads((GOLDEN / name / "expected-results.json").read_text())
+    assert _stable(_results(run)) == expected
+    planted = json.loads((GOLDEN / name / "planted.json").read_text())["expected"]
+    assert {k: v["count"] for k, v in expected["anomalies"].items()} == planted
