@@ -285,7 +285,42 @@ class TransactionCoordinator:
         if decision is EndDecision.START:
             log.debug("coordinator %d: %s -> %s", self.tc_id, txn, meta.state.value)
         task = self._drive(meta, now=True)
-        await self._wait(task, txn)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.end_response_timeout_ms / 1000.0
+        while True:
+            try:
+                await self._wait(task, txn)
+                return
+            except EndTxnFailed as err:
+                # As Pulsar's TransactionMetadataStoreService: a retryable failure (a participant
+                # unreachable, or refusing the marker because its topic was terminated) is retried
+                # with the client's request still pending, so the client sees the commit stall
+                # rather than an early error. PIP-473 exists because of this stall.
+                if not err.retryable:
+                    raise
+                next_task = await self._next_attempt(meta, deadline, err)
+                if next_task is None:
+                    return
+                task = next_task
+
+    async def _next_attempt(self, meta: TxnMeta, deadline: float,
+                            error: EndTxnFailed) -> asyncio.Task[None] | None:
+        """The retry `_completed` schedules for `meta`, or None once a retry finished it; raises
+        `error` when the coordinator stops serving it, gives up, or the answer's deadline passes."""
+        loop = asyncio.get_running_loop()
+        least = meta.txn.least
+        while loop.time() < deadline:   # bounded by the END_TXN answer's deadline
+            if self.status is not CoordinatorStatus.READY:
+                raise error
+            if self.state.txns.get(least) is not meta:    # a retry completed it
+                return None
+            running = self._ending.get(least)
+            if running is not None and not running.done():
+                return running
+            if least not in self._retries and self._attempts.get(least, 0) > MAX_END_RETRIES:
+                raise error
+            await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+        raise error
 
     async def _wait(self, task: asyncio.Task[None], txn: TxnId) -> None:
         try:

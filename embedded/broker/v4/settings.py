@@ -38,6 +38,10 @@ DEFAULTS: dict[str, Any] = {
     "txnbenchTxnEndRetryIntervalMillis": 1000,
     # ours: how long TC_CLIENT_CONNECT waits for a coordinator that is still replaying its log
     "txnbenchTcLoadWaitMillis": 30_000,
+    # ours: how long END_TXN's answer waits while the fan-out is retried. Pulsar keeps the
+    # client's future pending across retries without a bound (the client's own operation
+    # timeout ends the wait); we bound it, longer than the clients' 30 s timeout.
+    "txnbenchTxnEndResponseTimeoutMillis": 60_000,
 }
 
 
@@ -83,6 +87,7 @@ class V4Settings:
     participant_timeout_ms: int = 3000
     end_retry_interval_ms: int = 1000
     tc_load_wait_ms: int = 30_000
+    end_response_timeout_ms: int = 60_000
     max_entries_per_ledger: int = 50_000
 
     @classmethod
@@ -115,6 +120,7 @@ class V4Settings:
             participant_timeout_ms=integer("transactionBufferClientOperationTimeoutInMills"),
             end_retry_interval_ms=integer("txnbenchTxnEndRetryIntervalMillis"),
             tc_load_wait_ms=integer("txnbenchTcLoadWaitMillis"),
+            end_response_timeout_ms=integer("txnbenchTxnEndResponseTimeoutMillis"),
             max_entries_per_ledger=s.int("managedLedgerMaxEntriesPerLedger", 50_000),
         )
         if config.coordinator_count < 1:
@@ -122,6 +128,7 @@ class V4Settings:
                                     "it must be at least 1 when transactions are enabled")
         for name, value in (("transactionBufferClientOperationTimeoutInMills", config.participant_timeout_ms),
                             ("txnbenchTxnEndRetryIntervalMillis", config.end_retry_interval_ms),
+                            ("txnbenchTxnEndResponseTimeoutMillis", config.end_response_timeout_ms),
                             ("transactionBufferSnapshotMinTimeInMillis", config.snapshot_min_interval_ms)):
             if value <= 0:
                 raise InvalidV4Settings(f"setting {name} is {value}; it must be a positive number of milliseconds")
