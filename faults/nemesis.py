@@ -359,19 +359,18 @@ class Nemesis:
                     if attempt < HEAL_ATTEMPTS:
                         time.sleep(0.5 * attempt)
             if error is None:
+                if inv is not None:
+                    self.recorder.ok(inv)
                 with self._lock:
                     del self._active[fault.fault_id]
                     self.stats.healed += 1
-                if inv is not None:
-                    self.recorder.ok(inv)
                 self.say(f"{self.label}: {what} healed")
                 return
-            with self._lock:
-                self.stats.heal_failures += 1
             if inv is not None:
                 self.recorder.info(inv, _error(error))
             self._fail(f"could not heal {what} after {HEAL_ATTEMPTS} attempts: {_error(error)}; the cluster "
-                       "may still be broken (`txnbench cluster heal` repairs an embedded cluster)")
+                       "may still be broken (`txnbench cluster heal` repairs an embedded cluster)",
+                       heal_failure=True)
 
     # ---- helpers --------------------------------------------------------------------------------
 
@@ -394,9 +393,11 @@ class Nemesis:
             if outcome == "injected":
                 self.stats.kinds[kind.value] = self.stats.kinds.get(kind.value, 0) + 1
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, heal_failure: bool = False) -> None:
         with self._lock:
             self._failures.append(message)
+            if heal_failure:
+                self.stats.heal_failures += 1
         self.say(f"{self.label}: {message.splitlines()[0]}")
 
 
