@@ -550,10 +550,13 @@ class ConnectionPool:
                                     self._forget)
             conn.open(min(self._config.connect_timeout_s, max(0.001, deadline.remaining())))
             with self._lock:
-                if self._closed:
-                    conn.close("the client is closed")
-                    raise NotReadyError("the client is closed")
-                self._connections[key] = conn
+                closed = self._closed
+                if not closed:
+                    self._connections[key] = conn
+            if closed:
+                # Outside the lock: closing calls back into `_forget`, which takes it.
+                conn.close("the client is closed")
+                raise NotReadyError("the client is closed")
             return conn
         finally:
             gate.release()

@@ -239,3 +239,30 @@ def test_closing_clients_leaves_no_threads_behind(make_cluster: Callable[..., Fa
         client.close()
     wait_for(lambda: threading.active_count() <= baseline, timeout_s=5,
              what=f"threads back to {baseline} (now {threading.active_count()})")
+
+
+def test_closing_the_pool_while_a_connection_opens_does_not_deadlock(
+        cluster: FakeCluster, pool_parts, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A client closed while a coordinator handler was still connecting used to hang: the
+    new connection was closed under the pool's lock, and closing calls back into the pool."""
+    _, pool = pool_parts
+    real_open = ClientConnection.open
+
+    def open_then_close_the_pool(self: ClientConnection, timeout_s: float) -> None:
+        real_open(self, timeout_s)
+        pool.close()
+
+    monkeypatch.setattr(ClientConnection, "open", open_then_close_the_pool)
+    outcome: list[BaseException] = []
+
+    def get() -> None:
+        try:
+            pool.get(cluster.url, None, Deadline.after(2))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=get, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive(), "pool.get deadlocked"
+    assert len(outcome) == 1 and isinstance(outcome[0], NotReadyError)
