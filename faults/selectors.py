@@ -139,7 +139,7 @@ _LINK_PREFIXES: Mapping[str, LinkKind] = {
 }
 SYNTAX_HELP = ("use e.g. broker:random, broker:0, coordinator, metadata, ledger, process:random, "
                "client-broker:random, broker-metadata:1, broker-ledger:coordinator, broker-broker:0-1, "
-               "link:random, topic:random, segment:random (see faults/README.md)")
+               "link:random, topic:random, segment:random")
 
 
 def _index(text: str, whole: str, *, coordinator: bool = True) -> Index:

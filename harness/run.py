@@ -417,6 +417,11 @@ def _require(config: RunConfig) -> None:
             found = False
         if not found:
             raise NotAvailableError(f"run: not available yet: {module} lands with issue #{issue}")
+    if config.faults.enabled:
+        # A bad fault target or parameter is a one-line ConfigError now, not 20 s into a run.
+        from faults.validate import check_scenario
+
+        check_scenario(config)
 
 
 def main_run(config: RunConfig, args: argparse.Namespace) -> int:

@@ -58,3 +58,13 @@ def test_console_script_runs_without_traceback() -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_fault_target_is_refused_before_anything_starts(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "chaos-typo.yaml"
+    bad.write_text("phases: {faults_s: 10}\nfaults:\n  schedule:\n    - {kind: kill, target: 'brokr:1', at_s: 1}\n")
+    assert main(["run", str(bad), "--results", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "faults.schedule[0].target" in err and "\n" not in err
+    assert not (tmp_path / "results").exists()   # refused before a run folder was made
