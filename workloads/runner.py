@@ -211,6 +211,9 @@ class LoadProcess:
         except TxnbenchError as err:
             self.failure = str(err)
             log.error("%s", err)
+        except Exception as err:  # a bug: say so, still close the histories
+            self.failure = f"{type(err).__name__}: {err}"
+            log.exception("the load process failed")
         finally:
             self._cleanup()
         return EXIT_FAILED if self.failure else EXIT_OK
@@ -401,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--master-port", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    # Locust's web UI parses sys.argv as if this were the `locust` command line; ours is not.
+    sys.argv = sys.argv[:1]
     setup_logging("INFO")
     try:
         spec = LoadSpec.load(args.spec)

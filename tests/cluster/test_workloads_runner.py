@@ -228,3 +228,20 @@ def test_paced_load_records_intended_starts_and_keeps_the_rate(
         assert gaps == {50_000_000}                 # 20 per second: one slot every 50 ms, none skipped
     rate = len(opens) / ((opens[-1]["time_ns"] - opens[0]["time_ns"]) / 1e9)
     assert rate == pytest.approx(4 * 20, rel=0.25)
+
+
+def test_web_ui_serves_the_run_when_asked_for(tmp_path: Path, null_broker: str, runs: list[LoadRun]) -> None:
+    import requests
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    run = LoadRun(tmp_path, null_broker, atomic(extra=f", web_ui: true, web_port: {port}")).start()
+    runs.append(run)
+    wait_until(lambda: run.committed() >= 10, timeout_s=60, message="the load running")
+    stats = requests.get(f"http://127.0.0.1:{port}/stats/requests", timeout=10)
+    assert stats.status_code == 200
+    names = {(row.get("method"), row.get("name")) for row in stats.json()["stats"]}
+    assert ("txn-commit", "atomic-produce") in names
+    assert run.stop() == 0, run.log()
+    assert f"Locust web UI on http://127.0.0.1:{port}" in run.log()
