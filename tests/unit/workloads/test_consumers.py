@@ -104,6 +104,7 @@ def test_ack_only_conflicting_ack_is_a_definite_fail_and_the_transaction_aborts(
     b.step()
     feed(feeder, 8)
     # a holds two messages in its (still open) transaction when b steals one of them
+    assert a.consumer is not None
     a_msgs = a.receive_batch(a.consumer, "acks", 2)
     a.group.hold(a.process, a_msgs)
     txn = a.open_txn()

@@ -199,7 +199,7 @@ def test_a_subscription_still_delivering_at_the_deadline_is_not_claimed(
     h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
     AtomicProduce(h.ctx).step()
     sample = h.client.subscribe(h.topology.topics[0], "x").receive()
-    h.client.subscribe = lambda *a, **kw: EndlessConsumer(sample)  # type: ignore[method-assign]
+    h.client.subscribe = lambda *a, **kw: EndlessConsumer(sample)  # type: ignore[method-assign, assignment]
     result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=0.5, client=h.client)
     assert not result.complete
     assert result.topics == h.topology.topics and result.subscriptions == []

@@ -123,7 +123,7 @@ def test_load_spec_round_trip_and_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(LoadSpecError, match="missing topology"):
         LoadSpec.from_dict({k: v for k, v in data.items() if k != "topology"})
     with pytest.raises(LoadSpecError, match=r"config: workload\.topics"):
-        LoadSpec.from_dict({**data, "config": {**data["config"], "workload": {"topics": 0}}})
+        LoadSpec.from_dict({**data, "config": {**config.to_dict(), "workload": {"topics": 0}}})
     with pytest.raises(LoadSpecError, match="not JSON"):
         (tmp_path / "bad.json").write_text("{")
         LoadSpec.load(tmp_path / "bad.json")

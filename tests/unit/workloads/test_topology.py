@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -72,7 +74,7 @@ def test_round_trip_through_json_and_lookups() -> None:
     lambda d: d["topic_plans"][0].update(role="bogus"),
     lambda d: d["subscription_plans"][0].update(topic="persistent://x/y/z"),
 ])
-def test_a_damaged_topology_is_refused_with_a_reason(damage) -> None:  # type: ignore[no-untyped-def]
+def test_a_damaged_topology_is_refused_with_a_reason(damage: Callable[[dict[str, Any]], object]) -> None:
     data = plan(load_scenario("mixed"), "r").to_dict()
     damage(data)
     with pytest.raises(ValueError, match="topology"):
