@@ -59,7 +59,9 @@ log = logging.getLogger("workloads.runner")
 
 STATUS_INTERVAL_S = 1.0
 WORKER_CONNECT_TIMEOUT_S = 60.0
-CLIENT_CLOSE_TIMEOUT_S = 5.0
+CLIENT_CLOSE_TIMEOUT_S = 2.0
+# Worst case of a graceful stop: Locust's stop_timeout (op_timeout_s + 10) + 5 s + quit 5 s + closing
+# (2 s producers, 2 x 2 s client) stays under the orchestrator's op_timeout_s + 30 before it kills.
 STOP_GRACE_S = 10.0        # Locust's stop_timeout = operation timeout + this
 EXIT_OK, EXIT_FAILED = 0, 2
 
@@ -371,7 +373,8 @@ class LoadProcess:
         self._finish_csv()
         self._wait_workers()
         if self.ctx is not None:
-            self.ctx.producers.close(CLIENT_CLOSE_TIMEOUT_S)
+            with gevent.Timeout(CLIENT_CLOSE_TIMEOUT_S, False):
+                self.ctx.producers.close(CLIENT_CLOSE_TIMEOUT_S)
         if self.client is not None:
             with gevent.Timeout(CLIENT_CLOSE_TIMEOUT_S * 2, False), contextlib.suppress(Exception):
                 self.client.close(CLIENT_CLOSE_TIMEOUT_S)
