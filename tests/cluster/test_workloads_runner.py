@@ -245,3 +245,26 @@ def test_web_ui_serves_the_run_when_asked_for(tmp_path: Path, null_broker: str, 
     assert ("txn-commit", "atomic-produce") in names
     assert run.stop() == 0, run.log()
     assert f"Locust web UI on http://127.0.0.1:{port}" in run.log()
+
+
+def test_a_stop_while_the_broker_hangs_times_out_the_operations_and_ends(
+        tmp_path: Path, runs: list[LoadRun]) -> None:
+    broker = subprocess.Popen([sys.executable, "-m", "harness.client.nullbroker", "--port", "0"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert broker.stdout is not None
+        url = f"pulsar://127.0.0.1:{int(broker.stdout.readline().split()[1])}"
+        run = LoadRun(tmp_path, url, atomic().replace("op_timeout_s: 5", "op_timeout_s: 2")).start()
+        runs.append(run)
+        wait_until(lambda: run.committed() >= 20, timeout_s=60, message="the load running")
+        broker.send_signal(signal.SIGSTOP)              # every operation in flight now hangs
+        assert run.proc is not None
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.proc.wait(timeout=2 + 30) == 0, run.log()   # within op_timeout_s + 30
+    finally:
+        broker.send_signal(signal.SIGCONT)
+        broker.terminate()
+        broker.wait(timeout=10)
+    ops = run.history()
+    assert_well_formed(ops)                              # nothing left open: each op ended
+    assert any(op["type"] == "info" for op in ops)       # the hung ones timed out: unknown
