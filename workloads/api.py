@@ -60,6 +60,22 @@ class MessageApi(Protocol):
     @property
     def msg_id(self) -> str: ...
 
+    @property
+    def arrived_ns(self) -> int:
+        """`time.monotonic_ns()` when the broker's frame arrived (0 when unknown)."""
+
+
+def delivery_extra(message: MessageApi, clock_base_ns: int) -> dict[str, int]:
+    """The `extra` of a `receive` event: the redelivery count and, when the client knows it,
+    `delivered_ns`, the run-clock time the broker's frame arrived. A message can wait in the
+    receiver queue; checks that ask "was it delivered after X?" need this time, not the time
+    the application took it (which is the event's `time_ns`)."""
+    extra = {"redelivery": int(message.redelivery_count)}
+    arrived = int(getattr(message, "arrived_ns", 0) or 0)
+    if arrived > 0:
+        extra["delivered_ns"] = arrived - clock_base_ns
+    return extra
+
 
 class ProducerApi(Protocol):
     def send(self, data: bytes | str, *, key: str | None = None,

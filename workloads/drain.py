@@ -52,6 +52,7 @@ from harness.errors import OperationError
 from harness.history import HistoryRecorder, OpF
 from harness.history.reader import HistoryFormatError, iter_history_file
 from harness.targets.base import ClusterInfo
+from workloads.api import delivery_extra
 from workloads.payload import PayloadError, decode
 from workloads.topology import SubscriptionPlan, Topology
 
@@ -269,7 +270,7 @@ class _Drain:
             value, extra = _value_of(message)
             self.recorder.event(process, OpF.RECEIVE, topic=sub.topic, segment=message.segment,
                                 subscription=sub.name, key=message.key, value=value, msg_id=message.msg_id,
-                                extra={"redelivery": int(message.redelivery_count), **(extra or {})})
+                                extra={**delivery_extra(message, self.recorder.clock.base_ns), **(extra or {})})
             inv = self.recorder.invoke(process, OpF.ACK, topic=sub.topic, segment=message.segment,
                                        subscription=sub.name, key=message.key, value=value,
                                        msg_id=message.msg_id)

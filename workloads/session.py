@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.errors import OperationError, is_definite
 from harness.history import HistoryRecorder, OpF, RunClock
+from workloads.api import delivery_extra
 
 if TYPE_CHECKING:
     from workloads.context import LoadContext
@@ -171,7 +172,7 @@ class Session:
     def receive_event(self, message: Any, subscription: str, *, value: str | None,
                       extra: dict[str, Any] | None = None) -> None:
         """Record a `receive` event for a message this process got."""
-        fields = {"redelivery": int(message.redelivery_count), **(extra or {})}
+        fields = {**delivery_extra(message, self.recorder.clock.base_ns), **(extra or {})}
         self.recorder.event(self.process, OpF.RECEIVE, topic=message.topic, segment=message.segment,
                             subscription=subscription, key=message.key, value=value,
                             msg_id=message.msg_id, extra=fields)

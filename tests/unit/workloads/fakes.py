@@ -57,6 +57,7 @@ class FakeMessage:
     entry: Entry
     redelivery_count: int
     consumer: FakeConsumer
+    arrived_ns: int = 0   # unknown: the fakes run on a manual clock
 
     @property
     def data(self) -> bytes:
