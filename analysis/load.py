@@ -600,21 +600,17 @@ def overview(ops: DataFrame) -> HistoryOverview:
 def visible_values(reads: DataFrame) -> DataFrame:
     """One row per value present in the final reads.
 
-    Columns: value, read_writer, read_index (the first read of it), read_topic,
-    read_segment, read_msg_id, reads (how many read events), positions (distinct
-    (topic, segment, msg_id) it was read at).
+    Columns: value, read_ns (run-clock time of its first read: the drainer reads
+    each topic in log order, so read times order a topic's values), reads (how
+    many read events), positions (distinct (topic, segment, msg_id) it was read
+    at). Only numeric aggregates, so Spark can hash-aggregate large histories.
     """
-    first = F.min(F.struct("writer", "index", "topic", "segment", "msg_id"))
     return (
         reads.filter(F.col("value").isNotNull())
         .groupBy("value")
-        .agg(first.alias("_first"), F.count(F.lit(1)).alias("reads"),
-             F.countDistinct(F.struct(F.col("topic"), F.coalesce(F.col("segment"), F.lit("")),
-                                      F.coalesce(F.col("msg_id"), F.lit("")))).alias("positions"))
-        .select("value", F.col("_first.writer").alias("read_writer"),
-                F.col("_first.index").alias("read_index"), F.col("_first.topic").alias("read_topic"),
-                F.col("_first.segment").alias("read_segment"), F.col("_first.msg_id").alias("read_msg_id"),
-                "reads", "positions")
+        .agg(F.min("time_ns").alias("read_ns"), F.count(F.lit(1)).alias("reads"),
+             F.countDistinct(F.coalesce(F.col("topic"), F.lit("")), F.coalesce(F.col("segment"), F.lit("")),
+                             F.coalesce(F.col("msg_id"), F.lit(""))).alias("positions"))
     )
 
 
@@ -673,42 +669,41 @@ def pair_operations(ops: DataFrame, *, include_orphans: bool = False, lean: bool
     done = (F.col("_n").isNotNull() & (F.col("_n.type") != OpType.INVOKE.value)
             & (F.col("_n.f") == F.col("f")))
     done = F.coalesce(done, F.lit(False))
-    from_completion = [F.coalesce(F.when(done, F.col(f"_n.{c}")), F.col(c)).alias(c) for c in carried]
-    invokes = seq.filter(F.col("type") == OpType.INVOKE.value).select(
+    is_invoke = F.col("type") == OpType.INVOKE.value
+    claimed = (F.col("_p").isNotNull() & (F.col("_p.type") == OpType.INVOKE.value)
+               & (F.col("_p.f") == F.col("f")))
+    is_orphan = ~is_invoke & ~F.coalesce(claimed, F.lit(False))
+    # One pass over the window's output: invocations (with their completion) and, when
+    # asked, the completions nobody invoked; an orphan keeps its own fields.
+    rows = seq.filter(is_invoke | is_orphan) if include_orphans else seq.filter(is_invoke)
+
+    def of_invoke(value: Column, otherwise: Column) -> Column:
+        return F.when(is_invoke, value).otherwise(otherwise)
+
+    from_completion = [of_invoke(F.coalesce(F.when(done, F.col(f"_n.{c}")), F.col(c)), F.col(c)).alias(c)
+                       for c in carried]
+    operations = rows.select(
         "writer", "process", "f",
-        F.when(done, F.col("_n.type")).otherwise(F.lit(OpType.INFO.value)).alias("type"),
-        done.alias("completed"), F.lit(False).alias("orphan"),
+        of_invoke(F.when(done, F.col("_n.type")).otherwise(F.lit(OpType.INFO.value)), F.col("type")).alias("type"),
+        of_invoke(done, F.lit(True)).alias("completed"), (~is_invoke).alias("orphan"),
         *from_completion, *kept,
         "index",
-        F.when(done, F.col("_n.index")).alias("complete_index"),
-        F.col("time_ns").alias("invoke_ns"),
-        F.when(done, F.col("_n.time_ns")).alias("complete_ns"),
+        of_invoke(F.when(done, F.col("_n.index")), F.col("index")).alias("complete_index"),
+        F.when(is_invoke, F.col("time_ns")).alias("invoke_ns"),
+        of_invoke(F.when(done, F.col("_n.time_ns")), F.col("time_ns")).alias("complete_ns"),
         *(_cols([] if lean else [
-            "path", "intended_ns", F.when(done, F.col("_n.error")).alias("error"), "wall_ms",
-            F.when(done, F.col("_n.wall_ms")).alias("complete_wall_ms")])),
+            "path", "intended_ns", of_invoke(F.when(done, F.col("_n.error")), F.col("error")).alias("error"),
+            F.when(is_invoke, F.col("wall_ms")).alias("wall_ms"),
+            of_invoke(F.when(done, F.col("_n.wall_ms")), F.col("wall_ms")).alias("complete_wall_ms")])),
     )
     singles = single.select(
         "writer", "process", "f", "type", F.lit(True).alias("completed"), F.lit(False).alias("orphan"),
         *carried, *kept, "index", F.col("index").alias("complete_index"),
         F.col("time_ns").alias("invoke_ns"), F.col("time_ns").alias("complete_ns"),
         *(_cols([] if lean else ["path", "intended_ns", "error", "wall_ms",
-                                     F.col("wall_ms").alias("complete_wall_ms")])),
+                                 F.col("wall_ms").alias("complete_wall_ms")])),
     )
-    parts = [invokes, singles]
-    if include_orphans:
-        claimed = (F.col("_p").isNotNull() & (F.col("_p.type") == OpType.INVOKE.value)
-                   & (F.col("_p.f") == F.col("f")))
-        orphans = seq.filter((F.col("type") != OpType.INVOKE.value) & ~F.coalesce(claimed, F.lit(False)))
-        parts.append(orphans.select(
-            "writer", "process", "f", "type", F.lit(True).alias("completed"), F.lit(True).alias("orphan"),
-            *carried, *kept, "index", F.col("index").alias("complete_index"),
-            F.lit(None).cast("long").alias("invoke_ns"), F.col("time_ns").alias("complete_ns"),
-            *(_cols([] if lean else ["path", "intended_ns", "error", F.lit(None).cast("double").alias("wall_ms"),
-                                         F.col("wall_ms").alias("complete_wall_ms")])),
-        ))
-    out = parts[0]
-    for part in parts[1:]:
-        out = out.unionByName(part)
+    out = operations.unionByName(singles)
     return out.select(*(LEAN_PAIR_COLUMNS if lean else PAIR_COLUMNS))
 
 

@@ -369,7 +369,7 @@ class _Writer:
             while heap:
                 _, uid, event = heapq.heappop(heap)
                 if event[1] is not None:
-                    f.write(self._line(self.name, events, event))   # type: ignore[arg-type]
+                    f.write(self._line(self.name, events, event))
                     events += 1
                     last_ns = max(last_ns, event[0])
                     if events >= self.budget:
@@ -450,7 +450,7 @@ class _Writer:
 
     def _line(self, writer: str, index: int, event: Event) -> str:
         t, process, type_, f, fields = event
-        line = {name: None for name in FIELDS}
+        line: dict[str, Any] = {name: None for name in FIELDS}
         line.update(fields)
         line.update(schema=SCHEMA_VERSION, run=self.cfg.run_id, writer=writer, process=process, index=index,
                     time_ns=t, wall_ms=round(WALL_BASE_MS + t / 1e6, 3), type=type_, f=f, path=self.cfg.path)

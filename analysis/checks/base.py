@@ -14,7 +14,7 @@ that ran but could not judge some cases says how many in `unjudged` and why in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -115,6 +115,21 @@ def ref(frame: DataFrame, prefix: str = "", *, f: str | Column | None = None, ti
     return F.struct(*[cols[name].alias(name) for name in REF_FIELDS])
 
 
+def first_reads(reads: DataFrame, values: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The first final read of each of a few values, as op references (for examples)."""
+    if not values:
+        return {}
+    rows = reads.filter(F.col("value").isin(*sorted(set(values)))).collect()
+    first: dict[str, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: (r["time_ns"], r["writer"], r["index"])):
+        if row["value"] not in first:
+            first[row["value"]] = {k: v for k, v in {
+                "writer": row["writer"], "index": row["index"], "process": row["process"], "f": "read",
+                "type": "ok", "time_ns": row["time_ns"], "value": row["value"], "topic": row["topic"],
+                "segment": row["segment"], "msg_id": row["msg_id"]}.items() if v is not None}
+    return first
+
+
 NO_DRAIN_REASON = ("no drain-complete phase event: the final reads may be incomplete, so "
                    "this check cannot give a verdict")
 
@@ -145,6 +160,9 @@ class PendingCheck:
     max_examples: int = MAX_EXAMPLES
     unjudged: DataFrame | None = None
     note: str = ""
+    finish: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
+    """Completes the few examples (e.g. looks up the ops they name) after they are taken,
+    so the counting plan stays free of joins that only examples need."""
 
 
 Plan = CheckResult | PendingCheck
@@ -174,30 +192,8 @@ def evaluate(plans: Sequence[Plan]) -> list[CheckResult]:
         examples: tuple[dict[str, Any], ...] = ()
         if found:
             rows = plan.anomalies.orderBy(*plan.order_by).limit(plan.max_examples).collect()
-            examples = tuple(to_plain(r) for r in rows)
+            plain = [to_plain(r) for r in rows]
+            examples = tuple(plan.finish(plain) if plan.finish is not None else plain)
         results.append(CheckResult(plan.name, CheckStatus.RAN, count=found, examples=examples,
                                    unjudged=not_judged, note=plan.note.format(n=not_judged) if not_judged else None))
     return results
-
-
-def summarize(name: AnomalyClass, anomalies: DataFrame, order_by: Sequence[str | Column], *,
-              max_examples: int = MAX_EXAMPLES, unjudged: DataFrame | None = None,
-              note: str = "") -> CheckResult:
-    """Count the anomaly rows (and the `unjudged` rows) and keep the first few anomalies as examples.
-
-    Both counts come from one Spark job; examples (in `order_by` order) from a
-    second one, only when there are anomalies. `note` may use `{n}` for the
-    number of unjudged cases.
-    """
-    if unjudged is None:
-        count, not_judged = anomalies.count(), 0
-    else:
-        tagged = anomalies.select(F.lit(0).alias("_kind")).unionByName(unjudged.select(F.lit(1).alias("_kind")))
-        counts = {row["_kind"]: int(row["count"]) for row in tagged.groupBy("_kind").count().collect()}
-        count, not_judged = counts.get(0, 0), counts.get(1, 0)
-    examples: tuple[dict[str, Any], ...] = ()
-    if count:
-        rows = anomalies.orderBy(*order_by).limit(max_examples).collect()
-        examples = tuple(to_plain(r) for r in rows)
-    return CheckResult(name, CheckStatus.RAN, count=count, examples=examples, unjudged=not_judged,
-                       note=note.format(n=not_judged) if not_judged else None)

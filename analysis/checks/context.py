@@ -105,14 +105,15 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
       visible       visible_values() of the reads.
       txns          transaction_outcomes() (TXN_COLUMNS).
       sends         one row per send: value, writer, index, process, type, completed, txn, topic,
-                    segment, key, inputs, msg_id, invoke_ns, complete_ns, visible, read_writer,
-                    read_index, covered, outcome, client_outcome, decided_by, commit_invoke_ns,
-                    end_ns, ctp, txn_uncovered.
+                    segment, key, inputs, msg_id, invoke_ns, complete_ns, visible, read_ns (first
+                    read), covered, outcome, client_outcome, decided_by, commit_invoke_ns, end_ns,
+                    ctp, txn_uncovered.
       receives      receive events: value, topic, segment, subscription, msg_id, time_ns, writer,
                     index, process.
-      observations  every receive and read (`kind`), its fields prefixed `o_`, left-joined with the
-                    send of its value (`s_` fields, `sent` true when one exists), txn, outcome,
-                    decided_by, commit_invoke_ns.
+      observations  every receive, its fields prefixed `o_`, left-joined with the send of its
+                    value (`s_` fields, `sent` true when one exists), txn, outcome, decided_by,
+                    commit_invoke_ns. (Final reads are judged through `sends.visible` and
+                    `visible`, one row per value.)
       acks          one row per ack: value, writer, index, process, type, txn, topic, segment,
                     subscription, msg_id, cumulative, invoke_ns, complete_ns, outcome,
                     client_outcome, end_ns.
@@ -141,8 +142,8 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         pairs.filter(F.col("f") == OpF.SEND.value)
         .select("value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
                 "inputs", "msg_id", "invoke_ns", "complete_ns")
-        .join(visible.select("value", "read_writer", "read_index"), "value", "left")
-        .withColumn("visible", F.col("read_index").isNotNull())
+        .join(visible.select("value", "read_ns"), "value", "left")
+        .withColumn("visible", F.col("read_ns").isNotNull())
         .withColumn("covered", covered_col))
     txns = keep(transaction_outcomes(pairs, covered_topics=covered, visible_sends=send_vis))
     txn_cols = txns.select(
@@ -158,7 +159,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
     is_lone = F.col("txn").isNull()
     sends = keep(send_vis.join(txn_cols, "txn", "left").select(
         "value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
-        "inputs", "msg_id", "invoke_ns", "complete_ns", "visible", "read_writer", "read_index", "covered",
+        "inputs", "msg_id", "invoke_ns", "complete_ns", "visible", "read_ns", "covered",
         F.when(is_lone, lone).otherwise(F.coalesce(F.col("outcome"), F.lit(UNKNOWN))).alias("outcome"),
         F.when(is_lone, lone_client).otherwise(F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)))
         .alias("client_outcome"),
@@ -168,13 +169,8 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
 
     recv = keep(receives(ops).select("value", "topic", "segment", "subscription", "msg_id", "time_ns",
                                      "writer", "index", "process"))
-    seen = union_all([
-        recv.select(F.lit(OpF.RECEIVE.value).alias("kind"), "value",
-                    *[F.col(c).alias(f"o_{c}") for c in _OBSERVED]),
-        reads.select(F.lit(OpF.READ.value).alias("kind"), "value",
-                     *[F.col(c).alias(f"o_{c}") if c != "subscription" else
-                       F.lit(None).cast("string").alias("o_subscription") for c in _OBSERVED]),
-    ])
+    seen = recv.select(F.lit(OpF.RECEIVE.value).alias("kind"), "value",
+                       *[F.col(c).alias(f"o_{c}") for c in _OBSERVED])
     sent = sends.select("value", *[F.col(c).alias(f"s_{c}") for c in _SENT], "txn", "outcome", "decided_by",
                         "commit_invoke_ns", F.lit(True).alias("sent"))
     observations = keep(seen.join(sent, "value", "left")

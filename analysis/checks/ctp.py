@@ -6,7 +6,9 @@ outputs whose `inputs` name them. Both checks need `drain-complete`.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from typing import Any
+
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from analysis.checks.base import (
@@ -21,6 +23,7 @@ from analysis.checks.base import (
     skipped,
 )
 from analysis.checks.context import CheckContext
+from analysis.checks.writes import send_ref
 from analysis.load import COMMITTED
 from harness.history.schema import OpF, OpType
 
@@ -28,12 +31,19 @@ _EXAMPLE_VALUES = 5
 
 
 def _outputs(ctx: CheckContext, *, visible_only: bool) -> DataFrame:
-    """(input, value, txn, send) for every CTP output send, one row per input it carries."""
+    """(input, value, txn) for every CTP output send, one row per input it carries."""
     outs = ctx.sends.filter(F.size(F.coalesce(F.col("inputs"), F.array())) > 0)
     if visible_only:
         outs = outs.filter(F.col("visible") & F.col("type").isin(OpType.OK.value, OpType.INFO.value))
-    return outs.select(F.explode("inputs").alias("input"), "value", "txn",
-                       ref(outs, f=OpF.SEND.value, time="invoke_ns").alias("send"))
+    return outs.select(F.explode("inputs").alias("input"), "value", "txn")
+
+
+def _output_rows(ctx: CheckContext, inputs: list[str]) -> list[Row]:
+    """The sends carrying any of a few inputs (for examples)."""
+    if not inputs:
+        return []
+    wanted = F.array(*[F.lit(v) for v in sorted(set(inputs))])
+    return ctx.sends.filter(F.arrays_overlap(F.coalesce(F.col("inputs"), F.array()), wanted)).collect()
 
 
 def plan_ctp_duplicate(ctx: CheckContext) -> Plan:
@@ -43,10 +53,18 @@ def plan_ctp_duplicate(ctx: CheckContext) -> Plan:
     if ctx.count("ctp_sends") == 0:
         return clean(AnomalyClass.CTP_DUPLICATE)
     per_input = _outputs(ctx, visible_only=True).groupBy("input").agg(
-        F.countDistinct("value").alias("visible_outputs"),
-        F.slice(F.sort_array(F.collect_list("send")), 1, _EXAMPLE_VALUES).alias("outputs"))
+        F.countDistinct("value").alias("visible_outputs"))
     dups = per_input.filter(F.col("visible_outputs") > 1)
-    return PendingCheck(AnomalyClass.CTP_DUPLICATE, dups, ["input"], max_examples=ctx.max_examples)
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rows = _output_rows(ctx, [e["input"] for e in examples])
+        for e in examples:
+            mine = sorted((r for r in rows if e["input"] in (r["inputs"] or []) and r["visible"]
+                           and r["type"] != OpType.FAIL.value), key=lambda r: (r["invoke_ns"], r["index"]))
+            e["outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
+        return examples
+
+    return PendingCheck(AnomalyClass.CTP_DUPLICATE, dups, ["input"], max_examples=ctx.max_examples, finish=finish)
 
 
 def plan_ctp_loss(ctx: CheckContext) -> Plan:
@@ -62,23 +80,25 @@ def plan_ctp_loss(ctx: CheckContext) -> Plan:
     ctp_txns = ctx.txns.filter(F.col("ctp")).select("txn", "sends_uncovered")
     consumed = (ctx.acks.filter((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED))
                 .join(ctp_txns, "txn"))
-    consumed = consumed.withColumn("ack", ref(consumed, f=OpF.ACK.value, time="invoke_ns"))
     carried = _outputs(ctx, visible_only=True).select(F.col("input").alias("value")).distinct()
     judged = consumed.filter(F.col("sends_uncovered") == 0)
     lost = judged.join(carried, "value", "left_anti")
-    outputs = _outputs(ctx, visible_only=False).select(
-        F.col("input").alias("value"), F.col("txn").alias("_out_txn"), F.col("send").alias("_out"))
-    with_outputs = (lost.join(outputs, (lost["value"] == outputs["value"]) & (lost["txn"] == outputs["_out_txn"]),
-                              "left")
-                    .drop(outputs["value"])
-                    .groupBy(F.col("value").alias("input"), "txn", "subscription", "ack")
-                    .agg(F.slice(F.sort_array(F.collect_list("_out")), 1, _EXAMPLE_VALUES)
-                         .alias("invisible_outputs")))
+    lost = lost.select(F.col("value").alias("input"), "txn", "subscription",
+                       ref(lost, f=OpF.ACK.value, time="invoke_ns").alias("ack"))
     unjudged = consumed.filter(F.col("sends_uncovered") > 0)
-    return PendingCheck(AnomalyClass.CTP_LOSS, with_outputs, ["ack.time_ns", "input"],
-                     max_examples=ctx.max_examples, unjudged=unjudged,
-                     note="{n} committed input ack(s) whose transaction wrote to topics the drain "
-                          "did not read to the end")
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rows = _output_rows(ctx, [e["input"] for e in examples])
+        for e in examples:
+            mine = sorted((r for r in rows if e["input"] in (r["inputs"] or []) and r["txn"] == e["txn"]),
+                          key=lambda r: (r["invoke_ns"], r["index"]))
+            e["invisible_outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
+        return examples
+
+    return PendingCheck(AnomalyClass.CTP_LOSS, lost, ["ack.time_ns", "input"], max_examples=ctx.max_examples,
+                        unjudged=unjudged, finish=finish,
+                        note="{n} committed input ack(s) whose transaction wrote to topics the drain "
+                             "did not read to the end")
 
 
 def ctp_duplicate(ctx: CheckContext) -> CheckResult:

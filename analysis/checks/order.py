@@ -6,7 +6,8 @@ ordered (at most one operation per process is outstanding, so each ok send
 finished before the next was invoked). Values without a key are ordered only
 within one segment (partition), as Pulsar routes them round-robin. The read
 order is the drainer's event order, which follows each topic's log order and
-reads v5 parent segments before their children.
+reads v5 parent segments before their children, so the time of each value's
+first read orders the values of one topic.
 """
 
 from __future__ import annotations
@@ -39,18 +40,18 @@ def plan_nonmonotonic(ctx: CheckContext) -> Plan:
         "_order_key",
         F.when(F.col("key").isNotNull(), F.concat(F.lit("k:"), F.col("key")))
         .otherwise(F.concat(F.lit("s:"), F.coalesce(F.col("segment"), F.lit("")))))
-    w = (Window.partitionBy("writer", "process", "topic", "_order_key", "read_writer").orderBy("index")
+    w = (Window.partitionBy("writer", "process", "topic", "_order_key").orderBy("index")
          .rowsBetween(Window.unboundedPreceding, -1))
-    latest_earlier = F.max(F.struct("read_index", "value", "writer", "index", "invoke_ns", "txn", "msg_id")).over(w)
+    latest_earlier = F.max(F.struct("read_ns", "value", "index", "invoke_ns", "txn", "msg_id")).over(w)
     hits = (ordered.withColumn("_earlier", latest_earlier)
-            .filter(F.col("_earlier.read_index") > F.col("read_index")))
-    earlier = ref(hits, f=OpF.SEND.value, time="_earlier.invoke_ns", writer="_earlier.writer",
-                  index="_earlier.index", value="_earlier.value", txn="_earlier.txn", msg_id="_earlier.msg_id")
-    out = (hits.withColumn("_earlier_send", earlier)
-           .select("process", "topic", "key", "value", ref(hits, f=OpF.SEND.value, time="invoke_ns").alias("send"),
-                   "read_index",
-                   F.struct(F.col("_earlier.value").alias("value"), F.col("_earlier_send").alias("send"),
-                            F.col("_earlier.read_index").alias("read_index")).alias("sent_earlier_read_later")))
+            .filter(F.col("_earlier.read_ns") > F.col("read_ns")))
+    earlier = ref(hits, f=OpF.SEND.value, time="_earlier.invoke_ns", index="_earlier.index",
+                  value="_earlier.value", txn="_earlier.txn", msg_id="_earlier.msg_id")
+    out = hits.select(
+        "process", "topic", "key", "value", ref(hits, f=OpF.SEND.value, time="invoke_ns").alias("send"),
+        F.col("read_ns").alias("first_read_ns"),
+        F.struct(F.col("_earlier.value").alias("value"), earlier.alias("send"),
+                 F.col("_earlier.read_ns").alias("first_read_ns")).alias("sent_earlier_read_later"))
     return PendingCheck(AnomalyClass.NONMONOTONIC, out, ["send.time_ns", "value"], max_examples=ctx.max_examples)
 
 

@@ -3,27 +3,59 @@
 These need no `drain-complete`: a consumer's `receive` is evidence on its own.
 Final `read`s count as observations too when present. Values of transactions
 whose outcome is still unknown (no drain to decide them) are not judged.
-All three read `observations`: each receive and read joined with its value's send.
+Receives are judged through `observations` (each receive joined with its
+value's send), final reads through `sends.visible` and `visible` (one row per
+value), so the large read set is never joined again.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.checks.base import AnomalyClass, CheckResult, PendingCheck, Plan, clean, evaluate, ref
-from analysis.checks.context import CheckContext
+from analysis.checks.base import (
+    AnomalyClass,
+    CheckResult,
+    PendingCheck,
+    Plan,
+    clean,
+    evaluate,
+    first_reads,
+    ref,
+)
+from analysis.checks.context import CheckContext, union_all
 from analysis.load import ABORTED
 from harness.history.schema import OpF, OpType
 
 
 def _observed(frame: DataFrame) -> F.Column:
-    return ref(frame, "o_", f=F.col("kind"), value="value", txn=None)
+    return ref(frame, "o_", f=F.col("kind"), type=F.lit(OpType.OK.value), value="value", txn=None)
 
 
-def _send(frame: DataFrame) -> F.Column:
-    return ref(frame, "s_", f=OpF.SEND.value, time="s_invoke_ns", value="value", txn="txn",
-               subscription=None)
+def _send(frame: DataFrame, prefix: str) -> F.Column:
+    if prefix:
+        return ref(frame, prefix, f=OpF.SEND.value, time=f"{prefix}invoke_ns", value="value", txn="txn",
+                   subscription=None)
+    return ref(frame, f=OpF.SEND.value, time="invoke_ns", subscription=None)
+
+
+def _read_placeholder(frame: DataFrame) -> F.Column:
+    """A final read named by its value and time; `_with_first_reads` fills in the rest."""
+    return ref(frame, f=OpF.READ.value, time="read_ns", writer=None, index=None, process=None, type=None,
+               txn=None, subscription=None, msg_id=None, segment=None)
+
+
+def _with_first_reads(ctx: CheckContext, key: str) -> Any:
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        values = [e["value"] for e in examples if e.get(key, {}).get("f") == OpF.READ.value and "value" in e]
+        found = first_reads(ctx.reads, values)
+        for e in examples:
+            if e.get("value") in found and e.get(key, {}).get("f") == OpF.READ.value:
+                e[key] = found[e["value"]]
+        return examples
+    return finish
 
 
 def plan_aborted_read(ctx: CheckContext) -> Plan:
@@ -36,16 +68,25 @@ def plan_aborted_read(ctx: CheckContext) -> Plan:
     if ctx.count("receives") + ctx.count("reads") == 0:
         return clean(AnomalyClass.ABORTED_READ)
     obs = ctx.observations
-    hits = obs.filter(F.col("sent") & ((F.col("outcome") == ABORTED) | (F.col("s_type") == OpType.FAIL.value)))
-    why = (F.when(F.col("s_type") == OpType.FAIL.value, F.lit("send failed definitively"))
-           .when(F.col("decided_by") == "visibility", F.lit("transaction aborted (nothing of it is visible)"))
-           .otherwise(F.lit("transaction aborted")))
+    received = obs.filter(F.col("sent") & ((F.col("outcome") == ABORTED) | (F.col("s_type") == OpType.FAIL.value)))
+    why_received = (F.when(F.col("s_type") == OpType.FAIL.value, F.lit("send failed definitively"))
+                    .when(F.col("decided_by") == "visibility", F.lit("transaction aborted (nothing of it is visible)"))
+                    .otherwise(F.lit("transaction aborted")))
+    by_receive = received.select("value", "txn", why_received.alias("why"), _send(obs, "s_").alias("send"),
+                                 _observed(obs).alias("observed"), F.lit(1).alias("_n"))
+    sends = ctx.sends
+    read = sends.filter(F.col("visible") & ((F.col("outcome") == ABORTED) | (F.col("type") == OpType.FAIL.value)))
+    why_read = F.when(F.col("type") == OpType.FAIL.value, F.lit("send failed definitively")) \
+        .otherwise(F.lit("transaction aborted"))
+    by_read = read.select("value", "txn", why_read.alias("why"), _send(sends, "").alias("send"),
+                          _read_placeholder(sends).alias("observed"), F.lit(1).alias("_n"))
+    hits = union_all([by_receive, by_read])
     per_value = hits.groupBy("value").agg(
-        F.first("txn").alias("txn"), F.first(why).alias("why"), F.first(_send(obs)).alias("send"),
-        F.min_by(_observed(obs), F.col("o_time_ns")).alias("observed"),
-        F.count(F.lit(1)).alias("observations"))
+        F.first("txn").alias("txn"), F.first("why").alias("why"), F.first("send").alias("send"),
+        F.min_by("observed", F.col("observed.time_ns")).alias("observed"),
+        F.sum("_n").alias("observations"))
     return PendingCheck(AnomalyClass.ABORTED_READ, per_value, ["observed.time_ns", "value"],
-                     max_examples=ctx.max_examples)
+                        max_examples=ctx.max_examples, finish=_with_first_reads(ctx, "observed"))
 
 
 def plan_dirty_read(ctx: CheckContext) -> Plan:
@@ -58,11 +99,11 @@ def plan_dirty_read(ctx: CheckContext) -> Plan:
         return clean(AnomalyClass.DIRTY_READ)
     obs = ctx.observations
     hits = obs.filter(
-        (F.col("kind") == OpF.RECEIVE.value) & F.col("sent") & F.col("txn").isNotNull()
+        F.col("sent") & F.col("txn").isNotNull()
         & (F.col("outcome") != ABORTED) & (F.col("s_type") != OpType.FAIL.value)
         & (F.col("commit_invoke_ns").isNull() | (F.col("o_time_ns") < F.col("commit_invoke_ns"))))
     per_value = hits.groupBy("value").agg(
-        F.first("txn").alias("txn"), F.first(_send(obs)).alias("send"),
+        F.first("txn").alias("txn"), F.first(_send(obs, "s_")).alias("send"),
         F.min_by(_observed(obs), F.col("o_time_ns")).alias("receive"),
         F.first("commit_invoke_ns").alias("commit_invoke_ns"),
         F.count(F.lit(1)).alias("early_receives"))
@@ -77,15 +118,26 @@ def plan_unexpected(ctx: CheckContext) -> Plan:
     if ctx.count("receives") + ctx.count("reads") == 0:
         return clean(AnomalyClass.UNEXPECTED)
     obs = ctx.observations
-    hits = obs.filter(~F.col("sent"))
     key = F.coalesce(F.col("value"), F.concat(F.lit("\u0000"), F.col("o_writer"), F.lit(":"),
                                               F.col("o_index").cast("string")))
-    per_value = hits.groupBy(key.alias("_key")).agg(
+    received = obs.filter(~F.col("sent")).select(key.alias("_key"), "value", _observed(obs).alias("observed"),
+                                                 F.lit(1).alias("_n"))
+    unsent = ctx.visible.join(ctx.sends.select("value"), "value", "left_anti")
+    read = unsent.select(F.col("value").alias("_key"), "value", _read_placeholder(unsent).alias("observed"),
+                         F.col("reads").alias("_n"))
+    # Reads of no value at all (a message without the harness's payload), one case each.
+    valueless = ctx.reads.filter(F.col("value").isNull())
+    no_value = valueless.select(
+        F.concat(F.lit("\u0000"), F.col("writer"), F.lit(":"), F.col("index").cast("string")).alias("_key"),
+        "value", ref(valueless, f=OpF.READ.value, type=F.lit(OpType.OK.value), txn=None,
+                     subscription=None).alias("observed"), F.lit(1).alias("_n"))
+    hits = union_all([received, read, no_value])
+    per_value = hits.groupBy("_key").agg(
         F.first("value").alias("value"),
-        F.min_by(_observed(obs), F.col("o_time_ns")).alias("observed"),
-        F.count(F.lit(1)).alias("observations"))
+        F.min_by("observed", F.col("observed.time_ns")).alias("observed"),
+        F.sum("_n").alias("observations"))
     return PendingCheck(AnomalyClass.UNEXPECTED, per_value.drop("_key"), ["observed.time_ns", "value"],
-                     max_examples=ctx.max_examples)
+                        max_examples=ctx.max_examples, finish=_with_first_reads(ctx, "observed"))
 
 
 def aborted_read(ctx: CheckContext) -> CheckResult:

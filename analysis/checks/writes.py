@@ -7,7 +7,9 @@ to other topics are counted as unjudged.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from typing import Any
+
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from analysis.checks.base import (
@@ -30,6 +32,22 @@ _EXAMPLE_VALUES = 5
 
 def _send_ref(frame: DataFrame) -> F.Column:
     return ref(frame, f=OpF.SEND.value, time="invoke_ns")
+
+
+def send_ref(row: Row) -> dict[str, Any]:
+    """An op reference (as in examples) for a row of `sends`."""
+    fields = {"writer": row["writer"], "index": row["index"], "process": row["process"], "f": OpF.SEND.value,
+              "type": row["type"], "time_ns": row["invoke_ns"], "txn": row["txn"], "value": row["value"],
+              "topic": row["topic"], "segment": row["segment"], "msg_id": row["msg_id"]}
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def read_ref(row: Row) -> dict[str, Any]:
+    """An op reference (as in examples) for a row of `reads`."""
+    fields = {"writer": row["writer"], "index": row["index"], "process": row["process"], "f": OpF.READ.value,
+              "type": OpType.OK.value, "time_ns": row["time_ns"], "value": row["value"], "topic": row["topic"],
+              "segment": row["segment"], "msg_id": row["msg_id"]}
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def plan_lost_write(ctx: CheckContext) -> Plan:
@@ -69,22 +87,30 @@ def plan_partial_txn(ctx: CheckContext) -> Plan:
     def n(cond: F.Column) -> F.Column:
         return F.sum(F.when(cond, 1).otherwise(0))
 
-    def some(cond: F.Column, what: F.Column) -> F.Column:
-        return F.slice(F.sort_array(F.collect_list(F.when(cond, what))), 1, _EXAMPLE_VALUES)
-
     counts = ctx.sends.filter(F.col("txn").isNotNull()).groupBy("txn").agg(
         n(seen).alias("visible_count"), n(missing).alias("missing_count"),
         n(ok & ~F.col("covered")).alias("uncovered_count"))
-    partial_ids = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") > 0))
+    partial = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") > 0)).drop("uncovered_count")
     unjudged = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") == 0)
                              & (F.col("uncovered_count") > 0))
-    rows = ctx.sends.join(partial_ids.select("txn", "visible_count", "missing_count"), "txn")
-    partial = rows.groupBy("txn", "visible_count", "missing_count").agg(
-        F.first("outcome").alias("outcome"), F.first("decided_by").alias("decided_by"),
-        some(seen, F.col("value")).alias("visible"), some(missing, _send_ref(rows)).alias("missing"))
-    return PendingCheck(AnomalyClass.PARTIAL_TXN, partial, ["txn"],
-                     max_examples=ctx.max_examples, unjudged=unjudged,
-                     note="{n} transaction(s) with values on topics the drain did not read to the end")
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Name the visible values and the missing sends of the example transactions."""
+        txns = sorted({e["txn"] for e in examples})
+        rows = ctx.sends.filter(F.col("txn").isin(*txns)).collect()
+        for e in examples:
+            mine = sorted((r for r in rows if r["txn"] == e["txn"]), key=lambda r: (r["invoke_ns"], r["index"]))
+            if mine:
+                e["outcome"], e["decided_by"] = mine[0]["outcome"], mine[0]["decided_by"]
+            e["visible"] = [r["value"] for r in mine if r["visible"] and r["type"] != OpType.FAIL.value][
+                :_EXAMPLE_VALUES]
+            e["missing"] = [send_ref(r) for r in mine if r["type"] == OpType.OK.value and r["covered"]
+                            and not r["visible"]][:_EXAMPLE_VALUES]
+        return examples
+
+    return PendingCheck(AnomalyClass.PARTIAL_TXN, partial, ["txn"], max_examples=ctx.max_examples,
+                        unjudged=unjudged, finish=finish,
+                        note="{n} transaction(s) with values on topics the drain did not read to the end")
 
 
 def plan_duplicate(ctx: CheckContext) -> Plan:
@@ -94,10 +120,17 @@ def plan_duplicate(ctx: CheckContext) -> Plan:
     if ctx.count("reads") == 0:
         return clean(AnomalyClass.DUPLICATE)
     dups = ctx.visible.filter(F.col("positions") > 1).select("value", "positions")
-    rows = dups.join(ctx.reads, "value")
-    with_reads = rows.groupBy("value", "positions").agg(
-        F.slice(F.sort_array(F.collect_list(ref(rows, f=OpF.READ.value))), 1, _EXAMPLE_VALUES).alias("reads"))
-    return PendingCheck(AnomalyClass.DUPLICATE, with_reads, ["value"], max_examples=ctx.max_examples)
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Name the reads of each duplicated value."""
+        values = sorted({e["value"] for e in examples})
+        rows = ctx.reads.filter(F.col("value").isin(*values)).collect()
+        for e in examples:
+            mine = sorted((r for r in rows if r["value"] == e["value"]), key=lambda r: (r["time_ns"], r["index"]))
+            e["reads"] = [read_ref(r) for r in mine][:_EXAMPLE_VALUES]
+        return examples
+
+    return PendingCheck(AnomalyClass.DUPLICATE, dups, ["value"], max_examples=ctx.max_examples, finish=finish)
 
 
 def lost_write(ctx: CheckContext) -> CheckResult:
