@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -367,15 +368,26 @@ def validate_ops(ops: DataFrame, *, directory: Path | None = None) -> tuple[int,
             + (f": {excerpt!r}" if excerpt else "")
             + f" ({summary['bad']} bad line(s) in all); only a torn last line is skipped, so this "
             "history cannot support a verdict: re-run, or restore the file as the recorder wrote it")
-    dupes = (
-        ops.groupBy("writer", "index").count().filter(F.col("count") > 1)
-        .orderBy("writer", "index").limit(1).collect()
-    )
-    if dupes:
-        d = dupes[0]
-        raise HistoryFormatError(
-            f"writer {d['writer']}: index {d['index']} appears {d['count']} times; each writer's "
-            "indexes must be unique (two files with one writer name?): keep one file per writer")
+    # Each writer numbers its lines 0, 1, 2 ...: a repeat or a gap means lines were added
+    # or lost. Checked per writer with three numbers (no shuffle of the lines); the exact
+    # culprit is looked up only when the numbers disagree.
+    spans = (ops.groupBy("writer")
+             .agg(F.count(F.lit(1)).alias("n"), F.min("index").alias("lo"), F.max("index").alias("hi"))
+             .filter((F.col("lo") != 0) | (F.col("hi") != F.col("n") - 1))
+             .orderBy("writer").limit(1).collect())
+    if spans:
+        span = spans[0]
+        writer = span["writer"]
+        repeated = (ops.filter(F.col("writer") == writer).groupBy("index").count()
+                    .filter(F.col("count") > 1).orderBy("index").limit(1).collect())
+        if repeated:
+            problem = f"index {repeated[0]['index']} appears {repeated[0]['count']} times"
+            fix = "keep one file per writer (two files with one writer name?)"
+        else:
+            problem = (f"{span['n']} lines but indexes {span['lo']}..{span['hi']}: lines are missing "
+                       "(each writer numbers its lines 0, 1, 2 ... with no gaps)")
+            fix = "restore the file as the recorder wrote it"
+        raise HistoryFormatError(f"writer {writer}: {problem}; {fix}")
     return int(summary["lines"]), summary["first_ns"], summary["last_ns"]
 
 
@@ -710,6 +722,20 @@ def pair_operations(ops: DataFrame, *, include_orphans: bool = False, lean: bool
 # ---- transactions ---------------------------------------------------------------------------
 
 
+_PARTITION_SUFFIX = r"-partition-[0-9]+$"
+
+
+def logical(topic: str) -> str:
+    """A topic name without a v4 partition suffix (`t-partition-3` -> `t`)."""
+    return re.sub(_PARTITION_SUFFIX, "", topic)
+
+
+def logical_topic(topic: Column) -> Column:
+    """`logical()` as a column: histories record logical topics, and one that records a
+    partition's name still matches the drain's list of topics read to the end."""
+    return F.regexp_replace(topic, _PARTITION_SUFFIX, "")
+
+
 def _flag(cond: Column) -> Column:
     return F.max(F.when(cond, 1).otherwise(0)) > 0
 
@@ -752,13 +778,13 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         tx = sends.unionByName(others)
     else:
         tx = tx.withColumn("_visible", F.lit(None).cast("boolean"))
-    covered = sorted(set(covered_topics)) if covered_topics is not None else None
+    covered = sorted({logical(t) for t in covered_topics}) if covered_topics is not None else None
 
     f, typ = F.col("f"), F.col("type")
     is_commit, is_abort = f == OpF.TXN_COMMIT.value, f == OpF.TXN_ABORT.value
     is_send = f == OpF.SEND.value
     maybe_written = is_send & typ.isin(OpType.OK.value, OpType.INFO.value)
-    uncovered = (maybe_written & (~F.col("topic").isin(*covered) | F.col("topic").isNull())
+    uncovered = (maybe_written & (~logical_topic(F.col("topic")).isin(*covered) | F.col("topic").isNull())
                  if covered is not None else F.lit(False))
     commit_ok, abort_ok = is_commit & (typ == OpType.OK.value), is_abort & (typ == OpType.OK.value)
     commit_fail = is_commit & (typ == OpType.FAIL.value)

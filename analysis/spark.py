@@ -161,6 +161,8 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis")
             .config("spark.sql.adaptive.enabled", "true")
             .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
             .config("spark.sql.sources.partitionOverwriteMode", "static")
+            # Persisted frames are narrow and short-lived: compressing them costs more CPU than it saves.
+            .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
         )
         try:
             session = builder.getOrCreate()

@@ -40,6 +40,8 @@ from analysis.load import (
     DrainInfo,
     HistoryOverview,
     final_reads,
+    logical,
+    logical_topic,
     overview,
     pair_operations,
     receives,
@@ -83,8 +85,8 @@ class CheckContext:
         """True when (topic, subscription) was consumed until empty by the drain."""
         if not self.drain.complete or not self.drain.subscriptions:
             return F.lit(False)
-        keys = sorted(f"{t}\u0000{s}" for t, s in self.drain.subscriptions)
-        return F.coalesce(F.concat(topic, F.lit("\u0000"), subscription).isin(*keys), F.lit(False))
+        keys = sorted(f"{logical(t)}\u0000{s}" for t, s in self.drain.subscriptions)
+        return F.coalesce(F.concat(logical_topic(topic), F.lit("\u0000"), subscription).isin(*keys), F.lit(False))
 
     def unpersist(self) -> None:
         for frame in self.persisted:
@@ -136,7 +138,8 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
                                          "process"))
     visible = keep(visible_values(reads))
     covered = sorted(drain.topics) if drain.complete else None
-    covered_col = F.coalesce(F.col("topic").isin(*covered), F.lit(False)) if covered else F.lit(False)
+    covered_col = (F.coalesce(logical_topic(F.col("topic")).isin(*sorted({logical(t) for t in covered})),
+                              F.lit(False)) if covered else F.lit(False))
 
     send_vis = keep(
         pairs.filter(F.col("f") == OpF.SEND.value)

@@ -137,3 +137,11 @@ def test_without_a_drain_unknown_transactions_stay_unknown(spark: SparkSession) 
     ctx = prepare(h.ops(spark), persist=False)
     (row,) = ctx.txns.collect()
     assert row["outcome_label"] == "unknown" and row["client_outcome"] == "unknown"
+
+
+def test_partition_names_match_the_drained_logical_topic(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a", topic="t1-partition-0").send("b", topic="t1-partition-1").commit()
+    h.drain(reads={"t1-partition-0": ["a"]}, topics=["t1"])
+    result = run_check(h, lost_write)
+    assert result.count == 1 and result.unjudged == 0 and result.examples[0]["value"] == "b"

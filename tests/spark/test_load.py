@@ -102,6 +102,15 @@ def test_a_repeated_index_fails(spark: SparkSession, tmp_path: Path) -> None:
         load_run(spark, run)
 
 
+def test_a_missing_line_in_the_middle_fails(spark: SparkSession, tmp_path: Path) -> None:
+    run = _small_run(tmp_path)
+    w0 = run / "history" / "w0.jsonl"
+    lines = w0.read_bytes().splitlines(keepends=True)
+    w0.write_bytes(b"".join(lines[:2] + lines[3:]))
+    with pytest.raises(HistoryFormatError, match="writer w0: 10 lines but indexes 0..10: lines are missing"):
+        load_run(spark, run)
+
+
 def test_missing_or_empty_history_is_a_clear_error(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(NoHistoryError, match="no such run folder"):
         load_run(spark, tmp_path / "nope")
