@@ -113,13 +113,25 @@ def collect_versions() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class RunDir:
-    """The folders of one run. Creating the object does not touch the disk."""
+    """The folders of one run. Creating the object does not touch the disk.
+
+    A run's id is `<UTC yyyymmdd-hhmmss>-<scenario>-<path>`. A single run's folder is
+    named by it; a matrix run's folder is `runs/<path>/`, so its id comes from the
+    manifest (`id` when the caller already knows it).
+    """
 
     path: Path
+    id: str | None = None
 
     @property
     def run_id(self) -> str:
-        return self.path.name
+        if self.id:
+            return self.id
+        try:
+            value = read_json(self.manifest_path).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            value = None
+        return value if isinstance(value, str) and value else self.path.name
 
     @property
     def manifest_path(self) -> Path:
@@ -187,10 +199,12 @@ def new_run(scenario: str, path: str, *, config: dict[str, Any], seed: int, targ
 
     A matrix passes `parent=<matrix>/runs` and the run folder is named by its path.
     """
+    run_id = f"{utc_stamp(now)}-{scenario}-{path}"
     if parent is not None:
-        run = RunDir(create_unique_dir(parent, path))
+        run = RunDir(create_unique_dir(parent, path), id=run_id)
     else:
-        run = RunDir(create_unique_dir(root, f"{utc_stamp(now)}-{scenario}-{path}"))
+        folder = create_unique_dir(root, run_id)
+        run = RunDir(folder, id=folder.name)   # a suffix keeps two runs in one second apart
     run.make_folders()
     write_json_atomic(run.manifest_path, {
         "schema": MANIFEST_SCHEMA,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,6 +35,10 @@ def test_matrix_holds_runs_by_path(tmp_path: Path) -> None:
         new_run("bench", path, config={}, seed=1, target="embedded", parent=matrix.runs_dir,
                 matrix_id=matrix.matrix_id)
     assert [r.path.name for r in matrix.run_dirs()] == ["v4", "v5"]
+    # a matrix run keeps the full run id (the folder is only the path), read from its manifest
+    for r in matrix.run_dirs():
+        assert re.fullmatch(rf"\d{{8}}-\d{{6}}-bench-{r.path.name}", r.run_id)
+        assert r.run_id == r.read_manifest()["run_id"]
     assert json.loads((matrix.path / "matrix.json").read_text())["kind"] == "bench"
 
 
