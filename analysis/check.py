@@ -18,12 +18,16 @@ orchestrator calls it in-process) and `main_check(args) -> int` (the CLI).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JError
 from pyspark import StorageLevel
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from analysis.checks import CHECKS, run_checks
@@ -37,7 +41,8 @@ from analysis.load import (
     overview,
     pair_operations,
 )
-from analysis.spark import get_spark, tune_for_input
+from analysis.spark import DEFAULT_DRIVER_MEMORY, DRIVER_MEMORY_ENV, get_spark, tune_for_input
+from harness.errors import EnvironmentProblem
 from harness.results import RunDir, read_json, write_json_atomic
 
 RESULTS_SCHEMA = 1
@@ -139,7 +144,7 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
 
     Raises:
         NoHistoryError: the folder is missing or has no history lines (exit 2).
-        EnvironmentProblem: Spark could not start.
+        EnvironmentProblem: Spark could not start, or failed while checking (e.g. out of memory).
     """
     started = time.monotonic()
     run = RunDir(Path(run_dir))
@@ -154,6 +159,18 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     stall = stall_after_s(run)
     say("starting Spark")
     spark = get_spark(master)
+    try:
+        return _check(spark, run, size, stall, say, started)
+    except (PySparkException, Py4JError) as err:
+        detail = str(err).strip().splitlines()[0] if str(err).strip() else "no detail"
+        memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
+        raise EnvironmentProblem(
+            f"{run.path}: Spark failed while checking ({type(err).__name__}: {detail[:300]}); if it ran out "
+            f"of memory, set {DRIVER_MEMORY_ENV} above {memory}, or check a smaller history") from err
+
+
+def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str], say: _Progress,
+           started: float) -> dict[str, Any]:
     spark_master = str(spark.sparkContext.master)
     partitions = tune_for_input(spark, size)
 

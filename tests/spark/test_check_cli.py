@@ -160,3 +160,20 @@ def test_golden_histories(spark: SparkSession, tmp_path: Path, name: str, status
     assert _stable(_results(run)) == expected
     planted = json.loads((GOLDEN / name / "planted.json").read_text())["expected"]
     assert {k: v["count"] for k, v in expected["anomalies"].items()} == planted
+
+
+def test_a_spark_failure_is_one_line_with_the_fix(spark: SparkSession, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from pyspark.errors import PySparkException
+
+    import analysis.check
+
+    def out_of_memory(*_args: object) -> dict[str, Any]:
+        raise PySparkException(message="java.lang.OutOfMemoryError: Java heap space")
+
+    monkeypatch.setattr(analysis.check, "_check", out_of_memory)
+    run = _mixed_history().write(tmp_path / "run-oom")
+    assert main(["check", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Java heap space" in err and "TXNBENCH_SPARK_DRIVER_MEMORY" in err

@@ -107,7 +107,7 @@ def test_a_missing_line_in_the_middle_fails(spark: SparkSession, tmp_path: Path)
     w0 = run / "history" / "w0.jsonl"
     lines = w0.read_bytes().splitlines(keepends=True)
     w0.write_bytes(b"".join(lines[:2] + lines[3:]))
-    with pytest.raises(HistoryFormatError, match="writer w0: 10 lines but indexes 0..10: lines are missing"):
+    with pytest.raises(HistoryFormatError, match=r"writer w0: 10 lines but indexes 0\.\.10: lines are missing"):
         load_run(spark, run)
 
 
