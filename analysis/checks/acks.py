@@ -16,7 +16,10 @@ stuck-ack: after a transaction that acked a message aborted, the message must
 be deliverable again. It is stuck when the drain consumed that (topic,
 subscription) until empty and yet no delivery of it to that subscription came
 after the ack was invoked, and no committed (or non-transactional) ack, nor a
-committed cumulative ack at or past it, settled it some other way.
+committed cumulative ack at or past it, settled it some other way. The delivery
+is looked for after the ack, not after the abort: a transaction the broker timed
+out is aborted, and its messages delivered again, before the client's late
+commit fails.
 """
 
 from __future__ import annotations
