@@ -10,7 +10,8 @@ file's tail is checked in Python first (cheap: it reads the last few KiB), and
 Spark then drops the one row whose raw bytes are that torn tail. Every other
 line that does not parse, has a wrong type, misses a required field or names
 an unknown `type`/`f` raises `HistoryFormatError` (the checker turns that into
-an `unknown` verdict), and so does a repeated (writer, index).
+an `unknown` verdict), and so does a writer whose indexes are not 0, 1, 2 ...
+without repeats or gaps (checked per writer from count, min and max).
 
 *Caching.* Histories of `PARQUET_MIN_BYTES` (64 MiB) or more are converted to
 Parquet once, in the run's analysis folder (`analysis/history.parquet/`), with
@@ -34,8 +35,8 @@ could be visible (e.g. acks only) stays unknown.
 
 Public API (stable; analysis.perf and analysis.report build on it):
 
-    HISTORY_SCHEMA, OPS_COLUMNS, PAIR_COLUMNS, TXN_COLUMNS, PARQUET_MIN_BYTES
-    HistoryFacts, LoadedHistory, DrainInfo, PhaseMark          (frozen dataclasses)
+    HISTORY_SCHEMA, OPS_COLUMNS, PAIR_COLUMNS, LEAN_PAIR_COLUMNS, TXN_COLUMNS, PARQUET_MIN_BYTES
+    HistoryFacts, LoadedHistory, DrainInfo, PhaseMark, HistoryOverview  (frozen dataclasses)
     NoHistoryError                                             (exit 2, one line)
     HistoryFormatError                                         (re-exported from harness)
     load_run(spark, run_dir, *, parquet_min_bytes=..., progress=None) -> LoadedHistory
@@ -47,8 +48,9 @@ Public API (stable; analysis.perf and analysis.report build on it):
     drain_info(ops) -> DrainInfo
     phase_marks(ops) -> tuple[PhaseMark, ...]
     final_reads(ops) -> DataFrame;  receives(ops) -> DataFrame
-    visible_values(reads) -> DataFrame
-    transaction_outcomes(pairs, visible=None, covered_topics=None) -> DataFrame
+    visible_values(reads) -> DataFrame                        (value, read_ns, reads, positions)
+    transaction_outcomes(pairs, visible=None, covered_topics=None, *, visible_sends=None) -> DataFrame
+    logical(topic) -> str;  logical_topic(column) -> Column   (drop a `-partition-N` suffix)
 """
 
 from __future__ import annotations
@@ -74,10 +76,10 @@ from harness.results import RunDir, read_json, write_json_atomic
 
 __all__ = [
     "HISTORY_SCHEMA", "LEAN_PAIR_COLUMNS", "OPS_COLUMNS", "PAIR_COLUMNS", "PARQUET_MIN_BYTES",
-    "TXN_COLUMNS", "DrainInfo", "HistoryFacts", "HistoryFormatError", "HistoryOverview", "LoadedHistory", "NoHistoryError",
-    "PhaseMark", "drain_info", "final_reads", "load_history", "load_run", "ops_from_records",
-    "overview", "pair_operations", "phase_marks", "receives", "transaction_outcomes", "validate_ops",
-    "visible_values",
+    "TXN_COLUMNS", "DrainInfo", "HistoryFacts", "HistoryFormatError", "HistoryOverview",
+    "LoadedHistory", "NoHistoryError", "PhaseMark", "drain_info", "final_reads", "load_history",
+    "load_run", "logical", "logical_topic", "ops_from_records", "overview", "pair_operations",
+    "phase_marks", "receives", "transaction_outcomes", "validate_ops", "visible_values",
 ]
 
 Progress = Callable[[str], None]
