@@ -203,15 +203,26 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
             # Small histories: all counts in one Spark job. Large ones: check by check, with progress.
             results = run_checks(ctx, progress=say, together=size < PROGRESS_MIN_BYTES)
             say("counting operations and transactions")
+            # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
+            # "never completed" for an invocation the writer left without completion.
+            cause = F.coalesce(F.substring_index(F.col("error"), ":", 1), F.lit("(no error recorded)"))
+            infos = loaded.ops.filter(F.col("type") == "info").select(F.lit("info").alias("what"), "f",
+                                                                       cause.alias("type"))
+            never = ctx.pairs.filter(~F.col("completed")).select(F.lit("info").alias("what"), "f",
+                                                                  F.lit("(never completed)").alias("type"))
             tallies = (ctx.pairs.select(F.lit("op").alias("what"), "f", "type")
                        .unionByName(ctx.txns.select(F.lit("txn").alias("what"), F.lit(None).cast("string")
                                                     .alias("f"), F.col("outcome_label").alias("type")))
+                       .unionByName(infos).unionByName(never)
                        .groupBy("what", "f", "type").count().collect())
             operations: dict[str, dict[str, int]] = {}
             transactions: dict[str, int] = {}
+            info_causes: dict[str, dict[str, int]] = {}
             for row in tallies:
                 if row["what"] == "op":
                     operations.setdefault(row["f"], {})[row["type"]] = int(row["count"])
+                elif row["what"] == "info":
+                    info_causes.setdefault(row["f"], {})[row["type"]] = int(row["count"])
                 else:
                     transactions[row["type"]] = int(row["count"])
             marks = seen.phases
@@ -243,6 +254,8 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         "operations": {f: dict(sorted(types.items())) for f, types in sorted(operations.items())},
         "transactions": {label: transactions.get(label, 0) for label in
                          ("committed", "aborted", "unknown-committed", "unknown-aborted", "unknown")},
+        "info_causes": {f: dict(sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))[:10])
+                        for f, causes in sorted(info_causes.items())},
         "history": history,
         "config": {"stall_after_s": stall[0], "stall_after_source": stall[1]},
         "checker": {

@@ -50,6 +50,7 @@ def test_valid_run_exits_0_with_full_results(spark: SparkSession, tmp_path: Path
                                    "unknown": 0}
     assert out["operations"]["send"] == {"ok": 5} and out["operations"]["txn-commit"] == {"info": 2, "ok": 2}
     assert out["operations"]["receive"] == {"ok": 1} and out["operations"]["read"] == {"ok": 3}
+    assert out["info_causes"] == {"txn-commit": {"TestError": 2}}
     history = out["history"]
     assert history["lines"] == 38 and history["torn_tails"] == [] and history["drain_complete"] is True
     assert history["drain_subscriptions"] == [{"topic": "t1", "subscription": "s"}]
