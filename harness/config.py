@@ -200,9 +200,49 @@ class FaultsConfig:
         return bool(self.schedule) or self.random is not None
 
 
+ANOMALY_CLASSES: tuple[str, ...] = (
+    "aborted-read", "dirty-read", "lost-write", "partial-txn", "duplicate", "unexpected",
+    "lost-ack", "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit",
+)
+
+
+@dataclass(frozen=True)
+class ExpectedAnomalies:
+    """Anomalies a scenario provokes on purpose on some paths, and why (Jepsen's allowed errors).
+
+    The checker still reports them and the run is still invalid; the matrix's exit status
+    and the report tell them apart from anomalies nobody expected, so a known design
+    limitation (v4's commit markers on a terminated topic) does not hide a new bug.
+    """
+
+    paths: tuple[TxnPath, ...]
+    anomalies: tuple[str, ...]
+    reason: str
+
+    def check(self) -> None:
+        if not self.paths:
+            raise Invalid("paths", "no paths listed", "list the paths these anomalies are expected on")
+        unknown = [a for a in self.anomalies if a not in ANOMALY_CLASSES]
+        if unknown or not self.anomalies:
+            raise Invalid("anomalies", f"{unknown[0]!r} is not an anomaly class" if unknown else "none listed",
+                          f"use some of: {', '.join(ANOMALY_CLASSES)}")
+        if not self.reason.strip():
+            raise Invalid("reason", "an expected anomaly needs its reason", "say which design limitation causes it")
+
+
 @dataclass(frozen=True)
 class ChecksConfig:
     stall_after_s: float = bounded(10.0, min=0.001, max=86400)
+    expected: tuple[ExpectedAnomalies, ...] = ()
+
+    def expected_on(self, path: TxnPath) -> dict[str, str]:
+        """Anomaly class -> reason, for the anomalies this scenario expects on `path`."""
+        out: dict[str, str] = {}
+        for entry in self.expected:
+            if path in entry.paths:
+                for anomaly in entry.anomalies:
+                    out.setdefault(anomaly, entry.reason)
+        return out
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from harness.history.schema import PHASE_DRAIN_COMPLETE
 from harness.results import MatrixDir, RunDir, RunStatus, new_matrix, new_run, write_json_atomic
 from harness.targets.base import ClusterTarget
 from harness.txn_paths import TxnPath
+from harness.verdicts import Judgement, judge
 
 
 class Phase(str, Enum):
@@ -84,13 +85,21 @@ class RunOutcome:
     verdict: Verdict = Verdict.NONE
     error: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    judgement: Judgement | None = None
 
     @property
     def exit_code(self) -> int:
+        """130 interrupted, 2 failed or unknown, 1 anomalies the scenario does not expect, else 0.
+
+        A run whose only anomalies are the ones its scenario provokes on purpose
+        (`checks.expected`) is still reported invalid, but does not fail the command.
+        """
         if self.status is RunStatus.INTERRUPTED:
             return 130
         if self.status is RunStatus.FAILED:
             return 2
+        if self.verdict is Verdict.INVALID and self.judgement is not None and self.judgement.only_expected:
+            return 0
         return self.verdict.exit_code
 
 
@@ -174,7 +183,10 @@ class Run:
                 self.run_dir.set_status(outcome.status, outcome.error)
         if outcome.status is RunStatus.COMPLETE and self.options.analyze:
             outcome.verdict, outcome.summary = self._analyze()
-        self.run_dir.update_manifest(verdict=outcome.verdict.value)
+            outcome.judgement = judge(outcome.summary.get("valid"), outcome.summary.get("anomalies") or {},
+                                      self.config.checks.expected_on(self.config.path))
+        self.run_dir.update_manifest(verdict=outcome.verdict.value,
+                                     judgement=outcome.judgement.to_json() if outcome.judgement else None)
         return outcome
 
     def _begin(self, phase: Phase) -> None:
@@ -451,8 +463,10 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
             break
     _compare(matrix, outcomes)
     write_json_atomic(matrix.path / "matrix-status.json", {
-        "runs": [{"path": o.run_dir.path.name, "status": o.status.value, "verdict": o.verdict.value,
-                  "error": o.error} for o in outcomes],
+        "runs": [{"path": o.run_dir.path.name, "run_id": o.run_dir.run_id, "status": o.status.value,
+                  "verdict": o.verdict.value, "exit_code": o.exit_code,
+                  "judgement": o.judgement.to_json() if o.judgement else None, "error": o.error}
+                 for o in outcomes],
         "interrupted": interrupted,
     })
     print(matrix.path)
@@ -460,7 +474,7 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
         return 130
     if any(o.status is RunStatus.FAILED for o in outcomes):
         return 2
-    codes = [o.verdict.exit_code for o in outcomes]
+    codes = [o.exit_code for o in outcomes]
     return 1 if 1 in codes else (2 if 2 in codes else 0)
 
 
@@ -487,6 +501,11 @@ def _print_outcome(outcome: RunOutcome) -> None:
         anomalies = outcome.summary.get("anomalies") or {}
         if anomalies:
             line += " (" + ", ".join(f"{k}: {v.get('count')}" for k, v in anomalies.items()) + ")"
+        judgement = outcome.judgement
+        if judgement is not None and judgement.expected:
+            reasons = sorted(set(judgement.expected.values()))
+            which = "all expected" if judgement.only_expected else f"expected: {', '.join(judgement.expected)}"
+            line += f"; {which} ({'; '.join(reasons)})"
     if outcome.error:
         line += f": {outcome.error}"
     _say(line)
