@@ -85,7 +85,7 @@ __all__ = [
 Progress = Callable[[str], None]
 
 # Bump when the cached Parquet layout changes, so stale caches are rebuilt.
-LOADER_VERSION = 1
+LOADER_VERSION = 2   # 2: delivered_ns parsed from extra (Parquet caches of 1 are rebuilt)
 PARQUET_MIN_BYTES = 64 * 1024 * 1024
 # Histories below this size are kept in one partition: Spark then plans joins,
 # windows and aggregations without shuffles, which is what makes small checks fast.
@@ -130,11 +130,13 @@ _EXTRA_SCHEMA = T.StructType([
     T.StructField("redelivery", T.LongType()),
     T.StructField("cumulative", T.BooleanType()),
     T.StructField("intended_ns", T.LongType()),
+    T.StructField("delivered_ns", T.LongType()),
 ])
 
 # Columns of a loaded ops DataFrame: the line fields, the source file name, and
-# `phase` (extra.name), `redelivery`, `cumulative`, `intended_ns` from `extra`.
-OPS_COLUMNS: tuple[str, ...] = (*FIELDS, "file", "phase", "redelivery", "cumulative", "intended_ns")
+# `phase` (extra.name), `redelivery`, `cumulative`, `intended_ns`, `delivered_ns` from `extra`.
+OPS_COLUMNS: tuple[str, ...] = (*FIELDS, "file", "phase", "redelivery", "cumulative", "intended_ns",
+                                "delivered_ns")
 
 # Columns of pair_operations(): one row per operation.
 PAIR_COLUMNS: tuple[str, ...] = (
@@ -275,6 +277,7 @@ def _with_derived(df: DataFrame, *, keep_corrupt: bool = False) -> DataFrame:
         parsed["redelivery"].alias("redelivery"),
         parsed["cumulative"].alias("cumulative"),
         parsed["intended_ns"].alias("intended_ns"),
+        parsed["delivered_ns"].alias("delivered_ns"),
         *([F.col(_CORRUPT)] if keep_corrupt else []),
     )
 

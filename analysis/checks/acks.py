@@ -6,8 +6,11 @@ covers every message of the same (topic, segment, subscription) at or before
 its message id, compared as (ledger, entry, batch index).
 
 lost-ack: after a transaction that acked a message committed, the message must
-never be delivered to that subscription again. The commit's moment is its ok
-completion; for a transaction decided committed by visibility it is unknown,
+never be delivered to that subscription again. "Delivered" is when the broker's
+frame reached the client (`extra.delivered_ns`; the receive's own time when the
+history lacks it): a copy dispatched before the commit may wait in the receiver
+queue and be taken by the application after it, which Pulsar allows. The commit's
+moment is its ok completion; for a transaction decided committed by visibility it is unknown,
 so only deliveries after the `drain` phase began are counted (and without a
 `drain` phase those acks are unjudged). Non-transactional acks are not
 checked: Pulsar does not promise them to be durable.
@@ -85,10 +88,11 @@ def plan_lost_ack(ctx: CheckContext) -> Plan:
     judged = judged.withColumn("ack", ref(judged, f=OpF.ACK.value, time="invoke_ns"))
 
     recv = ctx.receives.withColumn("receive", ref(ctx.receives, f=OpF.RECEIVE.value))
-    recv = recv.select("value", "topic", "segment", "subscription", "msg_id", "time_ns", "receive")
+    recv = recv.select("value", "topic", "segment", "subscription", "msg_id", "time_ns", "delivered_ns",
+                       "receive")
     individual = (judged.select("value", "subscription", "txn", "ack", "ref_ns")
-                  .join(recv.select("value", "subscription", "time_ns", "receive"), ["value", "subscription"])
-                  .filter(F.col("time_ns") > F.col("ref_ns"))
+                  .join(recv.select("value", "subscription", "delivered_ns", "receive"), ["value", "subscription"])
+                  .filter(F.col("delivered_ns") > F.col("ref_ns"))
                   .select("value", "subscription", "txn", "ack", F.col("ref_ns").alias("committed_ns"),
                           "receive"))
 
@@ -99,9 +103,10 @@ def plan_lost_ack(ctx: CheckContext) -> Plan:
             message_position(F.col("msg_id")).alias("_pos"), "ref_ns",
             F.struct("txn", "ack").alias("cover"))
         targets = recv.select("topic", _place(F.col("segment")).alias("_seg"), "subscription",
-                              message_position(F.col("msg_id")).alias("_pos"), "value", "time_ns", "receive")
+                              message_position(F.col("msg_id")).alias("_pos"), "value", "delivered_ns",
+                              "receive")
         covered = _earliest_cover(targets, covers).filter(
-            F.col("_cover").isNotNull() & (F.col("time_ns") > F.col("_cover.ref_ns")))
+            F.col("_cover").isNotNull() & (F.col("delivered_ns") > F.col("_cover.ref_ns")))
         cumulative = covered.select("value", "subscription", F.col("_cover.cover.txn").alias("txn"),
                                     F.col("_cover.cover.ack").alias("ack"),
                                     F.col("_cover.ref_ns").alias("committed_ns"), "receive")

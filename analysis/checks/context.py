@@ -171,7 +171,8 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
     ))
 
     recv = keep(receives(ops).select("value", "topic", "segment", "subscription", "msg_id", "time_ns",
-                                     "writer", "index", "process"))
+                                     "writer", "index", "process",
+                                     F.coalesce(F.col("delivered_ns"), F.col("time_ns")).alias("delivered_ns")))
     seen = recv.select(F.lit(OpF.RECEIVE.value).alias("kind"), "value",
                        *[F.col(c).alias(f"o_{c}") for c in _OBSERVED])
     sent = sends.select("value", *[F.col(c).alias(f"s_{c}") for c in _SENT], "txn", "outcome", "decided_by",

@@ -190,13 +190,16 @@ class Process:
         return self
 
     def receive(self, value: str, sub: str = DEFAULT_SUB, topic: str | None = None,
-                msg_id: str | None = None, redelivery: int = 0) -> Process:
+                msg_id: str | None = None, redelivery: int = 0, delivered_ns: int | None = None) -> Process:
+        """A `receive` event; `delivered_ns` is when the broker's frame arrived, if the test says."""
         known = self.h.sent.get(value, {})
         topic = topic or known.get("topic") or DEFAULT_TOPIC
         self.h.note_subscription(topic, sub)
+        extra: dict[str, Any] = {"redelivery": redelivery}
+        if delivered_ns is not None:
+            extra["delivered_ns"] = delivered_ns
         self.h.emit(self.writer, self.name, OpType.OK, OpF.RECEIVE, topic=topic, subscription=sub, value=value,
-                    msg_id=msg_id or known.get("msg_id"), segment=known.get("segment"),
-                    extra={"redelivery": redelivery})
+                    msg_id=msg_id or known.get("msg_id"), segment=known.get("segment"), extra=extra)
         return self
 
     def ack(self, value: str, sub: str = DEFAULT_SUB, type: str | None = "ok", txn: str | None = None,

@@ -33,6 +33,25 @@ def test_lost_ack_redelivered_after_the_commit(run_check: RunCheck) -> None:
     assert example["redeliveries"] == 1
 
 
+def test_a_copy_dispatched_before_the_commit_and_taken_after_it_is_no_lost_ack(run_check: RunCheck) -> None:
+    """The broker redelivered "m" (an earlier abort) before the second transaction's ack
+    committed; the copy waited in the receiver queue and the app took it after the commit.
+    The receive's `delivered_ns` (frame arrival) tells the two moments apart."""
+    h = _produced(History(), "m", "n")
+    c = h.process("w1/c1")
+    c.receive("m")
+    c.open().ack("m").abort()
+    queued_at = h.now_ns                      # the abort's redelivery reaches the client now
+    c.open().ack("m").commit()                # re-acked from the message the user still holds
+    c.receive("m", redelivery=1, delivered_ns=queued_at)
+    c.receive("n")
+    c.open().ack("n").commit()
+    c.receive("n", redelivery=1, delivered_ns=h.now_ns + 1)   # after the commit: lost
+    h.drain(reads={"t1": ["m", "n"]})
+    result = run_check(h, lost_ack)
+    assert result.count == 1 and result.examples[0]["value"] == "n"
+
+
 def test_redelivery_before_the_commit_completed_or_after_an_abort_is_fine(run_check: RunCheck) -> None:
     h = _produced(History(), "m", "n")
     c = h.process("w1/c1")
