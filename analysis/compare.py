@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.perf.io import io_keys
+from harness.verdicts import expected_from_manifest_config, judge
 
 __all__ = ["COMPARE_SCHEMA", "LATENCY_KEYS", "PATH_ORDER", "RunEntry", "build_comparison", "ratio"]
 
@@ -72,11 +73,14 @@ def _order(labels: Sequence[str], entries: Sequence[RunEntry]) -> list[int]:
     return sorted(range(len(entries)), key=key)
 
 
-def _verdict(results: Mapping[str, Any] | None) -> dict[str, Any]:
+def _verdict(results: Mapping[str, Any] | None, manifest: Mapping[str, Any]) -> dict[str, Any]:
     if results is None:
         return {"valid": None, "anomalies": {}, "note": "no analysis/results.json"}
-    return {"valid": results.get("valid"),
-            "anomalies": {k: (v or {}).get("count") for k, v in (results.get("anomalies") or {}).items()},
+    anomalies = {k: (v or {}).get("count") for k, v in (results.get("anomalies") or {}).items()}
+    judgement = judge(results.get("valid"), anomalies,
+                      expected_from_manifest_config(manifest.get("config") or {}, str(manifest.get("path") or "")))
+    return {"valid": results.get("valid"), "anomalies": anomalies,
+            "expected": judgement.expected, "only_expected": judgement.only_expected,
             "unknown_reasons": list(results.get("unknown_reasons") or [])}
 
 
@@ -147,7 +151,7 @@ def _entry(e: RunEntry, out_dir: Path | None) -> dict[str, Any]:
         "latency_ms": _latency(perf),
         "io_per_txn": {k: (perf.get("io_per_txn") or {}).get(k) for k in io_keys()},
         "io_absent": list((perf.get("io") or {}).get("absent") or []),
-        "verdict": _verdict(e.results),
+        "verdict": _verdict(e.results, e.manifest),
         "load_generator": _loadgen(perf),
         "phases": _phases(perf),
         "faults": [{k: f.get(k) for k in ("kind", "targets", "start_s", "end_s", "healed", "healable", "injected",

@@ -50,6 +50,8 @@ def _verdict_cell(verdict: Mapping[str, Any]) -> Cell:
     valid = verdict.get("valid")
     if valid is True:
         return Cell("valid", "good")
+    if valid is False and verdict.get("only_expected"):
+        return Cell("INVALID, as the scenario expects", "warn")
     if valid is False:
         return Cell("INVALID", "bad")
     return Cell("unknown" if "valid" in verdict and valid is not None else "no verdict", "warn")
@@ -60,8 +62,13 @@ def _verdicts(compare: Mapping[str, Any]) -> Section:
     for label in compare["order"]:
         r = compare["paths"][label]
         verdict = r["verdict"]
-        anomalies = ", ".join(f"{k} {v}" for k, v in verdict.get("anomalies", {}).items()) or "none"
+        expected = verdict.get("expected") or {}
+        anomalies = ", ".join(f"{k} {v}" + (" (expected)" if k in expected else "")
+                              for k, v in verdict.get("anomalies", {}).items()) or "none"
         reasons = "; ".join(verdict.get("unknown_reasons") or []) or verdict.get("note", "")
+        if expected:
+            why = "; ".join(sorted(set(expected.values())))
+            reasons = f"{reasons}; expected: {why}" if reasons else f"expected: {why}"
         rows.append((label, Cell(str(r.get("status") or NA)), _verdict_cell(verdict), anomalies, reasons))
     valids = [compare["paths"][label]["verdict"].get("valid") for label in compare["order"]]
     css = ("verdict-invalid" if any(v is False for v in valids) else

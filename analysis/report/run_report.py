@@ -30,6 +30,7 @@ from analysis.report.model import (
 )
 from analysis.report.run_plots import LATENCY_ORDER, run_charts
 from harness.results import RunDir, write_text_atomic
+from harness.verdicts import expected_from_manifest_config
 
 __all__ = ["RunReport", "fault_end_cell", "latency_table", "run_sections", "verdict_section", "write_run_report"]
 
@@ -47,8 +48,14 @@ def _verdict_class(valid: Any) -> str:
     return "valid" if valid is True else "invalid" if valid is False else "unknown"
 
 
-def verdict_section(results: Mapping[str, Any] | None, *, anchor: str = "verdict") -> Section:
-    """The verdict panel: valid / invalid / unknown, each anomaly class with examples."""
+def verdict_section(results: Mapping[str, Any] | None, *, anchor: str = "verdict",
+                    expected: Mapping[str, str] | None = None) -> Section:
+    """The verdict panel: valid / invalid / unknown, each anomaly class with examples.
+
+    `expected` (class -> reason) marks anomalies the scenario provokes on purpose; they
+    are listed like any other, with the reason, and the verdict stays what the checker said.
+    """
+    expected = expected or {}
     if results is None:
         return Section("Verdict", anchor, paragraphs=(
             "No verdict: analysis/results.json is missing. Run `txnbench check RUN_DIR` (or `txnbench report`, "
@@ -61,18 +68,25 @@ def verdict_section(results: Mapping[str, Any] | None, *, anchor: str = "verdict
     elif valid is False:
         paragraphs.append(f"The checker found {len(anomalies)} anomaly class(es); examples name the operations "
                           "involved (writer and index in the history).")
+        seen = {a: why for a, why in expected.items() if a in anomalies}
+        if seen:
+            which = "all of them" if len(seen) == len(anomalies) else ", ".join(sorted(seen))
+            paragraphs.append(f"The scenario expects {which} on this path (checks.expected): "
+                              + "; ".join(sorted(set(seen.values()))) + ".")
     else:
         paragraphs.append("The history cannot support a verdict; reasons below.")
     rows = []
     example_rows = []
     for name, entry in sorted(anomalies.items()):
         examples = list((entry or {}).get("examples") or [])
-        rows.append((name, fmt_count((entry or {}).get("count")), fmt_count(len(examples))))
+        rows.append((name, fmt_count((entry or {}).get("count")), fmt_count(len(examples)),
+                     "expected" if name in expected else "unexpected"))
         for i, example in enumerate(examples[:MAX_EXAMPLES], start=1):
             example_rows.append((name, str(i), Cell(fmt_json(example, limit=700), "code")))
     tables = []
     if rows:
-        tables.append(Table.of(("anomaly", "count", "examples in results.json"), rows, caption="Anomalies"))
+        tables.append(Table.of(("anomaly", "count", "examples in results.json", "scenario"), rows,
+                               caption="Anomalies"))
         tables.append(Table.of(("anomaly", "#", "example (the operations involved, from results.json)"),
                                example_rows, caption=f"Examples (at most {MAX_EXAMPLES} per anomaly)"))
     checks = results.get("checks") or {}
@@ -278,9 +292,11 @@ def summary_section(perf: Mapping[str, Any], results: Mapping[str, Any] | None) 
 
 
 def run_sections(perf: Mapping[str, Any], results: Mapping[str, Any] | None, charts: Sequence[Chart],
-                 run: RunDir) -> list[Section]:
+                 run: RunDir, manifest: Mapping[str, Any] | None = None) -> list[Section]:
     by_name = {c.name: c for c in charts}
-    sections = [summary_section(perf, results), verdict_section(results)]
+    manifest = manifest or {}
+    expected = expected_from_manifest_config(manifest.get("config") or {}, str(manifest.get("path") or ""))
+    sections = [summary_section(perf, results), verdict_section(results, expected=expected)]
     sections.append(Section("Throughput", "throughput", tables=(_headline_table(perf),),
                             charts=tuple(by_name[n] for n in ("throughput",) if n in by_name)))
     latency_tables = [latency_table(perf.get("latency_ms") or {}, "Latency (ms), measured window")]
@@ -334,7 +350,7 @@ def write_run_report(run: RunDir, perf: Mapping[str, Any], results: Mapping[str,
                      manifest: Mapping[str, Any]) -> RunReport:
     """Draw the charts and write report.html and report.md into the run folder."""
     charts = run_charts(perf, run.plots_dir)
-    sections = run_sections(perf, results, charts, run)
+    sections = run_sections(perf, results, charts, run, manifest)
     title = f"txnbench report: {perf.get('run_id') or run.run_id}"
     intro = _intro(perf, manifest)
     footer = (f"Generated {perf.get('generated', {}).get('at', '')} from {run.path.name}/analysis/perf.json "

@@ -110,3 +110,31 @@ def test_baseline_without_v4_and_runs_sharing_a_path(tmp_path: Path) -> None:
     assert compare["order"] == ["a", "b"] and compare["baseline"] == "a"
     assert compare["ratios_vs_baseline"]["b"]["committed_txn_per_s"] == 3.0
     assert ratio(1, 0) is None and ratio(None, 1) is None and ratio(True, 1) is None
+
+
+def test_anomalies_the_scenario_expects_are_marked_with_the_reason(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run-v4")
+    perf = fake_perf(run.path)
+    manifest = {"path": "v4", "config": {"checks": {"expected": [
+        {"paths": ["v4"], "anomalies": ["lost-write"], "reason": "markers refused by a terminated topic"}]}}}
+    md = write_run_report(run, perf, fake_results(False), manifest).markdown.read_text()
+    assert "| lost-write | 2 | 2 | expected |" in md
+    assert "markers refused by a terminated topic" in md
+    plain = write_run_report(run, perf, fake_results(False), {"path": "v5", "config": manifest["config"]})
+    assert "| lost-write | 2 | 2 | unexpected |" in plain.markdown.read_text()
+
+
+def test_comparison_says_when_a_path_is_invalid_only_as_the_scenario_expects(tmp_path: Path) -> None:
+    config = {"checks": {"expected": [{"paths": ["v4"], "anomalies": ["lost-write", "aborted-read"],
+                                       "reason": "markers refused by a terminated topic"}]}}
+    runs = []
+    for name in ("v4", "v5"):
+        run_dir = tmp_path / "runs" / name
+        runs.append(RunEntry(run_dir, fake_perf(run_dir, path=name), fake_results(False),
+                             {"path": name, "config": config}))
+    compare = build_comparison(runs, out_dir=tmp_path, kind="chaos", matrix_id="m1")
+    assert compare["paths"]["v4"]["verdict"]["only_expected"] is True
+    assert compare["paths"]["v5"]["verdict"]["only_expected"] is False
+    md = write_compare_report(tmp_path, compare).markdown.read_text()
+    assert "INVALID, as the scenario expects" in md and "lost-write 2 (expected)" in md
+    assert "expected: markers refused by a terminated topic" in md
