@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.perf.io import io_keys
-from harness.verdicts import expected_from_manifest_config, judge
+from harness.verdicts import judge_run
 
 __all__ = ["COMPARE_SCHEMA", "LATENCY_KEYS", "PATH_ORDER", "RunEntry", "build_comparison", "ratio"]
 
@@ -73,14 +73,15 @@ def _order(labels: Sequence[str], entries: Sequence[RunEntry]) -> list[int]:
     return sorted(range(len(entries)), key=key)
 
 
-def _verdict(results: Mapping[str, Any] | None, manifest: Mapping[str, Any]) -> dict[str, Any]:
+def _verdict(results: Mapping[str, Any] | None, manifest: Mapping[str, Any], run_dir: Path) -> dict[str, Any]:
     if results is None:
         return {"valid": None, "anomalies": {}, "note": "no analysis/results.json"}
     anomalies = {k: (v or {}).get("count") for k, v in (results.get("anomalies") or {}).items()}
-    judgement = judge(results.get("valid"), anomalies,
-                      expected_from_manifest_config(manifest.get("config") or {}, str(manifest.get("path") or "")))
+    judgement = judge_run(run_dir, results, manifest)
     return {"valid": results.get("valid"), "anomalies": anomalies,
-            "expected": judgement.expected, "only_expected": judgement.only_expected,
+            "expected": judgement.expected if judgement else {},
+            "only_expected": bool(judgement and judgement.only_expected),
+            "expectation_notes": judgement.notes if judgement else {},
             "unknown_reasons": list(results.get("unknown_reasons") or [])}
 
 
@@ -151,7 +152,7 @@ def _entry(e: RunEntry, out_dir: Path | None) -> dict[str, Any]:
         "latency_ms": _latency(perf),
         "io_per_txn": {k: (perf.get("io_per_txn") or {}).get(k) for k in io_keys()},
         "io_absent": list((perf.get("io") or {}).get("absent") or []),
-        "verdict": _verdict(e.results, e.manifest),
+        "verdict": _verdict(e.results, e.manifest, e.run_dir),
         "load_generator": _loadgen(perf),
         "phases": _phases(perf),
         "faults": [{k: f.get(k) for k in ("kind", "targets", "start_s", "end_s", "healed", "healable", "injected",

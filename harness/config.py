@@ -206,18 +206,32 @@ ANOMALY_CLASSES: tuple[str, ...] = (
 )
 
 
+class ExpectationScope(str, Enum):
+    """Which instances of an expected anomaly class the expectation covers."""
+
+    ANY = "any"
+    TERMINATED_TOPICS = "terminated-topics"   # only those whose operations touch a terminated topic
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class ExpectedAnomalies:
     """Anomalies a scenario provokes on purpose on some paths, and why (Jepsen's allowed errors).
 
     The checker still reports them and the run is still invalid; the matrix's exit status
     and the report tell them apart from anomalies nobody expected, so a known design
-    limitation (v4's commit markers on a terminated topic) does not hide a new bug.
+    limitation (v4's commit markers on a terminated topic) does not hide a new bug. With
+    `scope: terminated-topics` only instances whose operations touch a topic or segment the
+    nemesis terminated are expected; any other instance, or one that cannot be attributed,
+    still counts as unexpected.
     """
 
     paths: tuple[TxnPath, ...]
     anomalies: tuple[str, ...]
     reason: str
+    scope: ExpectationScope = ExpectationScope.ANY
 
     def check(self) -> None:
         if not self.paths:
@@ -235,13 +249,13 @@ class ChecksConfig:
     stall_after_s: float = bounded(10.0, min=0.001, max=86400)
     expected: tuple[ExpectedAnomalies, ...] = ()
 
-    def expected_on(self, path: TxnPath) -> dict[str, str]:
-        """Anomaly class -> reason, for the anomalies this scenario expects on `path`."""
-        out: dict[str, str] = {}
+    def expected_on(self, path: TxnPath) -> dict[str, ExpectedAnomalies]:
+        """Anomaly class -> the expectation covering it on `path`."""
+        out: dict[str, ExpectedAnomalies] = {}
         for entry in self.expected:
             if path in entry.paths:
                 for anomaly in entry.anomalies:
-                    out.setdefault(anomaly, entry.reason)
+                    out.setdefault(anomaly, entry)
         return out
 
 

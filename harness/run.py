@@ -51,7 +51,7 @@ from harness.history.schema import PHASE_DRAIN_COMPLETE
 from harness.results import MatrixDir, RunDir, RunStatus, new_matrix, new_run, write_json_atomic
 from harness.targets.base import ClusterTarget
 from harness.txn_paths import TxnPath
-from harness.verdicts import Judgement, judge
+from harness.verdicts import Judgement, judge_run
 
 
 class Phase(str, Enum):
@@ -183,8 +183,7 @@ class Run:
                 self.run_dir.set_status(outcome.status, outcome.error)
         if outcome.status is RunStatus.COMPLETE and self.options.analyze:
             outcome.verdict, outcome.summary = self._analyze()
-            outcome.judgement = judge(outcome.summary.get("valid"), outcome.summary.get("anomalies") or {},
-                                      self.config.checks.expected_on(self.config.path))
+            outcome.judgement = judge_run(self.run_dir.path)
         self.run_dir.update_manifest(verdict=outcome.verdict.value,
                                      judgement=outcome.judgement.to_json() if outcome.judgement else None)
         return outcome

@@ -1,17 +1,38 @@
 """Telling anomalies a scenario expects from anomalies nobody expected.
 
-The checker's verdict is the truth and is never changed here: a run with any
-anomaly is invalid. A scenario may declare anomalies it provokes on purpose on some
-paths (`checks.expected`, with the reason). This module sorts a run's anomalies into
-expected and unexpected, so a matrix fails only on the unexpected ones and the report
-can say "invalid, as expected: <reason>" instead of hiding the finding or crying wolf.
+Theory of operation. The checker's verdict is the truth and is never changed here: a
+run with any anomaly is invalid. A scenario may declare anomalies it provokes on purpose
+on some paths (`checks.expected`, each with its reason and scope). This module sorts a
+run's anomaly classes into expected and unexpected, so a matrix fails only on the
+unexpected ones and the report can say "invalid, as expected: <reason>" instead of
+hiding the finding or crying wolf.
+
+An expectation scoped to `terminated-topics` covers a class only when every instance of
+it is attributed to a topic the nemesis terminated: each example names its operations
+(topics, segments, transactions), a transaction's topics come from the history, and the
+terminated topics from the nemesis's `fault` ops. A class with more instances than
+examples, or with one example that touches no terminated topic, stays unexpected: an
+expectation may explain a finding, never swallow an unrelated one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from harness.history.reader import history_files, iter_history_file
+
+ANY = "any"
+TERMINATED_TOPICS = "terminated-topics"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    reason: str
+    scope: str = ANY
 
 
 @dataclass(frozen=True)
@@ -20,6 +41,7 @@ class Judgement:
     expected: dict[str, str] = field(default_factory=dict)    # class -> reason, that occurred
     unexpected: tuple[str, ...] = ()
     not_seen: tuple[str, ...] = ()                 # expected on this path but absent this time
+    notes: dict[str, str] = field(default_factory=dict)       # class -> why it stayed unexpected
 
     @property
     def only_expected(self) -> bool:
@@ -28,24 +50,130 @@ class Judgement:
 
     def to_json(self) -> dict[str, Any]:
         return {"valid": self.valid, "expected": self.expected, "unexpected": list(self.unexpected),
-                "expected_not_seen": list(self.not_seen), "only_expected": self.only_expected}
+                "expected_not_seen": list(self.not_seen), "notes": self.notes,
+                "only_expected": self.only_expected}
 
 
-def judge(valid: Any, anomalies: Mapping[str, Any], expected_on_path: Mapping[str, str]) -> Judgement:
-    found = list(anomalies)
-    return Judgement(
-        valid=valid,
-        expected={a: expected_on_path[a] for a in found if a in expected_on_path},
-        unexpected=tuple(a for a in found if a not in expected_on_path),
-        not_seen=tuple(a for a in expected_on_path if a not in anomalies),
-    )
-
-
-def expected_from_manifest_config(config: Mapping[str, Any], path: str) -> dict[str, str]:
-    """The same as `ChecksConfig.expected_on`, from a manifest's plain `config` dict."""
-    out: dict[str, str] = {}
+def expectations_for(config: Mapping[str, Any], path: str) -> dict[str, Expectation]:
+    """Anomaly class -> expectation, for `path`, from a manifest's plain `config` dict."""
+    out: dict[str, Expectation] = {}
     for entry in (config.get("checks") or {}).get("expected") or []:
         if path in (entry.get("paths") or []):
             for anomaly in entry.get("anomalies") or []:
-                out.setdefault(anomaly, str(entry.get("reason", "")))
+                out.setdefault(anomaly, Expectation(str(entry.get("reason", "")), str(entry.get("scope") or ANY)))
     return out
+
+
+def judge(valid: Any, anomalies: Mapping[str, Any], expectations: Mapping[str, Expectation],
+          attribute: Any = None) -> Judgement:
+    """Sort anomaly classes. `attribute(name, entry)` -> (attributed, total) for scoped ones."""
+    expected: dict[str, str] = {}
+    unexpected: list[str] = []
+    notes: dict[str, str] = {}
+    for name, entry in anomalies.items():
+        expectation = expectations.get(name)
+        if expectation is None:
+            unexpected.append(name)
+            continue
+        if expectation.scope == ANY:
+            expected[name] = expectation.reason
+            continue
+        if attribute is None:
+            unexpected.append(name)
+            notes[name] = "its instances could not be attributed to terminated topics"
+            continue
+        attributed, total = attribute(name, entry)
+        if total and attributed == total:
+            expected[name] = expectation.reason
+        else:
+            unexpected.append(name)
+            notes[name] = (f"{attributed} of {total} instance(s) touch a terminated topic"
+                           if total else "no examples to attribute")
+    return Judgement(valid=valid, expected=expected, unexpected=tuple(unexpected),
+                     not_seen=tuple(a for a in expectations if a not in anomalies), notes=notes)
+
+
+def judge_run(run_dir: Path, results: Mapping[str, Any] | None = None,
+              manifest: Mapping[str, Any] | None = None) -> Judgement | None:
+    """Judge a run folder's anomalies against its scenario's expectations (None without results)."""
+    if results is None:
+        path = run_dir / "analysis" / "results.json"
+        if not path.is_file():
+            return None
+        results = json.loads(path.read_text())
+    if manifest is None:
+        path = run_dir / "manifest.json"
+        manifest = json.loads(path.read_text()) if path.is_file() else {}
+    expectations = expectations_for(manifest.get("config") or {}, str(manifest.get("path") or ""))
+    anomalies = results.get("anomalies") or {}
+    attributor = _Attributor(run_dir / "history") if any(
+        e.scope == TERMINATED_TOPICS for a, e in expectations.items() if a in anomalies) else None
+    return judge(results.get("valid"), anomalies, expectations,
+                 attributor.attribute if attributor is not None else None)
+
+
+class _Attributor:
+    """Which anomaly instances touch a topic the nemesis terminated (read from the history)."""
+
+    def __init__(self, history_dir: Path) -> None:
+        self.history_dir = history_dir
+        self.terminated: set[str] = set()
+        self._txn_topics: dict[str, set[str]] | None = None
+        for path in history_files(history_dir):
+            if path.stem != "nemesis":
+                continue
+            for op in iter_history_file(path):
+                extra = op.get("extra") or {}
+                if op.get("f") == "fault" and op.get("type") == "ok" and extra.get("kind") == "terminate":
+                    self.terminated.update(str(t) for t in extra.get("targets") or [])
+
+    def attribute(self, name: str, entry: Mapping[str, Any]) -> tuple[int, int]:
+        examples = list(entry.get("examples") or [])
+        total = int(entry.get("count") or 0)
+        if not self.terminated or len(examples) < total:
+            return 0, total   # a count beyond the examples cannot be attributed
+        return sum(1 for example in examples if self._touches_terminated(example)), total
+
+    def _touches_terminated(self, example: Any) -> bool:
+        names: set[str] = set()
+        txns: set[str] = set()
+        _collect(example, names, txns)
+        if txns:
+            mapping = self._topics_of_transactions()
+            for txn in txns:
+                names |= mapping.get(txn, set())
+        return any(_is_terminated(name, self.terminated) for name in names)
+
+    def _topics_of_transactions(self) -> dict[str, set[str]]:
+        if self._txn_topics is None:
+            mapping: dict[str, set[str]] = {}
+            for path in history_files(self.history_dir):
+                if path.stem in ("nemesis", "drain", "run"):
+                    continue
+                for op in iter_history_file(path):
+                    txn = op.get("txn")
+                    if txn and op.get("f") in ("send", "ack"):
+                        for key in ("topic", "segment"):
+                            if op.get(key):
+                                mapping.setdefault(txn, set()).add(str(op[key]))
+            self._txn_topics = mapping
+        return self._txn_topics
+
+
+def _collect(value: Any, names: set[str], txns: set[str]) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in ("topic", "segment") and isinstance(item, str):
+                names.add(item)
+            elif key == "txn" and isinstance(item, str):
+                txns.add(item)
+            else:
+                _collect(item, names, txns)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect(item, names, txns)
+
+
+def _is_terminated(name: str, terminated: Iterable[str]) -> bool:
+    """A name is terminated when it is a terminated topic/segment or a partition of one."""
+    return any(name == t or name.startswith(f"{t}-partition-") for t in terminated)

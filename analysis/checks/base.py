@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-MAX_EXAMPLES = 8
+MAX_EXAMPLES = 50   # enough to attribute every instance of a small run's anomalies (harness/verdicts.py)
 
 # Fields of an op reference, the way examples name operations.
 REF_FIELDS = ("writer", "index", "process", "f", "type", "time_ns", "txn", "value", "topic",

@@ -30,7 +30,7 @@ from analysis.report.model import (
 )
 from analysis.report.run_plots import LATENCY_ORDER, run_charts
 from harness.results import RunDir, write_text_atomic
-from harness.verdicts import expected_from_manifest_config
+from harness.verdicts import Judgement, judge_run
 
 __all__ = ["RunReport", "fault_end_cell", "latency_table", "run_sections", "verdict_section", "write_run_report"]
 
@@ -49,13 +49,14 @@ def _verdict_class(valid: Any) -> str:
 
 
 def verdict_section(results: Mapping[str, Any] | None, *, anchor: str = "verdict",
-                    expected: Mapping[str, str] | None = None) -> Section:
+                    judgement: Judgement | None = None) -> Section:
     """The verdict panel: valid / invalid / unknown, each anomaly class with examples.
 
-    `expected` (class -> reason) marks anomalies the scenario provokes on purpose; they
-    are listed like any other, with the reason, and the verdict stays what the checker said.
+    `judgement` marks anomalies the scenario provokes on purpose (with the reason) and
+    says why a class it expected stayed unexpected; the verdict stays what the checker said.
     """
-    expected = expected or {}
+    expected = judgement.expected if judgement is not None else {}
+    notes = judgement.notes if judgement is not None else {}
     if results is None:
         return Section("Verdict", anchor, paragraphs=(
             "No verdict: analysis/results.json is missing. Run `txnbench check RUN_DIR` (or `txnbench report`, "
@@ -73,6 +74,9 @@ def verdict_section(results: Mapping[str, Any] | None, *, anchor: str = "verdict
             which = "all of them" if len(seen) == len(anomalies) else ", ".join(sorted(seen))
             paragraphs.append(f"The scenario expects {which} on this path (checks.expected): "
                               + "; ".join(sorted(set(seen.values()))) + ".")
+        for name, note in sorted(notes.items()):
+            paragraphs.append(f"{name} is expected on this path only on terminated topics, but {note}; "
+                              "it counts as unexpected.")
     else:
         paragraphs.append("The history cannot support a verdict; reasons below.")
     rows = []
@@ -294,9 +298,8 @@ def summary_section(perf: Mapping[str, Any], results: Mapping[str, Any] | None) 
 def run_sections(perf: Mapping[str, Any], results: Mapping[str, Any] | None, charts: Sequence[Chart],
                  run: RunDir, manifest: Mapping[str, Any] | None = None) -> list[Section]:
     by_name = {c.name: c for c in charts}
-    manifest = manifest or {}
-    expected = expected_from_manifest_config(manifest.get("config") or {}, str(manifest.get("path") or ""))
-    sections = [summary_section(perf, results), verdict_section(results, expected=expected)]
+    judgement = judge_run(run.path, results, manifest or {}) if results is not None else None
+    sections = [summary_section(perf, results), verdict_section(results, judgement=judgement)]
     sections.append(Section("Throughput", "throughput", tables=(_headline_table(perf),),
                             charts=tuple(by_name[n] for n in ("throughput",) if n in by_name)))
     latency_tables = [latency_table(perf.get("latency_ms") or {}, "Latency (ms), measured window")]

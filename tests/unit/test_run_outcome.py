@@ -8,9 +8,9 @@ import pytest
 
 from harness.results import RunDir, RunStatus
 from harness.run import RunOutcome, Verdict
-from harness.verdicts import judge
+from harness.verdicts import Expectation, judge
 
-EXPECTED = {"partial-txn": "v4 markers on a terminated topic"}
+EXPECTED = {"partial-txn": Expectation("v4 markers on a terminated topic")}
 
 
 def _outcome(status: RunStatus, verdict: Verdict, anomalies: dict | None = None) -> RunOutcome:  # type: ignore[type-arg]

@@ -1,33 +1,40 @@
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from harness.config import parse_scenario
+from harness.config import ExpectationScope, parse_scenario
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
-from harness.verdicts import expected_from_manifest_config, judge
+from harness.verdicts import Expectation, expectations_for, judge, judge_run
 
-SCENARIO = """
+REASON = "PIP-31 markers cannot be written to a terminated topic"
+SCENARIO = f"""
 checks:
   expected:
     - paths: [v4, v4-batched]
-      anomalies: [partial-txn, lost-write]
-      reason: PIP-31 markers cannot be written to a terminated topic
+      anomalies: [partial-txn, stalled-commit]
+      scope: terminated-topics
+      reason: {REASON}
 """
+TERMINATED = "persistent://public/t/ap-2"
 
 
 def test_expected_anomalies_are_per_path() -> None:
     config = parse_scenario(SCENARIO)
-    assert config.checks.expected_on(TxnPath.V4) == {
-        "partial-txn": "PIP-31 markers cannot be written to a terminated topic",
-        "lost-write": "PIP-31 markers cannot be written to a terminated topic"}
+    on_v4 = config.checks.expected_on(TxnPath.V4)
+    assert set(on_v4) == {"partial-txn", "stalled-commit"}
+    assert on_v4["partial-txn"].scope is ExpectationScope.TERMINATED_TOPICS
     assert config.checks.expected_on(TxnPath.V5) == {}
-    assert expected_from_manifest_config(config.to_dict(), "v4-batched") == config.checks.expected_on(
-        TxnPath.V4_BATCHED)
+    assert expectations_for(config.to_dict(), "v4-batched") == {
+        "partial-txn": Expectation(REASON, "terminated-topics"),
+        "stalled-commit": Expectation(REASON, "terminated-topics")}
 
 
-def test_judging_separates_expected_from_unexpected() -> None:
-    expected = {"partial-txn": "why", "lost-write": "why"}
+def test_unscoped_expectations_cover_every_instance() -> None:
+    expected = {"partial-txn": Expectation("why"), "lost-write": Expectation("why")}
     only = judge(False, {"partial-txn": {"count": 1}}, expected)
     assert only.only_expected and only.expected == {"partial-txn": "why"} and only.not_seen == ("lost-write",)
     mixed = judge(False, {"partial-txn": {}, "lost-ack": {}}, expected)
@@ -37,10 +44,55 @@ def test_judging_separates_expected_from_unexpected() -> None:
     assert not judge("unknown", {}, expected).only_expected
 
 
+def _run(tmp_path: Path, anomalies: dict) -> Path:  # type: ignore[type-arg]
+    run = tmp_path / "run"
+    (run / "history").mkdir(parents=True)
+    (run / "analysis").mkdir()
+    config = parse_scenario(SCENARIO).to_dict()
+    (run / "manifest.json").write_text(json.dumps({"path": "v4", "config": config}))
+    (run / "analysis" / "results.json").write_text(json.dumps({"valid": False, "anomalies": anomalies}))
+    (run / "history" / "nemesis.jsonl").write_text(json.dumps(
+        {"f": "fault", "type": "ok", "extra": {"kind": "terminate", "targets": [TERMINATED]}}) + "\n")
+    sends = [{"f": "send", "type": "invoke", "txn": "1:1", "topic": TERMINATED},
+             {"f": "send", "type": "invoke", "txn": "1:1", "topic": "persistent://public/t/ap-3"},
+             {"f": "send", "type": "invoke", "txn": "1:2", "topic": "persistent://public/t/ap-3"}]
+    (run / "history" / "w0.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sends))
+    return run
+
+
+def test_scoped_expectation_covers_only_instances_on_terminated_topics(tmp_path: Path) -> None:
+    on_terminated = {"txn": "1:1", "op": {"f": "txn-commit", "txn": "1:1"}}
+    elsewhere = {"txn": "1:2", "op": {"f": "txn-commit", "txn": "1:2"}}
+    missing_on_terminated = {"txn": "1:1", "missing": [{"topic": TERMINATED}]}
+    judged = judge_run(_run(tmp_path / "a", {
+        "stalled-commit": {"count": 1, "examples": [on_terminated]},
+        "partial-txn": {"count": 1, "examples": [missing_on_terminated]}}))
+    assert judged is not None and judged.only_expected and judged.expected == {
+        "stalled-commit": REASON, "partial-txn": REASON}
+    judged = judge_run(_run(tmp_path / "b", {
+        "stalled-commit": {"count": 2, "examples": [on_terminated, elsewhere]}}))
+    assert judged is not None and not judged.only_expected
+    assert judged.unexpected == ("stalled-commit",)
+    assert judged.notes == {"stalled-commit": "1 of 2 instance(s) touch a terminated topic"}
+
+
+def test_more_instances_than_examples_cannot_be_explained(tmp_path: Path) -> None:
+    judged = judge_run(_run(tmp_path, {"stalled-commit": {"count": 3, "examples": [{"txn": "1:1"}]}}))
+    assert judged is not None and judged.unexpected == ("stalled-commit",)
+
+
+def test_partitions_of_a_terminated_topic_count(tmp_path: Path) -> None:
+    run = _run(tmp_path, {"partial-txn": {"count": 1, "examples": [
+        {"missing": [{"topic": "persistent://public/t/x", "segment": f"{TERMINATED}-partition-1"}]}]}})
+    judged = judge_run(run)
+    assert judged is not None and judged.only_expected
+
+
 @pytest.mark.parametrize("entry, key", [
     ("{paths: [v4], anomalies: [partial-tx], reason: r}", "checks.expected[0].anomalies"),
     ("{paths: [v4], anomalies: [partial-txn], reason: ''}", "checks.expected[0].reason"),
     ("{paths: [], anomalies: [partial-txn], reason: r}", "checks.expected[0].paths"),
+    ("{paths: [v4], anomalies: [partial-txn], reason: r, scope: terminated}", "checks.expected[0].scope"),
 ])
 def test_bad_expectations_are_config_errors(entry: str, key: str) -> None:
     with pytest.raises(ConfigError) as info:
