@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
         matrix.add_argument("--service-url", help="pulsar:// URL of an external cluster")
         matrix.add_argument("--admin-url", help="http:// admin URL of an external cluster")
         matrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
+        if name == "bench":
+            matrix.add_argument("--no-capacity", action="store_true",
+                                help="skip measuring the load generator against a null broker")
         matrix.set_defaults(handler=_cmd_bench if name == "bench" else _cmd_chaos)
 
     check = sub.add_parser("check", help="check a run's history for anomalies",

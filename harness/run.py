@@ -449,6 +449,8 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
     matrix = new_matrix(kind, config.name, root=args.results,
                         info={"paths": [p.value for p in config.paths], "config": config.to_dict()})
     _say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
+    if kind == "bench" and not getattr(args, "no_capacity", False):
+        _ensure_capacity(config)
     outcomes: list[RunOutcome] = []
     interrupted = False
     for index, path in enumerate(config.paths, start=1):
@@ -475,6 +477,35 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
         return 2
     codes = [o.exit_code for o in outcomes]
     return 1 if 1 in codes else (2 if 2 in codes else 0)
+
+
+def _ensure_capacity(config: RunConfig) -> None:
+    """Measure, once per host and load shape, how much load the harness itself can generate.
+
+    The load process of each run copies the figure into its status file, and the
+    report puts it next to the measured throughput: a reader can see whether the
+    harness, not the cluster, was the bottleneck. Cached in .txnbench/capacity.json.
+    """
+    from workloads.capacity import find_capacity, measure, save_capacity
+
+    seen: set[str] = set()
+    for path in config.paths:
+        shaped = config.for_path(path)
+        client = "v5" if path is TxnPath.V5 else "v4"
+        if client in seen or find_capacity(shaped) is not None:
+            seen.add(client)
+            continue
+        seen.add(client)
+        _say(f"measuring the load generator's capacity against a null broker ({client} client, "
+             f"{shaped.load.users} users; once per host and load shape, about 15 s)")
+        try:
+            result = measure(shaped)
+        except Exception as err:   # the benchmark still runs; the report says capacity is absent
+            _say(f"could not measure the load generator's capacity: {err}")
+            continue
+        save_capacity(shaped, result)
+        _say(f"load generator capacity: {result['committed_txn_per_s']:.0f} txn/s, "
+             f"{result['msgs_per_s']:.0f} msgs/s at {result.get('cpu_percent')}% of a core")
 
 
 def _compare(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
