@@ -36,15 +36,18 @@ def _close_in_background(client: Any, wait_s: float) -> None:
 
 
 class ClientCoordinatorLocator:
-    def __init__(self, service_url: str, path: TxnPath, timeout_s: float) -> None:
+    def __init__(self, service_url: str, path: TxnPath, timeout_s: float,
+                 listener_name: str | None = None) -> None:
         self.service_url = service_url
         self.path = path
         self.timeout_s = timeout_s
+        self.listener_name = listener_name
 
     def coordinator_brokers(self) -> dict[int, str]:
         from harness.client import PulsarClient
 
-        client = PulsarClient(self.service_url, txn_path=self.path.value, operation_timeout_s=self.timeout_s)
+        client = PulsarClient(self.service_url, txn_path=self.path.value, operation_timeout_s=self.timeout_s,
+                              listener_name=self.listener_name)
         try:
             return dict(client.coordinator_brokers(timeout_s=self.timeout_s))
         finally:
@@ -67,4 +70,4 @@ def make_coordinator_locator(cluster: ClusterInfo, path: TxnPath,
     if importlib.util.find_spec("harness.client") is None or \
             importlib.util.find_spec("harness.client.client") is None:
         return None, "the transactional client (harness.client.PulsarClient) is not in this build"
-    return ClientCoordinatorLocator(all_brokers_url(cluster), path, timeout_s), ""
+    return ClientCoordinatorLocator(all_brokers_url(cluster), path, timeout_s, cluster.listener_name), ""

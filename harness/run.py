@@ -249,6 +249,7 @@ class Run:
             "service_url": self.cluster_info.service_url, "admin_url": self.cluster_info.admin_url,
             "config": self.config.to_dict(), "topology": self.topology.to_dict(),
             "max_duration_s": duration + 120.0, "parent_pid": os.getpid(),
+            "listener_name": self.cluster_info.listener_name,
             "status_file": str(self.run_dir.locust_dir / "status.json"),
         })
         env = self.clock.export(dict(os.environ))

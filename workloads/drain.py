@@ -378,7 +378,8 @@ def drain(cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder:
         from harness.client import PulsarClient
 
         client = PulsarClient(cluster.service_url, txn_path=config.path.value,
-                              operation_timeout_s=max(1.0, min(config.workload.op_timeout_s, timeout_s)))
+                              operation_timeout_s=max(1.0, min(config.workload.op_timeout_s, timeout_s)),
+                              listener_name=cluster.listener_name)
     if admin is None and cluster.admin_url:
         from harness.client.admin import AdminClient
 

@@ -38,6 +38,7 @@ class LoadSpec:
     max_duration_s: float
     parent_pid: int | None
     status_file: Path
+    listener_name: str | None = None
 
     @classmethod
     def load(cls, file: Path) -> LoadSpec:
@@ -68,10 +69,12 @@ class LoadSpec:
                    service_url=str(data["service_url"]), admin_url=str(data.get("admin_url") or ""),
                    config=config, topology=topology,
                    max_duration_s=float(data.get("max_duration_s") or 3600.0),
-                   parent_pid=int(parent) if parent else None, status_file=Path(data["status_file"]))
+                   parent_pid=int(parent) if parent else None, status_file=Path(data["status_file"]),
+                   listener_name=str(data["listener_name"]) if data.get("listener_name") else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "run_dir": str(self.run_dir.path), "path": self.path.value,
                 "service_url": self.service_url, "admin_url": self.admin_url, "config": self.config.to_dict(),
+                "listener_name": self.listener_name,
                 "topology": self.topology.to_dict(), "max_duration_s": self.max_duration_s,
                 "parent_pid": self.parent_pid, "status_file": str(self.status_file)}

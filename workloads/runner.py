@@ -142,7 +142,8 @@ class LoadProcess:
             raise LoadFailed(f"{spec.run_dir.history_dir / (self.writer + '.jsonl')} already exists: a load "
                              "process already ran in this run folder; start a new run") from None
         self.client = PulsarClient(spec.service_url, txn_path=spec.path.value,
-                                   operation_timeout_s=self.config.workload.op_timeout_s)
+                                   operation_timeout_s=self.config.workload.op_timeout_s,
+                                   listener_name=spec.listener_name)
         request = self.env.events.request
 
         def fire(request_type: str, name: str, ms: float, length: int, error: BaseException | None) -> None:

@@ -122,7 +122,8 @@ def _create_with_admin(admin: Any, admin_url: str, target: str, tenant: str, nam
 def _client(cluster: ClusterInfo, config: RunConfig, timeout_s: float) -> Any:
     from harness.client import PulsarClient
 
-    return PulsarClient(cluster.service_url, txn_path=config.path.value, operation_timeout_s=timeout_s)
+    return PulsarClient(cluster.service_url, txn_path=config.path.value, operation_timeout_s=timeout_s,
+                        listener_name=cluster.listener_name)
 
 
 def _create_subscriptions(cluster: ClusterInfo, config: RunConfig, topology: Topology, client: Any) -> None:

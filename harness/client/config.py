@@ -74,6 +74,10 @@ class ClientConfig:
     reconnect_timeout_s: float = 60.0
     """A background reconnect gives up after this long; the next operation starts another."""
     max_end_txn_attempts: int = 5
+    listener_name: str | None = None
+    """Pulsar's `advertised_listener_name` sent with lookups: brokers with several advertised
+    listeners (e.g. an internal one and an external one through Toxiproxy) answer with the
+    address of this listener. None asks for the broker's default."""
     client_version: str = "txnbench-client"
     max_message_size: int = 5 * 1024 * 1024
     hosts: tuple[tuple[str, int], ...] = field(init=False)

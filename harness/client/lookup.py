@@ -120,7 +120,8 @@ class LookupService:
         authoritative = False
         for _ in range(self._config.max_lookup_redirects + 1):
             request_id = next_request_id()
-            answer = self._ask(conn, commands.lookup(topic, request_id, authoritative=authoritative),
+            answer = self._ask(conn, commands.lookup(topic, request_id, authoritative=authoritative,
+                                                     advertised_listener_name=self._config.listener_name),
                                request_id, deadline, what)
             error = commands.error_of(answer)
             if error is not None:

@@ -79,6 +79,7 @@ class ClusterInfo:
     service_url: str                # pulsar:// URL a client starts from
     admin_url: str                  # http:// admin URL of any broker
     toxiproxy_url: str | None = None
+    listener_name: str | None = None   # the advertised listener clients must ask for in lookups
     services: tuple[ServiceInfo, ...] = ()
     links: tuple[LinkInfo, ...] = ()
     settings: dict[str, object] = field(default_factory=dict)

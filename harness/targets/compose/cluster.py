@@ -72,6 +72,10 @@ from harness.targets.compose.validate import validate_layout
 from harness.targets.embedded import free_ports
 from harness.txn_paths import TxnPath
 
+# The listener brokers advertise through Toxiproxy for clients on the host (compose/*.yaml:
+# advertisedListeners internal:...,external:pulsar://127.0.0.1:<port>).
+EXTERNAL_LISTENER = "external"
+
 NET_PREFIX_VAR = "TXNBENCH_NET_PREFIX"
 TOXIPROXY_CONFIG_VAR = "TXNBENCH_TOXIPROXY_CONFIG"
 PROJECT_LABEL = "com.docker.compose.project"
@@ -265,7 +269,7 @@ class ComposeCluster:
             target=self.name, path=self.spec.path, service_url=self._service_url(broker0) or "",
             admin_url=self._admin_url(broker0) or "", toxiproxy_url=self.toxiproxy_url,
             services=tuple(services), links=tuple(link.info() for link in self.links),
-            settings=self.settings())
+            settings=self.settings(), listener_name=EXTERNAL_LISTENER)
 
     def scrape_metrics(self) -> dict[str, str]:
         states = self._states_or_empty()

@@ -266,3 +266,16 @@ def test_closing_the_pool_while_a_connection_opens_does_not_deadlock(
     thread.join(5)
     assert not thread.is_alive(), "pool.get deadlocked"
     assert len(outcome) == 1 and isinstance(outcome[0], NotReadyError)
+
+
+def test_lookups_carry_the_advertised_listener_name(
+        make_cluster: Callable[..., FakeCluster], make_client: Callable[..., PulsarClient]) -> None:
+    """Brokers behind Toxiproxy (the compose target) advertise an external listener."""
+    cluster = make_cluster(1)
+    topic = "persistent://public/default/through-the-proxy"
+    cluster.owners[topic] = cluster.brokers[0]
+    make_client(cluster.url, listener_name="external")._lookup.lookup(topic, Deadline.after(2))
+    make_client(cluster.url)._lookup.lookup(topic, Deadline.after(2))
+    names = [c.body.advertised_listener_name if c.body.HasField("advertised_listener_name") else None
+             for c in cluster.commands(T.LOOKUP)]
+    assert names == ["external", None]

@@ -454,3 +454,9 @@ def test_roles_of_the_services_match_the_shared_names(harness: Harness) -> None:
     roles = {s.name: s.role for s in cluster.info().services}
     assert roles == {"metadata": ServiceRole.METADATA, "ledger": ServiceRole.LEDGER, "proxy": ServiceRole.PROXY,
                      "broker-0": ServiceRole.BROKER, "broker-1": ServiceRole.BROKER}
+
+
+def test_clients_are_told_to_ask_for_the_external_listener(harness: Harness) -> None:
+    """Brokers advertise their Toxiproxy address as the `external` listener (compose/*.yaml)."""
+    cluster, _ = harness.make(TxnPath.V4)
+    assert cluster.info().listener_name == "external"
