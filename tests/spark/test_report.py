@@ -98,8 +98,9 @@ def test_report_command_over_a_matrix(analyzed: tuple[RunDir, dict[str, Any]], t
             for key in ("p50", "p95", "p99", "max"):
                 assert row["latency_ms"][op][key] == perf["latency_ms"][op][key]
     assert compare["paths"]["v4"]["verdict"]["valid"] is True
-    assert compare["paths"]["v5"]["verdict"] == {"valid": False, "anomalies": {"lost-write": 2, "aborted-read": 1},
-                                                 "unknown_reasons": []}
+    assert compare["paths"]["v5"]["verdict"] == {
+        "valid": False, "anomalies": {"lost-write": 2, "aborted-read": 1}, "expected": {},
+        "only_expected": False, "expectation_notes": {}, "unknown_reasons": []}
     ratios = compare["ratios_vs_baseline"]["v5"]
     assert ratios["committed_txn_per_s"] == round(compare["paths"]["v5"]["committed_txn_per_s"]
                                                   / compare["paths"]["v4"]["committed_txn_per_s"], 4)
