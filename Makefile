@@ -9,16 +9,17 @@ DURATION ?=
 RUN      ?=
 TARGET   ?=
 SCENARIO ?=
+USERS    ?=
 PYTEST_ARGS ?=
 
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-slow test-docker bench chaos report lint clean distclean check-java
+.PHONY: help setup test test-cluster test-slow test-docker bench chaos sweep report lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|compose, SCENARIO=name (bench/chaos), RUN=DIR (report), PYTEST_ARGS=..."
+	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report), PYTEST_ARGS=..."
 
 check-java: ## check for Java 17+ (PySpark needs it)
 	@.ci/check-java
@@ -51,6 +52,9 @@ bench: $(STAMP) ## benchmark v4, v4-batched and v5 on the embedded cluster; repo
 
 chaos: $(STAMP) ## chaos matrix: each path under faults; fails when any verdict is invalid
 	$(BIN)/txnbench chaos $(matrix_args)
+
+sweep: $(STAMP) ## concurrency sweep: every path at USERS=4,16,48 users; sweep report under results/
+	$(BIN)/txnbench sweep $(matrix_args) $(if $(USERS),--users $(USERS),)
 
 report: $(STAMP) ## rebuild reports: make report RUN=results/<run or matrix>
 	@test -n "$(RUN)" || { echo "make report needs RUN=results/<run_id>; the newest runs are:"; ls -1dt results/*/ 2>/dev/null | head -5; exit 2; }

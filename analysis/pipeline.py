@@ -14,6 +14,9 @@ checker could not give one. All stages share the process's one SparkSession
 reads each run's perf.json and results.json (computing what is missing) and
 writes compare.json, compare.md and compare.html into the matrix folder.
 `compare_runs` does the same for any list of run folders into a chosen folder.
+`analyze_sweep` does it for a concurrency sweep (`runs/<path>-u<users>/`): one
+comparison per user count under `levels/u<users>/`, then sweep.json, sweep.md
+and sweep.html, which regroup those comparisons as lines against users.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from typing import Any
 from harness.errors import TxnbenchError
 from harness.results import MatrixDir, RunDir, read_json
 
-__all__ = ["analyze_matrix", "analyze_run", "compare_runs", "rebuild_run", "run_summary"]
+__all__ = ["analyze_matrix", "analyze_run", "analyze_sweep", "compare_runs", "rebuild_run", "run_summary",
+           "run_users"]
 
 
 def _say(message: str) -> None:
@@ -179,3 +183,42 @@ def analyze_matrix(matrix_dir: Path, *, master: str | None = None, out_dir: Path
     runs = [r.path for r in matrix.run_dirs()]
     return compare_runs(runs, out_dir or matrix.path, master=master, kind=info.get("kind"),
                         matrix_id=info.get("matrix_id") or matrix.matrix_id)
+
+
+def run_users(run: RunDir) -> int | None:
+    """The run's number of Locust users, from its manifest's resolved config."""
+    manifest = _read(run.manifest_path) or {}
+    users = ((manifest.get("config") or {}).get("load") or {}).get("users")
+    return users if isinstance(users, int) and not isinstance(users, bool) else None
+
+
+def analyze_sweep(matrix_dir: Path, *, master: str | None = None, compute_missing: bool = True) -> dict[str, Any]:
+    """A concurrency sweep's comparisons per user count and its sweep report; returns sweep.json."""
+    from analysis.report.sweep_report import write_sweep_report
+    from analysis.sweep import build_sweep
+
+    matrix = MatrixDir(Path(matrix_dir))
+    info = _read(matrix.path / "matrix.json") or {}
+    by_users: dict[int, list[Path]] = {}
+    errors: dict[str, str] = {}
+    for run in matrix.run_dirs():
+        users = run_users(run)
+        if users is None:
+            errors[run.path.name] = "manifest.json names no load.users"
+            continue
+        by_users.setdefault(users, []).append(run.path)
+    levels: dict[int, dict[str, Any]] = {}
+    level_dirs: dict[int, str] = {}
+    for users in sorted(by_users):
+        where = f"levels/u{users}"
+        compare = compare_runs(by_users[users], matrix.path / where, master=master, kind="sweep",
+                               matrix_id=f"{info.get('matrix_id') or matrix.matrix_id} at {users} users",
+                               compute_missing=compute_missing)
+        errors.update({f"{where}/{k}": v for k, v in (compare.get("errors") or {}).items()})
+        levels[users] = compare
+        level_dirs[users] = where
+    sweep = build_sweep(levels, scenario=info.get("scenario"), matrix_id=info.get("matrix_id") or matrix.matrix_id,
+                        level_dirs=level_dirs, errors=errors)
+    written = write_sweep_report(matrix.path, sweep)
+    sweep["report"] = str(written.html)
+    return sweep

@@ -17,6 +17,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig, Target, load_scenario
@@ -47,6 +48,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _user_levels(text: str) -> tuple[int, ...]:
+    from analysis.sweep import parse_levels
+
+    try:
+        return parse_levels(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="txnbench",
@@ -75,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_cmd_run)
 
     for name, default, what in (("bench", "bench", "the benchmark matrix over v4, v4-batched, v5"),
-                                ("chaos", "chaos", "the chaos matrix: each path under faults")):
-        matrix = sub.add_parser(name, help=what, description=f"Run {what}; writes compare.*")
+                                ("chaos", "chaos", "the chaos matrix: each path under faults"),
+                                ("sweep", "bench", "a concurrency sweep: every path at several user counts")):
+        writes = "sweep.* and levels/u<users>/compare.*" if name == "sweep" else "compare.*"
+        matrix = sub.add_parser(name, help=what, description=f"Run {what}; writes {writes}")
         matrix.add_argument("--duration", type=_positive_float, metavar="S",
                             help="seconds of each path's main phase")
         matrix.add_argument("--scenario", default=default, help=f"scenario (default: {default})")
@@ -86,10 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         matrix.add_argument("--service-url", help="pulsar:// URL of an external cluster")
         matrix.add_argument("--admin-url", help="http:// admin URL of an external cluster")
         matrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
-        if name == "bench":
+        if name in ("bench", "sweep"):
             matrix.add_argument("--no-capacity", action="store_true",
                                 help="skip measuring the load generator against a null broker")
-        matrix.set_defaults(handler=_cmd_bench if name == "bench" else _cmd_chaos)
+        if name == "sweep":
+            matrix.add_argument("--users", type=_user_levels, default=(4, 16, 48), metavar="N,N,...",
+                                help="user counts to run each path at (default: 4,16,48)")
+        matrix.set_defaults(handler={"bench": _cmd_bench, "chaos": _cmd_chaos, "sweep": _cmd_sweep}[name])
 
     check = sub.add_parser("check", help="check a run's history for anomalies",
                            description="Write RUN_DIR/analysis/results.json; exit 0 valid, "
@@ -145,7 +160,7 @@ def scenario_from_args(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "admin_url", None):
         cluster = dataclasses.replace(cluster, admin_url=args.admin_url)
     load = config.load
-    if getattr(args, "users", None):
+    if isinstance(getattr(args, "users", None), int):
         load = dataclasses.replace(load, users=args.users, spawn_rate=max(load.spawn_rate, float(args.users)))
     if getattr(args, "web_ui", False):
         load = dataclasses.replace(load, web_ui=True)
@@ -188,6 +203,13 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     return run_module.main_matrix(config, args, kind="chaos")
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    config = scenario_from_args(args)
+    from harness import run as run_module
+
+    return run_module.main_sweep(config, args, levels=args.users)
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     try:
         from analysis import check as check_module
@@ -204,7 +226,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return report_module.main_report(args)
 
 
-def _cluster_module():  # type: ignore[no-untyped-def]
+def _cluster_module() -> Any:
     try:
         from harness.targets import embedded_cli
     except ImportError:

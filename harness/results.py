@@ -11,7 +11,9 @@ Layout of a run (`results/<run_id>/`, run_id = `<UTC yyyymmdd-hhmmss>-<scenario>
     report.html, report.md, plots/*.png
 
 A matrix (`results/<matrix_id>/`) holds `runs/<path>/` (each a run folder) and
-`compare.json`, `compare.md`, `compare.html`.
+`compare.json`, `compare.md`, `compare.html`. A concurrency sweep holds
+`runs/<path>-u<users>/`, one comparison per user count under `levels/u<users>/`
+and `sweep.json`, `sweep.md`, `sweep.html`.
 
 JSON is written atomically (temporary file, fsync, rename) so a crash never
 leaves half a manifest. A run folder is created exclusively: if the name is
@@ -194,17 +196,18 @@ class RunDir:
 
 def new_run(scenario: str, path: str, *, config: dict[str, Any], seed: int, target: str,
             root: Path = RESULTS_ROOT, parent: Path | None = None, matrix_id: str | None = None,
-            now: datetime | None = None) -> RunDir:
+            now: datetime | None = None, folder: str | None = None) -> RunDir:
     """Create a fresh run folder and its manifest with status `running`.
 
-    A matrix passes `parent=<matrix>/runs` and the run folder is named by its path.
+    A matrix passes `parent=<matrix>/runs` and the run folder is named by its path
+    (or by `folder`: a sweep names it `<path>-u<users>`).
     """
     run_id = f"{utc_stamp(now)}-{scenario}-{path}"
     if parent is not None:
-        run = RunDir(create_unique_dir(parent, path), id=run_id)
+        run = RunDir(create_unique_dir(parent, folder or path), id=run_id)
     else:
-        folder = create_unique_dir(root, run_id)
-        run = RunDir(folder, id=folder.name)   # a suffix keeps two runs in one second apart
+        created = create_unique_dir(root, run_id)
+        run = RunDir(created, id=created.name)   # a suffix keeps two runs in one second apart
     run.make_folders()
     write_json_atomic(run.manifest_path, {
         "schema": MANIFEST_SCHEMA,

@@ -1,4 +1,4 @@
-"""The one orchestrator: a run's named phases, and a matrix of runs over paths.
+"""The one orchestrator: a run's named phases, a matrix of runs over paths, a concurrency sweep.
 
 Theory of operation. A run walks these phases, writing a `phase` event to the
 history (writer `run`) as each starts and a metrics snapshot of every service
@@ -22,6 +22,9 @@ Ctrl-C, a load process that dies — the `finally` path heals every fault, stops
 load, stops what the run started (never an external cluster), keeps the history and
 records the status in the manifest. The run folder is printed as the last line of
 standard output.
+
+A matrix (bench, chaos) runs the scenario once per path; a sweep runs that matrix
+once per user count, lowest first, and compares each level and all levels.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -110,6 +113,7 @@ class RunOptions:
     analyze: bool = True
     progress: Callable[[str], None] | None = None
     cluster_dir: Path | None = None      # embedded: where the run's cluster lives (default: a temp dir)
+    folder: str | None = None            # a matrix run's folder under runs/ (default: its path)
 
 
 class LoadProcessDied(TxnbenchError):
@@ -131,7 +135,7 @@ class Run:
         if options.matrix is not None:
             self.run_dir = new_run(config.name, config.path.value, config=config.to_dict(), seed=config.seed,
                                    target=config.target.value, parent=options.matrix.runs_dir,
-                                   matrix_id=options.matrix.matrix_id)
+                                   matrix_id=options.matrix.matrix_id, folder=options.folder)
         else:
             self.run_dir = new_run(config.name, config.path.value, config=config.to_dict(), seed=config.seed,
                                    target=config.target.value, root=options.results_root)
@@ -452,18 +456,64 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
     _say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
     if kind == "bench" and not getattr(args, "no_capacity", False):
         _ensure_capacity(config)
+    outcomes, interrupted = _run_paths(config, matrix, args.results, kind)
+    _compare(matrix, outcomes)
+    return _finish_matrix(matrix, outcomes, interrupted)
+
+
+def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int]) -> int:
+    """Experiment 1: every path at each user count, a comparison per count, lines against users.
+
+    Levels run in increasing order, all paths at one level before the next, so an
+    interrupted sweep still holds complete levels to compare.
+    """
+    _require(config)
+    paths = ", ".join(p.value for p in config.paths)
+    matrix = new_matrix("sweep", config.name, root=args.results,
+                        info={"paths": [p.value for p in config.paths], "levels": list(levels),
+                              "config": config.to_dict()})
+    _say(f"sweep {matrix.matrix_id}: {config.name} over {paths} at {', '.join(map(str, levels))} users")
+    shaped = [with_users(config, users) for users in levels]
+    if not getattr(args, "no_capacity", False):
+        for level_config in shaped:
+            _ensure_capacity(level_config)
     outcomes: list[RunOutcome] = []
     interrupted = False
+    for index, level_config in enumerate(shaped, start=1):
+        users = level_config.load.users
+        _say(f"=== sweep level {index}/{len(shaped)}: {users} users ===")
+        level, interrupted = _run_paths(level_config, matrix, args.results, "sweep", suffix=f"-u{users}")
+        outcomes += level
+        if interrupted:
+            break
+    _compare_sweep(matrix, outcomes)
+    return _finish_matrix(matrix, outcomes, interrupted)
+
+
+def with_users(config: RunConfig, users: int) -> RunConfig:
+    """The scenario at `users` concurrent users, all spawned at once (the sweep measures steady state)."""
+    load = dataclasses.replace(config.load, users=users, spawn_rate=max(config.load.spawn_rate, float(users)))
+    return dataclasses.replace(config, load=load)
+
+
+def _run_paths(config: RunConfig, matrix: MatrixDir, results_root: Path, kind: str,
+               suffix: str = "") -> tuple[list[RunOutcome], bool]:
+    """Run `config` on each of its paths into the matrix; stop at the first interrupted run."""
+    outcomes: list[RunOutcome] = []
     for index, path in enumerate(config.paths, start=1):
-        _say(f"== {kind} {index}/{len(config.paths)}: {path.value} ==")
-        run = Run(config.for_path(path), RunOptions(results_root=args.results, matrix=matrix))
-        outcome = run.execute()
+        _say(f"== {kind} {index}/{len(config.paths)}: {path.value}{suffix} ==")
+        options = RunOptions(results_root=results_root, matrix=matrix,
+                             folder=f"{path.value}{suffix}" if suffix else None)
+        outcome = Run(config.for_path(path), options).execute()
         outcomes.append(outcome)
         _print_outcome(outcome)
         if outcome.status is RunStatus.INTERRUPTED:
-            interrupted = True
-            break
-    _compare(matrix, outcomes)
+            return outcomes, True
+    return outcomes, False
+
+
+def _finish_matrix(matrix: MatrixDir, outcomes: list[RunOutcome], interrupted: bool) -> int:
+    """Write matrix-status.json, print the folder, and return the matrix's exit status."""
     write_json_atomic(matrix.path / "matrix-status.json", {
         "runs": [{"path": o.run_dir.path.name, "run_id": o.run_dir.run_id, "status": o.status.value,
                   "verdict": o.verdict.value, "exit_code": o.exit_code,
@@ -523,6 +573,18 @@ def _compare(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
         _say(f"comparison: {matrix.path / 'compare.html'}")
     except Exception as err:
         _say(f"comparison report failed: {err}")
+
+
+def _compare_sweep(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
+    if not any(o.status is RunStatus.COMPLETE for o in outcomes):
+        return
+    try:
+        from analysis.pipeline import analyze_sweep
+
+        analyze_sweep(matrix.path)
+        _say(f"sweep report: {matrix.path / 'sweep.html'}")
+    except Exception as err:
+        _say(f"sweep report failed: {err}")
 
 
 def _print_outcome(outcome: RunOutcome) -> None:

@@ -3,7 +3,8 @@
 One run folder: recompute its perf.json and rewrite report.html, report.md and
 plots/ (running the checker first when it has no verdict yet). A matrix folder
 (`results/<matrix>/`, holding `runs/<path>/`): rebuild every run, then the
-comparison into the matrix folder (or `--out`). Several folders: rebuild each
+comparison into the matrix folder (or `--out`); a sweep's matrix gets its
+per-level comparisons and sweep report instead. Several folders: rebuild each
 (matrices are expanded into their runs), then compare them all into `--out`,
 which may be left out only when every run lives in the same matrix. Anything
 that is neither a run nor a matrix stops the command before any work, with a
@@ -72,6 +73,16 @@ def _common_matrix(runs: list[Path]) -> Path | None:
     return parent.parent if parent.name == "runs" else None
 
 
+def _matrix_kind(matrix: Path) -> str | None:
+    from harness.results import read_json
+
+    try:
+        kind = read_json(matrix / "matrix.json").get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kind if isinstance(kind, str) else None
+
+
 def main_report(args: argparse.Namespace) -> int:
     """Entry point of `txnbench report`; 0 when every report was built, 2 otherwise."""
     from analysis.pipeline import compare_runs, rebuild_run
@@ -113,6 +124,12 @@ def main_report(args: argparse.Namespace) -> int:
             continue
         built.append(run)
         print(summary["report"])
+    if matrix is not None and out is None and _matrix_kind(matrix) == "sweep":
+        from analysis.pipeline import analyze_sweep
+
+        sweep = analyze_sweep(matrix, master=master, compute_missing=False)
+        print(sweep["report"])
+        return 2 if failures else 0
     if compare_into is not None:
         if not built:
             print("txnbench: no run could be reported, so there is nothing to compare", file=sys.stderr)

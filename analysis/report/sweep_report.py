@@ -1,0 +1,226 @@
+"""The concurrency sweep's report: sweep.json, sweep.md, sweep.html and plots/sweep_*.png.
+
+One line per path against the number of users: where a design stops scaling,
+what its latency costs on the way there, and whether its I/O per transaction
+falls as concurrency rises (batching) or stays flat. Each point links back to
+the level's full comparison (levels/u<users>/compare.html).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analysis.report.charts import Chart, color_for, empty, log_y, new_figure, save
+from analysis.report.html import render_html
+from analysis.report.model import (
+    ABSENT,
+    NA,
+    Cell,
+    Section,
+    Table,
+    fmt_count,
+    fmt_ms,
+    fmt_num,
+    render_markdown,
+)
+from analysis.sweep import SATURATION_GAIN, SWEEP_IO_KEYS
+from harness.results import write_json_atomic, write_text_atomic
+
+__all__ = ["SweepReport", "sweep_charts", "write_sweep_report"]
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    json: Path
+    html: Path
+    markdown: Path
+    charts: tuple[Chart, ...]
+
+
+def _series(sweep: Mapping[str, Any]) -> list[tuple[int, str, list[Mapping[str, Any]]]]:
+    return [(i, path, list(sweep["series"][path])) for i, path in enumerate(sweep.get("order") or [])]
+
+
+def _xy(points: Sequence[Mapping[str, Any]], value: Any) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for point in points:
+        v = value(point)
+        if v is not None:
+            xs.append(int(point["users"]))
+            ys.append(float(v))
+    return xs, ys
+
+
+def _users_axis(ax: Any, levels: Sequence[int]) -> None:
+    if len(levels) > 1 and max(levels) / max(min(levels), 1) >= 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(list(levels), [str(u) for u in levels])
+    ax.set_xlabel("users (concurrent transactions)")
+    ax.grid(alpha=0.3)
+
+
+def throughput_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
+    fig = new_figure(11, 4.5)
+    axes = fig.subplots(1, 2)
+    series = _series(sweep)
+    for ax, key, title in ((axes[0], "committed_txn_per_s", "committed transactions / s"),
+                           (axes[1], "msgs_per_s", "messages / s")):
+        if not series:
+            empty(ax, "no runs")
+            continue
+        for i, path, points in series:
+            xs, ys = _xy(points, lambda p, k=key: p.get(k))
+            ax.plot(xs, ys, marker="o", color=color_for(path, i), label=path)
+        _users_axis(ax, sweep.get("levels") or [])
+        ax.set_ylim(bottom=0)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+    fig.suptitle("Throughput against concurrency (measured window of each run)", fontsize=11)
+    return save(fig, directory, "sweep_throughput", "Throughput against concurrency",
+                "Lines of committed transactions per second and messages per second per path against users")
+
+
+def latency_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
+    fig = new_figure(11, 4.5)
+    axes = fig.subplots(1, 2)
+    series = _series(sweep)
+    for ax, op in ((axes[0], "txn-commit"), (axes[1], "end-to-end")):
+        if not series:
+            empty(ax, "no runs")
+            continue
+        values: list[float] = []
+        for i, path, points in series:
+            for key, style in (("p50", "--"), ("p99", "-")):
+                xs, ys = _xy(points, lambda p, k=key, o=op: ((p.get("latency_ms") or {}).get(o) or {}).get(k))
+                values += ys
+                ax.plot(xs, ys, ls=style, marker="o", ms=4, color=color_for(path, i), label=f"{path} {key}")
+        _users_axis(ax, sweep.get("levels") or [])
+        log_y(ax, values)
+        ax.set_title(f"{op} latency (dashed p50, solid p99)", fontsize=10)
+        ax.legend(fontsize=7, ncol=2)
+    fig.suptitle("Latency against concurrency", fontsize=11)
+    return save(fig, directory, "sweep_latency", "Latency against concurrency",
+                "Lines of p50 and p99 commit and end-to-end latency per path against users, log scale")
+
+
+def io_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
+    fig = new_figure(11, 4.5)
+    axes = fig.subplots(1, 2)
+    series = _series(sweep)
+    for ax, key, title in ((axes[0], "ledger_entries", "ledger entries per committed txn"),
+                           (axes[1], "fsyncs", "fsyncs per committed txn (ledger + metadata)")):
+        if not series:
+            empty(ax, "no runs")
+            continue
+        for i, path, points in series:
+            xs, ys = _xy(points, lambda p, k=key: (p.get("io_per_txn") or {}).get(k))
+            ax.plot(xs, ys, marker="o", color=color_for(path, i), label=path)
+        _users_axis(ax, sweep.get("levels") or [])
+        ax.set_ylim(bottom=0)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+    fig.suptitle("Storage cost per committed transaction against concurrency", fontsize=11)
+    return save(fig, directory, "sweep_io", "I/O per transaction against concurrency",
+                "Lines of ledger entries and fsyncs per committed transaction per path against users")
+
+
+def sweep_charts(sweep: Mapping[str, Any], directory: Path) -> list[Chart]:
+    return [throughput_chart(sweep, directory), latency_chart(sweep, directory), io_chart(sweep, directory)]
+
+
+def _verdict(point: Mapping[str, Any]) -> Cell:
+    if point.get("valid") is True:
+        return Cell("valid", "good")
+    if point.get("valid") is False:
+        anomalies = ", ".join(f"{k} {v}" for k, v in (point.get("anomalies") or {}).items())
+        return Cell(f"INVALID{', as expected' if point.get('only_expected') else ''} ({anomalies})",
+                    "warn" if point.get("only_expected") else "bad")
+    return Cell(f"no verdict ({point.get('status') or NA})", "warn")
+
+
+def _points_table(sweep: Mapping[str, Any]) -> Table:
+    rows = []
+    for _, path, points in _series(sweep):
+        for p in points:
+            commit = (p.get("latency_ms") or {}).get("txn-commit") or {}
+            e2e = (p.get("latency_ms") or {}).get("end-to-end") or {}
+            load = p.get("load_generator") or {}
+            util = load.get("utilization")
+            rows.append((path, fmt_count(p["users"]), fmt_num(p.get("committed_txn_per_s")),
+                         fmt_num(p.get("msgs_per_s")), fmt_ms(commit.get("p50")), fmt_ms(commit.get("p99")),
+                         fmt_ms(e2e.get("p50")), fmt_ms(e2e.get("p99")),
+                         f"{100 * float(util):.1f}%" if util is not None else Cell(ABSENT, "absent"),
+                         _verdict(p), Cell(f"{p['compare']}/compare.html", "code")))
+    return Table.of(("path", "users", "committed txn/s", "msgs/s", "commit p50", "commit p99", "end-to-end p50",
+                     "end-to-end p99", "load generator utilization", "verdict", "full comparison"), rows,
+                    caption="Latency in milliseconds; utilization is achieved txn/s over the load generator's "
+                            "capacity against a null broker")
+
+
+def _io_table(sweep: Mapping[str, Any]) -> Table:
+    rows = []
+    for _, path, points in _series(sweep):
+        for p in points:
+            io = p.get("io_per_txn") or {}
+            rows.append((path, fmt_count(p["users"]),
+                         *(fmt_num(io.get(k)) if io.get(k) is not None else Cell(ABSENT, "absent")
+                           for k in SWEEP_IO_KEYS)))
+    return Table.of(("path", "users", *SWEEP_IO_KEYS), rows)
+
+
+def _saturation_items(sweep: Mapping[str, Any]) -> tuple[str, ...]:
+    items = []
+    for path in sweep.get("order") or []:
+        s = sweep["saturation"][path]
+        if s.get("peak_users") is None:
+            items.append(f"{path}: no throughput measured")
+            continue
+        where = (f"adding users stopped paying at {s['saturated_at_users']} users (less than "
+                 f"{round(100 * (SATURATION_GAIN - 1))}% more throughput than the level before)"
+                 if s.get("saturated_at_users") is not None else "still scaling at the highest level")
+        items.append(f"{path}: peak {fmt_num(s['peak_txn_per_s'])} committed txn/s at {s['peak_users']} users; "
+                     f"{where}")
+    return tuple(items)
+
+
+def sweep_sections(sweep: Mapping[str, Any], charts: Sequence[Chart]) -> list[Section]:
+    by_name = {c.name: c for c in charts}
+    verdicts_ok = sweep.get("all_valid")
+    sections = [
+        Section("Where each path stops scaling", "saturation", items=_saturation_items(sweep),
+                paragraphs=("Every point is one run's measured window; compare paths within this sweep, not "
+                            "across machines or days.",),
+                css="verdict-valid" if verdicts_ok else "verdict-invalid"),
+        Section("Throughput", "throughput", tables=(_points_table(sweep),),
+                charts=tuple(by_name[n] for n in ("sweep_throughput",) if n in by_name)),
+        Section("Latency", "latency", charts=tuple(by_name[n] for n in ("sweep_latency",) if n in by_name)),
+        Section("I/O per committed transaction", "io", tables=(_io_table(sweep),),
+                paragraphs=("Metrics-snapshot deltas over each run's steady phase divided by its committed "
+                            "transactions (docs/report.md).",),
+                charts=tuple(by_name[n] for n in ("sweep_io",) if n in by_name)),
+    ]
+    errors = sweep.get("errors") or {}
+    if errors:
+        sections.append(Section("Not in the sweep", "errors", items=tuple(f"{k}: {v}" for k, v in errors.items())))
+    return sections
+
+
+def write_sweep_report(out_dir: Path, sweep: dict[str, Any]) -> SweepReport:
+    """Write sweep.json, the charts, sweep.html and sweep.md into `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "sweep.json"
+    write_json_atomic(json_path, sweep)
+    charts = sweep_charts(sweep, out_dir / "plots")
+    sections = sweep_sections(sweep, charts)
+    title = f"txnbench concurrency sweep: {sweep.get('matrix') or out_dir.name}"
+    intro = [f"Scenario {sweep.get('scenario') or NA} over {', '.join(sweep.get('order') or []) or 'no paths'} "
+             f"at {', '.join(str(u) for u in sweep.get('levels') or [])} users."]
+    footer = f"Generated {sweep.get('generated', '')} from sweep.json."
+    html_path = out_dir / "sweep.html"
+    md_path = out_dir / "sweep.md"
+    write_text_atomic(html_path, render_html(title, intro, sections, footer))
+    write_text_atomic(md_path, render_markdown(title, intro, sections, "plots/"))
+    return SweepReport(json_path, html_path, md_path, tuple(charts))
