@@ -127,17 +127,16 @@ class WorkloadConfig:
                                 "and ack-only inputs")
     verifiers: int = bounded(1, min=0, max=1000,
                              help="verifying consumer users per load process")
-    mix: Mapping[WorkloadKind, int] = field(default_factory=lambda: _EMPTY)
+    mix: Mapping[WorkloadKind, int] = field(default_factory=lambda: types.MappingProxyType({}))
     """Weights of the user kinds in a `mixed` workload."""
 
     def check(self) -> None:
         if self.topics_per_txn > self.topics:
             raise Invalid("topics_per_txn", f"{self.topics_per_txn} is more than topics ({self.topics})",
                           "lower topics_per_txn or raise topics")
-        if self.kind is WorkloadKind.MIXED:
-            if not self.mix:
-                raise Invalid("mix", "a mixed workload needs weights",
-                              "add e.g. `mix: {atomic-produce: 2, ack-only: 1}`")
+        if self.kind is WorkloadKind.MIXED and not self.mix:
+            raise Invalid("mix", "a mixed workload needs weights",
+                          "add e.g. `mix: {atomic-produce: 2, ack-only: 1}`")
         if WorkloadKind.MIXED in self.mix:
             raise Invalid("mix", "'mixed' cannot be one of its own parts", "list only concrete kinds")
         if any(w < 0 for w in self.mix.values()) or (self.mix and sum(self.mix.values()) == 0):

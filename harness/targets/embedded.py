@@ -191,9 +191,9 @@ class EmbeddedCluster:
             proc = ManagedProcess(record.name, cluster._argv(record), record.log_path,
                                   pid=record.pid, start_time=record.start_time)
             cluster.processes[record.name] = proc
-        cluster.links = [LinkInfo(name=l["name"], kind=LinkKind(l["kind"]), source=l["source"],
-                                  dest=l["dest"], listen=l["listen"], upstream=l["upstream"])
-                         for l in state.get("links", [])]
+        cluster.links = [LinkInfo(name=link["name"], kind=LinkKind(link["kind"]), source=link["source"],
+                                  dest=link["dest"], listen=link["listen"], upstream=link["upstream"])
+                         for link in state.get("links", [])]
         return cluster
 
     def any_running(self) -> bool:
@@ -254,8 +254,8 @@ class EmbeddedCluster:
         brokers = [r for r in self.records.values() if r.role is ServiceRole.BROKER]
         return ClusterInfo(
             target=self.name, path=self.spec.path,
-            service_url=brokers[0].service_url if brokers else "",
-            admin_url=brokers[0].admin_url if brokers else "",
+            service_url=(brokers[0].service_url or "") if brokers else "",
+            admin_url=(brokers[0].admin_url or "") if brokers else "",
             toxiproxy_url=self.toxiproxy_url, services=tuple(services), links=tuple(self.links),
             settings=dict(self.settings),
         )
@@ -376,13 +376,13 @@ class EmbeddedCluster:
                                                addr(peer.ports["binary_port"])))
 
         self.settings = {**path_settings(self.spec.path), **dict(self.spec.settings)}
-        common = {"host": HOST, "log_level": self.spec.log_level}
+        common: dict[str, Any] = {"host": HOST, "log_level": self.spec.log_level}
         if self.spec.parent_pid:
             common["parent_pid"] = self.spec.parent_pid
         configs: dict[str, dict[str, Any]] = {
             "proxy": {**common, "name": "proxy", "data_dir": str(data_dir / "proxy"), **proxy.ports,
-                      "proxies": [{"name": l.name, "listen": l.listen, "upstream": l.upstream,
-                                   "enabled": True} for l in self.links]},
+                      "proxies": [{"name": link.name, "listen": link.listen, "upstream": link.upstream,
+                                   "enabled": True} for link in self.links]},
             "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports},
             "ledger": {**common, "name": "ledger", "data_dir": str(data_dir / "ledger"), **ledger.ports},
         }
@@ -450,6 +450,6 @@ class EmbeddedCluster:
             "directory": str(self.directory), "parent_pid": self.spec.parent_pid,
             "toxiproxy_url": self.toxiproxy_url, "settings": self.settings, "stopped": stopped,
             "services": [r.to_json() for r in self.records.values()],
-            "links": [{"name": l.name, "kind": l.kind.value, "source": l.source, "dest": l.dest,
-                       "listen": l.listen, "upstream": l.upstream} for l in self.links],
+            "links": [{"name": link.name, "kind": link.kind.value, "source": link.source, "dest": link.dest,
+                       "listen": link.listen, "upstream": link.upstream} for link in self.links],
         })

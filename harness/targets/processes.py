@@ -118,9 +118,8 @@ class ManagedProcess:
 
     def kill(self) -> None:
         """kill -9 and wait until the process is gone (reaped when it is our child)."""
-        if self.signal(signal.SIGKILL):
-            if not self.wait_gone(10):
-                raise RuntimeError(f"{self.name} (pid {self.pid}) survived SIGKILL for 10 s")
+        if self.signal(signal.SIGKILL) and not self.wait_gone(10):
+            raise RuntimeError(f"{self.name} (pid {self.pid}) survived SIGKILL for 10 s")
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM (after SIGCONT, in case it is paused), then SIGKILL when it lingers."""

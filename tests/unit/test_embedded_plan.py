@@ -30,7 +30,7 @@ def test_every_link_goes_through_the_proxy(tmp_path: Path) -> None:
     assert {p["name"] for p in proxy["proxies"]} == names
     for i in range(3):
         broker = _config(cluster, f"broker-{i}")
-        links = {l.name: l for l in cluster.links}
+        links = {link.name: link for link in cluster.links}
         assert broker["metadata_address"] == links[f"broker-{i}-metadata"].listen
         assert broker["ledger_address"] == links[f"broker-{i}-ledger"].listen
         assert broker["advertised_service_url"] == "pulsar://" + links[f"client-broker-{i}"].listen
@@ -42,7 +42,7 @@ def test_every_link_goes_through_the_proxy(tmp_path: Path) -> None:
 def test_ports_are_distinct_and_loopback(tmp_path: Path) -> None:
     cluster = _planned(tmp_path)
     ports = [p for r in cluster.records.values() for p in r.ports.values()]
-    ports += [int(l.listen.rsplit(":", 1)[1]) for l in cluster.links]
+    ports += [int(link.listen.rsplit(":", 1)[1]) for link in cluster.links]
     assert len(ports) == len(set(ports))
     for link in cluster.links:
         assert link.listen.startswith("127.0.0.1:") and link.upstream.startswith("127.0.0.1:")
@@ -62,7 +62,7 @@ def test_state_round_trips(tmp_path: Path) -> None:
     cluster.save_state()
     again = EmbeddedCluster.attach(tmp_path)
     assert again.spec.brokers == 3 and again.spec.path is TxnPath.V4
-    assert [l.name for l in again.links] == [l.name for l in cluster.links]
+    assert [link.name for link in again.links] == [link.name for link in cluster.links]
     info = again.info()
     assert info.service_url.startswith("pulsar://127.0.0.1:")
     assert [s.role for s in info.services].count(ServiceRole.BROKER) == 3

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -97,10 +98,8 @@ def test_cancelling_a_call_cancels_it_even_when_the_reply_races() -> None:
             task = asyncio.create_task(client.call("slow", timeout=5))
             await asyncio.sleep(delay)
             task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(task), 2)
-            except asyncio.CancelledError:
-                pass
             assert task.done()
         header, _ = await client.call("slow", timeout=5)  # the connection is still usable
         assert header["ok"]
