@@ -158,7 +158,9 @@ def _entry(e: RunEntry, out_dir: Path | None) -> dict[str, Any]:
         "faults": [{k: f.get(k) for k in ("kind", "targets", "start_s", "end_s", "healed", "healable", "injected",
                                           "commits_during",
                                           "commits_per_s_during", "longest_commit_gap_s",
-                                          "first_commit_after_heal_s")} for f in perf.get("faults") or []],
+                                          "first_commit_after_heal_s", "open_txns_at_start",
+                                          "coordinator_outage_s", "coordinators_stalled")}
+                   for f in perf.get("faults") or []],
         "coordinator_recovery_s": perf.get("coordinator_recovery_s"),
         "timeline": _timeline(perf),
     }

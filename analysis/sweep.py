@@ -29,6 +29,8 @@ SWEEP_LATENCY_OPS = ("txn-commit", "send", "ack", "end-to-end")
 SWEEP_IO_KEYS = ("ledger_entries", "coordinator_log_entries", "pending_ack_entries", "metadata_writes",
                  "metadata_cas", "fsyncs", "bytes_written")
 _PERCENTILES = ("p50", "p99", "p99.9", "max")
+_FAULT_KEYS = ("kind", "targets", "start_s", "end_s", "open_txns_at_start", "coordinator_outage_s",
+               "coordinators_stalled", "longest_commit_gap_s", "first_commit_after_heal_s")
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
@@ -72,7 +74,17 @@ def _point(users: int, row: Mapping[str, Any], level_dir: str) -> dict[str, Any]
         "io_per_txn": {k: io.get(k) for k in SWEEP_IO_KEYS},
         "load_generator": {k: load.get(k) for k in ("utilization", "saturated", "cpu_per_process_percent",
                                                     "capacity_txn_per_s")},
+        "faults": [{k: f.get(k) for k in _FAULT_KEYS} for f in row.get("faults") or []],
+        "coordinator_recovery_s": _max_recovery(row.get("coordinator_recovery_s")),
     }
+
+
+def _max_recovery(by_phase: Any) -> float | None:
+    """The longest coordinator log replay any phase's metrics showed (the gauge keeps the last one)."""
+    if not isinstance(by_phase, Mapping):
+        return None
+    values = [float(v) for v in by_phase.values() if isinstance(v, int | float) and not isinstance(v, bool)]
+    return max(values) if values else None
 
 
 def _from_sweep(level_dir: str, run_dir: Any) -> str | None:

@@ -116,6 +116,9 @@ class WorkloadConfig:
     keys: int = bounded(16, min=1, max=1_000_000)
     abort_ratio: float = bounded(0.1, min=0.0, max=1.0)
     txn_timeout_s: float = bounded(30.0, min=1, max=3600)
+    hold_s: float = bounded(0.0, min=0, max=600,
+                            help="atomic-produce: seconds a transaction stays open after its sends before it "
+                                 "ends, so about `users` transactions are open at any time (experiment 3)")
     op_timeout_s: float = bounded(30.0, min=0.1, max=3600)
     batching: bool = False
     consumers_per_subscription: int = bounded(2, min=1, max=100)
@@ -134,6 +137,10 @@ class WorkloadConfig:
         if self.topics_per_txn > self.topics:
             raise Invalid("topics_per_txn", f"{self.topics_per_txn} is more than topics ({self.topics})",
                           "lower topics_per_txn or raise topics")
+        if self.hold_s and self.hold_s >= self.txn_timeout_s:
+            raise Invalid("hold_s", f"{self.hold_s:g} s is not below txn_timeout_s ({self.txn_timeout_s:g} s): "
+                          "the coordinator would time every held transaction out",
+                          "lower hold_s or raise txn_timeout_s")
         if self.kind is WorkloadKind.MIXED and not self.mix:
             raise Invalid("mix", "a mixed workload needs weights",
                           "add e.g. `mix: {atomic-produce: 2, ack-only: 1}`")

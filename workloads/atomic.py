@@ -4,6 +4,9 @@ Each iteration opens a transaction, sends `messages_per_txn` messages spread rou
 robin over `topics_per_txn` distinct topics (picked at random from the run's
 `atomic` topics), each with a key from `keys` and a payload padded to
 `message_size`, then commits, or, with probability `abort_ratio`, aborts on purpose.
+With `hold_s` the transaction stays open that long after its sends (so about one
+transaction per user is open at any moment: experiment 3 kills a coordinator
+with many open); a stop during the hold aborts it.
 A send that fails ends the transaction early with an abort: the application knows
 it cannot commit. The checker then expects every value of a committed transaction
 in the final reads and none of an aborted one.
@@ -44,4 +47,6 @@ class AtomicProduce(Workload):
             if not sent.ok:
                 abort = True
                 break
+        if not abort and self.w.hold_s > 0 and self.ctx.stopping.wait(self.w.hold_s):
+            abort = True
         self.end_txn(txn, abort=abort)

@@ -290,6 +290,8 @@ def _fault_stats(pairs: DataFrame, faults: Sequence[FaultWindow], history_end: i
         aggs.append(F.min(F.when(t >= F.lit(end), t)).alias(f"after_{i}"))
         aggs.append(F.max(F.when(t < F.lit(fw.start_ns), t)).alias(f"before_{i}"))
     row = commits.agg(*aggs).collect()[0]
+    open_at = _open_txns_at([fw.start_ns for fw in faults], pairs)
+    outages = _coordinator_outages(faults, pairs, history_end)
     stats: list[dict[str, Any]] = []
     for i, fw in enumerate(faults):
         end = fw.end_or(history_end)
@@ -302,6 +304,8 @@ def _fault_stats(pairs: DataFrame, faults: Sequence[FaultWindow], history_end: i
             "first_commit_after_heal_s": (round((int(after) - fw.end_ns) / 1e9, 6)
                                           if after is not None and fw.end_ns is not None else None),
             "last_commit_before_start_s": round((fw.start_ns - int(before)) / 1e9, 6) if before is not None else None,
+            "open_txns_at_start": open_at[i],
+            **outages[i],
         }
         if during <= MAX_GAP_COMMITS:
             times = sorted(int(r["complete_ns"]) for r in commits.filter(
@@ -310,3 +314,72 @@ def _fault_stats(pairs: DataFrame, faults: Sequence[FaultWindow], history_end: i
             entry["longest_commit_gap_s"] = round(max(b - a for a, b in pairwise(edges)) / 1e9, 6)
         stats.append(entry)
     return stats
+
+
+def _open_txns_at(instants: Sequence[int], pairs: DataFrame) -> list[int]:
+    """How many transactions were open at each instant: opened (`txn-open` ok) before it,
+    and not yet asked to end (no `txn-commit`/`txn-abort` invoked before it).
+
+    Experiment 3 plots coordinator recovery against this number at the kill.
+    """
+    if not instants:
+        return []
+    opens = (pairs.filter((F.col("f") == OpF.TXN_OPEN.value) & (F.col("type") == OpType.OK.value)
+                          & F.col("completed") & F.col("txn").isNotNull())
+             .select("txn", F.col("complete_ns").alias("opened_ns")))
+    ends = (pairs.filter(F.col("f").isin(OpF.TXN_COMMIT.value, OpF.TXN_ABORT.value) & F.col("txn").isNotNull())
+            .groupBy("txn").agg(F.min("invoke_ns").alias("ending_ns")))
+    spans = opens.join(ends, "txn", "left")
+    opened, ending = F.col("opened_ns"), F.col("ending_ns")
+    row = spans.agg(*(F.sum(F.when((opened < F.lit(t)) & (ending.isNull() | (ending >= F.lit(t))), 1)
+                            .otherwise(0)).alias(f"open_{i}") for i, t in enumerate(instants))).collect()[0]
+    return [int(row[f"open_{i}"] or 0) for i in range(len(instants))]
+
+
+OUTAGE_ACTIVE_BEFORE_NS = 10_000_000_000
+"""A coordinator counts as serving before a fault when it ended a transaction in the 10 s before it."""
+
+
+def _coordinator_outages(faults: Sequence[FaultWindow], pairs: DataFrame, history_end: int) -> list[dict[str, Any]]:
+    """Per fault, how long the slowest coordinator took to end a transaction again.
+
+    A transaction id is `<coordinator>:<sequence>` on both paths, so every `ok`
+    commit or abort says which coordinator served it. For each coordinator that
+    served in the 10 s before the fault, the outage is the time from the fault's
+    start to its next `ok` end; `coordinator_outage_s` is the largest (the
+    coordinator the fault hit, wherever it lived), `coordinators_stalled` names the
+    ones that never served again before the history ended. Unaffected
+    coordinators answer within milliseconds, so this isolates failover time
+    without knowing which broker hosted what.
+    """
+    if not faults:
+        return []
+    ends = (pairs.filter(F.col("f").isin(OpF.TXN_COMMIT.value, OpF.TXN_ABORT.value)
+                         & (F.col("type") == OpType.OK.value) & F.col("completed") & F.col("txn").isNotNull())
+            .select(F.split(F.col("txn"), ":").getItem(0).alias("tc"), F.col("complete_ns").alias("t")))
+    t = F.col("t")
+    aggs = []
+    for i, fw in enumerate(faults):
+        aggs.append(F.max(F.when((t < F.lit(fw.start_ns)) & (t >= F.lit(fw.start_ns - OUTAGE_ACTIVE_BEFORE_NS)), t))
+                    .alias(f"before_{i}"))
+        aggs.append(F.min(F.when(t >= F.lit(fw.start_ns), t)).alias(f"after_{i}"))
+    rows = ends.groupBy("tc").agg(*aggs).collect()
+    out: list[dict[str, Any]] = []
+    for i, fw in enumerate(faults):
+        waits: dict[str, float | None] = {}
+        for row in rows:
+            if row[f"before_{i}"] is None:
+                continue
+            after = row[f"after_{i}"]
+            waits[str(row["tc"])] = None if after is None else (int(after) - fw.start_ns) / 1e9
+        stalled = sorted(tc for tc, wait in waits.items() if wait is None)
+        served = [wait for wait in waits.values() if wait is not None]
+        if stalled:
+            outage: float | None = round((history_end - fw.start_ns) / 1e9, 6)
+        else:
+            outage = round(max(served), 6) if served else None
+        slowest = max(waits, key=lambda tc: float("inf") if waits[tc] is None else float(waits[tc] or 0.0),
+                      default=None)
+        out.append({"coordinator_outage_s": outage, "slowest_coordinator": slowest,
+                    "coordinators_stalled": stalled, "coordinators_serving_before": len(waits)})
+    return out

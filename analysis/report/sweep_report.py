@@ -24,6 +24,7 @@ from analysis.report.model import (
     fmt_count,
     fmt_ms,
     fmt_num,
+    fmt_s,
     render_markdown,
 )
 from analysis.sweep import SATURATION_GAIN, SWEEP_IO_KEYS
@@ -127,8 +128,70 @@ def io_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
                 "Lines of ledger entries and fsyncs per committed transaction per path against users")
 
 
+def _has_faults(sweep: Mapping[str, Any]) -> bool:
+    return any(p.get("faults") for _, _, points in _series(sweep) for p in points)
+
+
+def failover_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
+    """Experiment 3: coordinator outage against the transactions open when the fault struck."""
+    fig = new_figure(11, 4.5)
+    ax = fig.subplots(1, 1)
+    drawn = False
+    kinds = sorted({f.get("kind") for _, _, pts in _series(sweep) for p in pts for f in p.get("faults") or []})
+    markers = dict(zip(kinds, "osD^v<>", strict=False))
+    for i, path, points in _series(sweep):
+        for kind in kinds:
+            xs, ys = [], []
+            for p in points:
+                for f in p.get("faults") or []:
+                    if f.get("kind") == kind and f.get("open_txns_at_start") is not None \
+                            and f.get("coordinator_outage_s") is not None:
+                        xs.append(float(f["open_txns_at_start"]))
+                        ys.append(float(f["coordinator_outage_s"]))
+            if xs:
+                order = sorted(range(len(xs)), key=xs.__getitem__)
+                ax.plot([xs[j] for j in order], [ys[j] for j in order], marker=markers.get(kind, "o"),
+                        color=color_for(path, i), label=f"{path} {kind}")
+                drawn = True
+    if not drawn:
+        empty(ax, "no fault with a measured coordinator outage")
+    else:
+        ax.set_xlabel("transactions open when the fault struck")
+        ax.set_ylabel("coordinator outage (s)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Coordinator failover against open transactions (fault start to the slowest coordinator's "
+                 "next commit or abort)", fontsize=11)
+    return save(fig, directory, "sweep_failover", "Coordinator outage against open transactions",
+                "Lines of the slowest coordinator's outage in seconds against the number of transactions open "
+                "at the fault, per path and fault kind")
+
+
 def sweep_charts(sweep: Mapping[str, Any], directory: Path) -> list[Chart]:
-    return [throughput_chart(sweep, directory), latency_chart(sweep, directory), io_chart(sweep, directory)]
+    charts = [throughput_chart(sweep, directory), latency_chart(sweep, directory), io_chart(sweep, directory)]
+    if _has_faults(sweep):
+        charts.append(failover_chart(sweep, directory))
+    return charts
+
+
+def _faults_table(sweep: Mapping[str, Any]) -> Table:
+    rows = []
+    for _, path, points in _series(sweep):
+        for p in points:
+            for f in p.get("faults") or []:
+                stalled = f.get("coordinators_stalled") or []
+                rows.append((path, fmt_count(p["users"]), f.get("kind") or NA, Cell(str(f.get("targets") or ""), "code"),
+                             fmt_count(f.get("open_txns_at_start")),
+                             fmt_s(f.get("coordinator_outage_s")) + (" (never served again: "
+                                                                     + ", ".join(stalled) + ")" if stalled else ""),
+                             fmt_s(f.get("longest_commit_gap_s")), fmt_s(f.get("first_commit_after_heal_s")),
+                             fmt_s(p.get("coordinator_recovery_s"))))
+    return Table.of(("path", "users", "fault", "targets", "open txns at start", "coordinator outage (s)",
+                     "longest commit gap (s)", "first commit after heal (s)", "longest log replay (s)"), rows,
+                    caption="Coordinator outage: fault start to the slowest coordinator's next commit or abort. "
+                            "Log replay: the coordinators' own recovery gauge (v4 replays its log; v5 reads one "
+                            "counter)")
 
 
 def _verdict(point: Mapping[str, Any]) -> Cell:
@@ -202,6 +265,11 @@ def sweep_sections(sweep: Mapping[str, Any], charts: Sequence[Chart]) -> list[Se
                             "transactions (docs/report.md).",),
                 charts=tuple(by_name[n] for n in ("sweep_io",) if n in by_name)),
     ]
+    if _has_faults(sweep):
+        sections.append(Section("Faults and coordinator failover", "failover", tables=(_faults_table(sweep),),
+                                paragraphs=("Experiment 3: how long transactions on the coordinator a fault hit "
+                                            "could not end, against how many were open at that moment.",),
+                                charts=tuple(by_name[n] for n in ("sweep_failover",) if n in by_name)))
     errors = sweep.get("errors") or {}
     if errors:
         sections.append(Section("Not in the sweep", "errors", items=tuple(f"{k}: {v}" for k, v in errors.items())))

@@ -233,6 +233,28 @@ def test_timeline_faults_load_generator_and_files(perf: dict[str, Any], ref: dic
     assert fault["commits_during"] == sum(1 for t in commits if start <= t < healed)
     after = min(t for t in commits if t >= healed)
     assert fault["first_commit_after_heal_s"] == round((after - healed) / 1e9, 6)
+    opened = {op["txn"]: op["complete_ns"] for op in ref["ops"] if op["f"] == "txn-open" and op["type"] == "ok"}
+    ending: dict[str, int] = {}
+    for op in ref["ops"]:
+        if op["f"] in ("txn-commit", "txn-abort"):
+            ending[op["txn"]] = min(op["invoke_ns"], ending.get(op["txn"], op["invoke_ns"]))
+    open_at_start = sum(1 for txn, t in opened.items() if t < start and ending.get(txn, start) >= start)
+    assert open_at_start > 0 and fault["open_txns_at_start"] == open_at_start
+    served_before: set[str] = set()
+    next_end: dict[str, int] = {}
+    for op in ref["ops"]:
+        if op["f"] in ("txn-commit", "txn-abort") and op["type"] == "ok" and op["complete_ns"] is not None:
+            tc, t = op["txn"].split(":")[0], op["complete_ns"]
+            if start - 10_000_000_000 <= t < start:
+                served_before.add(tc)
+            elif t >= start:
+                next_end[tc] = min(t, next_end.get(tc, t))
+    stalled = sorted(served_before - set(next_end))      # never ended a transaction again
+    history_end = max(x["time_ns"] for x in ref["lines"])
+    assert fault["coordinators_serving_before"] == len(served_before) > len(stalled)
+    assert fault["coordinators_stalled"] == stalled
+    worst = history_end if stalled else max(next_end[tc] for tc in served_before)
+    assert fault["coordinator_outage_s"] == round((worst - start) / 1e9, 6)
     lg = perf["load_generator"]
     assert lg["cpu"]["percent_of_core"] == pytest.approx(30.0, abs=0.01)
     assert lg["capacity"]["utilization"] == round(perf["committed_txn_per_s"] / 5000.0, 4)

@@ -163,3 +163,36 @@ def test_sweep_runs_every_path_per_level_lowest_first_and_stops_when_interrupted
     status = json.loads((matrix / "matrix-status.json").read_text())
     assert status["interrupted"] is True and len(status["runs"]) == len(seen)
     assert json.loads((matrix / "matrix.json").read_text())["levels"] == [4, 16, 64]
+
+
+def test_faults_give_the_failover_section_with_outage_against_open_transactions(tmp_path: Path) -> None:
+    from analysis.report.sweep_report import write_sweep_report
+
+    def with_kill(row: dict[str, Any], open_txns: int, outage: float, stalled: list[str]) -> dict[str, Any]:
+        row["faults"] = [{"kind": "kill", "targets": "broker-1", "start_s": 10.0, "end_s": 14.0,
+                          "open_txns_at_start": open_txns, "coordinator_outage_s": outage,
+                          "coordinators_stalled": stalled, "longest_commit_gap_s": 0.5,
+                          "first_commit_after_heal_s": 0.1, "commits_during": 3}]
+        row["coordinator_recovery_s"] = {"steady": 0.002, "faults": 0.25}
+        return row
+
+    levels = {8: _compare(with_kill(_row("v4", 100, 8), 8, 3.5, []), with_kill(_row("v5", 80, 9), 8, 2.25, [])),
+              64: _compare(with_kill(_row("v4", 200, 9), 61, 4.75, ["2"]), with_kill(_row("v5", 150, 9), 60, 2.5, []))}
+    sweep = build_sweep(levels)
+    point = sweep["series"]["v4"][1]
+    assert point["coordinator_recovery_s"] == 0.25
+    assert point["faults"][0]["open_txns_at_start"] == 61 and "commits_during" not in point["faults"][0]
+    written = write_sweep_report(tmp_path, sweep)
+    assert [c.name for c in written.charts][-1] == "sweep_failover"
+    md = written.markdown.read_text()
+    assert "## Faults and coordinator failover" in md
+    assert "| v4 | 64 | kill | broker-1 | 61 | 4.750 (never served again: 2) |" in md
+    assert "| v5 | 8 | kill | broker-1 | 8 | 2.250 |" in md
+
+
+def test_no_faults_no_failover_section(tmp_path: Path) -> None:
+    from analysis.report.sweep_report import write_sweep_report
+
+    written = write_sweep_report(tmp_path, build_sweep({4: _compare(_row("v4", 100, 8))}))
+    assert "Faults and coordinator failover" not in written.markdown.read_text()
+    assert not (tmp_path / "plots" / "sweep_failover.png").exists()

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import pytest
+
 from harness.client.errors import ConnectionLostError, NotReadyError, OperationTimeoutError
-from tests.unit.workloads.conftest import Harness
+from harness.config import ConfigError
+from tests.unit.workloads.conftest import Harness, scenario
 from tests.unit.workloads.history_checks import (
     assert_unique_values,
     assert_well_formed,
@@ -149,3 +152,34 @@ def test_payload_json_shape(make_harness: Callable[[str], Harness]) -> None:
     entry = next(iter(h.client.logs.values()))[0]
     obj = json.loads(entry.data)
     assert set(obj) == {"v", "i", "p"} and obj["i"] == [] and obj["v"].startswith("w0.0.")
+
+
+def test_hold_keeps_the_transaction_open_after_its_sends(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0) + "  hold_s: 5\n")
+    user = AtomicProduce(h.ctx)
+    user.step()
+    assert 5 in h.stop.waits                       # the hold is a stop-aware wait, not a sleep
+    done = next(iter(transactions(h.ops()).values()))
+    assert [op["f"] for op in done][-1] == "txn-commit"
+    last_send = max(op["time_ns"] for op in done if op["f"] == "send")
+    assert done[-1]["time_ns"] - last_send >= 5_000_000_000
+
+
+def test_a_stop_during_the_hold_aborts(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0) + "  hold_s: 20\n")
+    plain_wait = h.stop.wait
+
+    def stop_while_held(timeout: float | None = None) -> bool:
+        if timeout == 20:
+            h.stop.set()                           # the load stops while the transaction is held
+        return plain_wait(timeout)
+
+    h.stop.wait = stop_while_held  # type: ignore[method-assign]
+    AtomicProduce(h.ctx).step()
+    done = next(iter(transactions(h.ops()).values()))
+    assert [op["f"] for op in done] == ["txn-open", "send", "send", "send", "send", "txn-abort"]
+
+
+def test_a_hold_as_long_as_the_transaction_timeout_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"hold_s.*txn_timeout_s"):
+        scenario(BASE.format(abort=0.0) + "  hold_s: 30\n  txn_timeout_s: 30\n")
