@@ -73,55 +73,78 @@ class ClusterConfig:
     brokers: int = bounded(2, min=1, max=5, help="embedded brokers")
     settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     """Broker settings by their Pulsar names (e.g. transactionLogBatchedWriteMaxRecords)."""
-    ready_timeout_s: float = bounded(90.0, min=1, max=900)
+    ready_timeout_s: float = bounded(90.0, min=1, max=900,
+                                     help="seconds the started cluster has to become ready (the compose "
+                                          "target waits at least 300)")
     compose_file: str | None = None
+    """Compose target: a file path or a file name in compose/; null takes the path's default file."""
     service_url: str | None = None
+    """External target: the pulsar:// URL clients start from (or --service-url)."""
     admin_url: str | None = None
+    """External target: a broker's http:// admin URL, also read for /metrics (or --admin-url)."""
 
 
 @dataclass(frozen=True)
 class PhaseConfig:
     """Phase lengths. Load runs through warmup, steady, faults and recovery."""
 
-    warmup_s: float = bounded(5.0, min=0, max=3600)
-    steady_s: float = bounded(60.0, min=1, max=86400)
+    warmup_s: float = bounded(5.0, min=0, max=3600, help="load runs; its numbers are not the result")
+    steady_s: float = bounded(60.0, min=1, max=86400, help="the measured window, without faults")
     faults_s: float = bounded(0.0, min=0, max=86400, help="nemesis active; 0 when no faults")
-    recovery_s: float = bounded(5.0, min=0, max=3600)
-    drain_timeout_s: float = bounded(60.0, min=1, max=3600)
+    recovery_s: float = bounded(5.0, min=0, max=3600, help="faults healed, load still running; then the load stops")
+    drain_timeout_s: float = bounded(60.0, min=1, max=3600,
+                                     help="bound on the drain (final reads of every topic and subscription "
+                                          "after the load stops); a drain cut short makes the verdict unknown")
 
 
 @dataclass(frozen=True)
 class LoadConfig:
-    users: int = bounded(8, min=1, max=10000)
-    spawn_rate: float = bounded(8.0, min=0.1, max=10000)
+    users: int = bounded(8, min=1, max=10000,
+                         help="transactional users over all load processes (feeders and verifiers come on top)")
+    spawn_rate: float = bounded(8.0, min=0.1, max=10000, help="users started per second")
     rate_per_user: float | None = bounded(None, min=0.01, max=100000)
     """Transactions per second per user; null runs closed-loop (as fast as replies come)."""
     workers: int = bounded(0, min=0, max=64)
     """Locust worker processes; 0 runs a local runner in one load process."""
     web_ui: bool = False
-    web_port: int = bounded(8089, min=1024, max=65535)
+    """Serve Locust's web UI on 127.0.0.1 (or --web-ui)."""
+    web_port: int = bounded(8089, min=1024, max=65535, help="port of Locust's web UI when web_ui is true")
 
 
 @dataclass(frozen=True)
 class WorkloadConfig:
     kind: WorkloadKind = WorkloadKind.ATOMIC_PRODUCE
+    """Which transactional users run; `mixed` runs several kinds side by side, weighted by `mix`."""
     namespace: str = "public/txnbench"
-    topics: int = bounded(4, min=1, max=1000)
+    topics: int = bounded(4, min=1, max=1000,
+                          help="topics of each role the workload uses (atomic-produce's, the "
+                               "consume-transform-produce inputs and outputs, ack-only's)")
     partitions: int = bounded(0, min=0, max=64, help="v4 partitions per topic; 0 = not partitioned")
     segments: int = bounded(2, min=1, max=64, help="v5 initial segments per scalable topic")
-    messages_per_txn: int = bounded(4, min=1, max=10000)
-    topics_per_txn: int = bounded(2, min=1, max=1000)
-    acks_per_txn: int = bounded(2, min=1, max=10000)
+    messages_per_txn: int = bounded(4, min=1, max=10000,
+                                    help="messages each transaction sends (consume-transform-produce: at "
+                                         "most, one per input)")
+    topics_per_txn: int = bounded(2, min=1, max=1000,
+                                  help="distinct topics each transaction's messages are spread over")
+    acks_per_txn: int = bounded(2, min=1, max=10000,
+                                help="consume-transform-produce and ack-only: inputs each transaction "
+                                     "receives and acks (at most)")
     message_size: int = bounded(256, min=64, max=4 * 1024 * 1024, help="payload bytes incl. padding")
-    keys: int = bounded(16, min=1, max=1_000_000)
-    abort_ratio: float = bounded(0.1, min=0.0, max=1.0)
-    txn_timeout_s: float = bounded(30.0, min=1, max=3600)
+    keys: int = bounded(16, min=1, max=1_000_000, help="distinct message keys, drawn at random")
+    abort_ratio: float = bounded(0.1, min=0.0, max=1.0, help="share of transactions aborted on purpose")
+    txn_timeout_s: float = bounded(30.0, min=1, max=3600,
+                                   help="timeout of each transaction at its coordinator; the drain waits "
+                                        "this long for transactions the load left open")
     hold_s: float = bounded(0.0, min=0, max=600,
                             help="atomic-produce: seconds a transaction stays open after its sends before it "
                                  "ends, so about `users` transactions are open at any time (experiment 3)")
-    op_timeout_s: float = bounded(30.0, min=0.1, max=3600)
+    op_timeout_s: float = bounded(30.0, min=0.1, max=3600,
+                                  help="client timeout of each operation (send, receive, ack, commit, abort)")
     batching: bool = False
-    consumers_per_subscription: int = bounded(2, min=1, max=100)
+    """Batch messages in the client's producers (not the coordinator's log: that is the v4-batched path)."""
+    consumers_per_subscription: int = bounded(2, min=1, max=100,
+                                              help="ack-only: users sharing each Shared subscription, "
+                                                   "whose acks can conflict")
     conflict_ratio: float = bounded(0.1, min=0.0, max=1.0,
                                     help="ack-only: share of transactions that also ack a message a "
                                          "sibling consumer holds (provokes TransactionConflict)")
@@ -170,10 +193,15 @@ class FaultSpec:
 
     kind: FaultKind
     target: str = "random"
-    at_s: float | None = bounded(None, min=0, max=86400)
-    every_s: float | None = bounded(None, min=0.1, max=86400)
-    for_s: float = bounded(5.0, min=0, max=3600)
+    """What to break (a selector, see above); `random` takes the kind's default target."""
+    at_s: float | None = bounded(None, min=0, max=86400, help="inject once, this many seconds into the "
+                                                               "faults phase (give this or every_s)")
+    every_s: float | None = bounded(None, min=0.1, max=86400, help="inject at 0 s and every this many "
+                                                                   "seconds after (give this or at_s)")
+    for_s: float = bounded(5.0, min=0, max=3600, help="seconds until the fault is healed (split, merge "
+                                                      "and terminate are instant)")
     params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """Settings of the kind, e.g. direction, latency_ms, jitter_ms, rate_kbps (faults/README.md)."""
 
     def check(self) -> None:
         if (self.at_s is None) == (self.every_s is None):
@@ -183,12 +211,15 @@ class FaultSpec:
 
 @dataclass(frozen=True)
 class RandomFaults:
-    """Seeded random faults: every `every_s`, pick one of `kinds` and hold it `for_s`."""
+    """Seeded random faults: every `every_s`, pick a random non-empty subset of `kinds`, hold it `for_s`."""
 
     kinds: tuple[FaultKind, ...]
-    every_s: float = bounded(15.0, min=0.1, max=86400)
-    for_s: float = bounded(5.0, min=0, max=3600)
+    """Kinds to draw from; those that do not apply to the run's path are left out."""
+    every_s: float = bounded(15.0, min=0.1, max=86400,
+                             help="seconds between draws, from the start of the faults phase")
+    for_s: float = bounded(5.0, min=0, max=3600, help="seconds until each draw is healed")
     target: str = "random"
+    """Selector for every drawn fault; `random` takes each kind's default target."""
 
     def check(self) -> None:
         if not self.kinds:
@@ -235,9 +266,13 @@ class ExpectedAnomalies:
     """
 
     paths: tuple[TxnPath, ...]
+    """Paths on which these anomalies are expected."""
     anomalies: tuple[str, ...]
+    """Anomaly classes expected (the classes of docs/checks.md, e.g. partial-txn)."""
     reason: str
+    """The design limitation that causes them; the report shows it."""
     scope: ExpectationScope = ExpectationScope.ANY
+    """`any` instance, or only instances touching a topic or segment the nemesis terminated."""
 
     def check(self) -> None:
         if not self.paths:
@@ -252,8 +287,10 @@ class ExpectedAnomalies:
 
 @dataclass(frozen=True)
 class ChecksConfig:
-    stall_after_s: float = bounded(10.0, min=0.001, max=86400)
+    stall_after_s: float = bounded(10.0, min=0.001, max=86400,
+                                   help="a commit or abort slower than this is a stalled-commit anomaly")
     expected: tuple[ExpectedAnomalies, ...] = ()
+    """Anomalies the scenario provokes on purpose on some paths, and why."""
 
     def expected_on(self, path: TxnPath) -> dict[str, ExpectedAnomalies]:
         """Anomaly class -> the expectation covering it on `path`."""
@@ -270,11 +307,16 @@ class RunConfig:
     """Everything one run needs, resolved and frozen. `source` is the file it came from."""
 
     name: str = ""
+    """Names the run folders and reports; empty takes the file's name without `.yaml`."""
     description: str = ""
     seed: int = 1
+    """Seeds every random choice: keys, on-purpose aborts, the fault schedule and its targets."""
     path: TxnPath = TxnPath.V4
+    """The path `txnbench run` uses (or --path)."""
     paths: tuple[TxnPath, ...] = ALL_PATHS
+    """The paths a matrix (bench, chaos, sweep) runs, in this order (or --paths)."""
     target: Target = Target.EMBEDDED
+    """Where the cluster comes from: started here (embedded), Docker Compose, or an external cluster."""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     phases: PhaseConfig = field(default_factory=PhaseConfig)
     load: LoadConfig = field(default_factory=LoadConfig)
