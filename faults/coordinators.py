@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from faults.model import CoordinatorLocator
-from harness.targets.base import ClusterInfo, ServiceRole
+from harness.targets.base import ClusterInfo, ServiceRole, multi_host_service_url
 from harness.txn_paths import TxnPath
 
 CLOSE_WAIT_S = 5.0
@@ -59,9 +59,7 @@ class ClientCoordinatorLocator:
 
 def all_brokers_url(cluster: ClusterInfo) -> str:
     """`pulsar://h:p,h:p` of every broker's advertised address, or the cluster's service URL."""
-    hosts = [s.service_url.removeprefix("pulsar://").rstrip("/") for s in cluster.by_role(ServiceRole.BROKER)
-             if s.service_url and s.service_url.startswith("pulsar://")]
-    return f"pulsar://{','.join(hosts)}" if hosts else cluster.service_url
+    return multi_host_service_url(s.service_url for s in cluster.by_role(ServiceRole.BROKER)) or cluster.service_url
 
 
 def make_coordinator_locator(cluster: ClusterInfo, path: TxnPath,

@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Locust's web UI parses sys.argv as if this were the `locust` command line; ours is not.
     sys.argv = sys.argv[:1]
-    setup_logging("INFO")
+    setup_logging(os.environ.get("TXNBENCH_LOAD_LOG_LEVEL", "INFO").upper())   # DEBUG to trace the client
     try:
         spec = LoadSpec.load(args.spec)
         process = LoadProcess(spec, worker_index=args.worker, master_port=args.master_port)

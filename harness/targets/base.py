@@ -18,6 +18,7 @@ Names are shared by all targets so scenarios stay portable:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -76,7 +77,7 @@ class LinkInfo:
 class ClusterInfo:
     target: str
     path: TxnPath
-    service_url: str                # pulsar:// URL a client starts from
+    service_url: str                # pulsar:// URL a client starts from: every broker, `pulsar://h:p,h:p`
     admin_url: str                  # http:// admin URL of any broker
     toxiproxy_url: str | None = None
     listener_name: str | None = None   # the advertised listener clients must ask for in lookups
@@ -145,3 +146,16 @@ class ClusterTarget(Protocol):
 
     def process_control(self) -> ProcessControl | None:
         """Kill/restart/pause/resume, or None when the target cannot (external)."""
+
+
+def multi_host_service_url(urls: Iterable[str | None]) -> str:
+    """`pulsar://h:p,h:p` from the brokers' own `pulsar://h:p` URLs, in order ('' when none).
+
+    A cluster's service URL names every broker, as Pulsar's clients accept: a
+    client whose first host is dead tries the next for lookups and discovery.
+    With only the first broker's URL, killing that broker cut every client off
+    from the whole cluster until it came back, which a chaos run would then blame
+    on the transaction path.
+    """
+    hosts = [u.removeprefix("pulsar://").rstrip("/") for u in urls if u and u.startswith("pulsar://")]
+    return f"pulsar://{','.join(hosts)}" if hosts else ""

@@ -40,6 +40,7 @@ from harness.targets.base import (
     LinkKind,
     ServiceInfo,
     ServiceRole,
+    multi_host_service_url,
 )
 from harness.targets.processes import ManagedProcess, ProcessState
 from harness.txn_paths import TxnPath
@@ -254,7 +255,7 @@ class EmbeddedCluster:
         brokers = [r for r in self.records.values() if r.role is ServiceRole.BROKER]
         return ClusterInfo(
             target=self.name, path=self.spec.path,
-            service_url=(brokers[0].service_url or "") if brokers else "",
+            service_url=multi_host_service_url(b.service_url for b in brokers),
             admin_url=(brokers[0].admin_url or "") if brokers else "",
             toxiproxy_url=self.toxiproxy_url, services=tuple(services), links=tuple(self.links),
             settings=dict(self.settings),

@@ -64,6 +64,15 @@ def test_state_round_trips(tmp_path: Path) -> None:
     assert again.spec.brokers == 3 and again.spec.path is TxnPath.V4
     assert [link.name for link in again.links] == [link.name for link in cluster.links]
     info = again.info()
-    assert info.service_url.startswith("pulsar://127.0.0.1:")
+    brokers = sorted((s for s in info.services if s.role is ServiceRole.BROKER), key=lambda s: s.name)
+    # every broker's client address, in order: killing broker-0 must not cut clients off the cluster
+    assert info.service_url == "pulsar://" + ",".join(str(b.service_url).removeprefix("pulsar://") for b in brokers)
     assert [s.role for s in info.services].count(ServiceRole.BROKER) == 3
     assert not again.any_running()
+
+
+def test_multi_host_service_url_keeps_order_and_skips_what_is_not_pulsar() -> None:
+    from harness.targets.base import multi_host_service_url
+
+    assert multi_host_service_url(["pulsar://a:1/", None, "http://x:2", "pulsar://b:3"]) == "pulsar://a:1,b:3"
+    assert multi_host_service_url([None]) == ""

@@ -43,7 +43,7 @@ import yaml
 
 from harness.errors import ConfigError, EnvironmentProblem
 from harness.results import write_json_atomic
-from harness.targets.base import ClusterInfo, ServiceInfo, ServiceRole
+from harness.targets.base import ClusterInfo, ServiceInfo, ServiceRole, multi_host_service_url
 from harness.targets.compose.admin import ComposeAdmin
 from harness.targets.compose.engine import (
     CommandResult,
@@ -266,7 +266,8 @@ class ComposeCluster:
                 admin_url=self._admin_url(svc), metrics_url=self._metrics_url(svc)))
         broker0 = self.layout.brokers[0]
         return ClusterInfo(
-            target=self.name, path=self.spec.path, service_url=self._service_url(broker0) or "",
+            target=self.name, path=self.spec.path,
+            service_url=multi_host_service_url(self._service_url(b) for b in self.layout.brokers),
             admin_url=self._admin_url(broker0) or "", toxiproxy_url=self.toxiproxy_url,
             services=tuple(services), links=tuple(link.info() for link in self.links),
             settings=self.settings(), listener_name=EXTERNAL_LISTENER)

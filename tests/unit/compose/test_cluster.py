@@ -111,8 +111,9 @@ def test_up_binds_every_published_port_to_a_free_port_and_returns_a_ready_cluste
     variables = sorted(load_layout(default_compose_file(TxnPath.V4)).port_variables())
     ports = [int(env[v]) for v in variables]
     assert len(set(ports)) == len(variables) == 7
-    client_port = int(env["TXNBENCH_BROKER_0_CLIENT_PORT"])
-    assert info.service_url == f"pulsar://127.0.0.1:{client_port}"
+    ports_of_clients = [int(env[f"TXNBENCH_BROKER_{i}_CLIENT_PORT"]) for i in (0, 1)]
+    # every broker: a client whose first host is killed carries on through the next
+    assert info.service_url == "pulsar://" + ",".join(f"127.0.0.1:{p}" for p in ports_of_clients)
     assert info.admin_url == f"http://127.0.0.1:{env['TXNBENCH_BROKER_0_HTTP_PORT']}"
     assert info.toxiproxy_url == f"http://127.0.0.1:{env['TXNBENCH_PROXY_API_PORT']}"
     assert info.target == "compose" and info.path is TxnPath.V4
@@ -123,7 +124,7 @@ def test_up_binds_every_published_port_to_a_free_port_and_returns_a_ready_cluste
     assert info.service("ledger").metrics_url == f"http://127.0.0.1:{env['TXNBENCH_LEDGER_METRICS_PORT']}/metrics"
     assert info.settings["transactionCoordinatorEnabled"] is True
     assert info.settings["transactionLogBatchedWriteEnabled"] is False
-    assert str(info.settings["advertisedListeners"]).endswith(f"external:pulsar://127.0.0.1:{client_port}")
+    assert str(info.settings["advertisedListeners"]).endswith(f"external:pulsar://127.0.0.1:{ports_of_clients[0]}")
     cluster.down()
 
 
