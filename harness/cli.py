@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,6 +49,20 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def parse_setting_pairs(pairs: Sequence[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` pairs as broker settings; VALUE is JSON when it parses (numbers, booleans)."""
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError("--set", pair, "expected KEY=VALUE", "e.g. --set transactionLogBatchedWriteMaxRecords=64")
+        try:
+            settings[key] = json.loads(raw)
+        except ValueError:
+            settings[key] = raw
+    return settings
+
+
 def _user_levels(text: str) -> tuple[int, ...]:
     from analysis.sweep import parse_levels
 
@@ -80,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="override the scenario's seed")
     run.add_argument("--users", type=_positive_int, help="override the number of Locust users")
     run.add_argument("--web-ui", action="store_true", help="serve Locust's web UI while running")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
     run.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                      help="results root (default: results/)")
     run.set_defaults(handler=_cmd_run)
@@ -98,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         matrix.add_argument("--service-url", help="pulsar:// URL of an external cluster")
         matrix.add_argument("--admin-url", help="http:// admin URL of an external cluster")
         matrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
+        matrix.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                            help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
         if name in ("bench", "sweep"):
             matrix.add_argument("--no-capacity", action="store_true",
                                 help="skip measuring the load generator against a null broker")
@@ -159,6 +178,8 @@ def scenario_from_args(args: argparse.Namespace) -> RunConfig:
         cluster = dataclasses.replace(cluster, service_url=args.service_url)
     if getattr(args, "admin_url", None):
         cluster = dataclasses.replace(cluster, admin_url=args.admin_url)
+    if getattr(args, "set", None):
+        cluster = dataclasses.replace(cluster, settings={**cluster.settings, **parse_setting_pairs(args.set)})
     load = config.load
     if isinstance(getattr(args, "users", None), int):
         load = dataclasses.replace(load, users=args.users, spawn_rate=max(load.spawn_rate, float(args.users)))

@@ -11,7 +11,7 @@ from typing import Any
 
 import requests
 
-from harness.errors import ConfigError, EnvironmentProblem
+from harness.errors import EnvironmentProblem
 from harness.targets.base import ClusterInfo
 from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec, default_dir
 from harness.targets.processes import ProcessState
@@ -19,16 +19,9 @@ from harness.txn_paths import TxnPath
 
 
 def _parse_settings(pairs: list[str]) -> dict[str, Any]:
-    settings: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError("--set", pair, "expected KEY=VALUE", "e.g. --set transactionLogBatchedWriteMaxRecords=64")
-        try:
-            settings[key] = json.loads(raw)
-        except ValueError:
-            settings[key] = raw
-    return settings
+    from harness.cli import parse_setting_pairs
+
+    return parse_setting_pairs(pairs)
 
 
 def _directory(args: argparse.Namespace) -> Path:

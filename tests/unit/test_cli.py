@@ -16,7 +16,7 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    for command in ("run", "bench", "chaos", "check", "report", "cluster"):
+    for command in ("run", "bench", "chaos", "sweep", "check", "report", "cluster"):
         assert command in out
 
 
@@ -68,3 +68,20 @@ def test_bad_fault_target_is_refused_before_anything_starts(tmp_path: Path,
     err = capsys.readouterr().err.strip()
     assert "faults.schedule[0].target" in err and "\n" not in err
     assert not (tmp_path / "results").exists()   # refused before a run folder was made
+
+
+def test_set_overrides_the_scenarios_cluster_settings_with_json_values() -> None:
+    from harness.cli import scenario_from_args
+
+    args = build_parser().parse_args(["bench", "--set", "txnbenchDispatchHorizonPollMillis=50",
+                                      "--set", "transactionLogBatchedWriteEnabled=true", "--set", "name=x=y"])
+    settings = scenario_from_args(args).cluster.settings
+    assert settings["txnbenchDispatchHorizonPollMillis"] == 50
+    assert settings["transactionLogBatchedWriteEnabled"] is True
+    assert settings["name"] == "x=y"
+
+
+def test_a_set_without_a_value_exits_2_naming_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "bench", "--set", "oops"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "KEY=VALUE" in err[0] and "--set" in err[0]
