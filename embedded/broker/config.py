@@ -36,6 +36,10 @@ DEFAULTS: dict[str, Any] = {
     "transactionCoordinatorScalableTopicsEnabled": False,
     "scalableTopicsEnabled": False,
     "brokerClientOperationTimeoutSeconds": 10,   # our peer requests (Pulsar: brokerClient_operationTimeoutMs)
+    # ours, experiment 6: 0 = a transaction decision that moves the read horizon wakes the
+    # topic's dispatchers at once; N > 0 = dispatchers learn of it only by polling the
+    # horizon every N ms (the alternative the PIP-473 review weighed); appends wake them either way
+    "txnbenchDispatchHorizonPollMillis": 0,
 }
 
 

@@ -46,6 +46,8 @@ class PersistentTopic:
         self.producers: dict[tuple[int, int], Producer] = {}     # (connection id, producer id)
         self._subscriptions: dict[str, Subscription] = {}
         self._tb: TransactionBuffer | None = None
+        self._horizon_poll: asyncio.Task[None] | None = None   # experiment 6's polling dispatchers
+        self._seen_horizon: Position | None = None
         self._subscribe_lock = asyncio.Lock()
         self.closing = False
         self.closed = False
@@ -82,7 +84,12 @@ class PersistentTopic:
         self._tb = provider.create(self)
         await self._tb.recover()
         self._ml.add_listener(self._on_entry_added)
-        self._tb.add_listener(self._on_horizon_moved)
+        poll_ms = self._broker.settings.int("txnbenchDispatchHorizonPollMillis")
+        if poll_ms > 0:
+            self._seen_horizon = self.read_horizon()
+            self._horizon_poll = spawn(self._poll_horizon(poll_ms / 1000.0), f"horizon poll of {self._name}")
+        else:
+            self._tb.add_listener(self._on_horizon_moved)
         for cursor_name in await self._ml.cursor_names():
             cursor = await self._ml.open_cursor(cursor_name)
             subscription = Subscription(self, cursor_name, cursor, durable=True)
@@ -94,12 +101,30 @@ class PersistentTopic:
         tb = self._tb
         if tb is not None:
             tb.on_entry_added(position, info)
+            if self._horizon_poll is not None:
+                self._wake_if_horizon_moved()   # an append wakes them, as the ledger would; decisions wait
 
     def _on_horizon_moved(self) -> None:
         for subscription in self._subscriptions.values():
             dispatcher = subscription.dispatcher
             if dispatcher is not None:
                 dispatcher.wake()
+
+    def _wake_if_horizon_moved(self) -> None:
+        now = self.read_horizon()
+        if now != self._seen_horizon:
+            self._seen_horizon = now
+            self._on_horizon_moved()
+
+    async def _poll_horizon(self, interval_s: float) -> None:
+        """Experiment 6's other design: a decision that moves the horizon is seen at the next poll.
+
+        Runs until the topic closes (close() cancels it); a round is one in-memory
+        comparison, so what the probe measures is the delivery delay it adds.
+        """
+        while not self.closing:
+            await asyncio.sleep(interval_s)
+            self._wake_if_horizon_moved()
 
     def _on_fenced(self, ml: ManagedLedger) -> None:
         log.warning("%s: another broker took the topic over; unloading", self._name)
@@ -225,6 +250,8 @@ class PersistentTopic:
         if self.closed:
             return
         self.closing = True
+        if self._horizon_poll is not None:
+            self._horizon_poll.cancel()
         for producer in list(self.producers.values()):
             if disconnect and not producer.cnx.closed:
                 producer.cnx.send(Command(CommandType.CLOSE_PRODUCER, proto.CommandCloseProducer(
