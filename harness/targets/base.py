@@ -159,3 +159,20 @@ def multi_host_service_url(urls: Iterable[str | None]) -> str:
     """
     hosts = [u.removeprefix("pulsar://").rstrip("/") for u in urls if u and u.startswith("pulsar://")]
     return f"pulsar://{','.join(hosts)}" if hosts else ""
+
+
+def service_hosts(service_url: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs of `pulsar://h:p[,h:p...]` (also `pulsar+ssl://`), in order.
+
+    Raises ValueError naming what is wrong, for a one-line error at the command line.
+    """
+    scheme, sep, rest = service_url.partition("://")
+    if not sep or scheme not in ("pulsar", "pulsar+ssl"):
+        raise ValueError(f"service URL {service_url!r} is not pulsar://host:port[,host:port...]")
+    hosts: list[tuple[str, int]] = []
+    for part in rest.rstrip("/").split(","):
+        host, colon, port = part.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"service URL {service_url!r}: {part!r} is not host:port")
+        hosts.append((host.strip("[]"), int(port)))
+    return hosts

@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import socket
 from pathlib import Path
-from urllib.parse import urlparse
 
 import requests
 
 from harness.errors import EnvironmentProblem
-from harness.targets.base import ClusterInfo, ServiceInfo, ServiceRole
+from harness.targets.base import ClusterInfo, ServiceInfo, ServiceRole, service_hosts
 from harness.targets.embedded import EmbeddedCluster, default_dir
 from harness.txn_paths import TxnPath
 
@@ -33,22 +32,29 @@ class ExternalCluster:
         self._embedded = self._find_embedded(embedded_dir or default_dir())
 
     def _find_embedded(self, directory: Path) -> EmbeddedCluster | None:
+        """The `txnbench cluster up` cluster these URLs belong to: every host given is one of its brokers."""
         with contextlib.suppress(Exception):
             cluster = EmbeddedCluster.attach(directory)
-            urls = {s.service_url for s in cluster.info().services if s.service_url}
-            if self.service_url in urls:
+            known = {h for s in cluster.info().services if s.service_url for h in service_hosts(s.service_url)}
+            if set(service_hosts(self.service_url)) <= known:
                 return cluster
         return None
 
     def up(self) -> ClusterInfo:
-        parsed = urlparse(self.service_url)
-        if parsed.scheme not in ("pulsar", "pulsar+ssl") or not parsed.hostname or not parsed.port:
-            raise EnvironmentProblem(f"service URL {self.service_url!r} is not pulsar://host:port")
         try:
-            with socket.create_connection((parsed.hostname, parsed.port), timeout=5):
-                pass
-        except OSError as err:
-            raise EnvironmentProblem(f"cannot reach {self.service_url}: {err}; is the cluster running?") from None
+            hosts = service_hosts(self.service_url)
+        except ValueError as err:
+            raise EnvironmentProblem(str(err)) from None
+        failures: list[str] = []
+        for host, port in hosts:   # one broker answering is enough: clients try each in turn
+            try:
+                with socket.create_connection((host, port), timeout=5):
+                    break
+            except OSError as err:
+                failures.append(f"{host}:{port}: {err}")
+        else:
+            raise EnvironmentProblem(f"cannot reach {self.service_url} ({'; '.join(failures)}); "
+                                     "is the cluster running?")
         if self.admin_url:
             try:
                 requests.get(f"{self.admin_url}/metrics", timeout=5)
