@@ -308,8 +308,9 @@ def run_sections(perf: Mapping[str, Any], results: Mapping[str, Any] | None, cha
                                             "carry an intended start: from the actual invoke, for comparison",
                                             corrected=False))
     e2e = perf.get("end_to_end") or {}
-    paragraphs = ("End-to-end latency runs from a transaction's commit completion to the first receive of "
-                  f"each of its values by the load's consumers; {fmt_count(e2e.get('unreceived'))} committed "
+    paragraphs = ("End-to-end latency runs from a transaction's commit completion to the first delivery of "
+                  "each of its values to the load's consumers (when the broker's frame reached the client, "
+                  f"not when the application took it); {fmt_count(e2e.get('unreceived'))} committed "
                   "value(s) had no such receive (e.g. topics without consumers) and "
                   f"{fmt_count(e2e.get('received_before_commit_completed'))} were received before the client "
                   "saw the commit complete (counted as 0 ms).",)

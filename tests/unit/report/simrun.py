@@ -162,12 +162,14 @@ def simulate_run(run_dir: Path, spec: SimSpec = SimSpec()) -> Path:
     for p in range(spec.producers):
         _producer(sim, p, load_start + p * 137_000, load_end, fault_span, receives)
     _acker(sim, load_start + 50_000, load_end)
-    # The consumer of t1: deliveries after the commit, in time order.
+    # The consumer of t1: deliveries after the commit, in time order. Every third message
+    # waits in the client's receiver queue before the application takes it (the receive's
+    # time), so end-to-end latency (by delivered_ns) and the receive times differ.
     last = 0
-    for when, value, topic, mid in sorted(receives):
-        last = max(last + 1000, when)
+    for n, (when, value, topic, mid) in enumerate(sorted(receives)):
+        last = max(last + 1000, when + (7 * MS if n % 3 == 0 else 0))
         sim.emit("w0", "w0/c0", last, OpType.OK, OpF.RECEIVE, topic=topic, subscription="s", value=value,
-                 msg_id=mid, extra={"redelivery": 0})
+                 msg_id=mid, extra={"redelivery": 0, "delivered_ns": when})
 
     # Drain: final reads of every topic, the "in" subscription consumed until empty.
     t = phase_at["drain"] + 10 * MS
