@@ -112,8 +112,11 @@ def test_kill_the_coordinators_broker_mid_run_leaves_no_transaction_half_visible
         for thread in threads:
             thread.start()
         wait_until(lambda: sum(t.outcome == "committed" for t in run.txns) >= 20, 60, message="traffic")
+        # Kill while a transaction is in flight: a worker between two transactions has none,
+        # so sampling once could find all four idle (it did, once, in CI).
+        in_flight = wait_until(lambda: sum(t.outcome == "unknown" for t in run.txns), 10, interval_s=0.001,
+                               message="a transaction in flight")
         before_kill = len(run.txns)
-        in_flight = sum(t.outcome == "unknown" for t in run.txns)   # each worker's current transaction
         cluster.kill(victim)
         wait_until(lambda: sum(t.outcome == "committed" for t in run.txns[before_kill:]) >= 20, 90,
                    interval_s=0.2, message="commits after the kill")
