@@ -7,12 +7,14 @@ and its verdict out of results.json, so every cell traces back to one run's
 files, and `runs[label].perf_json` names the file. Ratios divide a path's
 value by the baseline's (v4 when present, else the first run); a ratio exists
 only when both numbers do and the baseline's is not zero. Runs are labelled by
-their path; when two runs share a path, by their run id.
+their path; when runs share a path, by the path and the one or two config values
+that set them apart (`v5 txnbenchDispatchHorizonPollMillis=20`), else by run id.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -60,16 +62,59 @@ def _relative(path: Path, root: Path | None) -> str:
         return str(path)
 
 
+_MAX_LABEL_KEYS = 2
+_NOT_A_DIFFERENCE = ("name", "description", "seed")
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def _difference_labels(path: str, group: Sequence[RunEntry]) -> list[str] | None:
+    """`v5 txnbenchDispatchHorizonPollMillis=20`: runs of one path named by the config that sets them apart.
+
+    A probe compares one path under settings that differ; naming the setting reads
+    better than a run id. None when nothing, or too much, differs.
+    """
+    configs = [_flat(e.manifest.get("config") or {}) for e in group]
+    keys = sorted({k for c in configs for k in c})
+    differing = [k for k in keys if k.rsplit(".", 1)[-1] not in _NOT_A_DIFFERENCE
+                 and len({repr(c.get(k)) for c in configs}) > 1]
+    if not differing or len(differing) > _MAX_LABEL_KEYS:
+        return None
+    labels = [f"{path} " + ", ".join(f"{k.rsplit('.', 1)[-1]}={c.get(k, 'unset')}" for k in differing)
+              for c in configs]
+    return labels if len(set(labels)) == len(labels) else None
+
+
 def _labels(entries: Sequence[RunEntry]) -> list[str]:
+    """Each run's label: its path, or, when runs share a path, what differs between them (else the run id)."""
     paths = [str(e.perf.get("path") or e.manifest.get("path") or e.run_dir.name) for e in entries]
-    return [p if paths.count(p) == 1 else str(e.perf.get("run_id") or e.run_dir.name)
-            for p, e in zip(paths, entries, strict=True)]
+    labels = [p if paths.count(p) == 1 else str(e.perf.get("run_id") or e.run_dir.name)
+              for p, e in zip(paths, entries, strict=True)]
+    for path in {p for p in paths if paths.count(p) > 1}:
+        members = [i for i, p in enumerate(paths) if p == path]
+        named = _difference_labels(path, [entries[i] for i in members])
+        if named is not None and not set(named) & set(labels):
+            for i, label in zip(members, named, strict=True):
+                labels[i] = label
+    return labels
+
+
+def _natural(label: str) -> tuple[tuple[int, int | str], ...]:
+    """`...=20` before `...=100`: numbers in a label compare as numbers."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", label) if part)
 
 
 def _order(labels: Sequence[str], entries: Sequence[RunEntry]) -> list[int]:
-    def key(i: int) -> tuple[int, str]:
+    def key(i: int) -> tuple[int, tuple[tuple[int, int | str], ...]]:
         path = str(entries[i].perf.get("path") or "")
-        return (PATH_ORDER.index(path) if path in PATH_ORDER else len(PATH_ORDER), labels[i])
+        return (PATH_ORDER.index(path) if path in PATH_ORDER else len(PATH_ORDER), _natural(labels[i]))
     return sorted(range(len(entries)), key=key)
 
 

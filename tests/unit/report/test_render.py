@@ -138,3 +138,23 @@ def test_comparison_says_when_a_path_is_invalid_only_as_the_scenario_expects(tmp
     md = write_compare_report(tmp_path, compare).markdown.read_text()
     assert "INVALID, as the scenario expects" in md and "lost-write 2 (expected)" in md
     assert "expected: markers refused by a terminated topic" in md
+
+
+def test_runs_sharing_a_path_are_named_by_the_setting_that_differs(tmp_path: Path) -> None:
+    runs = entries(tmp_path, {"a": {"path": "v5"}, "b": {"path": "v5"}, "c": {"path": "v4"}})
+    polls = {"a": 100, "b": 20}
+    for run in runs[:2]:
+        run.manifest.update(config={"name": run.run_dir.name, "seed": 1, "load": {"users": 16}, "cluster": {
+            "settings": {"metadataStoreSessionTimeoutMillis": 6000,
+                         "txnbenchDispatchHorizonPollMillis": polls[run.run_dir.name]}}})
+    compare = build_comparison(runs, out_dir=tmp_path)
+    assert compare["order"] == ["v4", "v5 txnbenchDispatchHorizonPollMillis=20",   # numbers sort as numbers
+                                "v5 txnbenchDispatchHorizonPollMillis=100"]
+    assert compare["baseline"] == "v4"
+
+
+def test_runs_sharing_a_path_keep_their_run_ids_when_too_much_differs(tmp_path: Path) -> None:
+    runs = entries(tmp_path, {"a": {"path": "v5"}, "b": {"path": "v5"}})
+    for n, run in enumerate(runs):
+        run.manifest.update(config={"load": {"users": n}, "phases": {"steady_s": n}, "workload": {"keys": n}})
+    assert build_comparison(runs, out_dir=tmp_path)["order"] == ["a", "b"]
