@@ -31,6 +31,8 @@ $(STAMP): pyproject.toml
 	@echo "installing txnbench and its dependencies into $(VENV) (first time: a few minutes)"
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	@# the real Oxia client; its runtime deps are in pyproject.toml (why --no-deps: see there)
+	@$(BIN)/python -m pip install --quiet --no-deps 'oxia==0.2.1'
 	@touch $(STAMP)
 
 setup: $(STAMP) ## create .venv and install everything (checks Java 17+)

@@ -31,7 +31,8 @@ def free_port() -> int:
 
 
 class StoreProcess:
-    def __init__(self, base_dir: Path, *, name: str = "metadata", extra_config: dict[str, Any] | None = None) -> None:
+    def __init__(self, base_dir: Path, *, name: str = "metadata", extra_config: dict[str, Any] | None = None,
+                 oxia: bool = False) -> None:
         self.base_dir = base_dir
         self.name = name
         self.data_dir = base_dir / "data"
@@ -39,12 +40,19 @@ class StoreProcess:
         self.config_path = base_dir / f"{name}.json"
         self.rpc_port = free_port()
         self.http_port = free_port()
+        self.oxia_port: int | None = free_port() if oxia else None   # Oxia's gRPC protocol beside ours
         self.extra_config = extra_config or {}
         self.popen: subprocess.Popen[bytes] | None = None
 
     @property
     def address(self) -> str:
         return f"{HOST}:{self.rpc_port}"
+
+    @property
+    def oxia_address(self) -> str:
+        if self.oxia_port is None:
+            raise RuntimeError(f"{self.name} was started without the Oxia protocol (StoreProcess(..., oxia=True))")
+        return f"{HOST}:{self.oxia_port}"
 
     @property
     def pid(self) -> int | None:
@@ -59,7 +67,7 @@ class StoreProcess:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         config = {"name": self.name, "host": HOST, "data_dir": str(self.data_dir), "log_level": "INFO",
                   "parent_pid": os.getpid(), "rpc_port": self.rpc_port, "http_port": self.http_port,
-                  **self.extra_config}
+                  **({"oxia_port": self.oxia_port} if self.oxia_port is not None else {}), **self.extra_config}
         self.config_path.write_text(json.dumps(config, indent=2))
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(

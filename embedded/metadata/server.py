@@ -38,6 +38,7 @@ from embedded.metadata.model import (
     Notification,
     SessionExpired,
 )
+from embedded.metadata.oxia_frontend import OxiaFrontend, OxiaListener, parse_listeners
 from embedded.metadata.state import (
     Delete,
     DeleteRange,
@@ -72,6 +73,7 @@ class MetadataConfig:
     http_port: int
     snapshot_every_records: int = 50_000
     snapshot_every_bytes: int = 64 * 1024 * 1024
+    oxia_listeners: tuple[OxiaListener, ...] = ()   # Oxia's gRPC protocol beside ours (oxia_frontend.py)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MetadataConfig:
@@ -93,8 +95,13 @@ class MetadataConfig:
         host = d.get("host", "127.0.0.1")
         if host != "127.0.0.1":
             raise ConfigError(f"metadata config: `host` must be 127.0.0.1 (servers bind loopback only), got {host!r}")
+        try:
+            oxia = tuple(parse_listeners(d.get("oxia_listeners"), d.get("oxia_port")))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         return cls(str(d.get("name", "metadata")), host, Path(data_dir), port("rpc_port"), port("http_port"),
-                   positive("snapshot_every_records", 50_000), positive("snapshot_every_bytes", 64 * 1024 * 1024))
+                   positive("snapshot_every_records", 50_000), positive("snapshot_every_bytes", 64 * 1024 * 1024),
+                   oxia)
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,8 @@ class MetadataService:
         self._ready = False
         self._http: web.AppRunner | None = None
         self._expiry_task: asyncio.Task[None] | None = None
+        self.oxia = OxiaFrontend(self, self.config.oxia_listeners, self.config.host) \
+            if self.config.oxia_listeners else None
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -175,12 +184,15 @@ class MetadataService:
         if report.replayed >= self.config.snapshot_every_records:
             self.store.request_snapshot()
         await self.rpc.start()
+        if self.oxia is not None:
+            await self.oxia.start()
         app = http_app(self.registry, lambda: self._ready)
         app.router.add_get("/stats", self._http_stats)
         self._http = await start_http(app, self.config.http_port, self.config.host)
         self._expiry_task = asyncio.create_task(self._expire_sessions_loop())
         self._ready = True
-        log.info("metadata store serving RPC on %s:%d", self.config.host, self.rpc.port)
+        log.info("metadata store serving RPC on %s:%d%s", self.config.host, self.rpc.port,
+                 f", Oxia protocol on {self.oxia.ports}" if self.oxia is not None else "")
 
     async def stop(self) -> None:
         self._ready = False
@@ -188,6 +200,8 @@ class MetadataService:
             self._expiry_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._expiry_task
+        if self.oxia is not None:
+            await self.oxia.stop()
         await self.rpc.close()
         await self.store.close()
         if self._http is not None:
@@ -269,6 +283,8 @@ class MetadataService:
             self.metrics.fsync_seconds.observe(stats.seconds)
 
     def _deliver(self, ready: list[tuple[int, tuple[Notification, ...]]]) -> None:
+        if self.oxia is not None:
+            self.oxia.on_durable(ready)
         for conn in list(self.rpc.connections):
             watches: dict[int, _Watch] = conn.state.get("watches", {})
             for watch_id, watch in watches.items():
@@ -297,6 +313,26 @@ class MetadataService:
         self._refresh_gauges()
         return lsn
 
+    # ---- what the Oxia frontend uses (oxia_frontend.StoreAccess) ------------------------------
+
+    async def read_barrier(self) -> None:
+        await self._read_barrier()
+
+    def expire_due(self, now_ms: int, only: int | None = None) -> int:
+        return self._expire_due(now_ms, only)
+
+    def account(self, op: str, cas: bool, result: str, seconds: float) -> None:
+        """Count an operation served by the other frontend in the same metrics as ours."""
+        self.metrics.latency.observe(seconds, op=op)
+        if op in DATA_OPS:
+            self.metrics.ops.inc(op=op, cas="true" if cas else "false", result=result)
+        elif op.startswith("session_"):
+            self.metrics.session_ops.inc(op=op, result=result)
+        self._refresh_gauges()
+
+    def fail_stop(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+
     # ---- handlers -----------------------------------------------------------------------------
 
     async def _ping(self, conn: ServerConnection, h: dict[str, Any]) -> dict[str, Any]:
@@ -314,6 +350,7 @@ class MetadataService:
             "recovery_seconds": recovery.seconds if recovery else None,
             "recovery_replayed": recovery.replayed if recovery else None,
             "indexes": s.state.index_names(),
+            "oxia_ports": self.oxia.ports if self.oxia is not None else [],
         }
 
     async def _stats(self, conn: ServerConnection, h: dict[str, Any]) -> dict[str, Any]:
