@@ -121,14 +121,14 @@ class _Invalid(Exception):
     """A request Oxia would reject as a whole (INVALID_ARGUMENT)."""
 
 
-@dataclass
+@dataclass(eq=False)   # identity: kept in a set
 class _Subscriber:
     queue: asyncio.Queue[tuple[int, int, tuple[Notification, ...]]] = field(
         default_factory=lambda: asyncio.Queue(STREAM_BACKLOG))
     overflowed: bool = False
 
 
-@dataclass
+@dataclass(eq=False)   # identity: kept in a set
 class _SequenceWaiter:
     latest: str | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)

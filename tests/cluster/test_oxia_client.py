@@ -1,0 +1,338 @@
+"""The metadata store checked from the outside by the real Oxia client (PyPI `oxia`).
+
+Every test drives a real store process only through `oxia.Client`, over Oxia's gRPC
+protocol, as the real `pulsar-client` checks our broker. One store serves the module;
+each test works under its own key prefix. What the client cannot observe through its
+public API (a session's end after its process dies) is provoked from the outside (a
+client in a child process killed with -9), never by reaching into the store.
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import oxia
+import pytest
+from oxia.defs import NotificationType
+
+from embedded.metadata.blocking import BlockingMetadataClient
+from embedded.metadata.launcher import StoreProcess
+
+pytestmark = pytest.mark.cluster
+
+# The client heartbeats every max(timeout/10, 2 s), capped just under the timeout: at Oxia's
+# minimum of 2 s it would heartbeat every 1.999 s and lose its session to any delay (on a real
+# Oxia too, whose expiry is the same `last heartbeat + timeout`). 4 s leaves 2 s of slack.
+SESSION_MS = 4_000
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreProcess]:
+    proc = StoreProcess(tmp_path_factory.mktemp("oxia-store"), oxia=True)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def client(store: StoreProcess) -> Iterator[oxia.Client]:
+    c = oxia.Client(store.oxia_address, session_timeout_ms=SESSION_MS)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{what} not reached within {timeout}s")
+
+
+def missing(client: oxia.Client, key: str) -> bool:
+    try:
+        client.get(key)
+    except oxia.ex.KeyNotFound:
+        return True
+    return False
+
+
+class Collector:
+    """Drains a blocking client iterator (notifications, sequence updates) on a thread."""
+
+    def __init__(self, iterator: Any) -> None:
+        self.iterator = iterator
+        self.items: queue.Queue[Any] = queue.Queue()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for item in self.iterator:   # ends when the iterator is closed
+            self.items.put(item)
+
+    def take(self, n: int, timeout: float = 10.0) -> list[Any]:
+        out: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"got {len(out)} of {n} items within {timeout}s: {[str(x) for x in out]}")
+            try:
+                out.append(self.items.get(timeout=remaining))
+            except queue.Empty:
+                continue
+        return out
+
+    def close(self) -> None:
+        self.iterator.close()
+        self.thread.join(timeout=10)
+
+
+# ---- records, versions, CAS ------------------------------------------------------------------------
+
+def test_put_get_delete_and_versions(client: oxia.Client) -> None:
+    key, v1 = client.put("/basic/a", "one")
+    assert key == "/basic/a"
+    assert v1.modifications_count() == 0 and not v1.is_ephemeral() and v1.session_id() is None
+    got_key, value, version = client.get("/basic/a")
+    assert (got_key, value, version.version_id()) == ("/basic/a", b"one", v1.version_id())
+
+    _, v2 = client.put("/basic/a", b"two")
+    assert v2.version_id() > v1.version_id()
+    assert v2.modifications_count() == 1
+    assert v2.created_timestamp() == v1.created_timestamp()
+    assert v2.modified_timestamp() >= v1.modified_timestamp()
+    assert client.get("/basic/a")[1] == b"two"
+    _, _, meta_only = client.get("/basic/a", include_value=False)
+    assert meta_only.version_id() == v2.version_id()
+
+    assert client.delete("/basic/a") is True
+    assert client.delete("/basic/a") is False   # KEY_NOT_FOUND is False, not an error
+    with pytest.raises(oxia.ex.KeyNotFound):
+        client.get("/basic/a")
+    _, v3 = client.put("/basic/a", "again")   # recreated: the count restarts
+    assert v3.modifications_count() == 0 and v3.version_id() > v2.version_id()
+
+
+def test_expected_versions_are_compare_and_set(client: oxia.Client) -> None:
+    _, v1 = client.put("/cas/k", "a", expected_version_id=oxia.EXPECTED_RECORD_DOES_NOT_EXIST)
+    with pytest.raises(oxia.ex.UnexpectedVersionId):
+        client.put("/cas/k", "b", expected_version_id=oxia.EXPECTED_RECORD_DOES_NOT_EXIST)
+    with pytest.raises(oxia.ex.UnexpectedVersionId):
+        client.put("/cas/k", "b", expected_version_id=v1.version_id() + 1000)
+    assert client.get("/cas/k")[1] == b"a"   # a failed CAS changes nothing
+    _, v2 = client.put("/cas/k", "b", expected_version_id=v1.version_id())
+    with pytest.raises(oxia.ex.UnexpectedVersionId):
+        client.put("/cas/missing", "x", expected_version_id=v1.version_id())
+    with pytest.raises(oxia.ex.UnexpectedVersionId):
+        client.delete("/cas/k", expected_version_id=v1.version_id())
+    assert client.delete("/cas/k", expected_version_id=v2.version_id()) is True
+    assert missing(client, "/cas/k")
+
+
+def test_list_range_scan_and_comparisons(client: oxia.Client) -> None:
+    for name in ("a", "b", "c", "d"):
+        client.put(f"/range/{name}", name.upper())
+    client.put("/rangf", "outside")
+    assert client.list("/range/", "/range/d") == ["/range/a", "/range/b", "/range/c"]
+    assert client.list("/range/b", "/range/c") == ["/range/b"]
+    assert client.list("/range/x", "/range/z") == []
+    scanned = list(client.range_scan("/range/", "/range/~"))
+    assert [(k, v) for k, v, _ in scanned] == [("/range/a", b"A"), ("/range/b", b"B"), ("/range/c", b"C"),
+                                               ("/range/d", b"D")]
+    assert all(ver.version_id() > 0 for _, _, ver in scanned)
+
+    cmp = oxia.ComparisonType
+    assert client.get("/range/bb", comparison_type=cmp.FLOOR)[0] == "/range/b"
+    assert client.get("/range/b", comparison_type=cmp.FLOOR)[0] == "/range/b"
+    assert client.get("/range/b", comparison_type=cmp.LOWER)[0] == "/range/a"
+    assert client.get("/range/bb", comparison_type=cmp.CEILING)[0] == "/range/c"
+    assert client.get("/range/b", comparison_type=cmp.HIGHER)[0] == "/range/c"
+    assert client.get("/range/b", comparison_type=cmp.HIGHER)[1] == b"C"
+
+    client.delete_range("/range/b", "/range/d")
+    assert client.list("/range/", "/range/~") == ["/range/a", "/range/d"]
+
+
+def test_partition_keys_route_and_scope_requests(client: oxia.Client) -> None:
+    key, _ = client.put("/part/x", "1", partition_key="tenant-a")
+    client.put("/part/y", "2", partition_key="tenant-a")
+    assert key == "/part/x"
+    assert client.get("/part/x", partition_key="tenant-a")[1] == b"1"
+    assert client.list("/part/", "/part/~", partition_key="tenant-a") == ["/part/x", "/part/y"]
+    assert [k for k, _, _ in client.range_scan("/part/", "/part/~", partition_key="tenant-a")] == ["/part/x",
+                                                                                                  "/part/y"]
+    assert client.delete("/part/x", partition_key="tenant-a") is True
+
+
+def test_binary_values_that_are_not_utf8_are_refused(client: oxia.Client) -> None:
+    """The store keeps text; Oxia keeps bytes (a row of the README's table)."""
+    with pytest.raises(grpc.RpcError) as err:
+        client.put("/bin/k", b"\xff\xfe")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert missing(client, "/bin/k")
+
+
+# ---- sessions and ephemeral records ------------------------------------------------------------------
+
+def test_ephemeral_record_vanishes_when_its_session_closes(store: StoreProcess, client: oxia.Client) -> None:
+    owner = oxia.Client(store.oxia_address, session_timeout_ms=SESSION_MS)
+    try:
+        _, version = owner.put("/eph/closed", "mine", ephemeral=True)
+        assert version.is_ephemeral() and version.session_id() is not None
+        seen = client.get("/eph/closed")[2]
+        assert seen.is_ephemeral() and seen.session_id() == version.session_id()
+        client.put("/eph/persistent", "stays")
+    finally:
+        owner.close()   # closes the session: its ephemeral records go at once
+    assert missing(client, "/eph/closed")
+    assert client.get("/eph/persistent")[1] == b"stays"
+
+
+def test_ephemeral_record_vanishes_when_its_client_dies(store: StoreProcess, client: oxia.Client,
+                                                        tmp_path: Path) -> None:
+    """kill -9 stops the heartbeats; the store expires the session after its timeout."""
+    script = (
+        "import sys, time, oxia\n"
+        f"c = oxia.Client({store.oxia_address!r}, session_timeout_ms={SESSION_MS})\n"
+        "c.put('/eph/killed', 'gone soon', ephemeral=True)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        assert client.get("/eph/killed")[2].is_ephemeral()
+        kept_alive_until = time.monotonic() + SESSION_MS / 1000 * 1.25
+        while time.monotonic() < kept_alive_until:   # heartbeats keep it past its timeout
+            assert not missing(client, "/eph/killed")
+            time.sleep(0.2)
+        child.kill()
+        child.wait(timeout=10)
+        killed_at = time.monotonic()
+        wait_until(lambda: missing(client, "/eph/killed"), timeout=SESSION_MS / 1000 + 5,
+                   what="the dead client's ephemeral record to expire")
+        assert time.monotonic() - killed_at >= SESSION_MS / 1000 * 0.5   # expired, not deleted at once
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+
+
+def test_session_timeout_outside_oxia_bounds_is_invalid(store: StoreProcess) -> None:
+    c = oxia.Client(store.oxia_address, session_timeout_ms=6 * 60 * 1000)   # Oxia's maximum is 5 min
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            c.put("/eph/too-long", "x", ephemeral=True)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        c.close()
+
+
+# ---- notifications -----------------------------------------------------------------------------------
+
+def test_notifications_report_creates_modifies_and_deletes(client: oxia.Client) -> None:
+    stream = Collector(client.get_notifications())
+    try:
+        _, v1 = client.put("/notify/k", "1")
+        _, v2 = client.put("/notify/k", "2")
+        client.delete("/notify/k")
+        events = stream.take(3)
+    finally:
+        stream.close()
+    assert [(n.key(), n.notification_type()) for n in events] == [
+        ("/notify/k", NotificationType.KEY_CREATED), ("/notify/k", NotificationType.KEY_MODIFIED),
+        ("/notify/k", NotificationType.KEY_DELETED)]
+    assert [n.version_id() for n in events] == [v1.version_id(), v2.version_id(), 0]
+
+
+def test_notifications_include_ephemeral_deletions_at_session_end(store: StoreProcess,
+                                                                  client: oxia.Client) -> None:
+    stream = Collector(client.get_notifications())
+    owner = oxia.Client(store.oxia_address, session_timeout_ms=SESSION_MS)
+    try:
+        owner.put("/notify-eph/k", "x", ephemeral=True)
+        owner.close()
+        events = stream.take(2)
+    finally:
+        stream.close()
+    assert [(n.key(), n.notification_type()) for n in events] == [
+        ("/notify-eph/k", NotificationType.KEY_CREATED), ("/notify-eph/k", NotificationType.KEY_DELETED)]
+
+
+# ---- sequence keys -----------------------------------------------------------------------------------
+
+def test_sequence_keys_and_their_updates(client: oxia.Client) -> None:
+    updates = Collector(client.get_sequence_updates("/seq/a", partition_key="p"))
+    try:
+        k1, _ = client.put("/seq/a", "1", partition_key="p", sequence_keys_deltas=[1])
+        assert k1 == "/seq/a-00000000000000000001"
+        assert updates.take(1) == [k1]
+        k2, _ = client.put("/seq/a", "2", partition_key="p", sequence_keys_deltas=[5])
+        assert k2 == "/seq/a-00000000000000000006"
+        assert updates.take(1) == [k2]
+    finally:
+        updates.close()
+    assert client.get(k2)[1] == b"2"
+    # A new subscriber first hears the sequence's highest key.
+    late = Collector(client.get_sequence_updates("/seq/a", partition_key="p"))
+    try:
+        assert late.take(1) == [k2]
+    finally:
+        late.close()
+
+    k3, _ = client.put("/seq/multi", "x", partition_key="p", sequence_keys_deltas=[1, 2])
+    k4, _ = client.put("/seq/multi", "y", partition_key="p", sequence_keys_deltas=[1, 3])
+    assert (k3, k4) == ("/seq/multi-00000000000000000001-00000000000000000002",
+                        "/seq/multi-00000000000000000002-00000000000000000005")
+    with pytest.raises(oxia.ex.InvalidOptions):   # the client refuses before sending
+        client.put("/seq/a", "x", sequence_keys_deltas=[1])
+    with pytest.raises(grpc.RpcError) as err:   # the store refuses a first delta of 0
+        client.put("/seq/a", "x", partition_key="p", sequence_keys_deltas=[0])
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+# ---- secondary indexes -------------------------------------------------------------------------------
+
+def test_secondary_indexes(client: oxia.Client) -> None:
+    client.put("/idx/1", "one", secondary_indexes={"by-color": "red"})
+    client.put("/idx/2", "two", secondary_indexes={"by-color": "blue"})
+    client.put("/idx/3", "three", secondary_indexes={"by-color": "red", "by-size": "L"})
+    assert client.list("red", "red~", use_index="by-color") == ["/idx/1", "/idx/3"]
+    # One shard answers in secondary-key order; without a partition key the client merges
+    # the shards' answers and sorts them by primary key.
+    assert client.list("a", "z", use_index="by-color", partition_key="any") == ["/idx/2", "/idx/1", "/idx/3"]
+    assert client.list("a", "z", use_index="by-color") == ["/idx/1", "/idx/2", "/idx/3"]
+    assert [(k, v) for k, v, _ in client.range_scan("blue", "c", use_index="by-color")] == [("/idx/2", b"two")]
+    assert client.get("L", use_index="by-size")[:2] == ("/idx/3", b"three")
+    client.put("/idx/3", "three", secondary_indexes={"by-color": "green"})   # entries replaced with the record
+    assert client.list("red", "red~", use_index="by-color") == ["/idx/1"]
+    assert client.list("A", "Z", use_index="by-size") == []
+    client.delete("/idx/1")
+    assert client.list("a", "z", use_index="by-color") == ["/idx/2", "/idx/3"]
+
+
+# ---- one store, two frontends ------------------------------------------------------------------------
+
+def test_our_protocol_and_oxias_see_the_same_records(store: StoreProcess, client: oxia.Client) -> None:
+    _, version = client.put("/both/from-oxia", "hello")
+    with BlockingMetadataClient(store.address) as ours:
+        got = ours.get("/both/from-oxia")
+        assert (got.value, got.version.version_id) == ("hello", version.version_id())
+        written = ours.put("/both/from-ours", "hi", secondary_indexes={"by-origin": "ours"})
+    key, value, seen = client.get("/both/from-ours")
+    assert (key, value, seen.version_id()) == ("/both/from-ours", b"hi", written.version.version_id)
+    assert client.list("ours", "ours~", use_index="by-origin") == ["/both/from-ours"]
