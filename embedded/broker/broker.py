@@ -53,7 +53,7 @@ from embedded.broker.txn_registry import TxnRegistry
 from embedded.broker.wire_server import BinaryServer
 from embedded.ledger.client import LedgerClient
 from embedded.ledger.model import LedgerError, LedgerUnavailable
-from embedded.metadata.client import MetadataClient
+from embedded.metadata.backend import MetadataBackend, open_metadata_client
 from embedded.metadata.model import MetadataError, MetadataUnavailable
 from embedded.service import http_app, start_http
 from harness.wire import Command, SchemaType, ServerError, commands
@@ -85,8 +85,11 @@ class BrokerService:
         cfg = self.config
         self._settings = cfg.settings
         self._metrics = BrokerMetrics()
-        self._metadata = MetadataClient(
-            cfg.metadata_address, session_timeout_ms=self._settings.int("metadataStoreSessionTimeoutMillis"),
+        # Pulsar's `metadataStoreUrl` picks the store (oxia://HOST:PORT: the real Oxia client);
+        # without it the broker speaks our protocol to `metadata_address`.
+        self._metadata = open_metadata_client(
+            self._settings.str("metadataStoreUrl", "") or cfg.metadata_address,
+            session_timeout_ms=self._settings.int("metadataStoreSessionTimeoutMillis"),
             client_name=cfg.name, request_timeout_s=5.0, connect_attempts=40)
         self._ledgers = LedgerClient(cfg.ledger_address,
                                      request_timeout=self._settings.float("managedLedgerAddEntryTimeoutSeconds"))
@@ -141,7 +144,7 @@ class BrokerService:
         return self._settings
 
     @property
-    def metadata(self) -> MetadataClient:
+    def metadata(self) -> MetadataBackend:
         return self._metadata
 
     @property

@@ -15,7 +15,7 @@ import json
 import logging
 
 from embedded.broker.txn_api import BrokerInfo
-from embedded.metadata.client import MetadataClient, Watch
+from embedded.metadata.backend import MetadataBackend, WatchHandle
 from embedded.metadata.model import MetadataError, MetadataUnavailable, Notification, SessionExpired
 
 log = logging.getLogger("embedded.broker.registry")
@@ -25,11 +25,11 @@ _PAUSES = (0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 class LiveBrokers:
-    def __init__(self, metadata: MetadataClient, me: BrokerInfo) -> None:
+    def __init__(self, metadata: MetadataBackend, me: BrokerInfo) -> None:
         self.metadata = metadata
         self.me = me
         self._live: dict[int, BrokerInfo] = {}
-        self._watch: Watch | None = None
+        self._watch: WatchHandle | None = None
         self._refresh_task: asyncio.Task[None] | None = None
         self._register_task: asyncio.Task[None] | None = None
         self._stopped = False

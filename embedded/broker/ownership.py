@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from embedded.broker.topic_name import TopicName
 from embedded.broker.txn_api import OwnerInfo, OwnershipListener, call_listener
-from embedded.metadata.client import MetadataClient
+from embedded.metadata.backend import MetadataBackend
 from embedded.metadata.model import MUST_NOT_EXIST, BadVersion, GetResult, KeyNotFound
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def parse_owner(result: GetResult) -> OwnerInfo:
 
 
 class OwnershipService:
-    def __init__(self, metadata: MetadataClient, broker_id: int, service_url: str, web_url: str,
+    def __init__(self, metadata: MetadataBackend, broker_id: int, service_url: str, web_url: str,
                  metrics: BrokerMetrics) -> None:
         self.metadata = metadata
         self.broker_id = broker_id

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from embedded.broker.topic_name import TopicDomain, TopicName, decode_component, encode_component
-from embedded.metadata.client import MetadataClient
+from embedded.metadata.backend import MetadataBackend
 from embedded.metadata.model import MUST_NOT_EXIST, BadVersion, KeyNotFound
 
 log = logging.getLogger("embedded.broker.resources")
@@ -49,7 +49,7 @@ def schema_key(topic: TopicName) -> str:
 
 
 class ClusterResources:
-    def __init__(self, metadata: MetadataClient, cluster: str) -> None:
+    def __init__(self, metadata: MetadataBackend, cluster: str) -> None:
         self.metadata = metadata
         self.cluster = cluster
 

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
     from embedded.broker.metrics import BrokerMetrics
     from embedded.ledger.client import LedgerClient
-    from embedded.metadata.client import MetadataClient
+    from embedded.metadata.backend import MetadataBackend
 
 log = logging.getLogger("embedded.broker.txn")
 
@@ -196,7 +196,7 @@ class BrokerContext(Protocol):
     def settings(self) -> Settings: ...
 
     @property
-    def metadata(self) -> MetadataClient: ...
+    def metadata(self) -> MetadataBackend: ...
 
     @property
     def ledgers(self) -> LedgerClient: ...

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from embedded.metadata.client import Backoff, MetadataClient, Watch
+from embedded.metadata.backend import MetadataBackend, WatchHandle
+from embedded.metadata.client import Backoff, MetadataClient
 from embedded.metadata.model import (
     MUST_NOT_EXIST,
     BadVersion,
@@ -62,7 +63,7 @@ class Leadership:
 
 
 class LeaderElection:
-    def __init__(self, client: MetadataClient, path: str, value: str, *,
+    def __init__(self, client: MetadataBackend, path: str, value: str, *,
                  on_change: Callable[[Leadership], Any] | None = None,
                  recheck_s: float = 30.0, backoff: Backoff | None = None) -> None:
         self.client = client
@@ -74,7 +75,7 @@ class LeaderElection:
         self.current = Leadership(path, Role.UNKNOWN, None)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._watch: Watch | None = None
+        self._watch: WatchHandle | None = None
         self._changed = asyncio.Condition()
         self._stopping = False
 

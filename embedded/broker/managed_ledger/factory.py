@@ -14,7 +14,7 @@ from embedded.broker.managed_ledger.ledger import ManagedLedger, MlState
 from embedded.broker.managed_ledger.metadata import MlMetadataStore
 from embedded.ledger.client import LedgerClient
 from embedded.ledger.model import LedgerKind
-from embedded.metadata.client import MetadataClient
+from embedded.metadata.backend import MetadataBackend
 
 if TYPE_CHECKING:
     from embedded.broker.metrics import BrokerMetrics
@@ -25,7 +25,7 @@ _GONE = (MlState.CLOSED, MlState.FENCED)
 
 
 class ManagedLedgerFactory:
-    def __init__(self, ledgers: LedgerClient, metadata: MetadataClient, metrics: BrokerMetrics,
+    def __init__(self, ledgers: LedgerClient, metadata: MetadataBackend, metrics: BrokerMetrics,
                  settings: Settings) -> None:
         self.ledgers = ledgers
         self.store = MlMetadataStore(metadata)

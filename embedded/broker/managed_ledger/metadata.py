@@ -19,7 +19,7 @@ from typing import Any
 
 from embedded.broker.position import Position
 from embedded.broker.topic_name import decode_component, encode_component
-from embedded.metadata.client import MetadataClient
+from embedded.metadata.backend import MetadataBackend
 from embedded.metadata.model import MUST_NOT_EXIST, KeyNotFound
 
 ROOT = "/managed-ledgers/"
@@ -81,7 +81,7 @@ def _dump(obj: Any) -> str:
 
 
 class MlMetadataStore:
-    def __init__(self, client: MetadataClient) -> None:
+    def __init__(self, client: MetadataBackend) -> None:
         self.client = client
 
     async def read(self, name: str) -> tuple[MlInfo, int] | None:

@@ -25,7 +25,7 @@ from embedded.metadata.model import MUST_NOT_EXIST, BadVersion, KeyNotFound
 from embedded.metadata.state import prefix_end
 
 if TYPE_CHECKING:
-    from embedded.metadata.client import MetadataClient
+    from embedded.metadata.backend import MetadataBackend
 
 ROOT = "/topics"
 _MAX_CAS_ROUNDS = 20
@@ -66,7 +66,7 @@ def topic_of_path(path: str) -> TopicName | None:
 
 
 class ScalableTopicResources:
-    def __init__(self, client: MetadataClient) -> None:
+    def __init__(self, client: MetadataBackend) -> None:
         self.client = client
 
     async def create(self, topic: TopicName, layout: SegmentLayout) -> None:

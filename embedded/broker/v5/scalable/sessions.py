@@ -41,7 +41,7 @@ from harness.wire import Command, ServerError, commands
 
 if TYPE_CHECKING:
     from embedded.broker.v5.settings import V5Settings
-    from embedded.metadata.client import Watch
+    from embedded.metadata.backend import WatchHandle as Watch
 
 log = logging.getLogger("embedded.broker.v5.sessions")
 

@@ -68,7 +68,7 @@ from embedded.metadata.model import (
 from harness.wire import Command, ServerError, TxnAction, TxnId, commands
 
 if TYPE_CHECKING:
-    from embedded.metadata.client import Watch
+    from embedded.metadata.backend import WatchHandle as Watch
 
 log = logging.getLogger("embedded.broker.v5.coordinator")
 

@@ -28,7 +28,7 @@ from embedded.broker.v5.txn.store import TxnMetadataStore, Versioned
 from embedded.metadata.model import EventType, MetadataError, MetadataUnavailable, Notification
 
 if TYPE_CHECKING:
-    from embedded.metadata.client import Watch
+    from embedded.metadata.backend import WatchHandle as Watch
 
 log = logging.getLogger("embedded.broker.v5.events")
 

@@ -18,7 +18,7 @@ import logging
 
 from embedded.broker.tasks import spawn
 from embedded.broker.v5.txn import paths
-from embedded.metadata.client import MetadataClient
+from embedded.metadata.backend import MetadataBackend
 from embedded.metadata.model import MUST_NOT_EXIST, BadVersion
 
 log = logging.getLogger("embedded.broker.v5.ids")
@@ -31,7 +31,7 @@ class SequenceExhausted(Exception):
 
 
 class SequenceAllocator:
-    def __init__(self, client: MetadataClient, tc_id: int) -> None:
+    def __init__(self, client: MetadataBackend, tc_id: int) -> None:
         self.client = client
         self.tc_id = tc_id
         self.key = paths.tc_sequence(tc_id)

@@ -34,7 +34,7 @@ from harness.wire import TxnId
 
 if TYPE_CHECKING:
     from embedded.broker.metrics import BrokerMetrics
-    from embedded.metadata.client import MetadataClient
+    from embedded.metadata.backend import MetadataBackend
 
 APPEND = (1,)   # the sequence-key delta of every append-only stream
 
@@ -53,7 +53,7 @@ class Versioned:
 
 
 class TxnMetadataStore:
-    def __init__(self, client: MetadataClient, metrics: BrokerMetrics) -> None:
+    def __init__(self, client: MetadataBackend, metrics: BrokerMetrics) -> None:
         self.client = client
         self.metrics = metrics
 

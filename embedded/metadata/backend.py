@@ -1,0 +1,123 @@
+"""The brokers' metadata interface, and the choice of its backend by `metadataStoreUrl`.
+
+Why a Protocol: the brokers (ownership, registry, managed-ledger metadata, v4 and v5
+coordinators, scalable topics, leader elections) need one narrow set of operations:
+versioned get/put/delete with CAS, ranges and secondary indexes, sequence keys,
+ephemeral records bound to one session whose loss is announced, and prefix watches.
+`MetadataClient` (our protocol) and `OxiaMetadataClient` (the real `oxia` client over
+Oxia's gRPC protocol, on our store or on any Oxia) both provide exactly this, so a
+broker runs unchanged on either. Pulsar names its store by URL (`metadataStoreUrl`);
+so does the broker here: `oxia://host:port[/namespace]` selects Oxia, anything else
+is the address of our own protocol.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from embedded.metadata.model import Comparison, GetResult, Notification, PutResult, Version
+
+EventsCallback = Callable[[list[Notification]], Any]
+ResyncCallback = Callable[[], Any]
+SessionLostCallback = Callable[[int], Any]
+
+OXIA_SCHEME = "oxia"
+
+
+class WatchHandle(Protocol):
+    """A registered prefix watch."""
+
+    async def cancel(self) -> None: ...
+
+
+class MetadataBackend(Protocol):
+    """What the brokers use of a metadata store (see the module docstring)."""
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def current_session(self) -> int | None: ...
+
+    async def connect(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def get(self, key: str, *, comparison: Comparison = Comparison.EQUAL, use_index: str | None = None,
+                  include_value: bool = True) -> GetResult: ...
+
+    async def get_or_none(self, key: str) -> GetResult | None: ...
+
+    async def put(self, key: str, value: str, *, expected_version: int | None = None, ephemeral: bool = False,
+                  partition_key: str | None = None, sequence_keys_deltas: Sequence[int] | None = None,
+                  secondary_indexes: Mapping[str, str] | None = None) -> PutResult: ...
+
+    async def delete(self, key: str, *, expected_version: int | None = None) -> bool: ...
+
+    async def delete_range(self, min_key: str, max_key: str) -> int: ...
+
+    async def list(self, min_key: str, max_key: str, *, use_index: str | None = None) -> builtins.list[str]: ...
+
+    async def list_prefix(self, prefix: str) -> builtins.list[str]: ...
+
+    async def range_scan(self, min_key: str, max_key: str, *, use_index: str | None = None,
+                         limit: int | None = None, include_value: bool = True) -> builtins.list[GetResult]: ...
+
+    async def get_json(self, key: str) -> tuple[Any, Version]: ...
+
+    async def put_json(self, key: str, obj: Any, *, expected_version: int | None = None,
+                       ephemeral: bool = False, partition_key: str | None = None,
+                       sequence_keys_deltas: Sequence[int] | None = None,
+                       secondary_indexes: Mapping[str, str] | None = None) -> PutResult: ...
+
+    async def watch(self, prefix: str, on_events: EventsCallback, *,
+                    on_resync: ResyncCallback | None = None) -> WatchHandle: ...
+
+    async def session_id(self) -> int: ...
+
+    def add_session_listener(self, callback: SessionLostCallback) -> None: ...
+
+    def remove_session_listener(self, callback: SessionLostCallback) -> None: ...
+
+
+class UnsupportedStoreUrl(ValueError):
+    """`metadataStoreUrl` names a store this cluster cannot use."""
+
+
+def parse_oxia_url(url: str) -> tuple[str, str]:
+    """`oxia://host:port[/namespace]` -> (`host:port`, namespace), Pulsar's form of an Oxia URL."""
+    parts = urlsplit(url)
+    if parts.scheme != OXIA_SCHEME or not parts.hostname or parts.port is None:
+        raise UnsupportedStoreUrl(f"metadataStoreUrl {url!r}: an Oxia store is written oxia://HOST:PORT[/NAMESPACE]")
+    namespace = parts.path.strip("/") or "default"
+    return f"{parts.hostname}:{parts.port}", namespace
+
+
+def is_oxia_url(url: str) -> bool:
+    return url.startswith(OXIA_SCHEME + "://")
+
+
+def open_metadata_client(url: str, *, session_timeout_ms: int, client_name: str = "",
+                         request_timeout_s: float = 5.0, connect_attempts: int = 20,
+                         on_session_lost: SessionLostCallback | None = None) -> MetadataBackend:
+    """The backend `url` names: `oxia://...` the real Oxia client, `host:port` our protocol."""
+    if is_oxia_url(url):
+        from embedded.metadata.oxia_client import OxiaMetadataClient  # grpc only where it is used
+        address, namespace = parse_oxia_url(url)
+        return OxiaMetadataClient(address, namespace=namespace, session_timeout_ms=session_timeout_ms,
+                                  client_name=client_name, request_timeout_s=request_timeout_s,
+                                  connect_attempts=connect_attempts, on_session_lost=on_session_lost)
+    if "://" in url:
+        raise UnsupportedStoreUrl(f"metadataStoreUrl {url!r}: this cluster's brokers speak to our store "
+                                  f"(HOST:PORT) or to an Oxia (oxia://HOST:PORT)")
+    from embedded.metadata.client import MetadataClient
+    return MetadataClient(url, session_timeout_ms=session_timeout_ms, client_name=client_name,
+                          request_timeout_s=request_timeout_s, connect_attempts=connect_attempts,
+                          on_session_lost=on_session_lost)
+
+
+__all__ = ["EventsCallback", "MetadataBackend", "ResyncCallback", "SessionLostCallback", "UnsupportedStoreUrl",
+           "WatchHandle", "is_oxia_url", "open_metadata_client", "parse_oxia_url"]

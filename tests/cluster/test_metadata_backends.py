@@ -1,0 +1,194 @@
+"""The brokers' metadata interface behaves the same on both backends.
+
+`MetadataClient` (our protocol) and `OxiaMetadataClient` (the real `oxia` client over
+Oxia's gRPC protocol) run the same checks against one real store process serving both
+protocols: typed errors, CAS, ephemeral records and the session listener, watches,
+sequence keys, index range scans with their secondary keys, range deletes, and a
+leader election. A difference here is a difference a broker would see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from embedded.metadata.backend import MetadataBackend, open_metadata_client
+from embedded.metadata.blocking import BlockingMetadataClient
+from embedded.metadata.election import LeaderElection, Role
+from embedded.metadata.launcher import StoreProcess
+from embedded.metadata.model import (
+    MUST_NOT_EXIST,
+    BadVersion,
+    Comparison,
+    EventType,
+    KeyNotFound,
+    Notification,
+    SessionExpired,
+)
+from embedded.metadata.oxia_client import OxiaMetadataClient
+
+pytestmark = pytest.mark.cluster
+
+SESSION_MS = 4_000
+BACKENDS = ("ours", "oxia")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreProcess]:
+    proc = StoreProcess(tmp_path_factory.mktemp("backends-store"), oxia=True)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def url_of(store: StoreProcess, backend: str) -> str:
+    return f"oxia://{store.oxia_address}" if backend == "oxia" else store.address
+
+
+@asynccontextmanager
+async def connected(store: StoreProcess, backend: str, **kw: Any) -> AsyncIterator[MetadataBackend]:
+    client = open_metadata_client(url_of(store, backend), session_timeout_ms=SESSION_MS, **kw)
+    await client.connect()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def run(coro_fn: Callable[[], Awaitable[Any]], timeout: float = 60) -> Any:
+    return asyncio.run(asyncio.wait_for(coro_fn(), timeout))
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{what} not reached within {timeout}s")
+
+
+def test_the_url_picks_the_backend(store: StoreProcess) -> None:
+    assert isinstance(open_metadata_client(f"oxia://{store.oxia_address}/default", session_timeout_ms=SESSION_MS),
+                      OxiaMetadataClient)
+    with pytest.raises(ValueError, match="zk:"):
+        open_metadata_client("zk://127.0.0.1:2181", session_timeout_ms=SESSION_MS)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_records_cas_and_typed_errors(store: StoreProcess, backend: str) -> None:
+    p = f"/{backend}/records"
+
+    async def body() -> None:
+        async with connected(store, backend) as c:
+            created = await c.put(f"{p}/a", "1", expected_version=MUST_NOT_EXIST)
+            with pytest.raises(BadVersion):
+                await c.put(f"{p}/a", "2", expected_version=MUST_NOT_EXIST)
+            updated = await c.put(f"{p}/a", "2", expected_version=created.version.version_id)
+            assert updated.version.modifications_count == 1
+            assert (await c.get(f"{p}/a")).value == "2"
+            assert await c.get_or_none(f"{p}/none") is None
+            with pytest.raises(KeyNotFound):
+                await c.get(f"{p}/none")
+            await c.put_json(f"{p}/b", {"x": 1})
+            assert (await c.get_json(f"{p}/b"))[0] == {"x": 1}
+            assert (await c.get(f"{p}/aa", comparison=Comparison.FLOOR)).key == f"{p}/a"
+            assert await c.list_prefix(f"{p}/") == [f"{p}/a", f"{p}/b"]
+            assert [r.key for r in await c.range_scan(f"{p}/", f"{p}/~", limit=1)] == [f"{p}/a"]
+            with pytest.raises(BadVersion):
+                await c.delete(f"{p}/a", expected_version=created.version.version_id)
+            assert await c.delete(f"{p}/a") is True
+            assert await c.delete(f"{p}/a") is False
+            assert await c.delete_range(f"{p}/", f"{p}/~") == 1
+            assert await c.list_prefix(f"{p}/") == []
+
+    run(body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sequences_and_index_scans_with_secondary_keys(store: StoreProcess, backend: str) -> None:
+    p = f"/{backend}/seq"
+
+    async def body() -> None:
+        async with connected(store, backend) as c:
+            first = await c.put(f"{p}/ops", "a", partition_key="t1", sequence_keys_deltas=[1],
+                                secondary_indexes={f"{backend}-by-deadline": "0002"})
+            second = await c.put(f"{p}/ops", "b", partition_key="t1", sequence_keys_deltas=[1],
+                                 secondary_indexes={f"{backend}-by-deadline": "0001"})
+            assert (first.key, second.key) == (f"{p}/ops-00000000000000000001", f"{p}/ops-00000000000000000002")
+            scanned = await c.range_scan("", "~", use_index=f"{backend}-by-deadline", include_value=False)
+            assert [(r.key, r.secondary_key, r.value) for r in scanned] == [
+                (second.key, "0001", None), (first.key, "0002", None)]
+            assert await c.list("0001", "0002", use_index=f"{backend}-by-deadline") == [second.key]
+
+    run(body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_watches_and_ephemeral_records_end_with_the_session(store: StoreProcess, backend: str) -> None:
+    p = f"/{backend}/eph"
+
+    async def body() -> None:
+        events: list[Notification] = []
+        async with connected(store, backend) as watcher:
+            await watcher.watch(f"{p}/", events.extend)
+            async with connected(store, backend, client_name="owner") as owner:
+                sid = await owner.session_id()
+                assert owner.current_session == sid
+                put = await owner.put(f"{p}/lock", "me", ephemeral=True)
+                assert put.version.ephemeral and put.version.session_id == sid
+                seen = await watcher.get(f"{p}/lock")
+                assert seen.version.session_id == sid
+            await eventually(lambda: [(e.type, e.key) for e in events] == [
+                (EventType.CREATED, f"{p}/lock"), (EventType.DELETED, f"{p}/lock")], what="created + deleted")
+            with pytest.raises(KeyNotFound):
+                await watcher.get(f"{p}/lock")
+
+    run(body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_session_ended_by_the_store_is_announced_and_replaced(store: StoreProcess, backend: str) -> None:
+    """The store closes the session (as an expiry would); the backend tells its listeners."""
+    p = f"/{backend}/lost"
+
+    async def body() -> None:
+        lost: list[int] = []
+        async with connected(store, backend, on_session_lost=lost.append) as c:
+            sid = await c.session_id()
+            await c.put(f"{p}/k", "v", ephemeral=True)
+            with BlockingMetadataClient(store.address) as admin:
+                admin.session_close(sid)
+            with pytest.raises(SessionExpired):
+                await c.put(f"{p}/k2", "v", ephemeral=True)
+            await eventually(lambda: lost == [sid], what="the session listener to run")
+            await eventually(lambda: c.current_session not in (None, sid), timeout=15, what="a new session")
+            again = await c.put(f"{p}/k3", "v", ephemeral=True)
+            assert again.version.session_id == c.current_session != sid
+
+    run(body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_leader_election_hands_over_when_the_leader_resigns(store: StoreProcess, backend: str) -> None:
+    path = f"/{backend}/leader"
+
+    async def body() -> None:
+        async with connected(store, backend, client_name="a") as a, connected(store, backend, client_name="b") as b:
+            ea, eb = LeaderElection(a, path, "a"), LeaderElection(b, path, "b")
+            await ea.start()
+            await ea.wait_for(lambda s: s.role is Role.LEADER, 10)
+            await eb.start()
+            await eb.wait_for(lambda s: s.role is Role.FOLLOWER and s.leader_value == "a", 10)
+            await ea.stop()
+            await eb.wait_for(lambda s: s.role is Role.LEADER, 10)
+            await eb.stop()
+
+    run(body)
