@@ -62,6 +62,24 @@ def default_dir() -> Path:
     return Path(os.environ.get(DIR_ENV, str(DEFAULT_DIR)))
 
 
+def embedded_oxia(settings: Mapping[str, Any]) -> bool:
+    """`metadataStoreUrl` `oxia` (or `oxia://` without a host): brokers use Oxia's protocol on our store.
+
+    A full `oxia://HOST:PORT` names an Oxia outside the cluster; the brokers get it unchanged.
+    Anything else but the default (our own protocol) is refused here, before anything starts.
+    """
+    url = settings.get("metadataStoreUrl")
+    if url is None or url == "":
+        return False
+    if url in ("oxia", "oxia://"):
+        return True
+    if isinstance(url, str) and url.startswith("oxia://"):
+        return False
+    raise EnvironmentProblem(f"--set metadataStoreUrl={url}: the embedded cluster's store is reached by our "
+                             f"protocol (leave it unset) or by Oxia's (`oxia`, or oxia://HOST:PORT for an Oxia "
+                             f"elsewhere)")
+
+
 def path_settings(path: TxnPath) -> dict[str, Any]:
     """Broker settings (Pulsar names) that select a transaction path."""
     settings: dict[str, Any] = {
@@ -338,7 +356,9 @@ class EmbeddedCluster:
         link_names = [f"client-broker-{i}" for i in range(n)]
         link_names += [f"broker-{i}-{dest}" for i in range(n) for dest in ("metadata", "ledger")]
         link_names += [f"broker-{i}-broker-{j}" for i in range(n) for j in range(n) if i != j]
-        ports = iter(free_ports(1 + 2 + 2 + 2 * n + len(link_names)))
+        settings = {**path_settings(self.spec.path), **dict(self.spec.settings)}
+        oxia = embedded_oxia(settings)
+        ports = iter(free_ports(1 + 2 + 2 + 2 * n + len(link_names) + (n if oxia else 0)))
         link_port = {name: next(ports) for name in link_names}
 
         def record(name: str, role: ServiceRole, port_names: tuple[str, ...]) -> ServiceRecord:
@@ -351,6 +371,9 @@ class EmbeddedCluster:
         meta = record("metadata", ServiceRole.METADATA, ("rpc_port", "http_port"))
         ledger = record("ledger", ServiceRole.LEDGER, ("rpc_port", "http_port"))
         brokers = [record(f"broker-{i}", ServiceRole.BROKER, ("binary_port", "http_port")) for i in range(n)]
+        # `metadataStoreUrl=oxia`: every broker speaks Oxia's protocol to the store, through its own
+        # proxy link, so the store listens once per link and advertises the link as the shard leader.
+        oxia_ports = [next(ports) for _ in range(n)] if oxia else []
 
         self.toxiproxy_url = f"http://{HOST}:{proxy.ports['api_port']}"
         proxy.health_url = f"{self.toxiproxy_url}/version"
@@ -366,8 +389,9 @@ class EmbeddedCluster:
         for i, b in enumerate(brokers):
             self.links.append(LinkInfo(f"client-broker-{i}", LinkKind.CLIENT_BROKER, "client", b.name,
                                        addr(link_port[f"client-broker-{i}"]), addr(b.ports["binary_port"])))
+            store_port = oxia_ports[i] if oxia else meta.ports["rpc_port"]
             self.links.append(LinkInfo(f"broker-{i}-metadata", LinkKind.BROKER_METADATA, b.name, "metadata",
-                                       addr(link_port[f"broker-{i}-metadata"]), addr(meta.ports["rpc_port"])))
+                                       addr(link_port[f"broker-{i}-metadata"]), addr(store_port)))
             self.links.append(LinkInfo(f"broker-{i}-ledger", LinkKind.BROKER_LEDGER, b.name, "ledger",
                                        addr(link_port[f"broker-{i}-ledger"]), addr(ledger.ports["rpc_port"])))
             for j, peer in enumerate(brokers):
@@ -376,7 +400,7 @@ class EmbeddedCluster:
                                                peer.name, addr(link_port[f"broker-{i}-broker-{j}"]),
                                                addr(peer.ports["binary_port"])))
 
-        self.settings = {**path_settings(self.spec.path), **dict(self.spec.settings)}
+        self.settings = settings
         common: dict[str, Any] = {"host": HOST, "log_level": self.spec.log_level}
         if self.spec.parent_pid:
             common["parent_pid"] = self.spec.parent_pid
@@ -384,7 +408,10 @@ class EmbeddedCluster:
             "proxy": {**common, "name": "proxy", "data_dir": str(data_dir / "proxy"), **proxy.ports,
                       "proxies": [{"name": link.name, "listen": link.listen, "upstream": link.upstream,
                                    "enabled": True} for link in self.links]},
-            "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports},
+            "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports,
+                         **({"oxia_listeners": [{"port": oxia_ports[i],
+                                                 "advertised": addr(link_port[f"broker-{i}-metadata"])}
+                                                for i in range(n)]} if oxia else {})},
             "ledger": {**common, "name": "ledger", "data_dir": str(data_dir / "ledger"), **ledger.ports},
         }
         for i, b in enumerate(brokers):
@@ -399,7 +426,8 @@ class EmbeddedCluster:
                 "metadata_address": addr(link_port[f"broker-{i}-metadata"]),
                 "ledger_address": addr(link_port[f"broker-{i}-ledger"]),
                 "peers": {str(j): addr(link_port[f"broker-{i}-broker-{j}"]) for j in range(n) if j != i},
-                "settings": self.settings,
+                "settings": {**self.settings, "metadataStoreUrl": f"oxia://{addr(link_port[f'broker-{i}-metadata'])}"}
+                if oxia else self.settings,
             }
         conf_dir.mkdir(parents=True, exist_ok=True)
         for name, config in configs.items():

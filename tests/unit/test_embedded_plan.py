@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from harness.errors import EnvironmentProblem
 from harness.targets.base import LinkKind, ServiceRole
 from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec, path_settings
 from harness.txn_paths import TxnPath
@@ -76,3 +79,32 @@ def test_multi_host_service_url_keeps_order_and_skips_what_is_not_pulsar() -> No
 
     assert multi_host_service_url(["pulsar://a:1/", None, "http://x:2", "pulsar://b:3"]) == "pulsar://a:1,b:3"
     assert multi_host_service_url([None]) == ""
+
+
+def test_oxia_store_url_puts_every_broker_on_oxias_protocol_through_its_own_link(tmp_path: Path) -> None:
+    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=2, directory=tmp_path,
+                                           settings={"metadataStoreUrl": "oxia"}))
+    cluster._plan()
+    links = {link.name: link for link in cluster.links}
+    listeners = _config(cluster, "metadata")["oxia_listeners"]
+    assert len(listeners) == 2
+    for i, listener in enumerate(listeners):
+        link = links[f"broker-{i}-metadata"]
+        assert listener["advertised"] == link.listen   # the shard leader is the link, not the store
+        assert link.upstream == f"127.0.0.1:{listener['port']}"
+        assert _config(cluster, f"broker-{i}")["settings"]["metadataStoreUrl"] == f"oxia://{link.listen}"
+    ports = [p for r in cluster.records.values() for p in r.ports.values()]
+    ports += [int(link.listen.rsplit(":", 1)[1]) for link in cluster.links] + [x["port"] for x in listeners]
+    assert len(ports) == len(set(ports))
+
+
+def test_store_urls(tmp_path: Path) -> None:
+    assert "oxia_listeners" not in _config(_planned(tmp_path / "a"), "metadata")
+    outside = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "b",
+                                           settings={"metadataStoreUrl": "oxia://127.0.0.1:6648"}))
+    outside._plan()   # an Oxia elsewhere: passed to the brokers unchanged
+    assert _config(outside, "broker-0")["settings"]["metadataStoreUrl"] == "oxia://127.0.0.1:6648"
+    assert "oxia_listeners" not in _config(outside, "metadata")
+    with pytest.raises(EnvironmentProblem, match="metadataStoreUrl=zk"):
+        EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "c",
+                                     settings={"metadataStoreUrl": "zk:127.0.0.1:2181"}))._plan()
