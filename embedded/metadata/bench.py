@@ -1,9 +1,11 @@
 """Measure the metadata store: put throughput with group commit, fsyncs per put, recovery time.
 
-`python -m embedded.metadata.bench [--puts N] [--concurrency 1 32] [--recovery-records 100000]`
-starts a store process in a temporary directory, drives it through the asyncio client
-(one connection, like one broker), reads the store's own counters from /metrics, and
-prints one JSON object. Recovery is measured twice on a log of `--recovery-records`
+`python -m embedded.metadata.bench [--puts N] [--concurrency 1 32] [--recovery-records 100000]
+[--backends ours oxia]` starts a store process in a temporary directory, drives it through
+each backend of the brokers' interface (one client, like one broker: `ours` is
+`MetadataClient` on our protocol, `oxia` is `OxiaMetadataClient`, the real `oxia` client
+on the store's Oxia frontend), reads the store's own counters from /metrics, and prints
+one JSON object. Recovery is measured twice on a log of `--recovery-records`
 puts: replaying the whole write-ahead log (snapshots off), and from a snapshot plus
 the log written after it (the default snapshot policy). The store is killed with -9
 before each restart, so recovery starts from what was on disk.
@@ -20,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from embedded.metadata.backend import open_metadata_client
 from embedded.metadata.blocking import BlockingMetadataClient
-from embedded.metadata.client import MetadataClient
 from embedded.metadata.launcher import StoreProcess
 from embedded.metrics import parse_prometheus_text
 
@@ -32,7 +34,9 @@ def _counter(store: StoreProcess, name: str) -> float:
 
 async def _drive_puts(address: str, puts: int, concurrency: int, prefix: str) -> list[float]:
     latencies: list[float] = []
-    async with MetadataClient(address, request_timeout_s=30) as client:
+    client = open_metadata_client(address, session_timeout_ms=10_000, request_timeout_s=30)
+    await client.connect()
+    try:
         next_index = iter(range(puts))
 
         async def writer() -> None:
@@ -42,18 +46,21 @@ async def _drive_puts(address: str, puts: int, concurrency: int, prefix: str) ->
                 latencies.append(time.perf_counter() - started)
 
         await asyncio.gather(*(writer() for _ in range(concurrency)))
+    finally:
+        await client.close()
     return latencies
 
 
-def measure_throughput(store: StoreProcess, puts: int, concurrency: int) -> dict[str, Any]:
+def measure_throughput(store: StoreProcess, puts: int, concurrency: int, backend: str = "ours") -> dict[str, Any]:
     fsyncs_before = _counter(store, "txnbench_metadata_fsyncs_total")
     started = time.perf_counter()
-    latencies = asyncio.run(_drive_puts(store.address, puts, concurrency, f"/bench/c{concurrency}"))
+    address = f"oxia://{store.oxia_address}" if backend == "oxia" else store.address
+    latencies = asyncio.run(_drive_puts(address, puts, concurrency, f"/bench/{backend}/c{concurrency}"))
     elapsed = time.perf_counter() - started
     fsyncs = _counter(store, "txnbench_metadata_fsyncs_total") - fsyncs_before
     latencies.sort()
     return {
-        "concurrency": concurrency, "puts": puts, "seconds": round(elapsed, 3),
+        "backend": backend, "concurrency": concurrency, "puts": puts, "seconds": round(elapsed, 3),
         "puts_per_s": round(puts / elapsed, 1), "fsyncs": int(fsyncs), "fsyncs_per_put": round(fsyncs / puts, 4),
         "latency_ms": {"p50": round(1000 * statistics.median(latencies), 3),
                        "p99": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 3),
@@ -96,13 +103,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--recovery-records", type=int, default=100_000)
     parser.add_argument("--snapshot-every", type=int, default=50_000)
+    parser.add_argument("--backends", nargs="+", choices=("ours", "oxia"), default=["ours"],
+                        help="clients to drive the puts through (oxia: the real oxia client)")
     args = parser.parse_args(argv)
     out: dict[str, Any] = {"throughput": [], "recovery": []}
     with tempfile.TemporaryDirectory(prefix="metadata-bench-") as tmp:
         base = Path(tmp)
-        with StoreProcess(base / "throughput") as store:
+        with StoreProcess(base / "throughput", oxia="oxia" in args.backends) as store:
             for c in args.concurrency:
-                out["throughput"].append(measure_throughput(store, args.puts, c))
+                for backend in args.backends:   # alternated, so both see the same machine load
+                    out["throughput"].append(measure_throughput(store, args.puts, c, backend))
         if args.recovery_records > 0:
             out["recovery"].append(measure_recovery(base / "wal-only", args.recovery_records, None))
             out["recovery"].append(measure_recovery(base / "snapshot", args.recovery_records, args.snapshot_every))
