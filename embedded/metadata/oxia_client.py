@@ -36,11 +36,11 @@ import inspect
 import itertools
 import json
 import logging
+import queue
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import grpc
@@ -148,6 +148,55 @@ class _Internals:
         return out
 
 
+class _DaemonPool:
+    """Threads that run blocking client calls for the loop.
+
+    Daemon threads, unlike a ThreadPoolExecutor's (joined at interpreter exit): a call the
+    client never returns from (an unanswered RPC has no deadline in the Python client, and
+    its `close()` can block for good, see the README) must not keep a broker from exiting.
+    """
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future[Any]] | None] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._jobs.put((fn, future))
+        return future
+
+    def _work(self) -> None:
+        while True:   # bounded by the pool's life: a None job ends the thread
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, future = job
+            loop = future.get_loop()
+            try:
+                result = fn()
+            except BaseException as err:
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(_settle, future, None, err)
+            else:
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(_settle, future, result, None)
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, err: BaseException | None) -> None:
+    if future.done():   # the caller gave up (deadline)
+        return
+    if err is not None:
+        future.set_exception(err)
+    else:
+        future.set_result(result)
+
+
 class _OxiaWatch:
     def __init__(self, client: OxiaMetadataClient, watch_id: int, prefix: str, on_events: EventsCallback,
                  on_resync: ResyncCallback | None) -> None:
@@ -176,7 +225,8 @@ class OxiaMetadataClient:
         self.connect_attempts = connect_attempts
         self.backoff = backoff or Backoff()
         self._listeners: builtins.list[SessionLostCallback] = [on_session_lost] if on_session_lost else []
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="oxia-client")
+        self._workers = workers
+        self._pool: _DaemonPool | None = None
         self._client: Any = None   # oxia.Client (untyped)
         self._internals: _Internals | None = None
         self._shard = 0
@@ -208,6 +258,8 @@ class OxiaMetadataClient:
     async def connect(self) -> None:
         """Reach the service (bounded retries), discover its shard, open the notification stream."""
         self._loop = asyncio.get_running_loop()
+        if self._pool is None:
+            self._pool = _DaemonPool(self._workers, "oxia-client")
         host, _, port = self._address.rpartition(":")
         last: Exception | None = None
         for attempt in range(self.connect_attempts):
@@ -248,13 +300,14 @@ class OxiaMetadataClient:
         if notifications is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._blocking(notifications.close), 10)
-        if client is not None:
+        if client is not None:   # closes the session first: its ephemeral records go at once
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._blocking(client.close), 10)
         self._session = None
         for task in list(self._callback_tasks):
             task.cancel()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown()
 
     async def __aenter__(self) -> OxiaMetadataClient:
         await self.connect()
@@ -264,7 +317,9 @@ class OxiaMetadataClient:
         await self.close()
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args))
+        if self._pool is None:
+            raise MetadataUnavailable(f"the Oxia client for {self._address} is not connected")
+        return await self._pool.submit(lambda: fn(*args))
 
     def _require(self) -> oxia.Client:
         if self._client is None or self._closing:
