@@ -79,6 +79,11 @@ log = logging.getLogger("embedded.metadata.oxia")
 HISTORY_BATCHES = 10_000
 #: Batches one notification stream may lag behind before it is ended (the client resumes).
 STREAM_BACKLOG = 10_000
+#: The Python client 0.2.1 starts its discovery thread before it creates the barrier that
+#: thread signals on the first assignments; an answer that comes back before the constructor
+#: gets there kills the thread and the constructor gives up after 30 s. Seen here on a loaded
+#: machine; a short pause before the first answer (start-up only) keeps clear of that race.
+FIRST_ASSIGNMENTS_DELAY_S = 0.05
 LIST_CHUNK = 1_000
 SCAN_CHUNK = 100
 
@@ -301,6 +306,7 @@ class OxiaFrontend:
             await self._abort(context, "GetShardAssignments", grpc.StatusCode.NOT_FOUND,
                               f"oxia: namespace not found ({namespace!r}; this store has only 'default')")
         self._rpcs.inc(rpc="GetShardAssignments", code="OK")
+        await asyncio.sleep(FIRST_ASSIGNMENTS_DELAY_S)
         assignment = pb.ShardAssignment(shard=SHARD, leader=advertised,
                                         int32_hash_range=pb.Int32HashRange(min_hash_inclusive=HASH_MIN,
                                                                            max_hash_inclusive=HASH_MAX))
