@@ -4,17 +4,30 @@ Every broker keeps its metadata through `OxiaMetadataClient` (the real `oxia` cl
 its own proxy link to the store's Oxia frontend: ownership, the v5 coordinators' leader
 elections, transaction headers and op records, decision events, watches. An atomic
 produce over two scalable topics must be all or nothing, as on our own protocol, and
-the store must have served the brokers only through Oxia's protocol.
+the store must have served the brokers only through Oxia's protocol; killing the broker
+that leads the coordinators hands them over once its Oxia session expires, atomically.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
+
 import pytest
 
 from tests.cluster.conftest import ClusterFactory
+from tests.cluster.test_v5_failover import (
+    TOPICS,
+    TXN_TIMEOUT_S,
+    Outcomes,
+    no_open_transactions,
+    writer,
+)
 from tests.cluster.test_v5_helpers import (
     admin_of,
     broker_metric,
+    broker_names,
     metric_sum,
     new_client,
     read_all,
@@ -22,6 +35,7 @@ from tests.cluster.test_v5_helpers import (
     scrape,
     start_v5,
     values,
+    wait_until,
 )
 
 pytestmark = pytest.mark.cluster
@@ -74,3 +88,45 @@ def test_atomic_produce_and_commit_on_the_oxia_backend(cluster_factory: ClusterF
     assert puts <= oxia_writes, "every put the store served came through Oxia's protocol"
     assert metric_sum(store, "txnbench_metadata_oxia_rpcs_total",
                       lambda labels: labels["rpc"] == "GetNotifications") >= 2   # one stream per broker
+
+
+def test_killing_the_coordinator_leader_on_the_oxia_backend(cluster_factory: ClusterFactory) -> None:
+    """kill -9 of the broker leading the coordinators: its Oxia session expires in the store,
+    the survivor's elections (through the real client's notifications) take over, and every
+    transaction stays all or nothing (the run of test_v5_failover.py, on Oxia's protocol)."""
+    cluster = start_v5(cluster_factory, brokers=2, **OXIA_SETTINGS)
+    admin = admin_of(cluster)
+    for topic in TOPICS:
+        admin.create_scalable_topic(topic, 2)
+    out = Outcomes()
+    stop = threading.Event()
+    with new_client(cluster) as client:
+        leaders = client.coordinator_brokers()
+        by_url = {cluster.records[n].service_url: n for n in broker_names(cluster)}
+        victim = Counter(by_url[url] for url in leaders.values()).most_common(1)[0][0]
+        survivor = next(n for n in broker_names(cluster) if n != victim)
+        threads = [threading.Thread(target=writer, args=(client, f"w{i}", stop, out), daemon=True)
+                   for i in range(2)]
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: len(out.committed) >= 10, 60, "committed transactions before the kill")
+        cluster.kill(victim)
+        killed_at = time.monotonic()
+        survivor_url = cluster.records[survivor].service_url
+        wait_until(lambda: set(client.coordinator_brokers().values()) == {survivor_url}, 60,
+                   "the survivor leading every coordinator partition", 0.2)
+        wait_until(lambda: sum(t > killed_at for t in out.commit_times) >= 10, 90, "commits after the takeover")
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+        assert not any(t.is_alive() for t in threads)
+        wait_until(lambda: no_open_transactions(admin_of(cluster, skip=[victim])), TXN_TIMEOUT_S + 30,
+                   "every transaction to have ended")
+        visible = [set(values(read_all(client, t, 60))) for t in TOPICS]
+    for value in out.committed:
+        assert all(value in seen for seen in visible), f"committed {value} is not fully visible"
+    for value in out.aborted:
+        assert not any(value in seen for seen in visible), f"aborted {value} is visible"
+    for value in out.unknown:
+        assert len({value in seen for seen in visible}) == 1, f"{value} is partly visible"
+    assert broker_metric(cluster, "txnbench_v5_tc_leader", skip=[victim]) == 4   # all 4 partitions here
