@@ -408,12 +408,12 @@ class EmbeddedCluster:
             "proxy": {**common, "name": "proxy", "data_dir": str(data_dir / "proxy"), **proxy.ports,
                       "proxies": [{"name": link.name, "listen": link.listen, "upstream": link.upstream,
                                    "enabled": True} for link in self.links]},
-            "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports,
-                         **({"oxia_listeners": [{"port": oxia_ports[i],
-                                                 "advertised": addr(link_port[f"broker-{i}-metadata"])}
-                                                for i in range(n)]} if oxia else {})},
+            "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports},
             "ledger": {**common, "name": "ledger", "data_dir": str(data_dir / "ledger"), **ledger.ports},
         }
+        if oxia:
+            configs["metadata"]["oxia_listeners"] = [
+                {"port": oxia_ports[i], "advertised": addr(link_port[f"broker-{i}-metadata"])} for i in range(n)]
         for i, b in enumerate(brokers):
             b.service_url = f"pulsar://{addr(link_port[f'client-broker-{i}'])}"
             b.admin_url = f"http://{addr(b.ports['http_port'])}"
