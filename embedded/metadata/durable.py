@@ -121,6 +121,7 @@ class DurableStore:
         self.state = MetadataState()
         self.applied_lsn = 0
         self.durable_lsn = 0
+        self._key_lsn: dict[str, int] = {}   # keys whose newest mutation is not durable yet -> its lsn
         self.fsyncs = 0
         self.wal_bytes = 0
         self.wal_records = 0
@@ -232,6 +233,8 @@ class DurableStore:
 
     def _log(self, cmd: Command, now: int, notifications: tuple[Notification, ...]) -> None:
         self.applied_lsn += 1
+        for n in notifications:
+            self._key_lsn[n.key] = self.applied_lsn
         entry = {"lsn": self.applied_lsn, "ms": now, **command_to_wire(cmd)}
         record = encode_record(json.dumps(entry, separators=(",", ":")).encode())
         self._pending.append(record)
@@ -243,6 +246,14 @@ class DurableStore:
         if (self._since_snapshot_records >= self.config.snapshot_every_records
                 or self._since_snapshot_bytes >= self.config.snapshot_every_bytes):
             self.request_snapshot()
+
+    def key_lsn(self, key: str) -> int:
+        """The lsn of `key`'s newest mutation that is not durable yet; 0 when its state is durable.
+
+        A read of one key only has to wait for that: the state it returns is durable once
+        the key's own last write is, whatever else is still in the group commit.
+        """
+        return self._key_lsn.get(key, 0)
 
     async def wait_durable(self, lsn: int) -> None:
         if lsn <= self.durable_lsn:
@@ -313,6 +324,9 @@ class DurableStore:
         return FlushStats(records, nbytes, fsyncs, time.perf_counter() - started)
 
     def _release(self) -> None:
+        if self._key_lsn:
+            durable = self.durable_lsn
+            self._key_lsn = {k: v for k, v in self._key_lsn.items() if v > durable}
         ready: list[tuple[int, tuple[Notification, ...]]] = []
         while self._undelivered and self._undelivered[0][0] <= self.durable_lsn:
             ready.append(self._undelivered.popleft())

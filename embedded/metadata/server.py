@@ -3,7 +3,11 @@
 Theory of operation. One asyncio loop owns the `DurableStore`. Each request runs as
 its own task (see `embedded.rpc`): it executes against the state at once and then
 awaits durability of the lsn it observed before answering, so concurrent writers
-share fsyncs and no answer reveals an undurable state. Watches are per connection
+share fsyncs and no answer reveals an undurable state. A read of one key (`get`,
+equal, no index) waits only for that key's own newest write if it is not durable yet,
+not for every applied write: reads serve committed state without paying for unrelated
+fsyncs, as Oxia's and ZooKeeper's do. Scans, comparisons and index reads keep the
+full barrier (the keys they could reveal are not known in advance). Watches are per connection
 (`conn.state["watches"]`) and are not persisted: a client re-registers them after a
 reconnect. A watch registered when the store had applied lsn W receives every event
 with lsn > W, in lsn order; the events up to W are visible to a read issued after
@@ -399,9 +403,15 @@ class MetadataService:
         except ValueError:
             raise InvalidOptions(f"comparison must be one of {[c.value for c in Comparison]}, "
                                  f"got {h.get('comparison')!r}") from None
-        result = self.store.state.get(_str_arg(h, "key"), comparison, use_index=_opt_str_arg(h, "use_index"),
+        key, use_index = _str_arg(h, "key"), _opt_str_arg(h, "use_index")
+        result = self.store.state.get(key, comparison, use_index=use_index,
                                       include_value=h.get("include_value", True) is not False)
-        await self._read_barrier()
+        if comparison is Comparison.EQUAL and use_index is None:
+            # committed state at once: only this key's own undurable write is waited for
+            # (Oxia and ZooKeeper answer reads from committed state without a log sync)
+            await self.store.wait_durable(self.store.key_lsn(key))
+        else:
+            await self._read_barrier()
         return result.to_wire()
 
     async def _list(self, conn: ServerConnection, h: dict[str, Any]) -> dict[str, Any]:

@@ -228,3 +228,27 @@ def test_recovery_of_an_empty_directory(tmp_path: Path) -> None:
     store = open_store(tmp_path / "fresh")
     assert store.applied_lsn == 0 and store.state.list("", KEY_SPACE_END) == []
     run(store.close)
+
+
+def test_a_key_read_waits_only_for_that_keys_own_undurable_write(tmp_path: Path) -> None:
+    """The read barrier of one key: committed state at once, its own pending write awaited."""
+    async def main() -> None:
+        store = open_store(tmp_path)
+        store.execute(Put("/durable", "old"))
+        await asyncio.wait_for(store.wait_durable(store.applied_lsn), WAIT_S)
+        assert store.key_lsn("/durable") == 0
+        gate = GatedSync(store)
+        _, pending = store.execute(Put("/pending", "new"))
+        await asyncio.to_thread(gate.entered.wait, WAIT_S)
+        assert store.key_lsn("/durable") == 0 and store.key_lsn("/never") == 0
+        assert store.key_lsn("/pending") == pending
+        own = asyncio.ensure_future(store.wait_durable(store.key_lsn("/pending")))
+        await asyncio.wait_for(store.wait_durable(store.key_lsn("/durable")), WAIT_S)   # answers at once
+        await asyncio.sleep(0)
+        assert not own.done()
+        gate.release.set()
+        await asyncio.wait_for(own, WAIT_S)
+        assert store.key_lsn("/pending") == 0
+        await store.close()
+
+    run(main)
