@@ -119,8 +119,17 @@ class WorkloadConfig:
     topics: int = bounded(4, min=1, max=1000,
                           help="topics of each role the workload uses (atomic-produce's, the "
                                "consume-transform-produce inputs and outputs, ack-only's)")
-    partitions: int = bounded(0, min=0, max=64, help="v4 partitions per topic; 0 = not partitioned")
-    segments: int = bounded(2, min=1, max=64, help="v5 initial segments per scalable topic")
+    participants: int = bounded(2, min=1, max=64,
+                                help="participants per topic, the same on every path: v4 partitions = v5 "
+                                     "initial segments, so a transaction touching a topic has as many "
+                                     "possible participants on both (the comparison flags runs whose "
+                                     "shapes differ)")
+    partitions: int | None = bounded(None, min=0, max=64,
+                                     help="v4 partitions per topic when it must differ from `participants` "
+                                          "(0 = not partitioned); null follows `participants`")
+    segments: int | None = bounded(None, min=1, max=64,
+                                   help="v5 initial segments per scalable topic when it must differ from "
+                                        "`participants`; null follows `participants`")
     messages_per_txn: int = bounded(4, min=1, max=10000,
                                     help="messages each transaction sends (consume-transform-produce: at "
                                          "most, one per input)")
@@ -155,6 +164,27 @@ class WorkloadConfig:
                              help="verifying consumer users per load process")
     mix: Mapping[WorkloadKind, int] = field(default_factory=lambda: types.MappingProxyType({}))
     """Weights of the user kinds in a `mixed` workload."""
+
+    @property
+    def v4_partitions(self) -> int:
+        """Partitions of each v4 topic (0: not partitioned)."""
+        return self.participants if self.partitions is None else self.partitions
+
+    @property
+    def v5_segments(self) -> int:
+        """Initial segments of each v5 scalable topic."""
+        return self.participants if self.segments is None else self.segments
+
+    def shape(self, scalable: bool) -> dict[str, int]:
+        """The participants shape a run on one path has: what must match for a fair comparison.
+
+        `per_topic` is the partitions (v4) or initial segments (v5) of each topic (an
+        unpartitioned v4 topic is one participant); the rest says how many topics a
+        transaction spreads over and how many messages and acks it carries.
+        """
+        per_topic = self.v5_segments if scalable else max(1, self.v4_partitions)
+        return {"per_topic": per_topic, "topics": self.topics, "topics_per_txn": self.topics_per_txn,
+                "messages_per_txn": self.messages_per_txn, "acks_per_txn": self.acks_per_txn}
 
     def check(self) -> None:
         if self.topics_per_txn > self.topics:

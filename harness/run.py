@@ -139,7 +139,8 @@ class Run:
         else:
             self.run_dir = new_run(config.name, config.path.value, config=config.to_dict(), seed=config.seed,
                                    target=config.target.value, root=options.results_root)
-        self.run_dir.update_manifest(run_base_monotonic_ns=self.clock.base_ns)
+        self.run_dir.update_manifest(run_base_monotonic_ns=self.clock.base_ns,
+                                     participants=config.workload.shape(config.path.uses_scalable_topics))
         self.history = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "run", self.clock,
                                        path=config.path.value)
         self.target: ClusterTarget | None = None

@@ -17,8 +17,9 @@ Each workload kind owns a family of topics, by role:
 
 with `i < workload.topics`. A `mixed` workload has the families of every kind with a
 positive weight. On `v4` and `v4-batched` topics are `persistent://` (partitioned when
-`workload.partitions` > 0); on `v5` they are `topic://` scalable topics with
-`workload.segments` initial segments.
+`workload.partitions`, which follows `workload.participants`, is > 0); on `v5` they are
+`topic://` scalable topics with as many initial segments (`workload.participants`, or
+`workload.segments` where a scenario sets it apart).
 """
 
 from __future__ import annotations
@@ -200,9 +201,9 @@ def plan(config: RunConfig, run_id: str) -> Topology:
             for index in range(workload.topics):
                 name = topic_name(path, workload.namespace, f"{run_id}-{_STEMS[role]}-{index}")
                 if path.uses_scalable_topics:
-                    topics.append(TopicPlan(name, role, partitions=0, segments=workload.segments))
+                    topics.append(TopicPlan(name, role, partitions=0, segments=workload.v5_segments))
                 else:
-                    topics.append(TopicPlan(name, role, partitions=workload.partitions, segments=0))
+                    topics.append(TopicPlan(name, role, partitions=workload.v4_partitions, segments=0))
                 if role in _SUBSCRIPTIONS_OF_ROLE:
                     sub_role, sub_type = _SUBSCRIPTIONS_OF_ROLE[role]
                     subs.append(SubscriptionPlan(name, sub_role.value, sub_role, sub_type))

@@ -6,10 +6,15 @@ a `txnbenchV5...Millis` twin that wins when set. Two more of ours shape the desi
 probes:
 
 * `txnbenchV5GcLeftoverOps`: what the GC sweep does with op records still present
-  after the retention window. `force-delete` (default) is the PIP text: delete them,
-  then the header. `redrive` is what Pulsar 5.0 ships (`TransactionCoordinatorV5.gcOneTxn`):
-  publish the decision events again and keep the header until the participants have
-  cleaned up.
+  after the retention window. `redrive` (default) is what Pulsar 5.0 ships
+  (`TransactionCoordinatorV5.gcOneTxn`): publish the decision events again and keep the
+  header until the participants have cleaned up. `force-delete` is the PIP text: delete
+  them, then the header (the review's race becomes reachable).
+* Model-only behaviours, each off by default because neither the PIP nor Pulsar 5.0
+  does it (every report that turns one on names it, `MODEL_SETTINGS`):
+  `txnbenchV5DeleteConsumedEvents` (participants delete each decision event they
+  processed; 5.0 leaves them in the store) and `txnbenchV5IdBlocks` (NEW_TXNs queued
+  behind a counter CAS share the next one; 5.0 does one get + CAS per id).
 * `txnbenchV5ParticipantDelayMillis` with `txnbenchV5ParticipantDelayMatch`: a
   participant whose `segment|subscription` contains the match text (empty: every
   participant) waits this long between learning a decision and materializing it:
@@ -24,6 +29,15 @@ from dataclasses import dataclass
 from embedded.broker.config import Settings
 
 
+# Settings that switch on behaviour with no source in PIP-473 or Pulsar 5.0 (or the PIP text
+# where 5.0 differs), with the value that does: a report names each one a run turned on.
+MODEL_SETTINGS: dict[str, str] = {
+    "txnbenchV5DeleteConsumedEvents": "true",
+    "txnbenchV5IdBlocks": "true",
+    "txnbenchV5GcLeftoverOps": "force-delete",
+}
+
+
 class GcLeftoverOps(enum.Enum):
     FORCE_DELETE = "force-delete"
     REDRIVE = "redrive"
@@ -35,7 +49,9 @@ class V5Settings:
     timeout_sweep_interval_s: float = 60.0
     gc_interval_s: float = 300.0
     gc_retention_s: float = 900.0
-    gc_leftover_ops: GcLeftoverOps = GcLeftoverOps.FORCE_DELETE
+    gc_leftover_ops: GcLeftoverOps = GcLeftoverOps.REDRIVE
+    delete_consumed_events: bool = False
+    id_blocks: bool = False
     participant_delay_s: float = 0.0
     participant_delay_match: str = ""
     default_segments: int = 1
@@ -65,7 +81,7 @@ class V5Settings:
                 return s.int(ours) / 1000.0
             return float(s.int(pulsar_key, int(default_s)))
 
-        leftover = s.str("txnbenchV5GcLeftoverOps", GcLeftoverOps.FORCE_DELETE.value)
+        leftover = s.str("txnbenchV5GcLeftoverOps", GcLeftoverOps.REDRIVE.value)
         try:
             policy = GcLeftoverOps(leftover)
         except ValueError:
@@ -80,6 +96,8 @@ class V5Settings:
             gc_retention_s=seconds("transactionCoordinatorScalableTopicsGcRetentionSeconds",
                                    "txnbenchV5GcRetentionMillis", 900),
             gc_leftover_ops=policy,
+            delete_consumed_events=s.bool("txnbenchV5DeleteConsumedEvents", False),
+            id_blocks=s.bool("txnbenchV5IdBlocks", False),
             participant_delay_s=s.int("txnbenchV5ParticipantDelayMillis", 0) / 1000.0,
             participant_delay_match=s.str("txnbenchV5ParticipantDelayMatch", ""),
             default_segments=max(1, s.int("txnbenchV5DefaultSegments", 1)),

@@ -129,10 +129,12 @@ def test_assignment_snapshots_follow_the_leaders(tmp_path: Path) -> None:
     run(main)
 
 
-def test_buffer_writes_op_records_first_and_materializes_decisions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("delete_events", [False, True])
+def test_buffer_writes_op_records_first_and_materializes_decisions(tmp_path: Path, delete_events: bool) -> None:
+    """Pulsar 5.0 leaves consumed decision events in the store; the model-only setting deletes them."""
     async def main() -> None:
         async with metadata_service(tmp_path) as address:
-            node = await start_node(address, 0)
+            node = await start_node(address, 0, {"txnbenchV5DeleteConsumedEvents": delete_events})
             try:
                 tc = node.coordinator
                 await eventually(lambda: tc.is_leader(0) and tc.is_leader(1), what="leadership")
@@ -166,7 +168,8 @@ def test_buffer_writes_op_records_first_and_materializes_decisions(tmp_path: Pat
                 await eventually_async(lambda: node.store.writes_by_segment(str(SEGMENT)), lambda ops: not ops,
                                        what="the op records to be deleted")
                 assert await node.store.aborted_of(str(SEGMENT)) == [aborted]
-                assert await node.store.pending_events(paths.segment_events_parent(str(SEGMENT))) == []
+                events = await node.store.pending_events(paths.segment_events_parent(str(SEGMENT)))
+                assert len(events) == (0 if delete_events else 2)
 
                 with pytest.raises(TxnError) as late:
                     await tb.append(committed, b"late", EntryInfo(1, committed))
@@ -292,6 +295,29 @@ def test_gc_race_with_a_slow_participant(tmp_path: Path, policy: str) -> None:
                     await tc.sweep_gc()   # the participant cleaned up: now the header goes
                     assert await node.broker.metadata.get_or_none(paths.header(txn)) is None
                 await store.close()
+            finally:
+                await stop_node(node)
+    run(main)
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+def test_ids_are_one_counter_cas_each_as_in_pulsar_unless_blocks_are_on(tmp_path: Path, blocks: bool) -> None:
+    """5.0's `nextTxnSequence` is one get + CAS per id; `txnbenchV5IdBlocks` shares a CAS among waiters."""
+    async def main() -> None:
+        import asyncio
+
+        from embedded.broker.v5.txn.ids import SequenceAllocator
+
+        async with metadata_service(tmp_path) as address:
+            node = await start_node(address, 0)
+            try:
+                allocator = SequenceAllocator(node.store.client, 3, blocks=blocks)
+                ids = await asyncio.gather(*(allocator.next() for _ in range(10)))
+                assert sorted(ids) == list(range(10))
+                if blocks:
+                    assert allocator.cas_writes < 10
+                else:
+                    assert allocator.cas_writes == 10
             finally:
                 await stop_node(node)
     run(main)

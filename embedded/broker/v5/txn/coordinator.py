@@ -102,7 +102,8 @@ class TransactionCoordinatorV5:
         self.metrics = metrics
         self.parallelism = settings.parallelism
         self._elections: dict[int, LeaderElection] = {}
-        self._allocators = {p: SequenceAllocator(self.client, p) for p in range(self.parallelism)}
+        self._allocators = {p: SequenceAllocator(self.client, p, blocks=settings.id_blocks)
+                            for p in range(self.parallelism)}
         self._watchers: dict[tuple[int, int], ClientChannel] = {}
         self._last_pushed: dict[int, str] | None = None
         self._push_task: asyncio.Task[None] | None = None

@@ -12,6 +12,14 @@ work by (key, version) and delete a record only at the version they processed.
 
 Events queue up until `ready()` is called, so a participant can subscribe before it
 recovers and still see everything published meanwhile.
+
+As in Pulsar 5.0, consumed events stay in the store unless the model-only
+`txnbenchV5DeleteConsumedEvents` is on (`replay_backlog`). Then the stream only grows,
+so the feed keeps a cursor (the highest key it reported) and a resync lists only what
+follows it. The first listing only places the cursor: what was published before the
+watch started is covered by the participant's recovery, which reads the op records and
+their headers after the watch is in place (a header decided before that read is seen
+there; one decided after it publishes its event after the watch started).
 """
 
 from __future__ import annotations
@@ -34,10 +42,14 @@ log = logging.getLogger("embedded.broker.v5.events")
 
 
 class EventFeed:
-    def __init__(self, store: TxnMetadataStore, parent: str, on_event: Callable[[Versioned], None]) -> None:
+    def __init__(self, store: TxnMetadataStore, parent: str, on_event: Callable[[Versioned], None], *,
+                 replay_backlog: bool = True) -> None:
         self.store = store
         self.parent = parent
         self.on_event = on_event
+        self.replay_backlog = replay_backlog
+        self._after: str | None = None   # the highest key reported (replay_backlog off)
+        self._positioned = False
         self._watch: Watch | None = None
         self._queued: list[Versioned] | None = []
         self._closed = False
@@ -62,6 +74,8 @@ class EventFeed:
     def _deliver(self, item: Versioned) -> None:
         if self._closed:
             return
+        if self._after is None or item.key > self._after:
+            self._after = item.key
         if self._queued is not None:
             self._queued.append(item)
         else:
@@ -81,12 +95,18 @@ class EventFeed:
         for attempt in range(5):
             if self._closed:
                 return
+            after = None if self.replay_backlog else self._after
             try:
-                pending = await self.store.pending_events(self.parent)
+                pending = await self.store.pending_events(self.parent, after)
             except (MetadataUnavailable, MetadataError) as err:
                 log.info("listing events of %s failed (%s); retrying", self.parent, err)
                 await asyncio.sleep(0.2 * (attempt + 1))
                 continue
+            if not self.replay_backlog and not self._positioned:
+                self._positioned = True   # only place the cursor (see the module docstring)
+                if pending and (self._after is None or pending[-1].key > self._after):
+                    self._after = pending[-1].key
+                return
             for item in pending:
                 self._deliver(item)
             return

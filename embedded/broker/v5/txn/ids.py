@@ -3,11 +3,13 @@
 Theory of operation (Pulsar's `TxnMetadataStore.nextTxnSequence`). The record holds
 `{"next": n}`; drawing an id is a compare-and-set from n to n + k, so two brokers that
 both believe they lead the partition can never hand out the same `least` (the
-participants' aborted sets are keyed by txn id: reuse would be wrong). Pulsar draws one
-id per CAS and retries on conflict. Here NEW_TXNs that arrive while a CAS is in flight
-wait for the next one, which reserves a block for all of them at once: the same
-counter, fewer writes under load. The record's version is kept between draws and
-re-read only after a conflict (or a change of leadership, `reset`).
+participants' aborted sets are keyed by txn id: reuse would be wrong). As Pulsar 5.0
+does, each id is one read of the counter and one CAS (draws of one partition are
+serialized here, so they do not conflict with each other). With `txnbenchV5IdBlocks`
+(model-only, off by default) NEW_TXNs that arrive while a CAS is in flight wait for the
+next one, which reserves a block for all of them at once, and the record's version is
+kept between draws and re-read only after a conflict (or a change of leadership,
+`reset`): the same counter, fewer reads and writes under load.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ class SequenceExhausted(Exception):
 
 
 class SequenceAllocator:
-    def __init__(self, client: MetadataBackend, tc_id: int) -> None:
+    def __init__(self, client: MetadataBackend, tc_id: int, *, blocks: bool = False) -> None:
         self.client = client
+        self.blocks = blocks
         self.tc_id = tc_id
         self.key = paths.tc_sequence(tc_id)
         self._cached: tuple[int, int] | None = None   # (next, version id)
@@ -59,7 +62,11 @@ class SequenceAllocator:
     async def _drain(self) -> None:
         try:
             while self._waiters:   # bounded: each round serves everyone waiting when it started
-                batch, self._waiters = self._waiters, []
+                if self.blocks:
+                    batch, self._waiters = self._waiters, []
+                else:   # Pulsar 5.0: one get + CAS per id
+                    batch, self._waiters = self._waiters[:1], self._waiters[1:]
+                    self._cached = None
                 try:
                     first = await self._reserve(len(batch))
                 except Exception as err:

@@ -13,8 +13,10 @@ read it.
 
 Each event is handled by one task keyed by (key, version); it reads the event, waits
 the configured participant delay (the "slow participant" probe), lets the subclass
-`apply` the decision (idempotent), and only then deletes the event record at the
-version it read. A failure leaves the record in place and is retried with backoff a
+`apply` the decision (idempotent), and, only with the model-only
+`txnbenchV5DeleteConsumedEvents`, deletes the event record at the version it read
+(Pulsar 5.0 leaves events in the store and ignores one for a transaction it does not
+hold open). A failure leaves the record in place and is retried with backoff a
 few times; after that the next resync or the periodic reconcile picks it up.
 """
 
@@ -47,7 +49,8 @@ class Participant(ABC):
         self.name = name
         self.store = store
         self.settings = settings
-        self.feed = EventFeed(store, events_parent, self._on_event)
+        self.feed = EventFeed(store, events_parent, self._on_event,
+                              replay_backlog=settings.delete_consumed_events)
         self.closed = False
         self._handling: set[tuple[str, int]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -113,12 +116,20 @@ class Participant(ABC):
                 if got is None or got[1] != item.version_id:
                     return   # processed already, or replaced (its own created event follows)
                 event, version = got
+                if not self.settings.delete_consumed_events:
+                    # Pulsar 5.0: an event is a wake-up for the transactions open here; it stays
+                    # in the store, and one for a transaction this participant does not hold
+                    # (applied already, a retry's re-publish, another incarnation's) is ignored
+                    if event.txn in self._tracked_since:
+                        await self.decide_slowly(event.txn, event.decision)
+                    return
                 await self.decide_slowly(event.txn, event.decision)
                 await self.store.delete_event(item.key, version)
                 return
             except RecordError as err:
                 log.error("%s: dropping malformed event %s: %s", self.name, item.key, err)
-                await self.store.delete_event(item.key, item.version_id)
+                if self.settings.delete_consumed_events:
+                    await self.store.delete_event(item.key, item.version_id)
                 return
             except (MetadataUnavailable, MetadataError) as err:
                 if pause is None or self.closed:

@@ -154,9 +154,11 @@ class TxnMetadataStore:
             return None
         return TxnEvent.from_json(result.value), result.version.version_id
 
-    async def pending_events(self, parent: str) -> list[Versioned]:
-        low = paths.sequence_watch_prefix(parent)
-        records = await self.client.range_scan(low, prefix_end(low), include_value=False)
+    async def pending_events(self, parent: str, after: str | None = None) -> list[Versioned]:
+        """The event records of `parent` (after key `after` when given), keys only."""
+        prefix = paths.sequence_watch_prefix(parent)
+        low = prefix if after is None else after + "\x00"
+        records = await self.client.range_scan(low, prefix_end(prefix), include_value=False)
         return [Versioned(r.key, r.version.version_id) for r in records if paths.is_sequence_key(parent, r.key)]
 
     async def delete_event(self, key: str, version_id: int) -> None:
