@@ -108,6 +108,39 @@ class MetadataConfig:
                    oxia)
 
 
+_FAMILIES = (("/txn/id/", "txn-header"), ("/txn/op/", "txn-op"), ("/txn/segment-events/", "txn-event"),
+             ("/txn/subscription-events/", "txn-event"), ("/txn/segment-state/watermark/", "txn-watermark"),
+             ("/txn/segment-state/aborted/", "txn-aborted"), ("/txn/tc-seq/", "txn-id-counter"),
+             ("/txn/tc/", "txn-leader"))
+
+
+def key_family(header: dict[str, Any]) -> str:
+    """Which kind of record a data operation touches, from its key (index queries: `index`)."""
+    if header.get("use_index"):
+        return "index"
+    key = header.get("key") if header.get("key") is not None else header.get("min")
+    if not isinstance(key, str):
+        return "other"
+    return next((family for prefix, family in _FAMILIES if key.startswith(prefix)), "other")
+
+
+def request_kind(op: str, header: dict[str, Any]) -> str:
+    """`read`, `create`, `cas`, `put` or `delete`: what a cost ledger counts a data operation as.
+
+    A put at version -1 (must not exist) or with sequence-key deltas creates a key; a put or
+    delete at a version is a compare-and-set; a put with neither is blind; delete_range and an
+    unversioned delete are deletes.
+    """
+    if op in ("get", "list", "range_scan"):
+        return "read"
+    expected = header.get("expected_version")
+    if op == "put":
+        if expected == -1 or header.get("sequence_keys_deltas"):
+            return "create"
+        return "put" if expected is None else "cas"
+    return "cas" if op == "delete" and expected is not None else "delete"
+
+
 @dataclass(frozen=True)
 class _Watch:
     prefix: str
@@ -118,6 +151,12 @@ class _Metrics:
     def __init__(self, registry: Registry) -> None:
         self.ops = registry.counter("txnbench_metadata_ops_total", "Data operations by kind, CAS and result",
                                     ("op", "cas", "result"))
+        self.by_kind = registry.counter(
+            "txnbench_metadata_requests_total",
+            "Data operations by what they are (read; create = must-not-exist or sequence-key put; cas = put or "
+            "delete at a version; put = blind put; delete = unversioned delete or delete_range) and by the "
+            "record family of their key (txn-header, txn-op, txn-event, txn-watermark, txn-aborted, txn-id-counter, "
+            "txn-leader, index for index queries, other)", ("kind", "family", "result"))
         self.fsyncs = registry.counter("txnbench_metadata_fsyncs_total", "Write-ahead log fsyncs")
         self.wal_bytes = registry.counter("txnbench_metadata_wal_bytes_total", "Write-ahead log bytes written")
         self.wal_records = registry.counter("txnbench_metadata_wal_records_total", "Write-ahead log records written")
@@ -248,6 +287,7 @@ class MetadataService:
                 self.metrics.latency.observe(time.perf_counter() - started, op=op)
                 if op in DATA_OPS:
                     self.metrics.ops.inc(op=op, cas=cas, result=result)
+                    self.metrics.by_kind.inc(kind=request_kind(op, header), family=key_family(header), result=result)
                 elif op.startswith("session_"):
                     self.metrics.session_ops.inc(op=op, result=result)
                 self._refresh_gauges()
