@@ -167,8 +167,10 @@ class WorkloadConfig:
 
     @property
     def v4_partitions(self) -> int:
-        """Partitions of each v4 topic (0: not partitioned)."""
-        return self.participants if self.partitions is None else self.partitions
+        """Partitions of each v4 topic (0: not partitioned; one participant is an unpartitioned topic)."""
+        if self.partitions is not None:
+            return self.partitions
+        return self.participants if self.participants > 1 else 0
 
     @property
     def v5_segments(self) -> int:

@@ -27,6 +27,7 @@ from analysis.perf.history_stats import (
     HistoryStats,
 )
 from analysis.perf.io import gauge_max, io_for_window, io_keys
+from analysis.perf.ledger import build_ledger
 from analysis.perf.loadgen import load_generator
 from analysis.perf.prom import Snapshot
 from analysis.perf.windows import ALL, LOAD_PHASES, Window, predecessor
@@ -168,6 +169,10 @@ def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping
                                  "io": {"absent": io_keys(), "reason": "no measured window", "metrics": {}}}
     else:
         block = window_block(stats, measured, snapshots, headline=True)
+    settings = ((manifest.get("config") or {}).get("cluster") or {}).get("settings") or {}
+    block["cost_ledger"] = build_ledger(path_name, stats.shapes.get(measured.name) if measured else None,
+                                        block["io"], snapshots, settings,
+                                        (block.get("window") or {}).get("duration_s"))
     processes = (manifest.get("config") or {}).get("load", {}).get("workers") or 1
     loadgen = load_generator(run.locust_dir, block["window"], block["committed_txn_per_s"], block["msgs_per_s"],
                              processes)

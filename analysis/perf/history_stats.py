@@ -87,6 +87,7 @@ class HistoryStats:
     drain_start_ns: int | None
     paths: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    shapes: dict[str, dict[str, int]] = field(default_factory=dict)  # window -> what its txns did (txn_shapes)
 
 
 def window_label(time_col: Column, windows: Sequence[Window]) -> Column:
@@ -156,11 +157,66 @@ def compute_history_stats(loaded: LoadedHistory) -> HistoryStats:
         finally:
             lat_rows.unpersist()
         fault_stats = _fault_stats(pairs, faults, history_end) if faults else ()
+        shapes = txn_shapes(pairs, windows, add_all, drain_start)
     finally:
         pairs.unpersist()
     return HistoryStats(windows, measured, history_end, load_span, counts, timeline, latency, corrected,
                         unreceived, early, committed_msgs, latency_timeline, faults, tuple(fault_stats),
-                        drain_start, paths, tuple(notes))
+                        drain_start, paths, tuple(notes), shapes)
+
+
+SHAPE_KEYS = ("committed", "aborted", "sends_committed", "sends_aborted", "acks_committed", "acks_aborted",
+              "write_participants_committed", "write_participants_aborted", "ack_participants_committed",
+              "ack_participants_aborted", "plain_sends")
+
+
+def txn_shapes(pairs: DataFrame, windows: Sequence[Window], add_all: bool, drain_start: int | None
+               ) -> dict[str, dict[str, int]]:
+    """Per window, what the transactions that ended there did: the inputs of a cost prediction.
+
+    A transaction belongs to the window its end completed in (commit ok: committed; abort ok or
+    a failed commit: aborted; an unknown outcome is left out). For each: its ok transactional
+    sends and acks, and its distinct participants: written segments (v4 partitions; the topic
+    where the history names no segment) and acked (segment, subscription) pairs. `plain_sends`
+    counts ok non-transactional sends (the load's feeders) completed in the window, before the
+    drain.
+    """
+    commit, abort = OpF.TXN_COMMIT.value, OpF.TXN_ABORT.value
+    ok, fail = OpType.OK.value, OpType.FAIL.value
+    ends = pairs.filter(F.col("txn").isNotNull() & (
+        ((F.col("f") == commit) & F.col("type").isin(ok, fail)) | ((F.col("f") == abort) & (F.col("type") == ok))))
+    ends = ends.select("txn", F.when((F.col("f") == commit) & (F.col("type") == ok), F.lit("committed"))
+                       .otherwise(F.lit("aborted")).alias("outcome"), F.col("complete_ns").alias("end_ns"))
+    ends = _labelled(ends, "end_ns", windows, add_all).filter(F.col("win").isNotNull())
+    where = F.coalesce(F.col("segment"), F.col("topic"))
+    sends = (pairs.filter((F.col("f") == OpF.SEND.value) & (F.col("type") == ok) & F.col("txn").isNotNull())
+             .groupBy("txn").agg(F.count(F.lit(1)).alias("sends"), F.countDistinct(where).alias("w")))
+    acks = (pairs.filter((F.col("f") == OpF.ACK.value) & (F.col("type") == ok) & F.col("txn").isNotNull())
+            .groupBy("txn").agg(F.count(F.lit(1)).alias("acks"),
+                                F.countDistinct(where, F.coalesce(F.col("subscription"), F.lit(""))).alias("k")))
+    per_txn = ends.join(sends, "txn", "left").join(acks, "txn", "left")
+    rows = (per_txn.groupBy("win", "outcome")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum(F.coalesce("sends", F.lit(0))).alias("sends"),
+                 F.sum(F.coalesce("acks", F.lit(0))).alias("acks"), F.sum(F.coalesce("w", F.lit(0))).alias("w"),
+                 F.sum(F.coalesce("k", F.lit(0))).alias("k"))
+            .collect())
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        block = out.setdefault(r["win"], dict.fromkeys(SHAPE_KEYS, 0))
+        o = r["outcome"]
+        block[o] += int(r["n"])
+        block[f"sends_{o}"] += int(r["sends"] or 0)
+        block[f"acks_{o}"] += int(r["acks"] or 0)
+        block[f"write_participants_{o}"] += int(r["w"] or 0)
+        block[f"ack_participants_{o}"] += int(r["k"] or 0)
+    plain = pairs.filter((F.col("f") == OpF.SEND.value) & (F.col("type") == ok) & F.col("txn").isNull())
+    if drain_start is not None:
+        plain = plain.filter(F.col("complete_ns") < F.lit(drain_start))
+    plain = _labelled(plain.select("complete_ns"), "complete_ns", windows, add_all)
+    for r in plain.groupBy("win").count().collect():
+        if r["win"] is not None:
+            out.setdefault(r["win"], dict.fromkeys(SHAPE_KEYS, 0))["plain_sends"] = int(r["count"])
+    return out
 
 
 def _consumer_receives(pairs: DataFrame, drain_start: int | None) -> DataFrame:

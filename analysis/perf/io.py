@@ -32,7 +32,7 @@ from analysis.perf.prom import Sample, Snapshot
 
 __all__ = [
     "DERIVED_METRICS", "IO_METRICS", "DerivedMetric", "IoMetric", "IoUnit", "Selector", "gauge_max",
-    "io_for_window", "io_keys",
+    "io_for_window", "io_keys", "window_delta",
 ]
 
 
@@ -114,8 +114,14 @@ IO_METRICS: tuple[IoMetric, ...] = (
              Selector("txnbench_metadata_ops_total", {"op": ("get", "list", "range_scan")})),
     IoMetric("metadata_writes", "metadata-store writes (put, delete, delete_range)", IoUnit.OPS,
              Selector("txnbench_metadata_ops_total", {"op": ("put", "delete", "delete_range")})),
-    IoMetric("metadata_cas", "metadata-store CAS (versioned put/delete)", IoUnit.OPS,
-             Selector("txnbench_metadata_ops_total", {"cas": ("true",)})),
+    IoMetric("metadata_creates", "metadata-store creates (must-not-exist or sequence-key put)", IoUnit.OPS,
+             Selector("txnbench_metadata_requests_total", {"kind": ("create",)})),
+    IoMetric("metadata_cas", "metadata-store CAS (put or delete at a version; creates not included)", IoUnit.OPS,
+             Selector("txnbench_metadata_requests_total", {"kind": ("cas",)})),
+    IoMetric("metadata_blind_puts", "metadata-store blind puts", IoUnit.OPS,
+             Selector("txnbench_metadata_requests_total", {"kind": ("put",)})),
+    IoMetric("metadata_deletes", "metadata-store deletes (unversioned, delete_range)", IoUnit.OPS,
+             Selector("txnbench_metadata_requests_total", {"kind": ("delete",)})),
     IoMetric("metadata_cas_conflicts", "metadata-store CAS conflicts", IoUnit.OPS,
              Selector("txnbench_metadata_ops_total", {"cas": ("true",), "result": ("conflict",)})),
     IoMetric("metadata_wal_bytes", "metadata-store WAL bytes", IoUnit.BYTES,
@@ -273,3 +279,13 @@ def gauge_max(snapshots: Mapping[str, Mapping[str, Snapshot]], phase: str, name:
     """The largest value of gauge `name` over every service's snapshot at the end of `phase`."""
     values = [s.value for snap in snapshots.get(phase, {}).values() for s in snap.samples if s.name == name]
     return max(values) if values else None
+
+
+def window_delta(snapshots: Mapping[str, Mapping[str, Snapshot]], window: str, baseline: str | None,
+                 selector: Selector) -> float | None:
+    """The increase of `selector` between the end of `baseline` and the end of `window` (None: absent)."""
+    start = snapshots.get(baseline) if baseline is not None else None
+    end = snapshots.get(window)
+    if not start or not end or baseline is None:
+        return None
+    return _delta(start, end, selector, baseline, window).value

@@ -28,6 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
+from embedded import tracing
 from embedded.broker import admin
 from embedded.broker.brokers_registry import LiveBrokers
 from embedded.broker.config import BrokerConfig, Settings
@@ -85,6 +86,7 @@ class BrokerService:
         cfg = self.config
         self._settings = cfg.settings
         self._metrics = BrokerMetrics()
+        tracing.set_sink(self._metrics.observe_span)   # one broker per process
         # Pulsar's `metadataStoreUrl` picks the store (oxia://HOST:PORT: the real Oxia client);
         # without it the broker speaks our protocol to `metadata_address`.
         self._metadata = open_metadata_client(

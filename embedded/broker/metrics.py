@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 
 from embedded.metrics import Counter, Gauge, Histogram, Registry
+from embedded.tracing import Span
 
 log = logging.getLogger("embedded.broker.metrics")
 
@@ -73,6 +74,12 @@ class TopicCounters:
 
 
 class BrokerMetrics:
+    def observe_span(self, span: Span) -> None:
+        """A traced request ended: count it and the depth of its path."""
+        self.spans.inc(request=span.name)
+        self.span_writes.inc(span.writes, request=span.name)
+        self.span_round_trips.inc(span.round_trips, request=span.name)
+
     def __init__(self, registry: CollectingRegistry | None = None) -> None:
         r = self.registry = registry or CollectingRegistry()
         # ---- topics (Pulsar names, label `topic`)
@@ -113,6 +120,17 @@ class BrokerMetrics:
         self.peer_requests = r.counter("txnbench_broker_peer_requests_total", "Broker-to-broker requests",
                                        ("result",))
         self.connections = r.gauge("txnbench_broker_connections", "Open client connections")
+        # ---- request spans (ours, embedded.tracing): the critical path of transactional requests
+        self.spans = r.counter("txnbench_request_spans_total", "Transactional requests traced, by request",
+                               ("request",))
+        self.span_writes = r.counter(
+            "txnbench_request_span_writes_total",
+            "Sequential durable writes (metadata writes, ledger appends, cursor flushes that waited for each "
+            "other) on the path of each traced request, summed", ("request",))
+        self.span_round_trips = r.counter(
+            "txnbench_request_span_round_trips_total",
+            "Sequential round trips (metadata, ledger, other brokers) on the path of each traced request, summed",
+            ("request",))
         # ---- transaction coordinator (Pulsar names, label `coordinator_id`)
         tc = ("coordinator_id",)
         self.txn_active = r.gauge("pulsar_txn_active_count", "Open transactions", tc)

@@ -21,9 +21,11 @@ import contextlib
 import itertools
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
+from embedded import tracing
 from embedded.broker.topic_name import TopicName
 from embedded.broker.txn_api import OwnerInfo, PeerUnavailable
 from harness.wire import (
@@ -192,13 +194,19 @@ class PeerClient:
     async def request(self, broker_id: int, build: Callable[[int], Command], *,
                       timeout_s: float | None = None) -> Command:
         timeout = timeout_s if timeout_s is not None else self.timeout_s
+        started = time.monotonic()
         if broker_id == self.broker_id:
-            return await asyncio.wait_for(self._local(build(next(self._local_ids))), timeout)
+            try:
+                return await asyncio.wait_for(self._local(build(next(self._local_ids))), timeout)
+            finally:
+                tracing.record(tracing.CallKind.PEER, started)
         try:
             answer = await self._connection(broker_id).request(build, timeout)
         except PeerUnavailable:
             self.metrics.peer_requests.inc(result="unavailable")
             raise
+        finally:
+            tracing.record(tracing.CallKind.PEER, started)
         self.metrics.peer_requests.inc(result="error" if commands.error_of(answer) else "ok")
         return answer
 

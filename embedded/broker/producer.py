@@ -20,6 +20,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from embedded import tracing
 from embedded.broker.entry import EntryInfo
 from embedded.broker.managed_ledger.api import (
     ManagedLedgerError,
@@ -94,7 +95,7 @@ class Producer:
         if body.HasField("txnid_most_bits") or body.HasField("txnid_least_bits"):
             txn = TxnId(body.txnid_most_bits, body.txnid_least_bits)
             future: asyncio.Future[Position] = asyncio.ensure_future(
-                self.topic.publish_txn(txn, data, EntryInfo(messages, txn, False)))
+                tracing.run("SEND", self.topic.publish_txn(txn, data, EntryInfo(messages, txn, False))))
         else:
             future = self.topic.publish(data, EntryInfo(messages, None, False))
         future.add_done_callback(functools.partial(self._completed, slot))

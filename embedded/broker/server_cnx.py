@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from embedded import tracing
 from embedded.broker.consumer import Consumer
 from embedded.broker.managed_ledger.api import CursorClosed, ManagedLedgerError
 from embedded.broker.position import Position
@@ -136,12 +137,13 @@ class ServerCnx:
             T.GET_OR_CREATE_SCHEMA: self._spawner(self._get_or_create_schema),
             T.GET_TOPICS_OF_NAMESPACE: self._spawner(self._get_topics_of_namespace),
             T.TC_CLIENT_CONNECT_REQUEST: self._spawner(self._tc_client_connect),
-            T.NEW_TXN: self._spawner(self._new_txn),
-            T.ADD_PARTITION_TO_TXN: self._spawner(self._add_partition_to_txn),
-            T.ADD_SUBSCRIPTION_TO_TXN: self._spawner(self._add_subscription_to_txn),
-            T.END_TXN: self._spawner(self._end_txn),
-            T.END_TXN_ON_PARTITION: self._spawner(self._end_txn_on_partition),
-            T.END_TXN_ON_SUBSCRIPTION: self._spawner(self._end_txn_on_subscription),
+            T.NEW_TXN: self._spawner(self._new_txn, traced="NEW_TXN"),
+            T.ADD_PARTITION_TO_TXN: self._spawner(self._add_partition_to_txn, traced="ADD_PARTITION_TO_TXN"),
+            T.ADD_SUBSCRIPTION_TO_TXN: self._spawner(self._add_subscription_to_txn, traced="ADD_SUBSCRIPTION_TO_TXN"),
+            T.END_TXN: self._spawner(self._end_txn, traced="END_TXN"),
+            T.END_TXN_ON_PARTITION: self._spawner(self._end_txn_on_partition, traced="END_TXN_ON_PARTITION"),
+            T.END_TXN_ON_SUBSCRIPTION: self._spawner(self._end_txn_on_subscription,
+                                                     traced="END_TXN_ON_SUBSCRIPTION"),
             T.WATCH_TC_ASSIGNMENTS: self._spawner(self._watch_tc_assignments),
             T.WATCH_TC_ASSIGNMENTS_CLOSE: self._spawner(self._watch_tc_assignments_close),
         }
@@ -190,9 +192,10 @@ class ServerCnx:
             return
         log.info("%s: ignoring %s (not supported by this broker)", self.remote, command.type.name)
 
-    def _spawner(self, fn: Callable[[Command], Any]) -> Callable[[Command], None]:
+    def _spawner(self, fn: Callable[[Command], Any], traced: str | None = None) -> Callable[[Command], None]:
+        """A handler running `fn` as a task; `traced` names the span it runs in (embedded.tracing)."""
         def spawn(command: Command) -> None:
-            self._spawn(fn(command))
+            self._spawn(fn(command) if traced is None else tracing.run(traced, fn(command)))
         return spawn
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -475,7 +478,7 @@ class ServerCnx:
         cumulative = body.ack_type == 1
         txn = TxnId.from_fields(body)
         if txn is not None:
-            self._spawn(self._transactional_ack(consumer, txn, acks, cumulative, body))
+            self._spawn(tracing.run("ACK", self._transactional_ack(consumer, txn, acks, cumulative, body)))
             return
         try:
             consumer.subscription.acknowledge(consumer, acks, cumulative)

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from embedded import tracing
 from embedded.metadata import requests
 from embedded.metadata.model import (
     Comparison,
@@ -83,6 +84,10 @@ def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
         raise ValueError(f"metadata store address must be host:port, got {address!r}")
     return host or "127.0.0.1", int(port)
 
+
+# data operations a request's span counts (embedded.tracing)
+_TRACED = {op: tracing.CallKind.METADATA_READ for op in ("get", "list", "range_scan")} | {
+    op: tracing.CallKind.METADATA_WRITE for op in ("put", "delete", "delete_range")}
 
 class Watch:
     """A registered prefix watch; `cancel()` removes it."""
@@ -263,10 +268,16 @@ class MetadataClient:
             if rpc is None or rpc.closed:
                 await asyncio.sleep(min(0.01, max(0.0, remaining)))
                 continue
+            kind = _TRACED.get(op)
+            started = time.monotonic()
             try:
                 header, _ = await rpc.call(op, timeout=remaining, **args)
+                if kind is not None:
+                    tracing.record(kind, started)
                 return header
             except RpcError as err:
+                if kind is not None:
+                    tracing.record(kind, started)   # a definite answer (e.g. a lost CAS) is a round trip too
                 raise error_from_code(err.code, err.message) from None
             except RpcUnavailable as err:
                 if not idempotent:

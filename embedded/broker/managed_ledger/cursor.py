@@ -31,6 +31,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from embedded import tracing
 from embedded.broker.managed_ledger.api import CursorClosed, ManagedLedgerError
 from embedded.broker.managed_ledger.cursor_state import CursorState
 from embedded.broker.managed_ledger.metadata import CursorRecord
@@ -166,6 +167,7 @@ class ManagedCursor:
         if self._closed or self._fenced:
             raise CursorClosed(f"cursor {self._name} of {self.ml.name} is closed")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        tracing.track_future(tracing.CallKind.CURSOR_FLUSH, future)
         self._waiters.append((self._version, future))
         self._urgent = True
         self._wake.set()

@@ -44,6 +44,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from embedded import tracing
 from embedded.broker.entry import PLAIN, Entry, EntryInfo
 from embedded.broker.managed_ledger.api import (
     EntryListener,
@@ -358,6 +359,7 @@ class ManagedLedger:
             future.set_exception(ManagedLedgerError(f"{self.name} is {state.value}"))
             return future
         op = _AddOp(data, info, future)
+        tracing.track_future(tracing.CallKind.LEDGER_APPEND, future)
         self._idle.clear()
         if state is MlState.OPEN and not self._roll_requested and not self._queued:
             self._issue(op)

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from embedded.broker.config import Settings
 
-
 # Settings that switch on behaviour with no source in PIP-473 or Pulsar 5.0 (or the PIP text
 # where 5.0 differs), with the value that does: a report names each one a run turned on.
 MODEL_SETTINGS: dict[str, str] = {

@@ -27,10 +27,16 @@ LEDGER_END = ('txnbench_ledger_entries_total{kind="data"} 400\ntxnbench_ledger_e
               'bookkeeper_server_ADD_ENTRY_count{success="false"} 9\n')
 META_START = ('txnbench_metadata_ops_total{op="get",cas="false",result="ok"} 10\n'
               'txnbench_metadata_ops_total{op="put",cas="true",result="ok"} 20\n'
+              'txnbench_metadata_requests_total{kind="create",family="txn-header",result="ok"} 10\n'
+              'txnbench_metadata_requests_total{kind="cas",family="txn-header",result="ok"} 10\n'
               'txnbench_metadata_fsyncs_total 5\ntxnbench_metadata_wal_bytes_total 1000\n')
 META_END = ('txnbench_metadata_ops_total{op="get",cas="false",result="ok"} 40\n'
             'txnbench_metadata_ops_total{op="put",cas="true",result="ok"} 80\n'
             'txnbench_metadata_ops_total{op="put",cas="true",result="conflict"} 6\n'
+            'txnbench_metadata_requests_total{kind="create",family="txn-header",result="ok"} 40\n'
+            'txnbench_metadata_requests_total{kind="cas",family="txn-header",result="ok"} 40\n'
+            'txnbench_metadata_requests_total{kind="cas",family="txn-header",result="conflict"} 6\n'
+            'txnbench_metadata_requests_total{kind="delete",family="txn-op",result="ok"} 12\n'
             'txnbench_metadata_fsyncs_total 35\ntxnbench_metadata_wal_bytes_total 7000\n')
 
 
@@ -50,7 +56,10 @@ def test_deltas_are_summed_over_services_and_divided_by_commits() -> None:
     assert per["ledger_bytes"] == 30000 / 60
     assert per["metadata_reads"] == 30 / 60
     assert per["metadata_writes"] == (60 + 6) / 60     # the conflict series appeared in the window: from 0
-    assert per["metadata_cas"] == (60 + 6) / 60
+    assert per["metadata_creates"] == 30 / 60       # creates are not CAS (the old metric counted them as CAS)
+    assert per["metadata_cas"] == (30 + 6) / 60
+    assert per["metadata_blind_puts"] == 0.0
+    assert per["metadata_deletes"] == 12 / 60
     assert per["metadata_cas_conflicts"] == 6 / 60
     assert per["coordinator_commits"] == 60 / 60
     assert per["fsyncs"] == (60 + 30) / 60

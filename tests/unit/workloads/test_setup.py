@@ -64,7 +64,7 @@ def cluster(path: TxnPath = TxnPath.V4, admin_url: str = "http://127.0.0.1:1") -
 
 
 def test_v4_topics_namespace_and_subscriptions_are_created() -> None:
-    config = scenario("workload: {kind: consume-transform-produce, topics: 2, topics_per_txn: 1}")
+    config = scenario("workload: {kind: consume-transform-produce, topics: 2, topics_per_txn: 1, participants: 1}")
     topology = plan(config, "r")
     admin, client = FakeAdmin(), FakeClient()
     prepare(cluster(), config, topology, admin=admin, client=client)
@@ -87,8 +87,23 @@ def test_partitioned_and_scalable_topics_and_a_new_tenant() -> None:
     assert next(c for c in admin.calls if c[0] == "scalable")[2] == 4
 
 
+def test_one_participants_shape_serves_both_paths() -> None:
+    """v4 partitions = v5 initial segments unless a scenario sets one apart; one participant is unpartitioned."""
+    for participants in (1, 3):
+        text = f"workload: {{kind: atomic-produce, participants: {participants}}}"
+        v4, v5 = scenario(text), scenario("path: v5\n" + text)
+        assert v4.workload.shape(False) == v5.workload.shape(True)
+        assert v4.workload.shape(False)["per_topic"] == participants
+        admin = FakeAdmin()
+        prepare(cluster(), v4, plan(v4, "r"), admin=admin, client=FakeClient())
+        assert {c[2] for c in admin.calls if c[0] == "partitioned"} == ({participants} if participants > 1 else set())
+        admin = FakeAdmin()
+        prepare(cluster(TxnPath.V5), v5, plan(v5, "r"), admin=admin, client=FakeClient())
+        assert {c[2] for c in admin.calls if c[0] == "scalable"} == {participants}
+
+
 def test_transient_admin_errors_are_retried_and_others_name_the_step(no_real_waits: list[float]) -> None:
-    config = scenario("workload: {kind: atomic-produce, topics: 1, topics_per_txn: 1, verifiers: 0}")
+    config = scenario("workload: {kind: atomic-produce, topics: 1, topics_per_txn: 1, verifiers: 0, participants: 1}")
     admin = FakeAdmin()
     admin.failures = [AdminError("busy", status=503), AdminError("no answer")]
     prepare(cluster(), config, plan(config, "r"), admin=admin, client=FakeClient())
@@ -103,7 +118,7 @@ def test_without_an_admin_url_partitioned_topics_cannot_be_made() -> None:
     config = scenario("workload: {kind: atomic-produce, partitions: 2}")
     with pytest.raises(EnvironmentProblem, match="pass --admin-url"):
         prepare(cluster(admin_url=""), config, plan(config, "r"), client=FakeClient())
-    plain = scenario("workload: {kind: atomic-produce, verifiers: 0}")
+    plain = scenario("workload: {kind: atomic-produce, verifiers: 0, participants: 1}")
     prepare(cluster(admin_url=""), plain, plan(plain, "r"), client=FakeClient())   # auto-created on use
 
 

@@ -1,0 +1,273 @@
+"""The cost ledger: what each path wrote per committed transaction, next to what its design predicts.
+
+Theory of operation. The prediction is computed from what the transactions of the
+measured window actually did (`txn_shapes`: transactions committed and aborted, their
+ok sends and acks, their distinct written and acked participants, and the window's
+non-transactional sends), by the per-operation costs of each design as the path READMEs
+trace them to their sources (`embedded/broker/v4/README.md`, `embedded/broker/v5/README.md`,
+"Every durable operation and its source"). The measured side is the metrics delta of the
+same window (`io.py`). Both are divided by the window's committed transactions, so
+aborted work is charged to the committed ones on both sides.
+
+Rules:
+
+* A row the design fixes exactly has a `predicted` value; one the design only bounds (the
+  v5 watermark is written when the read horizon moved, at most once per decision per
+  segment and once per non-transactional append) has `bound`: measured up to it is
+  design behaviour and counts as predicted.
+* `excess` is measured / predicted - 1; above 10% (and above 0.05 operations per
+  transaction, so a predicted 0 does not flag noise) the row is flagged and names its
+  biggest contributor: the record family (v5 metadata) or entry kind (ledger) whose
+  measured count exceeds its own prediction the most.
+* Deferred work (v5 GC of decided headers) is counted where it happens; the bench
+  scenario sets a 5 s retention so the headers of the window's transactions are
+  collected inside it. `deferred` says whether the run's retention fits the window;
+  when it does not, the GC rows are predicted but the measured side cannot include them,
+  and the ledger says so.
+* Reads, fsyncs and bytes are measured; reads have a prediction of this implementation
+  (marked `model`), fsyncs and bytes none (group commit and record sizes decide them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.perf.io import Selector, window_delta
+from analysis.perf.prom import Snapshot
+
+__all__ = ["EXCESS_LIMIT", "FAMILIES", "KINDS", "build_ledger", "design_v4", "design_v5", "model_settings"]
+
+EXCESS_LIMIT = 0.10
+_MIN_EXCESS_PER_TXN = 0.05
+KINDS = ("create", "cas", "put", "delete")
+FAMILIES = ("txn-header", "txn-op", "txn-event", "txn-watermark", "txn-aborted", "txn-id-counter", "txn-leader",
+            "index", "other")
+REQUESTS = "txnbench_metadata_requests_total"
+
+# Settings that turn on behaviour no source mandates (or the PIP text where Pulsar 5.0
+# differs); a report names each one a run sets. Kept in step with
+# embedded/broker/v5/settings.py MODEL_SETTINGS (analysis does not import the cluster).
+_MODEL_SETTINGS: dict[str, tuple[str, str]] = {
+    "txnbenchV5DeleteConsumedEvents": ("true", "participants delete consumed decision events (model-only)"),
+    "txnbenchV5IdBlocks": ("true", "NEW_TXNs share counter CAS in blocks (model-only)"),
+    "txnbenchV5GcLeftoverOps": ("force-delete", "GC force-deletes leftover op records (PIP text; 5.0 re-drives)"),
+}
+_HARNESS_GC_RETENTION_S = 120.0   # the embedded target's v5 default (Pulsar's: 900 s)
+
+
+def model_settings(settings: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The model-only (or PIP-instead-of-5.0) settings a run turned on, with what each does."""
+    out = []
+    for key, (on, meaning) in _MODEL_SETTINGS.items():
+        if str(settings.get(key, "")).lower() == on:
+            out.append({"setting": key, "value": on, "meaning": meaning})
+    return out
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the window's transactions did (see history_stats.txn_shapes)."""
+
+    committed: int
+    aborted: int
+    sends: int
+    acks: int
+    writes: int          # distinct written participants, summed over transactions
+    ack_parts: int       # distinct acked (segment, subscription) pairs, summed
+    writes_aborted: int
+    plain_sends: int
+
+    @property
+    def txns(self) -> int:
+        return self.committed + self.aborted
+
+    @classmethod
+    def of(cls, s: Mapping[str, int]) -> Shape:
+        def g(k: str) -> int:
+            return int(s.get(k, 0) or 0)
+        return cls(g("committed"), g("aborted"), g("sends_committed") + g("sends_aborted"),
+                   g("acks_committed") + g("acks_aborted"),
+                   g("write_participants_committed") + g("write_participants_aborted"),
+                   g("ack_participants_committed") + g("ack_participants_aborted"),
+                   g("write_participants_aborted"), g("plain_sends"))
+
+
+# A prediction: (kind, family) -> (count, exact?) for metadata; entry kind -> count for ledger.
+Prediction = dict[str, Any]
+
+
+def design_v5(shape: Shape, settings: Mapping[str, Any]) -> Prediction:
+    """Metadata operations of the window's transactions under PIP-473 as Pulsar 5.0 runs it.
+
+    Per transaction: counter get + CAS, header create (NEW_TXN); header get + CAS and an
+    `idx:ops-by-txn` scan, one event per participant (END_TXN); GC: an ops scan and a
+    versioned header delete. Per op: one op record (send, ack) and its delete by the
+    participant. Per written segment of an aborted transaction: one aborted record.
+    Watermark CAS: bounded (see the module docstring).
+    """
+    n, parts = shape.txns, shape.writes + shape.ack_parts
+    delete_events = str(settings.get("txnbenchV5DeleteConsumedEvents", "")).lower() == "true"
+    exact: dict[tuple[str, str], float] = {
+        ("create", "txn-header"): n,
+        ("create", "txn-op"): shape.sends + shape.acks,
+        ("create", "txn-event"): parts,
+        ("cas", "txn-id-counter"): n,
+        ("cas", "txn-header"): 2 * n,          # END_TXN CAS + GC's versioned delete
+        ("put", "txn-aborted"): shape.writes_aborted,
+        ("delete", "txn-op"): shape.sends + shape.acks,
+    }
+    if delete_events:
+        exact[("cas", "txn-event")] = parts
+    bounds = {("cas", "txn-watermark"): shape.writes + shape.plain_sends}
+    reads = {   # this implementation's reads (model): see embedded/broker/v5/README.md
+        "txn-id-counter": n, "txn-header": n + shape.writes + shape.ack_parts,
+        "index": 2 * n, "txn-event": parts, "txn-op": parts,
+    }
+    return {"metadata": exact, "bounds": bounds, "reads": reads,
+            "ledger": {"data": shape.sends + shape.plain_sends, "txn-log": 0, "pending-ack": 0}}
+
+
+def design_v4(shape: Shape, batched: bool) -> Prediction:
+    """Ledger entries of the window's transactions under PIP-31 (records; PIP-160 batches them).
+
+    Coordinator log: NEW, one ADD_PARTITION per written partition, one ADD_SUBSCRIPTION per
+    acked subscription, COMMITTING/ABORTING, COMMITTED/ABORTED. Data: every send, one marker
+    per written partition. Pending-ack log: one ACK record per ack, one COMMIT/ABORT mark per
+    acked subscription. No metadata-store writes. With batching the entry counts are upper
+    bounds (records share entries).
+    """
+    n = shape.txns
+    ledger = {"data": shape.sends + shape.plain_sends + shape.writes,
+              "txn-log": 3 * n + shape.writes + shape.ack_parts,
+              "pending-ack": shape.acks + shape.ack_parts}
+    return {"metadata": {}, "bounds": {}, "reads": {}, "ledger": ledger, "ledger_is_bound": batched}
+
+
+def _per(value: float | None, committed: int) -> float | None:
+    return None if value is None or committed <= 0 else round(value / committed, 4)
+
+
+def _row(title: str, measured: float | None, predicted: float | None, committed: int, *,
+         bound: float | None = None, contributor: str | None = None, basis: str = "design") -> dict[str, Any]:
+    m, p, b = _per(measured, committed), _per(predicted, committed), _per(bound, committed)
+    excess = None
+    flagged = False
+    if m is not None and p is not None:
+        allowed = p + (b or 0.0)
+        if m > allowed:
+            excess = round(m / p - 1, 4) if p > 0 else None
+            flagged = (m - allowed) > _MIN_EXCESS_PER_TXN and (p == 0 or (m - allowed) / max(p, 1e-9) > EXCESS_LIMIT)
+        else:
+            excess = round(m / p - 1, 4) if p > 0 and m < p else 0.0
+    return {"title": title, "measured": m, "predicted": p, "bound": b, "excess": excess,
+            "flagged": flagged, "contributor": contributor if flagged else None, "basis": basis}
+
+
+def _delta(snapshots: Mapping[str, Mapping[str, Snapshot]], window: str, baseline: str | None,
+           name: str, **only: str) -> float | None:
+    return window_delta(snapshots, window, baseline, Selector(name, {k: (v,) for k, v in only.items()}))
+
+
+def build_ledger(path: str | None, shape_counts: Mapping[str, int] | None, io: Mapping[str, Any],
+                 snapshots: Mapping[str, Mapping[str, Snapshot]], settings: Mapping[str, Any],
+                 steady_s: float | None) -> dict[str, Any]:
+    """The `cost_ledger` block of perf.json for the measured window (see the module docstring)."""
+    window, baseline = io.get("window"), io.get("baseline")
+    committed = int(io.get("committed_txns") or 0)
+    if not path or shape_counts is None or not window or committed <= 0:
+        return {"absent": True, "reason": "no measured window with committed transactions and a history shape"}
+    shape = Shape.of(shape_counts)
+    v5 = path == "v5"
+    design = design_v5(shape, settings) if v5 else design_v4(shape, path == "v4-batched")
+    metrics = io.get("metrics") or {}
+
+    def measured(key: str) -> float | None:
+        entry = metrics.get(key) or {}
+        return None if entry.get("absent") else entry.get("delta")
+
+    rows: dict[str, dict[str, Any]] = {}
+    # ---- ledger appends, by entry kind ---------------------------------------------------------
+    led = design["ledger"]
+    kinds = {"data": "data_entries", "txn-log": "coordinator_log_entries", "pending-ack": "pending_ack_entries"}
+    by_kind = {k: measured(v) for k, v in kinds.items()}
+    total_pred = float(sum(led.values()))
+    is_bound = bool(design.get("ledger_is_bound"))
+    diffs = {k: (by_kind[k] or 0.0) - led[k] for k in kinds}
+    worst = max(diffs, key=lambda k: diffs[k])
+    total_meas = sum(v for v in by_kind.values() if v is not None) if all(
+        v is not None for v in by_kind.values()) else None
+    rows["ledger_appends"] = _row(
+        "ledger appends (data + coordinator log + pending-ack log)", total_meas,
+        0.0 if is_bound else total_pred, committed, bound=total_pred if is_bound else None,
+        contributor=f"{worst} entries (+{_per(diffs[worst], committed)} per txn)")
+    for k in kinds:
+        rows[f"ledger_{k}"] = _row(f"  {k} entries", by_kind[k], 0.0 if is_bound and k != "data" else led[k],
+                                   committed, bound=led[k] if is_bound and k != "data" else None)
+    if measured("cursor_entries") is not None:
+        rows["ledger_cursor"] = _row("  cursor entries (not a transaction record; not predicted)",
+                                     measured("cursor_entries"), None, committed, basis="measured only")
+    # ---- metadata writes, by kind and family -------------------------------------------------------
+    exact: Mapping[tuple[str, str], float] = design["metadata"]
+    bounds: Mapping[tuple[str, str], float] = design["bounds"]
+    cells: dict[tuple[str, str], float | None] = {
+        (k, f): _delta(snapshots, window, baseline, REQUESTS, kind=k, family=f) for k in KINDS for f in FAMILIES}
+    have = any(v is not None for v in cells.values())
+    contrib: dict[str, float] = {}
+    for (k, f), value in cells.items():
+        over = (value or 0.0) - exact.get((k, f), 0.0) - bounds.get((k, f), 0.0)
+        contrib[f"{k} {f}"] = over
+    top = max(contrib, key=lambda c: contrib[c]) if contrib else None
+    total_writes = sum(v or 0.0 for v in cells.values()) if have else None
+    rows["metadata_writes"] = _row(
+        "metadata writes", total_writes, float(sum(exact.values())), committed,
+        bound=float(sum(bounds.values())) or None,
+        contributor=f"{top} (+{_per(contrib[top], committed)} per txn over its prediction)" if top else None)
+    for k in KINDS:
+        value = sum(cells[(k, f)] or 0.0 for f in FAMILIES) if have else None
+        pred = sum(v for (kk, _), v in exact.items() if kk == k)
+        bound = sum(v for (kk, _), v in bounds.items() if kk == k)
+        by_family = {f: (cells[(k, f)] or 0.0) - exact.get((k, f), 0.0) - bounds.get((k, f), 0.0)
+                     for f in FAMILIES}
+        worst_f = max(by_family, key=lambda f: by_family[f])
+        rows[f"metadata_{k}"] = _row(f"  {k}", value, float(pred), committed, bound=float(bound) or None,
+                                     contributor=f"{k} {worst_f} (+{_per(by_family[worst_f], committed)} per txn)")
+    families = {f"{k} {f}": {"measured": _per(cells[(k, f)], committed),
+                             "predicted": _per(exact.get((k, f)), committed),
+                             "bound": _per(bounds.get((k, f)), committed)}
+                for k in KINDS for f in FAMILIES
+                if (cells[(k, f)] or 0) > 0 or (k, f) in exact or (k, f) in bounds}
+    # ---- reads, fsyncs, bytes --------------------------------------------------------------------
+    read_cells = {f: _delta(snapshots, window, baseline, REQUESTS, kind="read", family=f) for f in FAMILIES}
+    reads_pred = design["reads"]
+    reads_total = sum(v or 0.0 for v in read_cells.values()) if any(v is not None for v in read_cells.values()) \
+        else measured("metadata_reads")
+    read_over = {f: (read_cells[f] or 0.0) - reads_pred.get(f, 0) for f in FAMILIES}
+    worst_r = max(read_over, key=lambda f: read_over[f])
+    rows["metadata_reads"] = _row("metadata reads", reads_total, float(sum(reads_pred.values())) if v5 else None,
+                                  committed, contributor=f"read {worst_r} (+{_per(read_over[worst_r], committed)} "
+                                                         "per txn)", basis="model" if v5 else "measured only")
+    rows["fsyncs"] = _row("fsyncs (ledger journal + metadata WAL)", measured("fsyncs"), None, committed,
+                          basis="measured only")
+    rows["bytes_written"] = _row("bytes written (ledger + metadata WAL)", measured("bytes_written"), None,
+                                 committed, basis="measured only")
+    retention = _retention_s(settings)
+    deferred: dict[str, Any] = {"gc_retention_s": retention if v5 else None,
+                "inside_window": (retention is not None and steady_s is not None and retention < steady_s)
+                if v5 else True}
+    if v5 and not deferred["inside_window"]:
+        deferred["note"] = (f"GC retention {retention:g} s is not shorter than the {steady_s} s window: the header "
+                            "deletes of this window's transactions happen after it (predicted, not measured)")
+    return {"window": window, "committed_txns": committed, "shape": dict(shape_counts), "rows": rows,
+            "families": families, "deferred": deferred, "model_settings": model_settings(settings),
+            "flagged": [k for k, r in rows.items() if r["flagged"]],
+            "source": "embedded/broker/{v4,v5}/README.md: every durable operation and its source"}
+
+
+def _retention_s(settings: Mapping[str, Any]) -> float | None:
+    ms = settings.get("txnbenchV5GcRetentionMillis")
+    if ms is not None:
+        return float(ms) / 1000.0
+    s = settings.get("transactionCoordinatorScalableTopicsGcRetentionSeconds")
+    return float(s) if s is not None else _HARNESS_GC_RETENTION_S
