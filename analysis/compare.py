@@ -208,7 +208,42 @@ def _entry(e: RunEntry, out_dir: Path | None) -> dict[str, Any]:
                    for f in perf.get("faults") or []],
         "coordinator_recovery_s": perf.get("coordinator_recovery_s"),
         "timeline": _timeline(perf),
+        "participants": participants_shape(e.manifest),
+        "cost_ledger": perf.get("cost_ledger") or {"absent": True, "reason": "perf.json has no cost ledger"},
+        "critical_path": perf.get("critical_path") or {"absent": True, "reason": "perf.json has no critical path"},
     }
+
+
+def participants_shape(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The run's participants shape: from the manifest, else derived from its config (older runs)."""
+    recorded = manifest.get("participants")
+    if isinstance(recorded, Mapping):
+        return dict(recorded)
+    workload = (manifest.get("config") or {}).get("workload")
+    if not isinstance(workload, Mapping):
+        return None
+    scalable = manifest.get("path") == "v5"
+    participants = int(workload.get("participants") or 1)
+    if scalable:
+        per_topic = int(workload.get("segments") or participants)
+    else:
+        partitions = workload.get("partitions")
+        per_topic = max(1, int(partitions)) if partitions is not None else participants
+    return {"per_topic": per_topic, "topics": workload.get("topics"), "topics_per_txn": workload.get("topics_per_txn"),
+            "messages_per_txn": workload.get("messages_per_txn"), "acks_per_txn": workload.get("acks_per_txn")}
+
+
+def shape_mismatch(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What differs between the runs' participants shapes (empty: the comparison is fair on topology)."""
+    shapes = {label: r.get("participants") for label, r in runs.items()}
+    known = {label: s for label, s in shapes.items() if s}
+    problems = [f"{label}: no participants shape recorded" for label, s in shapes.items() if not s]
+    keys = sorted({k for s in known.values() for k in s})
+    for key in keys:
+        values = {label: s.get(key) for label, s in known.items()}
+        if len({repr(v) for v in values.values()}) > 1:
+            problems.append(f"{key} differs: " + ", ".join(f"{label} {v}" for label, v in values.items()))
+    return problems
 
 
 def _ratios(entry: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
@@ -241,5 +276,6 @@ def build_comparison(entries: Sequence[RunEntry], *, out_dir: Path | None = None
         "baseline": baseline,
         "paths": runs,
         "ratios_vs_baseline": ratios,
+        "shape_mismatch": shape_mismatch(runs),
         "errors": dict(errors or {}),
     }

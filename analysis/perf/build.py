@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from analysis.perf.depth import critical_path
 from analysis.perf.hdr import LatencyBuckets, summarize
 from analysis.perf.history_stats import (
     E2E,
@@ -170,6 +171,8 @@ def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping
     else:
         block = window_block(stats, measured, snapshots, headline=True)
     settings = ((manifest.get("config") or {}).get("cluster") or {}).get("settings") or {}
+    io_block = block.get("io") or {}
+    block["critical_path"] = critical_path(snapshots, io_block.get("window"), io_block.get("baseline"))
     block["cost_ledger"] = build_ledger(path_name, stats.shapes.get(measured.name) if measured else None,
                                         block["io"], snapshots, settings,
                                         (block.get("window") or {}).get("duration_s"))

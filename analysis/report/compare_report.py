@@ -15,6 +15,12 @@ from typing import Any
 from analysis.perf.io import DERIVED_METRICS, IO_METRICS
 from analysis.report.charts import Chart
 from analysis.report.compare_plots import compare_charts
+from analysis.report.cost import (
+    compare_depth_table,
+    ledger_rows,
+    meaning_paragraph,
+    model_settings_note,
+)
 from analysis.report.html import render_html
 from analysis.report.model import (
     ABSENT,
@@ -201,10 +207,69 @@ def _inputs(compare: Mapping[str, Any]) -> Section:
         "definitions); ratios divide by the baseline's number.",), items=tuple(items))
 
 
+def _fairness(compare: Mapping[str, Any]) -> Section:
+    """Equal topologies, model-only settings, and what the numbers mean on the target."""
+    order = compare["order"]
+    runs = compare["paths"]
+    mismatch = compare.get("shape_mismatch") or []
+    keys = ("per_topic", "topics", "topics_per_txn", "messages_per_txn", "acks_per_txn")
+    rows = []
+    for label in order:
+        shape = runs[label].get("participants") or {}
+        rows.append((label, *(Cell(str(shape.get(k, "n/a")), "bad" if mismatch else "") for k in keys)))
+    paragraphs = [meaning_paragraph(next((runs[label].get("target") for label in order), None))]
+    if mismatch:
+        paragraphs.append("NOT A FAIR COMPARISON: the runs' participants shapes differ (" + "; ".join(mismatch)
+                          + "), so a transaction touches different numbers of participants on each path.")
+    else:
+        paragraphs.append("Every run has the same participants shape (v4 partitions = v5 segments per topic, the "
+                          "same topics, messages and acks per transaction).")
+    for label in order:
+        note = model_settings_note(runs[label].get("cost_ledger") or {})
+        if note:
+            paragraphs.append(f"{label}: {note}")
+    table = Table.of(("path", "participants per topic", "topics", "topics per txn", "messages per txn",
+                      "acks per txn"), rows, caption="Participants shape of each run")
+    return Section("Fair comparison", "fairness", paragraphs=tuple(paragraphs), tables=(table,),
+                   css="verdict invalid" if mismatch else "")
+
+
+def _cost_ledger(compare: Mapping[str, Any]) -> Section:
+    rows: list[tuple[Any, ...]] = []
+    notes = []
+    for label in compare["order"]:
+        ledger = compare["paths"][label].get("cost_ledger") or {}
+        if ledger.get("absent"):
+            notes.append(f"{label}: {ledger.get('reason')}")
+            continue
+        rows += [(label, *row) for row in ledger_rows(ledger)]
+        deferred = (ledger.get("deferred") or {}).get("note")
+        if deferred:
+            notes.append(f"{label}: {deferred}")
+    paragraphs = ("Per committed transaction: measured against what each design predicts for the transactions that "
+                  "run actually did (embedded/broker/{v4,v5}/README.md trace every operation to its source). Excess "
+                  "over 10% is red with its biggest contributor; `+ ≤n` is what a design bounds but does not fix.",
+                  *notes)
+    return Section("Cost ledger", "cost-ledger", paragraphs=paragraphs,
+                   tables=(Table.of(("path", "", "measured", "predicted", "excess", "biggest contributor", "basis"),
+                                    rows),) if rows else ())
+
+
+def _critical_path(compare: Mapping[str, Any]) -> Section:
+    order = compare["order"]
+    missing = [f"{label}: {(compare['paths'][label].get('critical_path') or {}).get('reason')}" for label in order
+               if (compare["paths"][label].get("critical_path") or {}).get("absent")]
+    return Section("Critical-path depth", "critical-path",
+                   paragraphs=("Sequential durable writes and round trips per operation, measured by tracing the "
+                               "cluster's requests (calls in parallel count once), beside each path's measured "
+                               "latency.", *missing),
+                   tables=(compare_depth_table(order, compare["paths"]),))
+
+
 def compare_sections(compare: Mapping[str, Any], charts: Sequence[Chart]) -> list[Section]:
     by_name = {c.name: c for c in charts}
-    sections = [_verdicts(compare), _throughput(compare, by_name), _latency(compare, by_name),
-                _io(compare, by_name)]
+    sections = [_fairness(compare), _verdicts(compare), _throughput(compare, by_name), _latency(compare, by_name),
+                _cost_ledger(compare), _critical_path(compare), _io(compare, by_name)]
     phases = _phases(compare)
     if phases is not None:
         sections.append(phases)

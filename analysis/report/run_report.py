@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.report.charts import Chart
+from analysis.report.cost import cost_ledger_section, critical_path_section, meaning_paragraph
 from analysis.report.html import render_html
 from analysis.report.model import (
     ABSENT,
@@ -317,6 +318,8 @@ def run_sections(perf: Mapping[str, Any], results: Mapping[str, Any] | None, cha
     sections.append(Section("Latency", "latency", paragraphs=paragraphs, tables=tuple(latency_tables),
                             charts=tuple(by_name[n] for n in ("latency_percentiles", "latency_summary",
                                                               "latency_timeline") if n in by_name)))
+    sections.append(cost_ledger_section(perf.get("cost_ledger") or {}))
+    sections.append(critical_path_section(perf.get("critical_path") or {}, perf.get("latency_ms") or {}))
     io = perf.get("io") or {}
     io_paragraphs = [io["reason"]] if io.get("reason") else []
     if io.get("absent"):
@@ -347,6 +350,7 @@ def _intro(perf: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
         f"Workload {w.get('kind') or NA}: {w.get('users') or NA} users, {w.get('messages_per_txn') or NA} messages "
         f"over {w.get('topics_per_txn') or NA} topics per transaction, abort ratio {w.get('abort_ratio', NA)}; "
         f"measured window {window.get('name', NA)} ({fmt_num(window.get('duration_s'))} s).",
+        meaning_paragraph(perf.get("target")),
     ]
 
 

@@ -205,7 +205,8 @@ def test_io_per_txn_from_snapshot_deltas(perf: dict[str, Any], run: Path, ref: d
         "pending_ack_entries": ("txnbench_ledger_entries_total", {"kind": "pending-ack"}),
         "ledger_bytes": ("bookie_WRITE_BYTES", {}),
         "ledger_fsyncs": ("bookie_journal_JOURNAL_SYNC_count", {}),
-        "metadata_cas": ("txnbench_metadata_ops_total", {"cas": "true"}),
+        "metadata_creates": ("txnbench_metadata_requests_total", {"kind": "create"}),
+        "metadata_cas": ("txnbench_metadata_requests_total", {"kind": "cas"}),
         "metadata_cas_conflicts": ("txnbench_metadata_ops_total", {"cas": "true", "result": "conflict"}),
         "metadata_wal_bytes": ("txnbench_metadata_wal_bytes_total", {}),
         "coordinator_commits": ("pulsar_txn_committed_total", {}),
@@ -221,6 +222,35 @@ def test_io_per_txn_from_snapshot_deltas(perf: dict[str, Any], run: Path, ref: d
         assert perf["io_per_txn"][key] is None and key in perf["io"]["absent"]
     assert perf["io_per_txn"]["ledger_fsyncs"] is not None
     assert perf["io"]["snapshots"] == {"from": "metrics/warmup-*.prom", "to": "metrics/steady-*.prom"}
+
+
+def test_cost_ledger_shape_counts_what_the_windows_transactions_did(perf: dict[str, Any],
+                                                                     ref: dict[str, Any]) -> None:
+    """The prediction's inputs, recomputed the plain way: transactions by their end, their sends and acks."""
+    window = ref["phases"]["steady"]
+    ends = {op["txn"]: ("committed" if op["f"] == "txn-commit" and op["type"] == "ok" else "aborted")
+            for op in ref["ops"] if op["txn"] and in_window(op["complete_ns"], window) and (
+                (op["f"] == "txn-commit" and op["type"] in ("ok", "fail"))
+                or (op["f"] == "txn-abort" and op["type"] == "ok"))}
+    want = dict.fromkeys(("committed", "aborted", "sends_committed", "sends_aborted", "acks_committed",
+                          "acks_aborted", "write_participants_committed", "write_participants_aborted",
+                          "ack_participants_committed", "ack_participants_aborted"), 0)
+    for txn, outcome in ends.items():
+        want[outcome] += 1
+        sends = [op for op in ref["ops"] if op["f"] == "send" and op["type"] == "ok" and op["txn"] == txn]
+        acks = [op for op in ref["ops"] if op["f"] == "ack" and op["type"] == "ok" and op["txn"] == txn]
+        want[f"sends_{outcome}"] += len(sends)
+        want[f"acks_{outcome}"] += len(acks)
+        want[f"write_participants_{outcome}"] += len({op.get("segment") or op["topic"] for op in sends})
+        want[f"ack_participants_{outcome}"] += len({(op.get("segment") or op["topic"], op.get("subscription"))
+                                                    for op in acks})
+    ledger = perf["cost_ledger"]
+    shape = {k: v for k, v in ledger["shape"].items() if k != "plain_sends"}
+    assert shape == want
+    assert ledger["committed_txns"] == want["committed"]
+    rows = ledger["rows"]
+    assert rows["metadata_cas"]["measured"] is not None and rows["ledger_appends"]["predicted"] is not None
+    assert perf["critical_path"]["absent"] is True   # the simulated brokers export no spans
 
 
 def test_timeline_faults_load_generator_and_files(perf: dict[str, Any], ref: dict[str, Any], run: Path) -> None:

@@ -313,6 +313,9 @@ class MetricModel:
             ("txnbench_metadata_ops_total", {"op": "range_scan", "cas": "false", "result": "ok"}, 4 + a),
             ("txnbench_metadata_ops_total", {"op": "put", "cas": "true", "result": "ok"}, 10 + 2 * c),
             ("txnbench_metadata_ops_total", {"op": "put", "cas": "false", "result": "ok"}, 6 + k),
+            ("txnbench_metadata_requests_total", {"kind": "create", "family": "txn-header", "result": "ok"}, 5 + c),
+            ("txnbench_metadata_requests_total", {"kind": "cas", "family": "txn-header", "result": "ok"}, 5 + c),
+            ("txnbench_metadata_requests_total", {"kind": "put", "family": "other", "result": "ok"}, 6 + k),
             ("txnbench_metadata_fsyncs_total", {}, 8 + c + k),
             ("txnbench_metadata_wal_bytes_total", {}, 1000 + 120 * (c + k)),
         ]
