@@ -43,15 +43,14 @@ def model_settings_note(ledger: Mapping[str, Any]) -> str | None:
 
 
 def _excess_cell(row: Mapping[str, Any]) -> Cell:
+    """Measured against the effective prediction: red above +10%, amber below -10% (predicted work missing)."""
     excess = row.get("excess")
     if row.get("predicted") is None:
         return Cell("—")
     if excess is None:
         return Cell("over a prediction of 0", "bad") if row.get("flagged") else Cell(NA)
-    text = f"{excess * 100:+.1f}%"
-    if row.get("bound"):
-        text += " (within bound)" if not row.get("flagged") else ""
-    return Cell(text, "bad" if row.get("flagged") else "good" if abs(excess) <= 0.10 else "")
+    css = "bad" if row.get("flagged") else "warn" if excess < -0.10 else "good"
+    return Cell(f"{excess * 100:+.1f}%", css)
 
 
 def ledger_rows(ledger: Mapping[str, Any]) -> list[tuple[Any, ...]]:
@@ -59,7 +58,7 @@ def ledger_rows(ledger: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     for row in (ledger.get("rows") or {}).values():
         predicted = fmt_num(row.get("predicted"))
         if row.get("bound"):
-            predicted += f" + ≤{fmt_num(row['bound'])}"
+            predicted += f" + ≤{fmt_num(row['bound'])} = {fmt_num(row.get('effective_prediction'))}"
         rows.append((row.get("title", ""), Cell(fmt_num(row.get("measured")), "bad" if row.get("flagged") else ""),
                      predicted if row.get("predicted") is not None else "—", _excess_cell(row),
                      Cell(row.get("contributor") or "", "bad" if row.get("flagged") else ""), row.get("basis", "")))
@@ -81,8 +80,9 @@ def cost_ledger_section(ledger: Mapping[str, Any], *, anchor: str = "cost-ledger
         f"written and {fmt_count(shape.get('ack_participants_committed', 0) + shape.get('ack_participants_aborted', 0))}"
         f" acked participants over {fmt_count(txns)} transactions, {fmt_count(shape.get('plain_sends'))} "
         f"non-transactional sends), by the per-operation costs traced to their sources in {ledger.get('source')}. "
-        "`+ ≤n`: what the design bounds but does not fix (v5 watermark). Excess over 10% is red, with its biggest "
-        "contributor.",
+        "`+ ≤n = e`: n is what the design bounds but does not fix (the v5 watermark), counted as measured up to "
+        "the bound, e the prediction the measurement is held to. Excess over 10% is red, with its biggest "
+        "contributor; under -10% (predicted work that did not happen in the window) amber.",
     ]
     deferred = ledger.get("deferred") or {}
     if deferred.get("note"):

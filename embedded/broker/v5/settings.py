@@ -15,6 +15,8 @@ probes:
   `txnbenchV5DeleteConsumedEvents` (participants delete each decision event they
   processed; 5.0 leaves them in the store) and `txnbenchV5IdBlocks` (NEW_TXNs queued
   behind a counter CAS share the next one; 5.0 does one get + CAS per id).
+* `txnbenchV5AnswerEndTxnAfterCas`: the PIP text answers END_TXN once the header CAS
+  landed; Pulsar 5.0 (the default) answers after the decision events are written.
 * `txnbenchV5ParticipantDelayMillis` with `txnbenchV5ParticipantDelayMatch`: a
   participant whose `segment|subscription` contains the match text (empty: every
   participant) waits this long between learning a decision and materializing it:
@@ -34,6 +36,7 @@ MODEL_SETTINGS: dict[str, str] = {
     "txnbenchV5DeleteConsumedEvents": "true",
     "txnbenchV5IdBlocks": "true",
     "txnbenchV5GcLeftoverOps": "force-delete",
+    "txnbenchV5AnswerEndTxnAfterCas": "true",
 }
 
 
@@ -50,6 +53,7 @@ class V5Settings:
     gc_retention_s: float = 900.0
     gc_leftover_ops: GcLeftoverOps = GcLeftoverOps.REDRIVE
     delete_consumed_events: bool = False
+    answer_end_txn_after_cas: bool = False
     id_blocks: bool = False
     participant_delay_s: float = 0.0
     participant_delay_match: str = ""
@@ -96,6 +100,7 @@ class V5Settings:
                                    "txnbenchV5GcRetentionMillis", 900),
             gc_leftover_ops=policy,
             delete_consumed_events=s.bool("txnbenchV5DeleteConsumedEvents", False),
+            answer_end_txn_after_cas=s.bool("txnbenchV5AnswerEndTxnAfterCas", False),
             id_blocks=s.bool("txnbenchV5IdBlocks", False),
             participant_delay_s=s.int("txnbenchV5ParticipantDelayMillis", 0) / 1000.0,
             participant_delay_match=s.str("txnbenchV5ParticipantDelayMatch", ""),

@@ -321,3 +321,29 @@ def test_ids_are_one_counter_cas_each_as_in_pulsar_unless_blocks_are_on(tmp_path
             finally:
                 await stop_node(node)
     run(main)
+
+
+@pytest.mark.parametrize("after_cas", [False, True])
+def test_end_txn_is_answered_when_pulsar_answers_it(tmp_path: Path, after_cas: bool) -> None:
+    """5.0's endTransaction completes after the events are written; the PIP text answers after the CAS."""
+    async def main() -> None:
+        from embedded.broker.v5.txn.records import TxnOp
+
+        async with metadata_service(tmp_path) as address:
+            node = await start_node(address, 0, {"txnbenchV5AnswerEndTxnAfterCas": after_cas})
+            try:
+                tc = node.coordinator
+                await eventually(lambda: tc.is_leader(0), what="leadership")
+                txn = await tc.new_txn(0, 60_000)
+                await node.store.append_op(txn, TxnOp.write(str(SEGMENT)))
+                parent = paths.segment_events_parent(str(SEGMENT))
+                await tc.end_txn(txn, TxnAction.COMMIT)
+                header = await node.store.get_header(txn)
+                assert header is not None and header[0].state is TxnState.COMMITTED
+                if not after_cas:
+                    assert len(await node.store.pending_events(parent)) == 1   # written before the answer
+                await eventually_async(lambda: node.store.pending_events(parent), lambda e: len(e) == 1,
+                                       what="the decision event")
+            finally:
+                await stop_node(node)
+    run(main)

@@ -19,7 +19,10 @@ Theory of operation:
   index to the final-state index): the linearization point. Then the decision is
   published to each participant found through `idx:ops-by-txn` (one segment event per
   written segment, one subscription event per acked (segment, subscription)); no RPC to
-  participants. A retry of a decided transaction re-publishes (idempotent).
+  participants. A retry of a decided transaction re-publishes (idempotent). The client
+  is answered once the events are written, as Pulsar 5.0's `endTransaction` completes
+  (`updateHeader(...).thenCompose(fanOutEvents)`); `txnbenchV5AnswerEndTxnAfterCas`
+  answers after the CAS and publishes behind it, as the PIP text says.
 * Sweeps, run by the leader of partition 0: abort transactions past their deadline
   (`idx:txn-by-deadline`), and garbage-collect transactions finalized more than the
   retention window ago (`idx:txn-by-final-state`): with no op records left, delete the
@@ -76,6 +79,7 @@ ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 DEFAULT_TXN_TIMEOUT_MS = 60_000
 _PUSH_RETRIES = 40
 _PUSH_PAUSE_S = 0.25
+_GC_PARALLELISM = 32   # header collections of one GC sweep in flight at once
 
 
 class ParallelismMismatch(RuntimeError):
@@ -318,15 +322,26 @@ class TransactionCoordinatorV5:
                 continue
             cas.inc(result="ok")
             label = str(txn.most)
+            publish_later = self.settings.answer_end_txn_after_cas and not timed_out
             if decision is TxnState.COMMITTED:
                 self.metrics.broker.txn_committed.inc(coordinator_id=label)
             else:
                 self.metrics.broker.txn_aborted.inc(coordinator_id=label)
                 if timed_out:
                     self.metrics.broker.txn_timeout.inc(coordinator_id=label)
-            await self.publish(txn, decision)
+            if publish_later:   # the PIP text: the client is answered once the CAS landed
+                spawn(self._publish_quietly(txn, decision), f"publishing the decision of {txn}")
+            else:               # Pulsar 5.0: endTransaction completes after the events are written
+                await self.publish(txn, decision)
             return True
         raise TxnError(ServerError.InvalidTxnStatus, f"transaction {txn}: its header kept changing; retry")
+
+    async def _publish_quietly(self, txn: TxnId, decision: TxnState) -> None:
+        try:
+            await self.publish(txn, decision)
+        except (MetadataUnavailable, MetadataError) as err:
+            log.info("publishing the decision of %s failed (%s); the participants' reconcile or the GC re-drive "
+                     "delivers it", txn, err)
 
     async def publish(self, txn: TxnId, decision: TxnState) -> None:
         """One decision event per participant recorded in the transaction's op records."""
@@ -395,27 +410,42 @@ class TransactionCoordinatorV5:
         return aborted
 
     async def sweep_gc(self) -> int:
-        """Collect transactions finalized before the retention window; returns headers deleted."""
+        """Collect transactions finalized before the retention window; returns headers deleted.
+
+        As Pulsar 5.0's `gcFinalized`, the candidates of one sweep are collected concurrently
+        (here at most `_GC_PARALLELISM` at a time), not one after another: a sweep must keep
+        up with the rate transactions are decided.
+        """
         self.metrics.gc_sweeps.inc()
         cutoff = _now_ms() - int(self.settings.gc_retention_s * 1000)
+        limit = asyncio.Semaphore(_GC_PARALLELISM)
+
+        async def one(txn: TxnId, version: int, state: TxnState) -> int:
+            async with limit:
+                return await self._gc_one(txn, version, state)
+
         deleted = 0
         for state in (TxnState.COMMITTED, TxnState.ABORTED):
-            for txn, version in await self.store.finalized_before(state, cutoff):
-                leftovers = await self.store.ops_by_txn(txn)
-                if leftovers:
-                    if self.settings.gc_leftover_ops is GcLeftoverOps.REDRIVE:
-                        self.metrics.gc_redrives.inc()
-                        log.info("GC: %s (%s) still has %d op records; re-publishing its decision", txn,
-                                 state.value, len(leftovers))
-                        await self.publish(txn, state)
-                        continue
-                    count = await self.store.delete_ops_of(txn)
-                    self.metrics.gc_forced_ops.inc(count)
-                    log.warning("GC: %s (%s) still had %d op records after the retention window; force-deleted "
-                                "them (a participant that has not materialized the decision loses them)", txn,
-                                state.value, count)
-                with contextlib.suppress(BadVersion, KeyNotFound):
-                    if await self.store.delete_header(txn, version):
-                        deleted += 1
-                        self.metrics.gc_headers_deleted.inc()
+            candidates = await self.store.finalized_before(state, cutoff)
+            deleted += sum(await asyncio.gather(*(one(t, v, state) for t, v in candidates)))
         return deleted
+
+    async def _gc_one(self, txn: TxnId, version: int, state: TxnState) -> int:
+        leftovers = await self.store.ops_by_txn(txn)
+        if leftovers:
+            if self.settings.gc_leftover_ops is GcLeftoverOps.REDRIVE:
+                self.metrics.gc_redrives.inc()
+                log.info("GC: %s (%s) still has %d op records; re-publishing its decision", txn,
+                         state.value, len(leftovers))
+                await self.publish(txn, state)
+                return 0
+            count = await self.store.delete_ops_of(txn)
+            self.metrics.gc_forced_ops.inc(count)
+            log.warning("GC: %s (%s) still had %d op records after the retention window; force-deleted "
+                        "them (a participant that has not materialized the decision loses them)", txn,
+                        state.value, count)
+        with contextlib.suppress(BadVersion, KeyNotFound):
+            if await self.store.delete_header(txn, version):
+                self.metrics.gc_headers_deleted.inc()
+                return 1
+        return 0
