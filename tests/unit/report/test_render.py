@@ -158,3 +158,23 @@ def test_runs_sharing_a_path_keep_their_run_ids_when_too_much_differs(tmp_path: 
     for n, run in enumerate(runs):
         run.manifest.update(config={"load": {"users": n}, "phases": {"steady_s": n}, "workload": {"keys": n}})
     assert build_comparison(runs, out_dir=tmp_path)["order"] == ["a", "b"]
+
+
+def test_the_comparison_flags_runs_whose_participants_shapes_differ(tmp_path: Path) -> None:
+    """Equal topologies: v4 partitions = v5 segments; a comparison of unequal ones says so in red."""
+    shape = {"per_topic": 2, "topics": 4, "topics_per_txn": 2, "messages_per_txn": 4, "acks_per_txn": 2}
+    runs = entries(tmp_path, {"v4": {}, "v5": {}})
+    for run in runs:
+        run.manifest.update(participants=dict(shape))
+    fair = build_comparison(runs, out_dir=tmp_path / "fair")
+    assert fair["shape_mismatch"] == []
+    md = write_compare_report(tmp_path / "fair", fair).markdown.read_text()
+    assert "## Fair comparison" in md and "NOT A FAIR COMPARISON" not in md
+    assert "## Cost ledger" in md and "## Critical-path depth" in md
+
+    runs[0].manifest.update(participants={**shape, "per_topic": 1})   # an unpartitioned v4 topic
+    unfair = build_comparison(runs, out_dir=tmp_path / "unfair")
+    assert unfair["shape_mismatch"] == ["per_topic differs: v4 1, v5 2"]
+    written = write_compare_report(tmp_path / "unfair", unfair)
+    assert "NOT A FAIR COMPARISON" in written.markdown.read_text()
+    assert re.search(r'<td class="[^"]*\bbad">1</td>', written.html.read_text())   # the differing shape, red
