@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from embedded import tracing
 from embedded.broker.managed_ledger.api import ManagedLedgerApi, ManagedLedgerError
 from embedded.broker.metrics import BatchedLogMetrics
 from embedded.broker.position import Position
@@ -177,6 +178,8 @@ class TxnLogBufferedWriter:
     def append(self, record: bytes) -> asyncio.Future[LogPosition]:
         """Write `record`; the future resolves with its position once its entry is durable."""
         future: asyncio.Future[LogPosition] = asyncio.get_running_loop().create_future()
+        # the record's wait for its (possibly shared, timer-flushed) entry is the request's durable write
+        tracing.track_future(tracing.CallKind.LEDGER_APPEND, future)
         if self._closed:
             future.set_exception(WriterClosed(f"{self.ml.name}: the transaction log writer is closed"))
             return future

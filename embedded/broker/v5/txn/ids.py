@@ -41,6 +41,7 @@ class SequenceAllocator:
         self._cached: tuple[int, int] | None = None   # (next, version id)
         self._waiters: list[asyncio.Future[int]] = []
         self._draining = False
+        self._one_at_a_time = asyncio.Lock()
         self.cas_writes = 0
 
     def reset(self) -> None:
@@ -52,6 +53,11 @@ class SequenceAllocator:
         return self._cached[0]
 
     async def next(self) -> int:
+        if not self.blocks:
+            # Pulsar 5.0: one get + CAS per id, done by the request that needs it (serialized per partition)
+            async with self._one_at_a_time:
+                self._cached = None
+                return await self._reserve(1)
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
         if not self._draining:
@@ -62,11 +68,7 @@ class SequenceAllocator:
     async def _drain(self) -> None:
         try:
             while self._waiters:   # bounded: each round serves everyone waiting when it started
-                if self.blocks:
-                    batch, self._waiters = self._waiters, []
-                else:   # Pulsar 5.0: one get + CAS per id
-                    batch, self._waiters = self._waiters[:1], self._waiters[1:]
-                    self._cached = None
+                batch, self._waiters = self._waiters, []
                 try:
                     first = await self._reserve(len(batch))
                 except Exception as err:
