@@ -48,6 +48,7 @@ import oxia
 import oxia.ex
 from oxia.defs import NotificationType
 
+from embedded import tracing
 from embedded.metadata.backend import EventsCallback, ResyncCallback, SessionLostCallback
 from embedded.metadata.client import Backoff
 from embedded.metadata.model import (
@@ -112,6 +113,11 @@ def translate(err: BaseException, what: str) -> BaseException:
             return SessionExpired(f"{what}: {details}")
         return MetadataUnavailable(f"{what}: Oxia answered {code.name}: {details}")
     return MetadataUnavailable(f"{what}: {type(err).__name__}: {err}")
+
+
+# data operations a request's span counts (embedded.tracing), by the first word of `what`
+_TRACED = {op: tracing.CallKind.METADATA_READ for op in ("get", "list", "range_scan")} | {
+    op: tracing.CallKind.METADATA_WRITE for op in ("put", "delete", "delete_range")}
 
 
 class _Internals:
@@ -335,8 +341,13 @@ class OxiaMetadataClient:
             if remaining <= 0:
                 raise MetadataUnavailable(f"{what}: no answer from Oxia at {self._address} within "
                                           f"{self.request_timeout_s:.1f}s; the outcome is unknown")
+            kind = _TRACED.get(what.split(" ", 1)[0])
+            started = time.monotonic()
             try:
-                return await asyncio.wait_for(self._blocking(fn, client), remaining)
+                result = await asyncio.wait_for(self._blocking(fn, client), remaining)
+                if kind is not None:
+                    tracing.record(kind, started)   # a request's span (embedded.tracing)
+                return result
             except TimeoutError:
                 continue
             except (oxia.ex.OxiaException, grpc.RpcError, RuntimeError, OSError, ValueError) as err:
