@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.perf.io import io_keys
+from harness.results import planted_bugs_of
 from harness.verdicts import judge_run
 
 __all__ = ["COMPARE_SCHEMA", "LATENCY_KEYS", "PATH_ORDER", "RunEntry", "build_comparison", "ratio"]
@@ -198,6 +199,7 @@ def _entry(e: RunEntry, out_dir: Path | None) -> dict[str, Any]:
         "io_per_txn": {k: (perf.get("io_per_txn") or {}).get(k) for k in io_keys()},
         "io_absent": list((perf.get("io") or {}).get("absent") or []),
         "verdict": _verdict(e.results, e.manifest, e.run_dir),
+        "planted_bugs": planted_bugs_of(dict(e.manifest)),
         "load_generator": _loadgen(perf),
         "phases": _phases(perf),
         "faults": [{k: f.get(k) for k in ("kind", "targets", "start_s", "end_s", "healed", "healable", "injected",

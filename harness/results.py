@@ -257,3 +257,19 @@ def new_matrix(kind: str, scenario: str, *, root: Path = RESULTS_ROOT, now: date
         "started": (now or datetime.now(UTC)).isoformat(), **(info or {}),
     })
     return matrix
+
+
+PLANTED_BUG_PREFIX = "txnbenchBug"
+"""embedded.planted_bugs.PREFIX, repeated so the analysis names planted bugs without importing the cluster."""
+
+
+def planted_bugs_of(manifest: Any) -> list[str]:
+    """The planted bugs (deliberate faults) a run had on: the manifest's list, else its config's settings."""
+    if not isinstance(manifest, dict):
+        return []
+    listed = manifest.get("planted_bugs")
+    if isinstance(listed, list):
+        return [str(b) for b in listed]
+    settings = ((manifest.get("config") or {}).get("cluster") or {}).get("settings") or {}
+    return sorted(str(k) for k, v in settings.items() if str(k).startswith(PLANTED_BUG_PREFIX)
+                  and v not in (False, "false", "False", 0, None))

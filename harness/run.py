@@ -51,6 +51,8 @@ from harness.config import RunConfig, Target
 from harness.errors import EnvironmentProblem, NotAvailableError, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE
+from harness.planted import banner as planted_banner
+from harness.planted import refuse_planted_bugs
 from harness.results import MatrixDir, RunDir, RunStatus, new_matrix, new_run, write_json_atomic
 from harness.targets.base import ClusterTarget
 from harness.txn_paths import TxnPath
@@ -114,6 +116,8 @@ class RunOptions:
     progress: Callable[[str], None] | None = None
     cluster_dir: Path | None = None      # embedded: where the run's cluster lives (default: a temp dir)
     folder: str | None = None            # a matrix run's folder under runs/ (default: its path)
+    command: str = "run"                 # the command that asked for the run (bench, chaos, selftest, ...)
+    allow_planted_bugs: bool = False     # only `run --allow-planted-bugs` and `selftest` set it
 
 
 class LoadProcessDied(TxnbenchError):
@@ -131,6 +135,9 @@ class Run:
         self.config = config
         self.options = options
         self.say = options.progress or _say
+        # Refused before any folder exists: bench/chaos/sweep never run with a planted bug
+        self.planted_bugs = refuse_planted_bugs(config.cluster.settings, options.command,
+                                                allowed=options.allow_planted_bugs)
         self.clock = RunClock.start()
         if options.matrix is not None:
             self.run_dir = new_run(config.name, config.path.value, config=config.to_dict(), seed=config.seed,
@@ -140,7 +147,8 @@ class Run:
             self.run_dir = new_run(config.name, config.path.value, config=config.to_dict(), seed=config.seed,
                                    target=config.target.value, root=options.results_root)
         self.run_dir.update_manifest(run_base_monotonic_ns=self.clock.base_ns,
-                                     participants=config.workload.shape(config.path.uses_scalable_topics))
+                                     participants=config.workload.shape(config.path.uses_scalable_topics),
+                                     planted_bugs=self.planted_bugs)
         self.history = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "run", self.clock,
                                        path=config.path.value)
         self.target: ClusterTarget | None = None
@@ -158,6 +166,8 @@ class Run:
         outcome = RunOutcome(self.run_dir, RunStatus.RUNNING)
         self.say(f"run {self.run_dir.run_id}: {self.config.name} on {self.config.path.value} "
                  f"({self.config.target.value} target) -> {self.run_dir.path}")
+        if self.planted_bugs:
+            self.say(f"run {self.run_dir.run_id}: {planted_banner(self.planted_bugs)}")
         try:
             self._setup()
             self._start_load()
@@ -442,8 +452,10 @@ def _require(config: RunConfig) -> None:
 
 
 def main_run(config: RunConfig, args: argparse.Namespace) -> int:
+    allowed = bool(getattr(args, "allow_planted_bugs", False))
+    refuse_planted_bugs(config.cluster.settings, "run", allowed=allowed)
     _require(config)
-    options = RunOptions(results_root=args.results)
+    options = RunOptions(results_root=args.results, allow_planted_bugs=allowed)
     outcome = Run(config, options).execute()
     _print_outcome(outcome)
     print(outcome.run_dir.path)
@@ -451,6 +463,7 @@ def main_run(config: RunConfig, args: argparse.Namespace) -> int:
 
 
 def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
+    refuse_planted_bugs(config.cluster.settings, kind)
     _require(config)
     matrix = new_matrix(kind, config.name, root=args.results,
                         info={"paths": [p.value for p in config.paths], "config": config.to_dict()})
@@ -468,6 +481,7 @@ def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int
     Levels run in increasing order, all paths at one level before the next, so an
     interrupted sweep still holds complete levels to compare.
     """
+    refuse_planted_bugs(config.cluster.settings, "sweep")
     _require(config)
     paths = ", ".join(p.value for p in config.paths)
     matrix = new_matrix("sweep", config.name, root=args.results,
@@ -504,7 +518,7 @@ def _run_paths(config: RunConfig, matrix: MatrixDir, results_root: Path, kind: s
     for index, path in enumerate(config.paths, start=1):
         _say(f"== {kind} {index}/{len(config.paths)}: {path.value}{suffix} ==")
         options = RunOptions(results_root=results_root, matrix=matrix,
-                             folder=f"{path.value}{suffix}" if suffix else None)
+                             folder=f"{path.value}{suffix}" if suffix else None, command=kind)
         outcome = Run(config.for_path(path), options).execute()
         outcomes.append(outcome)
         _print_outcome(outcome)

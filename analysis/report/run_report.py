@@ -30,7 +30,7 @@ from analysis.report.model import (
     render_markdown,
 )
 from analysis.report.run_plots import LATENCY_ORDER, run_charts
-from harness.results import RunDir, write_text_atomic
+from harness.results import RunDir, planted_bugs_of, write_text_atomic
 from harness.verdicts import Judgement, judge_run
 
 __all__ = ["RunReport", "fault_end_cell", "latency_table", "run_sections", "verdict_section", "write_run_report"]
@@ -344,7 +344,11 @@ def run_sections(perf: Mapping[str, Any], results: Mapping[str, Any] | None, cha
 def _intro(perf: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
     w = perf.get("workload") or {}
     window = perf.get("window") or {}
+    planted = planted_bugs_of(dict(manifest))
+    warning = ([f"⚠ PLANTED BUGS ON (deliberate faults of the txnbench self-test; this run says nothing about "
+                f"Pulsar): {', '.join(planted)}"] if planted else [])
     return [
+        *warning,
         f"Path {perf.get('path') or NA} · scenario {perf.get('scenario') or NA} · target {perf.get('target') or NA} · "
         f"status {perf.get('status') or NA} · seed {manifest.get('seed', NA)}",
         f"Workload {w.get('kind') or NA}: {w.get('users') or NA} users, {w.get('messages_per_txn') or NA} messages "

@@ -28,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from embedded import tracing
+from embedded import planted_bugs, tracing
 from embedded.broker import admin
 from embedded.broker.brokers_registry import LiveBrokers
 from embedded.broker.config import BrokerConfig, Settings
@@ -85,6 +85,9 @@ class BrokerService:
         self.config = BrokerConfig.from_dict(raw_config)
         cfg = self.config
         self._settings = cfg.settings
+        planted = planted_bugs.activate(planted_bugs.enabled_in(cfg.settings))
+        if planted:
+            log.warning("PLANTED BUGS ON (deliberate faults for the txnbench self-test): %s", ", ".join(sorted(planted)))
         self._metrics = BrokerMetrics()
         tracing.set_sink(self._metrics.observe_span)   # one broker per process
         # Pulsar's `metadataStoreUrl` picks the store (oxia://HOST:PORT: the real Oxia client);

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from embedded import planted_bugs
 from embedded.ledger.model import InvalidRequest, LedgerError, LedgerKind, LedgerMetadata
 from embedded.ledger.stats import LedgerStats
 from embedded.ledger.store import READ_MAX_BYTES, LedgerStore
@@ -166,6 +167,9 @@ class LedgerService:
 
     @classmethod
     def from_config(cls, raw: dict[str, Any]) -> LedgerService:
+        planted = planted_bugs.activate(raw.get("planted_bugs") or ())
+        if planted:
+            log.warning("PLANTED BUGS ON (deliberate faults for the txnbench self-test): %s", ", ".join(sorted(planted)))
         return cls(LedgerServiceConfig.from_dict(raw))
 
     @property

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from embedded import planted_bugs
 from embedded.ledger.group_commit import DEFAULT_MAX_BATCH_BYTES, DurableRecord, GroupCommitter
 from embedded.ledger.index import EntryCache, EntryLocation
 from embedded.ledger.journal import DEFAULT_SEGMENT_BYTES, BatchWritten, DirectoryLock, Journal
@@ -110,7 +111,12 @@ class LedgerStore:
 
     async def append(self, ledger_id: int, payload: bytes) -> int:
         record = self.book.append(ledger_id, payload)
-        await self.committer.submit(record, self.book.kind_of(ledger_id))
+        durable = self.committer.submit(record, self.book.kind_of(ledger_id))
+        if planted_bugs.on(planted_bugs.LEDGER_ACK_BEFORE_JOURNAL):
+            # DELIBERATE FAULT (txnbench self-test): answered once queued, before write and fsync
+            durable.add_done_callback(lambda f: f.cancelled() or f.exception())
+            return record.entry_id
+        await durable
         return record.entry_id
 
     async def close_ledger(self, ledger_id: int) -> int:

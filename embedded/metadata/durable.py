@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embedded import planted_bugs
 from embedded.metadata.model import MetadataError, Notification
 from embedded.metadata.snapshot import (
     CorruptSnapshot,
@@ -256,8 +257,8 @@ class DurableStore:
         return self._key_lsn.get(key, 0)
 
     async def wait_durable(self, lsn: int) -> None:
-        if lsn <= self.durable_lsn:
-            return
+        if lsn <= self.durable_lsn or planted_bugs.on(planted_bugs.METADATA_ACK_BEFORE_WAL):
+            return   # (with the planted bug, DELIBERATELY, before the WAL record is even written)
         if self._failure is not None:
             raise StoreFailed(f"the write-ahead log failed: {self._failure}")
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -32,6 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
+from embedded import planted_bugs
 from embedded.metadata.durable import DurabilityConfig, DurableStore, FlushStats, StoreFailed
 from embedded.metadata.model import (
     BadVersion,
@@ -191,6 +192,9 @@ class MetadataService:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = MetadataConfig.from_dict(config)
+        planted = planted_bugs.activate(config.get("planted_bugs") or ())
+        if planted:
+            log.warning("PLANTED BUGS ON (deliberate faults for the txnbench self-test): %s", ", ".join(sorted(planted)))
         self.registry = Registry()
         self.metrics = _Metrics(self.registry)
         self.store = DurableStore(

@@ -32,6 +32,7 @@ from typing import Any
 
 import requests
 
+from embedded import planted_bugs
 from harness.errors import EnvironmentProblem
 from harness.results import write_json_atomic
 from harness.targets.base import (
@@ -402,14 +403,17 @@ class EmbeddedCluster:
 
         self.settings = settings
         common: dict[str, Any] = {"host": HOST, "log_level": self.spec.log_level}
+        planted = planted_bugs.enabled_in(self.settings)   # the stores get theirs in their config
         if self.spec.parent_pid:
             common["parent_pid"] = self.spec.parent_pid
         configs: dict[str, dict[str, Any]] = {
             "proxy": {**common, "name": "proxy", "data_dir": str(data_dir / "proxy"), **proxy.ports,
                       "proxies": [{"name": link.name, "listen": link.listen, "upstream": link.upstream,
                                    "enabled": True} for link in self.links]},
-            "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports},
-            "ledger": {**common, "name": "ledger", "data_dir": str(data_dir / "ledger"), **ledger.ports},
+            "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports,
+                         "planted_bugs": planted},
+            "ledger": {**common, "name": "ledger", "data_dir": str(data_dir / "ledger"), **ledger.ports,
+                       "planted_bugs": planted},
         }
         if oxia:
             configs["metadata"]["oxia_listeners"] = [

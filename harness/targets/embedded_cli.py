@@ -41,9 +41,14 @@ def print_info(info: ClusterInfo, directory: Path) -> None:
 
 
 def cluster_up(args: argparse.Namespace) -> int:
+    from harness.planted import banner, refuse_planted_bugs
+
     directory = _directory(args)
-    spec = EmbeddedSpec(path=TxnPath(args.path), brokers=args.brokers,
-                        settings=_parse_settings(args.set), directory=directory)
+    settings = _parse_settings(args.set)
+    planted = refuse_planted_bugs(settings, "cluster up", allowed=bool(getattr(args, "allow_planted_bugs", False)))
+    if planted:
+        print(banner(planted), file=sys.stderr, flush=True)
+    spec = EmbeddedSpec(path=TxnPath(args.path), brokers=args.brokers, settings=settings, directory=directory)
     print(f"starting the embedded cluster ({spec.path.value}, {spec.brokers} brokers) in {directory} ...",
           file=sys.stderr, flush=True)
     started = time.monotonic()

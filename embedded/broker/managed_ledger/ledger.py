@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from embedded import tracing
+from embedded import planted_bugs, tracing
 from embedded.broker.entry import PLAIN, Entry, EntryInfo
 from embedded.broker.managed_ledger.api import (
     EntryListener,
@@ -545,8 +545,12 @@ class ManagedLedger:
         if not durable:
             return
         slowest = min(c.mark_delete_position for c in durable)
-        doomed = [r for r in self._slots if r.ledger_id != self._current and (
-            r.ledger_id < slowest.ledger_id or (r.ledger_id == slowest.ledger_id and (r.entries or 0) - 1 <= slowest.entry_id))]
+        if planted_bugs.on(planted_bugs.LEDGER_TRIM_OFF_BY_ONE):
+            # DELIBERATE FAULT (txnbench self-test): <= keeps nothing of the slowest cursor's ledger
+            doomed = [r for r in self._slots if r.ledger_id != self._current and r.ledger_id <= slowest.ledger_id]
+        else:
+            doomed = [r for r in self._slots if r.ledger_id != self._current and (
+                r.ledger_id < slowest.ledger_id or (r.ledger_id == slowest.ledger_id and (r.entries or 0) - 1 <= slowest.entry_id))]
         if not doomed:
             return
         keep = [LedgerRecord(r.ledger_id, r.entries) for r in self._slots if r not in doomed]

@@ -31,6 +31,7 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from embedded import planted_bugs
 from embedded.broker.position import Position
 from harness.wire import MarkerType, TxnAction, TxnId
 
@@ -126,6 +127,8 @@ class BufferState:
                 self.ongoing[txn] = position
             return
         self.ongoing.pop(txn, None)
+        if planted_bugs.on(planted_bugs.V4_BUFFER_REPLAY_ABORT_AS_COMMIT):
+            return   # DELIBERATE FAULT (txnbench self-test): every marker read as a commit
         if marker_type == MarkerType.TXN_ABORT:
             self.aborted[txn] = position
 

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from embedded import planted_bugs
 from embedded.broker.txn_api import TxnError
 from embedded.broker.v4.batched_writer import LogPosition
 from embedded.broker.v4.records import TransactionMetadataOp, TxnStatus
@@ -249,7 +250,11 @@ class CoordinatorState:
         if meta is None:
             return [at]   # a record of a transaction that already ended
         if op is TransactionMetadataOp.ADD_PARTITION:
-            self.add_partitions(meta, record.partitions)
+            if planted_bugs.on(planted_bugs.V4_REPLAY_KEEPS_LAST_PARTITIONS):
+                # DELIBERATE FAULT (txnbench self-test): assigns instead of adding
+                meta.partitions[:] = list(dict.fromkeys(record.partitions))
+            else:
+                self.add_partitions(meta, record.partitions)
             meta.log_positions.append(at)
             return []
         if op is TransactionMetadataOp.ADD_SUBSCRIPTION:

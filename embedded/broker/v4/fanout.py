@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from embedded import planted_bugs
 from embedded.broker.topic_name import InvalidTopicName, TopicName
 from embedded.broker.txn_api import PeerApi, PeerUnavailable, TxnError
 from embedded.broker.v4.coordinator_state import TxnMeta
@@ -109,11 +110,18 @@ class EndTxnFanOut:
         try:
             answer = await self.peers.request_owner(name, build, timeout_s=self.timeout_s)
         except PeerUnavailable as err:
+            if planted_bugs.on(planted_bugs.V4_FANOUT_TIMEOUT_IS_DONE):
+                # DELIBERATE FAULT (txnbench self-test): no answer is taken for "nothing to end"
+                log.info("%s: %s did not answer; treating it as done", txn, where)
+                return
             raise EndTxnFailed(ServerError.UnknownError, f"{where}: no answer from its owner ({err})",
                                retryable=True) from None
         except TxnError as err:
             raise EndTxnFailed(err.error, f"{where}: {err.message}", retryable=err.error in RETRYABLE) from None
         except (TimeoutError, OSError, ConnectionError) as err:
+            if planted_bugs.on(planted_bugs.V4_FANOUT_TIMEOUT_IS_DONE):
+                log.info("%s: %s did not answer; treating it as done", txn, where)   # DELIBERATE FAULT
+                return
             raise EndTxnFailed(ServerError.UnknownError, f"{where}: {err!r}", retryable=True) from None
         except Exception as err:   # metadata store unreachable while finding the owner, and the like
             raise EndTxnFailed(ServerError.ServiceNotReady, f"{where}: cannot reach its owner ({err!r})",

@@ -29,6 +29,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from embedded import planted_bugs
 from embedded.broker.managed_ledger.api import CursorClosed, ManagedLedgerConfig, ManagedLedgerError
 from embedded.broker.position import Position
 from embedded.broker.topic_name import TopicDomain, TopicName
@@ -117,7 +118,11 @@ class PendingAckHandleImpl:
                 self.state.hold_cumulative(txn, acks[-1])
             else:
                 cursor = self.subscription.cursor
-                self.state.hold_individual(txn, [a for a in acks if not cursor.is_acked(a.position)])
+                if planted_bugs.on(planted_bugs.V4_PENDING_ACK_REPLAY_DROPS_OPEN):
+                    # DELIBERATE FAULT (txnbench self-test): the filter is inverted
+                    self.state.hold_individual(txn, [a for a in acks if cursor.is_acked(a.position)])
+                else:
+                    self.state.hold_individual(txn, [a for a in acks if not cursor.is_acked(a.position)])
             self.state.record(txn, at)
             return
         ended.append((txn, TxnAction.COMMIT if op is PendingAckOp.COMMIT else TxnAction.ABORT, at))
@@ -272,7 +277,8 @@ class PendingAckHandleImpl:
 
     async def _forget(self, acks: TxnAcks, at: LogPosition, committed: bool) -> None:
         """Delete the transaction's records once what they protect is durable elsewhere."""
-        if committed:
+        if committed and not planted_bugs.on(planted_bugs.V4_PENDING_ACK_FORGETS_EARLY):
+            # (with the planted bug, DELIBERATELY, the records go before the cursor is durable)
             try:
                 await self.subscription.cursor.flush()
             except CursorClosed:

@@ -23,6 +23,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
+from embedded import planted_bugs
 from embedded.broker.managed_ledger.api import ManagedCursorApi, ManagedLedgerApi
 from embedded.broker.position import Position
 from embedded.broker.v4.batched_writer import LogPosition, TxnLogBufferedWriter
@@ -107,6 +108,8 @@ class RecordLog:
                     continue
                 words = cursor.batch_ack_set(entry.position)
                 size = len(records)
+                if planted_bugs.on(planted_bugs.V4_BATCHED_REPLAY_FIRST_RECORD):
+                    records = records[:1]   # DELIBERATE FAULT (txnbench self-test): one record per entry
                 for index, record in enumerate(records):
                     if is_live(words, index):
                         handle(LogPosition(entry.position, index, size), record)

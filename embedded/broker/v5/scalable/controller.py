@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from embedded import planted_bugs
 from embedded.broker.managed_ledger.metadata import MlInfo, MlMetadataStore
 from embedded.broker.position import Position
 from embedded.broker.topic_name import TopicDomain, TopicName
@@ -211,6 +212,8 @@ class ScalableTopicController:
         ml = topic.ledger
         first = ml.first_position()
         before_first = Position(first.ledger_id, first.entry_id - 1)
+        if planted_bugs.on(planted_bugs.V5_SPLIT_CHILD_SKIPS_FIRST):
+            before_first = first   # DELIBERATE FAULT (txnbench self-test): at the first entry, not before it
         for name in subscriptions:
             await topic.get_or_create_subscription(name, durable=True, initial_position=before_first, start=None)
         return {"subscriptions": list(subscriptions)}

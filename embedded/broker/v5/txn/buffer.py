@@ -28,6 +28,7 @@ import asyncio
 import logging
 from typing import Any
 
+from embedded import planted_bugs
 from embedded.broker.entry import EntryInfo
 from embedded.broker.position import Position
 from embedded.broker.tasks import spawn
@@ -80,6 +81,8 @@ class MetadataTransactionBuffer(Participant):
             self._watermark = Position(mark.ledger_id, mark.entry_id)
         vis = SegmentVisibility(self._ml.last_confirmed, pin=self._watermark or Position.EARLIEST)
         for txn in await store.aborted_of(segment):
+            if planted_bugs.on(planted_bugs.V5_RECOVERY_FORGETS_ABORTED):
+                break   # DELIBERATE FAULT (txnbench self-test): the aborted records are not read
             vis.recovered_aborted(txn)
         txns = {op.txn for op in await store.writes_by_segment(segment) if op.op.kind is OpKind.WRITE}
         headers = await asyncio.gather(*(store.get_header(t) for t in txns))
@@ -170,6 +173,10 @@ class MetadataTransactionBuffer(Participant):
     # ---- decisions ----------------------------------------------------------------------------
 
     async def apply(self, txn: TxnId, decision: TxnState) -> None:
+        if planted_bugs.on(planted_bugs.V5_SEALED_SEGMENT_STOPS_LISTENING) and self._ml.terminated_position is not None:
+            # DELIBERATE FAULT (txnbench self-test): a sealed segment ignores decisions
+            log.info("%s: sealed; ignoring the decision of %s", self._segment, txn)
+            return
         effect = self._vis.decide(txn, decision)
         if effect.horizon_moved or effect.aborted:
             self._listeners.fire()

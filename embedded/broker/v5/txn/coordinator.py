@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
+from embedded import planted_bugs
 from embedded.broker.tasks import spawn
 from embedded.broker.topic_name import TopicName
 from embedded.broker.txn_api import BrokerContext, ClientChannel, TxnError
@@ -349,8 +350,11 @@ class TransactionCoordinatorV5:
         segments = {s.op.segment for s in ops if s.op.kind is OpKind.WRITE}
         subscriptions = {(s.op.segment, s.op.subscription or "") for s in ops if s.op.kind is OpKind.ACK}
         event = TxnEvent(txn, decision)
+        sub_event = event
+        if planted_bugs.on(planted_bugs.V5_FANOUT_COMMITS_SUBSCRIPTIONS):
+            sub_event = TxnEvent(txn, TxnState.COMMITTED)   # DELIBERATE FAULT (txnbench self-test)
         await asyncio.gather(*(self.store.publish_segment_event(seg, event) for seg in segments),
-                             *(self.store.publish_subscription_event(seg, sub, event) for seg, sub in subscriptions))
+                             *(self.store.publish_subscription_event(seg, sub, sub_event) for seg, sub in subscriptions))
         if segments:
             self.metrics.fan_out_events.inc(len(segments), kind="segment")
         if subscriptions:
@@ -418,6 +422,8 @@ class TransactionCoordinatorV5:
         """
         self.metrics.gc_sweeps.inc()
         cutoff = _now_ms() - int(self.settings.gc_retention_s * 1000)
+        if planted_bugs.on(planted_bugs.V5_GC_RETENTION_UNITS):
+            cutoff = _now_ms() - int(self.settings.gc_retention_s)   # DELIBERATE FAULT: seconds taken as ms
         limit = asyncio.Semaphore(_GC_PARALLELISM)
 
         async def one(txn: TxnId, version: int, state: TxnState) -> int:

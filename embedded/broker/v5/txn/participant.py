@@ -30,6 +30,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any
 
+from embedded import planted_bugs
 from embedded.broker.tasks import spawn
 from embedded.broker.v5.settings import V5Settings
 from embedded.broker.v5.txn.events import EventFeed
@@ -150,12 +151,16 @@ class Participant(ABC):
             for txn in stale:
                 if self.closed:
                     return
-                try:
-                    got = await self.store.get_header(txn)
-                except (MetadataUnavailable, MetadataError, RecordError) as err:
-                    log.info("%s: reconcile of %s failed (%s)", self.name, txn, err)
-                    continue
-                state = got[0].state if got is not None else TxnState.ABORTED
+                if planted_bugs.on(planted_bugs.V5_PARTICIPANT_LOCAL_TIMEOUT):
+                    # DELIBERATE FAULT (txnbench self-test): a local timeout taken for the decision
+                    state = TxnState.ABORTED
+                else:
+                    try:
+                        got = await self.store.get_header(txn)
+                    except (MetadataUnavailable, MetadataError, RecordError) as err:
+                        log.info("%s: reconcile of %s failed (%s)", self.name, txn, err)
+                        continue
+                    state = got[0].state if got is not None else TxnState.ABORTED
                 if state.terminal:
                     log.info("%s: %s is %s but no event arrived; applying it", self.name, txn, state.value)
                     try:

@@ -1,0 +1,306 @@
+"""`txnbench selftest`: does the harness catch the bugs it is meant to catch?
+
+Theory of operation. The catalogue (embedded/planted_bugs.py) lists small, realistic
+bugs planted in the embedded cluster behind settings that are off by default. The
+self-test runs, on a fresh cluster each time:
+
+* one case per catalogued bug: its catching scenario, on the first path the bug lives
+  on, with the bug's setting on. The bug is **caught** when the checker's verdict is
+  invalid with at least one anomaly the scenario does not expect; a valid verdict (or
+  only expected anomalies) is **missed**, an unknown verdict is **unknown** (also not a
+  catch), a run that could not finish is **failed**;
+* one baseline per (scenario, path) those cases use, with no bug on, which must be
+  **clean** (valid, or only expected anomalies). A baseline with an unexpected anomaly
+  is a **false alarm**: a catch on that path would mean nothing.
+
+It writes `results/<selftest_id>/` with one run folder per case under `runs/`
+(`<bug or baseline>-<scenario>-<path>`), and `selftest.json` and `selftest.md`, rewritten
+after every case so an interrupted self-test keeps what it learned. The exit status is 0
+when every bug was caught and every baseline is clean, 1 otherwise, 2 when a run failed
+to finish, 130 when interrupted.
+
+Judging is a pure function of each run's outcome (`judge_case`), tested without
+clusters; the runner only sequences `harness.run.Run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embedded.planted_bugs import BY_ID, CATALOGUE, PlantedBug
+from harness.errors import ConfigError
+from harness.results import MatrixDir, new_matrix, write_json_atomic, write_text_atomic
+from harness.txn_paths import TxnPath
+
+SELFTEST_SCHEMA = 1
+
+
+class CaseKind(str, enum.Enum):
+    BUG = "bug"
+    BASELINE = "baseline"
+
+
+class CaseOutcome(str, enum.Enum):
+    CAUGHT = "caught"             # a bug: the checker found anomalies nobody expected
+    MISSED = "missed"             # a bug: the verdict was valid (or only expected anomalies)
+    CLEAN = "clean"               # a baseline: valid, or only expected anomalies
+    FALSE_ALARM = "false-alarm"   # a baseline: anomalies nobody expected, with no bug on
+    UNKNOWN = "unknown"           # the checker could not reach a verdict
+    FAILED = "failed"             # the run did not finish (its error says why)
+
+    @property
+    def good(self) -> bool:
+        return self in (CaseOutcome.CAUGHT, CaseOutcome.CLEAN)
+
+
+@dataclass(frozen=True)
+class SelftestCase:
+    kind: CaseKind
+    scenario: str
+    path: TxnPath
+    bug: str | None = None
+
+    @property
+    def folder(self) -> str:
+        return f"{self.bug or 'baseline'}-{self.scenario}-{self.path.value}"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: SelftestCase
+    outcome: CaseOutcome
+    run_dir: str
+    verdict: str
+    anomalies: Mapping[str, int] = field(default_factory=dict)
+    unexpected: tuple[str, ...] = ()
+    seconds: float = 0.0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.case.kind.value, "bug": self.case.bug, "scenario": self.case.scenario,
+                "path": self.case.path.value, "outcome": self.outcome.value, "run_dir": self.run_dir,
+                "verdict": self.verdict, "anomalies": dict(self.anomalies), "unexpected": list(self.unexpected),
+                "seconds": round(self.seconds, 1), "error": self.error}
+
+
+def plan(bugs: Sequence[PlantedBug], *, baselines: bool = True) -> list[SelftestCase]:
+    """Baselines first (one per scenario and path the bugs use), then one case per bug, catalogue order."""
+    cases = [SelftestCase(CaseKind.BUG, bug.scenario, TxnPath(bug.paths[0]), bug.id) for bug in bugs]
+    if not baselines:
+        return cases
+    seen: dict[tuple[str, TxnPath], None] = {}
+    for case in cases:
+        seen.setdefault((case.scenario, case.path), None)
+    return [SelftestCase(CaseKind.BASELINE, scenario, path) for scenario, path in seen] + cases
+
+
+def judge_case(case: SelftestCase, *, status: str, verdict: str, unexpected: Iterable[str]) -> CaseOutcome:
+    """caught/missed for a bug, clean/false-alarm for a baseline, from one run's outcome."""
+    if status != "complete":
+        return CaseOutcome.FAILED
+    if verdict == "unknown" or verdict == "none":
+        return CaseOutcome.UNKNOWN
+    found = verdict == "invalid" and bool(list(unexpected))
+    if case.kind is CaseKind.BUG:
+        return CaseOutcome.CAUGHT if found else CaseOutcome.MISSED
+    return CaseOutcome.FALSE_ALARM if found else CaseOutcome.CLEAN
+
+
+def summarize(selftest_id: str, results: Sequence[CaseResult], planned: int, *, interrupted: bool = False,
+              seconds: float = 0.0) -> dict[str, Any]:
+    """selftest.json: every case, counts, and whether the self-test passed."""
+    bugs = [r for r in results if r.case.kind is CaseKind.BUG]
+    baselines = [r for r in results if r.case.kind is CaseKind.BASELINE]
+    caught = [r.case.bug for r in bugs if r.outcome is CaseOutcome.CAUGHT]
+    not_caught = [r.case.bug for r in bugs if r.outcome is not CaseOutcome.CAUGHT]
+    dirty = [f"{r.case.scenario} on {r.case.path.value}" for r in baselines if r.outcome is not CaseOutcome.CLEAN]
+    complete = len(results) == planned and not interrupted
+    return {
+        "schema": SELFTEST_SCHEMA,
+        "selftest_id": selftest_id,
+        "complete": complete,
+        "interrupted": interrupted,
+        "seconds": round(seconds, 1),
+        "planned": planned,
+        "bugs": {"total": len(bugs), "caught": len(caught), "not_caught": not_caught},
+        "baselines": {"total": len(baselines), "clean": len(baselines) - len(dirty), "not_clean": dirty},
+        "passed": complete and not not_caught and not dirty and bool(results),
+        "cases": [r.to_json() for r in results],
+    }
+
+
+def exit_code(summary: Mapping[str, Any]) -> int:
+    if summary.get("interrupted"):
+        return 130
+    if any(c["outcome"] == CaseOutcome.FAILED.value for c in summary["cases"]):
+        return 2
+    return 0 if summary.get("passed") else 1
+
+
+def _anomaly_text(case: Mapping[str, Any]) -> str:
+    anomalies = case.get("anomalies") or {}
+    if not anomalies:
+        return "none"
+    unexpected = set(case.get("unexpected") or [])
+    return ", ".join(f"{k} {v}" + ("" if k in unexpected else " (expected)") for k, v in sorted(anomalies.items()))
+
+
+def render_markdown(summary: Mapping[str, Any]) -> str:
+    """selftest.md: the table a reader wants, then what each bug is and where it comes from."""
+    lines = [f"# txnbench self-test {summary['selftest_id']}", ""]
+    bugs, base = summary["bugs"], summary["baselines"]
+    status = "PASSED" if summary["passed"] else ("INCOMPLETE" if not summary["complete"] else "FAILED")
+    lines.append(f"**{status}**: {bugs['caught']} of {bugs['total']} planted bugs caught; "
+                 f"{base['clean']} of {base['total']} baselines clean; {summary['seconds']:.0f} s in all.")
+    if bugs["not_caught"]:
+        lines.append(f"Not caught: {', '.join(bugs['not_caught'])}.")
+    if base["not_clean"]:
+        lines.append(f"Baselines not clean: {', '.join(base['not_clean'])}.")
+    lines += ["", "| case | path | scenario | outcome | verdict | anomalies | s | run |",
+              "|---|---|---|---|---|---|---:|---|"]
+    for c in summary["cases"]:
+        name = f"`{c['bug']}`" if c["bug"] else "baseline (no bug)"
+        outcome = c["outcome"] + (f": {c['error']}" if c.get("error") else "")
+        lines.append(f"| {name} | {c['path']} | {c['scenario']} | **{outcome}** | {c['verdict']} | "
+                     f"{_anomaly_text(c)} | {c['seconds']:.0f} | {c['run_dir']} |")
+    listed = [BY_ID[c["bug"]] for c in summary["cases"] if c["bug"] in BY_ID]
+    if listed:
+        lines += ["", "## The planted bugs", ""]
+        for bug in listed:
+            lines.append(f"- `{bug.id}` ({', '.join(bug.paths)}; {bug.where}): {bug.title}. "
+                         f"Cited: {'; '.join(bug.citations)}. Caught by `{bug.scenario}` "
+                         f"({', '.join(bug.catches)} expected).")
+    return "\n".join(lines) + "\n"
+
+
+def render_table(summary: Mapping[str, Any]) -> str:
+    """The console table."""
+    rows = [("case", "path", "scenario", "outcome", "anomalies")]
+    for c in summary["cases"]:
+        rows.append((c["bug"] or "baseline", c["path"], c["scenario"], c["outcome"], _anomaly_text(c)))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    out = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
+    bugs, base = summary["bugs"], summary["baselines"]
+    out.append(f"caught {bugs['caught']}/{bugs['total']} planted bugs; {base['clean']}/{base['total']} "
+               f"baselines clean; {summary['seconds']:.0f} s")
+    return "\n".join(out)
+
+
+def select_bugs(ids: Sequence[str] | None) -> list[PlantedBug]:
+    if not ids:
+        return list(CATALOGUE)
+    unknown = [i for i in ids if i not in BY_ID]
+    if unknown:
+        raise ConfigError("txnbench selftest", "--bugs", f"{unknown[0]!r} is not a planted bug",
+                          "`txnbench selftest --list` shows the catalogue")
+    return [BY_ID[i] for i in ids]
+
+
+def list_catalogue() -> str:
+    lines = []
+    for bug in CATALOGUE:
+        lines.append(f"{bug.id}\n  paths {', '.join(bug.paths)}; {bug.component.value}; {bug.where}\n"
+                     f"  {bug.title}\n  scenario {bug.scenario}; expected {', '.join(bug.catches)}\n"
+                     f"  cited: {'; '.join(bug.citations)}")
+    return "\n".join(lines)
+
+
+RunCase = Callable[[SelftestCase, MatrixDir], CaseResult]
+
+
+def run_case(case: SelftestCase, matrix: MatrixDir, *, duration: float | None = None) -> CaseResult:
+    """One case on a fresh embedded cluster, through the ordinary orchestrator."""
+    from harness.config import load_scenario
+    from harness.run import Run, RunOptions
+
+    config = load_scenario(case.scenario).for_path(case.path)
+    if case.bug is not None:
+        cluster = dataclasses.replace(config.cluster, settings={**config.cluster.settings, case.bug: True})
+        config = dataclasses.replace(config, cluster=cluster)
+    if duration is not None:
+        config = config.with_duration(duration)
+    started = time.monotonic()
+    options = RunOptions(results_root=matrix.path.parent, matrix=matrix, folder=case.folder, command="selftest",
+                         allow_planted_bugs=case.bug is not None)
+    outcome = Run(config, options).execute()
+    anomalies = {str(k): int((v or {}).get("count") or 0)
+                 for k, v in (outcome.summary.get("anomalies") or {}).items()}
+    unexpected = tuple(outcome.judgement.unexpected) if outcome.judgement is not None else tuple(anomalies)
+    result = judge_case(case, status=outcome.status.value, verdict=outcome.verdict.value, unexpected=unexpected)
+    return CaseResult(case, result, str(outcome.run_dir.path.relative_to(matrix.path)), outcome.verdict.value,
+                      anomalies, unexpected, time.monotonic() - started, outcome.error)
+
+
+def execute(cases: Sequence[SelftestCase], matrix: MatrixDir, runner: RunCase,
+            say: Callable[[str], None]) -> dict[str, Any]:
+    """Run `cases` in order, rewriting selftest.json/.md after each; stops at Ctrl-C."""
+    results: list[CaseResult] = []
+    started = time.monotonic()
+    interrupted = False
+    summary = summarize(matrix.matrix_id, results, len(cases))
+    for index, case in enumerate(cases, start=1):
+        label = case.bug or "baseline"
+        say(f"== selftest {index}/{len(cases)}: {label} on {case.path.value} ({case.scenario}) ==")
+        try:
+            result = runner(case, matrix)
+        except KeyboardInterrupt:
+            interrupted = True
+            break
+        results.append(result)
+        say(f"selftest {index}/{len(cases)}: {label} on {case.path.value}: {result.outcome.value} "
+            f"({_anomaly_text(result.to_json())}, {result.seconds:.0f} s)")
+        summary = summarize(matrix.matrix_id, results, len(cases), seconds=time.monotonic() - started)
+        _write(matrix.path, summary)
+        if result.outcome is CaseOutcome.FAILED and result.error and "interrupted" in result.error:
+            interrupted = True
+            break
+    summary = summarize(matrix.matrix_id, results, len(cases), interrupted=interrupted,
+                        seconds=time.monotonic() - started)
+    _write(matrix.path, summary)
+    return summary
+
+
+def _write(folder: Path, summary: Mapping[str, Any]) -> None:
+    write_json_atomic(folder / "selftest.json", summary)
+    write_text_atomic(folder / "selftest.md", render_markdown(summary))
+
+
+def main_selftest(args: argparse.Namespace) -> int:
+    import sys
+
+    if args.list:
+        print(list_catalogue())
+        return 0
+    bugs = select_bugs(args.bugs)
+    if args.paths:
+        wanted = set(args.paths)
+        bugs = [b for b in bugs if b.paths[0] in wanted]
+    cases = plan(bugs, baselines=not args.no_baseline)
+    if not cases:
+        raise ConfigError("txnbench selftest", "--paths", "no catalogued bug lives on those paths",
+                          "`txnbench selftest --list` shows each bug's path")
+    from harness.config import load_scenario
+    from harness.run import _require
+
+    for scenario in sorted({c.scenario for c in cases}):   # a bad scenario fails now, not 20 minutes in
+        _require(load_scenario(scenario))
+    matrix = new_matrix("selftest", "catalogue", root=args.results,
+                        info={"cases": [dataclasses.asdict(c) | {"path": c.path.value, "kind": c.kind.value}
+                                        for c in cases], "duration": args.duration})
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    say(f"selftest {matrix.matrix_id}: {len([c for c in cases if c.bug])} planted bugs, "
+        f"{len([c for c in cases if not c.bug])} baselines -> {matrix.path}")
+    summary = execute(cases, matrix, lambda case, m: run_case(case, m, duration=args.duration), say)
+    print(render_table(summary))
+    print(matrix.path)
+    return exit_code(summary)

@@ -1,0 +1,141 @@
+"""The planted-bug catalogue (embedded/planted_bugs.py) and the harness's guard on it.
+
+A planted bug must be a real guarded branch in the file the catalogue names, off by
+default everywhere, impossible to switch on in `bench`, `chaos` or `sweep`, and named
+by every manifest and report of a run that had it on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis.checks.base import AnomalyClass
+from analysis.report.run_report import _intro
+from embedded import planted_bugs
+from embedded.broker.config import DEFAULTS, Settings
+from harness.cli import main
+from harness.config import load_scenario
+from harness.errors import ConfigError
+from harness.planted import banner, planted_in, refuse_planted_bugs
+from harness.results import PLANTED_BUG_PREFIX, planted_bugs_of
+from harness.run import Run, RunOptions
+from harness.targets.embedded import path_settings
+from harness.txn_paths import TxnPath
+
+REPO = Path(__file__).resolve().parents[2]
+# the classes of DESIGN.md's list; `undelivered` and `txn-id-reuse` are checked by their own modules
+KNOWN_ANOMALIES = {c.value for c in AnomalyClass} | {"undelivered", "txn-id-reuse"}
+A_BUG = planted_bugs.CATALOGUE[0].id
+
+
+def _constant_of(bug_id: str) -> str:
+    names = [name for name, value in vars(planted_bugs).items() if value == bug_id and name.isupper()]
+    assert len(names) == 1, f"{bug_id} needs exactly one constant in embedded/planted_bugs.py"
+    return names[0]
+
+
+def test_catalogue_holds_twelve_to_sixteen_unique_bugs() -> None:
+    ids = [bug.id for bug in planted_bugs.CATALOGUE]
+    assert 12 <= len(ids) <= 16
+    assert len(set(ids)) == len(ids)
+    assert set(planted_bugs.BY_ID) == set(ids)
+
+
+@pytest.mark.parametrize("bug", planted_bugs.CATALOGUE, ids=lambda b: b.id)
+def test_each_entry_is_complete(bug: planted_bugs.PlantedBug) -> None:
+    assert bug.id.startswith(planted_bugs.PREFIX) and re.fullmatch(r"[A-Za-z0-9]+", bug.id)
+    assert bug.paths and set(bug.paths) <= {p.value for p in TxnPath}
+    assert bug.title and bug.description
+    assert bug.citations and all(c.strip() for c in bug.citations)
+    assert any("apache/pulsar#" in c or "apache/bookkeeper#" in c or "../shared/reference/" in c
+               for c in bug.citations)
+    assert bug.catches and set(bug.catches) <= KNOWN_ANOMALIES
+
+
+@pytest.mark.parametrize("bug", planted_bugs.CATALOGUE, ids=lambda b: b.id)
+def test_each_bug_has_a_catching_scenario_on_its_path(bug: planted_bugs.PlantedBug) -> None:
+    config = load_scenario(bug.scenario)
+    assert TxnPath(bug.paths[0]) in config.paths
+    assert config.faults.enabled or bug.scenario.startswith("selftest-")
+    assert not planted_in(config.cluster.settings), "a scenario never switches a planted bug on by itself"
+
+
+@pytest.mark.parametrize("bug", planted_bugs.CATALOGUE, ids=lambda b: b.id)
+def test_each_bug_is_a_guarded_branch_in_the_file_it_names(bug: planted_bugs.PlantedBug) -> None:
+    file = REPO / bug.where.split(":")[0]
+    assert file.is_file(), bug.where
+    source = file.read_text()
+    assert f"planted_bugs.on(planted_bugs.{_constant_of(bug.id)})" in source
+    assert "DELIBERATE" in source, "the faulty branch says it is deliberate"
+
+
+def test_nothing_is_planted_by_default() -> None:
+    assert planted_bugs.active() == frozenset()
+    assert not any(k.startswith(planted_bugs.PREFIX) for k in DEFAULTS)
+    assert planted_bugs.enabled_in(Settings()) == []
+    for path in TxnPath:
+        assert planted_bugs.enabled_in(path_settings(path)) == []
+    for scenario in sorted((REPO / "scenarios").glob("*.yaml")):
+        assert planted_in(load_scenario(str(scenario)).cluster.settings) == [], scenario.name
+    assert not any(planted_bugs.on(bug.id) for bug in planted_bugs.CATALOGUE)
+
+
+def test_activation_is_by_setting_and_exact() -> None:
+    try:
+        assert planted_bugs.enabled_in({A_BUG: "true", "txnbenchDispatchHorizonPollMillis": 5}) == [A_BUG]
+        assert planted_bugs.enabled_in({A_BUG: False}) == []
+        assert planted_bugs.activate([A_BUG]) == {A_BUG}
+        assert planted_bugs.on(A_BUG)
+        assert not planted_bugs.on(planted_bugs.CATALOGUE[1].id)
+    finally:
+        planted_bugs.activate(())
+    assert not planted_bugs.on(A_BUG)
+    with pytest.raises(planted_bugs.UnknownPlantedBug, match="txnbenchBugNoSuchThing"):
+        planted_bugs.enabled_in({"txnbenchBugNoSuchThing": True})
+    with pytest.raises(planted_bugs.UnknownPlantedBug):
+        planted_bugs.activate(["txnbenchBugNoSuchThing"])
+
+
+@pytest.mark.parametrize("command", ["bench", "chaos", "sweep"])
+def test_matrices_refuse_planted_bugs_always(command: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ConfigError, match="planted bug"):
+        refuse_planted_bugs({A_BUG: True}, command, allowed=False)
+    assert main([command, "--set", f"{A_BUG}=true", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert A_BUG in err and "selftest" in err
+    assert list(tmp_path.iterdir()) == [], "refused before any results folder exists"
+
+
+def test_run_refuses_planted_bugs_without_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "chaos", "--set", f"{A_BUG}=true", "--results", str(tmp_path)]) == 2
+    assert "--allow-planted-bugs" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    config = load_scenario("chaos")
+    config = dataclasses.replace(config, cluster=dataclasses.replace(
+        config.cluster, settings={**config.cluster.settings, A_BUG: True}))
+    for command in ("run", "bench", "chaos", "sweep"):
+        with pytest.raises(ConfigError):
+            Run(config, RunOptions(results_root=tmp_path, command=command))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_misspelt_planted_bug_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="names no planted bug"):
+        refuse_planted_bugs({"txnbenchBugV4Typo": True}, "run", allowed=True)
+
+
+def test_manifests_and_reports_name_the_planted_bugs() -> None:
+    assert PLANTED_BUG_PREFIX == planted_bugs.PREFIX
+    assert planted_bugs_of({"planted_bugs": [A_BUG]}) == [A_BUG]
+    assert planted_bugs_of({"config": {"cluster": {"settings": {A_BUG: True, "x": 1}}}}) == [A_BUG]
+    assert planted_bugs_of({"config": {"cluster": {"settings": {A_BUG: False}}}}) == []
+    assert planted_bugs_of({"planted_bugs": []}) == []
+    assert A_BUG in banner([A_BUG]) and "PLANTED BUGS ON" in banner([A_BUG]) and banner([]) == ""
+    intro = _intro({"path": "v4"}, {"planted_bugs": [A_BUG]})
+    assert "PLANTED BUGS ON" in intro[0] and A_BUG in intro[0]
+    assert not any("PLANTED" in line for line in _intro({"path": "v4"}, {"planted_bugs": []}))

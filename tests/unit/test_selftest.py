@@ -1,0 +1,160 @@
+"""`txnbench selftest`'s plan, judgement, summary, reports and exit status (no clusters)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from embedded import planted_bugs
+from harness.cli import build_parser, main
+from harness.errors import ConfigError
+from harness.results import MatrixDir, new_matrix
+from harness.selftest import (
+    CaseKind,
+    CaseOutcome,
+    CaseResult,
+    SelftestCase,
+    execute,
+    exit_code,
+    judge_case,
+    plan,
+    render_markdown,
+    render_table,
+    select_bugs,
+    summarize,
+)
+from harness.txn_paths import TxnPath
+
+V4_BUG = planted_bugs.BY_ID[planted_bugs.V4_REPLAY_KEEPS_LAST_PARTITIONS]
+V4B_BUG = planted_bugs.BY_ID[planted_bugs.V4_BATCHED_REPLAY_FIRST_RECORD]
+V5_BUG = planted_bugs.BY_ID[planted_bugs.V5_RECOVERY_FORGETS_ABORTED]
+ALSO_V4 = planted_bugs.BY_ID[planted_bugs.V4_PENDING_ACK_REPLAY_DROPS_OPEN]
+
+
+def test_plan_runs_one_baseline_per_scenario_and_path_then_each_bug_on_its_path() -> None:
+    cases = plan([V4_BUG, ALSO_V4, V4B_BUG, V5_BUG])
+    baselines = [c for c in cases if c.kind is CaseKind.BASELINE]
+    bugs = [c for c in cases if c.kind is CaseKind.BUG]
+    assert cases[:len(baselines)] == baselines, "baselines first"
+    assert {(c.scenario, c.path) for c in baselines} == {
+        ("selftest-v4-recovery", TxnPath.V4), ("selftest-v4-recovery", TxnPath.V4_BATCHED),
+        ("selftest-v5-recovery", TxnPath.V5)}
+    assert [(c.bug, c.path) for c in bugs] == [(V4_BUG.id, TxnPath.V4), (ALSO_V4.id, TxnPath.V4),
+                                              (V4B_BUG.id, TxnPath.V4_BATCHED), (V5_BUG.id, TxnPath.V5)]
+    assert all(c.bug is None for c in baselines)
+    assert plan([V4_BUG], baselines=False) == [SelftestCase(CaseKind.BUG, V4_BUG.scenario, TxnPath.V4, V4_BUG.id)]
+    assert len({c.folder for c in cases}) == len(cases)
+
+
+def test_whole_catalogue_plan_covers_every_bug_once() -> None:
+    cases = plan(list(planted_bugs.CATALOGUE))
+    assert sorted(c.bug for c in cases if c.bug) == sorted(planted_bugs.BY_ID)
+
+
+BUG = SelftestCase(CaseKind.BUG, "s", TxnPath.V4, V4_BUG.id)
+BASE = SelftestCase(CaseKind.BASELINE, "s", TxnPath.V4)
+
+
+@pytest.mark.parametrize("case, status, verdict, unexpected, outcome", [
+    (BUG, "complete", "invalid", ["partial-txn"], CaseOutcome.CAUGHT),
+    (BUG, "complete", "invalid", [], CaseOutcome.MISSED),          # only anomalies the scenario expects
+    (BUG, "complete", "valid", [], CaseOutcome.MISSED),
+    (BUG, "complete", "unknown", [], CaseOutcome.UNKNOWN),
+    (BUG, "failed", "none", [], CaseOutcome.FAILED),
+    (BASE, "complete", "valid", [], CaseOutcome.CLEAN),
+    (BASE, "complete", "invalid", [], CaseOutcome.CLEAN),
+    (BASE, "complete", "invalid", ["lost-ack"], CaseOutcome.FALSE_ALARM),
+    (BASE, "complete", "unknown", [], CaseOutcome.UNKNOWN),
+    (BASE, "interrupted", "none", [], CaseOutcome.FAILED),
+])
+def test_judge_case(case: SelftestCase, status: str, verdict: str, unexpected: list[str],
+                    outcome: CaseOutcome) -> None:
+    assert judge_case(case, status=status, verdict=verdict, unexpected=unexpected) is outcome
+
+
+def _result(case: SelftestCase, outcome: CaseOutcome, anomalies: dict[str, int] | None = None) -> CaseResult:
+    anomalies = anomalies or {}
+    return CaseResult(case, outcome, f"runs/{case.folder}", "invalid" if anomalies else "valid", anomalies,
+                      tuple(anomalies), 61.0)
+
+
+def test_summary_passes_only_when_every_bug_is_caught_and_every_baseline_clean() -> None:
+    good = [_result(BASE, CaseOutcome.CLEAN), _result(BUG, CaseOutcome.CAUGHT, {"partial-txn": 3})]
+    summary = summarize("st", good, planned=2, seconds=122)
+    assert summary["passed"] and summary["complete"] and exit_code(summary) == 0
+    assert summary["bugs"] == {"total": 1, "caught": 1, "not_caught": []}
+    assert summary["baselines"] == {"total": 1, "clean": 1, "not_clean": []}
+
+    missed = summarize("st", [good[0], _result(BUG, CaseOutcome.MISSED)], planned=2)
+    assert not missed["passed"] and missed["bugs"]["not_caught"] == [V4_BUG.id] and exit_code(missed) == 1
+
+    alarm = summarize("st", [_result(BASE, CaseOutcome.FALSE_ALARM, {"lost-ack": 1}), good[1]], planned=2)
+    assert not alarm["passed"] and alarm["baselines"]["not_clean"] == ["s on v4"] and exit_code(alarm) == 1
+
+    failed = summarize("st", [good[0], _result(BUG, CaseOutcome.FAILED)], planned=2)
+    assert exit_code(failed) == 2
+
+    partial = summarize("st", good[:1], planned=2)
+    assert not partial["passed"] and not partial["complete"]
+    assert exit_code(summarize("st", good, planned=2, interrupted=True)) == 130
+    assert not summarize("st", [], planned=0)["passed"], "an empty self-test proves nothing"
+
+
+def test_reports_name_each_case_its_outcome_and_citations() -> None:
+    summary = summarize("st", [_result(BASE, CaseOutcome.CLEAN),
+                               _result(BUG, CaseOutcome.CAUGHT, {"partial-txn": 3, "stalled-commit": 1})],
+                        planned=2, seconds=122)
+    md = render_markdown(summary)
+    assert md.startswith("# txnbench self-test st")
+    assert "**PASSED**: 1 of 1 planted bugs caught; 1 of 1 baselines clean; 122 s" in md
+    assert f"| `{V4_BUG.id}` | v4 | s | **caught** | invalid | partial-txn 3, stalled-commit 1 |" in md
+    assert "| baseline (no bug) | v4 | s | **clean** | valid | none |" in md
+    assert V4_BUG.citations[0] in md
+    table = render_table(summary)
+    assert "caught 1/1 planted bugs; 1/1 baselines clean" in table and V4_BUG.id in table
+
+
+def test_execute_writes_the_summary_after_every_case(tmp_path: Path) -> None:
+    matrix: MatrixDir = new_matrix("selftest", "catalogue", root=tmp_path)
+    cases = plan([V4_BUG])
+    seen: list[str] = []
+
+    def runner(case: SelftestCase, m: MatrixDir) -> CaseResult:
+        if seen:   # the first case's summary is on disk before the second runs
+            on_disk = json.loads((m.path / "selftest.json").read_text())
+            assert [c["outcome"] for c in on_disk["cases"]] == ["clean"] and not on_disk["complete"]
+        seen.append(case.folder)
+        outcome = CaseOutcome.CLEAN if case.bug is None else CaseOutcome.CAUGHT
+        return _result(case, outcome, None if case.bug is None else {"partial-txn": 2})
+
+    summary = execute(cases, matrix, runner, lambda _: None)
+    assert seen == [c.folder for c in cases]
+    assert summary["passed"] and json.loads((matrix.path / "selftest.json").read_text())["passed"]
+    assert "PASSED" in (matrix.path / "selftest.md").read_text()
+
+
+def test_execute_stops_at_ctrl_c_and_keeps_what_it_learned(tmp_path: Path) -> None:
+    matrix = new_matrix("selftest", "catalogue", root=tmp_path)
+    cases = plan([V4_BUG])
+
+    def runner(case: SelftestCase, m: MatrixDir) -> CaseResult:
+        if case.bug is not None:
+            raise KeyboardInterrupt
+        return _result(case, CaseOutcome.CLEAN)
+
+    summary = execute(cases, matrix, runner, lambda _: None)
+    assert summary["interrupted"] and exit_code(summary) == 130 and len(summary["cases"]) == 1
+
+
+def test_bug_selection_and_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert select_bugs(None) == list(planted_bugs.CATALOGUE)
+    assert select_bugs([V5_BUG.id]) == [V5_BUG]
+    with pytest.raises(ConfigError, match="not a planted bug"):
+        select_bugs(["txnbenchBugNope"])
+    args = build_parser().parse_args(["selftest", "--bugs", V4_BUG.id, "--no-baseline", "--duration", "20"])
+    assert args.bugs == [V4_BUG.id] and args.no_baseline and args.duration == 20.0
+    assert main(["selftest", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(bug.id in out for bug in planted_bugs.CATALOGUE)
