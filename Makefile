@@ -10,12 +10,13 @@ RUN      ?=
 TARGET   ?=
 SCENARIO ?=
 USERS    ?=
+BUGS     ?=
 PYTEST_ARGS ?=
 
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-slow test-docker bench chaos sweep report lint clean distclean check-java
+.PHONY: help setup test test-cluster test-slow test-docker bench chaos sweep selftest report lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -57,6 +58,9 @@ chaos: $(STAMP) ## chaos matrix: each path under faults; fails when any verdict 
 
 sweep: $(STAMP) ## concurrency sweep: every path at USERS=4,16,48 users; sweep report under results/
 	$(BIN)/txnbench sweep $(matrix_args) $(if $(USERS),--users $(USERS),)
+
+selftest: $(STAMP) ## run every planted bug with the scenario meant to catch it (docs/selftest.md); fails on a miss
+	$(BIN)/txnbench selftest $(if $(DURATION),--duration $(DURATION),) $(if $(BUGS),--bugs $(BUGS),)
 
 report: $(STAMP) ## rebuild reports: make report RUN=results/<run or matrix>
 	@test -n "$(RUN)" || { echo "make report needs RUN=results/<run_id>; the newest runs are:"; ls -1dt results/*/ 2>/dev/null | head -5; exit 2; }

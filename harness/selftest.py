@@ -38,6 +38,7 @@ from embedded.planted_bugs import BY_ID, CATALOGUE, PlantedBug
 from harness.errors import ConfigError
 from harness.results import MatrixDir, new_matrix, write_json_atomic, write_text_atomic
 from harness.txn_paths import TxnPath
+from harness.verdicts import judge_run
 
 SELFTEST_SCHEMA = 1
 
@@ -227,15 +228,34 @@ def run_case(case: SelftestCase, matrix: MatrixDir, *, duration: float | None = 
     if duration is not None:
         config = config.with_duration(duration)
     started = time.monotonic()
+    # The verdict is all a case needs: the checker runs, perf.json and the report do not
+    # (on a loaded 2-core machine they cost a minute a run; `txnbench report RUN_DIR` builds them).
     options = RunOptions(results_root=matrix.path.parent, matrix=matrix, folder=case.folder, command="selftest",
-                         allow_planted_bugs=case.bug is not None)
+                         allow_planted_bugs=case.bug is not None, analyze=False)
     outcome = Run(config, options).execute()
-    anomalies = {str(k): int((v or {}).get("count") or 0)
-                 for k, v in (outcome.summary.get("anomalies") or {}).items()}
-    unexpected = tuple(outcome.judgement.unexpected) if outcome.judgement is not None else tuple(anomalies)
-    result = judge_case(case, status=outcome.status.value, verdict=outcome.verdict.value, unexpected=unexpected)
-    return CaseResult(case, result, str(outcome.run_dir.path.relative_to(matrix.path)), outcome.verdict.value,
-                      anomalies, unexpected, time.monotonic() - started, outcome.error)
+    verdict, results, error = "none", None, outcome.error
+    if outcome.status.value == "complete":
+        verdict, results, error = _check(outcome.run_dir.path)
+    anomalies = {str(k): int((v or {}).get("count") or 0) for k, v in ((results or {}).get("anomalies") or {}).items()}
+    judgement = judge_run(outcome.run_dir.path, results) if results is not None else None
+    unexpected = tuple(judgement.unexpected) if judgement is not None else tuple(anomalies)
+    outcome.run_dir.update_manifest(verdict=verdict, judgement=judgement.to_json() if judgement else None)
+    result = judge_case(case, status=outcome.status.value if error is None else "failed", verdict=verdict,
+                        unexpected=unexpected)
+    return CaseResult(case, result, str(outcome.run_dir.path.relative_to(matrix.path)), verdict,
+                      anomalies, unexpected, time.monotonic() - started, error)
+
+
+def _check(run_dir: Path) -> tuple[str, dict[str, Any] | None, str | None]:
+    """The checker's verdict on one run: (valid | invalid | unknown, results.json, error)."""
+    from analysis.check import check_run
+
+    try:
+        results = check_run(run_dir)
+    except Exception as err:   # a check that cannot run is this case's failure, not the self-test's
+        return "none", None, f"check failed: {type(err).__name__}: {err}"
+    valid = results.get("valid")
+    return ("valid" if valid is True else "invalid" if valid is False else "unknown"), results, None
 
 
 def execute(cases: Sequence[SelftestCase], matrix: MatrixDir, runner: RunCase,
