@@ -178,3 +178,21 @@ def test_the_comparison_flags_runs_whose_participants_shapes_differ(tmp_path: Pa
     written = write_compare_report(tmp_path / "unfair", unfair)
     assert "NOT A FAIR COMPARISON" in written.markdown.read_text()
     assert re.search(r'<td class="[^"]*\bbad">1</td>', written.html.read_text())   # the differing shape, red
+
+
+def test_reports_name_planted_bugs_at_the_top(tmp_path: Path) -> None:
+    runs = entries(tmp_path, {"v4": {"path": "v4"}, "v5": {"path": "v5"}})
+    runs[1].manifest.update(planted_bugs=["txnbenchBugV5GcRetentionInMillis"])
+    compare = build_comparison(runs, out_dir=tmp_path)
+    assert compare["paths"]["v5"]["planted_bugs"] == ["txnbenchBugV5GcRetentionInMillis"]
+    assert compare["paths"]["v4"]["planted_bugs"] == []
+    md = write_compare_report(tmp_path, compare).markdown.read_text()
+    first = md.split("\n\n")[1]
+    assert "PLANTED BUGS ON" in first and "v5: txnbenchBugV5GcRetentionInMillis" in first
+
+    run = RunDir(tmp_path / "run-planted")
+    perf = fake_perf(run.path, metadata=False)
+    manifest = {**read_json(run.manifest_path), "planted_bugs": ["txnbenchBugV4ReplayKeepsLastPartitions"]}
+    report = write_run_report(run, perf, fake_results(False), manifest)
+    for text in (report.markdown.read_text(), report.html.read_text()):
+        assert "PLANTED BUGS ON" in text and "txnbenchBugV4ReplayKeepsLastPartitions" in text
