@@ -139,3 +139,10 @@ def test_manifests_and_reports_name_the_planted_bugs() -> None:
     intro = _intro({"path": "v4"}, {"planted_bugs": [A_BUG]})
     assert "PLANTED BUGS ON" in intro[0] and A_BUG in intro[0]
     assert not any("PLANTED" in line for line in _intro({"path": "v4"}, {"planted_bugs": []}))
+
+
+def test_cluster_up_refuses_planted_bugs_without_the_flag(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cluster", "--dir", str(tmp_path / "c"), "up", "--set", f"{A_BUG}=true"]) == 2
+    assert "--allow-planted-bugs" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists(), "refused before anything started"
