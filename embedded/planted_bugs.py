@@ -190,8 +190,8 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "participants and committed on others.",
         ("apache/pulsar#14370 (ending a transaction in the TIMEOUT state)",
          "apache/pulsar#19200 (timeout handling after restarts)"),
-        "selftest-v5-recovery", ("partial-txn", "lost-write", "stuck-ack"),
-        "transactions held open longer than the timeout-sweep interval: coordinator kills"),
+        "selftest-v5-timeouts", ("partial-txn", "lost-write"),
+        "transactions held open longer than the participants' reconcile interval (hold_s, a coordinator kill)"),
     PlantedBug(
         V5_GC_RETENTION_UNITS, ("v5",), Component.BROKER,
         "embedded/broker/v5/txn/coordinator.py: TransactionCoordinatorV5.sweep_gc",

@@ -277,8 +277,15 @@ class PendingAckHandleImpl:
 
     async def _forget(self, acks: TxnAcks, at: LogPosition, committed: bool) -> None:
         """Delete the transaction's records once what they protect is durable elsewhere."""
-        if committed and not planted_bugs.on(planted_bugs.V4_PENDING_ACK_FORGETS_EARLY):
-            # (with the planted bug, DELIBERATELY, the records go before the cursor is durable)
+        if committed and planted_bugs.on(planted_bugs.V4_PENDING_ACK_FORGETS_EARLY):
+            # DELIBERATE FAULT (txnbench self-test): the records are deleted, and the deletion
+            # made durable, before the subscription's cursor has persisted the acks
+            if self.log is not None:
+                self.log.delete([*acks.log_positions, at])
+                with contextlib.suppress(Exception):
+                    await self.log.cursor.flush()
+            return
+        if committed:
             try:
                 await self.subscription.cursor.flush()
             except CursorClosed:
