@@ -233,8 +233,8 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "logs lose the records of transactions still open.",
         ("apache/pulsar#24855 (ledger trimming deletes ledgers cursors still point to)",
          "apache/pulsar#20898 (discontinuous ledger deletion)"),
-        "selftest-v4-recovery", ("lost-ack", "ctp-duplicate"),
-        "pending-ack logs that roll over often (small ledgers) and subscriptions that reload"),
+        "selftest-v4-trim", ("lost-ack", "ctp-duplicate"),
+        "pending-ack logs that roll over often (10-entry ledgers) and subscriptions that reload"),
     PlantedBug(
         METADATA_ACK_BEFORE_WAL, ("v5",), Component.METADATA,
         "embedded/metadata/durable.py: DurableStore.wait_durable",
