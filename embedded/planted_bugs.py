@@ -243,8 +243,8 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "of the store loses header CASes and op records that brokers were told succeeded.",
         ("apache/bookkeeper#889 (acknowledging before the journal is forced)",
          "apache/pulsar#20150 (a committed transaction going back to OPEN after a restart)"),
-        "selftest-stores", ("partial-txn", "lost-write", "lost-ack"),
-        "kills of the metadata store under v5 load"),
+        "selftest-v5-metadata", ("partial-txn", "lost-write", "lost-ack"),
+        "kills of the metadata store under v5 load, many of them (the window is one group commit)"),
 )
 
 BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}
