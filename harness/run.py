@@ -50,7 +50,7 @@ from typing import Any
 from harness.config import RunConfig, Target
 from harness.errors import EnvironmentProblem, NotAvailableError, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
-from harness.history.schema import PHASE_DRAIN_COMPLETE
+from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
 from harness.planted import banner as planted_banner
 from harness.planted import refuse_planted_bugs
 from harness.results import MatrixDir, RunDir, RunStatus, new_matrix, new_run, write_json_atomic
@@ -227,9 +227,18 @@ class Run:
 
         self.topology = workload_topology.plan(self.config, self.run_dir.run_id)
         workload_setup.prepare(self.cluster_info, self.config, self.topology)
+        self._record_subscription_starts()
         workload_setup.wait_transactions_ready(self.cluster_info, self.config,
                                                timeout_s=self.config.cluster.ready_timeout_s)
         self._snapshot(Phase.SETUP)
+
+    def _record_subscription_starts(self) -> None:
+        """Every durable subscription exists now, before the load sends anything, and starts at the
+        earliest message: the `undelivered` check holds each one to every value sent after this."""
+        for sub in self.topology.subscription_plans:
+            self.history.event(self.history.writer, OpF.PHASE, topic=sub.topic, subscription=sub.name,
+                               extra={"name": PHASE_SUBSCRIPTION_START, "initial_position": "earliest",
+                                      "sub_type": sub.sub_type.value})
 
     def _make_target(self) -> ClusterTarget:
         if self.config.target is Target.EMBEDDED:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from analysis.checks import acks, ctp, liveness, order, reads, writes
+from analysis.checks import acks, ctp, delivery, liveness, order, reads, writes
 from analysis.checks.acks import lost_ack, stuck_ack
 from analysis.checks.base import AnomalyClass, CheckResult, CheckStatus, Plan, evaluate
 from analysis.checks.context import CheckContext, prepare
 from analysis.checks.ctp import ctp_duplicate, ctp_loss
+from analysis.checks.delivery import undelivered
 from analysis.checks.liveness import stalled_commit
 from analysis.checks.order import nonmonotonic
 from analysis.checks.reads import aborted_read, dirty_read, unexpected
@@ -36,6 +37,7 @@ CHECKS: dict[AnomalyClass, Check] = {
     AnomalyClass.CTP_LOSS: ctp_loss,
     AnomalyClass.NONMONOTONIC: nonmonotonic,
     AnomalyClass.STALLED_COMMIT: stalled_commit,
+    AnomalyClass.UNDELIVERED: undelivered,
 }
 assert list(CHECKS) == list(AnomalyClass), "every anomaly class has exactly one check"
 
@@ -52,6 +54,7 @@ PLANS: dict[AnomalyClass, Callable[[CheckContext], Plan]] = {
     AnomalyClass.CTP_LOSS: ctp.plan_ctp_loss,
     AnomalyClass.NONMONOTONIC: order.plan_nonmonotonic,
     AnomalyClass.STALLED_COMMIT: liveness.plan_stalled_commit,
+    AnomalyClass.UNDELIVERED: delivery.plan_undelivered,
 }
 assert list(PLANS) == list(AnomalyClass), "every anomaly class has exactly one plan"
 
@@ -79,5 +82,5 @@ def run_checks(ctx: CheckContext, progress: Callable[[str], None] | None = None,
 __all__ = [
     "CHECKS", "PLANS", "AnomalyClass", "Check", "CheckContext", "CheckResult", "CheckStatus", "aborted_read",
     "ctp_duplicate", "ctp_loss", "dirty_read", "duplicate", "lost_ack", "lost_write", "nonmonotonic",
-    "partial_txn", "prepare", "run_checks", "stalled_commit", "stuck_ack", "unexpected",
+    "partial_txn", "prepare", "run_checks", "stalled_commit", "stuck_ack", "undelivered", "unexpected",
 ]

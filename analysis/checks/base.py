@@ -44,6 +44,7 @@ class AnomalyClass(StrEnum):
     CTP_LOSS = "ctp-loss"
     NONMONOTONIC = "nonmonotonic"
     STALLED_COMMIT = "stalled-commit"
+    UNDELIVERED = "undelivered"
 
 
 class CheckStatus(StrEnum):

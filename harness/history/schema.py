@@ -57,6 +57,10 @@ FIELDS: tuple[str, ...] = (
 
 # Phase names the orchestrator writes (`f: phase`, `extra.name`).
 PHASE_DRAIN_COMPLETE = "drain-complete"
+# One per durable subscription, written once it exists (before the load sends anything):
+# `topic` and `subscription` name it, `extra.initial_position` says where it starts. Every
+# value sent after this event is past the subscription's start position (the `undelivered` check).
+PHASE_SUBSCRIPTION_START = "subscription-start"
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ def test_valid_run_exits_0_with_full_results(spark: SparkSession, tmp_path: Path
     assert out["valid"] is True and out["anomalies"] == {} and out["unknown_reasons"] == []
     assert set(out["checks"]) == {
         "aborted-read", "dirty-read", "lost-write", "partial-txn", "duplicate", "unexpected", "lost-ack",
-        "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit"}
+        "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit", "undelivered"}
     assert all(c["status"] == "ran" and c["count"] == 0 for c in out["checks"].values())
     assert out["transactions"] == {"committed": 2, "aborted": 1, "unknown-committed": 1, "unknown-aborted": 1,
                                    "unknown": 0}
@@ -79,7 +79,7 @@ def test_no_drain_complete_exits_2_with_reasons(spark: SparkSession, tmp_path: P
     assert any("drain-complete" in r for r in out["unknown_reasons"])
     skipped = {k for k, v in out["checks"].items() if v["status"] == "skipped"}
     assert skipped == {"lost-write", "partial-txn", "duplicate", "stuck-ack", "ctp-duplicate", "ctp-loss",
-                       "nonmonotonic"}
+                       "nonmonotonic", "undelivered"}
     assert out["transactions"]["unknown"] == 1      # "e": nothing to decide it by
 
 
