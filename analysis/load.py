@@ -92,6 +92,8 @@ PARQUET_MIN_BYTES = 64 * 1024 * 1024
 SINGLE_PARTITION_MAX_BYTES = 16 * 1024 * 1024
 CACHE_NAME = "history.parquet"
 _CORRUPT = "_corrupt_record"
+_RAW = "_raw"
+_MISTYPED = "_mistyped"
 _TAIL_CHUNK = 64 * 1024
 _MAX_TAIL = 64 * 1024 * 1024
 
@@ -156,6 +158,9 @@ TXN_COLUMNS: tuple[str, ...] = (
 # Transaction outcome labels (TXN_COLUMNS.outcome_label).
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 UNKNOWN_COMMITTED, UNKNOWN_ABORTED = "unknown-committed", "unknown-aborted"
+# TXN_COLUMNS.decided_by: the client saw the outcome; visibility decided it; or the client
+# never invoked the commit, so the coordinator can only have aborted it.
+CLIENT, VISIBILITY, NO_COMMIT = "client", "visibility", "no-commit"
 
 
 class NoHistoryError(TxnbenchError):
@@ -271,6 +276,9 @@ def _with_derived(df: DataFrame, *, keep_corrupt: bool = False) -> DataFrame:
     With `keep_corrupt`, `_corrupt_record` stays as the last column for validation.
     """
     parsed = F.from_json(F.col("extra"), _EXTRA_SCHEMA)
+    # Spark's parser coerces a scalar into a string field: only the raw line can tell (JSONL reads).
+    mistyped = (F.when(F.col(_RAW).rlike(_MAYBE_MISTYPED), _type_problem())
+                if _RAW in df.columns else F.lit(None).cast("string"))
     return df.select(
         *FIELDS, "file",
         parsed["name"].alias("phase"),
@@ -278,28 +286,63 @@ def _with_derived(df: DataFrame, *, keep_corrupt: bool = False) -> DataFrame:
         parsed["cumulative"].alias("cumulative"),
         parsed["intended_ns"].alias("intended_ns"),
         parsed["delivered_ns"].alias("delivered_ns"),
-        *([F.col(_CORRUPT)] if keep_corrupt else []),
+        *(_cols([F.coalesce(F.col(_CORRUPT), F.when(mistyped.isNotNull(), F.col(_RAW))).alias(_CORRUPT),
+                 mistyped.alias(_MISTYPED)]) if keep_corrupt else []),
     )
 
 
 def _read_jsonl(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes]) -> DataFrame:
-    """JSONL -> rows with `_corrupt_record`; the torn tails already dropped."""
+    """JSONL -> rows with `_corrupt_record` and the raw line (`_raw`); torn tails and blank lines dropped.
+
+    Read as text and parsed with `from_json`, so the raw line stays beside its
+    fields: Spark's JSON parser turns any scalar into a string field's text (a
+    number `5` becomes "5"), and only the raw line can show that (`_type_problem`).
+    """
     schema = T.StructType([*HISTORY_SCHEMA.fields, T.StructField(_CORRUPT, T.StringType())])
-    raw = (
-        spark.read.schema(schema)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", _CORRUPT)
-        .json([str(p) for p in files])
-        .withColumn("file", F.col("_metadata.file_name"))
+    lines = (
+        spark.read.text([str(p) for p in files])
+        .select(F.col("value").alias(_RAW), F.col("_metadata.file_name").alias("file"))
+        .filter(F.trim(F.col(_RAW)) != "")
     )
     for path, tail in torn.items():
-        is_torn = (
-            (F.col("file") == path.name)
-            & F.col(_CORRUPT).isNotNull()
-            & (F.col(_CORRUPT).cast("binary") == F.lit(bytearray(tail)))
-        )
-        raw = raw.filter(~is_torn)
-    return raw
+        is_torn = (F.col("file") == path.name) & (F.col(_RAW).cast("binary") == F.lit(bytearray(tail)))
+        lines = lines.filter(~is_torn)
+    parsed = F.from_json(F.col(_RAW), schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    return lines.select(parsed.alias("_line"), "file", _RAW).select("_line.*", "file", _RAW)
+
+
+# Top-level fields whose JSON type must be a string (or null), and a cheap pattern that finds
+# every line where one of them, `inputs` or `extra` might hold another type. The pattern may
+# also match inside `extra` or a string; `_type_problem` decides exactly, on those lines only.
+_STRING_FIELDS = tuple(f.name for f in HISTORY_SCHEMA.fields
+                       if isinstance(f.dataType, T.StringType) and f.name != "extra")
+_MAYBE_MISTYPED = (
+    r'"(?:' + "|".join(_STRING_FIELDS) + r')"\s*:\s*(?!"|null\b)'
+    + r'|"inputs"\s*:\s*\[(?:\s*"(?:[^"\\]|\\.)*"\s*,)*\s*[^"\s\]]'
+    + r'|"extra"\s*:\s*(?!\{|null\b)'
+)
+
+
+def _type_problem() -> Column:
+    """The first top-level field of the raw line with the wrong JSON type, described; else null.
+
+    Uses Spark's variant type, which keeps JSON types (`schema_of_variant`): string
+    fields must be STRING or null, `inputs` an array of strings or null, `extra` an
+    object or null. Evaluated only on the few lines `_MAYBE_MISTYPED` matches.
+    """
+    def kind(name: str) -> Column:
+        return F.expr(f"schema_of_variant(variant_get(try_parse_json({_RAW}), '$.{name}'))")
+
+    checks: list[tuple[str, str, Column]] = [
+        (name, "a string", kind(name).isin("STRING", "VOID")) for name in _STRING_FIELDS]
+    checks.append(("inputs", "an array of strings", kind("inputs").isin("ARRAY<STRING>", "ARRAY<VOID>", "VOID")))
+    checks.append(("extra", "an object", kind("extra").startswith("OBJECT<") | (kind("extra") == "VOID")))
+    problem: Column = F.lit(None).cast("string")
+    for name, wanted, ok in reversed(checks):
+        problem = F.when(~F.coalesce(ok, F.lit(True)),
+                         F.concat(F.lit(f"{name} is a JSON "), F.lower(kind(name)), F.lit(f", not {wanted}"))
+                         ).otherwise(problem)
+    return problem
 
 
 def _problem_condition(df: DataFrame) -> tuple[Column, Column]:
@@ -314,8 +357,10 @@ def _problem_condition(df: DataFrame) -> tuple[Column, Column]:
     bad_type = ~F.col("type").isin(*[t.value for t in OpType])
     bad_f = ~F.col("f").isin(*[f.value for f in OpF])
     bad_single = F.col("f").isin(*SINGLE_FS) & (F.col("type") != OpType.OK.value)
+    mistyped = F.col(_MISTYPED) if _MISTYPED in df.columns else F.lit(None).cast("string")
     why = (
-        F.when(corrupt, F.lit("not a JSON object of schema 1 (bad JSON or a field of the wrong type)"))
+        F.when(mistyped.isNotNull(), F.concat(F.lit("a field of the wrong type: "), mistyped))
+        .when(corrupt, F.lit("not a JSON object of schema 1 (bad JSON or a field of the wrong type)"))
         .when(missing, F.lit("a required field (writer, process, index, time_ns, type, f) is missing"))
         .when(bad_schema, F.concat(F.lit("schema is "), F.coalesce(F.col("schema").cast("string"), F.lit("missing")),
                                    F.lit(f", not {SCHEMA_VERSION}")))
@@ -323,7 +368,7 @@ def _problem_condition(df: DataFrame) -> tuple[Column, Column]:
         .when(bad_f, F.concat(F.lit("unknown f "), F.col("f")))
         .when(bad_single, F.concat(F.col("f"), F.lit(" must be a single ok event, not "), F.col("type")))
     )
-    return corrupt | missing | bad_schema | bad_type | bad_f | bad_single, why
+    return corrupt | mistyped.isNotNull() | missing | bad_schema | bad_type | bad_f | bad_single, why
 
 
 def _line_number(directory: Path | None, file: str | None, raw: str | None) -> int | None:
@@ -339,6 +384,77 @@ def _line_number(directory: Path | None, file: str | None, raw: str | None) -> i
             if line.rstrip(b"\n").rstrip(b"\r") == wanted:
                 return number
     return None
+
+
+_INDEX_RE = re.compile(rb'"index"\s*:\s*(-?\d+)')
+
+
+def _line_of_index(directory: Path | None, file: str | None, index: int, occurrence: int = 1) -> int | None:
+    """The line number of the `occurrence`-th line with `index` in one file (error path only)."""
+    if directory is None or not file or not (directory / file).is_file():
+        return None
+    seen = 0
+    with (directory / file).open("rb") as f:
+        for number, line in enumerate(f, start=1):
+            match = _INDEX_RE.search(line)
+            if match is None or int(match.group(1)) != index:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and obj.get("index") == index:
+                seen += 1
+                if seen == occurrence:
+                    return number
+    return None
+
+
+def _check_writers(ops: DataFrame, directory: Path | None) -> None:
+    """Each writer numbers its lines 0, 1, 2 ... once each, and its clock never goes back.
+
+    The recorder stamps `index` and `time_ns` under one lock, so a repeated or
+    missing index, or a `time_ns` below the previous line's, means the file was
+    changed or written by something else: the history cannot support a verdict.
+    One window over each writer's lines in index order finds the first culprit;
+    its line number is then looked up in the file.
+    """
+    w = Window.partitionBy("writer").orderBy("index", "time_ns")
+    prev = F.lag(F.struct("index", "time_ns")).over(w)
+    seq = ops.select("writer", "file", "index", "time_ns", prev.alias("_prev"))
+    problem = (F.when(F.col("_prev").isNull(), F.col("index") != 0)
+               .otherwise((F.col("index") != F.col("_prev.index") + 1)
+                          | (F.col("time_ns") < F.col("_prev.time_ns"))))
+    found = seq.filter(problem).orderBy("writer", "index", "time_ns").limit(1).collect()
+    if not found:
+        return
+    row = found[0]
+    writer, file, index = row["writer"], row["file"], int(row["index"])
+    before = row["_prev"]
+    line: int | None
+    if before is None:
+        line = _line_of_index(directory, file, index)
+        problem_text = f"the first line has index {index}: indexes 0..{index - 1} are missing"
+        fix = "restore the file as the recorder wrote it"
+    elif index == before["index"]:
+        count = ops.filter((F.col("writer") == writer) & (F.col("index") == index)).count()
+        line = _line_of_index(directory, file, index, occurrence=2)
+        problem_text = f"index {index} appears again ({count} times in all)"
+        fix = "keep one file per writer (two files with one writer name?) and restore it as the recorder wrote it"
+    elif index != before["index"] + 1:
+        line = _line_of_index(directory, file, index)
+        missing = (f"index {before['index'] + 1} is missing" if index == before["index"] + 2 else
+                   f"indexes {before['index'] + 1}..{index - 1} are missing")
+        problem_text = f"{missing} before this line (index {index})"
+        fix = "restore the file as the recorder wrote it"
+    else:
+        line = _line_of_index(directory, file, index)
+        problem_text = (f"time_ns goes backwards: {row['time_ns']} after {before['time_ns']} at index "
+                        f"{before['index']} (the recorder stamps each writer's lines in order)")
+        fix = "restore the file as the recorder wrote it"
+    where = f"{file}" + (f": line {line}" if line else f" (index {index})")
+    raise HistoryFormatError(f"{where}: {problem_text} (writer {writer}); {fix}; this history cannot "
+                             "support a verdict")
 
 
 def validate_ops(ops: DataFrame, *, directory: Path | None = None) -> tuple[int, int | None, int | None]:
@@ -373,26 +489,7 @@ def validate_ops(ops: DataFrame, *, directory: Path | None = None) -> tuple[int,
             + (f": {excerpt!r}" if excerpt else "")
             + f" ({summary['bad']} bad line(s) in all); only a torn last line is skipped, so this "
             "history cannot support a verdict: re-run, or restore the file as the recorder wrote it")
-    # Each writer numbers its lines 0, 1, 2 ...: a repeat or a gap means lines were added
-    # or lost. Checked per writer with three numbers (no shuffle of the lines); the exact
-    # culprit is looked up only when the numbers disagree.
-    spans = (ops.groupBy("writer")
-             .agg(F.count(F.lit(1)).alias("n"), F.min("index").alias("lo"), F.max("index").alias("hi"))
-             .filter((F.col("lo") != 0) | (F.col("hi") != F.col("n") - 1))
-             .orderBy("writer").limit(1).collect())
-    if spans:
-        span = spans[0]
-        writer = span["writer"]
-        repeated = (ops.filter(F.col("writer") == writer).groupBy("index").count()
-                    .filter(F.col("count") > 1).orderBy("index").limit(1).collect())
-        if repeated:
-            problem = f"index {repeated[0]['index']} appears {repeated[0]['count']} times"
-            fix = "keep one file per writer (two files with one writer name?)"
-        else:
-            problem = (f"{span['n']} lines but indexes {span['lo']}..{span['hi']}: lines are missing "
-                       "(each writer numbers its lines 0, 1, 2 ... with no gaps)")
-            fix = "restore the file as the recorder wrote it"
-        raise HistoryFormatError(f"writer {writer}: {problem}; {fix}")
+    _check_writers(ops, directory)
     return int(summary["lines"]), summary["first_ns"], summary["last_ns"]
 
 
@@ -617,15 +714,19 @@ def overview(ops: DataFrame) -> HistoryOverview:
 def visible_values(reads: DataFrame) -> DataFrame:
     """One row per value present in the final reads.
 
-    Columns: value, read_ns (run-clock time of its first read: the drainer reads
-    each topic in log order, so read times order a topic's values), reads (how
+    Columns: value, read_ns (run-clock time of its first read), read_pos (its
+    first read as (time_ns, writer, index): the drainer reads each topic in log
+    order and numbers its lines, so read_pos orders a topic's values even where
+    a coarse clock gives two reads one time), reads (how
     many read events), positions (distinct (topic, segment, msg_id) it was read
     at). Only numeric aggregates, so Spark can hash-aggregate large histories.
     """
     return (
         reads.filter(F.col("value").isNotNull())
         .groupBy("value")
-        .agg(F.min("time_ns").alias("read_ns"), F.count(F.lit(1)).alias("reads"),
+        .agg(F.min("time_ns").alias("read_ns"),
+             F.min(F.struct("time_ns", "writer", "index")).alias("read_pos"),
+             F.count(F.lit(1)).alias("reads"),
              F.countDistinct(F.coalesce(F.col("topic"), F.lit("")), F.coalesce(F.col("segment"), F.lit("")),
                              F.coalesce(F.col("msg_id"), F.lit(""))).alias("positions"))
     )
@@ -789,7 +890,10 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
     is_commit, is_abort = f == OpF.TXN_COMMIT.value, f == OpF.TXN_ABORT.value
     is_send = f == OpF.SEND.value
     maybe_written = is_send & typ.isin(OpType.OK.value, OpType.INFO.value)
-    uncovered = (maybe_written & (~logical_topic(F.col("topic")).isin(*covered) | F.col("topic").isNull())
+    # A visible value is judged wherever it is; only an invisible one on a topic the drain did
+    # not read to the end is out of reach.
+    uncovered = (maybe_written & ~F.coalesce(F.col("_visible"), F.lit(False))
+                 & (~logical_topic(F.col("topic")).isin(*covered) | F.col("topic").isNull())
                  if covered is not None else F.lit(False))
     commit_ok, abort_ok = is_commit & (typ == OpType.OK.value), is_abort & (typ == OpType.OK.value)
     commit_fail = is_commit & (typ == OpType.FAIL.value)
@@ -818,10 +922,15 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         none_possible = ((F.col("sends_ok") + F.col("sends_info")) > 0) & (F.col("sends_uncovered") == 0)
     else:
         none_possible = F.lit(False)
+    # Only the coordinator ends a transaction whose commit the client never invoked, and
+    # only by abort: visibility decides only where a commit was asked for.
+    never_committed = F.col("commit_invoke_ns").isNull()
     decided = (F.when(F.col("client_outcome") != UNKNOWN, F.col("client_outcome"))
+               .when(never_committed, F.lit(ABORTED))
                .when(seen, F.lit(COMMITTED)).when(none_possible, F.lit(ABORTED)).otherwise(F.lit(UNKNOWN)))
     out = agg.withColumn("client_outcome", client).withColumn("outcome", decided)
     decided_by = (F.when(F.col("client_outcome") != UNKNOWN, F.lit("client"))
+                  .when(never_committed, F.lit(NO_COMMIT))
                   .when(F.col("outcome") != UNKNOWN, F.lit("visibility")))
     label = (F.when(F.col("client_outcome") != UNKNOWN, F.col("client_outcome"))
              .when(F.col("outcome") == COMMITTED, F.lit(UNKNOWN_COMMITTED))

@@ -221,17 +221,25 @@ class _Writer:
         p = f"{self.name}/u{user}"
         pid = self.process_id(p)
         t = self.lat(0, 50)
+        last_committed: str | None = None
         while not self.stop:
             t += self.lat(1, 8)
             txn = self.new_txn()
             tname = self.txn_name(txn)
+            # A planted txn-id-reuse: the coordinator hands out this process's last committed id again.
+            reused = last_committed is not None and self.want(AnomalyClass.TXN_ID_REUSE)
+            if reused and last_committed is not None:
+                tname = last_committed
+                self.note(AnomalyClass.TXN_ID_REUSE, txn=tname)
             yield (t, p, _INVOKE, OpF.TXN_OPEN.value, {})
             t += self.lat(0.5, 3)
             yield (t, p, _OK, OpF.TXN_OPEN.value, {"txn": tname})
-            outcome = self.outcome()
+            outcome = "committed" if reused else self.outcome()
+            if outcome == "committed":
+                last_committed = tname
             n = self.rng.randint(1, 4)
             plants: list[AnomalyClass] = []
-            if outcome == "committed":
+            if outcome == "committed" and not reused:
                 for cls in (AnomalyClass.LOST_WRITE, AnomalyClass.DIRTY_READ, AnomalyClass.STALLED_COMMIT):
                     if n >= 2 and not plants and self.want(cls):
                         plants.append(cls)

@@ -272,6 +272,7 @@ class FaultsConfig:
 ANOMALY_CLASSES: tuple[str, ...] = (
     "aborted-read", "dirty-read", "lost-write", "partial-txn", "duplicate", "unexpected",
     "lost-ack", "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit", "undelivered",
+    "txn-id-reuse",
 )
 
 

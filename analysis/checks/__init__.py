@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from analysis.checks import acks, ctp, delivery, liveness, order, reads, writes
+from analysis.checks import acks, ctp, delivery, ids, liveness, order, reads, writes
 from analysis.checks.acks import lost_ack, stuck_ack
 from analysis.checks.base import AnomalyClass, CheckResult, CheckStatus, Plan, evaluate
 from analysis.checks.context import CheckContext, prepare
 from analysis.checks.ctp import ctp_duplicate, ctp_loss
 from analysis.checks.delivery import undelivered
+from analysis.checks.ids import txn_id_reuse
 from analysis.checks.liveness import stalled_commit
 from analysis.checks.order import nonmonotonic
 from analysis.checks.reads import aborted_read, dirty_read, unexpected
@@ -38,6 +39,7 @@ CHECKS: dict[AnomalyClass, Check] = {
     AnomalyClass.NONMONOTONIC: nonmonotonic,
     AnomalyClass.STALLED_COMMIT: stalled_commit,
     AnomalyClass.UNDELIVERED: undelivered,
+    AnomalyClass.TXN_ID_REUSE: txn_id_reuse,
 }
 assert list(CHECKS) == list(AnomalyClass), "every anomaly class has exactly one check"
 
@@ -55,6 +57,7 @@ PLANS: dict[AnomalyClass, Callable[[CheckContext], Plan]] = {
     AnomalyClass.NONMONOTONIC: order.plan_nonmonotonic,
     AnomalyClass.STALLED_COMMIT: liveness.plan_stalled_commit,
     AnomalyClass.UNDELIVERED: delivery.plan_undelivered,
+    AnomalyClass.TXN_ID_REUSE: ids.plan_txn_id_reuse,
 }
 assert list(PLANS) == list(AnomalyClass), "every anomaly class has exactly one plan"
 
@@ -82,5 +85,6 @@ def run_checks(ctx: CheckContext, progress: Callable[[str], None] | None = None,
 __all__ = [
     "CHECKS", "PLANS", "AnomalyClass", "Check", "CheckContext", "CheckResult", "CheckStatus", "aborted_read",
     "ctp_duplicate", "ctp_loss", "dirty_read", "duplicate", "lost_ack", "lost_write", "nonmonotonic",
-    "partial_txn", "prepare", "run_checks", "stalled_commit", "stuck_ack", "undelivered", "unexpected",
+    "partial_txn", "prepare", "run_checks", "stalled_commit", "stuck_ack", "txn_id_reuse", "undelivered",
+    "unexpected",
 ]

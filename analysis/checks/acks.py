@@ -27,6 +27,8 @@ commit fails.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -42,7 +44,7 @@ from analysis.checks.base import (
     skipped,
 )
 from analysis.checks.context import CheckContext, message_position, union_all
-from analysis.load import ABORTED, COMMITTED
+from analysis.load import ABORTED, COMMITTED, UNKNOWN
 from harness.history.schema import OpF, OpType
 
 
@@ -75,7 +77,7 @@ def _earliest_cover(targets: DataFrame, covers: DataFrame) -> DataFrame:
 
 def plan_lost_ack(ctx: CheckContext) -> Plan:
     """A message acked in a committed transaction was delivered to that subscription again afterwards."""
-    if ctx.count("acks") == 0 or ctx.count("receives") == 0:
+    if ctx.count("acks") == 0:
         return clean(AnomalyClass.LOST_ACK)
     committed = ctx.acks.filter(
         (F.col("type") == OpType.OK.value) & F.col("txn").isNotNull() & (F.col("outcome") == COMMITTED)
@@ -83,7 +85,12 @@ def plan_lost_ack(ctx: CheckContext) -> Plan:
     drain_ns = F.lit(ctx.drain_phase_ns).cast("long")
     since = F.when(F.col("client_outcome") == COMMITTED, F.col("end_ns")).otherwise(drain_ns)
     committed = committed.withColumn("ref_ns", since)
-    unjudged = committed.filter(F.col("ref_ns").isNull())
+    # An ack in a transaction whose outcome stayed unknown (its commit's outcome is unknown and
+    # no value of it is visible to decide it) cannot be judged by either ack check.
+    undecided = ctx.acks.filter(F.col("txn").isNotNull() & (F.col("outcome") == UNKNOWN)
+                                & F.col("type").isin(OpType.OK.value, OpType.INFO.value))
+    unjudged = union_all([committed.filter(F.col("ref_ns").isNull()).select("writer", "index"),
+                          undecided.select("writer", "index")])
     judged = committed.filter(F.col("ref_ns").isNotNull())
     judged = judged.withColumn("ack", ref(judged, f=OpF.ACK.value, time="invoke_ns"))
 
@@ -119,8 +126,43 @@ def plan_lost_ack(ctx: CheckContext) -> Plan:
                              "redelivery", "redeliveries")
     return PendingCheck(AnomalyClass.LOST_ACK, out, ["redelivery.time_ns", "value"], max_examples=ctx.max_examples,
                      unjudged=unjudged,
-                     note="{n} ack(s) in transactions decided committed by visibility, with no "
-                          "drain phase to time them against")
+                     note="{n} ack(s) not judged: in transactions of unknown outcome (nothing visible "
+                          "decides them), or decided committed by visibility with no drain phase to time "
+                          "them against")
+
+
+def _covered_by_aborted_cumulative(ctx: CheckContext, judged: DataFrame, settled: DataFrame,
+                                   unsettled: Callable[[DataFrame, list[str]], DataFrame]) -> DataFrame:
+    """Messages an aborted cumulative ack covered that never came back: stuck, one row per message.
+
+    An aborted cumulative ack gives back every message of its (topic, segment,
+    subscription) at or before its position. Each message delivered to that
+    subscription is judged against the latest aborted cumulative ack at or past
+    it: delivered before that ack and never after it is stuck, unless something
+    else settled it. The ack's own message is judged as an individual ack.
+    """
+    cumulative = judged.filter(F.col("cumulative"))
+    # The latest cover wins: ref_ns is the negated invocation time, and _earliest_cover takes the least.
+    covers = cumulative.select(
+        "topic", _place(F.col("segment")).alias("_seg"), "subscription",
+        message_position(F.col("msg_id")).alias("_pos"), (-F.col("invoke_ns")).alias("ref_ns"),
+        F.struct("txn", "client_outcome", "invoke_ns",
+                 ref(cumulative, f=OpF.ACK.value, time="invoke_ns").alias("ack")).alias("cover"))
+    delivered = (ctx.receives.groupBy("value", "topic", "segment", "subscription", "msg_id")
+                 .agg(F.max("time_ns").alias("_last")))
+    targets = delivered.select("topic", _place(F.col("segment")).alias("_seg"), "subscription",
+                               message_position(F.col("msg_id")).alias("_pos"), "value", "segment", "msg_id",
+                               "_last")
+    own = judged.select("value", "subscription")
+    stuck = (_earliest_cover(targets, covers)
+             .filter(F.col("_cover").isNotNull() & (F.col("_last") < F.col("_cover.cover.invoke_ns")))
+             .join(own, ["value", "subscription"], "left_anti")
+             .join(settled, ["value", "subscription"], "left_anti"))
+    stuck = unsettled(stuck.select("value", "topic", "segment", "subscription", "msg_id", "_cover"),
+                      ["value", "subscription"])
+    return stuck.select("value", "topic", "subscription", F.col("_cover.cover.txn").alias("txn"),
+                        F.col("_cover.cover.client_outcome").alias("client_outcome"),
+                        F.col("_cover.cover.ack").alias("ack"))
 
 
 def plan_stuck_ack(ctx: CheckContext) -> Plan:
@@ -146,20 +188,28 @@ def plan_stuck_ack(ctx: CheckContext) -> Plan:
     candidates = (judged.join(settled, ["value", "subscription"], "left_anti")
                   .join(redelivered, ["writer", "index"], "left_anti"))
 
+    covered_stuck: DataFrame | None = None
     if ctx.count("cumulative_acks"):
-        covers = settling.filter(F.col("cumulative")).select(
+        settle_covers = settling.filter(F.col("cumulative")).select(
             "topic", _place(F.col("segment")).alias("_seg"), "subscription",
             message_position(F.col("msg_id")).alias("_pos"), F.lit(0).cast("long").alias("ref_ns"),
             F.struct("txn", "writer", "index").alias("cover"))
-        positioned = candidates.select(
-            "topic", _place(F.col("segment")).alias("_seg"), "subscription",
-            message_position(F.col("msg_id")).alias("_pos"), "writer", "index")
-        settled_by_cumulative = (_earliest_cover(positioned, covers).filter(F.col("_cover").isNotNull())
-                                 .select("writer", "index"))
-        candidates = candidates.join(settled_by_cumulative, ["writer", "index"], "left_anti")
+
+        def unsettled(frame: DataFrame, keys: list[str]) -> DataFrame:
+            """`frame` without the rows a committed cumulative ack at or past them settled."""
+            positioned = frame.select("topic", _place(F.col("segment")).alias("_seg"), "subscription",
+                                      message_position(F.col("msg_id")).alias("_pos"), *keys)
+            settled_by_cumulative = (_earliest_cover(positioned, settle_covers)
+                                     .filter(F.col("_cover").isNotNull()).select(*keys))
+            return frame.join(settled_by_cumulative, keys, "left_anti")
+
+        candidates = unsettled(candidates, ["writer", "index"])
+        covered_stuck = _covered_by_aborted_cumulative(ctx, judged, settled, unsettled)
     stuck = candidates.select(
         "value", "topic", "subscription", "txn", "client_outcome",
         ref(candidates, f=OpF.ACK.value, time="invoke_ns").alias("ack"))
+    if covered_stuck is not None:
+        stuck = union_all([stuck, covered_stuck])
     return PendingCheck(AnomalyClass.STUCK_ACK, stuck, ["ack.time_ns", "value"], max_examples=ctx.max_examples,
                      unjudged=unjudged,
                      note="{n} ack(s) in aborted transactions on subscriptions the drain did not "

@@ -45,6 +45,7 @@ class AnomalyClass(StrEnum):
     NONMONOTONIC = "nonmonotonic"
     STALLED_COMMIT = "stalled-commit"
     UNDELIVERED = "undelivered"
+    TXN_ID_REUSE = "txn-id-reuse"
 
 
 class CheckStatus(StrEnum):

@@ -53,7 +53,8 @@ from harness.history.schema import OpF, OpType
 DEFAULT_STALL_AFTER_S = 10.0
 DRAIN_PHASE = "drain"
 
-_OBSERVED = ("writer", "index", "process", "time_ns", "topic", "segment", "subscription", "msg_id")
+_OBSERVED = ("writer", "index", "process", "time_ns", "delivered_ns", "topic", "segment", "subscription",
+             "msg_id")
 _SENT = ("writer", "index", "process", "type", "invoke_ns", "topic", "segment", "msg_id")
 
 
@@ -107,12 +108,13 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
       visible       visible_values() of the reads.
       txns          transaction_outcomes() (TXN_COLUMNS).
       sends         one row per send: value, writer, index, process, type, completed, txn, topic,
-                    segment, key, inputs, msg_id, invoke_ns, complete_ns, visible, read_ns (first
-                    read), covered, outcome, client_outcome, decided_by, commit_invoke_ns, end_ns,
+                    segment, key, inputs, msg_id, invoke_ns, complete_ns, visible, read_ns and
+                    read_pos (first read: time, then the drainer's writer and index), covered, outcome, client_outcome, decided_by, commit_invoke_ns, end_ns,
                     ctp, txn_uncovered.
       receives      receive events: value, topic, segment, subscription, msg_id, time_ns, writer,
-                    index, process.
-      observations  every receive, its fields prefixed `o_`, left-joined with the send of its
+                    index, process, delivered_ns (extra.delivered_ns, at most time_ns).
+      observations  every receive, its fields prefixed `o_` (`o_delivered_ns`: when its frame reached
+                    the client, never after `o_time_ns`), left-joined with the send of its
                     value (`s_` fields, `sent` true when one exists), txn, outcome, decided_by,
                     commit_invoke_ns. (Final reads are judged through `sends.visible` and
                     `visible`, one row per value.)
@@ -145,7 +147,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         pairs.filter(F.col("f") == OpF.SEND.value)
         .select("value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
                 "inputs", "msg_id", "invoke_ns", "complete_ns")
-        .join(visible.select("value", "read_ns"), "value", "left")
+        .join(visible.select("value", "read_ns", "read_pos"), "value", "left")
         .withColumn("visible", F.col("read_ns").isNotNull())
         .withColumn("covered", covered_col))
     txns = keep(transaction_outcomes(pairs, covered_topics=covered, visible_sends=send_vis))
@@ -162,7 +164,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
     is_lone = F.col("txn").isNull()
     sends = keep(send_vis.join(txn_cols, "txn", "left").select(
         "value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
-        "inputs", "msg_id", "invoke_ns", "complete_ns", "visible", "read_ns", "covered",
+        "inputs", "msg_id", "invoke_ns", "complete_ns", "visible", "read_ns", "read_pos", "covered",
         F.when(is_lone, lone).otherwise(F.coalesce(F.col("outcome"), F.lit(UNKNOWN))).alias("outcome"),
         F.when(is_lone, lone_client).otherwise(F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)))
         .alias("client_outcome"),
@@ -172,7 +174,10 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
 
     recv = keep(receives(ops).select("value", "topic", "segment", "subscription", "msg_id", "time_ns",
                                      "writer", "index", "process",
-                                     F.coalesce(F.col("delivered_ns"), F.col("time_ns")).alias("delivered_ns")))
+                                     # The earliest evidence of a delivery: the frame's arrival, or the
+                                     # receive itself when that is earlier or not recorded.
+                                     F.least(F.coalesce(F.col("delivered_ns"), F.col("time_ns")),
+                                             F.col("time_ns")).alias("delivered_ns")))
     seen = recv.select(F.lit(OpF.RECEIVE.value).alias("kind"), "value",
                        *[F.col(c).alias(f"o_{c}") for c in _OBSERVED])
     sent = sends.select("value", *[F.col(c).alias(f"s_{c}") for c in _SENT], "txn", "outcome", "decided_by",

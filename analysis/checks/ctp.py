@@ -81,11 +81,14 @@ def plan_ctp_loss(ctx: CheckContext) -> Plan:
     consumed = (ctx.acks.filter((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED))
                 .join(ctp_txns, "txn"))
     carried = _outputs(ctx, visible_only=True).select(F.col("input").alias("value")).distinct()
-    judged = consumed.filter(F.col("sends_uncovered") == 0)
-    lost = judged.join(carried, "value", "left_anti")
+    # An input a visible output carries is judged wherever that output is; one no visible
+    # output carries is lost only when its transaction wrote nothing to a topic the drain
+    # did not read to the end (sends_uncovered counts only values that are not visible).
+    not_carried = consumed.join(carried, "value", "left_anti")
+    lost = not_carried.filter(F.col("sends_uncovered") == 0)
     lost = lost.select(F.col("value").alias("input"), "txn", "subscription",
                        ref(lost, f=OpF.ACK.value, time="invoke_ns").alias("ack"))
-    unjudged = consumed.filter(F.col("sends_uncovered") > 0)
+    unjudged = not_carried.filter(F.col("sends_uncovered") > 0)
 
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = _output_rows(ctx, [e["input"] for e in examples])

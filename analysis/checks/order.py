@@ -6,8 +6,9 @@ ordered (at most one operation per process is outstanding, so each ok send
 finished before the next was invoked). Values without a key are ordered only
 within one segment (partition), as Pulsar routes them round-robin. The read
 order is the drainer's event order, which follows each topic's log order and
-reads v5 parent segments before their children, so the time of each value's
-first read orders the values of one topic.
+reads v5 parent segments before their children, so each value's first read
+orders the values of one topic: by time, and by the drainer's line index where
+a coarse clock gives two reads one time (ties are not order).
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def plan_nonmonotonic(ctx: CheckContext) -> Plan:
         .otherwise(F.concat(F.lit("s:"), F.coalesce(F.col("segment"), F.lit("")))))
     w = (Window.partitionBy("writer", "process", "topic", "_order_key").orderBy("index")
          .rowsBetween(Window.unboundedPreceding, -1))
-    latest_earlier = F.max(F.struct("read_ns", "value", "index", "invoke_ns", "txn", "msg_id")).over(w)
+    latest_earlier = F.max(F.struct("read_pos", "read_ns", "value", "index", "invoke_ns", "txn", "msg_id")).over(w)
     hits = (ordered.withColumn("_earlier", latest_earlier)
-            .filter(F.col("_earlier.read_ns") > F.col("read_ns")))
+            .filter(F.col("_earlier.read_pos") > F.col("read_pos")))
     earlier = ref(hits, f=OpF.SEND.value, time="_earlier.invoke_ns", index="_earlier.index",
                   value="_earlier.value", txn="_earlier.txn", msg_id="_earlier.msg_id")
     out = hits.select(

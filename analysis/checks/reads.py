@@ -26,7 +26,7 @@ from analysis.checks.base import (
     ref,
 )
 from analysis.checks.context import CheckContext, union_all
-from analysis.load import ABORTED
+from analysis.load import ABORTED, NO_COMMIT
 from harness.history.schema import OpF, OpType
 
 
@@ -58,6 +58,14 @@ def _with_first_reads(ctx: CheckContext, key: str) -> Any:
     return finish
 
 
+_NEVER_COMMITTED = "txn-commit never invoked: only the coordinator's abort can have ended the transaction"
+
+
+def _no_commit() -> F.Column:
+    """The value's transaction was decided aborted because its commit was never invoked."""
+    return F.coalesce(F.col("decided_by") == NO_COMMIT, F.lit(False))
+
+
 def plan_aborted_read(ctx: CheckContext) -> Plan:
     """A value was received or read although its send cannot have taken effect.
 
@@ -68,7 +76,10 @@ def plan_aborted_read(ctx: CheckContext) -> Plan:
     if ctx.count("receives") + ctx.count("reads") == 0:
         return clean(AnomalyClass.ABORTED_READ)
     obs = ctx.observations
-    received = obs.filter(F.col("sent") & ((F.col("outcome") == ABORTED) | (F.col("s_type") == OpType.FAIL.value)))
+    # A receive of a transaction whose commit was never invoked is a dirty read (it came
+    # before any commit); only its final reads are aborted reads.
+    received = obs.filter(F.col("sent") & (((F.col("outcome") == ABORTED) & ~_no_commit())
+                                           | (F.col("s_type") == OpType.FAIL.value)))
     why_received = (F.when(F.col("s_type") == OpType.FAIL.value, F.lit("send failed definitively"))
                     .when(F.col("decided_by") == "visibility", F.lit("transaction aborted (nothing of it is visible)"))
                     .otherwise(F.lit("transaction aborted")))
@@ -76,8 +87,8 @@ def plan_aborted_read(ctx: CheckContext) -> Plan:
                                  _observed(obs).alias("observed"), F.lit(1).alias("_n"))
     sends = ctx.sends
     read = sends.filter(F.col("visible") & ((F.col("outcome") == ABORTED) | (F.col("type") == OpType.FAIL.value)))
-    why_read = F.when(F.col("type") == OpType.FAIL.value, F.lit("send failed definitively")) \
-        .otherwise(F.lit("transaction aborted"))
+    why_read = (F.when(F.col("type") == OpType.FAIL.value, F.lit("send failed definitively"))
+                .when(_no_commit(), F.lit(_NEVER_COMMITTED)).otherwise(F.lit("transaction aborted")))
     by_read = read.select("value", "txn", why_read.alias("why"), _send(sends, "").alias("send"),
                           _read_placeholder(sends).alias("observed"), F.lit(1).alias("_n"))
     hits = union_all([by_receive, by_read])
@@ -92,23 +103,29 @@ def plan_aborted_read(ctx: CheckContext) -> Plan:
 def plan_dirty_read(ctx: CheckContext) -> Plan:
     """A value of a not-aborted transaction was received before its commit was invoked.
 
-    Values of aborted transactions are aborted reads instead. A transaction
-    whose commit was never invoked has every delivery of its values counted.
+    Values of aborted transactions are aborted reads instead, except where the
+    transaction is aborted only because its commit was never invoked: every
+    delivery of its values came before any commit. A delivery's moment is the
+    earliest evidence of it: when the frame reached the client
+    (`extra.delivered_ns`), else the receive.
     """
     if ctx.count("receives") == 0:
         return clean(AnomalyClass.DIRTY_READ)
     obs = ctx.observations
+    # The earliest evidence decides: the frame reached the client (o_delivered_ns) even if the
+    # application took it from the receiver queue after the commit was invoked.
     hits = obs.filter(
         F.col("sent") & F.col("txn").isNotNull()
-        & (F.col("outcome") != ABORTED) & (F.col("s_type") != OpType.FAIL.value)
-        & (F.col("commit_invoke_ns").isNull() | (F.col("o_time_ns") < F.col("commit_invoke_ns"))))
+        & ((F.col("outcome") != ABORTED) | _no_commit()) & (F.col("s_type") != OpType.FAIL.value)
+        & (F.col("commit_invoke_ns").isNull() | (F.col("o_delivered_ns") < F.col("commit_invoke_ns"))))
     per_value = hits.groupBy("value").agg(
         F.first("txn").alias("txn"), F.first(_send(obs, "s_")).alias("send"),
-        F.min_by(_observed(obs), F.col("o_time_ns")).alias("receive"),
+        F.min_by(_observed(obs), F.col("o_delivered_ns")).alias("receive"),
+        F.min("o_delivered_ns").alias("delivered_ns"),
         F.first("commit_invoke_ns").alias("commit_invoke_ns"),
         F.count(F.lit(1)).alias("early_receives"))
-    early_ms = (F.col("commit_invoke_ns") - F.col("receive.time_ns")) / 1e6
-    out = per_value.select("value", "txn", "send", "receive", "commit_invoke_ns",
+    early_ms = (F.col("commit_invoke_ns") - F.col("delivered_ns")) / 1e6
+    out = per_value.select("value", "txn", "send", "receive", "delivered_ns", "commit_invoke_ns",
                            early_ms.alias("ms_before_commit"), "early_receives")
     return PendingCheck(AnomalyClass.DIRTY_READ, out, ["receive.time_ns", "value"], max_examples=ctx.max_examples)
 

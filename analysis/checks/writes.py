@@ -24,7 +24,7 @@ from analysis.checks.base import (
     skipped,
 )
 from analysis.checks.context import CheckContext
-from analysis.load import COMMITTED
+from analysis.load import COMMITTED, UNKNOWN
 from harness.history.schema import OpF, OpType
 
 _EXAMPLE_VALUES = 5
@@ -65,9 +65,17 @@ def plan_lost_write(ctx: CheckContext) -> Plan:
     missing = committed.filter(F.col("covered") & ~F.col("visible"))
     lost = missing.select("value", "txn", F.coalesce(F.col("decided_by"), F.lit("client")).alias("decided_by"),
                           _send_ref(missing).alias("send"))
-    unjudged = committed.filter(~F.col("covered"))
+    # What no check can judge: a committed value that is not visible on a topic the drain did
+    # not read to the end, and any possible value of a transaction whose outcome stayed unknown
+    # (its commit's outcome is unknown to the client and nothing of it is visible).
+    maybe = F.col("type").isin(OpType.OK.value, OpType.INFO.value)
+    unjudged = ctx.sends.filter(~F.col("visible") & (
+        ((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED) & ~F.col("covered"))
+        | (maybe & (F.col("outcome") == UNKNOWN))))
     return PendingCheck(AnomalyClass.LOST_WRITE, lost, ["send.time_ns", "value"], max_examples=ctx.max_examples,
-                     unjudged=unjudged, note="{n} committed value(s) on topics the drain did not read to the end")
+                        unjudged=unjudged,
+                        note="{n} value(s) not visible on topics the drain did not read to the end, committed "
+                             "or of transactions whose outcome stayed unknown")
 
 
 def plan_partial_txn(ctx: CheckContext) -> Plan:
@@ -89,7 +97,7 @@ def plan_partial_txn(ctx: CheckContext) -> Plan:
 
     counts = ctx.sends.filter(F.col("txn").isNotNull()).groupBy("txn").agg(
         n(seen).alias("visible_count"), n(missing).alias("missing_count"),
-        n(ok & ~F.col("covered")).alias("uncovered_count"))
+        n(ok & ~F.col("covered") & ~F.col("visible")).alias("uncovered_count"))
     partial = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") > 0)).drop("uncovered_count")
     unjudged = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") == 0)
                              & (F.col("uncovered_count") > 0))

@@ -44,7 +44,7 @@ def test_valid_run_exits_0_with_full_results(spark: SparkSession, tmp_path: Path
     assert out["valid"] is True and out["anomalies"] == {} and out["unknown_reasons"] == []
     assert set(out["checks"]) == {
         "aborted-read", "dirty-read", "lost-write", "partial-txn", "duplicate", "unexpected", "lost-ack",
-        "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit", "undelivered"}
+        "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit", "undelivered", "txn-id-reuse"}
     assert all(c["status"] == "ran" and c["count"] == 0 for c in out["checks"].values())
     assert out["transactions"] == {"committed": 2, "aborted": 1, "unknown-committed": 1, "unknown-aborted": 1,
                                    "unknown": 0}

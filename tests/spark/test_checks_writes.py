@@ -120,14 +120,15 @@ def test_unknown_transactions_are_decided_both_ways(spark: SparkSession) -> None
     h.process("w0/u4").open().send("e").commit(type="info")              # 1:4 visible -> committed
     h.process("w0/u5").open().send("f").commit(type=None)                # 1:5 nothing -> aborted
     h.process("w0/u6").open().send("g", topic="t9").commit(type="info")  # 1:6 uncovered: unknown
-    h.process("w0/u7").open().send("h").abort(type="fail")               # 1:7 abort failed, visible
+    h.process("w0/u7").open().send("h").abort(type="fail")               # 1:7 never committed: aborted
     h.drain(reads={"t1": ["a", "b", "e", "h"]}, topics=["t1"])
     ctx = prepare(h.ops(spark), persist=False)
     rows = {r["txn"]: r for r in ctx.txns.collect()}
     labels = {txn: rows[txn]["outcome_label"] for txn in rows}
     assert labels == {"1:1": "committed", "1:2": "aborted", "1:3": "aborted", "1:4": "unknown-committed",
-                      "1:5": "unknown-aborted", "1:6": "unknown", "1:7": "unknown-committed"}
+                      "1:5": "unknown-aborted", "1:6": "unknown", "1:7": "unknown-aborted"}
     assert rows["1:4"]["decided_by"] == "visibility" and rows["1:1"]["decided_by"] == "client"
+    assert rows["1:7"]["decided_by"] == "no-commit"
     assert rows["1:6"]["decided_by"] is None and rows["1:6"]["sends_uncovered"] == 1
 
 
