@@ -41,7 +41,13 @@ from analysis.load import (
     overview,
     pair_operations,
 )
-from analysis.spark import DEFAULT_DRIVER_MEMORY, DRIVER_MEMORY_ENV, get_spark, tune_for_input
+from analysis.spark import (
+    DEFAULT_DRIVER_MEMORY,
+    DRIVER_MEMORY_ENV,
+    SMALL_INPUT_BYTES,
+    get_spark,
+    tune_for_input,
+)
 from harness.errors import EnvironmentProblem
 from harness.results import RunDir, read_json, write_json_atomic
 
@@ -158,7 +164,7 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     say = _Progress(size >= PROGRESS_MIN_BYTES if progress is None else progress)
     stall = stall_after_s(run)
     say("starting Spark")
-    spark = get_spark(master)
+    spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES)
     try:
         return _check(spark, run, size, stall, say, started)
     except (PySparkException, Py4JError) as err:
@@ -183,7 +189,10 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         return failed
     facts: HistoryFacts = loaded.facts
     say(f"{facts.lines} events in {len(facts.files)} file(s); pairing operations")
-    pairs = pair_operations(loaded.ops, include_orphans=True, lean=True).persist(StorageLevel.MEMORY_AND_DISK)
+    small = size < PROGRESS_MIN_BYTES
+    pairs = pair_operations(loaded.ops, include_orphans=True, lean=True)
+    # Small histories: a local checkpoint (a leaf plan) keeps every later plan small; see prepare().
+    pairs = pairs.localCheckpoint(eager=False) if small else pairs.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         orphans = pairs.filter("orphan").select("writer", "index", "process", "f", "type")
         orphan_rows = orphans.orderBy("writer", "index").limit(3).collect()
@@ -198,10 +207,10 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         say("deciding transactions")
         seen = overview(loaded.ops)
         drain = seen.drain
-        ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen)
+        ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small)
         try:
             # Small histories: all counts in one Spark job. Large ones: check by check, with progress.
-            results = run_checks(ctx, progress=say, together=size < PROGRESS_MIN_BYTES)
+            results = run_checks(ctx, progress=say, together=small)
             say("counting operations and transactions")
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.

@@ -15,7 +15,7 @@ are UTC. Shuffle partitions start small and are raised for large inputs with
 
 Public API (stable; other analysis modules build on it):
 
-    get_spark(master=None, *, app_name="txnbench-analysis") -> SparkSession
+    get_spark(master=None, *, app_name="txnbench-analysis", small_input=False) -> SparkSession
     resolve_master(master=None) -> str
     size_shuffle_partitions(spark, input_bytes) -> int
     tune_for_input(spark, input_bytes) -> int     (partitions + small-input mode)
@@ -56,6 +56,12 @@ _SMALL_INPUT_CONF = {
     "spark.sql.codegen.wholeStage": ("false", "true"),
     "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK"),
 }
+
+# Driver JVM options for a session that only sees small inputs. A check of a few thousand
+# events is mostly Spark analysing and planning queries once: code the JVM runs for a few
+# seconds, where the optimising compiler's work never pays back. C1 alone halved the wall
+# time of `txnbench check` on the golden histories (docs/checks.md).
+_SMALL_INPUT_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 # Root at WARN and Spark's own loggers at WARN (so PySpark does not announce a changed
 # "default log level"), with the noisy start-up loggers turned down to ERROR.
@@ -107,13 +113,17 @@ def _is_alive(session: SparkSession) -> bool:
         return False
 
 
-def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis") -> SparkSession:
+def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
+              small_input: bool = False) -> SparkSession:
     """The process's SparkSession, created on first use.
 
     Args:
         master: a Spark master URL; None reuses whatever session is running, or
             starts one on `$TXNBENCH_SPARK_MASTER` / `local[*]`.
         app_name: the application name of a new session.
+        small_input: the session will only see small inputs (the CLI checking one
+            small history): its driver JVM starts with the client compiler only and
+            the serial collector (_SMALL_INPUT_JVM). Ignored when a session runs.
 
     Raises:
         EnvironmentProblem: Spark could not start (usually no Java 17+), or a
@@ -155,7 +165,8 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.extraJavaOptions",
-                    f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}")
+                    " ".join([f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}",
+                              *(_SMALL_INPUT_JVM if small_input else ())]))
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.sql.shuffle.partitions", str(_default_parallelism_guess(chosen)))
             .config("spark.sql.adaptive.enabled", "true")
@@ -213,8 +224,13 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
     expressions), which takes a history of a few thousand events from dozens of
     jobs to a handful. Larger inputs get the defaults back.
     """
-    partitions = size_shuffle_partitions(spark, input_bytes)
     small = input_bytes <= SMALL_INPUT_BYTES
+    if small:
+        # One partition: every stage is one task, and nothing is gained by splitting a few MB.
+        spark.conf.set("spark.sql.shuffle.partitions", "1")
+        partitions = 1
+    else:
+        partitions = size_shuffle_partitions(spark, input_bytes)
     for key, (small_value, large_value) in _SMALL_INPUT_CONF.items():
         spark.conf.set(key, small_value if small else large_value)
     return partitions

@@ -96,11 +96,18 @@ class CheckContext:
 
 def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, persist: bool = True,
             max_examples: int = MAX_EXAMPLES, pairs: DataFrame | None = None,
-            facts: HistoryOverview | None = None) -> CheckContext:
+            facts: HistoryOverview | None = None, cut_lineage: bool = False) -> CheckContext:
     """Derive the check inputs from validated ops (analysis.load.OPS_COLUMNS).
 
     `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
     (overview()) may be passed when the caller has them already.
+
+    `cut_lineage` keeps the shared frames as local checkpoints instead of
+    persisted plans: each becomes a leaf, computed once at first use, so the
+    plans the checks build on them are small. On small histories Spark's cost is
+    analysing and planning those plans, not the data: this makes the checks'
+    planning several times faster (docs/checks.md, "Checker performance").
+    Checkpointed frames are freed with the session's garbage, not `unpersist()`.
 
     Frames:
       pairs         LEAN_PAIR_COLUMNS, orphans dropped.
@@ -129,6 +136,8 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
     def keep(frame: DataFrame) -> DataFrame:
         if not persist:
             return frame
+        if cut_lineage:
+            return frame.localCheckpoint(eager=False)
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         kept.append(frame)
         return frame
