@@ -11,7 +11,11 @@ Spark then drops the one row whose raw bytes are that torn tail. Every other
 line that does not parse, has a wrong type, misses a required field or names
 an unknown `type`/`f` raises `HistoryFormatError` (the checker turns that into
 an `unknown` verdict), and so does a writer whose indexes are not 0, 1, 2 ...
-without repeats or gaps (checked per writer from count, min and max).
+without repeats or gaps, or whose `time_ns` goes back (one window per writer in
+index order). Lines are read as text and parsed with `from_json`, so each keeps
+its raw text: Spark's parser would turn a number into a string field's text,
+and only the raw line shows the JSON type (a regex finds the few candidate
+lines, Spark's variant type decides on those).
 
 *Caching.* Histories of `PARQUET_MIN_BYTES` (64 MiB) or more are converted to
 Parquet once, in the run's analysis folder (`analysis/history.parquet/`), with
@@ -27,11 +31,14 @@ complete and appear as operations with `invoke_ns == complete_ns`.
 
 *Transactions.* The client's view decides first: committed if a commit
 completed ok; aborted if an abort completed ok or a commit failed
-definitively. Otherwise the outcome is unknown to the client and visibility
-decides it: any visible value (present in the drainer's final reads) makes it
-committed; none makes it aborted, but only when every value it may have written
-went to a topic the drain read to the end. A transaction with nothing that
-could be visible (e.g. acks only) stays unknown.
+definitively. Otherwise the outcome is unknown to the client. A transaction
+whose commit was never invoked can only have been aborted (by the
+coordinator): aborted, decided by `no-commit`, whatever is visible. Where the
+commit was invoked, visibility decides: any visible value (present in the
+drainer's final reads) makes it committed; none makes it aborted, but only when
+every value it may have written and that is not visible went to a topic the
+drain read to the end. A transaction with nothing that could be visible (e.g.
+acks only) stays unknown.
 
 Public API (stable; analysis.perf and analysis.report build on it):
 
@@ -864,10 +871,12 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         visible_sends: instead of `visible`, the send rows of `pairs` already
             joined with it, with a boolean `visible` column (saves a join).
 
-    `client_outcome` is what the client knows; `outcome` adds the visibility
-    decision for unknown ones (`decided_by` "client" or "visibility", null while
-    still unknown); `outcome_label` is committed, aborted, unknown-committed,
-    unknown-aborted or unknown.
+    `client_outcome` is what the client knows; `outcome` adds the decision for
+    unknown ones (`decided_by` "client", "no-commit" (never asked to commit:
+    aborted) or "visibility", null while still unknown); `outcome_label` is
+    committed, aborted, unknown-committed, unknown-aborted or unknown.
+    `sends_uncovered` counts possible values that are not visible and went to a
+    topic the drain did not read to the end.
     """
     cols = ("txn", "f", "type", "invoke_ns", "complete_ns", "writer", "index", "process", "topic", "inputs")
     tx = pairs.filter(F.col("txn").isNotNull() & ~F.col("orphan")).select(*cols)

@@ -7,7 +7,8 @@ and the tests share one JVM. The master comes from, in order: the argument
 (`txnbench check --master`), `$TXNBENCH_SPARK_MASTER`, then `local[*]`.
 
 The session is configured for running beside a benchmark on a shared machine:
-everything binds 127.0.0.1 and the web UI is off (no stray listening ports),
+everything binds 127.0.0.1 (or `$SPARK_LOCAL_IP` when the user sets it, for
+executors of a cluster on other hosts) and the web UI is off (no stray listening ports),
 Spark's and Hadoop's INFO/WARN chatter is silenced (errors still show), the
 console progress bar is off (the checker prints its own progress), and times
 are UTC. Shuffle partitions start small and are raised for large inputs with
@@ -154,14 +155,16 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
             return active
 
         chosen = resolve_master(master)
-        # The driver and any local executors talk over loopback only.
+        # The driver and any local executors talk over loopback only, unless the user names
+        # another address of this host (executors of a cluster on other hosts must reach it).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        driver_host = os.environ["SPARK_LOCAL_IP"]
         memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
         builder = (
             SparkSession.builder.master(chosen).appName(app_name)
             .config("spark.driver.memory", memory)
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", driver_host)
+            .config("spark.driver.bindAddress", driver_host)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.extraJavaOptions",

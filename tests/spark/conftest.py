@@ -28,7 +28,7 @@ def run_check(spark: SparkSession) -> RunCheck:
     """`run_check(history, check, stall_after_s=10)`: one check on an in-memory history."""
 
     def run(history: History, check: Callable[[CheckContext], CheckResult], **kwargs: object) -> CheckResult:
-        ctx = prepare(history.ops(spark), persist=True, **kwargs)  # type: ignore[arg-type]
+        ctx = prepare(history.ops(spark), persist=True, cut_lineage=True, **kwargs)  # type: ignore[arg-type]
         try:
             return check(ctx)
         finally:
