@@ -189,7 +189,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         return failed
     facts: HistoryFacts = loaded.facts
     say(f"{facts.lines} events in {len(facts.files)} file(s); pairing operations")
-    small = size < PROGRESS_MIN_BYTES
+    small = size <= SMALL_INPUT_BYTES
     pairs = pair_operations(loaded.ops, include_orphans=True, lean=True)
     # Small histories: a local checkpoint (a leaf plan) keeps every later plan small; see prepare().
     pairs = pairs.localCheckpoint(eager=False) if small else pairs.persist(StorageLevel.MEMORY_AND_DISK)
@@ -210,7 +210,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small)
         try:
             # Small histories: all counts in one Spark job. Large ones: check by check, with progress.
-            results = run_checks(ctx, progress=say, together=small)
+            results = run_checks(ctx, progress=say, together=size < PROGRESS_MIN_BYTES)
             say("counting operations and transactions")
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.
