@@ -30,7 +30,9 @@ def test_synthetic_histories_follow_the_contract(tmp_path: Path) -> None:
         assert indexes == list(range(len(indexes)))          # 0, 1, 2 ... in file order
     times = [line["time_ns"] for line in ops if line["writer"] == "w0"]
     assert times == sorted(times)                            # a writer's lines follow its clock
-    assert set(summary["expected"]) == {c.value for c in AnomalyClass}
+    # every class but undelivered: the generator models no subscription-start events, so that
+    # check has nothing to judge here; tests/spark/test_checks_delivery.py pins it
+    assert set(summary["expected"]) == {c.value for c in AnomalyClass} - {AnomalyClass.UNDELIVERED.value}
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["config"]["checks"]["stall_after_s"] == 10.0
 
