@@ -7,8 +7,9 @@ ephemeral records bound to one session whose loss is announced, and prefix watch
 `MetadataClient` (our protocol) and `OxiaMetadataClient` (the real `oxia` client over
 Oxia's gRPC protocol, on our store or on any Oxia) both provide exactly this, so a
 broker runs unchanged on either. Pulsar names its store by URL (`metadataStoreUrl`);
-so does the broker here: `oxia://host:port[/namespace]` selects Oxia, anything else
-is the address of our own protocol.
+so does the broker here: `oxia://host:port[/namespace]` selects Oxia, `zk:host:port`
+(Pulsar's form) selects ZooKeeper (`ZkMetadataClient`, through kazoo), anything else is
+the address of our own protocol.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ ResyncCallback = Callable[[], Any]
 SessionLostCallback = Callable[[int], Any]
 
 OXIA_SCHEME = "oxia"
+ZK_SCHEME = "zk"
 
 
 class WatchHandle(Protocol):
@@ -100,19 +102,35 @@ def is_oxia_url(url: str) -> bool:
     return url.startswith(OXIA_SCHEME + "://")
 
 
+def is_zk_url(url: str) -> bool:
+    return url.startswith(ZK_SCHEME + ":")
+
+
 def open_metadata_client(url: str, *, session_timeout_ms: int, client_name: str = "",
                          request_timeout_s: float = 5.0, connect_attempts: int = 20,
                          on_session_lost: SessionLostCallback | None = None) -> MetadataBackend:
-    """The backend `url` names: `oxia://...` the real Oxia client, `host:port` our protocol."""
+    """The backend `url` names: `oxia://...` the real Oxia client, `zk:...` ZooKeeper, `host:port` our protocol."""
     if is_oxia_url(url):
         from embedded.metadata.oxia_client import OxiaMetadataClient  # grpc only where it is used
         address, namespace = parse_oxia_url(url)
         return OxiaMetadataClient(address, namespace=namespace, session_timeout_ms=session_timeout_ms,
                                   client_name=client_name, request_timeout_s=request_timeout_s,
                                   connect_attempts=connect_attempts, on_session_lost=on_session_lost)
+    if is_zk_url(url):
+        from embedded.metadata.zk_client import (  # kazoo only where it is used
+            ZkMetadataClient,
+            parse_zk_url,
+        )
+        try:
+            hosts = parse_zk_url(url)
+        except ValueError as err:
+            raise UnsupportedStoreUrl(str(err)) from None
+        return ZkMetadataClient(hosts, session_timeout_ms=session_timeout_ms, client_name=client_name,
+                                request_timeout_s=request_timeout_s, connect_attempts=connect_attempts,
+                                on_session_lost=on_session_lost)
     if "://" in url:
         raise UnsupportedStoreUrl(f"metadataStoreUrl {url!r}: this cluster's brokers speak to our store "
-                                  f"(HOST:PORT) or to an Oxia (oxia://HOST:PORT)")
+                                  f"(HOST:PORT), to an Oxia (oxia://HOST:PORT) or to ZooKeeper (zk:HOST:PORT)")
     from embedded.metadata.client import MetadataClient
     return MetadataClient(url, session_timeout_ms=session_timeout_ms, client_name=client_name,
                           request_timeout_s=request_timeout_s, connect_attempts=connect_attempts,
@@ -120,4 +138,4 @@ def open_metadata_client(url: str, *, session_timeout_ms: int, client_name: str 
 
 
 __all__ = ["EventsCallback", "MetadataBackend", "ResyncCallback", "SessionLostCallback", "UnsupportedStoreUrl",
-           "WatchHandle", "is_oxia_url", "open_metadata_client", "parse_oxia_url"]
+           "WatchHandle", "is_oxia_url", "is_zk_url", "open_metadata_client", "parse_oxia_url"]

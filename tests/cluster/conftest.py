@@ -230,3 +230,19 @@ def subscribe(url: str, topic: str, timeout_s: float, *, subscription: str = "re
         if time.monotonic() > deadline:
             raise AssertionError(f"cannot subscribe: {commands.describe(answer)}")
         time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real ZooKeeper (PySpark's jars) for the whole test session, stopped by pid."""
+    from embedded.metadata.zookeeper import ZooKeeperProcess, ZooKeeperUnavailable
+
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        server.start()
+    except ZooKeeperUnavailable as err:
+        pytest.fail(f"ZooKeeper cannot start here: {err}")
+    try:
+        yield server
+    finally:
+        server.stop()

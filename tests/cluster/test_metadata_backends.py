@@ -1,8 +1,9 @@
-"""The brokers' metadata interface behaves the same on both backends.
+"""The brokers' metadata interface behaves the same on every backend.
 
 `MetadataClient` (our protocol) and `OxiaMetadataClient` (the real `oxia` client over
 Oxia's gRPC protocol) run the same checks against one real store process serving both
-protocols: typed errors, CAS, ephemeral records and the session listener, watches,
+protocols, and `ZkMetadataClient` (kazoo) against a real ZooKeeper started once per
+test session: typed errors, CAS, ephemeral records and the session listener, watches,
 sequence keys, index range scans with their secondary keys, range deletes, and a
 leader election. A difference here is a difference a broker would see.
 """
@@ -31,11 +32,12 @@ from embedded.metadata.model import (
     SessionExpired,
 )
 from embedded.metadata.oxia_client import OxiaMetadataClient
+from embedded.metadata.zk_client import ZkMetadataClient
 
 pytestmark = pytest.mark.cluster
 
 SESSION_MS = 4_000
-BACKENDS = ("ours", "oxia")
+BACKENDS = ("ours", "oxia", "zk")
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +50,19 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreProcess]:
         proc.stop()
 
 
-def url_of(store: StoreProcess, backend: str) -> str:
-    return f"oxia://{store.oxia_address}" if backend == "oxia" else store.address
+@pytest.fixture
+def urls(store: StoreProcess, request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """The `metadataStoreUrl` of each backend; ZooKeeper is started only when a test needs it."""
+    def url_of(backend: str) -> str:
+        if backend == "zk":
+            return str(request.getfixturevalue("zookeeper").url)
+        return f"oxia://{store.oxia_address}" if backend == "oxia" else store.address
+    return url_of
 
 
 @asynccontextmanager
-async def connected(store: StoreProcess, backend: str, **kw: Any) -> AsyncIterator[MetadataBackend]:
-    client = open_metadata_client(url_of(store, backend), session_timeout_ms=SESSION_MS, **kw)
+async def connected(urls: Callable[[str], str], backend: str, **kw: Any) -> AsyncIterator[MetadataBackend]:
+    client = open_metadata_client(urls(backend), session_timeout_ms=SESSION_MS, **kw)
     await client.connect()
     try:
         yield client
@@ -78,16 +86,19 @@ async def eventually(predicate: Callable[[], bool], timeout: float = 10.0, what:
 def test_the_url_picks_the_backend(store: StoreProcess) -> None:
     assert isinstance(open_metadata_client(f"oxia://{store.oxia_address}/default", session_timeout_ms=SESSION_MS),
                       OxiaMetadataClient)
+    assert isinstance(open_metadata_client("zk:127.0.0.1:2181", session_timeout_ms=SESSION_MS), ZkMetadataClient)
     with pytest.raises(ValueError, match="zk:"):
-        open_metadata_client("zk://127.0.0.1:2181", session_timeout_ms=SESSION_MS)
+        open_metadata_client("zk:127.0.0.1", session_timeout_ms=SESSION_MS)
+    with pytest.raises(ValueError, match="zk:"):
+        open_metadata_client("etcd://127.0.0.1:2379", session_timeout_ms=SESSION_MS)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_records_cas_and_typed_errors(store: StoreProcess, backend: str) -> None:
+def test_records_cas_and_typed_errors(urls: Callable[[str], str], backend: str) -> None:
     p = f"/{backend}/records"
 
     async def body() -> None:
-        async with connected(store, backend) as c:
+        async with connected(urls, backend) as c:
             created = await c.put(f"{p}/a", "1", expected_version=MUST_NOT_EXIST)
             with pytest.raises(BadVersion):
                 await c.put(f"{p}/a", "2", expected_version=MUST_NOT_EXIST)
@@ -113,11 +124,11 @@ def test_records_cas_and_typed_errors(store: StoreProcess, backend: str) -> None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_sequences_and_index_scans_with_secondary_keys(store: StoreProcess, backend: str) -> None:
+def test_sequences_and_index_scans_with_secondary_keys(urls: Callable[[str], str], backend: str) -> None:
     p = f"/{backend}/seq"
 
     async def body() -> None:
-        async with connected(store, backend) as c:
+        async with connected(urls, backend) as c:
             first = await c.put(f"{p}/ops", "a", partition_key="t1", sequence_keys_deltas=[1],
                                 secondary_indexes={f"{backend}-by-deadline": "0002"})
             second = await c.put(f"{p}/ops", "b", partition_key="t1", sequence_keys_deltas=[1],
@@ -132,14 +143,14 @@ def test_sequences_and_index_scans_with_secondary_keys(store: StoreProcess, back
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_watches_and_ephemeral_records_end_with_the_session(store: StoreProcess, backend: str) -> None:
+def test_watches_and_ephemeral_records_end_with_the_session(urls: Callable[[str], str], backend: str) -> None:
     p = f"/{backend}/eph"
 
     async def body() -> None:
         events: list[Notification] = []
-        async with connected(store, backend) as watcher:
+        async with connected(urls, backend) as watcher:
             await watcher.watch(f"{p}/", events.extend)
-            async with connected(store, backend, client_name="owner") as owner:
+            async with connected(urls, backend, client_name="owner") as owner:
                 sid = await owner.session_id()
                 assert owner.current_session == sid
                 put = await owner.put(f"{p}/lock", "me", ephemeral=True)
@@ -154,34 +165,53 @@ def test_watches_and_ephemeral_records_end_with_the_session(store: StoreProcess,
     run(body)
 
 
+def end_session_from_outside(client: MetadataBackend, backend: str, store: StoreProcess, sid: int) -> None:
+    """As an expiry would: our store's admin call, or ZooKeeper's close of the session by its credentials."""
+    if backend != "zk":
+        with BlockingMetadataClient(store.address) as admin:
+            admin.session_close(sid)
+        return
+    from kazoo.client import KazooClient
+    assert isinstance(client, ZkMetadataClient)
+    session_id, password = client._require().client_id
+    hijack = KazooClient(hosts=client.hosts, client_id=(session_id, password))
+    hijack.start(10)
+    hijack.stop()   # closes the session itself: its ephemeral znodes go, its owner sees it expired
+    hijack.close()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_session_ended_by_the_store_is_announced_and_replaced(store: StoreProcess, backend: str) -> None:
-    """The store closes the session (as an expiry would); the backend tells its listeners."""
+def test_a_session_ended_by_the_store_is_announced_and_replaced(store: StoreProcess, urls: Callable[[str], str],
+                                                                backend: str) -> None:
+    """The store ends the session (as an expiry would); the backend tells its listeners."""
     p = f"/{backend}/lost"
 
     async def body() -> None:
         lost: list[int] = []
-        async with connected(store, backend, on_session_lost=lost.append) as c:
+        async with connected(urls, backend, on_session_lost=lost.append) as c:
             sid = await c.session_id()
             await c.put(f"{p}/k", "v", ephemeral=True)
-            with BlockingMetadataClient(store.address) as admin:
-                admin.session_close(sid)
-            with pytest.raises(SessionExpired):
-                await c.put(f"{p}/k2", "v", ephemeral=True)
+            await asyncio.to_thread(end_session_from_outside, c, backend, store, sid)
+            if backend != "zk":
+                with pytest.raises(SessionExpired):
+                    await c.put(f"{p}/k2", "v", ephemeral=True)
+            # on ZooKeeper the owner learns it from the server when it reconnects (kazoo's LOST)
             await eventually(lambda: lost == [sid], what="the session listener to run")
             await eventually(lambda: c.current_session not in (None, sid), timeout=15, what="a new session")
             again = await c.put(f"{p}/k3", "v", ephemeral=True)
             assert again.version.session_id == c.current_session != sid
+            if backend == "zk":
+                assert await c.get_or_none(f"{p}/k") is None   # the old session's ephemeral znode went with it
 
     run(body)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_leader_election_hands_over_when_the_leader_resigns(store: StoreProcess, backend: str) -> None:
+def test_leader_election_hands_over_when_the_leader_resigns(urls: Callable[[str], str], backend: str) -> None:
     path = f"/{backend}/leader"
 
     async def body() -> None:
-        async with connected(store, backend, client_name="a") as a, connected(store, backend, client_name="b") as b:
+        async with connected(urls, backend, client_name="a") as a, connected(urls, backend, client_name="b") as b:
             ea, eb = LeaderElection(a, path, "a"), LeaderElection(b, path, "b")
             await ea.start()
             await ea.wait_for(lambda s: s.role is Role.LEADER, 10)
