@@ -88,6 +88,46 @@ def zoo_cfg(port: int, data_dir: Path, log_dir: Path, tick_ms: int, max_session_
     ])
 
 
+LOG4J2 = """status = error
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+"""
+
+
+def write_config(folder: Path, port: int, data_dir: Path, log_dir: Path, tick_ms: int = 500,
+                 max_session_ms: int = 60_000) -> Path:
+    """zoo.cfg and the log4j2 setup (INFO to stdout, which the launcher sends to the log file)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in (data_dir, log_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    (folder / "log4j2.properties").write_text(LOG4J2)
+    config = folder / "zoo.cfg"
+    config.write_text(zoo_cfg(port, data_dir, log_dir, tick_ms, max_session_ms))
+    return config
+
+
+def server_command(config: Path) -> list[str]:
+    """The `java` command of a standalone server on PySpark's jars (checks Java and the jars)."""
+    return [java_binary(), "-Xmx256m", "-XX:+UseSerialGC", "-cp", f"{pyspark_jars()}/*",
+            f"-Dlog4j2.configurationFile={config.parent / 'log4j2.properties'}", MAIN_CLASS, str(config)]
+
+
+def srvr_ok(host: str, port: int) -> bool:
+    """ZooKeeper's own readiness: `srvr` answers with its mode once it serves."""
+    try:
+        with socket.create_connection((host, port), timeout=1) as s:
+            s.sendall(b"srvr")
+            s.settimeout(1)
+            answer = s.recv(4096)
+    except OSError:
+        return False
+    return b"Mode:" in answer
+
+
 class ZooKeeperProcess:
     """One standalone ZooKeeper server, started and stopped by pid."""
 
@@ -120,18 +160,11 @@ class ZooKeeperProcess:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def command(self) -> list[str]:
-        return [java_binary(), "-Xmx256m", "-cp", f"{pyspark_jars()}/*",
-                f"-Dzookeeper.log.dir={self.base_dir}", MAIN_CLASS, str(self.config_path)]
-
     def start(self, timeout_s: float = 60.0) -> None:
         if self.running():
             raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
-        command = self.command()
-        for folder in (self.data_dir, self.txn_log_dir):
-            folder.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(zoo_cfg(self.port, self.data_dir, self.txn_log_dir, self.tick_ms,
-                                            self.max_session_ms))
+        write_config(self.base_dir, self.port, self.data_dir, self.txn_log_dir, self.tick_ms, self.max_session_ms)
+        command = server_command(self.config_path)
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True, close_fds=True)
@@ -146,15 +179,7 @@ class ZooKeeperProcess:
         raise RuntimeError(f"{self.name} did not answer `srvr` within {timeout_s}s:\n{self.tail()}")
 
     def healthy(self) -> bool:
-        """ZooKeeper's own readiness: `srvr` answers with its mode once it serves."""
-        try:
-            with socket.create_connection((HOST, self.port), timeout=1) as s:
-                s.sendall(b"srvr")
-                s.settimeout(1)
-                answer = s.recv(4096)
-        except OSError:
-            return False
-        return b"Mode:" in answer
+        return srvr_ok(HOST, self.port)
 
     def kill(self) -> None:
         """kill -9 and reap."""
@@ -189,4 +214,4 @@ class ZooKeeperProcess:
 
 
 __all__ = ["MIN_JAVA", "ZooKeeperProcess", "ZooKeeperUnavailable", "java_binary", "java_major", "pyspark_jars",
-           "zoo_cfg"]
+           "server_command", "srvr_ok", "write_config", "zoo_cfg"]

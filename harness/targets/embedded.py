@@ -33,6 +33,7 @@ from typing import Any
 import requests
 
 from embedded import planted_bugs
+from embedded.metadata.zookeeper import ZooKeeperUnavailable, server_command, srvr_ok, write_config
 from harness.errors import EnvironmentProblem
 from harness.results import write_json_atomic
 from harness.targets.base import (
@@ -46,6 +47,7 @@ from harness.targets.base import (
 from harness.targets.processes import ManagedProcess, ProcessState
 from harness.txn_paths import TxnPath
 
+ZOOKEEPER = "zookeeper"
 DEFAULT_DIR = Path(".txnbench/cluster")
 DIR_ENV = "TXNBENCH_CLUSTER_DIR"
 HOST = "127.0.0.1"
@@ -74,11 +76,23 @@ def embedded_oxia(settings: Mapping[str, Any]) -> bool:
         return False
     if url in ("oxia", "oxia://"):
         return True
+    if isinstance(url, str) and (url == "zk" or url.startswith("zk:")):
+        return False
     if isinstance(url, str) and url.startswith("oxia://"):
         return False
     raise EnvironmentProblem(f"--set metadataStoreUrl={url}: the embedded cluster's store is reached by our "
-                             f"protocol (leave it unset) or by Oxia's (`oxia`, or oxia://HOST:PORT for an Oxia "
-                             f"elsewhere)")
+                             f"protocol (leave it unset), by Oxia's (`oxia`, or oxia://HOST:PORT for an Oxia "
+                             f"elsewhere), or is a ZooKeeper (`zk`, or zk:HOST:PORT for one elsewhere)")
+
+
+def embedded_zookeeper(settings: Mapping[str, Any]) -> bool:
+    """`metadataStoreUrl` `zk` (or `zk:` without a host): the cluster's metadata service is a real ZooKeeper.
+
+    Its service is still `metadata` (role METADATA), so the faults that hit the store (kill,
+    pause, the broker-metadata links) hit ZooKeeper. A full `zk:HOST:PORT` names a ZooKeeper
+    outside the cluster; the brokers get it unchanged.
+    """
+    return settings.get("metadataStoreUrl") in ("zk", "zk:", "zk://")
 
 
 def path_settings(path: TxnPath) -> dict[str, Any]:
@@ -142,13 +156,14 @@ class ServiceRecord:
     admin_url: str | None = None
     health_url: str | None = None
     metrics_url: str | None = None
+    program: str | None = None   # "zookeeper": a Java server, not one of MODULES
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "role": self.role.value, "ports": self.ports,
                 "config_path": str(self.config_path), "log_path": str(self.log_path),
                 "pid": self.pid, "start_time": self.start_time, "service_url": self.service_url,
                 "admin_url": self.admin_url, "health_url": self.health_url,
-                "metrics_url": self.metrics_url}
+                "metrics_url": self.metrics_url, "program": self.program}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ServiceRecord:
@@ -156,7 +171,8 @@ class ServiceRecord:
                    config_path=Path(data["config_path"]), log_path=Path(data["log_path"]),
                    pid=data.get("pid"), start_time=data.get("start_time"),
                    service_url=data.get("service_url"), admin_url=data.get("admin_url"),
-                   health_url=data.get("health_url"), metrics_url=data.get("metrics_url"))
+                   health_url=data.get("health_url"), metrics_url=data.get("metrics_url"),
+                   program=data.get("program"))
 
 
 @dataclass
@@ -348,6 +364,11 @@ class EmbeddedCluster:
         raise RuntimeError(f"{proc.name} did not become {wanted} within {timeout_s}s (is {proc.state})")
 
     def _argv(self, record: ServiceRecord) -> list[str]:
+        if record.program == ZOOKEEPER:
+            try:
+                return server_command(record.config_path)
+            except ZooKeeperUnavailable as err:
+                raise EnvironmentProblem(str(err)) from None
         return [sys.executable, "-m", MODULES[record.role], "--config", str(record.config_path)]
 
     def _plan(self) -> None:
@@ -359,6 +380,7 @@ class EmbeddedCluster:
         link_names += [f"broker-{i}-broker-{j}" for i in range(n) for j in range(n) if i != j]
         settings = {**path_settings(self.spec.path), **dict(self.spec.settings)}
         oxia = embedded_oxia(settings)
+        zookeeper = embedded_zookeeper(settings)
         ports = iter(free_ports(1 + 2 + 2 + 2 * n + len(link_names) + (n if oxia else 0)))
         link_port = {name: next(ports) for name in link_names}
 
@@ -369,7 +391,7 @@ class EmbeddedCluster:
             return rec
 
         proxy = record("proxy", ServiceRole.PROXY, ("api_port",))
-        meta = record("metadata", ServiceRole.METADATA, ("rpc_port", "http_port"))
+        meta = record("metadata", ServiceRole.METADATA, ("client_port",) if zookeeper else ("rpc_port", "http_port"))
         ledger = record("ledger", ServiceRole.LEDGER, ("rpc_port", "http_port"))
         brokers = [record(f"broker-{i}", ServiceRole.BROKER, ("binary_port", "http_port")) for i in range(n)]
         # `metadataStoreUrl=oxia`: every broker speaks Oxia's protocol to the store, through its own
@@ -379,7 +401,9 @@ class EmbeddedCluster:
         self.toxiproxy_url = f"http://{HOST}:{proxy.ports['api_port']}"
         proxy.health_url = f"{self.toxiproxy_url}/version"
         proxy.metrics_url = f"{self.toxiproxy_url}/metrics"
-        for rec in (meta, ledger):
+        if zookeeper:   # its config is zoo.cfg; its readiness is `srvr` (no admin HTTP server)
+            meta.program, meta.config_path = ZOOKEEPER, conf_dir / "metadata" / "zoo.cfg"
+        for rec in (meta, ledger) if not zookeeper else (ledger,):
             rec.health_url = f"http://{HOST}:{rec.ports['http_port']}/health"
             rec.metrics_url = f"http://{HOST}:{rec.ports['http_port']}/metrics"
 
@@ -390,7 +414,7 @@ class EmbeddedCluster:
         for i, b in enumerate(brokers):
             self.links.append(LinkInfo(f"client-broker-{i}", LinkKind.CLIENT_BROKER, "client", b.name,
                                        addr(link_port[f"client-broker-{i}"]), addr(b.ports["binary_port"])))
-            store_port = oxia_ports[i] if oxia else meta.ports["rpc_port"]
+            store_port = oxia_ports[i] if oxia else meta.ports["client_port" if zookeeper else "rpc_port"]
             self.links.append(LinkInfo(f"broker-{i}-metadata", LinkKind.BROKER_METADATA, b.name, "metadata",
                                        addr(link_port[f"broker-{i}-metadata"]), addr(store_port)))
             self.links.append(LinkInfo(f"broker-{i}-ledger", LinkKind.BROKER_LEDGER, b.name, "ledger",
@@ -431,9 +455,14 @@ class EmbeddedCluster:
                 "ledger_address": addr(link_port[f"broker-{i}-ledger"]),
                 "peers": {str(j): addr(link_port[f"broker-{i}-broker-{j}"]) for j in range(n) if j != i},
                 "settings": {**self.settings, "metadataStoreUrl": f"oxia://{addr(link_port[f'broker-{i}-metadata'])}"}
-                if oxia else self.settings,
+                if oxia else {**self.settings, "metadataStoreUrl": f"zk:{addr(link_port[f'broker-{i}-metadata'])}"}
+                if zookeeper else self.settings,
             }
         conf_dir.mkdir(parents=True, exist_ok=True)
+        if zookeeper:
+            del configs["metadata"]
+            write_config(meta.config_path.parent, meta.ports["client_port"], data_dir / "metadata" / "data",
+                         data_dir / "metadata" / "txnlog")
         for name, config in configs.items():
             Path(config["data_dir"]).mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.records[name].config_path, config)
@@ -458,6 +487,10 @@ class EmbeddedCluster:
                         raise EnvironmentProblem(
                             f"{name} exited during start-up (code {proc.exit_code()}); "
                             f"see {proc.log_path}; last lines:\n{proc.tail()}")
+                    if self.records[name].program == ZOOKEEPER:
+                        if srvr_ok(HOST, self.records[name].ports["client_port"]):
+                            pending.remove(name)
+                        continue
                     with contextlib.suppress(requests.RequestException):
                         url = self.records[name].health_url
                         if url and session.get(url, timeout=2).status_code == 200:

@@ -105,6 +105,49 @@ def test_store_urls(tmp_path: Path) -> None:
     outside._plan()   # an Oxia elsewhere: passed to the brokers unchanged
     assert _config(outside, "broker-0")["settings"]["metadataStoreUrl"] == "oxia://127.0.0.1:6648"
     assert "oxia_listeners" not in _config(outside, "metadata")
-    with pytest.raises(EnvironmentProblem, match="metadataStoreUrl=zk"):
-        EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "c",
-                                     settings={"metadataStoreUrl": "zk:127.0.0.1:2181"}))._plan()
+    zk_outside = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "c",
+                                              settings={"metadataStoreUrl": "zk:127.0.0.1:2181"}))
+    zk_outside._plan()   # a ZooKeeper elsewhere: passed to the brokers unchanged
+    assert _config(zk_outside, "broker-0")["settings"]["metadataStoreUrl"] == "zk:127.0.0.1:2181"
+    with pytest.raises(EnvironmentProblem, match="metadataStoreUrl=etcd"):
+        EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "d",
+                                     settings={"metadataStoreUrl": "etcd://127.0.0.1:2379"}))._plan()
+
+
+def test_zk_makes_the_metadata_service_a_zookeeper_behind_the_proxy(tmp_path: Path) -> None:
+    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V4, brokers=2, directory=tmp_path,
+                                           settings={"metadataStoreUrl": "zk"}))
+    cluster._plan()
+    meta = cluster.records["metadata"]
+    assert meta.program == "zookeeper" and meta.health_url is None and meta.metrics_url is None
+    cfg = dict(line.split("=", 1) for line in meta.config_path.read_text().splitlines() if line)
+    assert cfg["clientPort"] == str(meta.ports["client_port"]) and cfg["clientPortAddress"] == "127.0.0.1"
+    assert cfg["dataDir"].startswith(str(tmp_path.resolve() / "data" / "metadata"))
+    argv = cluster.processes["metadata"].argv
+    assert argv[-2:] == ["org.apache.zookeeper.server.ZooKeeperServerMain", str(meta.config_path)]
+    for i in range(2):
+        link = next(link for link in cluster.links if link.name == f"broker-{i}-metadata")
+        assert link.upstream == f"127.0.0.1:{meta.ports['client_port']}"
+        assert _config(cluster, f"broker-{i}")["settings"]["metadataStoreUrl"] == f"zk:{link.listen}"
+    cluster.save_state()
+    assert EmbeddedCluster.attach(tmp_path).records["metadata"].program == "zookeeper"
+
+
+def test_zk_on_a_too_old_java_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "bin" / "java"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(EnvironmentProblem, match=r"^ZooKeeper needs Java 17\+; .*java is Java 8$"):
+        EmbeddedCluster(EmbeddedSpec(path=TxnPath.V4, brokers=1, directory=tmp_path / "c",
+                                     settings={"metadataStoreUrl": "zk"}))._plan()
+
+
+def test_zk_without_java_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(EnvironmentProblem, match=r"^ZooKeeper needs Java 17\+ and no `java` is on PATH"):
+        EmbeddedCluster(EmbeddedSpec(path=TxnPath.V4, brokers=1, directory=tmp_path / "c",
+                                     settings={"metadataStoreUrl": "zk"}))._plan()

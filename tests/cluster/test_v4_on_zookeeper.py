@@ -1,0 +1,61 @@
+"""v4 end to end with the cluster's metadata service a real ZooKeeper (`metadataStoreUrl=zk`).
+
+The cluster starts ZooKeeper 3.9 from PySpark's jars as its `metadata` service; every broker
+keeps its metadata in it through `ZkMetadataClient` over its own proxy link: ownership,
+the coordinators' assignment, managed-ledger lists and cursors. An atomic produce to two
+topics on two brokers must be all or nothing, and a kill -9 of ZooKeeper followed by its
+restart keeps the cluster's metadata (the data folder survives).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from embedded.metadata.zookeeper import srvr_ok
+from harness.targets.embedded import HOST
+from tests.cluster.conftest import ClusterFactory
+from tests.cluster.test_v4_transactions import (
+    TXN_SETTINGS,
+    payload,
+    read_all,
+    topic_on,
+    v4_client,
+    value_of,
+)
+
+pytestmark = pytest.mark.cluster
+
+ZK_SETTINGS = {**TXN_SETTINGS, "metadataStoreUrl": "zk"}
+
+
+def test_atomic_produce_on_zookeeper_and_its_data_survives_a_kill(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=2, settings=ZK_SETTINGS)
+    metadata = cluster.records["metadata"]
+    assert metadata.program == "zookeeper" and metadata.config_path.name == "zoo.cfg"
+    assert srvr_ok(HOST, metadata.ports["client_port"])
+    brokers_conf = [cluster.records[f"broker-{i}"].config_path.read_text() for i in range(2)]
+    assert all('"metadataStoreUrl": "zk:127.0.0.1:' in text for text in brokers_conf)
+
+    left, right = topic_on(0, "zk-atomic"), topic_on(1, "zk-atomic")
+    with v4_client(cluster) as client:
+        to_left, to_right = client.create_producer(left), client.create_producer(right)
+        watcher = client.subscribe(left, "watch", sub_type="Failover")
+        committed = client.new_transaction(timeout_s=60)
+        aborted = client.new_transaction(timeout_s=60)
+        to_left.send(payload("c-left"), txn=committed)
+        to_right.send(payload("c-right"), txn=committed)
+        to_left.send(payload("x-left"), txn=aborted)
+        to_right.send(payload("x-right"), txn=aborted)
+        assert watcher.receive(timeout_s=0.5) is None   # nothing before the decision
+        committed.commit()
+        aborted.abort()
+        got = watcher.receive(timeout_s=15)
+        assert got is not None and value_of(got.data) == "c-left"
+        watcher.acknowledge(got)
+    assert read_all(cluster, [left, right]) == {left: ["c-left"], right: ["c-right"]}
+
+    data = metadata.config_path.parents[2] / "data" / "metadata"
+    assert any((data / "txnlog").rglob("log.*")), "ZooKeeper wrote no transaction log"
+    cluster.kill("metadata")
+    cluster.start("metadata")   # same zoo.cfg, same data folder
+    assert read_all(cluster, [left, right]) == {left: ["c-left"], right: ["c-right"]}
