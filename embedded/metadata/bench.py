@@ -1,11 +1,12 @@
 """Measure the metadata store: put throughput with group commit, fsyncs per put, recovery time.
 
 `python -m embedded.metadata.bench [--puts N] [--concurrency 1 32] [--recovery-records 100000]
-[--backends ours oxia]` starts a store process in a temporary directory, drives it through
-each backend of the brokers' interface (one client, like one broker: `ours` is
+[--backends ours oxia zk]` starts a store process in a temporary directory, drives it
+through each backend of the brokers' interface (one client, like one broker: `ours` is
 `MetadataClient` on our protocol, `oxia` is `OxiaMetadataClient`, the real `oxia` client
-on the store's Oxia frontend), reads the store's own counters from /metrics, and prints
-one JSON object. Recovery is measured twice on a log of `--recovery-records`
+on the store's Oxia frontend, `zk` is `ZkMetadataClient` on a real ZooKeeper started
+beside it, whose fsyncs are not counted), reads the store's own counters from /metrics,
+and prints one JSON object. Recovery is measured twice on a log of `--recovery-records`
 puts: replaying the whole write-ahead log (snapshots off), and from a snapshot plus
 the log written after it (the default snapshot policy). The store is killed with -9
 before each restart, so recovery starts from what was on disk.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import tempfile
@@ -25,6 +27,7 @@ from typing import Any
 from embedded.metadata.backend import open_metadata_client
 from embedded.metadata.blocking import BlockingMetadataClient
 from embedded.metadata.launcher import StoreProcess
+from embedded.metadata.zookeeper import ZooKeeperProcess
 from embedded.metrics import parse_prometheus_text
 
 
@@ -51,17 +54,23 @@ async def _drive_puts(address: str, puts: int, concurrency: int, prefix: str) ->
     return latencies
 
 
-def measure_throughput(store: StoreProcess, puts: int, concurrency: int, backend: str = "ours") -> dict[str, Any]:
+def measure_throughput(store: StoreProcess, puts: int, concurrency: int, backend: str = "ours",
+                       zookeeper: ZooKeeperProcess | None = None) -> dict[str, Any]:
     fsyncs_before = _counter(store, "txnbench_metadata_fsyncs_total")
     started = time.perf_counter()
-    address = f"oxia://{store.oxia_address}" if backend == "oxia" else store.address
+    if backend == "zk":
+        assert zookeeper is not None
+        address = zookeeper.url
+    else:
+        address = f"oxia://{store.oxia_address}" if backend == "oxia" else store.address
     latencies = asyncio.run(_drive_puts(address, puts, concurrency, f"/bench/{backend}/c{concurrency}"))
     elapsed = time.perf_counter() - started
-    fsyncs = _counter(store, "txnbench_metadata_fsyncs_total") - fsyncs_before
+    fsyncs = None if backend == "zk" else _counter(store, "txnbench_metadata_fsyncs_total") - fsyncs_before
     latencies.sort()
     return {
         "backend": backend, "concurrency": concurrency, "puts": puts, "seconds": round(elapsed, 3),
-        "puts_per_s": round(puts / elapsed, 1), "fsyncs": int(fsyncs), "fsyncs_per_put": round(fsyncs / puts, 4),
+        "puts_per_s": round(puts / elapsed, 1), "fsyncs": None if fsyncs is None else int(fsyncs),
+        "fsyncs_per_put": None if fsyncs is None else round(fsyncs / puts, 4),
         "latency_ms": {"p50": round(1000 * statistics.median(latencies), 3),
                        "p99": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 3),
                        "max": round(1000 * latencies[-1], 3)},
@@ -103,16 +112,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--recovery-records", type=int, default=100_000)
     parser.add_argument("--snapshot-every", type=int, default=50_000)
-    parser.add_argument("--backends", nargs="+", choices=("ours", "oxia"), default=["ours"],
-                        help="clients to drive the puts through (oxia: the real oxia client)")
+    parser.add_argument("--backends", nargs="+", choices=("ours", "oxia", "zk"), default=["ours"],
+                        help="clients to drive the puts through (oxia: the real oxia client, zk: a real ZooKeeper)")
     args = parser.parse_args(argv)
     out: dict[str, Any] = {"throughput": [], "recovery": []}
     with tempfile.TemporaryDirectory(prefix="metadata-bench-") as tmp:
         base = Path(tmp)
-        with StoreProcess(base / "throughput", oxia="oxia" in args.backends) as store:
+        zookeeper = ZooKeeperProcess(base / "zookeeper") if "zk" in args.backends else None
+        with StoreProcess(base / "throughput", oxia="oxia" in args.backends) as store, \
+                zookeeper if zookeeper is not None else contextlib.nullcontext():
             for c in args.concurrency:
                 for backend in args.backends:   # alternated, so both see the same machine load
-                    out["throughput"].append(measure_throughput(store, args.puts, c, backend))
+                    out["throughput"].append(measure_throughput(store, args.puts, c, backend, zookeeper))
         if args.recovery_records > 0:
             out["recovery"].append(measure_recovery(base / "wal-only", args.recovery_records, None))
             out["recovery"].append(measure_recovery(base / "snapshot", args.recovery_records, args.snapshot_every))

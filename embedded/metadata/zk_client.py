@@ -189,6 +189,7 @@ class ZkMetadataClient:
         self._pending: builtins.list[Notification] = []
         self._callback_tasks: set[asyncio.Task[Any]] = set()
         self._hooked: Any = None
+        self._parents: set[str] = set()
         self.sessions_lost = 0
 
     # ---- connection ---------------------------------------------------------------------------
@@ -349,26 +350,38 @@ class ZkMetadataClient:
         if ephemeral:
             await self.session_id()
         data = value.encode()
-        await self._ensure_parent(key)
-        if secondary_indexes:
-            await self._ensure_parent(_sidecar(INDEXES, key))
+        check_sidecar = expected_version != MUST_NOT_EXIST
         for _ in range(_CAS_ATTEMPTS):   # bounded: a create/set race retried a few times
+            await self._ensure_parent(key)
+            if secondary_indexes:
+                await self._ensure_parent(_sidecar(INDEXES, key))
             try:
-                stat = await self._write(key, data, expected_version, ephemeral, secondary_indexes)
+                stat = await self._write(key, data, expected_version, ephemeral, secondary_indexes, check_sidecar)
                 return PutResult(key, version_from_stat(stat))
             except _Retry:
-                continue
+                # a parent may have gone (a range delete), or a sidecar outlived its ephemeral record
+                self._parents.clear()
+                check_sidecar = True
         raise MetadataUnavailable(f"put {key!r}: kept racing concurrent creators/deleters")
 
     async def _write(self, key: str, data: bytes, expected_version: int | None, ephemeral: bool,
-                     indexes: Mapping[str, str] | None) -> Any:
-        """One attempt: create or versioned set, with the index sidecar in the same multi."""
+                     indexes: Mapping[str, str] | None, check_sidecar: bool) -> Any:
+        """One attempt: create or versioned set, with the index sidecar in the same multi.
+
+        A record created with MUST_NOT_EXIST has no sidecar (both go in one multi), so that
+        lookup is skipped on the first attempt: v5's op records and events are such creates.
+        """
         sidecar = _sidecar(INDEXES, key)
-        had_sidecar = await self._call(f"get {sidecar!r}", lambda zk: zk.exists_async(sidecar),
-                                       idempotent=True) is not None
-        existing = None
-        if expected_version is None or ephemeral:
-            existing = await self._call(f"get {key!r}", lambda zk: zk.exists_async(key), idempotent=True)
+
+        async def nothing() -> None:
+            return None
+
+        sidecar_stat, existing = await asyncio.gather(
+            self._call(f"get {sidecar!r}", lambda zk: zk.exists_async(sidecar), idempotent=True)
+            if check_sidecar else nothing(),
+            self._call(f"get {key!r}", lambda zk: zk.exists_async(key), idempotent=True)
+            if expected_version is None or ephemeral else nothing())
+        had_sidecar = sidecar_stat is not None
         create = expected_version == MUST_NOT_EXIST or (expected_version is None and existing is None)
         if ephemeral and existing is not None and expected_version is None:
             # An ephemeral znode of another session (or a persistent one) is replaced, as a put would.
@@ -391,13 +404,14 @@ class ZkMetadataClient:
             return txn.commit_async()
 
         results = await self._call(f"put {key!r}", build, idempotent=False)
-        failure = next((r for r in results if isinstance(r, Exception)), None)
-        if failure is not None:
-            if isinstance(failure, NodeExistsError) and expected_version == MUST_NOT_EXIST:
+        mine = results[1 if create and existing is not None and expected_version is None else 0]
+        if any(isinstance(r, Exception) for r in results):
+            # ZooKeeper marks the op that failed; the others answer RolledBackError
+            if isinstance(mine, NodeExistsError) and expected_version == MUST_NOT_EXIST:
                 raise BadVersion(key)
-            if isinstance(failure, BadVersionError) and expected_version is not None:
+            if isinstance(mine, BadVersionError) and expected_version is not None:
                 raise BadVersion(key)
-            if isinstance(failure, NoNodeError) and expected_version is not None and not create:
+            if isinstance(mine, NoNodeError) and expected_version is not None and not create:
                 raise BadVersion(key)
             raise _Retry()
         if not create:
@@ -408,11 +422,15 @@ class ZkMetadataClient:
         return stat
 
     async def _ensure_parent(self, key: str) -> None:
+        """Create the key's missing parents, as Pulsar does; parents seen to exist are remembered."""
         parent = _parent(key)
-        if parent == "/":
+        if parent == "/" or parent in self._parents:
             return
         with contextlib.suppress(NodeExistsError):
             await self._call(f"put {parent!r}", lambda zk: zk.ensure_path_async(parent), idempotent=True)
+        if len(self._parents) > 10_000:   # bounded memory: forget and re-learn
+            self._parents.clear()
+        self._parents.add(parent)
 
     async def _next_sequence_key(self, prefix: str, deltas: Sequence[int]) -> str:
         """CAS-increment the prefix's counter sidecar (Pulsar's emulation on ZooKeeper)."""

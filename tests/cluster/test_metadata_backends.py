@@ -222,3 +222,19 @@ def test_leader_election_hands_over_when_the_leader_resigns(urls: Callable[[str]
             await eb.stop()
 
     run(body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_put_after_a_range_delete_of_its_folder_succeeds(urls: Callable[[str], str], backend: str) -> None:
+    """On ZooKeeper the range delete removes the parent znode too; the next put must create it again."""
+    p = f"/{backend}/refill"
+
+    async def body() -> None:
+        async with connected(urls, backend) as c:
+            await c.put(f"{p}/x/a", "1")
+            assert await c.delete_range(f"{p}/", f"{p}/~") >= 1
+            await c.put(f"{p}/x/b", "2", secondary_indexes={f"{backend}-refill": "k"})
+            assert (await c.get(f"{p}/x/b")).value == "2"
+            assert [r.key for r in await c.range_scan("k", "l", use_index=f"{backend}-refill")] == [f"{p}/x/b"]
+
+    run(body)

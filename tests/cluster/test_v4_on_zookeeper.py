@@ -63,7 +63,8 @@ def test_atomic_produce_on_zookeeper_and_its_data_survives_a_kill(cluster_factor
 
 def test_v5_atomic_produce_on_zookeeper(cluster_factory: ClusterFactory) -> None:
     """v5 on ZooKeeper: sequence keys (op records, events) and index scans emulated, watches recursive."""
-    from tests.cluster.test_v5_helpers import admin_of, new_client, read_all as read_v5, receive_values, start_v5
+    from tests.cluster.test_v5_helpers import admin_of, new_client, receive_values, start_v5
+    from tests.cluster.test_v5_helpers import read_all as read_v5
     from tests.cluster.test_v5_helpers import values as values_v5
 
     cluster = start_v5(cluster_factory, metadataStoreUrl="zk")
