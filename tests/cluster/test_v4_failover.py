@@ -97,10 +97,12 @@ def coordinator_stats(cluster: EmbeddedCluster, broker: str) -> dict[str, dict[s
     return stats
 
 
-@pytest.mark.parametrize("path", ["v4", "v4-batched"])
+@pytest.mark.parametrize(("path", "store"), [("v4", ""), ("v4-batched", ""), ("v4", "zk")])
 def test_kill_the_coordinators_broker_mid_run_leaves_no_transaction_half_visible(
-        cluster_factory: ClusterFactory, path: str) -> None:
-    cluster = cluster_factory(path=path, brokers=2, settings=TXN_SETTINGS)
+        cluster_factory: ClusterFactory, path: str, store: str) -> None:
+    """`store` zk: the brokers' ownership and coordinators live in a real ZooKeeper, so the
+    victim's ephemeral znodes go when ZooKeeper expires its session."""
+    cluster = cluster_factory(path=path, brokers=2, settings={**TXN_SETTINGS, "metadataStoreUrl": store})
     left, right = topic_on(0, f"kill-{path}"), topic_on(1, f"kill-{path}")
     run = Run()
     with v4_client(cluster) as probe:
