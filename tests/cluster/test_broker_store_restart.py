@@ -20,8 +20,11 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.cluster
 
 
-def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFactory) -> None:
-    cluster = cluster_factory(brokers=2, settings={"txnbenchTxnExtensions": []})
+@pytest.mark.parametrize("metadata_store", ["", "zk"])
+def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFactory, metadata_store: str) -> None:
+    """`zk`: the metadata store killed is a real ZooKeeper; it restores its sessions from its
+    data on restart, so brokers that reconnect within their timeout keep them."""
+    cluster = cluster_factory(brokers=2, settings={"txnbenchTxnExtensions": [], "metadataStoreUrl": metadata_store})
     topic = f"persistent://public/default/restarts-{uuid.uuid4().hex[:8]}"
     client = pulsar.Client(service_urls(cluster), operation_timeout_seconds=30,
                            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
