@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -474,6 +475,12 @@ class EmbeddedCluster:
         proc.start()
         record = self.records[name]
         record.pid, record.start_time = proc.pid, proc.start_time
+        if record.program == ZOOKEEPER and self.spec.parent_pid and proc.pid and proc.start_time is not None:
+            # Java cannot watch its parent as our services do: a watchdog kills it with the run
+            subprocess.Popen([sys.executable, "-m", "embedded.metadata.zk_watchdog", "--parent",
+                              str(self.spec.parent_pid), "--child", str(proc.pid), "--child-start",
+                              str(proc.start_time)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         self.save_state()
 
     def _wait_healthy(self, names: list[str], deadline: float) -> None:
