@@ -404,7 +404,6 @@ class EmbeddedCluster:
         proxy.metrics_url = f"{self.toxiproxy_url}/metrics"
         if zookeeper:   # its config is zoo.cfg; its readiness is `srvr` (no admin HTTP server)
             meta.program, meta.config_path = ZOOKEEPER, conf_dir / "metadata" / "zoo.cfg"
-            meta.service_url = f"zk:{HOST}:{meta.ports['client_port']}"   # Pulsar's metadataStoreUrl form
         for rec in (meta, ledger) if not zookeeper else (ledger,):
             rec.health_url = f"http://{HOST}:{rec.ports['http_port']}/health"
             rec.metrics_url = f"http://{HOST}:{rec.ports['http_port']}/metrics"

@@ -120,7 +120,6 @@ def test_zk_makes_the_metadata_service_a_zookeeper_behind_the_proxy(tmp_path: Pa
     cluster._plan()
     meta = cluster.records["metadata"]
     assert meta.program == "zookeeper" and meta.health_url is None and meta.metrics_url is None
-    assert meta.service_url == f"zk:127.0.0.1:{meta.ports['client_port']}"
     cfg = dict(line.split("=", 1) for line in meta.config_path.read_text().splitlines() if line)
     assert cfg["clientPort"] == str(meta.ports["client_port"]) and cfg["clientPortAddress"] == "127.0.0.1"
     assert cfg["dataDir"].startswith(str(tmp_path.resolve() / "data" / "metadata"))
