@@ -167,7 +167,8 @@ COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 UNKNOWN_COMMITTED, UNKNOWN_ABORTED = "unknown-committed", "unknown-aborted"
 # TXN_COLUMNS.decided_by: the client saw the outcome; visibility decided it; or the client
 # never invoked the commit, so the coordinator can only have aborted it.
-CLIENT, VISIBILITY, NO_COMMIT = "client", "visibility", "no-commit"
+# ...or, for an ack-only transaction, whether its acked messages came back (checks.context).
+CLIENT, VISIBILITY, NO_COMMIT, REDELIVERY = "client", "visibility", "no-commit", "redelivery"
 
 
 class NoHistoryError(TxnbenchError):

@@ -36,7 +36,11 @@ from analysis.load import (
     ABORTED,
     COMMITTED,
     LEAN_PAIR_COLUMNS,
+    REDELIVERY,
+    TXN_COLUMNS,
     UNKNOWN,
+    UNKNOWN_ABORTED,
+    UNKNOWN_COMMITTED,
     DrainInfo,
     HistoryOverview,
     final_reads,
@@ -84,14 +88,61 @@ class CheckContext:
 
     def drained(self, topic: Column, subscription: Column) -> Column:
         """True when (topic, subscription) was consumed until empty by the drain."""
-        if not self.drain.complete or not self.drain.subscriptions:
-            return F.lit(False)
-        keys = sorted(f"{logical(t)}\u0000{s}" for t, s in self.drain.subscriptions)
-        return F.coalesce(F.concat(logical_topic(topic), F.lit("\u0000"), subscription).isin(*keys), F.lit(False))
+        return drained(self.drain, topic, subscription)
 
     def unpersist(self) -> None:
         for frame in self.persisted:
             frame.unpersist()
+
+
+def drained(drain: DrainInfo, topic: Column, subscription: Column) -> Column:
+    """True when (topic, subscription) was consumed until empty by the drain."""
+    if not drain.complete or not drain.subscriptions:
+        return F.lit(False)
+    keys = sorted(f"{logical(t)}\u0000{s}" for t, s in drain.subscriptions)
+    return F.coalesce(F.concat(logical_topic(topic), F.lit("\u0000"), subscription).isin(*keys), F.lit(False))
+
+
+def decide_ack_only_by_redelivery(txns: DataFrame, pairs: DataFrame, receives: DataFrame,
+                                  drain: DrainInfo) -> DataFrame:
+    """`txns` with ack-only transactions of unknown outcome decided by their subscriptions.
+
+    A message acknowledged in a transaction stays in its subscription's pending acks
+    until the transaction ends: committed, it is never delivered to that subscription
+    again; aborted, it comes back. So an ack-only transaction whose commit was invoked
+    but ended `info`, with every ack `ok`, individual and on a subscription the drain
+    emptied, is decided as visibility decides a producing one: any acked message
+    delivered again (its frame arriving after the ack was invoked) makes it aborted,
+    none makes it committed. lost-ack and stuck-ack then hold every ack to that one
+    outcome, so a transaction that kept some acks and gave back others is reported.
+    Anything less (an `info` ack, a cumulative ack, a subscription not drained) leaves
+    it unknown and its acks unjudged.
+    """
+    undecided = txns.filter(
+        (F.col("outcome") == UNKNOWN) & F.col("commit_invoke_ns").isNotNull()
+        & ((F.col("sends_ok") + F.col("sends_info")) == 0) & (F.col("acks") > 0)).select("txn")
+    acks = (pairs.filter(F.col("f") == OpF.ACK.value).join(undecided, "txn")
+            .select("txn", "writer", "index", "type", "value", "topic", "subscription", "cumulative", "invoke_ns"))
+    back = receives.select("value", "subscription", F.col("delivered_ns").alias("_back_ns"))
+    per_ack = (acks.join(back, ["value", "subscription"], "left")
+               .groupBy("txn", "writer", "index").agg(
+                   F.max(F.coalesce(F.col("_back_ns") > F.col("invoke_ns"), F.lit(False))).alias("_back"),
+                   F.min((F.col("type") == OpType.OK.value) & ~F.coalesce(F.col("cumulative"), F.lit(False))
+                         & F.col("subscription").isNotNull()
+                         & drained(drain, F.col("topic"), F.col("subscription"))).alias("_judgeable")))
+    decisions = (per_ack.groupBy("txn")
+                 .agg(F.min("_judgeable").alias("_judgeable"), F.max("_back").alias("_back"))
+                 .filter(F.col("_judgeable"))
+                 .select("txn", F.when(F.col("_back"), F.lit(ABORTED)).otherwise(F.lit(COMMITTED))
+                         .alias("_decision")))
+    decision = F.col("_decision")
+    return (txns.join(decisions, "txn", "left")
+            .withColumn("outcome", F.coalesce(decision, F.col("outcome")))
+            .withColumn("decided_by", F.when(decision.isNotNull(), F.lit(REDELIVERY))
+                        .otherwise(F.col("decided_by")))
+            .withColumn("outcome_label", F.when(decision == COMMITTED, F.lit(UNKNOWN_COMMITTED))
+                        .when(decision == ABORTED, F.lit(UNKNOWN_ABORTED)).otherwise(F.col("outcome_label")))
+            .select(*TXN_COLUMNS))
 
 
 def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, persist: bool = True,
@@ -159,7 +210,16 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         .join(visible.select("value", "read_ns", "read_pos"), "value", "left")
         .withColumn("visible", F.col("read_ns").isNotNull())
         .withColumn("covered", covered_col))
-    txns = keep(transaction_outcomes(pairs, covered_topics=covered, visible_sends=send_vis))
+    recv = keep(receives(ops).select("value", "topic", "segment", "subscription", "msg_id", "time_ns",
+                                     "writer", "index", "process",
+                                     # The earliest evidence of a delivery: the frame's arrival, or the
+                                     # receive itself when that is earlier or not recorded.
+                                     F.least(F.coalesce(F.col("delivered_ns"), F.col("time_ns")),
+                                             F.col("time_ns")).alias("delivered_ns")))
+    txns = transaction_outcomes(pairs, covered_topics=covered, visible_sends=send_vis)
+    if facts.counts.get("acks", 0) and drain.complete:
+        txns = decide_ack_only_by_redelivery(txns, pairs, recv, drain)
+    txns = keep(txns)
     txn_cols = txns.select(
         "txn", "outcome", "client_outcome", "decided_by", "commit_invoke_ns", "end_ns", "ctp",
         F.col("sends_uncovered").alias("txn_uncovered"))
@@ -181,12 +241,6 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         F.coalesce(F.col("txn_uncovered"), F.lit(0)).alias("txn_uncovered"),
     ))
 
-    recv = keep(receives(ops).select("value", "topic", "segment", "subscription", "msg_id", "time_ns",
-                                     "writer", "index", "process",
-                                     # The earliest evidence of a delivery: the frame's arrival, or the
-                                     # receive itself when that is earlier or not recorded.
-                                     F.least(F.coalesce(F.col("delivered_ns"), F.col("time_ns")),
-                                             F.col("time_ns")).alias("delivered_ns")))
     seen = recv.select(F.lit(OpF.RECEIVE.value).alias("kind"), "value",
                        *[F.col(c).alias(f"o_{c}") for c in _OBSERVED])
     sent = sends.select("value", *[F.col(c).alias(f"s_{c}") for c in _SENT], "txn", "outcome", "decided_by",

@@ -86,9 +86,41 @@ def test_an_ack_in_a_transaction_of_unknown_outcome_is_unjudged(run_check: RunCh
     c = h.process("c1")
     c.receive("a")
     c.open().ack("a").commit(type="info")                     # ack-only: nothing visible decides it
-    h.drain(reads={"t1": ["a"]})
+    h.drain(reads={"t1": ["a"]}, subscriptions=[])            # ... nor its subscription, not drained
     result = run_check(h, lost_ack)
     assert result.count == 0 and result.unjudged == 1 and "unknown outcome" in (result.note or "")
+
+
+def _ack_only_unknown(*, back: tuple[str, ...], acks_type: str = "ok") -> History:
+    """Two messages acked in one transaction whose commit ended `info`; `back` come again."""
+    h = History()
+    h.process("w0/u1").send("a").send("b")
+    c = h.process("c1")
+    c.receive("a").receive("b")
+    c.open().ack("a").ack("b", type=acks_type).commit(type="info")
+    h.phase("drain").read("t1", "a", "b")
+    for value in back:
+        h.drain_receive(value)
+    return h.drain_complete()
+
+
+def test_an_ack_only_transaction_of_unknown_outcome_is_decided_by_its_drained_subscription(
+        spark: SparkSession, tmp_path: Path) -> None:
+    kept = check_run(_ack_only_unknown(back=()).write(tmp_path / "kept"))
+    assert kept["valid"] is True and kept["transactions"]["unknown-committed"] == 1
+    given_back = check_run(_ack_only_unknown(back=("a", "b")).write(tmp_path / "back"))
+    assert given_back["valid"] is True and given_back["transactions"]["unknown-aborted"] == 1
+
+
+def test_an_ack_only_transaction_that_kept_one_ack_and_gave_back_another_is_an_anomaly(
+        run_check: RunCheck) -> None:
+    result = run_check(_ack_only_unknown(back=("a",)), stuck_ack)     # decided aborted: b never came back
+    assert result.count == 1 and result.examples[0]["value"] == "b"
+
+
+def test_an_ack_only_transaction_with_an_ack_of_unknown_outcome_stays_unjudged(run_check: RunCheck) -> None:
+    result = run_check(_ack_only_unknown(back=("a",), acks_type="info"), lost_ack)
+    assert result.count == 0 and result.unjudged == 2
 
 
 def test_a_visible_value_on_a_topic_not_drained_is_judged(run_check: RunCheck) -> None:
