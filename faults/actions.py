@@ -12,8 +12,8 @@ embedded fault proxy and the compose target's real Toxiproxy behave the same:
   streams of the direction; heal: remove them.
 
 Toxics are named `txnbench-<fault id>-<type>-<stream>`, so a heal removes exactly
-its own. Process faults go through `ProcessControl` (kill -9 then start; SIGSTOP
-then SIGCONT). Topic faults go through `TopicAdmin` and are not healable: a split,
+its own. Process faults go through `ProcessControl` (kill -9 then start; SIGTERM
+then start; SIGSTOP then SIGCONT). Topic faults go through `TopicAdmin` and are not healable: a split,
 merge, seal or termination stays.
 
 Every heal is idempotent: enabling an enabled proxy, removing a toxic that is not
@@ -120,6 +120,24 @@ class KillAction:
             self.control.start(name)
 
 
+class RestartAction:
+    """A graceful stop (SIGTERM: the broker unloads its topics, releases its ownerships and
+    coordinators); healed by starting the process again. Ownership moves without a crash."""
+
+    def __init__(self, control: ProcessControl) -> None:
+        self.control = control
+
+    def inject(self, fault: Fault) -> None:
+        for name in _services(fault):
+            if not self.control.is_running(name):
+                raise NotInjected(f"{name} is not running; it cannot be restarted")
+            self.control.stop(name)
+
+    def heal(self, fault: Fault) -> None:
+        for name in _services(fault):
+            self.control.start(name)
+
+
 class PauseAction:
     """SIGSTOP; healed by SIGCONT."""
 
@@ -185,6 +203,25 @@ class TerminateAction(_InstantAction):
             raise NotInjected(f"terminate takes a persistent:// topic or a segment, got {target}")
 
 
+class UnloadAction(_InstantAction):
+    """Unload a topic (every partition or segment), a partition or a v5 segment. Instant: the
+    next lookup loads it again, on whichever broker the load manager picks."""
+
+    def __init__(self, admin: TopicAdmin) -> None:
+        self.admin = admin
+
+    def inject(self, fault: Fault) -> None:
+        (target,) = fault.targets
+        if isinstance(target, SegmentTarget) and target.segment.startswith("segment://"):
+            self.admin.unload_segment(target.segment)
+        elif isinstance(target, SegmentTarget):
+            self.admin.unload_topic(target.segment)
+        elif isinstance(target, TopicTarget):
+            self.admin.unload_topic(target.topic)
+        else:
+            raise NotInjected(f"unload takes a topic or a segment, got {target}")
+
+
 def build_actions(network: NetworkApi | None, control: ProcessControl | None,
                   admin: TopicAdmin | None) -> dict[FaultKind, FaultAction]:
     """The actions this environment can run; kinds whose dependency is missing are absent."""
@@ -201,8 +238,10 @@ def build_actions(network: NetworkApi | None, control: ProcessControl | None,
     if control is not None:
         actions[FaultKind.KILL] = KillAction(control)
         actions[FaultKind.PAUSE] = PauseAction(control)
+        actions[FaultKind.RESTART] = RestartAction(control)
     if admin is not None:
         actions[FaultKind.SPLIT] = SplitAction(admin)
         actions[FaultKind.MERGE] = MergeAction(admin)
         actions[FaultKind.TERMINATE] = TerminateAction(admin)
+        actions[FaultKind.UNLOAD] = UnloadAction(admin)
     return actions

@@ -119,6 +119,16 @@ class ClientTopicAdmin:
     def terminate_segment(self, segment: str) -> None:
         self._change(lambda c: c.terminate_segment(segment))
 
+    def unload_topic(self, topic: str) -> None:
+        for name in _unload_names(topic, self.partitions, self.active_segments):
+            if name.startswith("segment://"):
+                self.unload_segment(name)
+            else:
+                self._change(lambda c, n=name: c.unload_topic(n))  # type: ignore[misc]
+
+    def unload_segment(self, segment: str) -> None:
+        self._change(lambda c: c.unload_segment(segment))
+
     def split_segment(self, topic: str, segment_id: int) -> None:
         self._change(lambda c: c.split_segment(topic, segment_id))
 
@@ -156,6 +166,18 @@ class ComposeTopicAdmin:
     def terminate_segment(self, segment: str) -> None:
         _act(lambda: self._admin.terminate(segment), self._errors)
 
+    def unload_topic(self, topic: str) -> None:
+        for name in _unload_names(topic, self.partitions, self.active_segments):
+            if name.startswith("segment://"):
+                self.unload_segment(name)
+            else:
+                _act(lambda n=name: self._admin.request(  # type: ignore[misc]
+                    "PUT", f"/admin/v2/persistent/{self._rest(n)}/unload"), self._errors)
+
+    def unload_segment(self, segment: str) -> None:
+        raise NotInjected(f"unloading a single segment ({segment}) is not wired for the compose target; "
+                          "unload the topic:, or restart its broker")
+
     def split_segment(self, topic: str, segment_id: int) -> None:
         _act(lambda: self._admin.split_segment(topic, segment_id), self._errors)
 
@@ -172,6 +194,18 @@ class ComposeTopicAdmin:
 
     def close(self) -> None:
         self._admin.close()
+
+
+def _unload_names(topic: str, partitions: Callable[[str], int],
+                  active_segments: Callable[[str], list[str]]) -> list[str]:
+    """What unloading `topic` unloads: itself (a partition or a plain topic), each partition
+    of a partitioned topic, or each active segment of a scalable (topic://) one."""
+    if topic.startswith("topic://"):
+        return list(active_segments(topic))
+    if _PARTITION.search(topic):
+        return [topic]
+    count = partitions(topic)
+    return [f"{topic}-partition-{i}" for i in range(count)] if count > 0 else [topic]
 
 
 def make_topic_admin(cluster: ClusterInfo, control: ProcessControl | None,

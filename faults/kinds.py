@@ -14,6 +14,8 @@ and that faults/README.md documents. Behaviour (inject/heal) is in faults.action
 | merge | a topic (or segment: its topic) | | v5 | not healable |
 | terminate | a topic (v4) or segment (v5) | | all | not healable |
 | slow-participant | a broker | latency_ms, direction | v5 | removing the toxic |
+| restart | a service | | all | starting it again (it was stopped gracefully) |
+| unload | a topic (all its partitions or segments) or one segment/partition | | all | not healable (ownership moved) |
 """
 
 from __future__ import annotations
@@ -172,6 +174,13 @@ SPECS: Mapping[FaultKind, KindSpec] = MappingProxyType({
                                                     "+ 2 s from the cluster settings", 0, _MAX_MS),
                           "direction": _direction(Direction.INBOUND)}),
         paths=frozenset({TxnPath.V5}), needs=frozenset({Capability.NETWORK}), brokers_only=True),
+    FaultKind.RESTART: KindSpec(
+        FaultKind.RESTART, "stop a process gracefully (SIGTERM: it unloads its topics); start it when healed",
+        (ServiceSelector,), lambda _p: "broker:random", needs=frozenset({Capability.PROCESSES})),
+    FaultKind.UNLOAD: KindSpec(
+        FaultKind.UNLOAD, "unload a topic, partition or v5 segment: ownership moves without a crash (admin REST)",
+        _TOPIC_TARGETS, lambda _p: "topic:random", healable=False,
+        needs=frozenset({Capability.ADMIN, Capability.TOPICS})),
 })
 
 

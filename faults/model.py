@@ -91,6 +91,13 @@ class TopicAdmin(Protocol):
     def terminate_segment(self, segment: str) -> None:
         """Seal one segment:// of a scalable topic."""
 
+    def unload_topic(self, topic: str) -> None:
+        """Unload a topic (every partition, or every active segment of a scalable topic) or one
+        partition: its owner closes it and a broker loads it again on the next lookup."""
+
+    def unload_segment(self, segment: str) -> None:
+        """Unload one segment:// of a scalable topic."""
+
     def split_segment(self, topic: str, segment_id: int) -> None: ...
 
     def merge_segments(self, topic: str, first_id: int, second_id: int) -> None: ...

@@ -375,11 +375,11 @@ class Nemesis:
     # ---- helpers --------------------------------------------------------------------------------
 
     def _timeout(self, kind: FaultKind, heal: bool) -> float:
-        if kind in (FaultKind.KILL, FaultKind.PAUSE):
-            if kind is FaultKind.KILL and heal:   # a restart waits until the service is healthy
+        if kind in (FaultKind.KILL, FaultKind.PAUSE, FaultKind.RESTART):
+            if kind is not FaultKind.PAUSE and heal:   # a start waits until the service is healthy
                 return self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S
             return PROCESS_TIMEOUT_S
-        if kind in (FaultKind.SPLIT, FaultKind.MERGE, FaultKind.TERMINATE):
+        if kind in (FaultKind.SPLIT, FaultKind.MERGE, FaultKind.TERMINATE, FaultKind.UNLOAD):
             return ADMIN_TIMEOUT_S
         return NETWORK_TIMEOUT_S
 

@@ -58,7 +58,7 @@ def _targets(planned: PlannedFault, ctx: ResolveContext, path: TxnPath) -> tuple
     if kind in NETWORK_KINDS:
         assert isinstance(selector, (ServiceSelector, LinkSelector))
         return resolve_links(selector, ctx)
-    if kind in (FaultKind.KILL, FaultKind.PAUSE):
+    if kind in (FaultKind.KILL, FaultKind.PAUSE, FaultKind.RESTART):
         assert isinstance(selector, ServiceSelector)
         return (resolve_service(selector, ctx),)
     if kind is FaultKind.SLOW_PARTICIPANT:
@@ -71,6 +71,8 @@ def _targets(planned: PlannedFault, ctx: ResolveContext, path: TxnPath) -> tuple
     assert isinstance(selector, (TopicSelector, SegmentSelector))
     if kind is FaultKind.MERGE:
         return resolve_adjacent_pair(selector, ctx)
+    if kind is FaultKind.UNLOAD and isinstance(selector, TopicSelector):
+        return (resolve_topic(selector, ctx),)     # the whole topic: every partition or segment
     if kind is FaultKind.TERMINATE and path is not TxnPath.V5 and isinstance(selector, TopicSelector):
         topic: TopicTarget = resolve_topic(selector, ctx)
         return (topic,)

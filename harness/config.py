@@ -63,6 +63,8 @@ class FaultKind(str, Enum):
     MERGE = "merge"                  # merge two v5 segments mid-transaction
     TERMINATE = "terminate"          # seal a v5 segment or terminate a v4 topic
     SLOW_PARTICIPANT = "slow-participant"  # delay one broker's metadata link past the v5 GC retention
+    RESTART = "restart"              # graceful stop (SIGTERM) of a process, started again when healed
+    UNLOAD = "unload"                # unload a topic, partition or v5 segment: its ownership moves, no crash
 
     def __str__(self) -> str:
         return self.value

@@ -198,6 +198,10 @@ class AdminClient:
         """Terminate a non-partitioned topic (no more writes); returns the last message id."""
         return self._call("POST", self._topic(topic) + "/terminate")
 
+    def unload_topic(self, topic: str) -> None:
+        """Unload a topic or one partition (`PUT .../{topic}/unload`): its owner lets it go."""
+        self._call("PUT", self._topic(topic) + "/unload", expect_json=False)
+
     def terminate_partitioned_topic(self, topic: str) -> Any:
         """Terminate every partition of a partitioned topic."""
         return self._call("POST", self._topic(topic) + "/terminate/partitions")
@@ -270,6 +274,14 @@ class AdminClient:
         descriptor = segment.rsplit("/", 1)[1]
         return self._call("POST", "/admin/v2/segments/"
                           + _path(tenant, namespace, local, descriptor) + "/terminate")
+
+    def unload_segment(self, segment: str) -> None:
+        """Unload one segment (`PUT /admin/v2/segments/{t}/{ns}/{topic}/{descriptor}/unload`)."""
+        parsed = SegmentName.parse(segment)
+        tenant, namespace, local = _split(parsed.parent, "topic")
+        descriptor = segment.rsplit("/", 1)[1]
+        self._call("PUT", "/admin/v2/segments/" + _path(tenant, namespace, local, descriptor) + "/unload",
+                   expect_json=False)
 
     # ---- brokers, transactions, metrics ------------------------------------------------
 

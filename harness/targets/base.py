@@ -113,6 +113,10 @@ class ProcessControl(Protocol):
     def start(self, service: str) -> None:
         """Start a killed or stopped service again with its original configuration."""
 
+    def stop(self, service: str) -> None:
+        """Stop the service gracefully (SIGTERM: it closes its topics and releases what it owns);
+        returns when the process is gone."""
+
     def pause(self, service: str) -> None:
         """SIGSTOP the service."""
 

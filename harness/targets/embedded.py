@@ -327,6 +327,10 @@ class EmbeddedCluster:
     def kill(self, service: str) -> None:
         self._proc(service).kill()
 
+    def stop(self, service: str) -> None:
+        """SIGTERM and wait until the process is gone (SIGKILL after 10 s, as `down()` does)."""
+        self._proc(service).stop()
+
     def start(self, service: str) -> None:
         """Start a stopped service with its original config and wait until it is healthy."""
         proc = self._proc(service)

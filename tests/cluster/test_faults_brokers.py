@@ -245,3 +245,53 @@ def test_split_merge_and_seal_change_a_scalable_topics_active_segments(cluster_f
         producer.send(b'{"v": "open"}', key=outside)
         with pytest.raises(OperationError):        # the sealed segment takes no more writes
             producer.send(b'{"v": "sealed"}', key=inside)
+
+
+def test_a_graceful_restart_moves_ownership_at_once_and_the_broker_rejoins(v4: EmbeddedCluster,
+                                                                           recorder: HistoryRecorder) -> None:
+    """SIGTERM: the broker releases its topics while it stops, so the survivor takes them
+    without waiting for a session to expire; the heal starts it again."""
+    topic = TOPICS[0]
+    owner = owner_of(v4, topic)
+    survivor = next(b for b in ("broker-0", "broker-1") if b != owner)
+    with PulsarClient(v4.info().service_url, operation_timeout_s=10) as client:
+        producer = client.create_producer(topic)
+        producer.send(b'{"v": "before"}')
+        with nemesis(v4, recorder, f"{{kind: restart, target: '{owner.replace('broker-', 'broker:')}', "
+                                   "at_s: 0, for_s: 60}") as nem:
+            nem.start()
+            assert wait_for(lambda: nem.stats.injected == 1)
+            assert v4.processes[owner].state == ProcessState.STOPPED
+            assert wait_for(lambda: _sends(producer), 15)       # the producer found the new owner
+            assert _owner_or_none(v4, topic) == survivor
+        assert v4.processes[owner].state == ProcessState.RUNNING
+    kinds = [(h["f"], h["type"], h["extra"]["kind"]) for h in history(recorder)]
+    assert kinds == [("fault", "invoke", "restart"), ("fault", "ok", "restart"),
+                     ("heal", "invoke", "restart"), ("heal", "ok", "restart")]
+
+
+def test_unloading_a_topic_and_a_segment_keeps_them_serving(cluster_factory: ClusterFactory,
+                                                           tmp_path: Path) -> None:
+    cluster = cluster_factory(path="v5", brokers=2)
+    admin = AdminClient(cluster.info().admin_url, timeout_s=10)
+    admin.create_scalable_topic(SCALABLE, segments=2)
+    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v5")
+    config = parse_scenario("name: unload\npath: v5\nphases: {faults_s: 10}\nfaults:\n  quiet_s: 0\n"
+                            "  schedule:\n"
+                            "    - {kind: unload, target: 'segment:0', at_s: 0, for_s: 0}\n"
+                            "    - {kind: unload, target: 'topic:0', at_s: 0.5, for_s: 0}\n", source="test")
+    with PulsarClient(cluster.info().service_url, txn_path="v5", operation_timeout_s=10) as client:
+        producer = client.create_producer(SCALABLE)
+        for i in range(10):
+            producer.send(b'{"v": "before"}', key=f"k{i}")
+        with Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
+                     topology=ScalableTopology(), progress=lambda _m: None) as nem:
+            nem.start()
+            assert wait_for(lambda: nem.stats.not_healable + nem.stats.failed == 2)
+            assert nem.stats.failed == 0, history(recorder)
+        for i in range(10):                         # every segment is served again after a lookup
+            producer.send(b'{"v": "after"}', key=f"k{i}")
+    recorder.close()
+    ok = [h for h in history(recorder) if h["type"] == "ok"]
+    assert [h["extra"]["kind"] for h in ok] == ["unload", "unload"]
+    assert ok[0]["extra"]["targets"][0].startswith("segment://") and ok[1]["extra"]["targets"] == [SCALABLE]

@@ -324,6 +324,19 @@ class ComposeCluster:
         self._killed.add(svc.name)
         self._wait_state(svc, lambda s: s.status in ("exited", "dead"), STATE_TIMEOUT_S, "exited")
 
+    def stop(self, service: str) -> None:
+        """`docker stop` (SIGTERM, SIGKILL after 10 s); returns once Docker reports it exited."""
+        svc = self._service(service)
+        container = self._container(svc)
+        status = _state_of(container.attrs).status
+        if status in ("exited", "dead", "created"):
+            return
+        if status == "paused":
+            container.unpause()
+        container.stop(timeout=10)
+        self._killed.add(svc.name)
+        self._wait_state(svc, lambda s: s.status in ("exited", "dead"), STATE_TIMEOUT_S, "exited")
+
     def start(self, service: str) -> None:
         """Start a killed or stopped container again and wait until its health check passes."""
         svc = self._service(service)

@@ -129,6 +129,9 @@ class FakeControl:
     def start(self, service: str) -> None:
         self._do("start", service, "running")
 
+    def stop(self, service: str) -> None:
+        self._do("stop", service, "stopped")
+
     def pause(self, service: str) -> None:
         self._do("pause", service, "paused")
 
@@ -158,6 +161,12 @@ class FakeAdmin:
     def terminate_segment(self, segment: str) -> None:
         self.calls.append(("terminate_segment", segment))
         self.terminated.add(segment)
+
+    def unload_topic(self, topic: str) -> None:
+        self.calls.append(("unload_topic", topic))
+
+    def unload_segment(self, segment: str) -> None:
+        self.calls.append(("unload_segment", segment))
 
     def split_segment(self, topic: str, segment_id: int) -> None:
         self.calls.append(("split", topic, segment_id))

@@ -52,7 +52,7 @@ class FakeAdmin:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = _answer
+            do_GET = do_POST = do_PUT = _answer
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -65,7 +65,7 @@ class FakeAdmin:
             return 200, METADATA
         if method == "GET" and path.endswith("/partitions"):
             return 200, {"partitions": 3 if "/parted/" in path else 0}
-        if method == "POST":
+        if method in ("POST", "PUT"):
             return 204, None
         return 404, {"reason": "not found"}
 
@@ -108,6 +108,27 @@ def test_actions_use_pulsars_paths(server: FakeAdmin) -> None:
         ("POST", "/admin/v2/persistent/public/txnbench/plain/terminate"),
         ("POST", "/admin/v2/persistent/public/txnbench/parted/terminate/partitions"),
         ("POST", "/admin/v2/persistent/public/txnbench/parted-partition-1/terminate")]
+
+
+def test_unload_uses_pulsars_paths_for_topics_partitions_and_segments(server: FakeAdmin) -> None:
+    admin = ClientTopicAdmin([server.url])
+    try:
+        admin.unload_topic("persistent://public/txnbench/plain")
+        admin.unload_topic("persistent://public/txnbench/parted")         # every partition
+        admin.unload_topic("persistent://public/txnbench/parted-partition-2")
+        admin.unload_topic(TOPIC)                                          # every active segment
+        admin.unload_segment("segment://public/txnbench/orders/0000-7fff-1")
+    finally:
+        admin.close()
+    assert [r for r in server.requests if r[0] == "PUT"] == [
+        ("PUT", "/admin/v2/persistent/public/txnbench/plain/unload"),
+        ("PUT", "/admin/v2/persistent/public/txnbench/parted-partition-0/unload"),
+        ("PUT", "/admin/v2/persistent/public/txnbench/parted-partition-1/unload"),
+        ("PUT", "/admin/v2/persistent/public/txnbench/parted-partition-2/unload"),
+        ("PUT", "/admin/v2/persistent/public/txnbench/parted-partition-2/unload"),
+        ("PUT", "/admin/v2/segments/public/txnbench/orders/0000-7fff-1/unload"),
+        ("PUT", "/admin/v2/segments/public/txnbench/orders/8000-ffff-2/unload"),
+        ("PUT", "/admin/v2/segments/public/txnbench/orders/0000-7fff-1/unload")]
 
 
 def test_a_refusal_is_definite_and_no_answer_is_not(server: FakeAdmin) -> None:

@@ -397,3 +397,48 @@ def test_a_slow_participant_must_keep_its_metadata_session(tmp_path: Path) -> No
         world.nemesis(cfg)
     world.cluster.settings["metadataStoreSessionTimeoutMillis"] = 60_000
     world.nemesis(cfg).heal_all()
+
+
+def test_restart_stops_gracefully_and_starts_when_healed(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    cfg = config("schedule:\n  - {kind: restart, target: broker:1, at_s: 0, for_s: 0.2}", faults_s=2)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.healed == 1)
+    assert world.control is not None
+    assert world.control.calls == [("stop", "broker-1"), ("start", "broker-1")]
+    assert world.clean()
+    assert [(h["f"], h["type"]) for h in world.history()] == [
+        ("fault", "invoke"), ("fault", "ok"), ("heal", "invoke"), ("heal", "ok")]
+    assert world.history()[0]["extra"]["kind"] == "restart"
+
+
+def test_restart_of_a_stopped_process_is_not_injected(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assert world.control is not None
+    world.control.state["broker-0"] = "stopped"
+    cfg = config("schedule:\n  - {kind: restart, target: broker:0, at_s: 0, for_s: 0.1}", faults_s=1)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.failed == 1)
+    assert ("stop", "broker-0") not in world.control.calls
+
+
+def test_unload_moves_ownership_of_a_topic_or_one_segment(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    cfg = config("quiet_s: 0\nschedule:\n  - {kind: unload, target: topic:3, at_s: 0, for_s: 0}", faults_s=1)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.not_healable == 1)
+    assert world.admin.calls == [("unload_topic", TOPICS[3])]
+
+    topics = tuple(f"topic://public/txnbench/t{i}" for i in range(2))
+    v5 = World(tmp_path / "v5", TxnPath.V5, topics=topics)
+    cfg = config("quiet_s: 0\nschedule:\n  - {kind: unload, target: segment:1, at_s: 0, for_s: 0}\n"
+                 "  - {kind: unload, target: topic:0, at_s: 0.05, for_s: 0}", faults_s=1, path="v5")
+    with v5.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.not_healable == 2)
+    (kind, segment), whole = v5.admin.calls
+    assert kind == "unload_segment" and segment in v5.admin.segments_by_topic[topics[1]]
+    assert whole == ("unload_topic", topics[0])

@@ -14,7 +14,8 @@
 
 `/admin/v2/segments` (`Segments.java`), served by the segment's owner (another broker
 answers 307 to it): `PUT /{t}/{ns}/{topic}/{descriptor}` (body: subscriptions) creates
-the segment topic, `POST .../terminate` seals it, `GET .../stats`, `DELETE`.
+the segment topic, `POST .../terminate` seals it, `PUT .../unload` unloads it (its owner
+closes it and gives up ownership; the next lookup loads it again), `GET .../stats`, `DELETE`.
 Errors are `{"reason": ...}`: 404 missing, 409 exists or busy, 412 invalid.
 """
 
@@ -223,6 +224,19 @@ class ScalableAdmin:
         return web.json_response(await self.controller.terminate_segment(topic))
 
     @_guard
+    async def unload_segment(self, request: web.Request) -> web.StreamResponse:
+        """Its owner lets the segment go (like a topic unload): clients reconnect and a broker
+        loads it again on the next lookup. Nobody owning it means nothing to unload."""
+        name = self._segment(request)
+        if self.broker.ownership.is_owned(name):
+            await self.broker.unload_topic(name, release=True)  # type: ignore[attr-defined]
+            return web.Response(status=204)
+        owner = await self.broker.ownership.owner_of(name)
+        if owner is None:
+            return web.Response(status=204)
+        raise web.HTTPTemporaryRedirect(owner.web_url.rstrip("/") + request.path_qs)
+
+    @_guard
     async def get_segment_stats(self, request: web.Request) -> web.StreamResponse:
         topic = await self._owned(request)
         return web.json_response(topic.stats())
@@ -256,6 +270,7 @@ class ScalableAdmin:
             web.delete(base + "/subscriptions/{subscription}", self.delete_subscription),
             web.put(seg, self.put_segment),
             web.post(seg + "/terminate", self.terminate_segment),
+            web.put(seg + "/unload", self.unload_segment),
             web.get(seg + "/stats", self.get_segment_stats),
             web.delete(seg, self.delete_segment),
         ]
