@@ -35,6 +35,8 @@ class Fault:
     for_s: float
     healable: bool
     source: str
+    trigger: Mapping[str, Any] | None = None
+    """For a triggered fault: what it waited for and what it saw (history `extra.trigger`)."""
 
     @property
     def resources(self) -> frozenset[str]:
@@ -49,7 +51,8 @@ class Fault:
         """The history `extra` of its fault and heal ops (docs/history.md: kind, targets, params)."""
         return {"kind": self.kind.value, "targets": [str(t) for t in self.targets],
                 "params": dict(self.params), "selector": self.selector, "fault_id": self.fault_id,
-                "for_s": self.for_s, "healable": self.healable, "source": self.source}
+                "for_s": self.for_s, "healable": self.healable, "source": self.source,
+                **({"trigger": dict(self.trigger)} if self.trigger is not None else {})}
 
 
 @runtime_checkable

@@ -29,6 +29,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import signal
 import sys
@@ -49,6 +50,7 @@ from faults.model import Fault, FaultAction, NotInjected
 from faults.resolve import resolve_fault
 from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
 from faults.selectors import ResolveContext, uses_coordinator
+from faults.triggers import HistoryTail
 from harness.config import FaultKind, RunConfig
 from harness.errors import ConfigError, TxnbenchError
 from harness.history import HistoryRecorder
@@ -138,6 +140,7 @@ class Nemesis:
         self._failures: list[str] = []
         self._phase_start: float | None = None
         self._closed = False
+        self._tail: HistoryTail | None = None     # follows the load's history, for triggers
 
     # ---- validation ------------------------------------------------------------------------------
 
@@ -251,14 +254,17 @@ class Nemesis:
                 start_at = max(self._phase_start + window.start_s, quiet_until)
                 if start_at >= phase_end or not self._sleep_until(start_at):
                     return
+                trigger = self._await_trigger(window, phase_end)
+                if self._stop.is_set() or time.monotonic() >= phase_end:
+                    return
                 started = time.monotonic()
-                faults = self._inject_window(window)
+                faults = self._inject_window(window, trigger)
                 heal_at = min(started + window.for_s, phase_end)
                 if faults and not self._sleep_until(heal_at):
                     return
                 for active in reversed(faults):
                     self._heal(active)
-                quiet_until = time.monotonic() + self.timeline.quiet_s
+                quiet_until = time.monotonic() + window.quiet_s
         except BaseException as err:  # a bug here must not pass silently
             self._fail(f"the nemesis thread crashed: {type(err).__name__}: {err}\n{traceback.format_exc()}")
 
@@ -271,12 +277,30 @@ class Nemesis:
             if self._stop.wait(min(remaining, 1.0)):
                 return False
 
-    def _inject_window(self, window: Window) -> list[_Active]:
+    def _await_trigger(self, window: Window, phase_end: float) -> dict[str, Any] | None:
+        """For a triggered window: wait (bounded by `within_s` and the phase) for the load's next
+        matching operation; what it saw, for the fault's history `extra.trigger`."""
+        spec = window.trigger
+        if spec is None:
+            return None
+        if self._tail is None:
+            self._tail = HistoryTail(self.recorder.file_path.parent, skip=[self.recorder.file_path])
+        started = time.monotonic()
+        budget = max(0.0, min(spec.within_s, phase_end - started))
+        seen = self._tail.wait_for(spec.op.value, spec.type.value, budget, self._stop)
+        info: dict[str, Any] = {"op": spec.op.value, "type": spec.type.value, "fired": seen is not None,
+                                "waited_s": round(time.monotonic() - started, 4)}
+        if seen is not None:
+            info["seen"] = {k: seen.get(k) for k in ("writer", "index", "process", "txn", "topic", "time_ns")
+                          if seen.get(k) is not None}
+        return info
+
+    def _inject_window(self, window: Window, trigger: dict[str, Any] | None = None) -> list[_Active]:
         injected: list[_Active] = []
         for planned in window.faults:
             if self._stop.is_set():
                 break
-            active = self._inject(planned, window.for_s)
+            active = self._inject(planned, window.for_s, trigger)
             if active is not None:
                 injected.append(active)
         return injected
@@ -285,7 +309,8 @@ class Nemesis:
         with self._lock:
             return frozenset(r for a in self._active.values() for r in a.fault.resources)
 
-    def _inject(self, planned: PlannedFault, for_s: float) -> _Active | None:
+    def _inject(self, planned: PlannedFault, for_s: float,
+                trigger: dict[str, Any] | None = None) -> _Active | None:
         """Resolve, record and inject one fault; the _Active to heal later, or None."""
         ctx = ResolveContext(cluster=self.cluster, rng=random.Random(f"{self.config.seed}/{planned.fault_id}"),
                              busy=self._busy(), topics=self.env.topics, is_running=self.env.is_running(),
@@ -300,12 +325,15 @@ class Nemesis:
             inv = self.recorder.invoke(process, OpF.FAULT, extra={
                 "kind": planned.kind.value, "targets": [], "params": dict(planned.params),
                 "selector": planned.target, "fault_id": planned.fault_id, "for_s": for_s,
-                "healable": planned.healable, "source": planned.source})
+                "healable": planned.healable, "source": planned.source,
+                **({"trigger": trigger} if trigger is not None else {})})
             self.recorder.fail(inv, _error(err))
             self._count(planned.kind, "failed")
             self.say(f"{self.label}: {planned.fault_id} {planned.kind.value} {planned.target}: "
                      f"no target ({_error(err)})")
             return None
+        if trigger is not None:
+            fault = dataclasses.replace(fault, trigger=trigger)
         action = self.actions[fault.kind]
         active = _Active(fault, action)
         what = f"{fault.fault_id} {fault.kind.value} {', '.join(map(str, fault.targets))}"

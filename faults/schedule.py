@@ -18,6 +18,14 @@ nothing starts at or after the end of the phase. Kinds that do not apply to the
 run's path (split and merge on v4) are left out. Every such decision is kept in
 `Timeline.notes`, so a user can see why a fault did not run when planned.
 
+An entry may set its own `quiet_s` (the quiet period after each of its windows,
+instead of `faults.quiet_s`), so dense schedules (a kill every few seconds) and
+spaced ones live in one scenario. `flap: {count, off_s}` turns each occurrence into
+a burst of `count` windows, `for_s` on and `off_s` off (flapping: many short
+partitions); a burst is placed whole (nothing else starts inside it) and like a
+repeating series, so a burst that falls behind drops windows instead of piling up. A `trigger` is carried on the window: the
+nemesis then injects at the load's next matching operation (faults.triggers).
+
 The nemesis runs the timeline against the clock; the real start of a window may
 be later than planned (injections and restarts take time), never earlier, and
 the quiet period is counted from the real end of the last heal.
@@ -34,7 +42,7 @@ from typing import Any
 from faults import kinds
 from faults.kinds import ParamError
 from faults.selectors import Selector, SelectorError, check_against_cluster
-from harness.config import FaultKind, FaultsConfig
+from harness.config import FaultKind, FaultsConfig, TriggerSpec
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 
@@ -63,6 +71,8 @@ class Window:
     heal_s: float                   # when the healable faults are healed (start_s + for_s, cut at the end)
     faults: tuple[PlannedFault, ...]
     nominal_s: float                # when the scenario asked for it
+    quiet_s: float = 0.0            # fault-free seconds after its heal (the entry's, or faults.quiet_s)
+    trigger: TriggerSpec | None = None   # inject only at the load's next matching operation
 
     @property
     def for_s(self) -> float:
@@ -101,6 +111,9 @@ class _Candidate:
     repeating: bool
     for_s: float
     drafts: tuple[_Draft, ...]
+    quiet_s: float | None = None
+    trigger: TriggerSpec | None = None
+    burst_s: float | None = None    # a flap window: where its burst starts (a burst is placed whole)
 
 
 def _draft(kind: FaultKind, target: str, params: Mapping[str, Any], path: TxnPath,
@@ -162,8 +175,19 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, path: T
             assert entry.every_s is not None  # FaultSpec.check: exactly one of at_s, every_s
             times, repeating = _occurrences(entry.every_s, duration_s), True
         for t in times:
-            candidates.append(_Candidate(t, order, key, repeating, entry.for_s, (draft,)))
-            order += 1
+            if entry.flap is None:
+                candidates.append(_Candidate(t, order, key, repeating, entry.for_s, (draft,), entry.quiet_s,
+                                             entry.trigger))
+                order += 1
+                continue
+            # A burst: `count` windows back to back, `off_s` apart (their quiet period), the
+            # entry's own quiet period (or the section's) after the last one.
+            period = entry.for_s + entry.flap.off_s
+            for k in range(entry.flap.count):
+                last = k == entry.flap.count - 1
+                candidates.append(_Candidate(round(t + k * period, 9), order, key, True, entry.for_s, (draft,),
+                                             entry.quiet_s if last else entry.flap.off_s, entry.trigger, t))
+                order += 1
     if faults.random is not None:
         candidates.extend(_random_candidates(faults, seed, duration_s, path, source, order, notes,
                                              brokers, topics))
@@ -196,7 +220,7 @@ def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, path:
 
 
 def _place(candidates: list[_Candidate], duration_s: float, quiet_s: float, notes: list[str]) -> Timeline:
-    ordered = sorted(candidates, key=lambda c: (c.nominal_s, c.order))
+    ordered = sorted(candidates, key=lambda c: (c.nominal_s if c.burst_s is None else c.burst_s, c.order))
     windows: list[Window] = []
     free_at = 0.0
     next_id = 1
@@ -222,8 +246,10 @@ def _place(candidates: list[_Candidate], duration_s: float, quiet_s: float, note
             planned.append(PlannedFault(f"f{next_id}", draft.kind, draft.target, draft.selector,
                                         draft.params, draft.source))
             next_id += 1
-        windows.append(Window(round(start, 9), round(heal, 9), tuple(planned), cand.nominal_s))
-        free_at = heal + quiet_s
+        quiet = quiet_s if cand.quiet_s is None else cand.quiet_s
+        windows.append(Window(round(start, 9), round(heal, 9), tuple(planned), cand.nominal_s, quiet,
+                              cand.trigger))
+        free_at = heal + quiet
     return Timeline(tuple(windows), duration_s, quiet_s, tuple(notes))
 
 
@@ -232,5 +258,6 @@ def describe(timeline: Timeline) -> list[str]:
     lines = []
     for w in timeline.windows:
         what = ", ".join(f"{f.fault_id} {f.kind.value} {f.target}" for f in w.faults)
-        lines.append(f"{w.start_s:7.1f}s - {w.heal_s:7.1f}s  {what}")
+        when = f"  (at the next {w.trigger.op.value} {w.trigger.type.value})" if w.trigger is not None else ""
+        lines.append(f"{w.start_s:7.1f}s - {w.heal_s:7.1f}s  {what}{when}")
     return lines

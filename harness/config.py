@@ -215,6 +215,48 @@ class WorkloadConfig:
             raise Invalid("namespace", f"{self.namespace!r} is not tenant/namespace", "e.g. public/txnbench")
 
 
+class TriggerOn(str, Enum):
+    """History operations a fault can wait for (what the load records, see docs/history.md)."""
+
+    TXN_OPEN = "txn-open"
+    SEND = "send"
+    ACK = "ack"
+    TXN_COMMIT = "txn-commit"
+    TXN_ABORT = "txn-abort"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class TriggerType(str, Enum):
+    INVOKE = "invoke"       # the operation starts (e.g. the coordinator is about to end a transaction)
+    OK = "ok"               # it completed (e.g. a commit's markers or decision were written)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class TriggerSpec:
+    """Inject at a critical moment: when the fault is due, wait for the load's next matching
+    operation in the run's history, then inject at once (faults/README.md, 'Triggers')."""
+
+    op: TriggerOn
+    """The operation to wait for: txn-open, send, ack, txn-commit or txn-abort."""
+    type: TriggerType = TriggerType.INVOKE
+    """invoke (the operation started) or ok (it completed)."""
+    within_s: float = bounded(10.0, min=0.1, max=3600, help="seconds to wait for it; the fault is injected "
+                                                            "anyway when none comes (recorded as not fired)")
+
+
+@dataclass(frozen=True)
+class FlapSpec:
+    """A flapping fault: `count` short windows back to back, each `for_s` on then `off_s` off."""
+
+    count: int = bounded(10, min=1, max=10000, help="windows in one burst")
+    off_s: float = bounded(1.0, min=0, max=3600, help="seconds healed between two windows of the burst")
+
+
 @dataclass(frozen=True)
 class FaultSpec:
     """One scheduled fault: what, where, when and for how long.
@@ -236,6 +278,12 @@ class FaultSpec:
                                                       "and terminate are instant)")
     params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     """Settings of the kind, e.g. direction, latency_ms, jitter_ms, rate_kbps (faults/README.md)."""
+    quiet_s: float | None = bounded(None, min=0, max=3600, help="fault-free seconds after each of this "
+                                                                "entry's windows; null takes faults.quiet_s")
+    flap: FlapSpec | None = None
+    """Repeat the fault as a burst of short windows (count, off_s); null: one window."""
+    trigger: TriggerSpec | None = None
+    """Wait for a moment of the load (op, type, within_s) before injecting; null: inject when due."""
 
     def check(self) -> None:
         if (self.at_s is None) == (self.every_s is None):

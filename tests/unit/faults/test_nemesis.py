@@ -442,3 +442,33 @@ def test_unload_moves_ownership_of_a_topic_or_one_segment(tmp_path: Path) -> Non
     (kind, segment), whole = v5.admin.calls
     assert kind == "unload_segment" and segment in v5.admin.segments_by_topic[topics[1]]
     assert whole == ("unload_topic", topics[0])
+
+
+def test_a_triggered_fault_waits_for_the_loads_next_commit(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    worker = world.recorder.file_path.parent / "w0.jsonl"
+    worker.write_text(json.dumps({"writer": "w0", "process": "w0/u1", "index": 0, "f": "txn-commit",
+                                  "type": "invoke", "txn": "1:1"}) + "\n")     # old: not a trigger
+    cfg = config("schedule:\n  - {kind: partition, target: broker-broker:0-1, at_s: 0, for_s: 0.1, "
+                 "trigger: {op: txn-commit, within_s: 10}}", faults_s=12)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        time.sleep(0.2)                                   # the nemesis is waiting: nothing injected yet
+        assert nemesis.stats.injected == 0 and world.network.clean()
+        with worker.open("a") as handle:
+            handle.write(json.dumps({"writer": "w0", "process": "w0/u2", "index": 1, "f": "txn-commit",
+                                     "type": "invoke", "txn": "1:2"}) + "\n")
+        assert wait_for(lambda: nemesis.stats.healed == 1)
+    trigger = world.history()[0]["extra"]["trigger"]
+    assert trigger["fired"] is True and trigger["seen"]["txn"] == "1:2" and trigger["op"] == "txn-commit"
+
+
+def test_a_trigger_that_never_comes_injects_at_its_deadline(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    cfg = config("schedule:\n  - {kind: kill, target: broker:0, at_s: 0, for_s: 0.1, "
+                 "trigger: {op: txn-commit, type: ok, within_s: 0.2}}", faults_s=5)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.healed == 1)
+    trigger = world.history()[0]["extra"]["trigger"]
+    assert trigger["fired"] is False and trigger["waited_s"] >= 0.2 and "seen" not in trigger

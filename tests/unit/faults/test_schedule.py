@@ -180,3 +180,56 @@ def test_no_faults_no_windows() -> None:
 def test_slow_participant_default_latency_comes_from_settings() -> None:
     assert kinds.slow_participant_latency_ms({kinds.GC_RETENTION_KEY: 5, kinds.GC_INTERVAL_KEY: 1}) == 8000
     assert kinds.slow_participant_latency_ms({}) == (900 + 300 + 2) * 1000
+
+
+def test_an_entrys_own_quiet_period_makes_a_dense_series() -> None:
+    """A kill every 3 s with no quiet period of its own, beside a spaced fault that keeps the
+    section's quiet period after it."""
+    cfg = faults_of("""
+quiet_s: 5
+schedule:
+  - {kind: kill, target: coordinator, every_s: 3, for_s: 1, quiet_s: 0}
+  - {kind: pause, target: metadata, at_s: 10, for_s: 1}
+""", faults_s=20)
+    timeline = plan(cfg)
+    windows = [(w.start_s, w.heal_s, w.faults[0].kind.value, w.quiet_s) for w in timeline.windows]
+    assert windows[:4] == [(0, 1, "kill", 0), (3, 4, "kill", 0), (6, 7, "kill", 0), (9, 10, "kill", 0)]
+    assert (10, 11, "pause", 5) in windows
+    # the kill due at 12 waits for the pause's quiet period (until 16); the one at 15 is skipped
+    assert (16, 17, "kill", 0) in windows and not any(w[0] == 15 for w in windows)
+    assert sum(1 for w in windows if w[2] == "kill") == 6
+
+
+def test_a_flapping_fault_is_a_burst_of_short_windows() -> None:
+    cfg = faults_of("""
+quiet_s: 4
+schedule:
+  - {kind: partition, target: client-broker:0, at_s: 2, for_s: 0.3, flap: {count: 5, off_s: 0.2}}
+  - {kind: kill, target: ledger, at_s: 3, for_s: 1}
+""", faults_s=20)
+    timeline = plan(cfg)
+    flaps = [(w.start_s, w.heal_s) for w in timeline.windows if w.faults[0].kind is FaultKind.PARTITION]
+    assert flaps == [(2, 2.3), (2.5, 2.8), (3, 3.3), (3.5, 3.8), (4, 4.3)]
+    assert len({w.faults[0].fault_id for w in timeline.windows}) == len(timeline.windows)
+    kill = next(w for w in timeline.windows if w.faults[0].kind is FaultKind.KILL)
+    assert kill.start_s == pytest.approx(8.3)          # after the burst and the section's quiet period
+
+
+def test_a_trigger_is_carried_on_its_windows_and_described() -> None:
+    cfg = faults_of("""
+schedule:
+  - {kind: partition, target: broker-broker:0-1, at_s: 1, for_s: 1, trigger: {op: txn-commit}}
+  - {kind: kill, target: broker:0, at_s: 10, for_s: 1, trigger: {op: txn-commit, type: ok, within_s: 5}}
+""", faults_s=20)
+    first, second = plan(cfg).windows
+    assert first.trigger is not None and first.trigger.op.value == "txn-commit"
+    assert first.trigger.type.value == "invoke" and first.trigger.within_s == 10
+    assert second.trigger is not None and second.trigger.type.value == "ok" and second.trigger.within_s == 5
+    assert "at the next txn-commit ok" in describe(plan(cfg))[1]
+
+
+def test_a_bad_trigger_or_flap_is_one_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.trigger\.op"):
+        faults_of("schedule:\n  - {kind: kill, at_s: 1, trigger: {op: commit}}")
+    with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.flap\.count"):
+        faults_of("schedule:\n  - {kind: kill, at_s: 1, flap: {count: 0}}")

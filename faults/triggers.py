@@ -1,0 +1,102 @@
+"""Triggers: inject a fault at a critical moment of the load, read from the run's history.
+
+Theory of operation. A window that fails a transaction only when it strikes while the
+transaction is being ended (v4's END_TXN fan-out to the participants, v5's decision
+written to the metadata store and read by the participants) lasts milliseconds; a
+fault started at a fixed second rarely hits it. The load already writes every
+operation to `history/<writer>.jsonl`, line by line and flushed, before it starts
+(`invoke`) and when it completes (`ok`), on the same host. So a trigger follows those
+files: when a triggered window is due, `HistoryTail.wait_for` reads what the writers
+append from then on (every writer but the nemesis itself) and returns the first line
+whose `f` and `type` match, e.g. the next `txn-commit` invoke (a coordinator is about to
+end a transaction with its participants) or `txn-commit` ok (its markers or decision
+were just written). The nemesis then injects at once, a few milliseconds later.
+
+Matching is a pure function of one line (`matches`); the tail keeps one offset per
+file and the bytes of a line not yet complete, so a line is seen once, whole. Every
+wait is bounded by its timeout and by the stop event; files are polled every
+`POLL_S`, and one poll reads at most `MAX_READ` bytes per file (a writer far ahead
+is caught up over a few polls, newest lines not skipped).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+POLL_S = 0.005
+MAX_READ = 1 << 20
+
+
+def matches(op: Mapping[str, Any], on: str, type_: str) -> bool:
+    """True when the history line is the operation a trigger waits for."""
+    return op.get("f") == on and op.get("type") == type_
+
+
+class HistoryTail:
+    """Follows the `*.jsonl` files of a history folder from where each ends when first seen."""
+
+    def __init__(self, directory: Path, skip: Iterable[Path] = ()) -> None:
+        self.directory = directory
+        self.skip = {p.resolve() for p in skip}
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+
+    def _files(self) -> list[Path]:
+        return [p for p in sorted(self.directory.glob("*.jsonl")) if p.resolve() not in self.skip]
+
+    def skip_to_end(self) -> None:
+        """Forget everything written so far: only lines appended after this call count."""
+        for path in self._files():
+            try:
+                self._offsets[path] = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            self._partial[path] = b""
+
+    def _new_lines(self, path: Path) -> list[bytes]:
+        offset = self._offsets.get(path, 0)
+        try:
+            with path.open("rb") as handle:
+                handle.seek(offset)
+                data = handle.read(MAX_READ)
+        except FileNotFoundError:
+            return []
+        if not data:
+            return []
+        self._offsets[path] = offset + len(data)
+        data = self._partial.get(path, b"") + data
+        *lines, rest = data.split(b"\n")
+        self._partial[path] = rest
+        return lines
+
+    def poll(self, on: str, type_: str) -> dict[str, Any] | None:
+        """The first new line matching, or None; every new line is consumed either way."""
+        found: dict[str, Any] | None = None
+        for path in self._files():
+            for line in self._new_lines(path):
+                if found is not None or not line.strip():
+                    continue
+                try:
+                    op = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(op, dict) and matches(op, on, type_):
+                    found = op
+        return found
+
+    def wait_for(self, on: str, type_: str, timeout_s: float, stop: threading.Event) -> dict[str, Any] | None:
+        """The next matching line appended after this call, or None after `timeout_s` (or on stop)."""
+        self.skip_to_end()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            seen = self.poll(on, type_)
+            if seen is not None:
+                return seen
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or stop.wait(min(POLL_S, remaining)):
+                return None
