@@ -86,6 +86,18 @@ class ClusterConfig:
     """External target: a broker's http:// admin URL, also read for /metrics (or --admin-url)."""
 
 
+class ColdReads(str, Enum):
+    """How the drain makes its final reads come from durable storage, not from brokers' caches."""
+
+    AUTO = "auto"          # restart when the scenario has faults, none otherwise
+    RESTART = "restart"    # stop every broker gracefully, then start them all again
+    UNLOAD = "unload"      # unload every topic of the run (its partitions or segments)
+    NONE = "none"          # read from the brokers as they are
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class PhaseConfig:
     """Phase lengths. Load runs through warmup, steady, faults and recovery."""
@@ -97,6 +109,9 @@ class PhaseConfig:
     drain_timeout_s: float = bounded(60.0, min=1, max=3600,
                                      help="bound on the drain (final reads of every topic and subscription "
                                           "after the load stops); a drain cut short makes the verdict unknown")
+    cold_reads: ColdReads = ColdReads.AUTO
+    """Before the final reads: restart every broker (restart) or unload every topic (unload), so the
+    drain reads what is durable, not what a broker cached; auto: restart when there are faults."""
 
 
 @dataclass(frozen=True)

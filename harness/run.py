@@ -9,8 +9,10 @@ history (writer `run`) as each starts and a metrics snapshot of every service
     steady    the measured window
     faults    the nemesis walks the fault schedule (only when the scenario has faults)
     recovery  faults healed, load still running; then the load stops
-    drain     final reads of every topic, subscriptions consumed until empty,
-              then the `drain-complete` event
+    drain     cold reads first (every broker restarted, or every topic unloaded, so
+              the final reads come from durable storage; `phases.cold_reads`, said in
+              the manifest's `cold_reads`), then final reads of every topic,
+              subscriptions consumed until empty, then the `drain-complete` event
     collect   logs and Locust statistics gathered, the cluster stopped
 
 then the analysis (verdict, performance, report) runs on what was written.
@@ -47,14 +49,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig, Target
+from harness.config import ColdReads, RunConfig, Target
 from harness.errors import EnvironmentProblem, NotAvailableError, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
 from harness.planted import banner as planted_banner
 from harness.planted import refuse_planted_bugs
 from harness.results import MatrixDir, RunDir, RunStatus, new_matrix, new_run, write_json_atomic
-from harness.targets.base import ClusterTarget
+from harness.targets.base import ClusterTarget, ServiceRole
 from harness.txn_paths import TxnPath
 from harness.verdicts import Judgement, judge_run
 
@@ -216,12 +218,7 @@ class Run:
         self.cluster_info = self.target.up()
         self.say(f"[{self.config.path.value}] cluster ready in {time.monotonic() - started:.1f}s "
                  f"({self.cluster_info.service_url})")
-        self.run_dir.update_manifest(cluster={
-            "service_url": self.cluster_info.service_url, "admin_url": self.cluster_info.admin_url,
-            "toxiproxy_url": self.cluster_info.toxiproxy_url,
-            "services": [{"name": s.name, "role": s.role.value, "pid": s.pid} for s in self.cluster_info.services],
-            "settings": self.cluster_info.settings,
-        })
+        self._record_cluster()
         from workloads import setup as workload_setup
         from workloads import topology as workload_topology
 
@@ -231,6 +228,14 @@ class Run:
         workload_setup.wait_transactions_ready(self.cluster_info, self.config,
                                                timeout_s=self.config.cluster.ready_timeout_s)
         self._snapshot(Phase.SETUP)
+
+    def _record_cluster(self) -> None:
+        self.run_dir.update_manifest(cluster={
+            "service_url": self.cluster_info.service_url, "admin_url": self.cluster_info.admin_url,
+            "toxiproxy_url": self.cluster_info.toxiproxy_url,
+            "services": [{"name": s.name, "role": s.role.value, "pid": s.pid} for s in self.cluster_info.services],
+            "settings": self.cluster_info.settings,
+        })
 
     def _record_subscription_starts(self) -> None:
         """Every durable subscription exists now, before the load sends anything, and starts at the
@@ -357,6 +362,8 @@ class Run:
         from workloads.drain import drain
 
         self._begin(Phase.DRAIN)
+        cold = self._make_reads_cold()
+        self.run_dir.update_manifest(cold_reads=cold)
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "drain", self.clock,
                                    path=self.config.path.value)
         try:
@@ -370,6 +377,57 @@ class Run:
         else:
             self.say(f"[{self.config.path.value}] drain incomplete: {result.reason}; the verdict will be unknown")
         self._snapshot(Phase.DRAIN)
+
+    def _make_reads_cold(self) -> dict[str, Any]:
+        """Before the final reads: restart every broker (or unload every topic), so what the drain
+        reads comes from the ledger store, not from a broker's cache (a write acknowledged before
+        it was durable stays visible while the broker that cached it lives). What was done goes
+        into the manifest's `cold_reads`; a step that fails is recorded there, and the drain
+        goes on (its reads are then not known to be cold)."""
+        mode = self.config.phases.cold_reads
+        if mode is ColdReads.AUTO:
+            mode = ColdReads.RESTART if self.config.faults.enabled else ColdReads.NONE
+        if mode is ColdReads.NONE:
+            return {"mode": mode.value, "cold": False}
+        control = self.target.process_control() if self.target is not None else None
+        brokers = [s.name for s in self.cluster_info.by_role(ServiceRole.BROKER)]
+        if mode is ColdReads.RESTART and (control is None or not brokers):
+            self.say(f"[{self.config.path.value}] cold reads: this target cannot restart brokers; unloading "
+                     "every topic instead")
+            mode = ColdReads.UNLOAD
+        started = time.monotonic()
+        out: dict[str, Any] = {"mode": mode.value}
+        try:
+            if mode is ColdReads.RESTART:
+                assert control is not None
+                for name in brokers:          # all down first: no broker keeps a cache of any topic
+                    control.stop(name)
+                for name in brokers:
+                    control.start(name)       # waits until it is healthy
+                assert self.target is not None
+                self.cluster_info = self.target.info()
+                self._record_cluster()
+                out["services"] = brokers
+            else:
+                from faults.admin import make_topic_admin
+
+                admin, why = make_topic_admin(self.cluster_info, control)
+                if admin is None:
+                    raise EnvironmentProblem(f"no admin to unload topics with: {why}")
+                try:
+                    for topic in self.topology.topics:
+                        admin.unload_topic(topic)
+                finally:
+                    admin.close()
+                out["topics"] = list(self.topology.topics)
+        except Exception as err:
+            out.update(cold=False, error=f"{type(err).__name__}: {err}")
+            self.say(f"[{self.config.path.value}] cold reads: {mode.value} failed ({err}); the final reads "
+                     "may come from caches")
+            return out
+        out.update(cold=True, seconds=round(time.monotonic() - started, 3))
+        self.say(f"[{self.config.path.value}] cold reads: {mode.value} done in {out['seconds']:.1f}s")
+        return out
 
     def _snapshot(self, phase: Phase) -> None:
         if self.target is None:

@@ -31,11 +31,12 @@ RUN_TIMEOUT_S = 420
 
 
 def short_scenario(tmp: Path, name: str, *, steady_s: float = 6, path: str = "v4",
-                   workload: dict[str, Any] | None = None) -> Path:
+                   workload: dict[str, Any] | None = None, cold_reads: str = "auto") -> Path:
     data = yaml.safe_load((SCENARIO_DIR / f"{name}.yaml").read_text())
     data["name"] = f"{name}-short"
     data["path"] = path
-    data["phases"] = {"warmup_s": 2, "steady_s": steady_s, "recovery_s": 2, "drain_timeout_s": 90}
+    data["phases"] = {"warmup_s": 2, "steady_s": steady_s, "recovery_s": 2, "drain_timeout_s": 90,
+                      "cold_reads": cold_reads}
     data["load"] = {**data.get("load", {}), "users": 6, "spawn_rate": 100}
     data["workload"] = {**data["workload"], "txn_timeout_s": 10, "op_timeout_s": 10, **(workload or {})}
     data.pop("paths", None)
@@ -109,8 +110,13 @@ BROKER_REDELIVERS_ACKED = (
     pytest.param("mixed", marks=pytest.mark.slow),
 ])
 def test_each_workload_scenario_runs_to_a_valid_verdict(tmp_path: Path, name: str) -> None:
-    done = txnbench("run", str(short_scenario(tmp_path, name)), "--results", str(tmp_path / "results"))
+    # atomic-produce (the one not marked slow) also proves cold reads: every broker restarted
+    cold = "restart" if name == "atomic-produce" else "auto"
+    done = txnbench("run", str(short_scenario(tmp_path, name, cold_reads=cold)),
+                    "--results", str(tmp_path / "results"))
     run_dir, ops = assert_valid_run(done)
+    if cold == "restart":
+        assert_cold_reads(run_dir, ops, "restart", done.stderr)
     status = json.loads((run_dir / "locust" / "status.json").read_text())
     assert status["processes"] == 1 and status["host_cpus"] >= 1
     assert len(status["cpu_samples"]) >= 5 and status["cpu_samples"][-1][1] > status["cpu_samples"][0][1]
@@ -123,6 +129,28 @@ def test_each_workload_scenario_runs_to_a_valid_verdict(tmp_path: Path, name: st
     if name in ("ack-only", "consume-transform-produce", "mixed"):
         assert acks, "no transactional ack"
     assert any(op["f"] == "receive" and op["writer"] == "w0" for op in ops), "the load received nothing"
+
+
+def assert_cold_reads(run_dir: Path, ops: list[dict[str, Any]], mode: str, stderr: str) -> None:
+    """The manifest says how the final reads were made cold, and every subscription's start is
+    in the history (what the undelivered check holds the subscriptions to)."""
+    cold = json.loads((run_dir / "manifest.json").read_text())["cold_reads"]
+    assert cold["mode"] == mode and cold["cold"] is True and cold["seconds"] > 0, cold
+    if mode == "restart":
+        assert cold["services"] == ["broker-0", "broker-1"]
+        assert "cold reads: restart done" in stderr
+    else:
+        assert cold["topics"] and all(t.startswith("topic://") for t in cold["topics"])
+    starts = [op for op in ops if op["f"] == "phase" and op["extra"]["name"] == "subscription-start"]
+    assert starts and all(op["topic"] and op["subscription"] for op in starts)
+
+
+@pytest.mark.slow
+def test_cold_reads_by_unloading_every_topic_on_v5(tmp_path: Path) -> None:
+    file = short_scenario(tmp_path, "atomic-produce", steady_s=4, path="v5", cold_reads="unload")
+    done = txnbench("run", str(file), "--results", str(tmp_path / "results"))
+    run_dir, ops = assert_valid_run(done)
+    assert_cold_reads(run_dir, ops, "unload", done.stderr)
 
 
 @pytest.mark.slow
