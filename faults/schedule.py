@@ -22,8 +22,9 @@ An entry may set its own `quiet_s` (the quiet period after each of its windows,
 instead of `faults.quiet_s`), so dense schedules (a kill every few seconds) and
 spaced ones live in one scenario. `flap: {count, off_s}` turns each occurrence into
 a burst of `count` windows, `for_s` on and `off_s` off (flapping: many short
-partitions); a burst is placed whole (nothing else starts inside it) and like a
-repeating series, so a burst that falls behind drops windows instead of piling up. A `trigger` is carried on the window: the
+partitions); a burst is placed whole (nothing else starts inside it, and when its
+first window is postponed the whole burst moves with it), and a burst postponed
+past the series' next burst is skipped instead of piling up. A `trigger` is carried on the window: the
 nemesis then injects at the load's next matching operation (faults.triggers).
 
 The nemesis runs the timeline against the clock; the real start of a window may
@@ -224,18 +225,33 @@ def _place(candidates: list[_Candidate], duration_s: float, quiet_s: float, note
     windows: list[Window] = []
     free_at = 0.0
     next_id = 1
+    shifts: dict[tuple[str, float], float | None] = {}   # a burst's delay; None: the burst was skipped
     for i, cand in enumerate(ordered):
-        start = max(cand.nominal_s, free_at)
+        burst = (cand.series, cand.burst_s) if cand.burst_s is not None else None
+        later_in_burst = burst is not None and burst in shifts
+        if burst is not None and later_in_burst:
+            shift = shifts[burst]
+            if shift is None:
+                continue
+            nominal = cand.nominal_s + shift     # a burst moves whole: its rhythm is its point
+        else:
+            nominal = cand.nominal_s
+        start = max(nominal, free_at)
         label = f"{cand.series} at {cand.nominal_s:g}s"
         if start >= duration_s:
             notes.append(f"{label}: would start at {start:g}s, not before the end of the faults phase "
                          f"({duration_s:g}s); left out")
             continue
-        if cand.repeating and start > cand.nominal_s and any(
-                later.series == cand.series and later.nominal_s <= start for later in ordered[i + 1:]):
+        if not later_in_burst and cand.repeating and start > nominal and any(
+                later.series == cand.series and later.nominal_s <= start
+                and (burst is None or later.burst_s != cand.burst_s) for later in ordered[i + 1:]):
             notes.append(f"{label}: still busy until {start:g}s, past its next occurrence; skipped")
+            if burst is not None:
+                shifts[burst] = None
             continue
-        if start > cand.nominal_s:
+        if burst is not None and not later_in_burst:
+            shifts[burst] = start - cand.nominal_s
+        if start > nominal and not later_in_burst:
             notes.append(f"{label}: postponed to {start:g}s (a fault or the quiet period before it)")
         heal = start + cand.for_s
         if heal > duration_s:

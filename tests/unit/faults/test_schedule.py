@@ -233,3 +233,14 @@ def test_a_bad_trigger_or_flap_is_one_config_error() -> None:
         faults_of("schedule:\n  - {kind: kill, at_s: 1, trigger: {op: commit}}")
     with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.flap\.count"):
         faults_of("schedule:\n  - {kind: kill, at_s: 1, flap: {count: 0}}")
+
+
+def test_a_postponed_burst_moves_whole() -> None:
+    cfg = faults_of("""
+quiet_s: 1
+schedule:
+  - {kind: kill, target: ledger, at_s: 0, for_s: 2}
+  - {kind: partition, target: client-broker:0, at_s: 0, for_s: 0.5, flap: {count: 4, off_s: 0.5}}
+""", faults_s=30)
+    flaps = [(w.start_s, w.heal_s) for w in plan(cfg).windows if w.faults[0].kind is FaultKind.PARTITION]
+    assert flaps == [(3, 3.5), (4, 4.5), (5, 5.5), (6, 6.5)]      # after the kill and its quiet period
