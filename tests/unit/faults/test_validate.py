@@ -56,7 +56,7 @@ def test_the_timeline_printer(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out.startswith("== chaos on v4: faults phase 30s, quiet 4s after each heal ==")
     assert "f2 kill coordinator" in out and "on v5" not in out
-    assert "note: faults.schedule[5]: split does not apply to v4; left out" in out
+    assert "note: faults.schedule[15]: split does not apply to v4; left out" in out
 
 
 def test_the_timeline_printer_reports_a_bad_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
