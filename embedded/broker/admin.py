@@ -15,6 +15,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 from aiohttp import web
 
 from embedded.broker.managed_ledger.metadata import MlInfo
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("embedded.broker.admin")
 
 BROKER_KEY = web.AppKey("broker", object)
+# terminating one partition at its owner: a ledger close, well under the admin client's timeout
+_FORWARD_TIMEOUT_S = 20.0
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -221,6 +224,30 @@ class AdminApi:
         return _json({"ledgerId": position.ledger_id, "entryId": position.entry_id,
                       "partitionIndex": topic.name.partition_index})
 
+    async def terminate_partitions(self, request: web.Request) -> web.Response:
+        """Terminate every partition where it is owned, as Pulsar's `terminatePartitionedTopic`.
+
+        Each partition goes through the owner-only `terminate` route of the broker that
+        owns it (a redirect when that is another broker), so a partition is terminated
+        exactly as a non-partitioned topic is. Answers `{partition index: message id}`.
+        """
+        name = self._topic(request)
+        partitions = await self.broker.resources.partitions(name)
+        if partitions <= 0:
+            return _fail(404, f"{name} is not a partitioned topic")
+        base = str(request.url.origin()) + "/admin/v2/persistent/" + name.namespace
+        ends: dict[str, Any] = {}
+        timeout = aiohttp.ClientTimeout(total=_FORWARD_TIMEOUT_S)
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            for index in range(partitions):
+                url = f"{base}/{name.partition(index).encoded_local_name}/terminate"
+                async with http.post(url) as answer:
+                    body = await answer.text()
+                    if answer.status != 200:
+                        return _fail(answer.status, f"partition {index} of {name}: {body}")
+                    ends[str(index)] = json.loads(body)
+        return _json(ends)
+
     async def unload(self, request: web.Request) -> web.Response:
         name = self._topic(request)
         if self.broker.ownership.is_owned(name):
@@ -280,6 +307,7 @@ def add_routes(app: web.Application, broker: BrokerService) -> None:
         web.get(topic + "/stats", api.stats),
         web.get(topic + "/internalStats", api.internal_stats),
         web.post(topic + "/terminate", api.terminate),
+        web.post(topic + "/terminate/partitions", api.terminate_partitions),
         web.put(topic + "/unload", api.unload),
         web.get("/lookup/v2/topic/{domain:persistent}/{tenant}/{namespace}/{topic}", api.lookup),
     ])

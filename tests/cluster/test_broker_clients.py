@@ -205,6 +205,29 @@ def test_terminated_topic_refuses_producers_and_ends_readers(client: pulsar.Clie
     reader.close()
 
 
+def test_terminating_a_partitioned_topic_terminates_every_partition_at_its_owner(
+        client: pulsar.Client, cluster: EmbeddedCluster) -> None:
+    """`POST .../terminate/partitions` (the v4 chaos terminate of a partitioned topic) was a 404."""
+    topic = topic_name("terminated-parted")
+    local = topic.rsplit("/", 1)[1]
+    base = f"{admin_url(cluster)}/admin/v2/persistent/public/default/{local}"
+    assert requests.put(f"{base}/partitions", json=3, timeout=5).status_code == 204
+    producer = client.create_producer(topic, batching_enabled=False,
+                                      message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    for i in range(6):
+        producer.send(f"q{i}".encode(), partition_key=str(i))
+    producer.close()
+    response = requests.post(f"{base}/terminate/partitions", timeout=30, allow_redirects=True)
+    assert response.status_code == 200, response.text
+    assert sorted(response.json()) == ["0", "1", "2"]
+    for i in range(3):
+        with pytest.raises(pulsar.TopicTerminated):
+            client.create_producer(f"{topic}-partition-{i}")
+    missing = requests.post(f"{admin_url(cluster)}/admin/v2/persistent/public/default/{local}-none"
+                            "/terminate/partitions", timeout=10)
+    assert missing.status_code == 404
+
+
 def test_admin_rest_tenants_namespaces_and_stats_redirect_to_the_owner(client: pulsar.Client,
                                                                         cluster: EmbeddedCluster) -> None:
     base = admin_url(cluster)
