@@ -92,7 +92,8 @@ def test_a_second_drain_finds_the_subscriptions_empty_and_reads_the_same(
         cluster_factory: ClusterFactory, tmp_path: Path) -> None:
     cluster = cluster_factory(path="v4", brokers=1)
     info = cluster.info()
-    config = scenario("workload: {kind: atomic-produce, topics: 1, topics_per_txn: 1, namespace: public/wl2}")
+    config = scenario("workload: {kind: atomic-produce, topics: 1, topics_per_txn: 1, participants: 1, "
+                      "namespace: public/wl2}")   # not partitioned: reads in send order
     topology = plan(config, "run2")
     prepare(info, config, topology)
     with PulsarClient(info.service_url, txn_path="v4") as client:
