@@ -9,7 +9,7 @@ code-generation step and the C (upb) runtime does the parsing.
 
 The source of truth is the real `proto/PulsarApi.proto` of apache/pulsar-client-cpp
 (HEAD 1d08b2b3, 2026-07-21), which is the C++ client's copy of Pulsar's own file, and
-/work/shared/reference/pulsar-protocol-and-v5-facts.md. Field *names* follow Pulsar's
+../shared/reference/pulsar-protocol-and-v5-facts.md. Field *names* follow Pulsar's
 spelling (including its camelCase ones such as `ledgerId`, `messagePermits`) so the two
 can be compared line by line; the keyword helpers in `harness.wire.commands` give
 Python-style argument names on top. Names never reach the wire: only numbers, types

@@ -1,6 +1,6 @@
 """Our schema against the facts: enum numbers, field numbers, labels and types.
 
-The expectations below are transcribed from /work/shared/reference/pulsar-protocol-and-v5-facts.md
+The expectations below are transcribed from ../shared/reference/pulsar-protocol-and-v5-facts.md
 (section A, itself from apache/pulsar-client-cpp `proto/PulsarApi.proto` @1d08b2b3) for the
 transaction and v5 commands and the data-model messages they use; labels and types where the
 facts file is silent come from that same proto file.
