@@ -14,6 +14,8 @@ import argparse
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -43,6 +45,17 @@ def watch(parent: int, child: int, child_start: int, poll_s: float = POLL_S) -> 
                 os.kill(child, signal.SIGKILL)
             return "killed"
         time.sleep(poll_s)
+
+
+def spawn(parent: int, child: int, child_start: int | None = None) -> subprocess.Popen[bytes] | None:
+    """Start a watchdog that kills `child` once `parent` is gone; None when the child is gone already."""
+    child_start = child_start if child_start is not None else start_time(child)
+    if child_start is None:
+        return None
+    return subprocess.Popen([sys.executable, "-m", "embedded.metadata.zk_watchdog", "--parent", str(parent),
+                             "--child", str(child), "--child-start", str(child_start)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, close_fds=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,6 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from embedded.metadata import zk_watchdog
 from embedded.metadata.launcher import HOST, free_port
 
 #: ZooKeeper 3.9 runs on Java 8+; PySpark 4 itself needs 17, which is what we check for.
@@ -168,6 +169,8 @@ class ZooKeeperProcess:
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True, close_fds=True)
+        # a Java server outlives a killed owner (a test session stopped with -9): the watchdog does not
+        zk_watchdog.spawn(os.getpid(), self.popen.pid)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:   # bounded by the deadline
             if not self.running():

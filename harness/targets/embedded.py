@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -34,6 +33,7 @@ from typing import Any
 import requests
 
 from embedded import planted_bugs
+from embedded.metadata import zk_watchdog
 from embedded.metadata.zookeeper import ZooKeeperUnavailable, server_command, srvr_ok, write_config
 from harness.errors import EnvironmentProblem
 from harness.results import write_json_atomic
@@ -481,10 +481,7 @@ class EmbeddedCluster:
         record.pid, record.start_time = proc.pid, proc.start_time
         if record.program == ZOOKEEPER and self.spec.parent_pid and proc.pid and proc.start_time is not None:
             # Java cannot watch its parent as our services do: a watchdog kills it with the run
-            subprocess.Popen([sys.executable, "-m", "embedded.metadata.zk_watchdog", "--parent",
-                              str(self.spec.parent_pid), "--child", str(proc.pid), "--child-start",
-                              str(proc.start_time)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            zk_watchdog.spawn(self.spec.parent_pid, proc.pid, proc.start_time)
         self.save_state()
 
     def _wait_healthy(self, names: list[str], deadline: float) -> None:
