@@ -15,6 +15,7 @@ the address of our own protocol.
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -33,6 +34,33 @@ class WatchHandle(Protocol):
     """A registered prefix watch."""
 
     async def cancel(self) -> None: ...
+
+
+class _GetPut(Protocol):
+    async def get(self, key: str) -> GetResult: ...
+
+    async def put(self, key: str, value: str, *, expected_version: int | None = None, ephemeral: bool = False,
+                  partition_key: str | None = None, sequence_keys_deltas: Sequence[int] | None = None,
+                  secondary_indexes: Mapping[str, str] | None = None) -> PutResult: ...
+
+
+class JsonRecords:
+    """`get_json`/`put_json` over a backend's `get`/`put`, so every backend stores JSON alike
+    (compact, sorted keys: equal objects are equal bytes, whichever broker wrote them)."""
+
+    async def get_json(self: _GetPut, key: str) -> tuple[Any, Version]:
+        """The JSON value at `key` and its version (the CAS token for `put_json`)."""
+        result = await self.get(key)
+        return json.loads(result.value or "null"), result.version
+
+    async def put_json(self: _GetPut, key: str, obj: Any, *, expected_version: int | None = None,
+                       ephemeral: bool = False, partition_key: str | None = None,
+                       sequence_keys_deltas: Sequence[int] | None = None,
+                       secondary_indexes: Mapping[str, str] | None = None) -> PutResult:
+        return await self.put(key, json.dumps(obj, separators=(",", ":"), sort_keys=True),
+                              expected_version=expected_version, ephemeral=ephemeral,
+                              partition_key=partition_key, sequence_keys_deltas=sequence_keys_deltas,
+                              secondary_indexes=secondary_indexes)
 
 
 class MetadataBackend(Protocol):

@@ -31,7 +31,6 @@ import builtins
 import contextlib
 import inspect
 import itertools
-import json
 import logging
 import random
 import time
@@ -41,6 +40,7 @@ from typing import Any
 
 from embedded import tracing
 from embedded.metadata import requests
+from embedded.metadata.backend import JsonRecords
 from embedded.metadata.model import (
     Comparison,
     GetResult,
@@ -49,7 +49,6 @@ from embedded.metadata.model import (
     Notification,
     PutResult,
     SessionExpired,
-    Version,
     error_from_code,
 )
 from embedded.metadata.state import prefix_end
@@ -104,7 +103,7 @@ class Watch:
         await self.client._unwatch(self)
 
 
-class MetadataClient:
+class MetadataClient(JsonRecords):
     def __init__(self, address: str | tuple[str, int], *, session_timeout_ms: int = 10_000,
                  client_name: str = "", request_timeout_s: float = 5.0, connect_attempts: int = 20,
                  backoff: Backoff | None = None, on_session_lost: SessionLostCallback | None = None) -> None:
@@ -335,20 +334,6 @@ class MetadataClient:
         header = await self._call("range_scan", idempotent=True,
                                   **requests.range_args(min_key, max_key, use_index, limit, include_value))
         return requests.parse_records(header)
-
-    async def get_json(self, key: str) -> tuple[Any, Version]:
-        """The JSON value at `key` and its version (the CAS token for `put_json`)."""
-        result = await self.get(key)
-        return json.loads(result.value or "null"), result.version
-
-    async def put_json(self, key: str, obj: Any, *, expected_version: int | None = None,
-                       ephemeral: bool = False, partition_key: str | None = None,
-                       sequence_keys_deltas: Sequence[int] | None = None,
-                       secondary_indexes: Mapping[str, str] | None = None) -> PutResult:
-        return await self.put(key, json.dumps(obj, separators=(",", ":"), sort_keys=True),
-                              expected_version=expected_version, ephemeral=ephemeral,
-                              partition_key=partition_key, sequence_keys_deltas=sequence_keys_deltas,
-                              secondary_indexes=secondary_indexes)
 
     async def stats(self) -> dict[str, Any]:
         return dict((await self._call("stats", idempotent=True))["stats"])

@@ -34,7 +34,6 @@ import contextlib
 import datetime
 import inspect
 import itertools
-import json
 import logging
 import queue
 import socket
@@ -49,7 +48,12 @@ import oxia.ex
 from oxia.defs import NotificationType
 
 from embedded import tracing
-from embedded.metadata.backend import EventsCallback, ResyncCallback, SessionLostCallback
+from embedded.metadata.backend import (
+    EventsCallback,
+    JsonRecords,
+    ResyncCallback,
+    SessionLostCallback,
+)
 from embedded.metadata.client import Backoff
 from embedded.metadata.model import (
     BadVersion,
@@ -216,7 +220,7 @@ class _OxiaWatch:
         self.client._watches.pop(self.watch_id, None)
 
 
-class OxiaMetadataClient:
+class OxiaMetadataClient(JsonRecords):
     """The brokers' `MetadataBackend` on an Oxia service (ours or a real one)."""
 
     def __init__(self, address: str, *, namespace: str = "default", session_timeout_ms: int = 10_000,
@@ -433,18 +437,6 @@ class OxiaMetadataClient:
             out = sorted((GetResult(k, _text(v) if include_value else None, version_from_oxia(ver))
                           for k, v, ver in rows), key=lambda r: r.key)
         return out[:limit] if limit is not None else out
-
-    async def get_json(self, key: str) -> tuple[Any, Version]:
-        result = await self.get(key)
-        return json.loads(result.value or "null"), result.version
-
-    async def put_json(self, key: str, obj: Any, *, expected_version: int | None = None,
-                       ephemeral: bool = False, partition_key: str | None = None,
-                       sequence_keys_deltas: Sequence[int] | None = None,
-                       secondary_indexes: Mapping[str, str] | None = None) -> PutResult:
-        return await self.put(key, json.dumps(obj, separators=(",", ":"), sort_keys=True),
-                              expected_version=expected_version, ephemeral=ephemeral, partition_key=partition_key,
-                              sequence_keys_deltas=sequence_keys_deltas, secondary_indexes=secondary_indexes)
 
     # ---- watches ------------------------------------------------------------------------------
 

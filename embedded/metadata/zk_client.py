@@ -60,7 +60,12 @@ from kazoo.protocol.serialization import Watch, int_struct, write_string
 from kazoo.protocol.states import KazooState
 
 from embedded import tracing
-from embedded.metadata.backend import EventsCallback, ResyncCallback, SessionLostCallback
+from embedded.metadata.backend import (
+    EventsCallback,
+    JsonRecords,
+    ResyncCallback,
+    SessionLostCallback,
+)
 from embedded.metadata.client import Backoff
 from embedded.metadata.model import (
     MUST_NOT_EXIST,
@@ -167,7 +172,7 @@ class _ZkWatch:
         self.client._watches.pop(self.watch_id, None)
 
 
-class ZkMetadataClient:
+class ZkMetadataClient(JsonRecords):
     """The brokers' `MetadataBackend` on ZooKeeper (see the module docstring)."""
 
     def __init__(self, hosts: str, *, session_timeout_ms: int = 10_000, client_name: str = "",
@@ -546,18 +551,6 @@ class ZkMetadataClient:
         return [GetResult(key, data.decode() if include_value else None, version_from_stat(stat), secondary)
                 for (secondary, key), got in zip(hits, records, strict=True) if got is not None
                 for data, stat in (got,)]
-
-    async def get_json(self, key: str) -> tuple[Any, Version]:
-        result = await self.get(key)
-        return json.loads(result.value or "null"), result.version
-
-    async def put_json(self, key: str, obj: Any, *, expected_version: int | None = None,
-                       ephemeral: bool = False, partition_key: str | None = None,
-                       sequence_keys_deltas: Sequence[int] | None = None,
-                       secondary_indexes: Mapping[str, str] | None = None) -> PutResult:
-        return await self.put(key, json.dumps(obj, separators=(",", ":"), sort_keys=True),
-                              expected_version=expected_version, ephemeral=ephemeral, partition_key=partition_key,
-                              sequence_keys_deltas=sequence_keys_deltas, secondary_indexes=secondary_indexes)
 
     # ---- watches ------------------------------------------------------------------------------
 
