@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="override the scenario's seed")
     run.add_argument("--users", type=_positive_int, help="override the number of Locust users")
     run.add_argument("--web-ui", action="store_true", help="serve Locust's web UI while running")
+    run.add_argument("--remote-workers", type=int, metavar="N",
+                     help="wait for N Locust workers from other hosts (load.remote_workers; see `txnbench worker`)")
+    run.add_argument("--master", metavar="BIND:PORT",
+                     help="where the Locust master listens for remote workers (load.master_bind:master_port; "
+                          "default 127.0.0.1:5557)")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
     run.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
@@ -102,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--allow-planted-bugs", action="store_true",
                      help="let --set switch on planted bugs (txnbenchBug...: deliberate faults of the self-test)")
     run.set_defaults(handler=_cmd_run)
+
+    worker = sub.add_parser("worker", help="join a run from this host as N Locust workers",
+                            description="Join a run whose scenario waits for remote workers (load.remote_workers): "
+                                        "run N Locust workers here and ship their histories to the master.")
+    add_worker_arguments(worker)
+    worker.set_defaults(handler=_cmd_worker)
 
     for name, default, what in (("bench", "bench", "the benchmark matrix over v4, v4-batched, v5"),
                                 ("chaos", "chaos", "the chaos matrix: each path under faults"),
@@ -181,6 +192,18 @@ def _not_yet(command: str, issue: int, what: str) -> NotAvailableError:
     return NotAvailableError(f"{command}: not available yet: {what} lands with issue #{issue}")
 
 
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", required=True, help="the run's Locust master, HOST:PORT "
+                        "(its scenario's load.master_bind and load.master_port)")
+    parser.add_argument("--processes", type=int, default=1, help="Locust worker processes to run here (default 1)")
+    parser.add_argument("--dir", type=Path, default=Path("txnbench-worker"),
+                        help="this host's working folder: each worker's spec, history and log")
+    parser.add_argument("--wait", type=float, default=300.0,
+                        help="seconds to wait for the master to answer (default 300)")
+    parser.add_argument("--scenario", default=None,
+                        help="refuse to join unless the master runs this scenario with the same workload")
+
+
 def scenario_from_args(args: argparse.Namespace) -> RunConfig:
     """The scenario named on the command line with the command line's overrides applied."""
     config = load_scenario(args.scenario)
@@ -205,6 +228,13 @@ def scenario_from_args(args: argparse.Namespace) -> RunConfig:
         load = dataclasses.replace(load, users=args.users, spawn_rate=max(load.spawn_rate, float(args.users)))
     if getattr(args, "web_ui", False):
         load = dataclasses.replace(load, web_ui=True)
+    if getattr(args, "remote_workers", None) is not None:
+        if args.remote_workers < 0:
+            raise ConfigError("--remote-workers", str(args.remote_workers), "must be 0 or more", "e.g. 2")
+        load = dataclasses.replace(load, remote_workers=args.remote_workers)
+    if getattr(args, "master", None):
+        bind, port = _bind_port(args.master)
+        load = dataclasses.replace(load, master_bind=bind, master_port=port)
     config = dataclasses.replace(config, cluster=cluster, load=load, **changes)  # type: ignore[arg-type]
     if getattr(args, "duration", None):
         config = config.with_duration(args.duration)
@@ -212,6 +242,35 @@ def scenario_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError("--target external", "", "needs the cluster's service URL",
                           "pass --service-url pulsar://127.0.0.1:6650 (and --admin-url)")
     return config
+
+
+def _bind_port(text: str) -> tuple[str, int]:
+    import ipaddress
+
+    bind, sep, port = text.rpartition(":")
+    try:
+        ipaddress.ip_address(bind.strip("[]"))
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not sep or not 1024 <= number <= 65535:
+        raise ConfigError("--master", text, "expected BIND:PORT with an IP address of this host and a port 1024-65535",
+                          "e.g. --master 10.0.0.5:5557 (127.0.0.1:5557 keeps it on this machine)")
+    return bind.strip("[]"), number
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    """The worker host patches the standard library for gevent: it must be its own process image."""
+    import os
+
+    argv = [sys.executable, "-m", "workloads.worker_host", "--master", args.master, "--processes",
+            str(args.processes), "--dir", str(args.dir), "--wait", str(args.wait)]
+    if args.scenario:
+        argv += ["--scenario", args.scenario]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
+    return 2   # not reached
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ them, and `RunConfig.for_path()` gives the config of one cell.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 import types
 from collections.abc import Mapping
@@ -126,6 +127,29 @@ class LoadConfig:
     web_ui: bool = False
     """Serve Locust's web UI on 127.0.0.1 (or --web-ui)."""
     web_port: int = bounded(8089, min=1024, max=65535, help="port of Locust's web UI when web_ui is true")
+    remote_workers: int = bounded(0, min=0, max=1024,
+                                  help="Locust worker processes on other hosts (`txnbench worker --master "
+                                       "HOST:PORT --processes N`) the run waits for before its users start")
+    master_bind: str = "127.0.0.1"
+    """Address the Locust master binds when remote_workers > 0 (an address of this host the load hosts
+    reach; 0.0.0.0 only when you mean every interface)."""
+    master_port: int = bounded(5557, min=1024, max=65535,
+                               help="port of the Locust master when remote_workers > 0 (local workers alone "
+                                    "use a free port)")
+    remote_wait_s: float = bounded(60.0, min=1, max=3600,
+                                   help="how long the load process waits for the remote workers to join")
+
+    @property
+    def processes(self) -> int:
+        """Load-generating processes: local and remote workers, or the one local runner."""
+        return max(1, self.workers + self.remote_workers)
+
+    def check(self) -> None:
+        try:
+            ipaddress.ip_address(self.master_bind)
+        except ValueError:
+            raise Invalid("master_bind", f"{self.master_bind!r} is not an IP address",
+                          "give an address of this host, e.g. 127.0.0.1 or 10.0.0.5") from None
 
 
 @dataclass(frozen=True)

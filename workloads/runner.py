@@ -9,6 +9,12 @@ SIGTERM. It runs Locust in library mode:
   that starts N worker processes (`--worker i --master-port P`), each a WorkerRunner
   with its own client and its own history `history/w<i>.jsonl`. The master runs no
   users; it aggregates Locust's statistics and the workers' counters.
+* `load.remote_workers` = M > 0: the master binds `load.master_bind:load.master_port` and
+  also waits (at most `load.remote_wait_s`) for M workers from other hosts
+  (`txnbench worker`, workloads.worker_host): it welcomes them, answers their clock
+  probes and gathers their histories (`history/r<k>.jsonl`) before it quits Locust
+  (workloads.remote_master; `locust/workers.json` says who joined and who was lost).
+  A remote worker lost mid-run is recorded, not fatal: the others carry on.
 
 It writes Locust's CSV statistics to `locust/locust_*.csv` and the status file
 (workloads.status) every second, serves Locust's web UI when `load.web_ui` is set
@@ -43,6 +49,7 @@ from typing import Any  # noqa: E402
 import gevent  # noqa: E402
 from gevent.event import Event  # noqa: E402
 from locust.env import Environment  # noqa: E402
+from locust.exception import RPCError  # noqa: E402
 from locust.log import setup_logging  # noqa: E402
 from locust.runners import Runner  # noqa: E402
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter, stats_history  # noqa: E402
@@ -52,6 +59,8 @@ from harness.history import HistoryMisuse, HistoryRecorder, HistoryWriteError, R
 from workloads.capacity import find_capacity  # noqa: E402
 from workloads.context import Counters, LoadContext  # noqa: E402
 from workloads.loadspec import LoadSpec  # noqa: E402
+from workloads.remote import code_digest  # noqa: E402
+from workloads.remote_master import RemoteHub  # noqa: E402
 from workloads.status import CpuMeter, StatusReporter  # noqa: E402
 from workloads.users import user_classes  # noqa: E402
 
@@ -60,6 +69,7 @@ log = logging.getLogger("workloads.runner")
 STATUS_INTERVAL_S = 1.0
 WORKER_CONNECT_TIMEOUT_S = 60.0
 CLIENT_CLOSE_TIMEOUT_S = 2.0
+REMOTE_FINISH_GRACE_S = 20.0   # after the users stopped: remote hosts stop their workers and ship the rest
 # Worst case of a graceful stop: Locust's stop_timeout (op_timeout_s + 10) + 5 s + quit 5 s + closing
 # (2 s producers, 2 x 2 s client) stays under the orchestrator's op_timeout_s + 30 before it kills.
 STOP_GRACE_S = 10.0        # Locust's stop_timeout = operation timeout + this
@@ -97,15 +107,23 @@ def _check_port_free(port: int) -> None:
 class LoadProcess:
     """One load process: the local runner, or the master of N workers, or one worker."""
 
-    def __init__(self, spec: LoadSpec, *, worker_index: int | None = None, master_port: int | None = None) -> None:
+    def __init__(self, spec: LoadSpec, *, worker_index: int | None = None, master_port: int | None = None,
+                 worker_name: str | None = None, master_host: str = "127.0.0.1") -> None:
         self.spec = spec
         self.config = spec.config
         self.worker_index = worker_index
+        self.worker_name = worker_name
+        self.master_host = master_host
         self.master_port = master_port
-        self.workers = 0 if worker_index is not None else spec.config.load.workers
+        is_worker = worker_index is not None or worker_name is not None
+        self.workers = 0 if is_worker else spec.config.load.workers
+        self.remote_workers = 0 if is_worker else spec.config.load.remote_workers
+        self.hub: RemoteHub | None = None
+        self.worker_writers: dict[str, str] = {}
+        self.worker_cpu_s: dict[str, float] = {}
         self.clock = RunClock.from_env()
         self.stop_timeout_s = spec.config.workload.op_timeout_s + STOP_GRACE_S
-        classes, self.total_users = user_classes(spec.config, spec.config.load.workers)
+        classes, self.total_users = user_classes(spec.config)
         self.env = Environment(user_classes=classes, stop_timeout=self.stop_timeout_s, host=spec.service_url)
         self.ctx: LoadContext | None = None
         self.recorder: HistoryRecorder | None = None
@@ -124,12 +142,16 @@ class LoadProcess:
     # ---- set-up -------------------------------------------------------------------------------
 
     @property
+    def is_worker(self) -> bool:
+        return self.worker_index is not None or self.worker_name is not None
+
+    @property
     def is_master(self) -> bool:
-        return self.worker_index is None and self.workers > 0
+        return not self.is_worker and (self.workers > 0 or self.remote_workers > 0)
 
     @property
     def writer(self) -> str:
-        return f"w{self.worker_index or 0}"
+        return self.worker_name or f"w{self.worker_index or 0}"
 
     def _make_context(self) -> LoadContext:
         from harness.client import PulsarClient
@@ -194,6 +216,30 @@ class LoadProcess:
             return self.ctx.counters
         return Counters.merge(list(self.worker_counters.values()))
 
+    def _per_worker(self) -> dict[str, dict[str, Any]]:
+        """Each worker's counters by its writer name (the progress line shows each one's rate)."""
+        hosts = self.hub.writer_hosts() if self.hub is not None else {}
+        out: dict[str, dict[str, Any]] = {}
+        for client_id, snapshot in self.worker_counters.items():
+            writer = self.worker_writers.get(client_id, client_id)
+            out[writer] = {"counters": snapshot, "host": hosts.get(writer, "local")}
+        return out
+
+    def _remote_cpu_s(self) -> float:
+        """CPU seconds the remote workers reported (local ones are measured by pid)."""
+        return sum(cpu for client_id, cpu in self.worker_cpu_s.items()
+                   if self.worker_writers.get(client_id, "").startswith("r"))
+
+    def _watch_remote(self) -> None:
+        """Record remote workers whose Locust heartbeats stopped, and hosts gone silent."""
+        if self.hub is None or self.runner is None:
+            return
+        missing = [(self.worker_writers[c.id], f"its Locust worker stopped sending heartbeats ({c.id})")
+                   for c in self.runner.clients.missing  # type: ignore[attr-defined]
+                   if c.id in self.worker_writers and self.worker_writers[c.id].startswith("r")]
+        self.hub.note_missing_locust_clients(missing)
+        self.hub.check_hosts()
+
     def _users(self) -> tuple[int, dict[str, int]]:
         runner = self.runner
         if runner is None:
@@ -223,25 +269,27 @@ class LoadProcess:
 
     def _run(self) -> None:
         load = self.config.load
-        if self.worker_index is not None:
+        if self.is_worker:
             self._run_worker()
             return
         if load.web_ui:
             _check_port_free(load.web_port)
         if self.is_master:
-            self.runner = self.env.create_master_runner("127.0.0.1", 0)
-            self.env.events.worker_report.add_listener(self._on_worker_report)
+            self._create_master()
         else:
             self.ctx = self._make_context()
             self.runner = self.env.create_local_runner()
         capacity = find_capacity(self.config)
         self.reporter = StatusReporter(self.spec.status_file, self.clock, run_id=self.spec.run_id,
-                                       processes=max(1, self.workers), counters=self._counters,
-                                       users=self._users, cpu=CpuMeter(self._pids), capacity=capacity)
+                                       processes=load.processes, counters=self._counters,
+                                       users=self._users, cpu=CpuMeter(self._pids, extra=self._remote_cpu_s),
+                                       capacity=capacity, per_worker=self._per_worker if self.is_master else None)
         self.reporter.write(self.state)
         self._install_stops()
-        if self.is_master:
+        if self.is_master and self.workers:
             self._start_workers()
+        if self.hub is not None:
+            self._wait_remote()
         if load.web_ui:
             self.env.create_web_ui("127.0.0.1", load.web_port)
             log.info("Locust web UI on http://127.0.0.1:%d", load.web_port)
@@ -250,17 +298,55 @@ class LoadProcess:
         log.info("starting %d users (spawn rate %.1f/s) against %s on %s", self.total_users, load.spawn_rate,
                  self.spec.service_url, self.spec.path.value)
         self.state = "running"
+        assert self.runner is not None
         self.runner.start(self.total_users, load.spawn_rate)
         self.done.wait()
+
+    def _create_master(self) -> None:
+        load = self.config.load
+        bind, port = ("127.0.0.1", 0) if not self.remote_workers else (load.master_bind, load.master_port)
+        try:
+            self.runner = self.env.create_master_runner(bind, port)
+        except RPCError as err:
+            raise EnvironmentProblem(f"the Locust master cannot bind {bind}:{port} ({err}); set load.master_port "
+                                     "to a free port (and give the load hosts the same one)") from None
+        self.env.events.worker_report.add_listener(self._on_worker_report)
+        if self.remote_workers:
+            runner = self.runner
+
+            def send(kind: str, data: dict[str, Any], client_id: str) -> None:
+                runner.send_message(kind, data, client_id=client_id)
+
+            self.hub = RemoteHub(self.spec, self.clock, self.remote_workers, code_digest(), send)
+            self.hub.register(self.runner)
+            log.info("Locust master on %s:%d waits for %d remote worker(s): txnbench worker --master %s:%d",
+                     bind, port, self.remote_workers, bind, port)
+
+    def _wait_remote(self) -> None:
+        assert self.hub is not None and self.runner is not None
+        runner = self.runner
+        problem = self.hub.wait_joined(self.config.load.remote_wait_s, lambda: runner.worker_count,  # type: ignore[attr-defined]
+                                       self.workers, lambda: self.failure)
+        if problem:
+            raise LoadFailed(problem)
+        log.info("remote workers joined: %s", self.hub.describe_joined())
 
     def _run_worker(self) -> None:
         assert self.master_port is not None
         self.ctx = self._make_context()
-        self.runner = self.env.create_worker_runner("127.0.0.1", self.master_port)
+        self.runner = self.env.create_worker_runner(self.master_host, self.master_port)
         ctx = self.ctx
+        writer = self.writer
+        import psutil
+
+        me = psutil.Process()
 
         def report(client_id: str, data: dict[str, Any]) -> None:
             data["txnbench"] = ctx.counters.snapshot()
+            data["txnbench_writer"] = writer
+            with contextlib.suppress(psutil.Error):
+                times = me.cpu_times()
+                data["txnbench_cpu_s"] = times.user + times.system
 
         self.env.events.report_to_master.add_listener(report)
         self._install_stops()
@@ -272,19 +358,23 @@ class LoadProcess:
         snapshot = data.get("txnbench")
         if isinstance(snapshot, dict):
             self.worker_counters[client_id] = snapshot
+        if isinstance(data.get("txnbench_writer"), str):
+            self.worker_writers[client_id] = data["txnbench_writer"]
+        if isinstance(data.get("txnbench_cpu_s"), int | float):
+            self.worker_cpu_s[client_id] = float(data["txnbench_cpu_s"])
 
     # ---- stopping -----------------------------------------------------------------------------
 
     def _install_stops(self) -> None:
         gevent.signal_handler(signal.SIGTERM, lambda: self._spawn_stop("SIGTERM"))
         gevent.signal_handler(signal.SIGINT, lambda: self._spawn_stop("SIGINT"))
-        if self.worker_index is None:
+        if not self.is_worker:
             self._greenlets.append(gevent.spawn_later(self.spec.max_duration_s, self._stop,
                                                       f"max duration {self.spec.max_duration_s:.0f}s reached"))
         self._greenlets.append(gevent.spawn(self._watch_parent))
 
     def _watch_parent(self) -> None:
-        parent = self.spec.parent_pid if self.worker_index is None else None
+        parent = self.spec.parent_pid if not self.is_worker else None
         while not self.done.is_set():
             if _parent_gone(self._original_ppid, parent):
                 self._stop("the parent process is gone")
@@ -313,6 +403,8 @@ class LoadProcess:
         if runner is not None:
             with gevent.Timeout(self.stop_timeout_s + 5.0, False):
                 runner.stop()
+            if self.hub is not None:   # before quit: quitting ends the master's message channel
+                self.hub.finish(self.stop_timeout_s + REMOTE_FINISH_GRACE_S)
             with gevent.Timeout(5.0, False):
                 runner.quit()
         self.done.set()
@@ -347,6 +439,8 @@ class LoadProcess:
 
     def _status_loop(self) -> None:
         while not self.done.is_set():
+            if not self._stopping:
+                self._watch_remote()
             self._write_status()
             self.done.wait(STATUS_INTERVAL_S)
 
@@ -373,6 +467,12 @@ class LoadProcess:
             greenlet.kill(block=False)
         self._finish_csv()
         self._wait_workers()
+        if self.hub is not None:
+            self.hub.write(self.spec.run_dir.locust_dir / "workers.json")
+            for lost in self.hub.to_dict()["lost"]:
+                log.error("remote load worker %s (host %s) was lost: %s; %d bytes of its history %s",
+                          lost["writer"], lost["host"], lost["reason"], lost["bytes"],
+                          "arrived complete" if lost["complete"] else "arrived")
         if self.ctx is not None:
             with gevent.Timeout(CLIENT_CLOSE_TIMEOUT_S, False):
                 self.ctx.producers.close(CLIENT_CLOSE_TIMEOUT_S)
@@ -407,13 +507,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, type=Path, help="RUN_DIR/load-spec.json")
     parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--master-port", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--master-host", default="127.0.0.1", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-name", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     # Locust's web UI parses sys.argv as if this were the `locust` command line; ours is not.
     sys.argv = sys.argv[:1]
     setup_logging(os.environ.get("TXNBENCH_LOAD_LOG_LEVEL", "INFO").upper())   # DEBUG to trace the client
     try:
         spec = LoadSpec.load(args.spec)
-        process = LoadProcess(spec, worker_index=args.worker, master_port=args.master_port)
+        process = LoadProcess(spec, worker_index=args.worker, master_port=args.master_port,
+                              worker_name=args.worker_name, master_host=args.master_host)
     except TxnbenchError as err:
         print(f"load process: {err}", file=sys.stderr, flush=True)
         return EXIT_FAILED

@@ -18,6 +18,7 @@ a saturated load generator (analysis/perf/loadgen.py reads it). Keys:
 | `cpu_samples` | `[[time_ns, cpu_seconds], ...]`: cumulative CPU seconds of all load processes against the run clock |
 | `capacity` | the harness's measured rate against a null broker, when measured (workloads.capacity), else absent |
 | `fatal` | why the load stopped itself (e.g. the history could not be written), else null |
+| `workers` | a master's workers, local and remote: `[{"writer", "host", "committed_txns", "messages", "committed_txn_per_s", "msgs_per_s"}]` (rates over the last `window_s`); absent without workers |
 
 `msgs_per_s` counts every send that completed ok, transactional and the feeders' alike:
 it is the work the load process did, the figure to hold against its capacity.
@@ -44,11 +45,12 @@ MAX_CPU_SAMPLES = 4096
 class CpuMeter:
     """Cumulative CPU seconds (user + system) of a set of processes, also after they exit."""
 
-    def __init__(self, pids: Callable[[], list[int]]) -> None:
+    def __init__(self, pids: Callable[[], list[int]], extra: Callable[[], float] | None = None) -> None:
         import psutil
 
         self._psutil = psutil
         self._pids = pids
+        self._extra = extra    # CPU seconds measured elsewhere (remote workers report their own)
         self._procs: dict[int, Any] = {}
         self._last: dict[int, float] = {}
 
@@ -66,7 +68,7 @@ class CpuMeter:
                 del self._procs[pid]  # gone: keep its last reading
                 continue
             self._last[pid] = times.user + times.system
-        return sum(self._last.values())
+        return sum(self._last.values()) + (self._extra() if self._extra is not None else 0.0)
 
 
 class StatusReporter:
@@ -75,7 +77,8 @@ class StatusReporter:
     def __init__(self, path: Path, clock: RunClock, *, run_id: str, processes: int,
                  counters: Callable[[], Counters], users: Callable[[], tuple[int, Mapping[str, int]]],
                  cpu: CpuMeter | None, capacity: Mapping[str, Any] | None = None,
-                 window_s: float = RATE_WINDOW_S) -> None:
+                 window_s: float = RATE_WINDOW_S,
+                 per_worker: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None) -> None:
         self.path = path
         self.clock = clock
         self.run_id = run_id
@@ -90,6 +93,8 @@ class StatusReporter:
         self._cpu_samples: list[list[float]] = []
         self._last_cpu: tuple[int, float] | None = None
         self.fatal: str | None = None
+        self._per_worker = per_worker
+        self._worker_history: dict[str, deque[tuple[int, int, int]]] = {}
 
     def sample(self, state: str) -> dict[str, Any]:
         now = self.clock.now_ns()
@@ -126,7 +131,24 @@ class StatusReporter:
                 self._cpu_samples[1:] = self._cpu_samples[2::2]
         if self.capacity is not None:
             status["capacity"] = self.capacity
+        if self._per_worker is not None:
+            status["workers"] = self._worker_rates(now)
         return status
+
+    def _worker_rates(self, now: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for writer, entry in sorted(self._per_worker().items() if self._per_worker else ()):
+            counters = Counters.merge([dict(entry["counters"])])
+            history = self._worker_history.setdefault(writer, deque())
+            history.append((now, counters.committed, counters.messages))
+            while len(history) > 2 and now - history[0][0] > self.window_ns:
+                history.popleft()
+            span_s = (now - history[0][0]) / 1e9
+            out.append({"writer": writer, "host": entry.get("host", "local"),
+                        "committed_txns": counters.committed, "messages": counters.messages,
+                        "committed_txn_per_s": round((counters.committed - history[0][1]) / span_s, 3) if span_s > 0 else 0.0,
+                        "msgs_per_s": round((counters.messages - history[0][2]) / span_s, 3) if span_s > 0 else 0.0})
+        return out
 
     def write(self, state: str) -> dict[str, Any]:
         status = self.sample(state)

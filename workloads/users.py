@@ -61,11 +61,14 @@ def _user_class(name: str, workload: type[Workload], *, weight: int = 1, fixed_c
                                          "abstract": False, "__module__": __name__})
 
 
-def user_classes(config: RunConfig, workers: int = 0) -> tuple[list[type[User]], int]:
-    """The run's user classes and the number of users to start (see the module docstring)."""
+def user_classes(config: RunConfig, processes: int | None = None) -> tuple[list[type[User]], int]:
+    """The run's user classes and the number of users to start (see the module docstring).
+
+    `processes` is how many load processes share the users (default: the config's local and
+    remote workers, or 1); feeders and verifiers are per process."""
     workload = config.workload
     kinds = workload_kinds(config)
-    processes = max(1, workers)
+    processes = config.load.processes if processes is None else max(1, processes)
     classes: list[type[User]] = []
     for kind in kinds:
         weight = workload.mix.get(kind, 0) if workload.kind is WorkloadKind.MIXED else 1
