@@ -90,6 +90,34 @@ def stall_after_s(run: RunDir) -> tuple[float, str]:
     return float(value), "manifest"
 
 
+def lost_workers(run: RunDir) -> tuple[list[str], list[str]]:
+    """Remote load workers the run lost mid-run (manifest `load_workers.lost`): (explanations, doubts).
+
+    A lost worker whose file arrived to its last line leaves an ordinary torn history (its open
+    operations count as `info`): it is explained, not doubted. One whose host vanished left only
+    what was shipped before: operations after that are missing, so the verdict cannot be `true`.
+    """
+    if not run.manifest_path.is_file():
+        return [], []
+    try:
+        lost = (read_json(run.manifest_path).get("load_workers") or {}).get("lost") or []
+    except (OSError, ValueError, AttributeError):
+        return [], []
+    notes: list[str] = []
+    doubts: list[str] = []
+    for entry in lost:
+        who = f"load worker {entry.get('writer')} on host {entry.get('host')} was lost mid-run ({entry.get('reason')})"
+        if entry.get("complete"):
+            notes.append(f"{who}; its history reached the master to its last line, its unfinished operations "
+                         "count as outcome unknown")
+        else:
+            doubt = (f"{who}; only the first {entry.get('bytes', 0)} bytes of its history reached the master, so "
+                     "operations it recorded after them are missing (values it sent may show as unexpected)")
+            notes.append(doubt)
+            doubts.append(doubt)
+    return notes, doubts
+
+
 def _check_entry(result: CheckResult) -> dict[str, Any]:
     entry: dict[str, Any] = {"status": result.status.value, "reason": result.reason}
     if result.status is CheckStatus.RAN:
@@ -242,6 +270,10 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         loaded.release()
 
     valid, reasons = _verdict(results, drain.complete)
+    lost_notes, lost_doubts = lost_workers(run)
+    if lost_doubts:
+        reasons.extend(lost_doubts)
+        valid = False if valid is False else "unknown"
     elapsed = time.monotonic() - started
     history = facts.to_dict()
     history.update({
@@ -277,6 +309,8 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
     }
     if valid is False and reasons:
         out["doubts"] = reasons
+    if lost_notes:
+        out["lost_workers"] = lost_notes
     write_json_atomic(run.results_json, out)
     say(f"done: valid={valid}")
     return out
@@ -291,6 +325,8 @@ def _summary_line(out: dict[str, Any], path: Path) -> str:
         head = f"INVALID: {found}"
     else:
         head = "unknown: " + "; ".join(out["unknown_reasons"])
+    if out.get("lost_workers") and valid != "unknown":   # unknown_reasons already hold the doubts
+        head += "; " + "; ".join(out["lost_workers"])
     return f"{head} ({path})"
 
 

@@ -70,6 +70,7 @@ def run_summary(run: RunDir, results: dict[str, Any] | None, perf: dict[str, Any
         "valid": results.get("valid") if results else "unknown",
         "anomalies": (results or {}).get("anomalies") or {},
         "unknown_reasons": (results or {}).get("unknown_reasons") or [],
+        "lost_workers": (results or {}).get("lost_workers") or [],
         "committed_txn_per_s": (perf or {}).get("committed_txn_per_s"),
         "msgs_per_s": (perf or {}).get("msgs_per_s"),
         "latency_ms": {op: {k: entry.get(k) for k in ("p50", "p99", "max")}

@@ -323,6 +323,10 @@ class Run:
             status = json.loads(status_file.read_text())
             rates = (f"  txn/s {status.get('committed_txn_per_s', 0):.0f}"
                      f"  msgs/s {status.get('msgs_per_s', 0):.0f}  errors {status.get('errors', 0)}")
+            workers = status.get("workers") or []
+            if workers:
+                rates += f"  workers {len(workers)}: " + " ".join(
+                    f"{w['writer']} {w.get('committed_txn_per_s', 0):.0f}/s" for w in workers)
         elapsed = now - self.phase_started
         total = elapsed + max(0.0, deadline - now)
         self.say(f"[{self.config.path.value}] {self.phase} {elapsed:4.0f}/{total:.0f}s{rates}")
@@ -347,9 +351,14 @@ class Run:
         self._snapshot(Phase.FAULTS)
 
     def _stop_load(self, timeout_s: float | None = None) -> None:
-        if self.load is None or self.load.poll() is not None:
+        if self.load is None:
+            return
+        if self.load.poll() is not None:
+            self._record_load_workers()
             return
         timeout_s = timeout_s or self.config.workload.op_timeout_s + 30.0
+        if self.config.load.remote_workers:   # remote hosts stop their workers and ship the rest first
+            timeout_s += self.config.workload.op_timeout_s + 40.0
         self.load.send_signal(signal.SIGTERM)
         try:
             self.load.wait(timeout=timeout_s)
@@ -357,6 +366,19 @@ class Run:
             self.say(f"load process did not stop within {timeout_s:.0f}s; killing it")
             self.load.kill()
             self.load.wait(timeout=10)
+        self._record_load_workers()
+
+    def _record_load_workers(self) -> None:
+        """Remote workers: who joined, their clock offsets, and who was lost (the checker names them)."""
+        workers = self.run_dir.locust_dir / "workers.json"
+        if not workers.is_file():
+            return
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(workers.read_text())
+            self.run_dir.update_manifest(load_workers=data)
+            for lost in data.get("lost") or []:
+                self.say(f"[{self.config.path.value}] remote load worker {lost['writer']} ({lost['host']}) was lost: "
+                         f"{lost['reason']}")
 
     def _drain(self) -> None:
         from workloads.drain import drain
@@ -681,6 +703,8 @@ def _print_outcome(outcome: RunOutcome) -> None:
             reasons = sorted(set(judgement.expected.values()))
             which = "all expected" if judgement.only_expected else f"expected: {', '.join(judgement.expected)}"
             line += f"; {which} ({'; '.join(reasons)})"
+        for lost in outcome.summary.get("lost_workers") or []:
+            line += f"; {lost}"
     if outcome.error:
         line += f": {outcome.error}"
     _say(line)
