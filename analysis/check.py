@@ -90,6 +90,20 @@ def stall_after_s(run: RunDir) -> tuple[float, str]:
     return float(value), "manifest"
 
 
+def _lost_entries(run: RunDir) -> list[dict[str, Any]]:
+    if not run.manifest_path.is_file():
+        return []
+    try:
+        lost = (read_json(run.manifest_path).get("load_workers") or {}).get("lost") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [entry for entry in lost if isinstance(entry, dict)]
+
+
+def lost_writer_names(run: RunDir) -> tuple[str, ...]:
+    return tuple(sorted(str(e.get("writer")) for e in _lost_entries(run)))
+
+
 def lost_workers(run: RunDir) -> tuple[list[str], list[str]]:
     """Remote load workers the run lost mid-run (manifest `load_workers.lost`): (explanations, doubts).
 
@@ -97,12 +111,7 @@ def lost_workers(run: RunDir) -> tuple[list[str], list[str]]:
     operations count as `info`): it is explained, not doubted. One whose host vanished left only
     what was shipped before: operations after that are missing, so the verdict cannot be `true`.
     """
-    if not run.manifest_path.is_file():
-        return [], []
-    try:
-        lost = (read_json(run.manifest_path).get("load_workers") or {}).get("lost") or []
-    except (OSError, ValueError, AttributeError):
-        return [], []
+    lost = _lost_entries(run)
     notes: list[str] = []
     doubts: list[str] = []
     for entry in lost:
@@ -235,7 +244,8 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         say("deciding transactions")
         seen = overview(loaded.ops)
         drain = seen.drain
-        ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small)
+        ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
+                      lost_writers=lost_writer_names(run))
         try:
             # Small histories: all counts in one Spark job. Large ones: check by check, with progress.
             results = run_checks(ctx, progress=say, together=size < PROGRESS_MIN_BYTES)

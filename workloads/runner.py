@@ -325,8 +325,16 @@ class LoadProcess:
     def _wait_remote(self) -> None:
         assert self.hub is not None and self.runner is not None
         runner = self.runner
-        problem = self.hub.wait_joined(self.config.load.remote_wait_s, lambda: runner.worker_count,  # type: ignore[attr-defined]
-                                       self.workers, lambda: self.failure)
+        hub = self.hub
+
+        def cannot_start() -> str | None:
+            lost = [f"{w.writer} ({w.host}): {w.lost}" for w in hub.gatherer.writers.values() if w.lost]
+            if lost:
+                return f"remote load worker(s) lost before the users started: {'; '.join(lost)}"
+            return self.failure or ("the load was stopped while waiting for remote workers" if self._stopping else None)
+
+        problem = hub.wait_joined(self.config.load.remote_wait_s, lambda: runner.worker_count,  # type: ignore[attr-defined]
+                                  self.workers, cannot_start)
         if problem:
             raise LoadFailed(problem)
         log.info("remote workers joined: %s", self.hub.describe_joined())
@@ -453,6 +461,8 @@ class LoadProcess:
             self.reporter.fatal = self.failure
         try:
             self.reporter.write(self.state)
+            if self.hub is not None:   # also while running: a load process killed later still leaves it
+                self.hub.write(self.spec.run_dir.locust_dir / "workers.json")
         except OSError as err:
             log.warning("could not write %s: %s", self.reporter.path, err)
 

@@ -81,6 +81,8 @@ class CheckContext:
     overview: HistoryOverview
     max_examples: int = MAX_EXAMPLES
     persisted: tuple[DataFrame, ...] = ()
+    lost_writers: tuple[str, ...] = ()
+    """Writers whose process was lost mid-run (remote load workers): their history simply ends."""
 
     def count(self, what: str) -> int:
         """A count from the overview: events, sends, ctp_sends, acks, cumulative_acks, receives, reads."""
@@ -147,7 +149,8 @@ def decide_ack_only_by_redelivery(txns: DataFrame, pairs: DataFrame, receives: D
 
 def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, persist: bool = True,
             max_examples: int = MAX_EXAMPLES, pairs: DataFrame | None = None,
-            facts: HistoryOverview | None = None, cut_lineage: bool = False) -> CheckContext:
+            facts: HistoryOverview | None = None, cut_lineage: bool = False,
+            lost_writers: tuple[str, ...] = ()) -> CheckContext:
     """Derive the check inputs from validated ops (analysis.load.OPS_COLUMNS).
 
     `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
@@ -265,7 +268,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         pairs=pairs, txns=txns, sends=sends, acks=acks, receives=recv, reads=reads, visible=visible,
         observations=observations, drain=drain, stall_after_ns=int(stall_after_s * 1e9),
         history_end_ns=facts.last_ns, drain_phase_ns=marks[0].time_ns if marks else None, overview=facts,
-        max_examples=max_examples, persisted=tuple(kept),
+        max_examples=max_examples, persisted=tuple(kept), lost_writers=tuple(lost_writers),
     )
 
 

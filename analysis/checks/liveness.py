@@ -3,7 +3,9 @@
 A commit or abort is stalled when it took longer than `stall_after_s`
 (docs/checks.md; the run's `config.checks.stall_after_s`, 10 s by default), or
 when it never completed although the history went on for longer than that
-after it was invoked. This needs no drain.
+after it was invoked. This needs no drain. A writer lost mid-run (a remote load
+worker that died, `CheckContext.lost_writers`) cannot complete what it invoked:
+its unfinished commits are measured to its own last line, not to the history's end.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ def plan_stalled_commit(ctx: CheckContext) -> Plan:
     """A txn-commit or txn-abort slower than stall_after_s, or unfinished for longer than that."""
     end = F.lit(ctx.history_end_ns).cast("long")
     ends = ctx.pairs.filter(F.col("f").isin(OpF.TXN_COMMIT.value, OpF.TXN_ABORT.value))
+    if ctx.lost_writers:
+        last = (ctx.pairs.filter(F.col("writer").isin(*ctx.lost_writers)).groupBy("writer")
+                .agg(F.max(F.greatest(F.col("invoke_ns"), F.coalesce(F.col("complete_ns"), F.col("invoke_ns"))))
+                     .alias("_writer_end")))
+        ends = ends.join(last, "writer", "left")
+        end = F.coalesce(F.col("_writer_end"), end)
     took = F.when(F.col("completed"), F.col("complete_ns") - F.col("invoke_ns")).otherwise(end - F.col("invoke_ns"))
     stalled = ends.withColumn("_took", took).filter(F.col("_took") > F.lit(ctx.stall_after_ns)).select(
         "txn", ref(ends, time="invoke_ns").alias("op"), "completed",

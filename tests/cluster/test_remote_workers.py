@@ -185,13 +185,15 @@ def remote_run(tmp_path: Path, *, kill_one: bool) -> tuple[Path, dict[str, Any],
     hosts = [start_host(tmp_path / f"host{i}", port) for i in range(2)]
     try:
         if kill_one:
-            def worker_pid() -> int | None:
-                if "steady" not in (tmp_path / "run.err").read_text():
+            def worker_pid() -> int | None:   # mid-run: once its history has some transactions in it
+                files = list((tmp_path / "host1" / "work").glob("*/history/r*.jsonl"))
+                if not files or files[0].read_bytes().count(b'"txn-commit"') < 20:
                     return None
                 kids = [p for p in psutil.Process(hosts[1].pid).children() if "--worker-name" in p.cmdline()]
                 return kids[0].pid if kids else None
 
-            os.kill(wait_until(worker_pid, timeout_s=240, interval_s=0.3, message="the steady phase"), signal.SIGKILL)
+            os.kill(wait_until(worker_pid, timeout_s=240, interval_s=0.3, message="transactions on host1"),
+                    signal.SIGKILL)
         run.wait(timeout=420)
         codes = [h.wait(timeout=120) for h in hosts]
     finally:

@@ -135,6 +135,18 @@ def test_stalled_commit_that_never_completed(run_check: RunCheck) -> None:
     assert result.examples[0]["txn"] == "1:1" and result.examples[0]["completed"] is False
 
 
+def test_an_unfinished_commit_of_a_lost_writer_is_measured_to_its_last_line(run_check: RunCheck) -> None:
+    # r1 (a remote load worker) died right after invoking a commit; the others went on for 12 s
+    h = History()
+    h.process("r1/u1").open().send("a").commit(type=None)
+    h.sleep(12)
+    h.process("r0/u1").open().send("b").commit()
+    h.drain(reads={"t1": ["b"]})
+    assert run_check(h, stalled_commit, stall_after_s=10).count == 1          # unknown to the check: a stall
+    assert run_check(h, stalled_commit, stall_after_s=10, lost_writers=("r1",)).count == 0
+    assert run_check(h, stalled_commit, stall_after_s=10, lost_writers=("r0",)).count == 1
+
+
 def test_stall_threshold_is_a_parameter(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().send("a").commit(took_s=3)
