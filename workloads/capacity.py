@@ -11,6 +11,11 @@ reached in the capacity file (`$TXNBENCH_CAPACITY_FILE`, default
 figure into its status file (`capacity`), so the report can say how close the run came
 to what the harness could have driven.
 
+`--remote-workers N` measures the distributed path instead: the load process becomes a
+Locust master waiting for N remote workers, and one `txnbench worker --processes N` on
+127.0.0.1 joins it (histories shipped back as in a real run). On one host this says what
+N worker processes add here; on a load host of its own each adds about one process's figure.
+
 Consumers get nothing from a null broker, so only the producing shape is measured;
 consume-transform-produce and ack-only iterations cost more client work per
 transaction than atomic-produce, and their capacity is lower than this figure.
@@ -109,6 +114,24 @@ def _start_null_broker() -> tuple[subprocess.Popen[str], int]:
     return proc, int(line.split()[1])
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_users(status_path: Path, load: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Until the load process runs its users (remote workers take a while to join), bounded."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and load.poll() is None:
+        status = _read_status(status_path)
+        if status and status.get("state") == "running" and status.get("users"):
+            return
+        time.sleep(0.2)
+
+
 def _read_status(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -122,6 +145,10 @@ def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> 
     from workloads.topology import plan
 
     shaped = capacity_config(config)
+    remote = shaped.load.remote_workers
+    if remote:
+        shaped = dataclasses.replace(shaped, load=dataclasses.replace(shaped.load, master_bind="127.0.0.1",
+                                                                      master_port=_free_port()))
     broker, port = _start_null_broker()
     work = Path(tempfile.mkdtemp(prefix="txnbench-capacity-"))
     run_dir = RunDir(work / "run")
@@ -137,8 +164,17 @@ def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> 
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             env=clock.export(dict(os.environ)), start_new_session=True)
     log.close()
+    host: subprocess.Popen[bytes] | None = None
+    if remote:
+        with (run_dir.logs_dir / "worker-host.log").open("ab") as out:
+            host = subprocess.Popen([sys.executable, "-m", "workloads.worker_host", "--master",
+                                     f"127.0.0.1:{shaped.load.master_port}", "--processes", str(remote),
+                                     "--dir", str(work / "host"), "--wait", "60"],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
     status_path = run_dir.locust_dir / "status.json"
     try:
+        _wait_users(status_path, load, timeout_s=120.0)
         time.sleep(warmup_s)
         first = _read_status(status_path)
         time.sleep(seconds)
@@ -160,6 +196,12 @@ def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> 
             except subprocess.TimeoutExpired:
                 load.kill()
                 load.wait(timeout=10)
+        if host is not None:
+            try:
+                host.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                host.kill()
+                host.wait(timeout=10)
         broker.terminate()
         try:
             broker.wait(timeout=10)
@@ -175,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", choices=[p.value for p in TxnPath], default=None)
     parser.add_argument("--users", type=int, default=None)
     parser.add_argument("--workers", type=int, default=None, help="Locust worker processes (load.workers)")
+    parser.add_argument("--remote-workers", type=int, default=None,
+                        help="measure through N remote workers (one `txnbench worker --processes N` on 127.0.0.1)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--no-save", action="store_true", help="print only; do not update the capacity file")
     args = parser.parse_args(argv)
@@ -185,9 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         config = dataclasses.replace(config, load=dataclasses.replace(config.load, users=args.users))
     if args.workers is not None:
         config = dataclasses.replace(config, load=dataclasses.replace(config.load, workers=args.workers))
+    if args.remote_workers is not None:
+        config = dataclasses.replace(config, load=dataclasses.replace(config.load, remote_workers=args.remote_workers))
     result = measure(config, seconds=args.seconds)
     print(json.dumps({"shape": shape_of(config), "result": result}, indent=2))
-    if not args.no_save:
+    if not args.no_save and not config.load.remote_workers:   # the cache is for local load processes
         print(f"saved to {save_capacity(config, result)}", file=sys.stderr)
     return 0
 
