@@ -86,6 +86,26 @@ def find_capacity(config: RunConfig, path: Path | None = None) -> dict[str, Any]
             "measured_at": best.get("measured_at"), "workload": "atomic-produce"}
 
 
+def with_remote_workers(capacity: Mapping[str, Any] | None, config: RunConfig) -> dict[str, Any] | None:
+    """A run with remote workers: this host's one-process figure times the load processes.
+
+    Remote hosts are not measured from here; each Locust worker on a load machine of its own
+    generates about what one process does here (README, "Load from many machines"), so the
+    report's utilization holds the run against that sum and says so.
+    """
+    if capacity is None or not config.load.remote_workers:
+        return dict(capacity) if capacity is not None else None
+    processes = config.load.processes
+    scaled = dict(capacity)
+    for key in ("committed_txn_per_s", "msgs_per_s"):
+        if isinstance(capacity.get(key), int | float):
+            scaled[key] = round(float(capacity[key]) * processes, 1)
+    scaled["against"] = (f"{capacity.get('against', AGAINST)}, one process here x {processes} load processes "
+                         f"({config.load.remote_workers} remote, not measured from this host)")
+    scaled["processes"] = processes
+    return scaled
+
+
 def save_capacity(config: RunConfig, result: Mapping[str, Any], path: Path | None = None) -> Path:
     target = path or capacity_file()
     entries = [e for e in _read_entries(target) if e.get("shape") != shape_of(config)]

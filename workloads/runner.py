@@ -56,7 +56,7 @@ from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter, stats_histor
 
 from harness.errors import EnvironmentProblem, TxnbenchError  # noqa: E402
 from harness.history import HistoryMisuse, HistoryRecorder, HistoryWriteError, RunClock  # noqa: E402
-from workloads.capacity import find_capacity  # noqa: E402
+from workloads.capacity import find_capacity, with_remote_workers  # noqa: E402
 from workloads.context import Counters, LoadContext  # noqa: E402
 from workloads.loadspec import LoadSpec  # noqa: E402
 from workloads.remote import code_digest  # noqa: E402
@@ -279,7 +279,7 @@ class LoadProcess:
         else:
             self.ctx = self._make_context()
             self.runner = self.env.create_local_runner()
-        capacity = find_capacity(self.config)
+        capacity = with_remote_workers(find_capacity(self.config), self.config)
         self.reporter = StatusReporter(self.spec.status_file, self.clock, run_id=self.spec.run_id,
                                        processes=load.processes, counters=self._counters,
                                        users=self._users, cpu=CpuMeter(self._pids, extra=self._remote_cpu_s),

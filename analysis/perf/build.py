@@ -135,7 +135,8 @@ def _workload(manifest: Mapping[str, Any]) -> dict[str, Any]:
     cluster = config.get("cluster") or {}
     return {
         "kind": workload.get("kind"), "users": load.get("users"), "rate_per_user": load.get("rate_per_user"),
-        "workers": load.get("workers"), "messages_per_txn": workload.get("messages_per_txn"),
+        "workers": load.get("workers"), "remote_workers": load.get("remote_workers", 0),
+        "messages_per_txn": workload.get("messages_per_txn"),
         "topics_per_txn": workload.get("topics_per_txn"), "acks_per_txn": workload.get("acks_per_txn"),
         "message_size": workload.get("message_size"), "abort_ratio": workload.get("abort_ratio"),
         "topics": workload.get("topics"), "batching": workload.get("batching"),
@@ -176,7 +177,8 @@ def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping
     block["cost_ledger"] = build_ledger(path_name, stats.shapes.get(measured.name) if measured else None,
                                         block["io"], snapshots, settings,
                                         (block.get("window") or {}).get("duration_s"))
-    processes = (manifest.get("config") or {}).get("load", {}).get("workers") or 1
+    load_config = (manifest.get("config") or {}).get("load", {})
+    processes = (load_config.get("workers") or 0) + (load_config.get("remote_workers") or 0) or 1
     loadgen = load_generator(run.locust_dir, block["window"], block["committed_txn_per_s"], block["msgs_per_s"],
                              processes)
     phases = {w.name: window_block(stats, w, snapshots, headline=False)

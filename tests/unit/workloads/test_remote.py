@@ -4,6 +4,7 @@ explanation the checker gives."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -139,8 +140,6 @@ def test_remote_workers_count_as_load_processes() -> None:
     config = load_scenario("consume-transform-produce")
     load = config.load
     assert load.processes == 1
-    import dataclasses
-
     both = dataclasses.replace(config, load=dataclasses.replace(load, workers=1, remote_workers=3))
     assert both.load.processes == 4
     _, total = user_classes(both)
@@ -175,3 +174,15 @@ def test_the_status_shows_each_workers_rate(tmp_path: Path) -> None:
     rates = {w["writer"]: (w["host"], w["committed_txn_per_s"]) for w in status["workers"]}
     assert rates == {"r0": ("h", pytest.approx(30.0)), "w0": ("local", pytest.approx(10.0))}
     assert status["committed_txn_per_s"] == pytest.approx(40.0)
+
+
+def test_capacity_with_remote_workers_is_this_hosts_figure_times_the_processes() -> None:
+    from workloads.capacity import with_remote_workers
+
+    config = load_scenario("atomic-produce")
+    measured = {"committed_txn_per_s": 1600.0, "msgs_per_s": 6400.0, "against": "null broker"}
+    assert with_remote_workers(measured, config) == measured and with_remote_workers(None, config) is None
+    remote = dataclasses.replace(config, load=dataclasses.replace(config.load, remote_workers=3))
+    scaled = with_remote_workers(measured, remote)
+    assert scaled is not None and scaled["committed_txn_per_s"] == 4800.0 and scaled["msgs_per_s"] == 19200.0
+    assert scaled["processes"] == 3 and "3 remote, not measured from this host" in scaled["against"]
