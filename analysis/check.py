@@ -100,6 +100,28 @@ def _lost_entries(run: RunDir) -> list[dict[str, Any]]:
     return [entry for entry in lost if isinstance(entry, dict)]
 
 
+def clock_slack_ns(run: RunDir) -> int:
+    """The widest disagreement between a remote host's run clock and the master's: the offset's bound
+    at start plus how far the offset moved by the end (manifest `load_workers.hosts`); 0 without
+    remote workers."""
+    if not run.manifest_path.is_file():
+        return 0
+    try:
+        hosts = (read_json(run.manifest_path).get("load_workers") or {}).get("hosts") or []
+    except (OSError, ValueError, AttributeError):
+        return 0
+    slack = 0
+    for host in hosts:
+        start, end = (host or {}).get("clock_start") or {}, (host or {}).get("clock_end") or {}
+        if not isinstance(start.get("uncertainty_ns"), int):
+            continue
+        bound = start["uncertainty_ns"]
+        if isinstance(end.get("base_ns"), int) and isinstance(start.get("base_ns"), int):
+            bound += abs(end["base_ns"] - start["base_ns"]) + int(end.get("uncertainty_ns") or 0)
+        slack = max(slack, bound)
+    return slack
+
+
 def lost_writer_names(run: RunDir) -> tuple[str, ...]:
     return tuple(sorted(str(e.get("writer")) for e in _lost_entries(run)))
 
@@ -245,7 +267,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         seen = overview(loaded.ops)
         drain = seen.drain
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
-                      lost_writers=lost_writer_names(run))
+                      lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run))
         try:
             # Small histories: all counts in one Spark job. Large ones: check by check, with progress.
             results = run_checks(ctx, progress=say, together=size < PROGRESS_MIN_BYTES)
@@ -281,6 +303,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
 
     valid, reasons = _verdict(results, drain.complete)
     lost_notes, lost_doubts = lost_workers(run)
+    ctx_slack = clock_slack_ns(run)
     if lost_doubts:
         reasons.extend(lost_doubts)
         valid = False if valid is False else "unknown"
@@ -308,7 +331,8 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         "info_causes": {f: dict(sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))[:10])
                         for f, causes in sorted(info_causes.items())},
         "history": history,
-        "config": {"stall_after_s": stall[0], "stall_after_source": stall[1]},
+        "config": {"stall_after_s": stall[0], "stall_after_source": stall[1],
+                   "clock_slack_ms": round(ctx_slack / 1e6, 3)},
         "checker": {
             "elapsed_s": round(elapsed, 3),
             "events_per_s": round(facts.lines / elapsed, 1) if elapsed > 0 else None,

@@ -99,7 +99,7 @@ def plan_lost_ack(ctx: CheckContext) -> Plan:
                        "receive")
     individual = (judged.select("value", "subscription", "txn", "ack", "ref_ns")
                   .join(recv.select("value", "subscription", "delivered_ns", "receive"), ["value", "subscription"])
-                  .filter(F.col("delivered_ns") > F.col("ref_ns"))
+                  .filter(ctx.later(F.col("delivered_ns"), F.col("ref_ns")))
                   .select("value", "subscription", "txn", "ack", F.col("ref_ns").alias("committed_ns"),
                           "receive"))
 
@@ -113,7 +113,7 @@ def plan_lost_ack(ctx: CheckContext) -> Plan:
                               message_position(F.col("msg_id")).alias("_pos"), "value", "delivered_ns",
                               "receive")
         covered = _earliest_cover(targets, covers).filter(
-            F.col("_cover").isNotNull() & (F.col("delivered_ns") > F.col("_cover.ref_ns")))
+            F.col("_cover").isNotNull() & ctx.later(F.col("delivered_ns"), F.col("_cover.ref_ns")))
         cumulative = covered.select("value", "subscription", F.col("_cover.cover.txn").alias("txn"),
                                     F.col("_cover.cover.ack").alias("ack"),
                                     F.col("_cover.ref_ns").alias("committed_ns"), "receive")

@@ -83,6 +83,13 @@ class CheckContext:
     persisted: tuple[DataFrame, ...] = ()
     lost_writers: tuple[str, ...] = ()
     """Writers whose process was lost mid-run (remote load workers): their history simply ends."""
+    clock_slack_ns: int = 0
+    """How far two writers' `time_ns` may disagree (remote hosts' measured clock offset bound plus
+    drift; 0 on one host): time comparisons across writers give the benefit of this doubt."""
+
+    def later(self, a: Column, b: Column) -> Column:
+        """`a` certainly after `b`, given the clock slack."""
+        return a > (b + F.lit(self.clock_slack_ns)) if self.clock_slack_ns else a > b
 
     def count(self, what: str) -> int:
         """A count from the overview: events, sends, ctp_sends, acks, cumulative_acks, receives, reads."""
@@ -150,7 +157,7 @@ def decide_ack_only_by_redelivery(txns: DataFrame, pairs: DataFrame, receives: D
 def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, persist: bool = True,
             max_examples: int = MAX_EXAMPLES, pairs: DataFrame | None = None,
             facts: HistoryOverview | None = None, cut_lineage: bool = False,
-            lost_writers: tuple[str, ...] = ()) -> CheckContext:
+            lost_writers: tuple[str, ...] = (), clock_slack_ns: int = 0) -> CheckContext:
     """Derive the check inputs from validated ops (analysis.load.OPS_COLUMNS).
 
     `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
@@ -269,6 +276,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         observations=observations, drain=drain, stall_after_ns=int(stall_after_s * 1e9),
         history_end_ns=facts.last_ns, drain_phase_ns=marks[0].time_ns if marks else None, overview=facts,
         max_examples=max_examples, persisted=tuple(kept), lost_writers=tuple(lost_writers),
+        clock_slack_ns=int(clock_slack_ns),
     )
 
 

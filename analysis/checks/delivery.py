@@ -79,7 +79,7 @@ def plan_undelivered(ctx: CheckContext) -> Plan:
         "value", "writer", "index", "process", "type", "txn", "topic", "segment", "msg_id", "invoke_ns",
         logical_topic(F.col("topic")).alias("_topic"))
     owed = (committed.join(F.broadcast(starts), "_topic")
-            .filter(F.col("invoke_ns") > F.col("start_ns")))
+            .filter(ctx.later(F.col("invoke_ns"), F.col("start_ns"))))
     drained = ctx.drained(F.col("_topic"), F.col("subscription"))
     unjudged = owed.filter(~drained)
     judged = owed.filter(drained)

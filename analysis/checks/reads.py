@@ -117,7 +117,7 @@ def plan_dirty_read(ctx: CheckContext) -> Plan:
     hits = obs.filter(
         F.col("sent") & F.col("txn").isNotNull()
         & ((F.col("outcome") != ABORTED) | _no_commit()) & (F.col("s_type") != OpType.FAIL.value)
-        & (F.col("commit_invoke_ns").isNull() | (F.col("o_delivered_ns") < F.col("commit_invoke_ns"))))
+        & (F.col("commit_invoke_ns").isNull() | ctx.later(F.col("commit_invoke_ns"), F.col("o_delivered_ns"))))
     per_value = hits.groupBy("value").agg(
         F.first("txn").alias("txn"), F.first(_send(obs, "s_")).alias("send"),
         F.min_by(_observed(obs), F.col("o_delivered_ns")).alias("receive"),

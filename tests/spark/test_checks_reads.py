@@ -77,6 +77,22 @@ def test_dirty_read_names_the_early_receive(run_check: RunCheck) -> None:
     assert example["ms_before_commit"] > 0
 
 
+def test_dirty_read_gives_remote_clocks_the_benefit_of_their_measured_slack(run_check: RunCheck) -> None:
+    # r0 and c1 on different hosts whose clocks agree only within +-1 s (clock_slack_ns)
+    h = History()
+    t = h.process("r0/u1").open().send("a")
+    h.process("c1").receive("a")                      # a moment before the commit: within the slack
+    t.commit()
+    u = h.process("r0/u2").open().send("b")
+    h.process("c1").receive("b")
+    h.sleep(2)                                         # 2 s before the commit: dirty whatever the clocks
+    u.commit()
+    h.drain(reads={"t1": ["a", "b"]})
+    assert run_check(h, dirty_read).count == 2
+    result = run_check(h, dirty_read, clock_slack_ns=1_000_000_000)
+    assert result.count == 1 and result.examples[0]["value"] == "b"
+
+
 def test_receive_after_commit_invoked_is_not_dirty(run_check: RunCheck) -> None:
     h = History()
     t = h.process("w0/u1").open().send("a")

@@ -186,3 +186,16 @@ def test_capacity_with_remote_workers_is_this_hosts_figure_times_the_processes()
     scaled = with_remote_workers(measured, remote)
     assert scaled is not None and scaled["committed_txn_per_s"] == 4800.0 and scaled["msgs_per_s"] == 19200.0
     assert scaled["processes"] == 3 and "3 remote, not measured from this host" in scaled["against"]
+
+
+def test_the_clock_slack_is_the_widest_hosts_bound_plus_its_drift(tmp_path: Path) -> None:
+    from analysis.check import clock_slack_ns
+
+    run = RunDir(tmp_path)
+    assert clock_slack_ns(run) == 0
+    run.manifest_path.write_text(json.dumps({"load_workers": {"hosts": [
+        {"clock_start": {"base_ns": 1_000, "uncertainty_ns": 100_000},
+         "clock_end": {"base_ns": 51_000, "uncertainty_ns": 120_000}},          # drifted 50 us
+        {"clock_start": {"base_ns": 7, "uncertainty_ns": 200_000}, "clock_end": None},
+    ]}}))
+    assert clock_slack_ns(run) == 270_000
