@@ -177,12 +177,14 @@ class WorkerHost:
             scenario_name, workload = config.name, config.to_dict()["workload"]
         hello = remote.Hello.local(self.processes, digest, scenario_name, workload).to_dict()
         deadline = time.monotonic() + self.wait_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.stop_reason is None:
             self._send(remote.HELLO, hello)
             if self.answer.wait(min(HELLO_EVERY_S, max(0.0, deadline - time.monotonic()))):
                 break
         if self.refusal is not None:
             raise WorkerHostError(f"the master refused this host: {self.refusal}")
+        if self.welcome is None and self.stop_reason is not None:
+            raise WorkerHostError(f"stopped ({self.stop_reason}) before a master answered")
         if self.welcome is None:
             raise WorkerHostError(f"no txnbench master answered on {self.master_host}:{self.master_port} within "
                                   f"{self.wait_s:.0f}s (--wait); is the run started with load.remote_workers > 0 and "
@@ -334,9 +336,9 @@ class WorkerHost:
                     self.client.close(linger=500)
 
     def _on_signal(self, name: str) -> None:
+        """Every loop here watches `stop_reason`: the workers stop gracefully and their files still ship."""
         self.stop_reason = self.stop_reason or name
-        if not self.children:
-            raise SystemExit(130)
+        self.answer.set()
 
     def _outcome(self) -> int:
         status = EXIT_OK

@@ -169,6 +169,15 @@ def test_a_master_waiting_for_a_worker_nobody_starts_fails_naming_what_is_missin
     assert "txnbench worker --master 127.0.0.1:" in said
 
 
+def test_a_worker_with_no_master_or_a_bad_address_exits_2_saying_so(tmp_path: Path) -> None:
+    nobody = subprocess.run([*TXNBENCH, "worker", "--master", f"127.0.0.1:{free_port()}", "--wait", "1",
+                             "--dir", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert nobody.returncode == 2 and "no txnbench master answered on 127.0.0.1:" in nobody.stderr
+    bad = subprocess.run([*TXNBENCH, "worker", "--master", "loadmaster", "--dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert bad.returncode == 2 and "expected HOST:PORT" in bad.stderr
+
+
 # ---- the embedded cluster, end to end ---------------------------------------------------------------
 
 
