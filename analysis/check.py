@@ -332,7 +332,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
                         for f, causes in sorted(info_causes.items())},
         "history": history,
         "config": {"stall_after_s": stall[0], "stall_after_source": stall[1],
-                   "clock_slack_ms": round(ctx_slack / 1e6, 3)},
+                   **({"clock_slack_ms": round(ctx_slack / 1e6, 3)} if ctx_slack else {})},
         "checker": {
             "elapsed_s": round(elapsed, 3),
             "events_per_s": round(facts.lines / elapsed, 1) if elapsed > 0 else None,
