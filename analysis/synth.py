@@ -51,7 +51,14 @@ from pathlib import Path
 from typing import Any
 
 from analysis.checks.base import AnomalyClass
-from harness.history.schema import FIELDS, PHASE_DRAIN_COMPLETE, SCHEMA_VERSION, OpF, OpType
+from harness.history.schema import (
+    FIELDS,
+    PHASE_DRAIN_COMPLETE,
+    PHASE_SUBSCRIPTION_START,
+    SCHEMA_VERSION,
+    OpF,
+    OpType,
+)
 
 NS_PER_MS = 1_000_000
 DRAIN_GAP_NS = 30_000 * NS_PER_MS        # drain starts this long after a writer's load ended
@@ -277,6 +284,12 @@ class _Writer:
                     if self.value_topic[value] == 0:
                         self.publish(self.ctp_queue, value, t, 0)
                     elif self.value_topic[value] == 1:
+                        if outcome == "committed" and not plants and not reused \
+                                and self.want(AnomalyClass.UNDELIVERED):
+                            # The subscription skips it: committed, visible, never delivered to `audit`.
+                            self.note(AnomalyClass.UNDELIVERED, value=self.value_name(value),
+                                      subscription="audit", txn=tname)
+                            continue
                         self.publish(self.audit_queue, value, t, 0)
             if AnomalyClass.LOST_WRITE in plants:
                 self.drop_from_reads.add(values[-1])
@@ -470,8 +483,9 @@ def _simulate(args: tuple[SynthConfig, int, str, int]) -> WriterReport:
     return _Writer(cfg, number, Path(out), budget).run()
 
 
-def _line(cfg: SynthConfig, index: int, t: int, f: str, extra: dict[str, Any]) -> str:
+def _line(cfg: SynthConfig, index: int, t: int, f: str, extra: dict[str, Any], **fields: Any) -> str:
     line: dict[str, Any] = {name: None for name in FIELDS}
+    line.update(fields)
     line.update(schema=SCHEMA_VERSION, run=cfg.run_id, writer="run", process="run", index=index, time_ns=t,
                 wall_ms=round(WALL_BASE_MS + t / 1e6, 3), type=_OK, f=f, path=cfg.path, extra=extra)
     return json.dumps(line, separators=(",", ":")) + "\n"
@@ -504,13 +518,18 @@ def generate(cfg: SynthConfig, out: Path, *, jobs: int | None = None) -> dict[st
     end = max(r.drain_end_ns for r in reports)
     topics = [t for r in reports for t in r.topics]
     subs = [{"topic": t, "subscription": s} for r in reports for t, s in r.subscriptions]
-    phases = [(0, "setup", {}), (NS_PER_MS, "warmup", {}), (2 * NS_PER_MS, "steady", {}),
-              (load_end + NS_PER_MS, "recovery", {}), (drain_ns, "drain", {}),
-              (end + NS_PER_MS, PHASE_DRAIN_COMPLETE, {"topics": topics, "subscriptions": subs}),
-              (end + 2 * NS_PER_MS, "collect", {})]
+    # Each durable subscription starts (at the earliest message) before any user sends, as the
+    # real run records it: the `undelivered` check holds it to every committed value after.
+    starts = [(NS_PER_MS // 2, PHASE_SUBSCRIPTION_START,
+               {"initial_position": "earliest", "sub_type": "Shared"}, {"topic": s["topic"], "subscription": s["subscription"]})
+              for s in subs]
+    phases = [(0, "setup", {}, {}), *starts, (NS_PER_MS, "warmup", {}, {}), (2 * NS_PER_MS, "steady", {}, {}),
+              (load_end + NS_PER_MS, "recovery", {}, {}), (drain_ns, "drain", {}, {}),
+              (end + NS_PER_MS, PHASE_DRAIN_COMPLETE, {"topics": topics, "subscriptions": subs}, {}),
+              (end + 2 * NS_PER_MS, "collect", {}, {})]
     with (history / "run.jsonl").open("w", encoding="utf-8") as f:
-        for index, (t, name, extra) in enumerate(phases):
-            f.write(_line(cfg, index, t, OpF.PHASE.value, {"name": name, **extra}))
+        for index, (t, name, extra, fields) in enumerate(phases):
+            f.write(_line(cfg, index, t, OpF.PHASE.value, {"name": name, **extra}, **fields))
 
     expected: dict[str, int] = {}
     planted: dict[str, list[dict[str, Any]]] = {}

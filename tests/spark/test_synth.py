@@ -30,9 +30,12 @@ def test_synthetic_histories_follow_the_contract(tmp_path: Path) -> None:
         assert indexes == list(range(len(indexes)))          # 0, 1, 2 ... in file order
     times = [line["time_ns"] for line in ops if line["writer"] == "w0"]
     assert times == sorted(times)                            # a writer's lines follow its clock
-    # every class but undelivered: the generator models no subscription-start events, so that
-    # check has nothing to judge here; tests/spark/test_checks_delivery.py pins it
-    assert set(summary["expected"]) == {c.value for c in AnomalyClass} - {AnomalyClass.UNDELIVERED.value}
+    assert set(summary["expected"]) == {c.value for c in AnomalyClass}
+    starts = [line for line in ops if line["f"] == "phase" and line["extra"]["name"] == "subscription-start"]
+    assert {(s["topic"], s["subscription"]) for s in starts} == {
+        (f"persistent://public/txnbench/{w}-t{i}", sub) for w in ("w0", "w1") for i, sub in ((0, "ctp"), (1, "audit"))}
+    first_send = min(line["time_ns"] for line in ops if line["f"] == "send")
+    assert max(s["time_ns"] for s in starts) < first_send     # every send is owed to every subscription
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["config"]["checks"]["stall_after_s"] == 10.0
 
