@@ -520,10 +520,11 @@ def generate(cfg: SynthConfig, out: Path, *, jobs: int | None = None) -> dict[st
     subs = [{"topic": t, "subscription": s} for r in reports for t, s in r.subscriptions]
     # Each durable subscription starts (at the earliest message) before any user sends, as the
     # real run records it: the `undelivered` check holds it to every committed value after.
-    starts = [(NS_PER_MS // 2, PHASE_SUBSCRIPTION_START,
+    Phase = tuple[int, str, dict[str, Any], dict[str, Any]]
+    starts: list[Phase] = [(NS_PER_MS // 2, PHASE_SUBSCRIPTION_START,
                {"initial_position": "earliest", "sub_type": "Shared"}, {"topic": s["topic"], "subscription": s["subscription"]})
               for s in subs]
-    phases = [(0, "setup", {}, {}), *starts, (NS_PER_MS, "warmup", {}, {}), (2 * NS_PER_MS, "steady", {}, {}),
+    phases: list[Phase] = [(0, "setup", {}, {}), *starts, (NS_PER_MS, "warmup", {}, {}), (2 * NS_PER_MS, "steady", {}, {}),
               (load_end + NS_PER_MS, "recovery", {}, {}), (drain_ns, "drain", {}, {}),
               (end + NS_PER_MS, PHASE_DRAIN_COMPLETE, {"topics": topics, "subscriptions": subs}, {}),
               (end + 2 * NS_PER_MS, "collect", {}, {})]
