@@ -185,6 +185,27 @@ def workload_kinds(config: RunConfig) -> list[WorkloadKind]:
     return [workload.kind]
 
 
+NEEDS_FEEDERS = (WorkloadKind.CONSUME_TRANSFORM_PRODUCE, WorkloadKind.ACK_ONLY)
+
+
+def helper_users_per_process(config: RunConfig) -> tuple[int, int]:
+    """(feeders, verifiers) each load process runs beside the transactional users: the
+    workloads that consume need feeders, and verifying consumers exist only where the
+    topology has a verified subscription. Pure, so the count is known without Locust."""
+    workload = config.workload
+    kinds = workload_kinds(config)
+    feeders = workload.feeders if any(kind in NEEDS_FEEDERS for kind in kinds) else 0
+    verified = bool(plan(config, "probe").subscriptions_for(SubscriptionRole.VERIFY))
+    return max(0, feeders), (max(0, workload.verifiers) if verified else 0)
+
+
+def fixed_users(config: RunConfig, processes: int | None = None) -> int:
+    """Feeders and verifiers over all load processes (local workers and remote ones by
+    default): Locust's fixed-count users, started on top of `load.users`."""
+    processes = config.load.processes if processes is None else max(1, processes)
+    return sum(helper_users_per_process(config)) * processes
+
+
 def topic_name(path: TxnPath, namespace: str, local: str) -> str:
     domain = "topic" if path.uses_scalable_topics else "persistent"
     return f"{domain}://{namespace}/{local}"

@@ -25,7 +25,7 @@ from workloads.atomic import AtomicProduce
 from workloads.context import LoadContext
 from workloads.ctp import ConsumeTransformProduce
 from workloads.feeder import Feeder
-from workloads.topology import SubscriptionRole, plan, workload_kinds
+from workloads.topology import fixed_users, helper_users_per_process, workload_kinds
 from workloads.verifier import Verifier
 from workloads.workload import Workload
 
@@ -34,7 +34,6 @@ WORKLOADS: dict[WorkloadKind, type[Workload]] = {
     WorkloadKind.CONSUME_TRANSFORM_PRODUCE: ConsumeTransformProduce,
     WorkloadKind.ACK_ONLY: AckOnly,
 }
-NEEDS_FEEDERS = (WorkloadKind.CONSUME_TRANSFORM_PRODUCE, WorkloadKind.ACK_ONLY)
 
 
 class WorkloadUser(User):
@@ -73,14 +72,9 @@ def user_classes(config: RunConfig, processes: int | None = None) -> tuple[list[
     for kind in kinds:
         weight = workload.mix.get(kind, 0) if workload.kind is WorkloadKind.MIXED else 1
         classes.append(_user_class(f"{WORKLOADS[kind].__name__}User", WORKLOADS[kind], weight=weight))
-    fixed = 0
-    if any(kind in NEEDS_FEEDERS for kind in kinds) and workload.feeders > 0:
-        count = workload.feeders * processes
-        classes.append(_user_class("FeederUser", Feeder, fixed_count=count))
-        fixed += count
-    has_verified = bool(plan(config, "probe").subscriptions_for(SubscriptionRole.VERIFY))
-    if has_verified and workload.verifiers > 0:
-        count = workload.verifiers * processes
-        classes.append(_user_class("VerifierUser", Verifier, fixed_count=count))
-        fixed += count
-    return classes, config.load.users + fixed
+    feeders, verifiers = helper_users_per_process(config)
+    if feeders:
+        classes.append(_user_class("FeederUser", Feeder, fixed_count=feeders * processes))
+    if verifiers:
+        classes.append(_user_class("VerifierUser", Verifier, fixed_count=verifiers * processes))
+    return classes, config.load.users + fixed_users(config, processes)

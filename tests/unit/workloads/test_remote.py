@@ -20,7 +20,7 @@ from tests.unit.workloads.conftest import ManualClock
 from workloads import remote
 from workloads.context import Counters
 from workloads.status import StatusReporter
-from workloads.users import user_classes
+from workloads.topology import fixed_users, helper_users_per_process
 
 WORKLOAD = load_scenario("atomic-produce").to_dict()["workload"]
 
@@ -142,9 +142,10 @@ def test_remote_workers_count_as_load_processes() -> None:
     assert load.processes == 1
     both = dataclasses.replace(config, load=dataclasses.replace(load, workers=1, remote_workers=3))
     assert both.load.processes == 4
-    _, total = user_classes(both)
-    _, single = user_classes(config)
-    assert total - both.load.users == 4 * (single - config.load.users)   # feeders/verifiers per process
+    per_process = sum(helper_users_per_process(config))
+    assert per_process > 0                                   # consume-transform-produce needs feeders
+    assert fixed_users(config) == per_process
+    assert fixed_users(both) == 4 * per_process              # feeders/verifiers per process, remote ones too
 
 
 def test_master_bind_must_be_an_address() -> None:
