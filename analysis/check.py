@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from analysis.checks import CHECKS, run_checks
 from analysis.checks.base import NO_DRAIN_REASON, AnomalyClass, CheckResult, CheckStatus
-from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare
+from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare, single_partition_leaf
 from analysis.load import (
     HistoryFacts,
     HistoryFormatError,
@@ -251,7 +251,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
     small = size <= SMALL_INPUT_BYTES
     pairs = pair_operations(loaded.ops, include_orphans=True, lean=True)
     # Small histories: a local checkpoint (a leaf plan) keeps every later plan small; see prepare().
-    pairs = pairs.localCheckpoint(eager=False) if small else pairs.persist(StorageLevel.MEMORY_AND_DISK)
+    pairs = single_partition_leaf(pairs) if small else pairs.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         orphans = pairs.filter("orphan").select("writer", "index", "process", "f", "type")
         orphan_rows = orphans.orderBy("writer", "index").limit(3).collect()

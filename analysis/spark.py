@@ -21,7 +21,7 @@ Public API (stable; other analysis modules build on it):
     size_shuffle_partitions(spark, input_bytes) -> int
     tune_for_input(spark, input_bytes) -> int     (partitions + small-input mode)
     stop_spark() -> None
-    MASTER_ENV, DRIVER_MEMORY_ENV, DEFAULT_MASTER, DEFAULT_DRIVER_MEMORY
+    MASTER_ENV, DRIVER_MEMORY_ENV, CDS_ENV, DEFAULT_MASTER, DEFAULT_DRIVER_MEMORY
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -56,6 +57,11 @@ _SMALL_INPUT_CONF = {
     "spark.sql.autoBroadcastJoinThreshold": ("-1", "10485760"),
     "spark.sql.codegen.wholeStage": ("false", "true"),
     "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK"),
+    # Joins of single-partition inputs need no shuffle, but Spark only skips it when it
+    # believes both sides are under this size, and a checkpointed frame has no size
+    # estimate (Long.MaxValue). The small checker's frames are single-partition leaves
+    # (analysis.checks.context.single_partition_leaf): trust them whatever their estimate.
+    "spark.sql.maxSinglePartitionBytes": (str(2**63 - 1), "128m"),
 }
 
 # Driver JVM options for a session that only sees small inputs. A check of a few thousand
@@ -63,6 +69,18 @@ _SMALL_INPUT_CONF = {
 # seconds, where the optimising compiler's work never pays back. C1 alone halved the wall
 # time of `txnbench check` on the golden histories (docs/checks.md).
 _SMALL_INPUT_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+# Class-data sharing for that driver JVM. Spark loads and verifies some 15,000 classes from
+# its jars at every start; a dynamic CDS archive (JDK 13+) holds them parsed and verified,
+# which roughly halved the JVM's CPU for starting the session (docs/checks.md). The first
+# small-input session of a Spark installation writes the archive as its JVM exits
+# (-XX:ArchiveClassesAtExit, published atomically once the JVM is gone); later ones map it
+# (-XX:SharedArchiveFile). A stale or unreadable archive only means the JVM starts without
+# it (-Xshare:auto). TXNBENCH_SPARK_CDS=0 turns this off.
+CDS_ENV = "TXNBENCH_SPARK_CDS"
+_CDS_QUIET = "-Xlog:cds*=off"
+# How long an exiting process waits for its driver JVM to finish writing the archive.
+_CDS_DUMP_WAIT_S = 120.0
 
 # Root at WARN and Spark's own loggers at WARN (so PySpark does not announce a changed
 # "default log level"), with the noisy start-up loggers turned down to ERROR.
@@ -104,6 +122,62 @@ def _log4j_config_file() -> Path:
         tmp.write_text(_LOG4J2_PROPERTIES, encoding="utf-8")
         os.replace(tmp, path)
     return path
+
+
+def _class_archive(jvm_options: tuple[str, ...]) -> Path:
+    """Where the CDS archive of this Spark installation, Java and JVM options lives.
+
+    An archive is only valid for the classpath and JVM it was made with, so the name
+    carries a digest of the PySpark installation, the Java found, and the options.
+    """
+    import pyspark
+
+    java_home = os.environ.get("JAVA_HOME")
+    java = Path(java_home) / "bin" / "java" if java_home else shutil.which("java")
+    parts = [pyspark.__version__, str(Path(pyspark.__file__).resolve().parent), " ".join(jvm_options)]
+    if java is not None and Path(java).exists():
+        real = Path(java).resolve()
+        parts += [str(real), str(real.stat().st_mtime_ns)]
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"txnbench-spark-cds-{digest}.jsa"
+
+
+def _cds_options(jvm_options: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
+    """JVM options to use (or write) the class archive; and (being written, final) when writing."""
+    if os.environ.get(CDS_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return (), None
+    archive = _class_archive(jvm_options)
+    if archive.is_file() and archive.stat().st_size > 0:
+        return (f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", _CDS_QUIET), None
+    partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
+    return (f"-XX:ArchiveClassesAtExit={partial}", _CDS_QUIET), (partial, archive)
+
+
+def _publish_archive_at_exit(session: SparkSession, partial: Path, archive: Path) -> None:
+    """At interpreter exit: stop Spark, let the JVM exit and write the archive, then publish it.
+
+    The JVM writes the archive while it exits, which PySpark otherwise leaves to happen
+    after Python is gone; waiting here (bounded) lets the archive appear whole under its
+    final name with one rename, so no other process ever maps a half-written file.
+    """
+    import atexit
+
+    def publish() -> None:
+        proc = getattr(getattr(session.sparkContext, "_gateway", None), "proc", None)
+        try:
+            session.stop()
+            if proc is not None and proc.stdin is not None:
+                proc.stdin.close()  # the gateway JVM exits when its stdin closes
+            if proc is not None:
+                proc.wait(timeout=_CDS_DUMP_WAIT_S)
+            if partial.is_file() and partial.stat().st_size > 0 and proc is not None and proc.returncode == 0:
+                os.replace(partial, archive)
+        except Exception:  # best effort: without an archive the next JVM just starts slower
+            pass
+        finally:
+            partial.unlink(missing_ok=True)
+
+    atexit.register(publish)
 
 
 def _is_alive(session: SparkSession) -> bool:
@@ -160,6 +234,7 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         driver_host = os.environ["SPARK_LOCAL_IP"]
         memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
+        cds, writing = _cds_options(_SMALL_INPUT_JVM) if small_input else ((), None)
         builder = (
             SparkSession.builder.master(chosen).appName(app_name)
             .config("spark.driver.memory", memory)
@@ -169,7 +244,7 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.extraJavaOptions",
                     " ".join([f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}",
-                              *(_SMALL_INPUT_JVM if small_input else ())]))
+                              *(_SMALL_INPUT_JVM if small_input else ()), *cds]))
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.sql.shuffle.partitions", str(_default_parallelism_guess(chosen)))
             .config("spark.sql.adaptive.enabled", "true")
@@ -187,6 +262,8 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
                 f"PySpark 4 needs Java 17 or newer on PATH or in JAVA_HOME (run `make check-java`)"
             ) from err
         session.sparkContext.setLogLevel("ERROR")
+        if writing is not None:
+            _publish_archive_at_exit(session, *writing)
         _session, _session_master = session, chosen
         return session
 

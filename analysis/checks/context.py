@@ -154,6 +154,29 @@ def decide_ack_only_by_redelivery(txns: DataFrame, pairs: DataFrame, receives: D
             .select(*TXN_COLUMNS))
 
 
+def single_partition_leaf(frame: DataFrame) -> DataFrame:
+    """`frame` as a local checkpoint in one partition that Spark knows is one partition.
+
+    A checkpoint keeps the output partitioning of the plan it was made from. After
+    `coalesce(1)` that is `SinglePartition`, which satisfies every distribution a
+    join, aggregation or window asks for, so the plans built on such leaves need no
+    shuffle at all (on a small history each shuffle is a stage of its own, and the
+    stages, not the rows, are the cost). Only for small inputs: everything runs in one task.
+
+    Spark skips the shuffle of a join only when it believes both sides fit
+    `spark.sql.maxSinglePartitionBytes` (analysis.spark sets it to the largest long),
+    and a checkpoint keeps the size estimate of its plan, which for a frame made of
+    joins is the product of their inputs' estimates and soon exceeds any long. The
+    limit (never reached: a small history has far fewer rows) replaces that product
+    with rows times row width, so the estimate stays finite.
+    """
+    return frame.coalesce(1).limit(_ROWS_BOUND).localCheckpoint(eager=False)
+
+
+# Far above the rows of any frame of a small history (analysis.spark.SMALL_INPUT_BYTES of JSONL).
+_ROWS_BOUND = 2**31 - 1
+
+
 def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, persist: bool = True,
             max_examples: int = MAX_EXAMPLES, pairs: DataFrame | None = None,
             facts: HistoryOverview | None = None, cut_lineage: bool = False,
@@ -198,7 +221,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         if not persist:
             return frame
         if cut_lineage:
-            return frame.localCheckpoint(eager=False)
+            return single_partition_leaf(frame)
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         kept.append(frame)
         return frame
