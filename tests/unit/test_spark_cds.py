@@ -1,0 +1,51 @@
+"""The small-input driver JVM's class-data-sharing archive: which options, where, when off."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from analysis import spark
+
+
+@pytest.fixture
+def tmp_archives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv(spark.CDS_ENV, raising=False)
+    return tmp_path
+
+
+def test_without_an_archive_the_jvm_writes_one_under_a_name_of_its_own(tmp_archives: Path) -> None:
+    options, writing = spark._cds_options(("-XX:+UseSerialGC",))
+    assert writing is not None
+    partial, archive = writing
+    assert partial.parent == archive.parent == tmp_archives
+    assert partial != archive and archive.suffix == ".jsa"
+    assert f"-XX:ArchiveClassesAtExit={partial}" in options
+    assert not any(o.startswith("-XX:SharedArchiveFile") for o in options)
+
+
+def test_an_existing_archive_is_mapped_and_not_rewritten(tmp_archives: Path) -> None:
+    archive = spark._class_archive(("-XX:+UseSerialGC",))
+    archive.write_bytes(b"x")
+    options, writing = spark._cds_options(("-XX:+UseSerialGC",))
+    assert writing is None
+    assert f"-XX:SharedArchiveFile={archive}" in options and "-Xshare:auto" in options
+
+
+def test_an_empty_archive_is_not_used(tmp_archives: Path) -> None:
+    spark._class_archive(()).write_bytes(b"")
+    _, writing = spark._cds_options(())
+    assert writing is not None
+
+
+def test_the_archive_belongs_to_its_jvm_options(tmp_archives: Path) -> None:
+    assert spark._class_archive(("-XX:+UseSerialGC",)) != spark._class_archive(("-XX:+UseParallelGC",))
+
+
+@pytest.mark.parametrize("value", ["0", "off", "false"])
+def test_the_environment_turns_it_off(tmp_archives: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(spark.CDS_ENV, value)
+    assert spark._cds_options(("-XX:+UseSerialGC",)) == ((), None)
