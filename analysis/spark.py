@@ -58,8 +58,8 @@ _SMALL_INPUT_CONF = {
     "spark.sql.codegen.wholeStage": ("false", "true"),
     "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK"),
     # Joins of single-partition inputs need no shuffle, but Spark only skips it when it
-    # believes both sides are under this size, and a checkpointed frame has no size
-    # estimate (Long.MaxValue). The small checker's frames are single-partition leaves
+    # believes both sides are under this size, and its estimates of checkpointed frames
+    # are far above their real size. The small checker's frames are single-partition leaves
     # (analysis.checks.context.single_partition_leaf): trust them whatever their estimate.
     "spark.sql.maxSinglePartitionBytes": (str(2**63 - 1), "128m"),
 }
@@ -70,7 +70,7 @@ _SMALL_INPUT_CONF = {
 # time of `txnbench check` on the golden histories (docs/checks.md).
 _SMALL_INPUT_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
-# Class-data sharing for that driver JVM. Spark loads and verifies some 15,000 classes from
+# Class-data sharing for that driver JVM. Spark loads and verifies thousands of classes from
 # its jars at every start; a dynamic CDS archive (JDK 13+) holds them parsed and verified,
 # which roughly halved the JVM's CPU for starting the session (docs/checks.md). The first
 # small-input session of a Spark installation writes the archive as its JVM exits
@@ -149,8 +149,33 @@ def _cds_options(jvm_options: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[P
     archive = _class_archive(jvm_options)
     if archive.is_file() and archive.stat().st_size > 0:
         return (f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", _CDS_QUIET), None
+    _remove_abandoned(archive)
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
     return (f"-XX:ArchiveClassesAtExit={partial}", _CDS_QUIET), (partial, archive)
+
+
+# A partial archive this old whose process is gone was abandoned (the process was killed).
+_ABANDONED_AFTER_S = 600.0
+
+
+def _remove_abandoned(archive: Path) -> None:
+    """Delete partial archives of processes that died before publishing them (they are large)."""
+    import time
+
+    for partial in archive.parent.glob(f"{archive.stem}.*.partial"):
+        try:
+            pid = int(partial.suffixes[-2].lstrip("."))
+            os.kill(pid, 0)
+            continue  # its process still runs (or another user's: leave it)
+        except (ValueError, IndexError, PermissionError):
+            continue
+        except ProcessLookupError:
+            pass
+        try:
+            if time.time() - partial.stat().st_mtime > _ABANDONED_AFTER_S:
+                partial.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _publish_archive_at_exit(session: SparkSession, partial: Path, archive: Path) -> None:

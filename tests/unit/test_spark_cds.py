@@ -49,3 +49,22 @@ def test_the_archive_belongs_to_its_jvm_options(tmp_archives: Path) -> None:
 def test_the_environment_turns_it_off(tmp_archives: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv(spark.CDS_ENV, value)
     assert spark._cds_options(("-XX:+UseSerialGC",)) == ((), None)
+
+
+def test_a_partial_archive_of_a_dead_process_is_removed_once_old(tmp_archives: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    archive = spark._class_archive(())
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead = archive.with_name(f"{archive.stem}.{int(done.stdout)}.partial")
+    mine = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
+    for path in (dead, mine):
+        path.write_bytes(b"x")
+        os.utime(path, (0, 0))
+    fresh = archive.with_name(f"{archive.stem}.{int(done.stdout) + 1_000_000_000}.partial")
+    fresh.write_bytes(b"x")   # no such process, but just written: maybe still being published
+    spark._cds_options(())
+    assert not dead.exists() and mine.exists() and fresh.exists()
