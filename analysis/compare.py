@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.perf.io import io_keys
+from harness.metadata_stores import store_of_manifest
 from harness.results import planted_bugs_of
 from harness.verdicts import judge_run
 
@@ -191,6 +192,7 @@ def _entry(e: RunEntry, out_dir: Path | None) -> dict[str, Any]:
         "status": perf.get("status") or e.manifest.get("status"),
         "scenario": perf.get("scenario"),
         "target": perf.get("target"),
+        "metadata_store": perf.get("metadata_store") or store_of_manifest(e.manifest),
         "workload": perf.get("workload") or {},
         "window": {k: (perf.get("window") or {}).get(k) for k in ("name", "start_s", "end_s", "duration_s")},
         **{k: perf.get(k) for k in THROUGHPUT_KEYS},

@@ -216,9 +216,9 @@ class Run:
         self.target = self._make_target()
         started = time.monotonic()
         self.cluster_info = self.target.up()
+        store = self._record_cluster()
         self.say(f"[{self.config.path.value}] cluster ready in {time.monotonic() - started:.1f}s "
-                 f"({self.cluster_info.service_url})")
-        self._record_cluster()
+                 f"({self.cluster_info.service_url}; metadata store: {store['label']})")
         from workloads import setup as workload_setup
         from workloads import topology as workload_topology
 
@@ -229,13 +229,27 @@ class Run:
                                                timeout_s=self.config.cluster.ready_timeout_s)
         self._snapshot(Phase.SETUP)
 
-    def _record_cluster(self) -> None:
-        self.run_dir.update_manifest(cluster={
+    def _metadata_store(self) -> dict[str, str]:
+        """The store this run's brokers used (harness.metadata_stores), with ZooKeeper's version."""
+        from harness.metadata_stores import StoreKind, store_used
+
+        settings = self.cluster_info.settings
+        version = None
+        if self.config.target is Target.EMBEDDED and str(settings.get("metadataStoreUrl")) in ("zk", "zk:", "zk://"):
+            from embedded.metadata.zookeeper import zookeeper_version
+            version = zookeeper_version()
+        used = store_used(self.config.target.value, self.config.path.value, settings, version=version)
+        return used.to_json() | ({"version": version} if version and used.kind is StoreKind.ZOOKEEPER else {})
+
+    def _record_cluster(self) -> dict[str, str]:
+        store = self._metadata_store()
+        self.run_dir.update_manifest(metadata_store=store, cluster={
             "service_url": self.cluster_info.service_url, "admin_url": self.cluster_info.admin_url,
             "toxiproxy_url": self.cluster_info.toxiproxy_url,
             "services": [{"name": s.name, "role": s.role.value, "pid": s.pid} for s in self.cluster_info.services],
             "settings": self.cluster_info.settings,
         })
+        return store
 
     def _record_subscription_starts(self) -> None:
         """Every durable subscription exists now, before the load sends anything, and starts at the

@@ -33,6 +33,7 @@ from analysis.perf.loadgen import load_generator
 from analysis.perf.prom import Snapshot
 from analysis.perf.windows import ALL, LOAD_PHASES, Window, predecessor
 from harness.history.schema import OpF, OpType
+from harness.metadata_stores import store_of_manifest
 from harness.results import RunDir
 
 __all__ = ["PERF_SCHEMA", "build_perf", "window_block"]
@@ -157,6 +158,7 @@ def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping
         "path": path_name,
         "scenario": manifest.get("scenario"),
         "target": manifest.get("target"),
+        "metadata_store": store_of_manifest(manifest),
         "status": manifest.get("status"),
         "matrix": manifest.get("matrix"),
         "workload": _workload(manifest),

@@ -75,11 +75,12 @@ def _verdicts(compare: Mapping[str, Any]) -> Section:
         if expected:
             why = "; ".join(sorted(set(expected.values())))
             reasons = f"{reasons}; expected: {why}" if reasons else f"expected: {why}"
-        rows.append((label, Cell(str(r.get("status") or NA)), _verdict_cell(verdict), anomalies, reasons))
+        store = (r.get("metadata_store") or {}).get("label") or NA
+        rows.append((label, store, Cell(str(r.get("status") or NA)), _verdict_cell(verdict), anomalies, reasons))
     valids = [compare["paths"][label]["verdict"].get("valid") for label in compare["order"]]
     css = ("verdict-invalid" if any(v is False for v in valids) else
            "verdict-valid" if valids and all(v is True for v in valids) else "verdict-unknown")
-    return Section("Verdicts", "verdicts", tables=(Table.of(("path", "run status", "verdict", "anomalies", "doubts"),
+    return Section("Verdicts", "verdicts", tables=(Table.of(("path", "metadata store", "run status", "verdict", "anomalies", "doubts"),
                                                             rows),), css=css)
 
 
@@ -218,6 +219,9 @@ def _fairness(compare: Mapping[str, Any]) -> Section:
         shape = runs[label].get("participants") or {}
         rows.append((label, *(Cell(str(shape.get(k, "n/a")), "bad" if mismatch else "") for k in keys)))
     paragraphs = [meaning_paragraph(next((runs[label].get("target") for label in order), None))]
+    stores = {label: (runs[label].get("metadata_store") or {}).get("label") or NA for label in order}
+    paragraphs.append("Metadata store of each run: "
+                      + "; ".join(f"{label}: {store}" for label, store in stores.items()) + ".")
     if mismatch:
         paragraphs.append("NOT A FAIR COMPARISON: the runs' participants shapes differ (" + "; ".join(mismatch)
                           + "), so a transaction touches different numbers of participants on each path.")

@@ -30,6 +30,7 @@ from analysis.report.model import (
     render_markdown,
 )
 from analysis.report.run_plots import LATENCY_ORDER, run_charts
+from harness.metadata_stores import store_of_manifest
 from harness.results import RunDir, planted_bugs_of, write_text_atomic
 from harness.verdicts import Judgement, judge_run
 
@@ -350,6 +351,7 @@ def _intro(perf: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
     return [
         *warning,
         f"Path {perf.get('path') or NA} · scenario {perf.get('scenario') or NA} · target {perf.get('target') or NA} · "
+        f"metadata store {(perf.get('metadata_store') or store_of_manifest(manifest)).get('label') or NA} · "
         f"status {perf.get('status') or NA} · seed {manifest.get('seed', NA)}",
         f"Workload {w.get('kind') or NA}: {w.get('users') or NA} users, {w.get('messages_per_txn') or NA} messages "
         f"over {w.get('topics_per_txn') or NA} topics per transaction, abort ratio {w.get('abort_ratio', NA)}; "

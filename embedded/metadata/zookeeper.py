@@ -45,6 +45,19 @@ def pyspark_jars() -> Path:
     return jars
 
 
+def zookeeper_version() -> str | None:
+    """The version of PySpark's ZooKeeper jar (`zookeeper-3.9.5.jar` -> "3.9.5"); None without one."""
+    try:
+        jars = pyspark_jars()
+    except ZooKeeperUnavailable:
+        return None
+    for jar in sorted(jars.glob("zookeeper-[0-9]*.jar")):
+        m = re.fullmatch(r"zookeeper-(\d[\w.]*)\.jar", jar.name)
+        if m:
+            return m.group(1)
+    return None
+
+
 def java_binary() -> str:
     """The `java` to run (JAVA_HOME first), checked to be at least `MIN_JAVA`."""
     home = os.environ.get("JAVA_HOME")
@@ -217,4 +230,4 @@ class ZooKeeperProcess:
 
 
 __all__ = ["MIN_JAVA", "ZooKeeperProcess", "ZooKeeperUnavailable", "java_binary", "java_major", "pyspark_jars",
-           "server_command", "srvr_ok", "write_config", "zoo_cfg"]
+           "server_command", "srvr_ok", "write_config", "zoo_cfg", "zookeeper_version"]

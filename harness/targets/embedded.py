@@ -36,6 +36,7 @@ from embedded import planted_bugs
 from embedded.metadata import zk_watchdog
 from embedded.metadata.zookeeper import ZooKeeperUnavailable, server_command, srvr_ok, write_config
 from harness.errors import EnvironmentProblem
+from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
 from harness.results import write_json_atomic
 from harness.targets.base import (
     ClusterInfo,
@@ -70,10 +71,11 @@ def embedded_oxia(settings: Mapping[str, Any]) -> bool:
     """`metadataStoreUrl` `oxia` (or `oxia://` without a host): brokers use Oxia's protocol on our store.
 
     A full `oxia://HOST:PORT` names an Oxia outside the cluster; the brokers get it unchanged.
-    Anything else but the default (our own protocol) is refused here, before anything starts.
+    `txnbench` (or empty) is our store through our own protocol. Anything else is refused
+    here, before anything starts.
     """
     url = settings.get("metadataStoreUrl")
-    if url is None or url == "":
+    if is_our_store(url):
         return False
     if url in ("oxia", "oxia://"):
         return True
@@ -81,9 +83,9 @@ def embedded_oxia(settings: Mapping[str, Any]) -> bool:
         return False
     if isinstance(url, str) and url.startswith("oxia://"):
         return False
-    raise EnvironmentProblem(f"--set metadataStoreUrl={url}: the embedded cluster's store is reached by our "
-                             f"protocol (leave it unset), by Oxia's (`oxia`, or oxia://HOST:PORT for an Oxia "
-                             f"elsewhere), or is a ZooKeeper (`zk`, or zk:HOST:PORT for one elsewhere)")
+    raise EnvironmentProblem(f"--set metadataStoreUrl={url}: the embedded cluster's store is our Oxia-like store "
+                             f"by our protocol (`{OUR_STORE}`), by Oxia's (`oxia`, or oxia://HOST:PORT for an Oxia "
+                             f"elsewhere), or a ZooKeeper (`zk`, or zk:HOST:PORT for one elsewhere)")
 
 
 def embedded_zookeeper(settings: Mapping[str, Any]) -> bool:
@@ -97,8 +99,14 @@ def embedded_zookeeper(settings: Mapping[str, Any]) -> bool:
 
 
 def path_settings(path: TxnPath) -> dict[str, Any]:
-    """Broker settings (Pulsar names) that select a transaction path."""
+    """Broker settings (Pulsar names) that select a transaction path, and its store as Pulsar ships it.
+
+    `metadataStoreUrl`: `zk` (a real ZooKeeper, Pulsar 4.x) for v4 and v4-batched, our
+    Oxia-like store (Pulsar 5.0 on Oxia) for v5 (harness.metadata_stores); a scenario's
+    or `--set` value wins.
+    """
     settings: dict[str, Any] = {
+        "metadataStoreUrl": default_store_url(path.value),
         "transactionCoordinatorEnabled": True,
         "systemTopicEnabled": True,
         "transactionCoordinatorCount": 4,   # partitions of transaction_coordinator_assign
@@ -415,6 +423,16 @@ class EmbeddedCluster:
         def addr(port: int) -> str:
             return f"{HOST}:{port}"
 
+        def broker_store_url(i: int) -> str:
+            """What broker i is told: its own proxy link to the store, in the store's URL form."""
+            link = addr(link_port[f"broker-{i}-metadata"])
+            if oxia:
+                return f"oxia://{link}"
+            if zookeeper:
+                return f"zk:{link}"
+            url = str(self.settings.get("metadataStoreUrl") or "")
+            return link if is_our_store(url) else url   # our protocol by address; a store elsewhere unchanged
+
         self.links = []
         for i, b in enumerate(brokers):
             self.links.append(LinkInfo(f"client-broker-{i}", LinkKind.CLIENT_BROKER, "client", b.name,
@@ -459,9 +477,7 @@ class EmbeddedCluster:
                 "metadata_address": addr(link_port[f"broker-{i}-metadata"]),
                 "ledger_address": addr(link_port[f"broker-{i}-ledger"]),
                 "peers": {str(j): addr(link_port[f"broker-{i}-broker-{j}"]) for j in range(n) if j != i},
-                "settings": {**self.settings, "metadataStoreUrl": f"oxia://{addr(link_port[f'broker-{i}-metadata'])}"}
-                if oxia else {**self.settings, "metadataStoreUrl": f"zk:{addr(link_port[f'broker-{i}-metadata'])}"}
-                if zookeeper else self.settings,
+                "settings": {**self.settings, "metadataStoreUrl": broker_store_url(i)},
             }
         conf_dir.mkdir(parents=True, exist_ok=True)
         if zookeeper:

@@ -8,6 +8,13 @@ exit if the test process dies (`parent_pid`).
 
 `FAST_SETTINGS` shortens what would make failover tests slow: the metadata session
 timeout (how long a dead broker's topics stay assigned to it) and keep-alives.
+
+The metadata store is pinned, explicitly: `cluster_factory(store=...)` defaults to
+`PINNED_STORE`, our Oxia-like store, because a ZooKeeper costs a JVM start (about a second
+more per cluster) and most cluster tests are about the brokers, not the store. A test that
+passes `store=PATH_DEFAULT` gets the path's store as Pulsar ships it (ZooKeeper for v4 and
+v4-batched, harness.metadata_stores), as `txnbench run`, bench and chaos do; a
+`metadataStoreUrl` in `settings` wins over both.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from harness.metadata_stores import OUR_STORE
 from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec
 from harness.txn_paths import TxnPath
 from harness.wire import Command, CommandType, Connection, InitialPosition, Role, SubType, commands
@@ -38,6 +46,11 @@ FAST_SETTINGS: dict[str, Any] = {
 
 ClusterFactory = Callable[..., EmbeddedCluster]
 
+#: The store of a cluster test unless it asks for another (see the module docstring).
+PINNED_STORE: str | None = OUR_STORE
+#: `store=PATH_DEFAULT`: the path's store as Pulsar ships it (ZooKeeper for v4 and v4-batched).
+PATH_DEFAULT: str | None = None
+
 
 @contextmanager
 def started_clusters(base: Path) -> Iterator[ClusterFactory]:
@@ -45,9 +58,11 @@ def started_clusters(base: Path) -> Iterator[ClusterFactory]:
     started: list[EmbeddedCluster] = []
 
     def start(*, path: TxnPath | str = TxnPath.V4, brokers: int = 2, settings: Mapping[str, Any] | None = None,
-              name: str | None = None) -> EmbeddedCluster:
+              name: str | None = None, store: str | None = PINNED_STORE) -> EmbeddedCluster:
         directory = base / (name or f"cluster-{len(started)}")
-        spec = EmbeddedSpec(path=TxnPath(path), brokers=brokers, settings={**FAST_SETTINGS, **dict(settings or {})},
+        pinned = {} if store is None else {"metadataStoreUrl": store}
+        spec = EmbeddedSpec(path=TxnPath(path), brokers=brokers,
+                            settings={**FAST_SETTINGS, **pinned, **dict(settings or {})},
                             directory=directory, parent_pid=os.getpid(), ready_timeout_s=90.0)
         cluster = EmbeddedCluster(spec)
         started.append(cluster)

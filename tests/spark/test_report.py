@@ -46,6 +46,8 @@ def test_analyze_run_checks_measures_and_reports(analyzed: tuple[RunDir, dict[st
     assert 'class="verdict-valid"' in html
     md = (run.path / "report.md").read_text()
     assert f"| committed transactions / s | {perf['committed_txn_per_s']:,.1f} |" in md
+    assert perf["metadata_store"]["label"] == "Oxia-like store (ours)"
+    assert "· metadata store Oxia-like store (ours) ·" in md
     assert sorted(p.name for p in run.plots_dir.glob("*.png")) == [
         "io_per_txn.png", "latency_percentiles.png", "latency_summary.png", "latency_timeline.png",
         "throughput.png"]
@@ -110,7 +112,10 @@ def test_report_command_over_a_matrix(analyzed: tuple[RunDir, dict[str, Any]], t
     assert_self_contained(html, images=5)
     assert 'class="verdict-invalid"' in html
     md = (matrix / "compare.md").read_text()
-    assert "| v5 | complete | INVALID | lost-write 2, aborted-read 1 |" in md
+    # the simulated manifests record no store: an embedded run from before it was recorded ran on ours
+    assert "| v5 | Oxia-like store (ours) | complete | INVALID | lost-write 2, aborted-read 1 |" in md
+    assert "Metadata store of each run: v4: Oxia-like store (ours); v5: Oxia-like store (ours)." in md
+    assert compare["paths"]["v5"]["metadata_store"]["kind"] == "oxia-like"
 
     # analyze_matrix (the orchestrator's entry) reads the perf.json files just written.
     again = analyze_matrix(matrix)

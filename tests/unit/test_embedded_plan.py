@@ -98,8 +98,37 @@ def test_oxia_store_url_puts_every_broker_on_oxias_protocol_through_its_own_link
     assert len(ports) == len(set(ports))
 
 
+@pytest.mark.parametrize(("path", "program"), [(TxnPath.V4, "zookeeper"), (TxnPath.V4_BATCHED, "zookeeper"),
+                                              (TxnPath.V5, None)])
+def test_each_path_gets_the_store_pulsar_ships_it_on(tmp_path: Path, path: TxnPath, program: str | None) -> None:
+    """Pulsar 4.x runs on ZooKeeper; Pulsar 5.0 runs v5 on Oxia (here: our Oxia-like store)."""
+    cluster = _planned(tmp_path, path, brokers=2)
+    assert cluster.records["metadata"].program == program
+    assert cluster.settings["metadataStoreUrl"] == ("zk" if program else "txnbench")
+    link = next(link for link in cluster.links if link.name == "broker-0-metadata")
+    told = _config(cluster, "broker-0")["settings"]["metadataStoreUrl"]
+    assert told == (f"zk:{link.listen}" if program else link.listen)   # our protocol: the link's address
+
+
+@pytest.mark.parametrize("url", ["txnbench", ""])
+def test_our_store_on_v4_by_setting(tmp_path: Path, url: str) -> None:
+    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V4, brokers=1, directory=tmp_path,
+                                           settings={"metadataStoreUrl": url}))
+    cluster._plan()
+    assert cluster.records["metadata"].program is None and "rpc_port" in cluster.records["metadata"].ports
+    assert _config(cluster, "broker-0")["settings"]["metadataStoreUrl"] == _config(cluster, "broker-0")[
+        "metadata_address"]
+
+
+def test_v5_on_zookeeper_by_setting(tmp_path: Path) -> None:
+    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path,
+                                           settings={"metadataStoreUrl": "zk"}))
+    cluster._plan()
+    assert cluster.records["metadata"].program == "zookeeper"
+
+
 def test_store_urls(tmp_path: Path) -> None:
-    assert "oxia_listeners" not in _config(_planned(tmp_path / "a"), "metadata")
+    assert "oxia_listeners" not in _config(_planned(tmp_path / "a", TxnPath.V5), "metadata")
     outside = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "b",
                                            settings={"metadataStoreUrl": "oxia://127.0.0.1:6648"}))
     outside._plan()   # an Oxia elsewhere: passed to the brokers unchanged
