@@ -9,8 +9,14 @@ Theory of operation, after Pulsar's `ZKMetadataStore` (pulsar-metadata, impl/):
   `create`. Versions are per znode, not store-wide as on Oxia: the brokers only compare
   a record's version with an earlier version of the same record.
 - Ephemeral records are ephemeral znodes of this client's ZooKeeper session; the session
-  id is ZooKeeper's, and its loss (kazoo's LOST state: the server expired it) is announced
-  to the session listeners. kazoo then opens the next session by itself.
+  id is ZooKeeper's, and its loss is announced to the session listeners: when the server
+  says it expired (kazoo's LOST state; kazoo then opens the next session by itself), or,
+  as Pulsar's `ZKSessionWatcher` does, when ZooKeeper has not answered a probe (`exists /`
+  every 1/15 of the session timeout, each allowed one such tick) for 5/6 of the session
+  timeout, counted from the last answered probe: before the server can expire the session and hand our ephemeral records to
+  another broker, so no two brokers believe they own one topic. When the probes are
+  answered again on the same session (it had not expired), the session is back, as
+  Pulsar's `SessionReestablished`: the brokers take their records again.
 - Watches are one persistent recursive watch on "/" (ZooKeeper >= 3.6 `addWatch`), which
   kazoo 2.11 does not offer: `_AddWatch` is that request and `_route_events` hooks the
   connection's event reader to deliver its events (see `_install_event_hook`). After a
@@ -195,6 +201,7 @@ class ZkMetadataClient(JsonRecords):
         self._callback_tasks: set[asyncio.Task[Any]] = set()
         self._hooked: Any = None
         self._parents: set[str] = set()
+        self._disconnected_at: float | None = None
         self.sessions_lost = 0
 
     # ---- connection ---------------------------------------------------------------------------
@@ -224,6 +231,7 @@ class ZkMetadataClient(JsonRecords):
         self._zk = zk
         self._session = int(zk.client_id[0])
         await self._add_watch()
+        self._spawn(self._watch_session())
 
     async def close(self) -> None:
         """Close the session: its ephemeral znodes go at once."""
@@ -630,6 +638,50 @@ class ZkMetadataClient(JsonRecords):
             await asyncio.sleep(0.02)
         return self._session
 
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._callback_tasks.add(task)
+        task.add_done_callback(self._callback_tasks.discard)
+
+    async def _watch_session(self) -> None:
+        """Pulsar's ZKSessionWatcher: probe every tick; unanswered for 5/6 of the timeout is a lost session."""
+        tick = self.session_timeout_ms / 15_000
+        limit = self.session_timeout_ms * 5 / 6_000
+        heard = sent = time.monotonic()   # heard: when the last answered probe was sent (the server heard us)
+        while not self._closing:   # bounded by the client's life: close() cancels it
+            await asyncio.sleep(max(0.0, sent + tick - time.monotonic()))   # one probe per tick, at a fixed rate
+            zk = self._zk
+            if zk is None or self._closing:
+                return
+            sent = time.monotonic()
+            if await self._probe(zk, tick):
+                heard, self._disconnected_at = sent, None
+                if self._session is None and zk.connected and zk.client_id is not None:
+                    self._session = int(zk.client_id[0])   # re-established (the same session, or kazoo's next)
+                    log.info("ZooKeeper session %#x answering again", self._session)
+                continue
+            # counted from the last answer, not the first miss: the server's expiry clock started then
+            self._disconnected_at = self._disconnected_at or heard
+            if time.monotonic() - heard >= limit:
+                self._declare_lost(f"ZooKeeper unanswered for {time.monotonic() - heard:.1f}s "
+                                   f"(5/6 of the {self.session_timeout_ms} ms session timeout)")
+
+    async def _probe(self, zk: KazooClient, tick: float) -> bool:
+        try:
+            await self._await(zk.exists_async("/"), tick)
+        except Exception:   # no connection, timeout, expired: not answered
+            return False
+        return True
+
+    def _declare_lost(self, why: str) -> None:
+        sid, self._session = self._session, None
+        if sid is None:
+            return
+        self.sessions_lost += 1
+        log.warning("ZooKeeper session %#x lost: %s", sid, why)
+        for listener in list(self._listeners):
+            self._invoke(listener, sid)
+
     def _state_changed(self, state: str) -> None:
         """kazoo's thread: hand the state change to the loop."""
         loop = self._loop
@@ -643,17 +695,11 @@ class ZkMetadataClient(JsonRecords):
         if self._closing or zk is None:
             return
         if state == KazooState.LOST:
-            sid, self._session = self._session, None
-            if sid is not None:
-                self.sessions_lost += 1
-                log.warning("ZooKeeper session %#x lost (expired)", sid)
-                for listener in list(self._listeners):
-                    self._invoke(listener, sid)
+            self._declare_lost("expired by the server")
         elif state == KazooState.CONNECTED:
+            self._disconnected_at = None
             self._session = int(zk.client_id[0])
-            task = asyncio.ensure_future(self._rewatch())
-            self._callback_tasks.add(task)
-            task.add_done_callback(self._callback_tasks.discard)
+            self._spawn(self._rewatch())
 
     async def _rewatch(self) -> None:
         """A new connection carries no watch: add it again, and resync what may have been missed."""

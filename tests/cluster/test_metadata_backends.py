@@ -11,9 +11,12 @@ leader election. A difference here is a difference a broker would see.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +36,7 @@ from embedded.metadata.model import (
 )
 from embedded.metadata.oxia_client import OxiaMetadataClient
 from embedded.metadata.zk_client import ZkMetadataClient
+from embedded.metadata.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.cluster
 
@@ -238,3 +242,40 @@ def test_a_put_after_a_range_delete_of_its_folder_succeeds(urls: Callable[[str],
             assert [r.key for r in await c.range_scan("k", "l", use_index=f"{backend}-refill")] == [f"{p}/x/b"]
 
     run(body)
+
+
+def test_a_zookeeper_paused_past_the_session_timeout_expires_the_session_by_itself(tmp_path: Path) -> None:
+    """ZooKeeper's own expiry: a server paused (SIGSTOP) longer than the session timeout expires
+    the session when it resumes, and its ephemeral znode goes. The client announces the loss
+    once ZooKeeper has not answered for 5/6 of the timeout (Pulsar's ZKSessionWatcher), before
+    the server would expire it (barring a stalled event loop on this loaded machine), exactly
+    once; then it works on a new session."""
+    session_s = 2.0
+
+    async def body(server: ZooKeeperProcess) -> None:
+        lost: list[tuple[int, float]] = []
+        owner = ZkMetadataClient(server.address, session_timeout_ms=int(session_s * 1000),
+                                 on_session_lost=lambda s: lost.append((s, time.monotonic())))
+        other = ZkMetadataClient(server.address, session_timeout_ms=int(session_s * 1000))
+        async with owner, other:
+            sid = await owner.session_id()
+            await owner.put("/pause/owned", "v", ephemeral=True)
+            assert server.pid is not None
+            os.kill(server.pid, signal.SIGSTOP)
+            paused = time.monotonic()
+            try:
+                await eventually(lambda: bool(lost), session_s * 2, "the loss announced while paused")
+                announced_after = lost[0][1] - paused
+                # the server expires it at the timeout rounded up to its 0.5 s tick: 2.0-2.5 s
+                assert lost[0][0] == sid and announced_after < session_s * 1.25, announced_after
+                await asyncio.sleep(max(0.0, session_s * 1.5 - (time.monotonic() - paused)))   # past the timeout
+            finally:
+                os.kill(server.pid, signal.SIGCONT)
+            await eventually(lambda: owner.current_session not in (None, sid), 20, "a new session")
+            assert await other.get_or_none("/pause/owned") is None, "the expired session's znode stayed"
+            assert [s for s, _ in lost] == [sid]
+            again = await owner.put("/pause/owned", "v2", ephemeral=True)
+            assert again.version.session_id == owner.current_session
+
+    with ZooKeeperProcess(tmp_path / "zk") as server:
+        run(lambda: body(server))
