@@ -13,10 +13,13 @@ Theory of operation, after Pulsar's `ZKMetadataStore` (pulsar-metadata, impl/):
   says it expired (kazoo's LOST state; kazoo then opens the next session by itself), or,
   as Pulsar's `ZKSessionWatcher` does, when ZooKeeper has not answered a probe (`exists /`
   every 1/15 of the session timeout, each allowed one such tick) for 5/6 of the session
-  timeout, counted from the last answered probe: before the server can expire the session and hand our ephemeral records to
-  another broker, so no two brokers believe they own one topic. When the probes are
-  answered again on the same session (it had not expired), the session is back, as
-  Pulsar's `SessionReestablished`: the brokers take their records again.
+  timeout, counted from the last answered probe: before the server can expire the session
+  and hand our ephemeral records to another broker, so no two brokers believe they own one
+  topic. A session declared lost stays lost: if ZooKeeper had not expired it (a restarted
+  server restores its sessions) and kazoo reconnects on it, this client closes it (its
+  ephemeral records go, as the listeners were told) and opens a new one. Pulsar instead
+  revalidates its locks on `SessionReestablished`; the brokers here, like our own store's
+  clients, take their records again on a new session.
 - Watches are one persistent recursive watch on "/" (ZooKeeper >= 3.6 `addWatch`), which
   kazoo 2.11 does not offer: `_AddWatch` is that request and `_route_events` hooks the
   connection's event reader to deliver its events (see `_install_event_hook`). After a
@@ -202,6 +205,9 @@ class ZkMetadataClient(JsonRecords):
         self._hooked: Any = None
         self._parents: set[str] = set()
         self._disconnected_at: float | None = None
+        self._heard = 0.0                     # when the last answered probe was sent
+        self._abandoned: set[int] = set()     # sessions declared lost: never used again
+        self._renewing = False
         self.sessions_lost = 0
 
     # ---- connection ---------------------------------------------------------------------------
@@ -647,7 +653,7 @@ class ZkMetadataClient(JsonRecords):
         """Pulsar's ZKSessionWatcher: probe every tick; unanswered for 5/6 of the timeout is a lost session."""
         tick = self.session_timeout_ms / 15_000
         limit = self.session_timeout_ms * 5 / 6_000
-        heard = sent = time.monotonic()   # heard: when the last answered probe was sent (the server heard us)
+        self._heard = sent = time.monotonic()
         while not self._closing:   # bounded by the client's life: close() cancels it
             await asyncio.sleep(max(0.0, sent + tick - time.monotonic()))   # one probe per tick, at a fixed rate
             zk = self._zk
@@ -655,15 +661,15 @@ class ZkMetadataClient(JsonRecords):
                 return
             sent = time.monotonic()
             if await self._probe(zk, tick):
-                heard, self._disconnected_at = sent, None
-                if self._session is None and zk.connected and zk.client_id is not None:
-                    self._session = int(zk.client_id[0])   # re-established (the same session, or kazoo's next)
-                    log.info("ZooKeeper session %#x answering again", self._session)
+                self._heard, self._disconnected_at = max(self._heard, sent), None
+                current = int(zk.client_id[0]) if zk.connected and zk.client_id is not None else None
+                if self._session is None and current is not None and current not in self._abandoned:
+                    self._session = current   # kazoo's next session, answering
                 continue
             # counted from the last answer, not the first miss: the server's expiry clock started then
-            self._disconnected_at = self._disconnected_at or heard
-            if time.monotonic() - heard >= limit:
-                self._declare_lost(f"ZooKeeper unanswered for {time.monotonic() - heard:.1f}s "
+            self._disconnected_at = self._disconnected_at or self._heard
+            if time.monotonic() - self._heard >= limit:
+                self._declare_lost(f"ZooKeeper unanswered for {time.monotonic() - self._heard:.1f}s "
                                    f"(5/6 of the {self.session_timeout_ms} ms session timeout)")
 
     async def _probe(self, zk: KazooClient, tick: float) -> bool:
@@ -677,6 +683,7 @@ class ZkMetadataClient(JsonRecords):
         sid, self._session = self._session, None
         if sid is None:
             return
+        self._abandoned.add(sid)
         self.sessions_lost += 1
         log.warning("ZooKeeper session %#x lost: %s", sid, why)
         for listener in list(self._listeners):
@@ -697,9 +704,29 @@ class ZkMetadataClient(JsonRecords):
         if state == KazooState.LOST:
             self._declare_lost("expired by the server")
         elif state == KazooState.CONNECTED:
-            self._disconnected_at = None
-            self._session = int(zk.client_id[0])
+            self._disconnected_at, self._heard = None, time.monotonic()
+            sid = int(zk.client_id[0])
+            if sid in self._abandoned:
+                self._spawn(self._renew_session(zk, sid))
+                return
+            self._session = sid
             self._spawn(self._rewatch())
+
+    async def _renew_session(self, zk: KazooClient, sid: int) -> None:
+        """kazoo came back on a session the listeners were told is lost: close it, open a new one."""
+        if self._renewing:
+            return
+        self._renewing = True
+        log.info("ZooKeeper session %#x answered again after it was declared lost: closing it "
+                 "(its ephemeral records go) and opening a new one", sid)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(zk.stop), 15)   # closeSession
+            if not self._closing:
+                zk.start_async()   # a new session; kazoo retries the connection until it has one
+        except Exception as err:   # kazoo keeps the old one; the next CONNECTED tries again
+            log.warning("could not renew ZooKeeper session %#x: %s", sid, err)
+        finally:
+            self._renewing = False
 
     async def _rewatch(self) -> None:
         """A new connection carries no watch: add it again, and resync what may have been missed."""

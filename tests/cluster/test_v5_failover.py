@@ -96,8 +96,11 @@ def no_open_transactions(admin: AdminClient) -> bool:
     return True
 
 
-def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory) -> None:
-    cluster = start_v5(cluster_factory, brokers=2)
+@pytest.mark.parametrize("store", ["", pytest.param("zk", marks=pytest.mark.slow)])   # zk: ~30 s here
+def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory, store: str) -> None:
+    """`store` zk: v5 over a real ZooKeeper; the victim's elections are ephemeral znodes that go
+    when ZooKeeper expires its session."""
+    cluster = start_v5(cluster_factory, brokers=2, metadataStoreUrl=store)
     admin = admin_of(cluster)
     for topic in TOPICS:
         admin.create_scalable_topic(topic, 2)
@@ -134,6 +137,17 @@ def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory)
         wait_until(lambda: no_open_transactions(admin_of(cluster, skip=[victim])), TXN_TIMEOUT_S + 30,
                    "every transaction to have ended")
         visible = [set(values(read_all(client, t, 60))) for t in TOPICS]
+    assert_all_or_nothing(out, visible)
+
+    metrics = scrape(cluster.records[survivor].metrics_url or "")
+    recovery = [v for (n, _), v in metrics.items() if n == "pulsar_txn_coordinator_recovery_seconds"]
+    assert recovery and max(recovery) < 1.0, f"coordinator recovery took {recovery}"
+    assert metric_sum(metrics, "txnbench_ml_add_entries_total", lambda labels: labels.get("kind") == "txn-log") == 0
+    assert broker_metric(cluster, "txnbench_v5_tc_leader", skip=[victim]) == 4   # all 4 partitions here
+
+
+def assert_all_or_nothing(out: Outcomes, visible: list[set[str]]) -> None:
+    """Committed: visible on both topics; aborted: on neither; unknown: both or neither."""
     for value in out.committed:
         assert all(value in seen for seen in visible), f"committed {value} is not fully visible"
     for value in out.aborted:
@@ -142,8 +156,37 @@ def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory)
         assert len({value in seen for seen in visible}) == 1, f"{value} is partly visible"
     assert visible[0] == visible[1], "the two topics disagree on which transactions committed"
 
-    metrics = scrape(cluster.records[survivor].metrics_url or "")
-    recovery = [v for (n, _), v in metrics.items() if n == "pulsar_txn_coordinator_recovery_seconds"]
-    assert recovery and max(recovery) < 1.0, f"coordinator recovery took {recovery}"
-    assert metric_sum(metrics, "txnbench_ml_add_entries_total", lambda labels: labels.get("kind") == "txn-log") == 0
-    assert broker_metric(cluster, "txnbench_v5_tc_leader", skip=[victim]) == 4   # all 4 partitions here
+
+@pytest.mark.slow   # ~25 s here: a JVM restart and two rounds of 20 commits
+def test_zookeeper_killed_mid_run_under_v5(cluster_factory: ClusterFactory) -> None:
+    """v5 over ZooKeeper, which is killed with -9 mid-run and restarted from its data after
+    longer than the brokers' session timeout (3 s): every session expires, every election and
+    ownership znode goes, the brokers take them again, commits resume, and every transaction
+    is all or nothing (nothing acknowledged lost)."""
+    cluster = start_v5(cluster_factory, brokers=2, metadataStoreUrl="zk")
+    assert cluster.records["metadata"].program == "zookeeper"
+    admin = admin_of(cluster)
+    for topic in TOPICS:
+        admin.create_scalable_topic(topic, 2)
+    out = Outcomes()
+    stop = threading.Event()
+    with new_client(cluster) as client:
+        threads = [threading.Thread(target=writer, args=(client, f"w{i}", stop, out), daemon=True)
+                   for i in range(2)]
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: len(out.committed) >= 20, 60, "committed transactions before the kill")
+        cluster.kill("metadata")
+        killed_at = time.monotonic()
+        wait_until(lambda: time.monotonic() - killed_at >= 4.0, 10, "ZooKeeper down past the session timeout", 0.1)
+        cluster.start("metadata")   # same zoo.cfg and data folder; waits for `srvr`
+        wait_until(lambda: sum(t > killed_at for t in out.commit_times) >= 20, 90, "commits after the restart")
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+        assert not any(t.is_alive() for t in threads)
+        wait_until(lambda: no_open_transactions(admin_of(cluster)), TXN_TIMEOUT_S + 30,
+                   "every transaction to have ended")
+        visible = [set(values(read_all(client, t, 60))) for t in TOPICS]
+    assert_all_or_nothing(out, visible)
+    assert len(out.committed) >= 40
