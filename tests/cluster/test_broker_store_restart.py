@@ -20,10 +20,15 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.cluster
 
 
-@pytest.mark.parametrize("metadata_store", ["", "zk"])
-def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFactory, metadata_store: str) -> None:
+@pytest.mark.parametrize(("metadata_store", "fault"), [
+    ("", "kill"), ("zk", "kill"), pytest.param("zk", "pause", marks=pytest.mark.slow)])
+def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFactory, metadata_store: str,
+                                                     fault: str) -> None:
     """`zk`: the metadata store killed is a real ZooKeeper; it restores its sessions from its
-    data on restart, so brokers that reconnect within their timeout keep them."""
+    data on restart, but the brokers declared them lost while it was down (Pulsar's
+    ZKSessionWatcher), dropped their topics, and take them again on new sessions.
+    `pause`: ZooKeeper is paused (SIGSTOP) past the session timeout instead, and expires the
+    sessions itself when it resumes; the ledger store is then killed as in the other cases."""
     cluster = cluster_factory(brokers=2, settings={"txnbenchTxnExtensions": [], "metadataStoreUrl": metadata_store})
     topic = f"persistent://public/default/restarts-{uuid.uuid4().hex[:8]}"
     client = pulsar.Client(service_urls(cluster), operation_timeout_seconds=30,
@@ -39,9 +44,14 @@ def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFac
         # the metadata store stays down longer than the brokers' session timeout (3 s): they lose
         # their sessions, unload their topics and take them back once it returns
         for store, outage_s in (("metadata", 4.0), ("ledger", 1.0)):
-            cluster.kill(store)
-            time.sleep(outage_s)
-            cluster.start(store)   # same ports, same data; waits until healthy
+            if store == "metadata" and fault == "pause":
+                cluster.pause(store)
+                time.sleep(outage_s)
+                cluster.resume(store)
+            else:
+                cluster.kill(store)
+                time.sleep(outage_s)
+                cluster.start(store)   # same ports, same data; waits until healthy
             before = len(traffic.acked_sends)
             wait_until(lambda b=before: len(traffic.acked_sends) >= b + 200, 60, interval_s=0.1,
                        message=f"sends acknowledged again after the {store} store restarted")
