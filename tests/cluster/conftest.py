@@ -10,8 +10,8 @@ exit if the test process dies (`parent_pid`).
 timeout (how long a dead broker's topics stay assigned to it) and keep-alives.
 
 The metadata store is pinned, explicitly: `cluster_factory(store=...)` defaults to
-`PINNED_STORE`, our Oxia-like store, because a ZooKeeper costs a JVM start (about a second
-more per cluster) and most cluster tests are about the brokers, not the store. A test that
+`PINNED_STORE`, our Oxia-like store, because a ZooKeeper costs a JVM start (1 s more per
+cluster on an idle machine, 6-9 s on a loaded one) and most cluster tests are about the brokers, not the store. A test that
 passes `store=PATH_DEFAULT` gets the path's store as Pulsar ships it (ZooKeeper for v4 and
 v4-batched, harness.metadata_stores), as `txnbench run`, bench and chaos do; a
 `metadataStoreUrl` in `settings` wins over both.
