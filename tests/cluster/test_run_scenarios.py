@@ -122,6 +122,11 @@ def test_each_workload_scenario_runs_to_a_valid_verdict(tmp_path: Path, name: st
     assert len(status["cpu_samples"]) >= 5 and status["cpu_samples"][-1][1] > status["cpu_samples"][0][1]
     perf = json.loads((run_dir / "analysis" / "perf.json").read_text())
     assert "load_generator" in perf
+    # v4 runs on a real ZooKeeper by default (Pulsar 4.x); the manifest and report say so
+    store = json.loads((run_dir / "manifest.json").read_text())["metadata_store"]
+    assert store["kind"] == "zookeeper" and store["label"].startswith("ZooKeeper 3.")
+    assert perf["metadata_store"] == store
+    assert f"metadata store {store['label']}" in (run_dir / "report.md").read_text()
     sends = [op for op in ops if op["f"] == "send" and op["type"] == "ok"]
     acks = [op for op in ops if op["f"] == "ack" and op["type"] == "ok" and op["txn"]]
     if name in ("consume-transform-produce", "mixed"):
