@@ -96,7 +96,7 @@ def no_open_transactions(admin: AdminClient) -> bool:
     return True
 
 
-@pytest.mark.parametrize("store", ["", pytest.param("zk", marks=pytest.mark.slow)])   # zk: ~30 s here
+@pytest.mark.parametrize("store", ["", pytest.param("zk", marks=pytest.mark.slow)])   # zk: 15-30 s here
 def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory, store: str) -> None:
     """`store` zk: v5 over a real ZooKeeper; the victim's elections are ephemeral znodes that go
     when ZooKeeper expires its session."""
@@ -157,7 +157,7 @@ def assert_all_or_nothing(out: Outcomes, visible: list[set[str]]) -> None:
     assert visible[0] == visible[1], "the two topics disagree on which transactions committed"
 
 
-@pytest.mark.slow   # ~25 s here: a JVM restart and two rounds of 20 commits
+@pytest.mark.slow   # 15-25 s here: a JVM restart and two rounds of 20 commits
 def test_zookeeper_killed_mid_run_under_v5(cluster_factory: ClusterFactory) -> None:
     """v5 over ZooKeeper, which is killed with -9 mid-run and restarted from its data after
     longer than the brokers' session timeout (3 s): every session expires, every election and
