@@ -55,6 +55,8 @@ _MODEL_SETTINGS: dict[str, tuple[str, str]] = {
     "txnbenchV5GcLeftoverOps": ("force-delete", "GC force-deletes leftover op records (PIP text; 5.0 re-drives)"),
     "txnbenchV5AnswerEndTxnAfterCas": ("true", "END_TXN answered after the CAS, events published behind it "
                                                "(PIP text; 5.0 answers after the events)"),
+    "txnbenchV5AckReadsHeader": ("true", "a subscription's first transactional ack reads the txn header and "
+                                         "refuses a decided txn (model-only; 5.0 checks memory only)"),
 }
 _HARNESS_GC_RETENTION_S = 120.0   # the embedded target's v5 default (Pulsar's: 900 s)
 
@@ -111,6 +113,7 @@ def design_v5(shape: Shape, settings: Mapping[str, Any]) -> Prediction:
     """
     n, parts = shape.txns, shape.writes + shape.ack_parts
     delete_events = str(settings.get("txnbenchV5DeleteConsumedEvents", "")).lower() == "true"
+    ack_reads_header = str(settings.get("txnbenchV5AckReadsHeader", "")).lower() == "true"
     exact: dict[tuple[str, str], float] = {
         ("create", "txn-header"): n,
         ("create", "txn-op"): shape.sends + shape.acks,
@@ -124,7 +127,7 @@ def design_v5(shape: Shape, settings: Mapping[str, Any]) -> Prediction:
         exact[("cas", "txn-event")] = parts
     bounds = {("cas", "txn-watermark"): shape.writes + shape.plain_sends}
     reads = {   # this implementation's reads (model): see embedded/broker/v5/README.md
-        "txn-id-counter": n, "txn-header": n + shape.writes + shape.ack_parts,
+        "txn-id-counter": n, "txn-header": n + shape.writes + (shape.ack_parts if ack_reads_header else 0),
         "index": 2 * n, "txn-event": parts, "txn-op": parts,
     }
     return {"metadata": exact, "bounds": bounds, "reads": reads,

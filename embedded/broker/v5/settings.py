@@ -14,7 +14,10 @@ probes:
   does it (every report that turns one on names it, `MODEL_SETTINGS`):
   `txnbenchV5DeleteConsumedEvents` (participants delete each decision event they
   processed; 5.0 leaves them in the store) and `txnbenchV5IdBlocks` (NEW_TXNs queued
-  behind a counter CAS share the next one; 5.0 does one get + CAS per id).
+  behind a counter CAS share the next one; 5.0 does one get + CAS per id) and
+  `txnbenchV5AckReadsHeader` (a subscription's first transactional ack of a transaction
+  reads its header and refuses one already decided; 5.0's `MetadataPendingAckStore`
+  appends the ack records without a header check, leaving it to the handle's memory).
 * `txnbenchV5AnswerEndTxnAfterCas`: the PIP text answers END_TXN once the header CAS
   landed; Pulsar 5.0 (the default) answers after the decision events are written.
 * `txnbenchV5ParticipantDelayMillis` with `txnbenchV5ParticipantDelayMatch`: a
@@ -37,6 +40,7 @@ MODEL_SETTINGS: dict[str, str] = {
     "txnbenchV5IdBlocks": "true",
     "txnbenchV5GcLeftoverOps": "force-delete",
     "txnbenchV5AnswerEndTxnAfterCas": "true",
+    "txnbenchV5AckReadsHeader": "true",
 }
 
 
@@ -55,6 +59,7 @@ class V5Settings:
     delete_consumed_events: bool = False
     answer_end_txn_after_cas: bool = False
     id_blocks: bool = False
+    ack_reads_header: bool = False
     participant_delay_s: float = 0.0
     participant_delay_match: str = ""
     default_segments: int = 1
@@ -102,6 +107,7 @@ class V5Settings:
             delete_consumed_events=s.bool("txnbenchV5DeleteConsumedEvents", False),
             answer_end_txn_after_cas=s.bool("txnbenchV5AnswerEndTxnAfterCas", False),
             id_blocks=s.bool("txnbenchV5IdBlocks", False),
+            ack_reads_header=s.bool("txnbenchV5AckReadsHeader", False),
             participant_delay_s=s.int("txnbenchV5ParticipantDelayMillis", 0) / 1000.0,
             participant_delay_match=s.str("txnbenchV5ParticipantDelayMatch", ""),
             default_segments=max(1, s.int("txnbenchV5DefaultSegments", 1)),

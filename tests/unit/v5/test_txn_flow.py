@@ -347,3 +347,77 @@ def test_end_txn_is_answered_when_pulsar_answers_it(tmp_path: Path, after_cas: b
             finally:
                 await stop_node(node)
     run(main)
+
+
+@pytest.mark.parametrize("reads_header", [False, True])
+def test_late_acks_after_the_subscription_was_reloaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      reads_header: bool) -> None:
+    """An ack of a decided transaction reaching a store that does not remember the decision.
+
+    Pulsar 5.0 (the default) reads no header on the ack path: the ack is held and recorded,
+    and the header decides it later (a committed transaction applies it, an aborted one
+    releases it). `txnbenchV5AckReadsHeader` (model-only) refuses it at once instead.
+    """
+    from embedded.broker.v5.txn import participant
+
+    monkeypatch.setattr(participant, "RECONCILE_MIN_INTERVAL_S", 0.2)
+
+    async def main() -> None:
+        async with metadata_service(tmp_path) as address:
+            node = await start_node(address, 0, {"txnbenchV5AckReadsHeader": reads_header,
+                                                 "txnbenchV5TimeoutSweepIntervalMillis": 200})
+            try:
+                tc = node.coordinator
+                await eventually(lambda: tc.is_leader(0), what="leadership")
+                sub = FakeSubscription(FakeTopic(SEGMENT, FakeLedger()), "sub")
+                store = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
+                await store.recover()
+                committed, aborted = await tc.new_txn(0, 60_000), await tc.new_txn(0, 60_000)
+                await store.individual_ack(committed, [TxnAck(Position(1, 0))])
+                await store.individual_ack(aborted, [TxnAck(Position(1, 1))])
+                await tc.end_txn(committed, TxnAction.COMMIT)
+                await tc.end_txn(aborted, TxnAction.ABORT)
+                await eventually(lambda: Position(1, 0) in sub.cursor.acked and Position(1, 1) in sub.redelivered,
+                                 what="both decisions")
+                await eventually(lambda: store.stats()["committed"] == 1 and store.stats()["aborted"] == 1,
+                                 what="both decisions applied")
+                await store.close()   # another owner loads the subscription: nothing of either is left
+                reloaded = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
+                await reloaded.recover()
+
+                header_reads = 0
+                get_header = node.store.get_header
+
+                async def counting(txn: TxnId) -> tuple[TxnHeader, int] | None:
+                    nonlocal header_reads
+                    header_reads += 1
+                    return await get_header(txn)
+
+                monkeypatch.setattr(node.store, "get_header", counting)
+                late = [(committed, Position(1, 5)), (aborted, Position(1, 6))]
+                if reads_header:
+                    for txn, position in late:
+                        with pytest.raises(TxnError) as refused:
+                            await reloaded.individual_ack(txn, [TxnAck(position)])
+                        assert refused.value.error is ServerError.TransactionConflict
+                        assert not reloaded.is_pending(position)
+                    assert header_reads == 2
+                    assert await node.store.acks_by_subscription(str(SEGMENT), "sub") == []
+                else:
+                    for txn, position in late:
+                        await reloaded.individual_ack(txn, [TxnAck(position)])   # accepted, as in 5.0
+                        assert reloaded.is_pending(position)
+                    assert header_reads == 0
+                    recorded = await node.store.acks_by_subscription(str(SEGMENT), "sub")
+                    assert sorted(o.op.entry_id for o in recorded) == [5, 6]
+                    # the headers decide: the committed transaction takes the late ack, the aborted one releases it
+                    await eventually(lambda: Position(1, 5) in sub.cursor.acked and Position(1, 6) in sub.redelivered,
+                                     what="the late acks settled by the headers")
+                    assert not reloaded.is_pending(Position(1, 5)) and not reloaded.is_pending(Position(1, 6))
+                    assert Position(1, 6) not in sub.cursor.acked
+                    await eventually_async(lambda: node.store.acks_by_subscription(str(SEGMENT), "sub"),
+                                           lambda left: left == [], what="the late op records deleted")
+                await reloaded.close()
+            finally:
+                await stop_node(node)
+    run(main)

@@ -3,9 +3,19 @@
 Theory of operation:
 
 * An ack is checked against the cursor and the other holders first (`PendingAcks`,
-  Pulsar's conflict rules) and refused with TransactionConflict when the transaction
-  has already been decided; then it is held in memory (the dispatcher skips or masks
-  it) and one op record per position is written (`idx:acks-by-segment-subscription`).
+  Pulsar's conflict rules) and refused with TransactionConflict when this store
+  remembers the transaction as decided (memory only, as Pulsar 5.0's
+  `MetadataPendingAckStore` leaves the check to its handle); then it is held in memory
+  (the dispatcher skips or masks it) and one op record per position is written
+  (`idx:acks-by-segment-subscription`).
+* Late acks. A store that does not remember the decision (it was loaded after it:
+  a restart, an unload) accepts an ack of a decided transaction, as 5.0 does: the ack
+  is held and recorded, and the transaction is tracked as open until the header says
+  otherwise (5.0: the next event on the subscription re-reads the headers of its open
+  transactions; here: the reconcile). A committed transaction then applies the late
+  ack with its others (the op records found); an aborted or collected one releases it.
+  `txnbenchV5AckReadsHeader` (model-only, off) instead reads the header on the first
+  ack of a transaction the store holds nothing for and refuses a decided one.
 * A decision arrives as a subscription event. Commit is materialized as the PIP
   describes it: the acks to apply are *the op records found* for this (segment,
   subscription) and transaction, applied to the cursor and flushed before the records
@@ -116,7 +126,8 @@ class MetadataPendingAckStore(Participant):
         if not self._ready:
             raise TxnError(ServerError.ServiceNotReady, f"the pending acks of {self.name} are recovering")
         state = self._decided.get(txn)
-        if state is None and not self._acks.holds(txn):
+        if state is None and self.settings.ack_reads_header and not self._acks.holds(txn):
+            # model-only (txnbenchV5AckReadsHeader): 5.0 reads no header on the ack path
             try:
                 got = await self.store.get_header(txn)
             except (MetadataUnavailable, MetadataError) as err:

@@ -1,0 +1,28 @@
+"""The cost ledger's v5 design prediction and the model-only settings a report names (pure)."""
+
+from __future__ import annotations
+
+from analysis.perf.ledger import _MODEL_SETTINGS, Shape, design_v5, model_settings
+from embedded.broker.v5.settings import MODEL_SETTINGS
+
+SHAPE = Shape(committed=10, aborted=0, sends=40, acks=20, writes=20, ack_parts=10, writes_aborted=0, plain_sends=0)
+
+
+def test_the_analysis_names_every_model_only_setting_of_the_cluster() -> None:
+    # analysis cannot import the cluster, so it keeps its own copy: they must agree
+    assert {k: on for k, (on, _) in _MODEL_SETTINGS.items()} == MODEL_SETTINGS
+
+
+def test_a_report_names_the_ack_header_read_when_a_run_turns_it_on() -> None:
+    assert model_settings({}) == []
+    named = model_settings({"txnbenchV5AckReadsHeader": "true"})
+    assert [m["setting"] for m in named] == ["txnbenchV5AckReadsHeader"]
+    assert "model-only" in named[0]["meaning"]
+
+
+def test_acks_read_no_header_as_in_pulsar_unless_the_setting_is_on() -> None:
+    default = design_v5(SHAPE, {})["reads"]["txn-header"]
+    with_read = design_v5(SHAPE, {"txnbenchV5AckReadsHeader": "true"})["reads"]["txn-header"]
+    assert default == SHAPE.txns + SHAPE.writes               # END_TXN's read and the first send per segment
+    assert with_read == default + SHAPE.ack_parts              # plus the first ack per (segment, subscription)
+    assert design_v5(SHAPE, {})["metadata"] == design_v5(SHAPE, {"txnbenchV5AckReadsHeader": "true"})["metadata"]
