@@ -315,6 +315,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         "drain_complete": drain.complete,
         "drain_topics": sorted(drain.topics),
         "drain_subscriptions": [{"topic": t, "subscription": s} for t, s in sorted(drain.subscriptions)],
+        "drain_lost_entries": [dict(run) for run in drain.lost_entries],
         "phases": [{"name": m.name, "time_s": round(m.time_ns / 1e9, 3)} for m in marks],
     })
     out: dict[str, Any] = {

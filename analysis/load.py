@@ -231,12 +231,16 @@ class DrainInfo:
 
     `complete` is False when the history has no `drain-complete` phase event; then
     `topics` and `subscriptions` are empty and no final-read check can give a verdict.
+    `lost_entries` are the runs of entries the brokers acknowledged and said their storage
+    lost (`extra.lost_entries`: topic, segment, first and last `ledger:entry`, count,
+    reason); a topic with such runs is still read to the end, around them.
     """
 
     complete: bool
     topics: frozenset[str] = frozenset()
     subscriptions: frozenset[tuple[str, str]] = frozenset()
     time_ns: int | None = None
+    lost_entries: tuple[Mapping[str, Any], ...] = ()
 
 
 # ---- reading --------------------------------------------------------------------------------
@@ -674,6 +678,7 @@ def _drain_from_phases(rows: Iterable[Any]) -> DrainInfo:
         return DrainInfo(complete=False)
     topics: set[str] = set()
     subs: set[tuple[str, str]] = set()
+    lost: list[Mapping[str, Any]] = []
     for row in found:
         try:
             extra = json.loads(row["extra"]) if row["extra"] else {}
@@ -688,7 +693,36 @@ def _drain_from_phases(rows: Iterable[Any]) -> DrainInfo:
                 subs.add((str(pair["topic"]), str(pair["subscription"])))
             elif isinstance(pair, list | tuple) and len(pair) == 2:
                 subs.add((str(pair[0]), str(pair[1])))
-    return DrainInfo(True, frozenset(topics), frozenset(subs), max(int(r["time_ns"]) for r in found))
+        for run in extra.get("lost_entries") or []:
+            if isinstance(run, Mapping) and _position(run.get("first")) and _position(run.get("last")):
+                lost.append(dict(run))
+    return DrainInfo(True, frozenset(topics), frozenset(subs), max(int(r["time_ns"]) for r in found), tuple(lost))
+
+
+def _position(text: Any) -> tuple[int, int] | None:
+    """`"ledger:entry[:batch]"` as (ledger, entry); None when it is not one."""
+    if not isinstance(text, str):
+        return None
+    parts = text.split(":")
+    try:
+        return (int(parts[0]), int(parts[1])) if len(parts) >= 2 else None
+    except ValueError:
+        return None
+
+
+def lost_run_of(drain: DrainInfo, topic: str | None, segment: str | None, msg_id: str | None) -> Mapping[str, Any] | None:
+    """The drain's lost run that holds the entry `msg_id` of (topic, segment), if any."""
+    position = _position(msg_id)
+    if position is None:
+        return None
+    for run in drain.lost_entries:
+        where = run.get("segment")
+        if where not in (segment, topic) and not (segment is None and where == run.get("topic") == topic):
+            continue
+        first, last = _position(run.get("first")), _position(run.get("last"))
+        if first is not None and last is not None and first <= position <= last:
+            return run
+    return None
 
 
 def overview(ops: DataFrame) -> HistoryOverview:

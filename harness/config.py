@@ -188,6 +188,10 @@ class WorkloadConfig:
     hold_s: float = bounded(0.0, min=0, max=600,
                             help="atomic-produce: seconds a transaction stays open after its sends before it "
                                  "ends, so about `users` transactions are open at any time (experiment 3)")
+    ack_hold_s: float = bounded(0.0, min=0, max=600,
+                                help="consume-transform-produce and ack-only: seconds a transaction stays open "
+                                     "after its acks before it ends, so its acknowledgements are held (pending) "
+                                     "across topic unloads and broker restarts")
     op_timeout_s: float = bounded(30.0, min=0.1, max=3600,
                                   help="client timeout of each operation (send, receive, ack, commit, abort)")
     batching: bool = False
@@ -237,6 +241,10 @@ class WorkloadConfig:
             raise Invalid("hold_s", f"{self.hold_s:g} s is not below txn_timeout_s ({self.txn_timeout_s:g} s): "
                           "the coordinator would time every held transaction out",
                           "lower hold_s or raise txn_timeout_s")
+        if self.ack_hold_s and self.ack_hold_s >= self.txn_timeout_s:
+            raise Invalid("ack_hold_s", f"{self.ack_hold_s:g} s is not below txn_timeout_s "
+                          f"({self.txn_timeout_s:g} s): the coordinator would time every held transaction out",
+                          "lower ack_hold_s or raise txn_timeout_s")
         if self.kind is WorkloadKind.MIXED and not self.mix:
             raise Invalid("mix", "a mixed workload needs weights",
                           "add e.g. `mix: {atomic-produce: 2, ack-only: 1}`")

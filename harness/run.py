@@ -409,7 +409,12 @@ class Run:
             recorder.close()
         if result.complete:
             self.history.phase(PHASE_DRAIN_COMPLETE, topics=result.topics,
-                               subscriptions=[{"topic": t, "subscription": s} for t, s in result.subscriptions])
+                               subscriptions=[{"topic": t, "subscription": s} for t, s in result.subscriptions],
+                               lost_entries=[run.to_json() for run in result.lost])
+            if result.lost:
+                self.say(f"[{self.config.path.value}] drain: {sum(r.count for r in result.lost)} acknowledged "
+                         f"entries the brokers can no longer return ({len(result.lost)} runs); their values "
+                         "are missing from the final reads")
         else:
             self.say(f"[{self.config.path.value}] drain incomplete: {result.reason}; the verdict will be unknown")
         self._snapshot(Phase.DRAIN)

@@ -9,7 +9,9 @@ consumer of that topic's Shared subscription `acks`. An iteration:
 2. with probability `conflict_ratio`, also picks one message a sibling consumer of
    the same subscription holds right now, so two transactions ack the same message;
 3. opens a transaction, acks every message in it (the stolen one at a random place);
-4. commits, or aborts on purpose with probability `abort_ratio`.
+4. with `ack_hold_s`, keeps the transaction open that long (its acks pending; a stop
+   meanwhile aborts it);
+5. commits, or aborts on purpose with probability `abort_ratio`.
 
 A conflicting ack is refused by the broker with TransactionConflict: a definite
 `fail` of that ack. The user then stops acking and aborts the transaction (a
@@ -103,6 +105,8 @@ class AckOnly(Workload):
                 abort = True  # the transaction cannot commit now
                 break
             acked_stolen = acked_stolen or received is stolen
+        if not abort and self.w.ack_hold_s > 0 and self.ctx.stopping.wait(self.w.ack_hold_s):
+            abort = True   # the load stops during the hold: end it now, by abort
         ended = self.end_txn(txn, abort=abort)
         if ended.ok and not abort:
             self.ctx.feed.consumed(self.topic, len(own) + (1 if acked_stolen else 0))

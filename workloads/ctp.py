@@ -11,7 +11,9 @@ Each user consumes one `ctp-input` topic through the Shared subscription `ctp`
    payload and in the history's `inputs`, so every input is carried by exactly one
    output of the transaction;
 4. acks every input in the transaction;
-5. commits, or aborts on purpose with probability `abort_ratio` (and aborts when a
+5. with `ack_hold_s`, keeps the transaction open that long (its acks pending) and
+   aborts it if the load stops meanwhile;
+6. commits, or aborts on purpose with probability `abort_ratio` (and aborts when a
    send or ack failed).
 
 When the transaction did not commit, inputs it acked are delivered again by the
@@ -114,6 +116,8 @@ class ConsumeTransformProduce(Workload):
                 if not acked.ok:
                     failed = True
                     break
+        if not failed and self.w.ack_hold_s > 0 and self.ctx.stopping.wait(self.w.ack_hold_s):
+            failed = True   # the load stops during the hold: end it now, by abort
         ended = self.end_txn(txn, abort=failed or on_purpose)
         return ended.ok and not (failed or on_purpose)
 

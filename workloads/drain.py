@@ -20,6 +20,18 @@ ever make visible, and must say so only when that is true.
    means the read is stuck (the end the broker named never arrives), so one stuck
    topic does not take the others' time. A topic whose end was not reached is not
    listed as read.
+2b. *Lost entries.* A stuck read is either slow or blocked by an entry the broker can
+   no longer return. For each v4 partition (or plain topic) that stopped short, the
+   drain asks its owner (admin `internalStats`, then `getMessageById` for the entries
+   after the last one read): when the owner answers that a position it acknowledged
+   (inside its ledger list) is gone from the ledger store (`nonRecoverable`), those
+   entries are *lost*, a finding rather than a doubt. The drain records each lost run
+   (`DrainResult.lost`, the `drain-complete` event's `extra.lost_entries`), reads on
+   after it with a reader started there, and lists the topic as read: every value the
+   lost entries held is then missing from the final reads, so the checker reports the
+   committed ones as `lost-write`. Any other answer (the entry is readable, the store is
+   down, no answer) leaves the read stuck, and the verdict unknown, as before. Bounded:
+   `MAX_LOST_RUNS` runs and `MAX_PROBES` probed positions per partition.
 3. *Subscriptions.* Each planned subscription is consumed with its own type, every
    message recorded as a `receive` event (`extra.redelivery`) and acknowledged
    (a recorded, non-transactional `ack`), until no message is delivered for
@@ -62,6 +74,9 @@ IDLE_S = 2.0                 # a subscription silent this long (after settling) 
 SETTLE_MARGIN_S = 5.0        # on top of txn_timeout_s: the coordinator's timeout sweep
 THREADS = 4
 READ_STALL_S = 10.0          # a read round that brings nothing for this long is stuck
+PROBE_AFTER_S = 3.0          # a read silent this long asks the owner whether its next entry is lost
+MAX_LOST_RUNS = 20           # runs of lost entries skipped per partition before giving up
+MAX_PROBES = 2000            # positions probed per partition
 MAX_REASONS = 3
 RECEIVER_QUEUE = 1000
 _sleep = time.sleep          # the settle wait (tests replace it)
@@ -76,6 +91,39 @@ class DrainResult:
     topics: list[str] = field(default_factory=list)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    lost: list[LostRun] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LostRun:
+    """Consecutive entries of one partition that its owner acknowledged and can no longer return."""
+
+    topic: str               # the logical topic
+    segment: str             # the concrete topic or partition
+    first: tuple[int, int]   # (ledger, entry)
+    last: tuple[int, int]
+    count: int
+    reason: str              # the owner's answer for the first of them
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "segment": self.segment, "first": f"{self.first[0]}:{self.first[1]}",
+                "last": f"{self.last[0]}:{self.last[1]}", "count": self.count, "reason": self.reason}
+
+
+def positions_after(ledgers: Any, after: tuple[int, int] | None, limit: int) -> list[tuple[int, int]]:
+    """The positions after `after` (None: from the first) in internalStats' ledger list, at most `limit`."""
+    out: list[tuple[int, int]] = []
+    rows = sorted((int(r["ledgerId"]), int(r.get("entries") or 0)) for r in ledgers or []
+                  if isinstance(r, dict) and "ledgerId" in r)
+    for ledger_id, entries in rows:
+        if after is not None and ledger_id < after[0]:
+            continue
+        first = after[1] + 1 if after is not None and ledger_id == after[0] else 0
+        for entry_id in range(first, entries):
+            if len(out) >= limit:
+                return out
+            out.append((ledger_id, entry_id))
+    return out
 
 
 # ---- settling ------------------------------------------------------------------------------------
@@ -148,6 +196,7 @@ class _Drain:
         self.subs_done: list[tuple[str, str]] = []
         self.problems: list[str] = []
         self.notes: list[str] = []
+        self.lost: list[LostRun] = []
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -199,20 +248,29 @@ class _Drain:
         except OperationError as err:
             self.problem(f"{topic}: could not open a reader ({err})")
             return
+        last: dict[str, tuple[int, int]] = {}
+        lost_parts: list[str] = []
         try:
+            silent_s = 0.0
             while True:
-                round_s = max(0.1, min(READ_STALL_S, self.remaining()))
+                round_s = max(0.1, min(self._round_s(), self.remaining()))
                 try:
                     messages = reader.read_to_end(timeout_s=round_s)
                 except ReadIncompleteError as err:
                     # a round ended before the end; go on while messages keep coming
-                    self._record_reads(process, topic, err.messages)
+                    self._record_reads(process, topic, err.messages, last)
+                    silent_s = 0.0 if err.messages else silent_s + round_s
                     if err.messages and self.remaining() > 0:
                         continue
-                    why = "in time" if self.remaining() <= 0 else f"(nothing arrived for {round_s:.0f}s)"
+                    if self.remaining() > 0 and self._next_is_lost(topic, err.missing, last):
+                        lost_parts = list(err.missing)   # each read on alone, past what is lost
+                        break
+                    if silent_s < READ_STALL_S and self.remaining() > 0:
+                        continue
+                    why = "in time" if self.remaining() <= 0 else f"(nothing arrived for {silent_s:.0f}s)"
                     self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} {why}")
                     return
-                self._record_reads(process, topic, messages)
+                self._record_reads(process, topic, messages, last)
                 break
         except OperationError as err:
             self.problem(f"{topic}: reading failed ({err})")
@@ -220,13 +278,117 @@ class _Drain:
         finally:
             with contextlib.suppress(Exception):
                 reader.close(1.0)
+        for part in lost_parts:
+            if not self._read_part(process, topic, part, last.get(part)):
+                return
         with self.lock:
             self.read_done.append(topic)
 
-    def _record_reads(self, process: str, topic: str, messages: list[Any]) -> None:
+    def _round_s(self) -> float:
+        """How long one read round waits: short when the owner can be asked about lost entries."""
+        return PROBE_AFTER_S if self.admin is not None else READ_STALL_S
+
+    # ---- 2b. lost entries -----------------------------------------------------------------
+
+    def _next_is_lost(self, topic: str, parts: list[str], last: dict[str, tuple[int, int]]) -> bool:
+        """Whether the owner of one of `parts` says the entry after the last one read is lost."""
+        if self.admin is None or topic.startswith("topic://"):
+            return False     # v5 segments: no getMessageById here; a stuck read stays a doubt
+        return any(self._lost_run(part, last.get(part), limit=1)[0] for part in parts)
+
+    def _lost_run(self, part: str, after: tuple[int, int] | None, *,
+                  limit: int = MAX_PROBES) -> tuple[list[tuple[tuple[int, int], str]], bool]:
+        """The lost entries right after `after` on `part` (with the owner's answers), and whether a
+        readable entry follows them. Empty when the next entry is not lost, or nobody says so."""
+        try:
+            stats = self.admin.internal_stats(part)
+        except Exception:   # no answer is no evidence
+            return [], False
+        run: list[tuple[tuple[int, int], str]] = []
+        for position in positions_after(stats.get("ledgers"), after, min(limit, MAX_PROBES)):
+            try:
+                answer = self.admin.stored_entry(part, *position)
+            except Exception:
+                return run, False
+            if answer.found:
+                return run, True
+            if not answer.non_recoverable:
+                return run, False
+            run.append((position, answer.reason))
+        return run, False
+
+    def _read_part(self, process: str, topic: str, part: str, after: tuple[int, int] | None) -> bool:
+        """Read `part` (a partition or plain topic) on from `after` to its end, recording and
+        skipping runs of lost entries; True when its end was reached."""
+        from harness.client import ReadIncompleteError
+        from harness.wire import MessageId
+
+        for _ in range(MAX_LOST_RUNS + 1):
+            run, more = self._lost_run(part, after)
+            if run:
+                lost = LostRun(topic, part, run[0][0], run[-1][0], len(run), run[0][1])
+                with self.lock:
+                    self.lost.append(lost)
+                    self.notes.append(f"{part}: {lost.count} acknowledged entries lost ({lost.first[0]}:"
+                                      f"{lost.first[1]}..{lost.last[0]}:{lost.last[1]}): {lost.reason}")
+                after = run[-1][0]
+                if not more:
+                    return True
+            if self.remaining() <= 0:
+                self.problem(f"{topic}: no time left to read {part} on from {after}")
+                return False
+            start = MessageId.EARLIEST if after is None else MessageId(after[0], after[1], -1, -1)
+            try:
+                reader = self.client.create_reader(part, start=start, receiver_queue_size=RECEIVER_QUEUE,
+                                                   timeout_s=max(0.1, self.remaining()))
+            except OperationError as err:
+                self.problem(f"{topic}: could not open a reader of {part} ({err})")
+                return False
+            last: dict[str, tuple[int, int]] = {}
+            try:
+                silent_s = 0.0
+                while True:
+                    round_s = max(0.1, min(PROBE_AFTER_S, self.remaining()))
+                    try:
+                        messages = reader.read_to_end(timeout_s=round_s)
+                    except ReadIncompleteError as err:
+                        self._record_reads(process, topic, err.messages, last, segment=part)
+                        after = last.get(part, after)
+                        silent_s = 0.0 if err.messages else silent_s + round_s
+                        if self.remaining() <= 0:
+                            self.problem(f"{topic}: the read of {part} did not reach its end in time")
+                            return False
+                        if err.messages:
+                            continue
+                        if self._lost_run(part, after, limit=1)[0]:
+                            break          # another lost run: record it and read on after it
+                        if silent_s < READ_STALL_S:
+                            continue
+                        self.problem(f"{topic}: the read of {part} stopped after {after} "
+                                     f"(nothing arrived for {silent_s:.0f}s)")
+                        return False
+                    self._record_reads(process, topic, messages, last, segment=part)
+                    return True
+            except OperationError as err:
+                self.problem(f"{topic}: reading {part} failed ({err})")
+                return False
+            finally:
+                with contextlib.suppress(Exception):
+                    reader.close(1.0)
+        self.problem(f"{topic}: {part} has more than {MAX_LOST_RUNS} runs of lost entries; not read to the end")
+        return False
+
+    def _record_reads(self, process: str, topic: str, messages: list[Any],
+                      last: dict[str, tuple[int, int]] | None = None, *, segment: str | None = None) -> None:
+        """`read` events; `last` gets each partition's last (ledger, entry); `segment` names the
+        partition when the reader read it as a topic of its own."""
         for message in messages:
+            part = segment or message.segment
+            position = _position(message.msg_id) if last is not None else None
+            if last is not None and position is not None:
+                last[part or topic] = position
             value, extra = _value_of(message)
-            self.recorder.event(process, OpF.READ, topic=topic, segment=message.segment, key=message.key,
+            self.recorder.event(process, OpF.READ, topic=topic, segment=part, key=message.key,
                                 value=value, msg_id=message.msg_id, extra=extra)
 
     # ---- 3. subscriptions -----------------------------------------------------------------
@@ -315,7 +477,16 @@ class _Drain:
             more = len(self.problems) - len(shown)
             reason = "; ".join(shown) + (f"; and {more} more" if more > 0 else "") if shown else \
                 f"{missing} topic(s)/subscription(s) not finished"
-        return DrainResult(complete, reason, topics, subs, list(self.notes))
+        return DrainResult(complete, reason, topics, subs, list(self.notes), list(self.lost))
+
+
+def _position(msg_id: Any) -> tuple[int, int] | None:
+    """(ledger, entry) of a history message id `"<ledger>:<entry>:<batch>"`."""
+    parts = str(msg_id).split(":")
+    try:
+        return (int(parts[0]), int(parts[1])) if len(parts) >= 2 else None
+    except ValueError:
+        return None
 
 
 def _value_of(message: Any) -> tuple[str | None, dict[str, Any] | None]:

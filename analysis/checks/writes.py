@@ -24,7 +24,7 @@ from analysis.checks.base import (
     skipped,
 )
 from analysis.checks.context import CheckContext
-from analysis.load import COMMITTED, UNKNOWN
+from analysis.load import COMMITTED, UNKNOWN, lost_run_of
 from harness.history.schema import OpF, OpType
 
 _EXAMPLE_VALUES = 5
@@ -72,8 +72,19 @@ def plan_lost_write(ctx: CheckContext) -> Plan:
     unjudged = ctx.sends.filter(~F.col("visible") & (
         ((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED) & ~F.col("covered"))
         | (maybe & (F.col("outcome") == UNKNOWN))))
+    drain = ctx.drain
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Name the evidence when the brokers said the value's entry was lost after its ack."""
+        for e in examples:
+            send = e.get("send") or {}
+            run = lost_run_of(drain, send.get("topic"), send.get("segment"), send.get("msg_id"))
+            if run is not None:
+                e["lost_entries"] = dict(run)
+        return examples
+
     return PendingCheck(AnomalyClass.LOST_WRITE, lost, ["send.time_ns", "value"], max_examples=ctx.max_examples,
-                        unjudged=unjudged,
+                        finish=finish, unjudged=unjudged,
                         note="{n} value(s) not visible on topics the drain did not read to the end, committed "
                              "or of transactions whose outcome stayed unknown")
 

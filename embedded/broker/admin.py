@@ -19,9 +19,11 @@ import aiohttp
 from aiohttp import web
 
 from embedded.broker.managed_ledger.metadata import MlInfo
+from embedded.broker.position import Position
 from embedded.broker.resources import AlreadyExists, NotFound
 from embedded.broker.topic_name import InvalidTopicName, TopicDomain, TopicName
 from embedded.broker.txn_api import TxnError
+from embedded.ledger.model import LedgerUnavailable, NoSuchEntry, NoSuchLedger
 from embedded.metadata.model import BadVersion, MetadataError, MetadataUnavailable
 from harness.wire import ServerError
 
@@ -218,6 +220,33 @@ class AdminApi:
         topic = await self._owned(request, self._topic(request))
         return _json(topic.internal_stats())
 
+    async def message_by_id(self, request: web.Request) -> web.Response:
+        """Pulsar's `getMessageById`: the entry at ledger:entry, as stored.
+
+        404 when the topic has no such position, as Pulsar answers "Message not found".
+        When the position is one this broker acknowledged (inside its ledger list) and the
+        ledger store answers that the entry or its ledger does not exist, the 404 says
+        `"nonRecoverable": true`: the data is gone (Pulsar's NonRecoverableLedgerException),
+        which is not the same as a store that is down (503) or an entry not written yet.
+        """
+        topic = await self._owned(request, self._topic(request))
+        try:
+            position = Position(int(request.match_info["ledger"]), int(request.match_info["entry"]))
+        except ValueError:
+            return _fail(412, "ledger and entry ids must be integers")
+        ml = topic.ledger
+        if not ml.acknowledged(position):
+            return _fail(404, f"Message not found: {position} is not a position of {topic.name}")
+        try:
+            entry = await ml.read_entry(position)
+        except (NoSuchEntry, NoSuchLedger) as err:
+            return _json({"reason": f"Message not found: {position} was acknowledged but the ledger store "
+                                    f"has lost it ({type(err).__name__}: {err})", "nonRecoverable": True}, 404)
+        except LedgerUnavailable as err:
+            return _fail(503, f"ledger store: {err}")
+        return web.Response(body=entry.data, content_type="application/octet-stream",
+                            headers={"X-Pulsar-Message-ID": str(position)})
+
     async def terminate(self, request: web.Request) -> web.Response:
         topic = await self._owned(request, self._topic(request))
         position = await topic.terminate()
@@ -306,6 +335,7 @@ def add_routes(app: web.Application, broker: BrokerService) -> None:
         web.delete(topic + "/partitions", api.delete_partitions),
         web.get(topic + "/stats", api.stats),
         web.get(topic + "/internalStats", api.internal_stats),
+        web.get(topic + "/ledger/{ledger}/entry/{entry}", api.message_by_id),
         web.post(topic + "/terminate", api.terminate),
         web.post(topic + "/terminate/partitions", api.terminate_partitions),
         web.put(topic + "/unload", api.unload),

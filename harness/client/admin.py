@@ -24,6 +24,7 @@ scalable topics (PIP-460)              GET /admin/v2/scalable/{t}/{ns}
                                        POST .../{topic}/split/{segmentId}
                                        POST .../{topic}/merge/{id1}/{id2}
                                        DELETE .../{topic}?force=true
+message by id (stored entry)           GET /admin/v2/persistent/{t}/{ns}/{topic}/ledger/{ledgerId}/entry/{entryId}
 terminate (seal) one segment           POST /admin/v2/segments/{t}/{ns}/{topic}/{descriptor}/terminate
 broker health                          GET /admin/v2/brokers/health, GET /admin/v2/brokers/ready
 coordinator stats (v4)                 GET /admin/v3/transactions/coordinatorStats
@@ -36,8 +37,10 @@ URL; `requests` follows it (method and body kept). Every call has a timeout.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -74,6 +77,21 @@ def _split(topic: str, domain: str) -> tuple[str, str, str]:
 
 def _path(*parts: str) -> str:
     return "/".join(quote(part, safe="") for part in parts)
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """What the owner said about one stored position (`AdminClient.stored_entry`).
+
+    `found`: the entry was returned. `non_recoverable`: the broker says it acknowledged
+    the position and its storage has lost it (404 with `nonRecoverable`); every other
+    refusal (the position does not exist, a store that is down) has both false.
+    """
+
+    found: bool
+    non_recoverable: bool
+    status: int
+    reason: str
 
 
 class AdminClient:
@@ -193,6 +211,24 @@ class AdminClient:
     def internal_stats(self, topic: str) -> dict[str, Any]:
         """Managed-ledger internals (ledgers, cursors)."""
         return dict(self._call("GET", self._topic(topic) + "/internalStats"))
+
+    def stored_entry(self, topic: str, ledger_id: int, entry_id: int) -> StoredEntry:
+        """Pulsar's getMessageById on one concrete topic or partition: is ledger:entry readable?
+
+        Raises AdminError only when no answer came; any HTTP answer is a `StoredEntry`.
+        """
+        url = f"{self.web_url}{self._topic(topic)}/ledger/{int(ledger_id)}/entry/{int(entry_id)}"
+        try:
+            response = self._session.get(url, timeout=self.timeout_s)
+        except requests.RequestException as exc:
+            raise AdminError(f"GET {url}: no answer ({exc})", method="GET", url=url) from None
+        if response.status_code == 200:
+            return StoredEntry(True, False, 200, "")
+        body: Any = None
+        with contextlib.suppress(ValueError):
+            body = response.json()
+        lost = response.status_code == 404 and isinstance(body, dict) and body.get("nonRecoverable") is True
+        return StoredEntry(False, lost, response.status_code, _reason(response))
 
     def terminate_topic(self, topic: str) -> Any:
         """Terminate a non-partitioned topic (no more writes); returns the last message id."""

@@ -124,12 +124,16 @@ class History:
         return self
 
     def drain_complete(self, topics: Iterable[str] | None = None,
-                       subscriptions: Iterable[tuple[str, str]] | None = None) -> History:
-        """`drain-complete`; by default every topic sent to and every subscription used."""
+                       subscriptions: Iterable[tuple[str, str]] | None = None, *,
+                       lost_entries: Sequence[Mapping[str, Any]] | None = None) -> History:
+        """`drain-complete`; by default every topic sent to and every subscription used.
+
+        `lost_entries`: runs of entries the brokers said were lost after their ack."""
         topic_list = list(topics) if topics is not None else list(self.topics)
         subs = list(subscriptions) if subscriptions is not None else list(self.subscriptions)
+        extra: dict[str, Any] = {"lost_entries": [dict(r) for r in lost_entries]} if lost_entries else {}
         return self.phase(PHASE_DRAIN_COMPLETE, topics=topic_list,
-                          subscriptions=[{"topic": t, "subscription": s} for t, s in subs])
+                          subscriptions=[{"topic": t, "subscription": s} for t, s in subs], **extra)
 
     def drain(self, reads: Mapping[str, Sequence[str]] | None = None, *,
               topics: Iterable[str] | None = None,

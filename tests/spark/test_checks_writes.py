@@ -24,6 +24,25 @@ def test_lost_write_names_the_missing_send(run_check: RunCheck) -> None:
     assert example["send"]["index"] == 4
 
 
+def test_values_in_entries_the_brokers_lost_after_their_ack_are_lost_writes_with_the_evidence(
+        run_check: RunCheck) -> None:
+    # The self-test's ledger store that acks before its journal: after its crash the broker
+    # cannot return entry 100:1; the drain read around it and listed the topic as read.
+    h = History()
+    h.process("w0/u1").open().sends("a", "b", "c").commit()          # 100:0, 100:1, 100:2 on t1
+    h.process("w0/u2").send("d", topic="t2")
+    h.phase("drain").read("t1", "a", "c").read("t2", "d")
+    run = {"topic": "t1", "segment": "t1", "first": "100:1", "last": "100:1", "count": 1,
+           "reason": "Message not found: 100:1 was acknowledged but the ledger store has lost it (NoSuchEntry)"}
+    h.drain_complete(lost_entries=[run])
+    result = run_check(h, lost_write)
+    assert result.count == 1 and result.unjudged == 0
+    example = result.examples[0]
+    assert example["value"] == "b" and example["send"]["msg_id"] == "100:1:-1"
+    assert example["lost_entries"] == run
+    assert run_check(h, partial_txn).count == 1
+
+
 def test_values_all_read_are_not_lost_and_aborted_ones_need_not_be(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().sends("a", "b").commit()

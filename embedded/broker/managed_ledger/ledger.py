@@ -632,6 +632,15 @@ class ManagedLedger:
             raise ManagedLedgerError(f"{self.name}: no entry at {position}")
         return entries[0]
 
+    def acknowledged(self, position: Position) -> bool:
+        """Whether `position` is an entry this ledger confirmed to a writer (and has not trimmed).
+
+        An entry in that range that the ledger store cannot return is data lost after it
+        was acknowledged, not an entry that does not exist yet.
+        """
+        count = self._entries_of(position.ledger_id)
+        return count is not None and 0 <= position.entry_id < count
+
     async def read_positions(self, positions: list[Position]) -> list[Entry]:
         """Entries at the given positions (sorted), skipping any that do not exist."""
         out: list[Entry] = []

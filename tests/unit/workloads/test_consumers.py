@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+import pytest
+
 from harness.client.errors import ConnectionLostError
+from harness.config import ConfigError
 from tests.unit.workloads.conftest import Harness
 from tests.unit.workloads.history_checks import (
     assert_unique_values,
@@ -206,3 +209,39 @@ def test_setup_failure_is_retried_with_backoff_and_not_recorded(make_harness: Ca
     assert worker.consumer is not None
     assert h.ops() == []
     assert [r[0] for r in h.requests] == ["setup", "setup"]
+
+
+def test_ctp_ack_hold_keeps_the_acks_pending_before_the_commit(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(CTP.format(abort=0.0) + "  ack_hold_s: 4\n")
+    worker = ConsumeTransformProduce(h.ctx)
+    worker.step()
+    feed(Feeder(h.ctx), 3)
+    worker.step()
+    assert 4 in h.stop.waits                        # a stop-aware wait, not a sleep
+    done = next(iter(transactions(h.ops()).values()))
+    assert [op["f"] for op in done] == ["txn-open", "send", "send", "ack", "ack", "ack", "txn-commit"]
+    last_ack = max(op["time_ns"] for op in done if op["f"] == "ack")
+    assert done[-1]["time_ns"] - last_ack >= 4_000_000_000
+
+
+def test_ack_only_ack_hold_and_a_stop_during_it_aborts(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ACK.format(conflict=0.0) + "  ack_hold_s: 6\n")
+    plain_wait = h.stop.wait
+
+    def stop_while_held(timeout: float | None = None) -> bool:
+        if timeout == 6:
+            h.stop.set()                            # the load stops while the acks are held
+        return plain_wait(timeout)
+
+    h.stop.wait = stop_while_held  # type: ignore[method-assign]
+    user = AckOnly(h.ctx)
+    user.step()
+    feed(Feeder(h.ctx), 2)
+    user.step()
+    done = list(transactions(h.ops()).values())
+    assert [[op["f"] for op in t] for t in done] == [["txn-open", "ack", "ack", "txn-abort"]]
+
+
+def test_an_ack_hold_as_long_as_the_transaction_timeout_is_refused(make_harness: Callable[[str], Harness]) -> None:
+    with pytest.raises(ConfigError, match=r"ack_hold_s.*txn_timeout_s"):
+        make_harness(ACK.format(conflict=0.0) + "  ack_hold_s: 30\n  txn_timeout_s: 30\n")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness.client import ReadIncompleteError
+from harness.client.admin import StoredEntry
 from harness.client.errors import OperationTimeoutError
 from harness.history import HistoryRecorder, OpF
 from harness.targets.base import ClusterInfo
@@ -19,7 +20,7 @@ from tests.unit.workloads.conftest import Harness, ManualClock
 from tests.unit.workloads.history_checks import assert_well_formed
 from workloads import drain as drain_module
 from workloads.atomic import AtomicProduce
-from workloads.drain import _backlog_in, drain, subscription_backlog, unsettled_transactions
+from workloads.drain import _backlog_in, drain, positions_after, subscription_backlog, unsettled_transactions
 from workloads.topology import SubscriptionRole
 
 ATOMIC = """
@@ -236,3 +237,107 @@ def test_backlog_from_admin_stats(make_harness: Callable[[str], Harness]) -> Non
     assert _backlog_in({"segments": [{"subscriptions": {"s": {"msgBacklog": 2}}},
                                      {"subscriptions": {"s": {"msgBacklog": 0}}}]}, "s") == 2
     assert _backlog_in({"subscriptions": {}}, "s") is None
+
+
+class LostEntriesAdmin:
+    """The owner's answers about stored entries: `lost` positions are gone, `down` ones unanswerable."""
+
+    def __init__(self, entries: int, lost: set[int], down: set[int] | None = None) -> None:
+        self.entries = entries
+        self.lost = lost
+        self.down = down or set()
+        self.probed: list[tuple[str, int, int]] = []
+
+    def internal_stats(self, topic: str) -> dict[str, Any]:
+        return {"ledgers": [{"ledgerId": 1, "entries": self.entries}]}
+
+    def stored_entry(self, topic: str, ledger_id: int, entry_id: int) -> StoredEntry:
+        self.probed.append((topic, ledger_id, entry_id))
+        if entry_id in self.lost:
+            return StoredEntry(False, True, 404, f"Message not found: 1:{entry_id} was acknowledged but the "
+                                                 "ledger store has lost it (NoSuchEntry)")
+        if entry_id in self.down:
+            return StoredEntry(False, False, 503, "ledger store: unavailable")
+        return StoredEntry(True, False, 200, "")
+
+
+class GapReader:
+    """Reads a topic up to the first entry in `gap`, then never gets further (the broker retries)."""
+
+    def __init__(self, messages: list[Any], gap: set[int], start: int = -1) -> None:
+        entry = [int(m.msg_id.split(":")[1]) for m in messages]
+        after = [m for m, e in zip(messages, entry, strict=True) if e > start]
+        cut = next((i for i, m in enumerate(after) if int(m.msg_id.split(":")[1]) in gap), len(after))
+        self.messages, self.stalls = after[:cut], cut < len(after)
+        self.rounds: list[float | None] = []
+
+    def read_to_end(self, timeout_s: float | None = None) -> list[Any]:
+        self.rounds.append(timeout_s)
+        got, self.messages = self.messages, []
+        if self.stalls:
+            raise ReadIncompleteError("deadline", got, [self.topic])
+        return got
+
+    def close(self, timeout_s: float | None = None) -> None:
+        pass
+
+
+def _gap_setup(h: Harness, gap: set[int]) -> tuple[str, list[Any], list[GapReader]]:
+    user = AtomicProduce(h.ctx)
+    for _ in range(6):
+        user.step()
+    first = h.topology.topics[0]
+    real = h.client.create_reader
+    messages = real(first).read_to_end()
+    made: list[GapReader] = []
+
+    def reader(topic: str, *, start: Any = None, **kw: Any) -> Any:
+        if topic != first:
+            return real(topic, **kw)
+        made.append(GapReader(messages, gap, -1 if start is None or start.entry_id < 0 else start.entry_id))
+        made[-1].topic = topic  # type: ignore[attr-defined]
+        return made[-1]
+
+    h.client.create_reader = reader  # type: ignore[method-assign]
+    return first, messages, made
+
+
+def test_entries_the_owner_says_are_lost_are_a_finding_and_the_read_goes_on_past_them(
+        make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, messages, made = _gap_setup(h, {2, 3})
+    admin = LostEntriesAdmin(len(messages), lost={2, 3})
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=60, client=h.client, admin=admin)
+    assert result.complete, result.reason
+    assert first in result.topics                # read to the end, around what is lost
+    [run] = result.lost
+    assert (run.segment, run.first, run.last, run.count) == (first, (1, 2), (1, 3), 2)
+    assert "NoSuchEntry" in run.reason
+    assert run.to_json()["first"] == "1:2" and run.to_json()["last"] == "1:3"
+    # a round that brought 0:1, then one silent round of PROBE_AFTER_S (no 10 s wait) before asking
+    assert len(made) == 2 and made[0].rounds == [pytest.approx(drain_module.PROBE_AFTER_S)] * 2
+    reads = [op for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
+    assert [op["msg_id"] for op in reads] == [m.msg_id for m in messages if m.msg_id.split(":")[1] not in "23"]
+    assert all(op["segment"] == first for op in reads[2:])   # read on as a topic of its own: named
+    assert any("2 acknowledged entries lost" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("answer", ["readable", "store-down"])
+def test_a_stuck_read_whose_next_entry_is_not_said_lost_stays_unknown(
+        make_harness: Callable[[str], Harness], answer: str) -> None:
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, messages, made = _gap_setup(h, {2})
+    admin = LostEntriesAdmin(len(messages), lost=set(), down={2} if answer == "store-down" else set())
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=60, client=h.client, admin=admin)
+    assert not result.complete and first not in result.topics and result.lost == []
+    assert "nothing arrived for 12s" in result.reason          # silent rounds of 3 s up to READ_STALL_S
+    assert len(made) == 1 and ("persistent" in admin.probed[0][0] and admin.probed[0][2] == 2)
+
+
+def test_positions_after_walks_the_ledger_list_in_order() -> None:
+    ledgers = [{"ledgerId": 7, "entries": 2}, {"ledgerId": 3, "entries": 3}, {"ledgerId": 9, "entries": 0}]
+    assert positions_after(ledgers, None, 10) == [(3, 0), (3, 1), (3, 2), (7, 0), (7, 1)]
+    assert positions_after(ledgers, (3, 1), 10) == [(3, 2), (7, 0), (7, 1)]
+    assert positions_after(ledgers, (3, 2), 1) == [(7, 0)]
+    assert positions_after(ledgers, (7, 1), 10) == []
