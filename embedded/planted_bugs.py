@@ -234,7 +234,8 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         ("apache/pulsar#24855 (ledger trimming deletes ledgers cursors still point to)",
          "apache/pulsar#20898 (discontinuous ledger deletion)"),
         "selftest-v4-trim", ("lost-ack", "ctp-duplicate"),
-        "pending-ack logs that roll over often (10-entry ledgers) and subscriptions that reload"),
+        "pending-ack logs that roll over often (10-entry ledgers) while transactions hold their acks for "
+        "seconds (ack_hold_s), and subscriptions that reload meanwhile (topic unloads, broker restarts)"),
     PlantedBug(
         METADATA_ACK_BEFORE_WAL, ("v5",), Component.METADATA,
         "embedded/metadata/durable.py: DurableStore.wait_durable",

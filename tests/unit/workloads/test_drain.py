@@ -20,7 +20,13 @@ from tests.unit.workloads.conftest import Harness, ManualClock
 from tests.unit.workloads.history_checks import assert_well_formed
 from workloads import drain as drain_module
 from workloads.atomic import AtomicProduce
-from workloads.drain import _backlog_in, drain, positions_after, subscription_backlog, unsettled_transactions
+from workloads.drain import (
+    _backlog_in,
+    drain,
+    positions_after,
+    subscription_backlog,
+    unsettled_transactions,
+)
 from workloads.topology import SubscriptionRole
 
 ATOMIC = """
@@ -264,7 +270,8 @@ class LostEntriesAdmin:
 class GapReader:
     """Reads a topic up to the first entry in `gap`, then never gets further (the broker retries)."""
 
-    def __init__(self, messages: list[Any], gap: set[int], start: int = -1) -> None:
+    def __init__(self, messages: list[Any], gap: set[int], topic: str, start: int = -1) -> None:
+        self.topic = topic
         entry = [int(m.msg_id.split(":")[1]) for m in messages]
         after = [m for m, e in zip(messages, entry, strict=True) if e > start]
         cut = next((i for i, m in enumerate(after) if int(m.msg_id.split(":")[1]) in gap), len(after))
@@ -294,8 +301,7 @@ def _gap_setup(h: Harness, gap: set[int]) -> tuple[str, list[Any], list[GapReade
     def reader(topic: str, *, start: Any = None, **kw: Any) -> Any:
         if topic != first:
             return real(topic, **kw)
-        made.append(GapReader(messages, gap, -1 if start is None or start.entry_id < 0 else start.entry_id))
-        made[-1].topic = topic  # type: ignore[attr-defined]
+        made.append(GapReader(messages, gap, topic, -1 if start is None or start.entry_id < 0 else start.entry_id))
         return made[-1]
 
     h.client.create_reader = reader  # type: ignore[method-assign]
