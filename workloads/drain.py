@@ -22,10 +22,13 @@ ever make visible, and must say so only when that is true.
    listed as read.
 2b. *Lost entries.* A stuck read is either slow or blocked by an entry the broker can
    no longer return. For each v4 partition (or plain topic) that stopped short, the
-   drain asks its owner (admin `internalStats`, then `getMessageById` for the entries
-   after the last one read): when the owner answers that a position it acknowledged
+   drain asks its owner (admin `internalStats`, then `getMessageById` for entries after
+   the last one read: the next one, and per ledger its last one and a binary search for
+   where a lost tail starts, since a batch read stops some entries before the lost
+   one): when the owner answers that a position it acknowledged
    (inside its ledger list) is gone from the ledger store (`nonRecoverable`), those
-   entries are *lost*, a finding rather than a doubt. The drain records each lost run
+   entries are *lost*, a finding rather than a doubt. The drain reads the partition up
+   to them with a one-permit reader (one entry per broker read), records each lost run
    (`DrainResult.lost`, the `drain-complete` event's `extra.lost_entries`), reads on
    after it with a reader started there, and lists the topic as read: every value the
    lost entries held is then missing from the final reads, so the checker reports the
@@ -291,10 +294,58 @@ class _Drain:
     # ---- 2b. lost entries -----------------------------------------------------------------
 
     def _next_is_lost(self, topic: str, parts: list[str], last: dict[str, tuple[int, int]]) -> bool:
-        """Whether the owner of one of `parts` says the entry after the last one read is lost."""
+        """Whether the owner of one of `parts` says an entry ahead of the last one read is lost."""
         if self.admin is None or topic.startswith("topic://"):
             return False     # v5 segments: no getMessageById here; a stuck read stays a doubt
-        return any(self._lost_run(part, last.get(part), limit=1)[0] for part in parts)
+        return any(self._lost_ahead(part, last.get(part)) is not None for part in parts)
+
+    def _probe(self, part: str, position: tuple[int, int]) -> bool | None:
+        """True: the owner says the entry is lost; False: it is readable; None: no evidence."""
+        try:
+            answer = self.admin.stored_entry(part, *position)
+        except Exception:
+            return None
+        if answer.found:
+            return False
+        return True if answer.non_recoverable else None
+
+    def _lost_ahead(self, part: str, after: tuple[int, int] | None) -> tuple[int, int] | None:
+        """The first lost entry after `after` on `part`, within MAX_PROBES positions, or None.
+
+        A broker reads entries in batches, so one lost entry stops a read some entries
+        before it. Per ledger ahead this asks for the next entry and the last one; when the
+        last is lost, a binary search finds where its lost tail starts (a store that lost
+        writes loses the tail of a ledger). Only entries the owner itself says are lost count.
+        """
+        try:
+            stats = self.admin.internal_stats(part)
+        except Exception:   # no answer is no evidence
+            return None
+        by_ledger: dict[int, list[tuple[int, int]]] = {}
+        for position in positions_after(stats.get("ledgers"), after, MAX_PROBES):
+            by_ledger.setdefault(position[0], []).append(position)
+        for positions in by_ledger.values():
+            first = self._probe(part, positions[0])
+            if first is None:
+                return None
+            if first:
+                return positions[0]
+            last = self._probe(part, positions[-1])
+            if last is None:
+                return None
+            if not last:
+                continue
+            lo, hi = 0, len(positions) - 1          # positions[lo] readable, positions[hi] lost
+            for _ in range(64):                     # bounded: a binary search
+                if hi - lo <= 1:
+                    break
+                mid = (lo + hi) // 2
+                lost = self._probe(part, positions[mid])
+                if lost is None:
+                    return None
+                lo, hi = (lo, mid) if lost else (mid, hi)
+            return positions[hi]
+        return None
 
     def _lost_run(self, part: str, after: tuple[int, int] | None, *,
                   limit: int = MAX_PROBES) -> tuple[list[tuple[tuple[int, int], str]], bool]:
@@ -319,7 +370,11 @@ class _Drain:
 
     def _read_part(self, process: str, topic: str, part: str, after: tuple[int, int] | None) -> bool:
         """Read `part` (a partition or plain topic) on from `after` to its end, recording and
-        skipping runs of lost entries; True when its end was reached."""
+        skipping runs of lost entries; True when its end was reached.
+
+        Up to a lost entry the reader has one permit, so the broker reads one entry at a
+        time and delivers every readable entry before the lost one (a batch read that
+        includes a lost entry fails whole)."""
         from harness.client import ReadIncompleteError
         from harness.wire import MessageId
 
@@ -337,9 +392,11 @@ class _Drain:
             if self.remaining() <= 0:
                 self.problem(f"{topic}: no time left to read {part} on from {after}")
                 return False
+            ahead = self._lost_ahead(part, after)
             start = MessageId.EARLIEST if after is None else MessageId(after[0], after[1], -1, -1)
             try:
-                reader = self.client.create_reader(part, start=start, receiver_queue_size=RECEIVER_QUEUE,
+                reader = self.client.create_reader(part, start=start,
+                                                   receiver_queue_size=1 if ahead is not None else RECEIVER_QUEUE,
                                                    timeout_s=max(0.1, self.remaining()))
             except OperationError as err:
                 self.problem(f"{topic}: could not open a reader of {part} ({err})")
@@ -361,7 +418,7 @@ class _Drain:
                         if err.messages:
                             continue
                         if self._lost_run(part, after, limit=1)[0]:
-                            break          # another lost run: record it and read on after it
+                            break          # at a lost run: record it and read on after it
                         if silent_s < READ_STALL_S:
                             continue
                         self.problem(f"{topic}: the read of {part} stopped after {after} "

@@ -205,3 +205,41 @@ def test_logs_trim_consumed_ledgers(stores: Any) -> None:
             got = await ml.read(Position.EARLIEST, 100)
             assert got[0].position.ledger_id == positions[6].ledger_id
     run(scenario)
+
+
+def test_appends_while_a_rollover_trims_keep_every_confirmed_entry(stores: Any) -> None:
+    """Trimming rewrites the ledger list after a rollover, when the new ledger is open: an
+    append can be issued and confirmed while that write is in flight. Trimming used to reset
+    the current ledger's counters, so the next append "failed" (answered entry 1, expected 0),
+    the ledger was recorded with no entries and deleted, and its confirmed entries were lost
+    (in a clean cluster: pending-ack records, so committed acks came back)."""
+    async def scenario() -> None:
+        async with factory(stores) as f:
+            ml = await f.open("pulsar/system/persistent/busy-log", f.config(
+                LedgerKind.TXN_LOG, max_entries_per_ledger=3, trim_consumed=True))
+            cursor = await ml.open_cursor("reader", initial_position=Position.EARLIEST)
+            early = [await ml.append(b"e%d" % i, EntryInfo()) for i in range(2)]
+            during: list[Position] = []
+            real_update = ml._update
+
+            async def update_with_an_append_in_flight(*args: Any) -> Any:
+                if len(args) == 1 and not during:           # the trim's list write (the roll passes 2)
+                    during.append(await ml.append(b"during-trim", EntryInfo()))
+                return await real_update(*args)
+
+            ml._update = update_with_an_append_in_flight    # type: ignore[method-assign]
+            early.append(await ml.append(b"e3", EntryInfo()))   # the third entry: the ledger rolls over
+            cursor.acknowledge_cumulative(early[2])          # the first ledger is consumed: trimmed
+            for _ in range(200):                             # bounded: the rollover and its trim
+                if during:
+                    break
+                await asyncio.sleep(0.05)
+            assert during, "the trim did not run"
+            after = await ml.append(b"after", EntryInfo())
+            errors = sum(ml.metrics.ml_add_errors.values.values())
+            assert errors == 0, f"{errors} appends failed (the ledger answered an unexpected entry id)"
+            f.cache.drop(ml.instance_id)
+            got = await ml.read(during[0], 10)
+            assert during[0].ledger_id in ml.ledger_ids() and got[0].position == during[0]
+            assert got[0].data == b"during-trim" and got[-1].position == after
+    run(scenario)

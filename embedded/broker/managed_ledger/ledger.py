@@ -559,12 +559,15 @@ class ManagedLedger:
         except (BadVersion, MetadataError, MetadataUnavailable) as err:
             log.info("%s: trimming skipped (%s)", self.name, err)
             return
+        # Appends to the current ledger may have been issued and confirmed while the list was
+        # written (the ledger is open again by then): keep its counters, which _install resets.
+        next_entry, lac = self._next_entry, self._lac
         self._install(MlInfo(keep, self._terminated), version, current=self._current)
+        self._next_entry, self._lac = next_entry, lac
         self._recompute_after_trim()
         await self._delete_ledgers(r.ledger_id for r in doomed)
 
     def _recompute_after_trim(self) -> None:
-        # _install reset _next_entry/_lac: trimming happens right after a rollover, before any append
         self._last_confirmed = self._compute_last_confirmed()
 
     async def _delete_ledgers(self, ledger_ids: Any) -> None:

@@ -289,7 +289,9 @@ class GapReader:
         pass
 
 
-def _gap_setup(h: Harness, gap: set[int]) -> tuple[str, list[Any], list[GapReader]]:
+def _gap_setup(h: Harness, gap: set[int], batch: int = 0) -> tuple[str, list[Any], list[GapReader]]:
+    """`batch`: a reader with a large queue stops that many entries before the gap (the broker's
+    batch read that includes the lost entry fails whole); a one-permit reader reaches it."""
     user = AtomicProduce(h.ctx)
     for _ in range(6):
         user.step()
@@ -298,10 +300,12 @@ def _gap_setup(h: Harness, gap: set[int]) -> tuple[str, list[Any], list[GapReade
     messages = real(first).read_to_end()
     made: list[GapReader] = []
 
-    def reader(topic: str, *, start: Any = None, **kw: Any) -> Any:
+    def reader(topic: str, *, start: Any = None, receiver_queue_size: int = 1000, **kw: Any) -> Any:
         if topic != first:
             return real(topic, **kw)
-        made.append(GapReader(messages, gap, topic, -1 if start is None or start.entry_id < 0 else start.entry_id))
+        early = {e - k for e in gap for k in range(batch + 1)} if receiver_queue_size > 1 else gap
+        made.append(GapReader(messages, early, topic, -1 if start is None or start.entry_id < 0 else start.entry_id))
+        made[-1].queue = receiver_queue_size  # type: ignore[attr-defined]
         return made[-1]
 
     h.client.create_reader = reader  # type: ignore[method-assign]
@@ -327,6 +331,23 @@ def test_entries_the_owner_says_are_lost_are_a_finding_and_the_read_goes_on_past
     assert [op["msg_id"] for op in reads] == [m.msg_id for m in messages if m.msg_id.split(":")[1] not in "23"]
     assert all(op["segment"] == first for op in reads[2:])   # read on as a topic of its own: named
     assert any("2 acknowledged entries lost" in note for note in result.notes)
+
+
+def test_a_read_stuck_entries_before_a_lost_one_reads_up_to_it_one_entry_at_a_time(
+        make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    # entries 4 and 5, the tail of the ledger, are lost; the batch read stops after entry 0
+    first, messages, made = _gap_setup(h, {4, 5}, batch=3)
+    assert len(messages) == 6
+    admin = LostEntriesAdmin(len(messages), lost={4, 5})
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=60, client=h.client, admin=admin)
+    assert result.complete, result.reason
+    [run] = result.lost
+    assert (run.first, run.last, run.count) == ((1, 4), (1, 5), 2)
+    assert [getattr(r, "queue") for r in made] == [1000, 1]    # one permit up to the lost entries
+    reads = [op["msg_id"] for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
+    assert reads == [m.msg_id for m in messages[:4]]
 
 
 @pytest.mark.parametrize("answer", ["readable", "store-down"])
