@@ -345,7 +345,7 @@ def test_a_read_stuck_entries_before_a_lost_one_reads_up_to_it_one_entry_at_a_ti
     assert result.complete, result.reason
     [run] = result.lost
     assert (run.first, run.last, run.count) == ((1, 4), (1, 5), 2)
-    assert [getattr(r, "queue") for r in made] == [1000, 1]    # one permit up to the lost entries
+    assert [r.queue for r in made] == [1000, 1]    # one permit up to the lost entries
     reads = [op["msg_id"] for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
     assert reads == [m.msg_id for m in messages[:4]]
 
