@@ -70,6 +70,8 @@ STATUS_INTERVAL_S = 1.0
 WORKER_CONNECT_TIMEOUT_S = 60.0
 CLIENT_CLOSE_TIMEOUT_S = 2.0
 REMOTE_FINISH_GRACE_S = 20.0   # after the users stopped: remote hosts stop their workers and ship the rest
+# After a worker's users stopped: time for Locust to send "client_stopped" before the worker ends.
+WORKER_FINISH_DELAY_S = 0.2
 # Worst case of a graceful stop: Locust's stop_timeout (op_timeout_s + 10) + 5 s + quit 5 s + closing
 # (2 s producers, 2 x 2 s client) stays under the orchestrator's op_timeout_s + 30 before it kills.
 STOP_GRACE_S = 10.0        # Locust's stop_timeout = operation timeout + this
@@ -357,9 +359,25 @@ class LoadProcess:
                 data["txnbench_cpu_s"] = times.user + times.system
 
         self.env.events.report_to_master.add_listener(report)
+        runner = self.runner
+
+        def users_stopped(**_kwargs: Any) -> None:
+            # A txnbench load is never restarted, so a worker whose users have stopped is done.
+            # Locust would instead wait for a "quit" that never comes: the master forgets a
+            # worker once it reports "client_stopped", and its quit() only tells the workers it
+            # still knows, so the worker sat out its stop timeout and was then killed with -9
+            # (its history closed by no one). Report the final numbers and end instead.
+            def finish() -> None:
+                with contextlib.suppress(Exception):
+                    runner._send_stats()  # type: ignore[attr-defined]
+                runner.greenlet.kill(block=False)
+
+            gevent.spawn_later(WORKER_FINISH_DELAY_S, finish)
+
+        self.env.events.test_stop.add_listener(users_stopped)
         self._install_stops()
         self.state = "running"
-        self.runner.greenlet.join()   # ends when the master says quit (or our own stop)
+        self.runner.greenlet.join()   # ends once its users stopped (above), the master says quit, or our own stop
         self.done.set()
 
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:

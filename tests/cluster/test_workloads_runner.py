@@ -148,6 +148,7 @@ def test_workers_write_one_history_each_and_the_master_aggregates(
     wait_until(lambda: run.committed() >= 50, timeout_s=90, message="50 commits reported by the workers")
     assert run.status()["processes"] == 2
     assert run.stop() == 0, run.log()
+    assert "did not exit" not in run.log()   # each worker ended by itself once its users stopped, never -9
     ops = run.history()
     assert_well_formed([op for op in ops if op["writer"] == "w0"])
     assert_well_formed([op for op in ops if op["writer"] == "w1"])
