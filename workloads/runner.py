@@ -369,7 +369,7 @@ class LoadProcess:
             # (its history closed by no one). Report the final numbers and end instead.
             def finish() -> None:
                 with contextlib.suppress(Exception):
-                    runner._send_stats()  # type: ignore[attr-defined]
+                    runner._send_stats()
                 runner.greenlet.kill(block=False)
 
             gevent.spawn_later(WORKER_FINISH_DELAY_S, finish)
