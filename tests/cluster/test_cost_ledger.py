@@ -26,7 +26,7 @@ def short_bench(tmp: Path, path: str) -> Path:
     data["name"] = "bench-ledger"
     data["path"] = path
     data.pop("paths", None)
-    data["phases"] = {"warmup_s": 4, "steady_s": 12, "recovery_s": 2, "drain_timeout_s": 90}
+    data["phases"] = {"warmup_s": 2, "steady_s": 6, "recovery_s": 2, "drain_timeout_s": 90}
     data["load"] = {"users": 8, "spawn_rate": 100}
     data["workload"] = {**data["workload"], "txn_timeout_s": 10, "op_timeout_s": 10}
     # collect decided headers inside the short window (the count per transaction does not change)

@@ -166,6 +166,7 @@ def test_atomic_produce_on_v5_runs_to_a_valid_verdict(tmp_path: Path) -> None:
     assert all(op["topic"].startswith("topic://") for op in ops if op["f"] == "send")
 
 
+@pytest.mark.slow   # a second full run through the command line (make test's 15 minutes); nightly runs it
 def test_external_target_against_a_running_cluster_leaves_it_running(tmp_path: Path) -> None:
     env = {"TXNBENCH_CLUSTER_DIR": str(tmp_path / "cluster")}
     up = txnbench("cluster", "up", "--path", "v4", env=env, timeout=180)
