@@ -169,7 +169,8 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         ("../shared/reference/pip-473-metadata-driven-transactions.txt (seal must not block the end of a transaction)",
          "apache/pulsar#19200 (transactions that never end)"),
         "selftest-v5-segments", ("partial-txn", "lost-write"),
-        "seals, splits and merges while transactions are open on the sealed segment"),
+        "seals, splits and merges of transactionally written segments, each at a commit; warm final "
+        "reads (a reload recovers the segment from its op records and heals it)"),
     PlantedBug(
         V5_SPLIT_CHILD_SKIPS_FIRST, ("v5",), Component.BROKER,
         "embedded/broker/v5/scalable/controller.py: ScalableTopicController._create_local",
@@ -202,7 +203,8 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         ("../shared/reference/pip-473-review-thread.txt ([BUG] GC orphan-cleanup window vs. slow participant)",
          "apache/pulsar#24855 (deleting while a reader still needs it)"),
         "selftest-v5-gc", ("lost-ack",),
-        "a participant slower than the (broken) window: latency on one broker's metadata link"),
+        "a participant slower than the (broken) window: latency on one broker's metadata link, with the GC "
+        "force-deleting leftover op records (Pulsar 5.0's re-drive would only re-publish)"),
     PlantedBug(
         V5_FANOUT_COMMITS_SUBSCRIPTIONS, ("v5",), Component.BROKER,
         "embedded/broker/v5/txn/coordinator.py: TransactionCoordinatorV5.publish",

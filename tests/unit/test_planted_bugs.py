@@ -18,13 +18,14 @@ from analysis.report.run_report import _intro
 from embedded import planted_bugs
 from embedded.broker.config import DEFAULTS, Settings
 from harness.cli import main
-from harness.config import load_scenario
+from harness.config import ColdReads, load_scenario
 from harness.errors import ConfigError
 from harness.planted import banner, planted_in, refuse_planted_bugs
 from harness.results import PLANTED_BUG_PREFIX, planted_bugs_of
 from harness.run import Run, RunOptions
 from harness.targets.embedded import path_settings
 from harness.txn_paths import TxnPath
+from workloads.topology import plan
 
 REPO = Path(__file__).resolve().parents[2]
 # the classes of DESIGN.md's list; `undelivered` and `txn-id-reuse` are checked by their own modules
@@ -62,6 +63,31 @@ def test_each_bug_has_a_catching_scenario_on_its_path(bug: planted_bugs.PlantedB
     assert TxnPath(bug.paths[0]) in config.paths
     assert config.faults.enabled or bug.scenario.startswith("selftest-")
     assert not planted_in(config.cluster.settings), "a scenario never switches a planted bug on by itself"
+
+
+def test_the_sealed_segment_bug_is_sought_with_warm_reads_on_written_segments() -> None:
+    """A reload recovers a sealed segment from its op records and headers, healing the lost
+    decisions: cold final reads made the bug invisible (missed in
+    20261125-030651-selftest-catalogue). Its seals must also hit segments the load writes
+    transactionally (segment:random chose read-only topics 6 times in 8)."""
+    bug = planted_bugs.BY_ID[planted_bugs.V5_SEALED_SEGMENT_STOPS_LISTENING]
+    config = load_scenario(bug.scenario)
+    assert config.phases.cold_reads is ColdReads.NONE
+    topics = plan(config, "probe").topics
+    written = {t for t in topics if t.split("-")[-2] in ("ap", "out")}   # <run>-ap-<i>, <run>-ctp-out-<i>
+    for fault in config.faults.schedule:
+        index = int(fault.target.split(":")[1])
+        assert topics[index] in written, f"{fault.kind.value} {fault.target} seals a topic nobody writes in a transaction"
+        assert fault.trigger is not None and fault.trigger.op.value == "txn-commit"
+
+
+def test_the_gc_bug_is_sought_with_a_gc_that_force_deletes() -> None:
+    """With Pulsar 5.0's re-drive the GC keeps what participants still need, so a 30 ms window
+    loses nothing (79 re-drives and no anomaly in 20261125-030651-selftest-catalogue)."""
+    bug = planted_bugs.BY_ID[planted_bugs.V5_GC_RETENTION_UNITS]
+    settings = load_scenario(bug.scenario).cluster.settings
+    assert settings["txnbenchV5GcLeftoverOps"] == "force-delete"
+    assert settings["transactionCoordinatorScalableTopicsGcRetentionSeconds"] >= 30
 
 
 @pytest.mark.parametrize("bug", planted_bugs.CATALOGUE, ids=lambda b: b.id)
