@@ -122,6 +122,7 @@ class ManagedLedger:
         self._lac = -1
         self._last_confirmed = Position(-1, -1)
         self._terminated: Position | None = None
+        self._terminating = False   # a terminate() is under way: new appends are refused
         self._pending: deque[_AddOp] = deque()
         self._queued: deque[_AddOp] = deque()
         self._roll_requested = False
@@ -349,8 +350,10 @@ class ManagedLedger:
     def append(self, data: bytes, info: EntryInfo = PLAIN) -> asyncio.Future[Position]:
         future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         state = self.state
-        if state is MlState.TERMINATED or self._terminated is not None:
-            future.set_exception(ManagedLedgerTerminated(f"{self.name} was terminated at {self._terminated}"))
+        if state is MlState.TERMINATED or self._terminated is not None or self._terminating:
+            future.set_exception(ManagedLedgerTerminated(
+                f"{self.name} was terminated at {self._terminated}" if self._terminated is not None
+                else f"{self.name} is being terminated"))
             return future
         if state is MlState.FENCED:
             future.set_exception(ManagedLedgerFenced(f"{self.name} is now written by another broker"))
@@ -729,15 +732,23 @@ class ManagedLedger:
             return self._terminated
         if self.state in (MlState.FENCED, MlState.CLOSED):
             raise ManagedLedgerError(f"{self.name} is {self.state.value}")
-        await self.wait_idle(self.add_timeout_s)
-        position = self._last_confirmed
-        info = MlInfo([LedgerRecord(r.ledger_id, self._entries_of(r.ledger_id)) for r in self._slots
-                       if (self._entries_of(r.ledger_id) or 0) > 0], position)
+        # Refuse new appends from here on: one confirmed while the ledger list is written would
+        # lie past the terminated position, acknowledged and never readable (a split's parent
+        # lost a transactional send that way; Pulsar fails them with ManagedLedgerTerminated).
+        self._terminating = True
         try:
-            version = await self._update(info)
-        except BadVersion:
-            self._fence("the ledger list was changed by another broker")
-            raise ManagedLedgerFenced(f"{self.name} is now written by another broker") from None
+            await self.wait_idle(self.add_timeout_s)
+            position = self._last_confirmed
+            info = MlInfo([LedgerRecord(r.ledger_id, self._entries_of(r.ledger_id)) for r in self._slots
+                           if (self._entries_of(r.ledger_id) or 0) > 0], position)
+            try:
+                version = await self._update(info)
+            except BadVersion:
+                self._fence("the ledger list was changed by another broker")
+                raise ManagedLedgerFenced(f"{self.name} is now written by another broker") from None
+        except BaseException:
+            self._terminating = False
+            raise
         old = self._current
         self._terminated = position
         self._install(info, version, current=None)
