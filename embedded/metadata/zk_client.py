@@ -209,6 +209,7 @@ class ZkMetadataClient(JsonRecords):
         self._abandoned: set[int] = set()     # sessions declared lost: never used again
         self._renewing = False
         self.sessions_lost = 0
+        self.renewals = 0                     # sessions closed because they answered after being declared lost
 
     # ---- connection ---------------------------------------------------------------------------
 
@@ -663,8 +664,11 @@ class ZkMetadataClient(JsonRecords):
             if await self._probe(zk, tick):
                 self._heard, self._disconnected_at = max(self._heard, sent), None
                 current = int(zk.client_id[0]) if zk.connected and zk.client_id is not None else None
-                if self._session is None and current is not None and current not in self._abandoned:
-                    self._session = current   # kazoo's next session, answering
+                if self._session is None and current is not None:
+                    if current not in self._abandoned:
+                        self._session = current   # kazoo's next session, answering
+                    else:   # the pause ended before kazoo dropped the connection: no CONNECTED comes
+                        self._spawn(self._renew_session(zk, current))
                 continue
             # counted from the last answer, not the first miss: the server's expiry clock started then
             self._disconnected_at = self._disconnected_at or self._heard
@@ -717,6 +721,7 @@ class ZkMetadataClient(JsonRecords):
         if self._renewing:
             return
         self._renewing = True
+        self.renewals += 1
         log.info("ZooKeeper session %#x answered again after it was declared lost: closing it "
                  "(its ephemeral records go) and opening a new one", sid)
         try:
