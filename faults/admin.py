@@ -214,10 +214,6 @@ def make_topic_admin(cluster: ClusterInfo, control: ProcessControl | None,
     compose_admin = getattr(control, "admin", None)
     if callable(compose_admin):
         return ComposeTopicAdmin(compose_admin()), ""
-    try:
-        import harness.client.admin  # noqa: F401
-    except ImportError:
-        return None, "the admin REST client (harness/client/admin.py) is not in this build"
     brokers = sorted((s for s in cluster.by_role(ServiceRole.BROKER) if s.admin_url), key=lambda s: s.name)
     urls = [s.admin_url for s in brokers if s.admin_url] or ([cluster.admin_url] if cluster.admin_url else [])
     if not urls:

@@ -11,11 +11,9 @@ partitioned by another fault) does not hide the others.
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from typing import Any
 
-from faults.model import CoordinatorLocator
 from harness.targets.base import ClusterInfo, ServiceRole, multi_host_service_url
 from harness.txn_paths import TxnPath
 
@@ -63,9 +61,6 @@ def all_brokers_url(cluster: ClusterInfo) -> str:
 
 
 def make_coordinator_locator(cluster: ClusterInfo, path: TxnPath,
-                             *, timeout_s: float = 10.0) -> tuple[CoordinatorLocator | None, str]:
-    """The locator for this cluster, or None and the reason."""
-    if importlib.util.find_spec("harness.client") is None or \
-            importlib.util.find_spec("harness.client.client") is None:
-        return None, "the transactional client (harness.client.PulsarClient) is not in this build"
-    return ClientCoordinatorLocator(all_brokers_url(cluster), path, timeout_s, cluster.listener_name), ""
+                             *, timeout_s: float = 10.0) -> ClientCoordinatorLocator:
+    """The locator for this cluster: asks its brokers, through the client, who hosts each coordinator."""
+    return ClientCoordinatorLocator(all_brokers_url(cluster), path, timeout_s, cluster.listener_name)

@@ -124,7 +124,5 @@ def for_run(cluster: ClusterInfo, path: TxnPath, control: ProcessControl | None,
     env.admin, reason = make_topic_admin(cluster, control, timeout_s=operation_timeout_s)
     if reason:
         env.missing[Capability.ADMIN] = reason
-    env.coordinators, reason = make_coordinator_locator(cluster, path, timeout_s=operation_timeout_s)
-    if reason:
-        env.missing[Capability.COORDINATORS] = reason
+    env.coordinators = make_coordinator_locator(cluster, path, timeout_s=operation_timeout_s)
     return env

@@ -2,12 +2,12 @@
 
 Each subcommand parses its arguments here and hands off to the module that
 does the work; those modules are imported only when their command runs, so
-`txnbench --help` is instant and a missing optional piece never breaks the rest.
+`txnbench --help` is instant (PySpark, Locust and the cluster load only when used).
 Errors a user can fix (`TxnbenchError`) become one line on stderr and their
 exit status; Ctrl-C exits 130 after the callee has cleaned up.
 
 Exit statuses: 0 success or a valid verdict, 1 an invalid verdict (anomalies),
-2 bad input or an unknown verdict, 3 a command not available yet, 130 interrupted.
+2 bad input or an unknown verdict, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from harness import __version__
 from harness.config import RunConfig, Target, load_scenario
-from harness.errors import ConfigError, NotAvailableError, TxnbenchError
+from harness.errors import ConfigError, TxnbenchError
 from harness.txn_paths import TxnPath
 
 PATH_CHOICES = [p.value for p in TxnPath]
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Benchmark and chaos-test Apache Pulsar transactions over the v4, "
                     "v4-batched and v5 paths.",
         epilog="Exit status: 0 ok/valid, 1 anomalies found, 2 bad input or unknown verdict, "
-               "3 not available yet, 130 interrupted.",
+               "130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"txnbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -188,10 +188,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _not_yet(command: str, issue: int, what: str) -> NotAvailableError:
-    return NotAvailableError(f"{command}: not available yet: {what} lands with issue #{issue}")
-
-
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", required=True, help="the run's Locust master, HOST:PORT "
                         "(its scenario's load.master_bind and load.master_port)")
@@ -275,19 +271,15 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    try:
-        from harness import run as run_module
-    except ImportError:
-        raise _not_yet("run", 7, "the run orchestrator") from None
+    from harness import run as run_module
+
     return run_module.main_run(config, args)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    try:
-        from harness import run as run_module
-    except ImportError:
-        raise _not_yet("bench", 7, "the run orchestrator") from None
+    from harness import run as run_module
+
     return run_module.main_matrix(config, args, kind="bench")
 
 
@@ -296,10 +288,8 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     if not config.faults.enabled:
         raise ConfigError(config.name, "faults", "a chaos matrix needs a scenario with faults",
                           "pass --scenario chaos or add a faults: section")
-    try:
-        from harness import run as run_module
-    except ImportError:
-        raise _not_yet("chaos", 10, "the chaos matrix") from None
+    from harness import run as run_module
+
     return run_module.main_matrix(config, args, kind="chaos")
 
 
@@ -317,43 +307,39 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    try:
-        from analysis import check as check_module
-    except ImportError:
-        raise _not_yet("check", 8, "the PySpark checker") from None
+    from analysis import check as check_module
+
     return check_module.main_check(args)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    try:
-        from analysis import report as report_module
-    except ImportError:
-        raise _not_yet("report", 9, "the comparison report") from None
+    from analysis import report as report_module
+
     return report_module.main_report(args)
 
 
-def _cluster_module() -> Any:
-    try:
-        from harness.targets import embedded_cli
-    except ImportError:
-        raise _not_yet("cluster", 4, "the embedded reference cluster") from None
-    return embedded_cli
-
-
 def _cmd_cluster_up(args: argparse.Namespace) -> int:
-    return _cluster_module().cluster_up(args)
+    from harness.targets import embedded_cli
+
+    return embedded_cli.cluster_up(args)
 
 
 def _cmd_cluster_status(args: argparse.Namespace) -> int:
-    return _cluster_module().cluster_status(args)
+    from harness.targets import embedded_cli
+
+    return embedded_cli.cluster_status(args)
 
 
 def _cmd_cluster_down(args: argparse.Namespace) -> int:
-    return _cluster_module().cluster_down(args)
+    from harness.targets import embedded_cli
+
+    return embedded_cli.cluster_down(args)
 
 
 def _cmd_cluster_heal(args: argparse.Namespace) -> int:
-    return _cluster_module().cluster_heal(args)
+    from harness.targets import embedded_cli
+
+    return embedded_cli.cluster_heal(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,12 +39,6 @@ class ConfigError(TxnbenchError):
         super().__init__(message)
 
 
-class NotAvailableError(TxnbenchError):
-    """A command whose machinery is not built yet. Says so instead of faking output."""
-
-    exit_code = 3
-
-
 class EnvironmentProblem(TxnbenchError):
     """The machine lacks something (Java, a free port, Docker) or is in the wrong state."""
 

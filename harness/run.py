@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import ColdReads, RunConfig, Target
-from harness.errors import EnvironmentProblem, NotAvailableError, TxnbenchError
+from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
 from harness.planted import banner as planted_banner
@@ -536,24 +536,12 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 # ---- command entry points ---------------------------------------------------------------------
 
-def _require(config: RunConfig) -> None:
-    """Say plainly when a piece a run needs is not built yet, before anything starts."""
-    import importlib.util
+def check_before_start(config: RunConfig) -> None:
+    """Refuse a scenario whose faults cannot work, before anything starts.
 
-    needed = {"workloads.topology": 7, "workloads.setup": 7, "workloads.drain": 7, "workloads.runner": 7}
+    A bad fault target or parameter is a one-line ConfigError now, not 20 s into a run.
+    """
     if config.faults.enabled:
-        needed["faults.nemesis"] = 10
-    if config.target is Target.EMBEDDED:
-        needed.update({"embedded.broker": 4, "embedded.metadata": 4, "embedded.ledger": 4, "faults.proxy": 10})
-    for module, issue in needed.items():
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:
-            found = False
-        if not found:
-            raise NotAvailableError(f"run: not available yet: {module} lands with issue #{issue}")
-    if config.faults.enabled:
-        # A bad fault target or parameter is a one-line ConfigError now, not 20 s into a run.
         from faults.validate import check_scenario
 
         check_scenario(config)
@@ -562,7 +550,7 @@ def _require(config: RunConfig) -> None:
 def main_run(config: RunConfig, args: argparse.Namespace) -> int:
     allowed = bool(getattr(args, "allow_planted_bugs", False))
     refuse_planted_bugs(config.cluster.settings, "run", allowed=allowed)
-    _require(config)
+    check_before_start(config)
     options = RunOptions(results_root=args.results, allow_planted_bugs=allowed)
     outcome = Run(config, options).execute()
     _print_outcome(outcome)
@@ -572,7 +560,7 @@ def main_run(config: RunConfig, args: argparse.Namespace) -> int:
 
 def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
     refuse_planted_bugs(config.cluster.settings, kind)
-    _require(config)
+    check_before_start(config)
     matrix = new_matrix(kind, config.name, root=args.results,
                         info={"paths": [p.value for p in config.paths], "config": config.to_dict()})
     _say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
@@ -590,7 +578,7 @@ def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int
     interrupted sweep still holds complete levels to compare.
     """
     refuse_planted_bugs(config.cluster.settings, "sweep")
-    _require(config)
+    check_before_start(config)
     paths = ", ".join(p.value for p in config.paths)
     matrix = new_matrix("sweep", config.name, root=args.results,
                         info={"paths": [p.value for p in config.paths], "levels": list(levels),

@@ -307,10 +307,10 @@ def main_selftest(args: argparse.Namespace) -> int:
         raise ConfigError("txnbench selftest", "--paths", "no catalogued bug lives on those paths",
                           "`txnbench selftest --list` shows each bug's path")
     from harness.config import load_scenario
-    from harness.run import _require
+    from harness.run import check_before_start
 
     for scenario in sorted({c.scenario for c in cases}):   # a bad scenario fails now, not 20 minutes in
-        _require(load_scenario(scenario))
+        check_before_start(load_scenario(scenario))
     matrix = new_matrix("selftest", "catalogue", root=args.results,
                         info={"cases": [dataclasses.asdict(c) | {"path": c.path.value, "kind": c.kind.value}
                                         for c in cases], "duration": args.duration})

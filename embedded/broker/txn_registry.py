@@ -5,9 +5,10 @@ transaction paths to install themselves (`load_extensions`): `embedded.broker.v4
 every path (v4 and v4-batched use it for everything; on v5 it still serves
 `persistent://` topics and v4 clients, as Pulsar 5.0's dispatching providers do), and
 `embedded.broker.v5` on the v5 path (segment:// topics, the scalable coordinator,
-scalable-topic commands). A path that is not written yet is simply absent: the
-defaults of `txn_api` apply and the coordinator answers every transaction command
-with TransactionCoordinatorNotFound (NotAllowedError when transactions are disabled).
+scalable-topic commands). With no path installed (`txnbenchTxnExtensions: []`, the
+broker-only tests) the defaults of `txn_api` apply and the coordinator answers every
+transaction command with TransactionCoordinatorNotFound (NotAllowedError when
+transactions are disabled).
 
 Providers are chosen by topic domain: SEGMENT, when registered, else PERSISTENT, else
 the no-transaction default (Pulsar 5.0's DispatchingTransactionBufferProvider:
@@ -168,22 +169,14 @@ class TxnRegistry:
     def load_extensions(self, broker: BrokerContext, modules: Sequence[str] | None = None) -> None:
         """Import each path module and call its `install(registry, broker)`.
 
-        A module that does not exist yet is skipped with a warning; one that fails to
-        import or install stops the broker (a half-installed path would give wrong results).
+        A module that is missing, fails to import, or has no `install` stops the broker
+        (a half-installed path would give wrong results).
         """
         for module_name in modules if modules is not None else self.extension_modules():
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as err:
-                if err.name is not None and module_name.startswith(err.name):
-                    log.warning("%s is not available yet; transactions on its topics use the defaults",
-                                module_name)
-                    continue
-                raise
+            module = importlib.import_module(module_name)
             install = getattr(module, "install", None)
             if install is None:
-                log.warning("%s has no install(registry, broker); skipped", module_name)
-                continue
+                raise RegistryError(f"transaction extension {module_name} has no install(registry, broker)")
             install(self, broker)
             self.installed.append(module_name)
             log.info("installed transaction extension %s", module_name)

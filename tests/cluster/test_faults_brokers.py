@@ -161,8 +161,7 @@ def test_killing_the_coordinator_kills_the_broker_hosting_it(cluster_factory: Cl
 
     cluster = cluster_factory(path=path, brokers=2)
     info = cluster.info()
-    locator, _ = make_coordinator_locator(info, info.path, timeout_s=10)
-    assert locator is not None
+    locator = make_coordinator_locator(info, info.path, timeout_s=10)
     before = locator.coordinator_brokers()
     host = info.broker_for_url(before[0])
     assert host is not None

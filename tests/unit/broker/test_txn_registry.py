@@ -97,7 +97,10 @@ def test_extension_modules_follow_the_path_or_the_setting() -> None:
         TxnRegistry(enabled(txnbenchTxnExtensions="v4"), "v4").extension_modules()
 
 
-def test_absent_extension_modules_are_skipped() -> None:
+def test_absent_or_incomplete_extension_modules_stop_the_broker() -> None:
     registry = TxnRegistry(enabled(), "v4")
-    registry.load_extensions(broker=None, modules=["embedded.broker.no_such_path"])  # type: ignore[arg-type]
+    with pytest.raises(ModuleNotFoundError):
+        registry.load_extensions(broker=None, modules=["embedded.broker.no_such_path"])  # type: ignore[arg-type]
+    with pytest.raises(RegistryError, match="no install"):
+        registry.load_extensions(broker=None, modules=["embedded.broker.topic_name"])  # type: ignore[arg-type]
     assert registry.installed == []
