@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from harness import __version__
-from harness.config import RunConfig, Target, load_scenario
+from harness.config import RunConfig, Target, load_scenario, parse_setting_pairs
 from harness.errors import ConfigError, TxnbenchError
 from harness.txn_paths import TxnPath
 
@@ -47,20 +45,6 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
-
-
-def parse_setting_pairs(pairs: Sequence[str]) -> dict[str, Any]:
-    """`--set KEY=VALUE` pairs as broker settings; VALUE is JSON when it parses (numbers, booleans)."""
-    settings: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError("--set", pair, "expected KEY=VALUE", "e.g. --set transactionLogBatchedWriteMaxRecords=64")
-        try:
-            settings[key] = json.loads(raw)
-        except ValueError:
-            settings[key] = raw
-    return settings
 
 
 def _user_levels(text: str) -> tuple[int, ...]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import re
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -85,6 +86,24 @@ class ClusterConfig:
     """External target: the pulsar:// URL clients start from (or --service-url)."""
     admin_url: str | None = None
     """External target: a broker's http:// admin URL, also read for /metrics (or --admin-url)."""
+
+
+def parse_setting_pairs(pairs: Sequence[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` pairs as broker settings; VALUE is JSON when it parses (numbers, booleans).
+
+    It lives with `ClusterConfig.settings` because both `txnbench run|bench|...` and
+    `txnbench cluster up` read the same pairs into the same settings.
+    """
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError("--set", pair, "expected KEY=VALUE", "e.g. --set transactionLogBatchedWriteMaxRecords=64")
+        try:
+            settings[key] = json.loads(raw)
+        except ValueError:
+            settings[key] = raw
+    return settings
 
 
 class ColdReads(str, Enum):

@@ -7,21 +7,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import requests
 
+from harness.config import parse_setting_pairs
 from harness.errors import EnvironmentProblem
 from harness.targets.base import ClusterInfo
 from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec, default_dir
 from harness.targets.processes import ProcessState
 from harness.txn_paths import TxnPath
-
-
-def _parse_settings(pairs: list[str]) -> dict[str, Any]:
-    from harness.cli import parse_setting_pairs
-
-    return parse_setting_pairs(pairs)
 
 
 def _directory(args: argparse.Namespace) -> Path:
@@ -44,7 +38,7 @@ def cluster_up(args: argparse.Namespace) -> int:
     from harness.planted import banner, refuse_planted_bugs
 
     directory = _directory(args)
-    settings = _parse_settings(args.set)
+    settings = parse_setting_pairs(args.set)
     planted = refuse_planted_bugs(settings, "cluster up", allowed=bool(getattr(args, "allow_planted_bugs", False)))
     if planted:
         print(banner(planted), file=sys.stderr, flush=True)

@@ -141,3 +141,14 @@ def test_name_must_be_folder_safe() -> None:
 
 def test_run_config_default_constructs() -> None:
     assert RunConfig().workload.kind is WorkloadKind.ATOMIC_PRODUCE
+
+
+def test_setting_pairs_read_json_values_and_refuse_a_pair_without_a_value() -> None:
+    from harness.config import parse_setting_pairs
+
+    assert parse_setting_pairs(["n=64", "on=true", "name=x=y", "text=abc"]) == {
+        "n": 64, "on": True, "name": "x=y", "text": "abc"}
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_setting_pairs(["oops"])
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_setting_pairs(["=1"])
