@@ -22,6 +22,7 @@ from harness import __version__
 from harness.config import RunConfig, Target, load_scenario, parse_setting_pairs
 from harness.errors import ConfigError, TxnbenchError
 from harness.txn_paths import TxnPath
+from workloads.worker_args import add_worker_arguments
 
 PATH_CHOICES = [p.value for p in TxnPath]
 TARGET_CHOICES = ["embedded", "compose", "external"]
@@ -170,18 +171,6 @@ def build_parser() -> argparse.ArgumentParser:
     heal = csub.add_parser("heal", help="remove every fault still in effect")
     heal.set_defaults(handler=_cmd_cluster_heal)
     return parser
-
-
-def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--master", required=True, help="the run's Locust master, HOST:PORT "
-                        "(its scenario's load.master_bind and load.master_port)")
-    parser.add_argument("--processes", type=int, default=1, help="Locust worker processes to run here (default 1)")
-    parser.add_argument("--dir", type=Path, default=Path("txnbench-worker"),
-                        help="this host's working folder: each worker's spec, history and log")
-    parser.add_argument("--wait", type=float, default=300.0,
-                        help="seconds to wait for the master to answer (default 300)")
-    parser.add_argument("--scenario", default=None,
-                        help="refuse to join unless the master runs this scenario with the same workload")
 
 
 def scenario_from_args(args: argparse.Namespace) -> RunConfig:

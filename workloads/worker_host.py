@@ -49,11 +49,11 @@ from locust.exception import RPCError  # noqa: E402
 from locust.rpc import Message  # noqa: E402
 from locust.rpc.zmqrpc import Client  # noqa: E402
 
-from harness.cli import add_worker_arguments  # noqa: E402
 from harness.config import load_scenario  # noqa: E402
 from harness.errors import TxnbenchError  # noqa: E402
 from harness.results import RunDir, write_json_atomic  # noqa: E402
 from workloads import remote  # noqa: E402
+from workloads.worker_args import add_worker_arguments  # noqa: E402
 
 log = logging.getLogger("txnbench.worker")
 

@@ -27,6 +27,16 @@ def test_cluster_actions_exist() -> None:
         assert args.cluster_command == action
 
 
+def test_worker_arguments_parse_without_loading_the_load_process() -> None:
+    args = build_parser().parse_args(["worker", "--master", "127.0.0.1:5557"])
+    assert (args.master, args.processes, args.dir, args.wait, args.scenario) == (
+        "127.0.0.1:5557", 1, Path("txnbench-worker"), 300.0, None)
+    probe = "import sys, harness.cli; print(sorted({'gevent', 'locust'} & set(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True,
+                            timeout=60, check=True).stdout.strip()
+    assert loaded == "[]"
+
+
 def test_unknown_scenario_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "no-such-scenario"]) == 2
     err = capsys.readouterr().err.strip()
