@@ -66,9 +66,10 @@ report: $(STAMP) ## rebuild reports: make report RUN=results/<run or matrix>
 	@test -n "$(RUN)" || { echo "make report needs RUN=results/<run_id>; the newest runs are:"; ls -1dt results/*/ 2>/dev/null | head -5; exit 2; }
 	$(BIN)/txnbench report $(RUN)
 
-lint: $(STAMP) ## ruff and mypy
+lint: $(STAMP) ## ruff, mypy and the import layers (lint-imports; contracts in pyproject.toml)
 	$(BIN)/ruff check harness workloads faults embedded analysis tests
 	$(BIN)/mypy harness workloads faults embedded analysis
+	$(BIN)/lint-imports --no-cache
 
 clean: ## stop a running embedded cluster and remove caches (keeps results/ and .venv)
 	@if [ -x $(BIN)/txnbench ] && [ -f .txnbench/cluster/state.json ]; then $(BIN)/txnbench cluster down || true; fi
