@@ -715,7 +715,3 @@ def _print_outcome(outcome: RunOutcome) -> None:
     if outcome.error:
         line += f": {outcome.error}"
     _say(line)
-
-
-def config_for_path(config: RunConfig, path: TxnPath) -> RunConfig:
-    return dataclasses.replace(config, path=path)

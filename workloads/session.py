@@ -115,13 +115,6 @@ class Session:
         assert self._slot_ns is not None
         return self._slot_ns + (now - self._first_op_ns)
 
-    @property
-    def lag_ns(self) -> int | None:
-        """How late the current paced iteration started (None when not paced or before its first op)."""
-        if self._slot_ns is None or self._first_op_ns is None:
-            return None
-        return max(0, self._first_op_ns - self._slot_ns)
-
     def iteration_ms(self) -> float:
         return (time.perf_counter() - self._iteration_start) * 1000.0
 

@@ -91,10 +91,6 @@ class FeedCredit:
             else:
                 self._consumers.pop(topic, None)
 
-    def deficit(self, topic: str) -> int:
-        with self._cond:
-            return self._deficit_locked(topic)
-
     def _deficit_locked(self, topic: str) -> int:
         return self._consumers.get(topic, 0) * self.per_consumer - self._outstanding.get(topic, 0)
 

@@ -46,9 +46,7 @@ from embedded.broker.txn_api import (
     BrokerInfo,
     OwnerInfo,
     PeerUnavailable,
-    TopicListener,
     TxnError,
-    call_listener,
 )
 from embedded.broker.txn_registry import TxnRegistry
 from embedded.broker.wire_server import BinaryServer
@@ -114,7 +112,6 @@ class BrokerService:
         self.txn_registry = TxnRegistry(self._settings, cfg.path)
         self.topics: dict[TopicName, PersistentTopic] = {}
         self._loading: dict[TopicName, asyncio.Task[PersistentTopic]] = {}
-        self._topic_listeners: list[TopicListener] = []
         self._producer_names = itertools.count()
         self._started_ms = int(time.time() * 1000)
         self._ready = False
@@ -178,13 +175,6 @@ class BrokerService:
 
     def live_brokers(self) -> Mapping[int, BrokerInfo]:
         return self._live.live()
-
-    def loaded_topic(self, name: TopicName) -> PersistentTopic | None:
-        topic = self.topics.get(name)
-        return topic if topic is not None and not topic.closing else None
-
-    def add_topic_listener(self, listener: TopicListener) -> None:
-        self._topic_listeners.append(listener)
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -348,8 +338,6 @@ class BrokerService:
         self.topics[name] = topic
         log.info("loaded %s (last entry %s, %d subscriptions)", name, topic.ledger.last_confirmed,
                  len(topic.subscriptions()))
-        for listener in list(self._topic_listeners):
-            await call_listener(listener.on_loaded, topic)
         return topic
 
     async def unload_topic(self, name: TopicName, *, release: bool) -> None:
@@ -365,8 +353,6 @@ class BrokerService:
             except Exception:
                 log.exception("unloading %s failed", name)
             log.info("unloaded %s", name)
-            for listener in list(self._topic_listeners):
-                await call_listener(listener.on_unloaded, name)
         if release:
             await self._ownership.release(name)
 

@@ -168,12 +168,6 @@ class PeerApi(Protocol):
         ...
 
 
-class TopicListener(Protocol):
-    def on_loaded(self, topic: TopicServices) -> Any: ...
-
-    def on_unloaded(self, topic: TopicName) -> Any: ...
-
-
 class BrokerContext(Protocol):
     """The broker, as the transaction paths see it."""
 
@@ -218,10 +212,6 @@ class BrokerContext(Protocol):
     async def get_topic(self, name: TopicName) -> TopicServices:
         """The loaded topic, loading it when this broker owns it; TxnError(ServiceNotReady) otherwise."""
         ...
-
-    def loaded_topic(self, name: TopicName) -> TopicServices | None: ...
-
-    def add_topic_listener(self, listener: TopicListener) -> None: ...
 
 
 class TopicServices(Protocol):
@@ -417,12 +407,6 @@ class TxnRegistryApi(Protocol):
     def add_feature_flags(self, names: Iterable[str]) -> None:
         """FeatureFlags this broker announces in CONNECTED (e.g. supports_tc_metadata_discovery)."""
         ...
-
-
-class TxnExtension(Protocol):
-    """The module `embedded.broker.v4` / `embedded.broker.v5` itself."""
-
-    def install(self, registry: TxnRegistryApi, broker: BrokerContext) -> None: ...
 
 
 # ---- defaults: no transactions ---------------------------------------------------------------

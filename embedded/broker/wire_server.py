@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-import time
 from typing import TYPE_CHECKING
 
 from embedded.broker.server_cnx import ServerCnx
@@ -187,6 +186,3 @@ class BinaryServer:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
-
-    def started_at(self) -> float:
-        return time.time()

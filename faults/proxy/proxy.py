@@ -61,10 +61,6 @@ class Proxy:
         return {"name": self.name, "listen": str(self.listen), "upstream": str(self.upstream),
                 "enabled": self.enabled, "toxics": self.toxics.to_json()}
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
-
     async def start(self) -> None:
         if self.enabled:
             return

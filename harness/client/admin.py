@@ -203,11 +203,6 @@ class AdminClient:
         """Topic stats (msgIn/Out, subscriptions, backlog ...)."""
         return dict(self._call("GET", self._topic(topic) + "/stats"))
 
-    def partitioned_topic_stats(self, topic: str, *, per_partition: bool = True) -> dict[str, Any]:
-        """Aggregated stats of a partitioned topic."""
-        return dict(self._call("GET", self._topic(topic) + "/partitioned-stats",
-                               params={"perPartition": str(per_partition).lower()}))
-
     def internal_stats(self, topic: str) -> dict[str, Any]:
         """Managed-ledger internals (ledgers, cursors)."""
         return dict(self._call("GET", self._topic(topic) + "/internalStats"))
@@ -262,10 +257,6 @@ class AdminClient:
 
     def _scalable(self, topic: str) -> str:
         return "/admin/v2/scalable/" + _path(*_split(topic, "topic"))
-
-    def scalable_topics(self, tenant: str, namespace: str) -> list[str]:
-        """Scalable topics of a namespace."""
-        return list(self._call("GET", f"/admin/v2/scalable/{_path(tenant, namespace)}"))
 
     def create_scalable_topic(self, topic: str, segments: int = 1, *,
                               properties: Mapping[str, str] | None = None,

@@ -156,11 +156,6 @@ class Scheduler:
             thread.join(timeout_s)
 
 
-def sleep_until(event: threading.Event, seconds: float) -> bool:
-    """Sleep up to `seconds` unless `event` is set first; returns whether it was set."""
-    return event.wait(max(0.0, seconds))
-
-
 def spawn(target: Callable[[], None], name: str) -> threading.Thread:
     """Start a daemon thread (a greenlet under gevent) running `target`."""
     thread = threading.Thread(target=target, name=name, daemon=True)

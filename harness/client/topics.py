@@ -53,11 +53,6 @@ def normalize_topic(name: str) -> str:
     )
 
 
-def domain_of(topic: str) -> str:
-    """`persistent`, `topic`, `segment` ... of a normalized name."""
-    return topic.partition("://")[0]
-
-
 def is_scalable(topic: str) -> bool:
     """Whether `topic` is a PIP-460 scalable topic (`topic://`)."""
     return topic.startswith("topic://")

@@ -90,19 +90,6 @@ class Transaction:
         """The current state."""
         return self._state
 
-    @property
-    def registered_partitions(self) -> list[str]:
-        """Topics registered with ADD_PARTITION_TO_TXN so far."""
-        with self._lock:
-            return [t for t, f in self._partitions.items() if f.done() and f.exception() is None]
-
-    @property
-    def registered_subscriptions(self) -> list[tuple[str, str]]:
-        """(topic, subscription) pairs registered with ADD_SUBSCRIPTION_TO_TXN so far."""
-        with self._lock:
-            return [k for k, f in self._subscriptions.items()
-                    if f.done() and f.exception() is None]
-
     def __str__(self) -> str:
         return str(self.id)
 

@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -215,8 +215,3 @@ class HistoryRecorder:
             raise HistoryWriteError(f"could not write {self.file_path}: {err}") from err
         self._index += 1
         return op
-
-
-def restamp(op: Op, **changes: Any) -> Op:
-    """A copy of `op` with fields changed (tests and tools)."""
-    return replace(op, **changes)

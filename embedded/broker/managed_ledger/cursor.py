@@ -132,10 +132,6 @@ class ManagedCursor:
     def persisted_mark_delete_position(self) -> Position:
         return Position.from_json(self._persisted_state.get("md", [-1, -1]))
 
-    @property
-    def persisted_state(self) -> dict[str, Any]:
-        return self._persisted_state
-
     def is_acked(self, position: Position) -> bool:
         return self.state.is_acked(position)
 
