@@ -13,6 +13,8 @@ Layers, bottom up:
   (`embedded/broker/v4`, `embedded/broker/v5`);
 * `peer`: broker-to-broker requests over the `peers` links;
 * `admin`, `metrics`: admin REST and Prometheus names;
+* `views`: what those parts may ask of the broker (`TopicView`, `ConnectionView`,
+  `AdminView`; they never import `broker`);
 * `broker`: the service that ties it together.
 
 See embedded/README.md for what follows Pulsar and what is simplified.

@@ -28,8 +28,8 @@ from embedded.metadata.model import BadVersion, MetadataError, MetadataUnavailab
 from harness.wire import ServerError
 
 if TYPE_CHECKING:
-    from embedded.broker.broker import BrokerService
     from embedded.broker.topic import PersistentTopic
+    from embedded.broker.views import AdminView
 
 log = logging.getLogger("embedded.broker.admin")
 
@@ -84,7 +84,7 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 class AdminApi:
-    def __init__(self, broker: BrokerService) -> None:
+    def __init__(self, broker: AdminView) -> None:
         self.broker = broker
 
     # ---- cluster, brokers ---------------------------------------------------------------------
@@ -308,7 +308,7 @@ class AdminApi:
                       "httpUrlTls": None, "nativeUrl": answer.url})
 
 
-def add_routes(app: web.Application, broker: BrokerService) -> None:
+def add_routes(app: web.Application, broker: AdminView) -> None:
     api = AdminApi(broker)
     app.middlewares.append(_errors)
     topic = "/admin/v2/{domain:persistent}/{tenant}/{namespace}/{topic}"

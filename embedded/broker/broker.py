@@ -23,7 +23,6 @@ import itertools
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -32,7 +31,7 @@ from embedded import planted_bugs, tracing
 from embedded.broker import admin
 from embedded.broker.brokers_registry import LiveBrokers
 from embedded.broker.config import BrokerConfig, Settings
-from embedded.broker.lookup_policy import LookupAction, decide
+from embedded.broker.lookup_policy import LookupAction, LookupAnswer, decide
 from embedded.broker.managed_ledger.api import ManagedLedgerError
 from embedded.broker.managed_ledger.factory import ManagedLedgerFactory
 from embedded.broker.metrics import BrokerMetrics
@@ -68,14 +67,6 @@ _SYSTEM_TOPIC_SUFFIXES = ("__transaction_pending_ack", "__transaction_buffer_sna
 def _is_system_topic(topic: TopicName) -> bool:
     """Transaction logs and snapshots kept as managed ledgers (Pulsar's TopicList.filterSystemTopic hides them)."""
     return topic.local_name.endswith(_SYSTEM_TOPIC_SUFFIXES) or topic.local_name.startswith("__transaction_log_")
-
-
-@dataclass(frozen=True)
-class LookupAnswer:
-    url: str
-    web_url: str
-    broker_id: int
-    redirect: bool
 
 
 class BrokerService:
@@ -411,4 +402,4 @@ class BrokerService:
             m.backlog.set(sum(s.backlog() for s in subscriptions.values() if s.durable), topic=key)
 
 
-__all__ = ["BrokerService", "LookupAnswer", "TopicDomain"]
+__all__ = ["BrokerService", "TopicDomain"]

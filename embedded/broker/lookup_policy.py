@@ -30,6 +30,16 @@ class LookupAction(enum.Enum):
 
 
 @dataclass(frozen=True)
+class LookupAnswer:
+    """What a lookup answers: the broker to connect to, and whether that is a redirect."""
+
+    url: str
+    web_url: str
+    broker_id: int
+    redirect: bool
+
+
+@dataclass(frozen=True)
 class LookupDecision:
     action: LookupAction
     broker_id: int | None = None

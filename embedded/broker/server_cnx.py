@@ -48,7 +48,7 @@ from harness.wire import (
 )
 
 if TYPE_CHECKING:
-    from embedded.broker.broker import BrokerService
+    from embedded.broker.views import ConnectionView
 
 log = logging.getLogger("embedded.broker.cnx")
 
@@ -103,7 +103,7 @@ class LoopbackTransport:
 
 
 class ServerCnx:
-    def __init__(self, broker: BrokerService, transport: Transport) -> None:
+    def __init__(self, broker: ConnectionView, transport: Transport) -> None:
         self.broker = broker
         self.transport = transport
         self.cnx_id = next(_cnx_ids)

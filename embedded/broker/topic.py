@@ -32,13 +32,13 @@ from embedded.broker.txn_api import TransactionBuffer, TxnError
 from harness.wire import Command, CommandType, ServerError, TxnId, proto
 
 if TYPE_CHECKING:
-    from embedded.broker.broker import BrokerService
+    from embedded.broker.views import TopicView
 
 log = logging.getLogger("embedded.broker.topic")
 
 
 class PersistentTopic:
-    def __init__(self, broker: BrokerService, name: TopicName, ml: ManagedLedger) -> None:
+    def __init__(self, broker: TopicView, name: TopicName, ml: ManagedLedger) -> None:
         self._broker = broker
         self._name = name
         self._ml = ml
@@ -63,7 +63,7 @@ class PersistentTopic:
         return self._ml
 
     @property
-    def broker(self) -> BrokerService:
+    def broker(self) -> TopicView:
         return self._broker
 
     @property

@@ -31,7 +31,7 @@ from harness.wire import (
 )
 
 if TYPE_CHECKING:
-    from embedded.broker.broker import BrokerService
+    from embedded.broker.views import ConnectionView
 
 log = logging.getLogger("embedded.broker.wire")
 
@@ -161,7 +161,7 @@ class BrokerProtocol(asyncio.Protocol):
 
 
 class BinaryServer:
-    def __init__(self, broker: BrokerService, host: str, port: int, *, max_message_size: int,
+    def __init__(self, broker: ConnectionView, host: str, port: int, *, max_message_size: int,
                  keepalive_s: float) -> None:
         self.broker = broker
         self.host = host
