@@ -9,6 +9,7 @@ Layers, bottom up:
 * `topic`, `subscription`, `dispatcher`, `consumer`, `producer`: PersistentTopic and
   its dispatchers;
 * `server_cnx`, `wire_server`: the binary protocol (ServerCnx) on `harness.wire`;
+  `txn_commands`: its transaction commands, as one table;
 * `txn_api`, `txn_registry`: the extension points the transaction paths plug into
   (`embedded/broker/v4`, `embedded/broker/v5`);
 * `peer`: broker-to-broker requests over the `peers` links;

@@ -7,7 +7,8 @@ iteration. The hot commands (SEND, FLOW, ACK without receipt, PING) are handled
 synchronously, in arrival order. Everything that must wait for the metadata or
 ledger store (lookups, PRODUCER, SUBSCRIBE, ack receipts, transactions) runs as a
 task of this connection; SEND keeps its order because a client sends it only after
-PRODUCER_SUCCESS.
+PRODUCER_SUCCESS. The transaction commands (coordinator, per-topic ends, the v5
+assignment watch) are the rows of one table, `txn_commands.TXN_COMMANDS`.
 
 The same class serves in-process requests (`LoopbackTransport`): broker-to-broker
 commands addressed to a topic this broker owns are handled here without a socket.
@@ -16,7 +17,6 @@ commands addressed to a topic this broker owns are handled here without a socket
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from embedded import tracing
+from embedded.broker import txn_commands
 from embedded.broker.consumer import Consumer
 from embedded.broker.managed_ledger.api import CursorClosed, ManagedLedgerError
 from embedded.broker.position import Position
@@ -41,7 +42,6 @@ from harness.wire import (
     ServerError,
     SubType,
     TopicsMode,
-    TxnAction,
     TxnId,
     commands,
     proto,
@@ -136,17 +136,9 @@ class ServerCnx:
             T.GET_SCHEMA: self._spawner(self._get_schema),
             T.GET_OR_CREATE_SCHEMA: self._spawner(self._get_or_create_schema),
             T.GET_TOPICS_OF_NAMESPACE: self._spawner(self._get_topics_of_namespace),
-            T.TC_CLIENT_CONNECT_REQUEST: self._spawner(self._tc_client_connect),
-            T.NEW_TXN: self._spawner(self._new_txn, traced="NEW_TXN"),
-            T.ADD_PARTITION_TO_TXN: self._spawner(self._add_partition_to_txn, traced="ADD_PARTITION_TO_TXN"),
-            T.ADD_SUBSCRIPTION_TO_TXN: self._spawner(self._add_subscription_to_txn, traced="ADD_SUBSCRIPTION_TO_TXN"),
-            T.END_TXN: self._spawner(self._end_txn, traced="END_TXN"),
-            T.END_TXN_ON_PARTITION: self._spawner(self._end_txn_on_partition, traced="END_TXN_ON_PARTITION"),
-            T.END_TXN_ON_SUBSCRIPTION: self._spawner(self._end_txn_on_subscription,
-                                                     traced="END_TXN_ON_SUBSCRIPTION"),
-            T.WATCH_TC_ASSIGNMENTS: self._spawner(self._watch_tc_assignments),
-            T.WATCH_TC_ASSIGNMENTS_CLOSE: self._spawner(self._watch_tc_assignments_close),
         }
+        for kind, row in txn_commands.TXN_COMMANDS.items():   # the transaction commands: one table
+            self._handlers[kind] = self._spawner(self._txn_command, traced=kind.name if row.traced else None)
 
     # ---- ClientChannel ------------------------------------------------------------------------
 
@@ -646,111 +638,9 @@ class ServerCnx:
 
     # ---- transactions -------------------------------------------------------------------------
 
-    def _txn_failed(self, kind: CommandType, request_id: int, txn: TxnId | None, err: TxnError) -> None:
-        self.send(commands.txn_response(kind, request_id, txn, error=err.error, message=err.message))
-
-    async def _tc_client_connect(self, command: Command) -> None:
-        body = command.body
-        coordinator = self.broker.txn_registry.coordinator(scalable=body.scalable)
-        try:
-            await coordinator.tc_client_connect(body.tc_id)
-        except TxnError as err:
-            self.send(commands.tc_client_connect_response(body.request_id, error=err.error, message=err.message))
-            return
-        self.send(commands.tc_client_connect_response(body.request_id))
-
-    async def _new_txn(self, command: Command) -> None:
-        body = command.body
-        coordinator = self.broker.txn_registry.coordinator(scalable=body.scalable)
-        try:
-            txn = await coordinator.new_txn(body.tc_id, body.txn_ttl_millis)
-        except TxnError as err:
-            self._txn_failed(T.NEW_TXN_RESPONSE, body.request_id, None, err)
-            return
-        self.send(commands.new_txn_response(body.request_id, txn))
-
-    async def _add_partition_to_txn(self, command: Command) -> None:
-        body = command.body
-        txn = TxnId(body.txnid_most_bits, body.txnid_least_bits)
-        coordinator = self.broker.txn_registry.coordinator(scalable=body.scalable)
-        try:
-            await coordinator.add_partitions(txn, list(body.partitions))
-        except TxnError as err:
-            self._txn_failed(T.ADD_PARTITION_TO_TXN_RESPONSE, body.request_id, txn, err)
-            return
-        self.send(commands.add_partition_to_txn_response(body.request_id, txn))
-
-    async def _add_subscription_to_txn(self, command: Command) -> None:
-        body = command.body
-        txn = TxnId(body.txnid_most_bits, body.txnid_least_bits)
-        coordinator = self.broker.txn_registry.coordinator(scalable=body.scalable)
-        try:
-            await coordinator.add_subscriptions(txn, [(s.topic, s.subscription) for s in body.subscription])
-        except TxnError as err:
-            self._txn_failed(T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE, body.request_id, txn, err)
-            return
-        self.send(commands.add_subscription_to_txn_response(body.request_id, txn))
-
-    async def _end_txn(self, command: Command) -> None:
-        body = command.body
-        txn = TxnId(body.txnid_most_bits, body.txnid_least_bits)
-        coordinator = self.broker.txn_registry.coordinator(scalable=body.scalable)
-        try:
-            await coordinator.end_txn(txn, TxnAction(body.txn_action))
-        except TxnError as err:
-            self._txn_failed(T.END_TXN_RESPONSE, body.request_id, txn, err)
-            return
-        self.send(commands.end_txn_response(body.request_id, txn))
-
-    async def _end_txn_on_partition(self, command: Command) -> None:
-        body = command.body
-        txn = TxnId(body.txnid_most_bits, body.txnid_least_bits)
-        low = body.txnid_least_bits_of_low_watermark if body.HasField("txnid_least_bits_of_low_watermark") else None
-        try:
-            topic = await self.broker.get_topic(self._parse(body.topic), create=False)
-            await topic.transaction_buffer.end_txn(txn, TxnAction(body.txn_action), low)
-        except TxnError as err:
-            self._txn_failed(T.END_TXN_ON_PARTITION_RESPONSE, body.request_id, txn, err)
-            return
-        except (InvalidTopicName, ManagedLedgerError) as err:
-            self._txn_failed(T.END_TXN_ON_PARTITION_RESPONSE, body.request_id, txn,
-                             TxnError(ServerError.ServiceNotReady, str(err)))
-            return
-        self.send(commands.end_txn_on_partition_response(body.request_id, txn))
-
-    async def _end_txn_on_subscription(self, command: Command) -> None:
-        body = command.body
-        txn = TxnId(body.txnid_most_bits, body.txnid_least_bits)
-        low = body.txnid_least_bits_of_low_watermark if body.HasField("txnid_least_bits_of_low_watermark") else None
-        try:
-            topic = await self.broker.get_topic(self._parse(body.subscription.topic), create=False)
-            subscription = topic.subscription(body.subscription.subscription)
-            if subscription is not None:
-                await subscription.pending_ack.end_txn(txn, TxnAction(body.txn_action), low)
-            else:
-                log.info("END_TXN_ON_SUBSCRIPTION for %s on %s: no such subscription (nothing pending)",
-                         txn, body.subscription.subscription)
-        except TxnError as err:
-            self._txn_failed(T.END_TXN_ON_SUBSCRIPTION_RESPONSE, body.request_id, txn, err)
-            return
-        except (InvalidTopicName, ManagedLedgerError) as err:
-            self._txn_failed(T.END_TXN_ON_SUBSCRIPTION_RESPONSE, body.request_id, txn,
-                             TxnError(ServerError.ServiceNotReady, str(err)))
-            return
-        self.send(commands.end_txn_on_subscription_response(body.request_id, txn))
-
-    async def _watch_tc_assignments(self, command: Command) -> None:
-        watch_id = command.body.watch_id
-        coordinator = self.broker.txn_registry.coordinator(scalable=True)
-        try:
-            await coordinator.watch_assignments(watch_id, self)
-        except TxnError as err:
-            self.send(commands.watch_tc_assignments_update(watch_id, error=err.error, message=err.message))
-
-    async def _watch_tc_assignments_close(self, command: Command) -> None:
-        coordinator = self.broker.txn_registry.coordinator(scalable=True)
-        with contextlib.suppress(TxnError):
-            await coordinator.unwatch_assignments(command.body.watch_id, self)
+    async def _txn_command(self, command: Command) -> None:
+        """The nine transaction commands: a row of `txn_commands.TXN_COMMANDS` each."""
+        await txn_commands.handle(self.broker, self, command)
 
 
 __all__ = ["LoopbackTransport", "ServerCnx", "Transport", "proto"]

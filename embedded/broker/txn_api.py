@@ -19,9 +19,10 @@ Theory of operation. As in Pulsar, transactions plug into a broker at three plac
   END_TXN_ON_SUBSCRIPTION.
 * per broker, coordinators (`TransactionCoordinatorService`): NEW_TXN,
   ADD_PARTITION_TO_TXN, ADD_SUBSCRIPTION_TO_TXN, END_TXN, TC_CLIENT_CONNECT_REQUEST and
-  WATCH_TC_ASSIGNMENTS. ServerCnx routes a command to the `SCALABLE` coordinator when
-  it carries `scalable = true` and `transactionCoordinatorScalableTopicsEnabled` is on
-  (facts file C.3), otherwise to the `LEGACY` one.
+  WATCH_TC_ASSIGNMENTS. The broker core (`txn_commands`) routes a command to the
+  `SCALABLE` coordinator when it carries `scalable = true` and
+  `transactionCoordinatorScalableTopicsEnabled` is on (facts file C.3), otherwise to the
+  `LEGACY` one.
 
 A path registers its implementations in a `TxnRegistryApi` from a module-level
 `install(registry, broker)` in `embedded.broker.v4` / `embedded.broker.v5`; the
@@ -30,8 +31,9 @@ the SEGMENT providers when registered, every stored topic falls back to PERSISTE
 and without any the defaults below apply. Everything a component may need from the
 broker is in `BrokerContext`, `TopicServices` and `SubscriptionServices`.
 
-Errors: raise `TxnError(ServerError.X, message)`; ServerCnx turns it into the
-response's `error`/`message` (or a SEND_ERROR / ACK_RESPONSE error).
+Errors: raise `TxnError(ServerError.X, message)`; the broker core (`txn_commands`,
+`ServerCnx`) turns it into the response's `error`/`message` (or a SEND_ERROR /
+ACK_RESPONSE error).
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ from embedded.broker.managed_ledger.api import ManagedLedgerError
 from embedded.broker.server_cnx import ServerCnx
 from embedded.broker.topic_name import InvalidTopicName, TopicName
 from embedded.broker.txn_api import TxnError
+from embedded.broker.txn_commands import TXN_COMMANDS
+from embedded.broker.txn_registry import CORE_COMMANDS
 from harness.wire import Command, CommandType, ServerError, TxnAction, TxnId, commands
 
 T = CommandType
@@ -180,6 +182,15 @@ def invalid_topic_message() -> str:
     with pytest.raises(InvalidTopicName) as err:
         TopicName.parse(BAD_TOPIC)
     return str(err.value)
+
+
+def test_the_table_holds_the_nine_transaction_commands_of_the_core() -> None:
+    """No extension can claim them (CORE_COMMANDS), and the six that change a transaction are traced."""
+    assert set(TXN_COMMANDS) == {
+        T.TC_CLIENT_CONNECT_REQUEST, T.NEW_TXN, T.ADD_PARTITION_TO_TXN, T.ADD_SUBSCRIPTION_TO_TXN, T.END_TXN,
+        T.END_TXN_ON_PARTITION, T.END_TXN_ON_SUBSCRIPTION, T.WATCH_TC_ASSIGNMENTS, T.WATCH_TC_ASSIGNMENTS_CLOSE}
+    assert set(TXN_COMMANDS) <= CORE_COMMANDS
+    assert {kind.name for kind, row in TXN_COMMANDS.items() if row.traced} == TRACED
 
 
 # ---- the coordinator commands ---------------------------------------------------------------
