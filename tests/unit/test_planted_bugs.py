@@ -90,6 +90,20 @@ def test_the_gc_bug_is_sought_with_a_gc_that_force_deletes() -> None:
     assert settings["transactionCoordinatorScalableTopicsGcRetentionSeconds"] >= 30
 
 
+def test_the_gc_bug_slows_every_brokers_metadata_link_in_turn() -> None:
+    """The GC sweeper runs on the broker that leads coordinator 0, and which broker wins that
+    election differs between runs. A delay on the sweeper's own link slows the GC as much as
+    the participants, so nothing outlives even the bug's 30 ms window: one random broker per
+    run slowed only the sweeper in 20261125-044557-selftest-catalogue (0 force-deletes, missed).
+    Every broker's link must be slowed, one at a time."""
+    bug = planted_bugs.BY_ID[planted_bugs.V5_GC_RETENTION_UNITS]
+    config = load_scenario(bug.scenario)
+    targets = [fault.target for fault in config.faults.schedule]
+    assert {fault.kind.value for fault in config.faults.schedule} == {"latency"}
+    assert set(targets) == {f"broker-metadata:{i}" for i in range(config.cluster.brokers)}
+    assert all(a != b for a, b in zip(targets, targets[1:], strict=False)), "the brokers take turns"
+
+
 @pytest.mark.parametrize("bug", planted_bugs.CATALOGUE, ids=lambda b: b.id)
 def test_each_bug_is_a_guarded_branch_in_the_file_it_names(bug: planted_bugs.PlantedBug) -> None:
     file = REPO / bug.where.split(":")[0]
