@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from embedded.metrics import parse_prometheus_text
+from harness.metrics import parse_prometheus_text
 
 HOST = "127.0.0.1"
 

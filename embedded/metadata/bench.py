@@ -28,7 +28,7 @@ from embedded.metadata.backend import open_metadata_client
 from embedded.metadata.blocking import BlockingMetadataClient
 from embedded.metadata.launcher import StoreProcess
 from embedded.metadata.zookeeper import ZooKeeperProcess
-from embedded.metrics import parse_prometheus_text
+from harness.metrics import parse_prometheus_text
 
 
 def _counter(store: StoreProcess, name: str) -> float:

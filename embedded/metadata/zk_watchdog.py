@@ -1,6 +1,6 @@
 """Kill a ZooKeeper server when the process that owns its cluster dies.
 
-Why: our services exit by themselves when their `parent_pid` is gone (embedded.service),
+Why: our services exit by themselves when their `parent_pid` is gone (harness.service),
 so a run killed with -9 leaves no orphans; a Java ZooKeeper cannot do that. This small
 process does it for it: `python -m embedded.metadata.zk_watchdog --parent P --child C
 --child-start T` polls both; it SIGKILLs the child (only if its pid still has start time

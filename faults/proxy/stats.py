@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Iterable
 
-from embedded.metrics import Counter, Registry
 from faults.proxy.toxics import Stream, Toxic
+from harness.metrics import Counter, Registry
 
 
 class ByteCounter:

@@ -26,7 +26,7 @@ from embedded.metadata.model import (
     Notification,
     SessionExpired,
 )
-from embedded.metrics import parse_prometheus_text
+from harness.metrics import parse_prometheus_text
 
 pytestmark = pytest.mark.cluster
 

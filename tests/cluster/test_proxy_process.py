@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from embedded.metrics import parse_prometheus_text
 from faults.proxy.launcher import ProxyProcess, process_gone
 from faults.toxiproxy import Stream, ToxicType, ToxiproxyClient
+from harness.metrics import parse_prometheus_text
 from tests.unit.proxy.support import (
     HOST,
     BackgroundLoop,
