@@ -17,8 +17,8 @@ import pytest
 import requests
 
 from faults.proxy.launcher import ProxyProcess, process_gone
-from faults.toxiproxy import Stream, ToxicType, ToxiproxyClient
 from harness.metrics import parse_prometheus_text
+from harness.toxiproxy.client import Stream, ToxicType, ToxiproxyClient
 from tests.unit.proxy.support import (
     HOST,
     BackgroundLoop,
