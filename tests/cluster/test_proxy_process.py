@@ -203,7 +203,7 @@ def test_exits_when_its_parent_dies(tmp_path: Path) -> None:
 
 
 def test_benchmark_measures_both_paths(tmp_path: Path) -> None:
-    from faults.proxy.bench import run
+    from tools.bench.proxy import run
 
     result = run(megabytes=5, round_trips=200, workdir=tmp_path / "bench")
     assert result.throughput.direct_mb_s > 0 and result.throughput.proxied_mb_s > 0

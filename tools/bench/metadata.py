@@ -1,6 +1,6 @@
 """Measure the metadata store: put throughput with group commit, fsyncs per put, recovery time.
 
-`python -m embedded.metadata.bench [--puts N] [--concurrency 1 32] [--recovery-records 100000]
+`python -m tools.bench.metadata [--puts N] [--concurrency 1 32] [--recovery-records 100000]
 [--backends ours oxia zk]` starts a store process in a temporary directory, drives it
 through each backend of the brokers' interface (one client, like one broker: `ours` is
 `MetadataClient` on our protocol, `oxia` is `OxiaMetadataClient`, the real `oxia` client

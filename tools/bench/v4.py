@@ -1,10 +1,10 @@
 """Log entries per committed transaction, v4 against v4-batched (PIP-160's promise, measured).
 
-`python -m embedded.broker.v4.bench [--concurrency 32] [--transactions 960] [--paths v4,v4-batched]`
+`python -m tools.bench.v4 [--concurrency 32] [--transactions 960] [--paths v4,v4-batched]`
 
 For each path it starts a metadata store, a ledger store and one broker (no fault
-proxy) in a temporary folder with that path's settings (`harness/targets/embedded.py`
-`path_settings`, repeated here because `embedded` must not import the harness), then
+proxy) in a temporary folder with that path's transaction settings (those of
+`harness/targets/embedded.py` `path_settings`, on our own metadata store), then
 runs `--concurrency` concurrent consume-transform-produce transactions over one
 connection at the wire level, each:
 
@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embedded.broker.bench import BrokerProcess
 from embedded.ledger.launcher import LedgerProcess
 from embedded.metadata.launcher import StoreProcess
 from harness.wire import (
@@ -48,6 +47,7 @@ from harness.wire import (
     TxnId,
     commands,
 )
+from tools.bench.broker import BrokerProcess
 
 ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 PATH_SETTINGS: dict[str, dict[str, Any]] = {

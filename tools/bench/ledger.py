@@ -1,6 +1,6 @@
 """Measure the ledger store: appends/s and fsyncs per append, reads/s, recovery time.
 
-    python -m embedded.ledger.bench [--appenders 1,8,64] [--entry-bytes 256] [--seconds 5]
+    python -m tools.bench.ledger [--appenders 1,8,64] [--entry-bytes 256] [--seconds 5]
                                     [--recovery-mb 100] [--work-dir DIR]
 
 Starts its own store process (`launcher.LedgerProcess`) in a temporary directory,

@@ -1,6 +1,6 @@
 """How much the fault proxy costs with no toxics: throughput and added round-trip latency.
 
-`python -m faults.proxy.bench [--megabytes N] [--round-trips N] [--json]` starts the
+`python -m tools.bench.proxy [--megabytes N] [--round-trips N] [--json]` starts the
 proxy as its own process (as the cluster runs it), plus a sink and an echo server in
 this process, and measures each thing twice, directly and through the proxy:
 

@@ -1,6 +1,6 @@
 """Messages per second through one broker with the real Pulsar client.
 
-`python -m embedded.broker.bench [--messages N] [--size B] [--no-batching]` starts a
+`python -m tools.bench.broker [--messages N] [--size B] [--no-batching]` starts a
 metadata store, a ledger store and one broker (no fault proxy) in a temporary folder,
 then measures with `pulsar-client`:
 
