@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -32,12 +31,10 @@ from typing import Any
 
 import requests
 
-from embedded import planted_bugs
-from embedded.metadata import zk_watchdog
-from embedded.metadata.zookeeper import ZooKeeperUnavailable, server_command, srvr_ok, write_config
 from harness.errors import EnvironmentProblem
 from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
 from harness.results import write_json_atomic
+from harness.targets import zk_watchdog
 from harness.targets.base import (
     ClusterInfo,
     LinkInfo,
@@ -46,13 +43,13 @@ from harness.targets.base import (
     ServiceRole,
     multi_host_service_url,
 )
-from harness.targets.processes import ManagedProcess, ProcessState
+from harness.targets.processes import HOST, ManagedProcess, ProcessState, free_ports
+from harness.targets.zookeeper import ZooKeeperUnavailable, server_command, srvr_ok, write_config
 from harness.txn_paths import TxnPath
 
 ZOOKEEPER = "zookeeper"
 DEFAULT_DIR = Path(".txnbench/cluster")
 DIR_ENV = "TXNBENCH_CLUSTER_DIR"
-HOST = "127.0.0.1"
 CLUSTER_NAME = "txnbench"
 
 MODULES = {
@@ -136,20 +133,6 @@ def path_settings(path: TxnPath) -> dict[str, Any]:
     return settings
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free on 127.0.0.1 right now."""
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 @dataclass
 class ServiceRecord:
     """What state.json keeps of one service."""
@@ -193,6 +176,10 @@ class EmbeddedSpec:
     parent_pid: int | None = None      # services exit when this process dies (run-managed clusters)
     ready_timeout_s: float = 90.0
     log_level: str = "INFO"
+    #: The planted bugs the caller allowed (ids of embedded/planted_bugs.py, catalogue order). The
+    #: brokers read theirs from `settings`; the stores get these in their config. The orchestrator
+    #: computes and guards them (it refuses them unless allowed), so the target needs no catalogue.
+    planted_bugs: tuple[str, ...] = ()
 
 
 class EmbeddedCluster:
@@ -450,7 +437,7 @@ class EmbeddedCluster:
 
         self.settings = settings
         common: dict[str, Any] = {"host": HOST, "log_level": self.spec.log_level}
-        planted = planted_bugs.enabled_in(self.settings)   # the stores get theirs in their config
+        planted = list(self.spec.planted_bugs)   # the stores get theirs in their config
         if self.spec.parent_pid:
             common["parent_pid"] = self.spec.parent_pid
         configs: dict[str, dict[str, Any]] = {

@@ -35,7 +35,7 @@ from embedded.metadata.model import (
 )
 from embedded.metadata.oxia_client import OxiaMetadataClient
 from embedded.metadata.zk_client import ZkMetadataClient
-from embedded.metadata.zookeeper import ZooKeeperProcess
+from harness.targets.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.cluster
 

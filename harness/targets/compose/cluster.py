@@ -69,7 +69,7 @@ from harness.targets.compose.layout import (
 from harness.targets.compose.links import HOST, ProxyLink, plan_links, toxiproxy_config_text
 from harness.targets.compose.paths import COMPOSE_DIR, default_compose_file
 from harness.targets.compose.validate import validate_layout
-from harness.targets.embedded import free_ports
+from harness.targets.processes import free_ports
 from harness.toxiproxy.client import ProxySpec, ToxiproxyClient, ToxiproxyError
 from harness.txn_paths import TxnPath
 

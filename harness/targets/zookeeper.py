@@ -22,8 +22,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from embedded.metadata import zk_watchdog
-from embedded.metadata.launcher import HOST, free_port
+from harness.targets import zk_watchdog
+from harness.targets.processes import HOST, free_port
 
 #: ZooKeeper 3.9 runs on Java 8+; PySpark 4 itself needs 17, which is what we check for.
 MIN_JAVA = 17
