@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,7 +33,6 @@ import requests
 from harness.errors import EnvironmentProblem
 from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
 from harness.results import write_json_atomic
-from harness.targets import zk_watchdog
 from harness.targets.base import (
     ClusterInfo,
     LinkInfo,
@@ -43,8 +41,22 @@ from harness.targets.base import (
     ServiceRole,
     multi_host_service_url,
 )
-from harness.targets.processes import HOST, ManagedProcess, ProcessState, free_ports
-from harness.targets.zookeeper import ZooKeeperUnavailable, server_command, srvr_ok, write_config
+from harness.targets.processes import (
+    HOST,
+    ProcessState,
+    ServiceExited,
+    ServiceNotReady,
+    ServiceProcess,
+    free_ports,
+    module_argv,
+    wait_ready,
+)
+from harness.targets.zookeeper import (
+    ZooKeeperServer,
+    ZooKeeperUnavailable,
+    server_command,
+    write_config,
+)
 from harness.txn_paths import TxnPath
 
 ZOOKEEPER = "zookeeper"
@@ -191,7 +203,7 @@ class EmbeddedCluster:
         self.spec = spec
         self.directory = spec.directory.resolve()
         self.records: dict[str, ServiceRecord] = {}
-        self.processes: dict[str, ManagedProcess] = {}
+        self.processes: dict[str, ServiceProcess] = {}
         self.links: list[LinkInfo] = []
         self.toxiproxy_url: str | None = None
         self.settings: dict[str, Any] = {}
@@ -220,9 +232,7 @@ class EmbeddedCluster:
         for data in state["services"]:
             record = ServiceRecord.from_json(data)
             cluster.records[record.name] = record
-            proc = ManagedProcess(record.name, cluster._argv(record), record.log_path,
-                                  pid=record.pid, start_time=record.start_time)
-            cluster.processes[record.name] = proc
+            cluster.processes[record.name] = cluster._process(record, pid=record.pid, start_time=record.start_time)
         cluster.links = [LinkInfo(name=link["name"], kind=LinkKind(link["kind"]), source=link["source"],
                                   dest=link["dest"], listen=link["listen"], upstream=link["upstream"])
                          for link in state.get("links", [])]
@@ -295,12 +305,11 @@ class EmbeddedCluster:
     def scrape_metrics(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for name, record in self.records.items():
-            if not record.metrics_url or self.processes[name].state != ProcessState.RUNNING:
+            proc = self.processes[name]
+            if not record.metrics_url or proc.state != ProcessState.RUNNING:
                 continue
             with contextlib.suppress(requests.RequestException):
-                response = requests.get(record.metrics_url, timeout=5)
-                if response.ok:
-                    out[name] = response.text
+                out[name] = proc.metrics_text()
         return out
 
     def collect_logs(self, dest: Path) -> None:
@@ -314,7 +323,7 @@ class EmbeddedCluster:
 
     # ---- ProcessControl -----------------------------------------------------------------------
 
-    def _proc(self, service: str) -> ManagedProcess:
+    def _proc(self, service: str) -> ServiceProcess:
         if service not in self.processes:
             raise KeyError(f"no service {service!r}; have {sorted(self.processes)}")
         return self.processes[service]
@@ -355,7 +364,7 @@ class EmbeddedCluster:
 
     # ---- internals ----------------------------------------------------------------------------
 
-    def _wait_state(self, proc: ManagedProcess, wanted: str, timeout_s: float = 5.0) -> None:
+    def _wait_state(self, proc: ServiceProcess, wanted: str, timeout_s: float = 5.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if proc.state == wanted:
@@ -369,7 +378,21 @@ class EmbeddedCluster:
                 return server_command(record.config_path)
             except ZooKeeperUnavailable as err:
                 raise EnvironmentProblem(str(err)) from None
-        return [sys.executable, "-m", MODULES[record.role], "--config", str(record.config_path)]
+        return module_argv(MODULES[record.role], record.config_path)
+
+    def _process(self, record: ServiceRecord, config: Mapping[str, Any] | None = None, *,
+                 pid: int | None = None, start_time: int | None = None) -> ServiceProcess:
+        """The process of one service: ours by module and /health, or ZooKeeper (ready by `srvr`).
+
+        `config` is what the plan wrote (it is written again before each start); an attached
+        process has none and starts with the file already there."""
+        if record.program == ZOOKEEPER:
+            return ZooKeeperServer(record.name, self._argv(record), record.log_path, pid=pid, start_time=start_time,
+                                   config_path=record.config_path, port=record.ports["client_port"],
+                                   owner_pid=self.spec.parent_pid)
+        return ServiceProcess(record.name, self._argv(record), record.log_path, pid=pid, start_time=start_time,
+                              config_path=record.config_path, config=config, health_url=record.health_url,
+                              metrics_url=record.metrics_url)
 
     def _plan(self) -> None:
         """Choose ports, links and per-service configs; write the configs."""
@@ -471,51 +494,32 @@ class EmbeddedCluster:
             del configs["metadata"]
             write_config(meta.config_path.parent, meta.ports["client_port"], data_dir / "metadata" / "data",
                          data_dir / "metadata" / "txnlog")
-        for name, config in configs.items():
+        for config in configs.values():
             Path(config["data_dir"]).mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.records[name].config_path, config)
         for name, rec in self.records.items():
-            self.processes[name] = ManagedProcess(name, self._argv(rec), rec.log_path)
+            self.processes[name] = self._process(rec, configs.get(name))
+            self.processes[name].write_config()
 
     def _start(self, name: str) -> None:
+        """Start one service without waiting (the caller waits, for several at once when it can)."""
         proc = self.processes[name]
-        proc.start()
+        proc.start()   # ZooKeeper also gets its watchdog here (ZooKeeperServer.spawn)
         record = self.records[name]
         record.pid, record.start_time = proc.pid, proc.start_time
-        if record.program == ZOOKEEPER and self.spec.parent_pid and proc.pid and proc.start_time is not None:
-            # Java cannot watch its parent as our services do: a watchdog kills it with the run
-            zk_watchdog.spawn(self.spec.parent_pid, proc.pid, proc.start_time)
         self.save_state()
 
     def _wait_healthy(self, names: list[str], deadline: float) -> None:
-        pending = list(names)
-        session = requests.Session()
         try:
-            while pending:
-                for name in list(pending):
-                    proc = self.processes[name]
-                    if proc.state == ProcessState.STOPPED:
-                        raise EnvironmentProblem(
-                            f"{name} exited during start-up (code {proc.exit_code()}); "
-                            f"see {proc.log_path}; last lines:\n{proc.tail()}")
-                    if self.records[name].program == ZOOKEEPER:
-                        if srvr_ok(HOST, self.records[name].ports["client_port"]):
-                            pending.remove(name)
-                        continue
-                    with contextlib.suppress(requests.RequestException):
-                        url = self.records[name].health_url
-                        if url and session.get(url, timeout=2).status_code == 200:
-                            pending.remove(name)
-                if not pending:
-                    return
-                if time.monotonic() > deadline:
-                    details = "; ".join(f"{n}: see {self.processes[n].log_path}" for n in pending)
-                    raise EnvironmentProblem(
-                        f"embedded cluster not ready within {self.spec.ready_timeout_s:.0f}s ({details}); "
-                        f"last lines of {pending[0]}:\n{self.processes[pending[0]].tail()}")
-                time.sleep(0.1)
-        finally:
-            session.close()
+            wait_ready([self.processes[n] for n in names], deadline, poll_s=0.1)
+        except ServiceExited as err:
+            proc = err.pending[0]
+            raise EnvironmentProblem(f"{proc.name} exited during start-up (code {proc.exit_code()}); "
+                                     f"see {proc.log_path}; last lines:\n{proc.tail()}") from None
+        except ServiceNotReady as err:
+            details = "; ".join(f"{p.name}: see {p.log_path}" for p in err.pending)
+            raise EnvironmentProblem(
+                f"embedded cluster not ready within {self.spec.ready_timeout_s:.0f}s ({details}); "
+                f"last lines of {err.pending[0].name}:\n{err.pending[0].tail()}") from None
 
     def save_state(self, stopped: bool = False) -> None:
         for name, record in self.records.items():

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cluster
 _OWNER = """
 import sys
 from pathlib import Path
-from harness.targets.zookeeper import ZooKeeperProcess
+from tools.launch import ZooKeeperProcess
 server = ZooKeeperProcess(Path(sys.argv[1]))
 server.start()
 print(server.pid, flush=True)

@@ -16,68 +16,13 @@ Every process it starts is stopped by pid before it returns.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from embedded.ledger.launcher import LedgerProcess
-from embedded.metadata.launcher import StoreProcess, free_port
-
-
-class BrokerProcess:
-    def __init__(self, base: Path, metadata: str, ledger: str, settings: dict[str, Any]) -> None:
-        self.base = base
-        self.binary_port = free_port()
-        self.http_port = free_port()
-        self.config = {
-            "name": "broker-0", "host": "127.0.0.1", "data_dir": str(base / "broker"), "log_level": "WARNING",
-            "broker_id": 0, "binary_port": self.binary_port, "http_port": self.http_port,
-            "advertised_service_url": f"pulsar://127.0.0.1:{self.binary_port}",
-            "advertised_web_url": f"http://127.0.0.1:{self.http_port}",
-            "metadata_address": metadata, "ledger_address": ledger, "peers": {}, "path": "v4",
-            "cluster_name": "bench", "settings": settings, "parent_pid": os.getpid(),
-        }
-        self.popen: subprocess.Popen[bytes] | None = None
-
-    @property
-    def service_url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.binary_port}"
-
-    def start(self, timeout_s: float = 60) -> None:
-        (self.base / "broker").mkdir(parents=True, exist_ok=True)
-        config_path = self.base / "broker.json"
-        config_path.write_text(json.dumps(self.config))
-        log = (self.base / "broker.log").open("ab")
-        self.popen = subprocess.Popen([sys.executable, "-m", "embedded.broker", "--config", str(config_path)],
-                                      stdout=log, stderr=log, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.popen.poll() is not None:
-                raise RuntimeError(f"the broker exited; see {self.base / 'broker.log'}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.http_port}/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-            time.sleep(0.1)
-        raise RuntimeError("the broker did not become healthy")
-
-    def stop(self) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
+from tools.launch import one_broker
 
 
 def _cpu_seconds(pid: int | None) -> float:
@@ -135,46 +80,32 @@ def run(messages: int, size: int, batching: bool) -> dict[str, float]:
     import pulsar
 
     results: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="txnbench-broker-bench-") as tmp:
-        base = Path(tmp)
-        meta = StoreProcess(base / "metadata")
-        ledger = LedgerProcess(base / "ledger", log_level="WARNING")
-        broker: BrokerProcess | None = None
+    with one_broker({"txnbenchTxnExtensions": []}, prefix="txnbench-broker-bench-") as (meta, ledger, broker):
+        client = pulsar.Client(broker.service_url, operation_timeout_seconds=30,
+                               logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+        payload = b"x" * size
+        pids = {"broker": broker.pid, "ledger": ledger.pid, "metadata": meta.pid}
+        cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        wall_started = time.perf_counter()
         try:
-            meta.start()
-            ledger.start()
-            broker = BrokerProcess(base, meta.address, ledger.address, {"txnbenchTxnExtensions": []})
-            broker.start()
-            client = pulsar.Client(broker.service_url, operation_timeout_seconds=30,
-                                   logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-            payload = b"x" * size
-            pids = {"broker": broker.popen.pid if broker.popen else None, "ledger": ledger.pid, "metadata": meta.pid}
-            cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
-            wall_started = time.perf_counter()
-            try:
-                elapsed = _produce(client, "bench-produce", messages, payload, batching)
-                results["produce_msgs_per_s"] = messages / elapsed
-                elapsed = _consume(client, "bench-produce", "bench", messages)
-                results["consume_backlog_msgs_per_s"] = messages / elapsed
-                consumer_time: list[float] = []
-                reader = threading.Thread(target=lambda: consumer_time.append(
-                    _consume(client, "bench-e2e", "bench", messages)))
-                client.subscribe("bench-e2e", "bench").close()   # create the subscription first
-                started = time.perf_counter()
-                reader.start()
-                _produce(client, "bench-e2e", messages, payload, batching)
-                reader.join(timeout=120)
-                results["end_to_end_msgs_per_s"] = messages / (time.perf_counter() - started)
-                wall = time.perf_counter() - wall_started
-                for name, pid in pids.items():
-                    results[f"{name}_cpu_share"] = (_cpu_seconds(pid) - cpu_before[name]) / wall
-            finally:
-                client.close()
+            elapsed = _produce(client, "bench-produce", messages, payload, batching)
+            results["produce_msgs_per_s"] = messages / elapsed
+            elapsed = _consume(client, "bench-produce", "bench", messages)
+            results["consume_backlog_msgs_per_s"] = messages / elapsed
+            consumer_time: list[float] = []
+            reader = threading.Thread(target=lambda: consumer_time.append(
+                _consume(client, "bench-e2e", "bench", messages)))
+            client.subscribe("bench-e2e", "bench").close()   # create the subscription first
+            started = time.perf_counter()
+            reader.start()
+            _produce(client, "bench-e2e", messages, payload, batching)
+            reader.join(timeout=120)
+            results["end_to_end_msgs_per_s"] = messages / (time.perf_counter() - started)
+            wall = time.perf_counter() - wall_started
+            for name, pid in pids.items():
+                results[f"{name}_cpu_share"] = (_cpu_seconds(pid) - cpu_before[name]) / wall
         finally:
-            if broker is not None:
-                broker.stop()
-            ledger.stop()
-            meta.stop()
+            client.close()
     return results
 
 

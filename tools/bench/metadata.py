@@ -26,9 +26,8 @@ from typing import Any
 
 from embedded.metadata.backend import open_metadata_client
 from embedded.metadata.blocking import BlockingMetadataClient
-from embedded.metadata.launcher import StoreProcess
 from harness.metrics import parse_prometheus_text
-from harness.targets.zookeeper import ZooKeeperProcess
+from tools.launch import StoreProcess, ZooKeeperProcess
 
 
 def _counter(store: StoreProcess, name: str) -> float:

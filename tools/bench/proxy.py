@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from faults.proxy.launcher import ProxyProcess
+from tools.launch import ProxyProcess
 
 HOST = "127.0.0.1"
 SEND_BUFFER = 256 * 1024

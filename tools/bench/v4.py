@@ -25,15 +25,11 @@ import argparse
 import asyncio
 import itertools
 import json
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from embedded.ledger.launcher import LedgerProcess
-from embedded.metadata.launcher import StoreProcess
 from harness.wire import (
     Command,
     CommandType,
@@ -47,7 +43,7 @@ from harness.wire import (
     TxnId,
     commands,
 )
-from tools.bench.broker import BrokerProcess
+from tools.launch import LedgerProcess, one_broker
 
 ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 PATH_SETTINGS: dict[str, dict[str, Any]] = {
@@ -232,24 +228,9 @@ def _counters(ledger: LedgerProcess, broker_metrics: str) -> tuple[float, float,
 
 
 def run_path(path: str, concurrency: int, transactions: int, warmup: int) -> Measured:
-    with tempfile.TemporaryDirectory(prefix=f"txnbench-v4-bench-{path}-") as tmp:
-        base = Path(tmp)
-        meta = StoreProcess(base / "metadata")
-        ledger = LedgerProcess(base / "ledger", log_level="WARNING")
-        broker: BrokerProcess | None = None
-        try:
-            meta.start()
-            ledger.start()
-            broker = BrokerProcess(base, meta.address, ledger.address, PATH_SETTINGS[path])
-            broker.config["path"] = path
-            broker.start()
-            metrics_url = f"http://127.0.0.1:{broker.http_port}/metrics"
-            return asyncio.run(_drive(broker.service_url, concurrency, transactions, warmup, ledger, metrics_url))
-        finally:
-            if broker is not None:
-                broker.stop()
-            ledger.stop()
-            meta.stop()
+    with one_broker(PATH_SETTINGS[path], path=path, prefix=f"txnbench-v4-bench-{path}-") as (_, ledger, broker):
+        metrics_url = f"http://127.0.0.1:{broker.http_port}/metrics"
+        return asyncio.run(_drive(broker.service_url, concurrency, transactions, warmup, ledger, metrics_url))
 
 
 def main(argv: list[str] | None = None) -> None:
