@@ -27,11 +27,11 @@ import contextlib
 from collections.abc import Callable, Mapping
 
 from faults.model import Fault, FaultAction, NetworkApi, NotInjected, TopicAdmin
-from faults.proxy.toxics import ToxicType
 from faults.selectors import Direction, LinkEnd, SegmentTarget, ServiceTarget, TopicTarget
-from faults.toxiproxy import NotFound
 from harness.config import FaultKind
 from harness.targets.base import ProcessControl
+from harness.toxiproxy.client import NotFound
+from harness.toxiproxy.model import ToxicType
 
 TOXIC_PREFIX = "txnbench-"
 

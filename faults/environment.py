@@ -111,7 +111,7 @@ def for_run(cluster: ClusterInfo, path: TxnPath, control: ProcessControl | None,
     """The real environment of a run: clients built from the cluster's URLs."""
     from faults.admin import make_topic_admin
     from faults.coordinators import make_coordinator_locator
-    from faults.toxiproxy import ToxiproxyClient
+    from harness.toxiproxy.client import ToxiproxyClient
 
     env = FaultEnvironment(cluster=cluster, path=path, control=control, topics=topics)
     if cluster.toxiproxy_url:

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from faults.proxy.toxics import Stream, ToxicType
 from faults.selectors import Target
 from harness.config import FaultKind
+from harness.toxiproxy.model import Stream, ToxicType
 
 
 class NotInjected(Exception):
@@ -71,7 +71,7 @@ class FaultAction(Protocol):
 
 
 class NetworkApi(Protocol):
-    """The part of the Toxiproxy HTTP API the network faults use (faults.toxiproxy.ToxiproxyClient)."""
+    """The part of the Toxiproxy HTTP API the network faults use (harness.toxiproxy.client.ToxiproxyClient)."""
 
     def disable(self, name: str) -> Any: ...
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from faults import kinds
 from faults.model import Fault
-from faults.proxy.toxics import Stream
 from faults.schedule import PlannedFault
 from faults.selectors import (
     LinkEnd,
@@ -32,6 +31,7 @@ from faults.selectors import (
     resolve_topic,
 )
 from harness.config import FaultKind
+from harness.toxiproxy.model import Stream
 from harness.txn_paths import TxnPath
 
 NETWORK_KINDS = frozenset({FaultKind.PARTITION, FaultKind.LATENCY, FaultKind.BANDWIDTH})

@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
-from faults.proxy.toxics import Stream
 from harness.targets.base import ClusterInfo, LinkInfo, LinkKind, ServiceInfo, ServiceRole
+from harness.toxiproxy.model import Stream
 
 RANDOM = "random"
 COORDINATOR = "coordinator"

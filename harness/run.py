@@ -236,7 +236,7 @@ class Run:
         settings = self.cluster_info.settings
         version = None
         if self.config.target is Target.EMBEDDED and str(settings.get("metadataStoreUrl")) in ("zk", "zk:", "zk://"):
-            from embedded.metadata.zookeeper import zookeeper_version
+            from harness.targets.zookeeper import zookeeper_version
             version = zookeeper_version()
         used = store_used(self.config.target.value, self.config.path.value, settings, version=version)
         return used.to_json() | ({"version": version} if version and used.kind is StoreKind.ZOOKEEPER else {})
@@ -269,7 +269,8 @@ class Run:
                 self._temp_cluster_dir = directory
             spec = EmbeddedSpec(path=self.config.path, brokers=self.config.cluster.brokers,
                                 settings=dict(self.config.cluster.settings), directory=directory,
-                                parent_pid=os.getpid(), ready_timeout_s=self.config.cluster.ready_timeout_s)
+                                parent_pid=os.getpid(), ready_timeout_s=self.config.cluster.ready_timeout_s,
+                                planted_bugs=tuple(self.planted_bugs))
             return EmbeddedCluster(spec)
         if self.config.target is Target.EXTERNAL:
             from harness.targets.external import ExternalCluster

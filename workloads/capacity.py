@@ -1,7 +1,7 @@
 """How much load the harness itself can generate: the load process against a null broker.
 
 `python -m workloads.capacity SCENARIO [--path P] [--seconds S]` starts
-`harness.client.nullbroker` (a broker that answers every request at once and stores
+`embedded.nullbroker` (a broker that answers every request at once and stores
 nothing), runs the real load process (`workloads.runner`: Locust, the workloads, the
 client, the history) against it with atomic-produce transactions of the scenario's
 shape (users, workers, messages_per_txn, topics_per_txn, message_size, batching,
@@ -46,7 +46,7 @@ from harness.txn_paths import TxnPath
 
 CAPACITY_ENV = "TXNBENCH_CAPACITY_FILE"
 DEFAULT_FILE = Path(".txnbench") / "capacity.json"
-AGAINST = "null broker (harness.client.nullbroker)"
+AGAINST = "null broker (embedded.nullbroker)"
 
 
 def capacity_file() -> Path:
@@ -124,7 +124,7 @@ def capacity_config(config: RunConfig) -> RunConfig:
 
 
 def _start_null_broker() -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, "-m", "harness.client.nullbroker", "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "embedded.nullbroker", "--port", "0"],
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()

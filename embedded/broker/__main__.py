@@ -1,7 +1,7 @@
 """`python -m embedded.broker --config conf/broker-<i>.json`: one broker process."""
 
 from embedded.broker.broker import BrokerService
-from embedded.service import run_service
+from harness.service import run_service
 
 if __name__ == "__main__":
     run_service(BrokerService)

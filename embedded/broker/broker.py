@@ -53,7 +53,7 @@ from embedded.ledger.client import LedgerClient
 from embedded.ledger.model import LedgerError, LedgerUnavailable
 from embedded.metadata.backend import MetadataBackend, open_metadata_client
 from embedded.metadata.model import MetadataError, MetadataUnavailable
-from embedded.service import http_app, start_http
+from harness.service import http_app, start_http
 from harness.wire import Command, SchemaType, ServerError, commands
 
 log = logging.getLogger("embedded.broker")

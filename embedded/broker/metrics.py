@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from embedded.metrics import Counter, Gauge, Histogram, Registry
 from embedded.tracing import Span
+from harness.metrics import Counter, Gauge, Histogram, Registry
 
 log = logging.getLogger("embedded.broker.metrics")
 

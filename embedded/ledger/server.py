@@ -1,7 +1,7 @@
 """The ledger store process: RPC operations, /health and /metrics, lifecycle.
 
 `python -m embedded.ledger --config ledger.json` runs `LedgerService` through
-`embedded.service.run_service`. The HTTP port comes up first and answers /health
+`harness.service.run_service`. The HTTP port comes up first and answers /health
 with 503 while the journal is replayed; the RPC port opens once the store is ready.
 The operations are the table in docs/architecture.md ("Ledger store"), plus `ping`
 and `list` (optional `kind` filter). Request fields are validated here and a bad one
@@ -22,9 +22,9 @@ from embedded import planted_bugs
 from embedded.ledger.model import InvalidRequest, LedgerError, LedgerKind, LedgerMetadata
 from embedded.ledger.stats import LedgerStats
 from embedded.ledger.store import READ_MAX_BYTES, LedgerStore
-from embedded.metrics import Registry
 from embedded.rpc import RpcError, RpcServer, ServerConnection
-from embedded.service import http_app, start_http
+from harness.metrics import Registry
+from harness.service import http_app, start_http
 
 log = logging.getLogger("embedded.ledger.server")
 

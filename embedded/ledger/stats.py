@@ -10,7 +10,7 @@ journal size and reclaimed bytes, recovery time, ledgers by state.
 from __future__ import annotations
 
 from embedded.ledger.model import LedgerKind, LedgerState
-from embedded.metrics import Registry
+from harness.metrics import Registry
 
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)

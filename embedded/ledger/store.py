@@ -31,7 +31,7 @@ from embedded.ledger.model import LedgerInfo, LedgerKind, LedgerMetadata, NoSuch
 from embedded.ledger.records import CreateRecord, DeleteRecord, EntryRecord, SealRecord
 from embedded.ledger.recovery import Recovered, recover
 from embedded.ledger.stats import LedgerStats
-from embedded.metrics import Registry
+from harness.metrics import Registry
 
 log = logging.getLogger("embedded.ledger.store")
 

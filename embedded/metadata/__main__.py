@@ -1,7 +1,7 @@
 """`python -m embedded.metadata --config F.json`: the metadata store process."""
 
 from embedded.metadata.server import MetadataService
-from embedded.service import run_service
+from harness.service import run_service
 
 if __name__ == "__main__":
     run_service(MetadataService)

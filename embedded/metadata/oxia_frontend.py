@@ -71,7 +71,7 @@ from embedded.metadata.oxia_proto import (
     pb,
 )
 from embedded.metadata.state import Delete, DeleteRange, Put, SessionClose, SessionOpen
-from embedded.metrics import Registry
+from harness.metrics import Registry
 
 log = logging.getLogger("embedded.metadata.oxia")
 

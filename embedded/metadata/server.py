@@ -53,9 +53,9 @@ from embedded.metadata.state import (
     SessionOpen,
     command_from_wire,
 )
-from embedded.metrics import Registry
 from embedded.rpc import RpcError, RpcServer, ServerConnection
-from embedded.service import http_app, start_http
+from harness.metrics import Registry
+from harness.service import http_app, start_http
 
 log = logging.getLogger("embedded.metadata")
 
@@ -188,7 +188,7 @@ Handler = Callable[[ServerConnection, dict[str, Any]], Awaitable[dict[str, Any]]
 
 
 class MetadataService:
-    """`embedded.service.Service` for `python -m embedded.metadata`."""
+    """`harness.service.Service` for `python -m embedded.metadata`."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = MetadataConfig.from_dict(config)

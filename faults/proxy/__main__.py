@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from embedded.service import run_service
 from faults.proxy.service import ConfigError, ProxyService
+from harness.service import run_service
 
 
 def main(argv: list[str] | None = None) -> None:

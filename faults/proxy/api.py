@@ -33,10 +33,10 @@ from typing import Any
 
 from aiohttp import web
 
-from embedded.metrics import Registry
-from embedded.service import http_app
 from faults.proxy.collection import PopulateFailed, ProxyCollection, parse_proxy_spec
 from faults.proxy.errors import ApiError, bad_request, server_error
+from harness.metrics import Registry
+from harness.service import http_app
 
 log = logging.getLogger("faults.proxy.api")
 
@@ -163,7 +163,7 @@ class ToxiproxyApi:
 
 
 def create_app(proxies: ProxyCollection, registry: Registry) -> web.Application:
-    """The API plus /health and /metrics (from `embedded.service.http_app`)."""
+    """The API plus /health and /metrics (from `harness.service.http_app`)."""
     app = http_app(registry)
     app.middlewares.append(_no_browsers)
     app.middlewares.append(_api_errors)

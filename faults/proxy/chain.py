@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from faults.proxy.errors import toxic_exists, toxic_not_found
-from faults.proxy.toxics import Stream, Toxic, parse_toxic, updated_toxic
+from faults.proxy.toxics import Toxic, parse_toxic, updated_toxic
+from harness.toxiproxy.model import Stream
 
 
 class ChainListener(Protocol):

@@ -25,7 +25,7 @@ from faults.proxy.addresses import Address
 from faults.proxy.chain import ToxicChain
 from faults.proxy.link import READ_SIZE, Link, LinkEnd
 from faults.proxy.stats import ByteCounter
-from faults.proxy.toxics import Stream
+from harness.toxiproxy.model import Stream
 
 log = logging.getLogger("faults.proxy.connection")
 

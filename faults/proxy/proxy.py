@@ -23,7 +23,7 @@ from faults.proxy.connection import Connection
 from faults.proxy.errors import server_error
 from faults.proxy.link import READ_SIZE
 from faults.proxy.stats import ByteCounter, ProxyMetrics
-from faults.proxy.toxics import Stream
+from harness.toxiproxy.model import Stream
 
 log = logging.getLogger("faults.proxy")
 

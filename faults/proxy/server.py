@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from embedded.metrics import Registry
-from embedded.service import start_http
 from faults.proxy.addresses import LISTEN_HOST
 from faults.proxy.api import create_app
 from faults.proxy.collection import ProxyCollection, ProxySpec
 from faults.proxy.stats import ProxyMetrics
+from harness.metrics import Registry
+from harness.service import start_http
 
 
 class ProxyServer:

@@ -1,4 +1,4 @@
-"""The `faults.proxy` service process: config file -> proxies + API, run by `embedded.service`.
+"""The `faults.proxy` service process: config file -> proxies + API, run by `harness.service`.
 
 Config keys (see docs/architecture.md, "Service processes"): `name`, `host` (must be
 127.0.0.1), `data_dir`, `log_level`, `parent_pid` (optional: exit when that process
@@ -79,7 +79,7 @@ def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 
 
 class ProxyService:
-    """`embedded.service.Service` for the proxy process."""
+    """`harness.service.Service` for the proxy process."""
 
     def __init__(self, raw_config: Mapping[str, Any]) -> None:
         self.config = parse_config(raw_config)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Iterable
 
-from embedded.metrics import Counter, Registry
-from faults.proxy.toxics import Stream, Toxic
+from faults.proxy.toxics import Toxic
+from harness.metrics import Counter, Registry
+from harness.toxiproxy.model import Stream
 
 
 class ByteCounter:

@@ -3,17 +3,8 @@
 A toxic is what the API creates: a name unique within its proxy, a type, the stream
 it affects (`upstream` = client to server, `downstream` = server to client), a
 toxicity (the probability that it applies to a given connection) and integer
-attributes whose names, defaults (0) and units are Toxiproxy's:
-
-| type | attributes |
-|---|---|
-| latency | `latency` ms, `jitter` ms (each chunk waits latency +/- jitter) |
-| bandwidth | `rate` KB/s (1 KB = 1000 bytes, as Toxiproxy computes it) |
-| slow_close | `delay` ms before the close goes through |
-| timeout | `timeout` ms; data is dropped, the connection closes after it; 0 = never |
-| reset_peer | `timeout` ms after the first data, both sockets are reset (RST) |
-| slicer | `average_size` bytes, `size_variation` bytes, `delay` microseconds |
-| limit_data | `bytes`: the connection closes once that many bytes went through |
+attributes whose names, defaults (0) and units are Toxiproxy's (the vocabulary and its
+table are in `harness.toxiproxy.model`, shared with the client and the fault actions).
 
 What it does to a stream is in `faults.proxy.behaviours`. A `Toxic` is immutable; an
 update makes a new one with the same `uid` and the next `revision`, so a link can tell
@@ -26,38 +17,12 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from http import HTTPStatus
 from types import MappingProxyType
 from typing import Any
 
 from faults.proxy.errors import ApiError, bad_request, invalid_stream, invalid_toxic_type
-
-
-class Stream(StrEnum):
-    UPSTREAM = "upstream"       # client -> server
-    DOWNSTREAM = "downstream"   # server -> client
-
-
-class ToxicType(StrEnum):
-    LATENCY = "latency"
-    BANDWIDTH = "bandwidth"
-    SLOW_CLOSE = "slow_close"
-    TIMEOUT = "timeout"
-    RESET_PEER = "reset_peer"
-    SLICER = "slicer"
-    LIMIT_DATA = "limit_data"
-
-
-ATTRIBUTES: Mapping[ToxicType, tuple[str, ...]] = MappingProxyType({
-    ToxicType.LATENCY: ("latency", "jitter"),
-    ToxicType.BANDWIDTH: ("rate",),
-    ToxicType.SLOW_CLOSE: ("delay",),
-    ToxicType.TIMEOUT: ("timeout",),
-    ToxicType.RESET_PEER: ("timeout",),
-    ToxicType.SLICER: ("average_size", "size_variation", "delay"),
-    ToxicType.LIMIT_DATA: ("bytes",),
-})
+from harness.toxiproxy.model import ATTRIBUTES, Stream, ToxicType
 
 _uids = itertools.count(1)
 

@@ -23,7 +23,7 @@ which failure is which and why. The admin REST client is `harness.client.admin.A
 Modules: `config` (settings), `topics`/`hashing` (names, routing), `connection`
 (sockets, pool), `lookup`, `handler` (reconnection), `producer`, `consumer`,
 `reader`, `scalable` (v5 segments), `coordinator`/`transaction` (transactions),
-`errors`, `admin`, `bench` (`python -m harness.client.bench`), `nullbroker`.
+`errors`, `admin`. Its benchmark is `python -m tools.bench.client`.
 """
 
 from harness.client.client import PulsarClient

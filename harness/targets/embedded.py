@@ -22,8 +22,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,9 +30,6 @@ from typing import Any
 
 import requests
 
-from embedded import planted_bugs
-from embedded.metadata import zk_watchdog
-from embedded.metadata.zookeeper import ZooKeeperUnavailable, server_command, srvr_ok, write_config
 from harness.errors import EnvironmentProblem
 from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
 from harness.results import write_json_atomic
@@ -46,13 +41,27 @@ from harness.targets.base import (
     ServiceRole,
     multi_host_service_url,
 )
-from harness.targets.processes import ManagedProcess, ProcessState
+from harness.targets.processes import (
+    HOST,
+    ProcessState,
+    ServiceExited,
+    ServiceNotReady,
+    ServiceProcess,
+    free_ports,
+    module_argv,
+    wait_ready,
+)
+from harness.targets.zookeeper import (
+    ZooKeeperServer,
+    ZooKeeperUnavailable,
+    server_command,
+    write_config,
+)
 from harness.txn_paths import TxnPath
 
 ZOOKEEPER = "zookeeper"
 DEFAULT_DIR = Path(".txnbench/cluster")
 DIR_ENV = "TXNBENCH_CLUSTER_DIR"
-HOST = "127.0.0.1"
 CLUSTER_NAME = "txnbench"
 
 MODULES = {
@@ -136,20 +145,6 @@ def path_settings(path: TxnPath) -> dict[str, Any]:
     return settings
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free on 127.0.0.1 right now."""
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 @dataclass
 class ServiceRecord:
     """What state.json keeps of one service."""
@@ -193,6 +188,10 @@ class EmbeddedSpec:
     parent_pid: int | None = None      # services exit when this process dies (run-managed clusters)
     ready_timeout_s: float = 90.0
     log_level: str = "INFO"
+    #: The planted bugs the caller allowed (ids of embedded/planted_bugs.py, catalogue order). The
+    #: brokers read theirs from `settings`; the stores get these in their config. The orchestrator
+    #: computes and guards them (it refuses them unless allowed), so the target needs no catalogue.
+    planted_bugs: tuple[str, ...] = ()
 
 
 class EmbeddedCluster:
@@ -204,7 +203,7 @@ class EmbeddedCluster:
         self.spec = spec
         self.directory = spec.directory.resolve()
         self.records: dict[str, ServiceRecord] = {}
-        self.processes: dict[str, ManagedProcess] = {}
+        self.processes: dict[str, ServiceProcess] = {}
         self.links: list[LinkInfo] = []
         self.toxiproxy_url: str | None = None
         self.settings: dict[str, Any] = {}
@@ -233,9 +232,7 @@ class EmbeddedCluster:
         for data in state["services"]:
             record = ServiceRecord.from_json(data)
             cluster.records[record.name] = record
-            proc = ManagedProcess(record.name, cluster._argv(record), record.log_path,
-                                  pid=record.pid, start_time=record.start_time)
-            cluster.processes[record.name] = proc
+            cluster.processes[record.name] = cluster._process(record, pid=record.pid, start_time=record.start_time)
         cluster.links = [LinkInfo(name=link["name"], kind=LinkKind(link["kind"]), source=link["source"],
                                   dest=link["dest"], listen=link["listen"], upstream=link["upstream"])
                          for link in state.get("links", [])]
@@ -308,12 +305,11 @@ class EmbeddedCluster:
     def scrape_metrics(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for name, record in self.records.items():
-            if not record.metrics_url or self.processes[name].state != ProcessState.RUNNING:
+            proc = self.processes[name]
+            if not record.metrics_url or proc.state != ProcessState.RUNNING:
                 continue
             with contextlib.suppress(requests.RequestException):
-                response = requests.get(record.metrics_url, timeout=5)
-                if response.ok:
-                    out[name] = response.text
+                out[name] = proc.metrics_text()
         return out
 
     def collect_logs(self, dest: Path) -> None:
@@ -327,7 +323,7 @@ class EmbeddedCluster:
 
     # ---- ProcessControl -----------------------------------------------------------------------
 
-    def _proc(self, service: str) -> ManagedProcess:
+    def _proc(self, service: str) -> ServiceProcess:
         if service not in self.processes:
             raise KeyError(f"no service {service!r}; have {sorted(self.processes)}")
         return self.processes[service]
@@ -368,7 +364,7 @@ class EmbeddedCluster:
 
     # ---- internals ----------------------------------------------------------------------------
 
-    def _wait_state(self, proc: ManagedProcess, wanted: str, timeout_s: float = 5.0) -> None:
+    def _wait_state(self, proc: ServiceProcess, wanted: str, timeout_s: float = 5.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if proc.state == wanted:
@@ -382,7 +378,21 @@ class EmbeddedCluster:
                 return server_command(record.config_path)
             except ZooKeeperUnavailable as err:
                 raise EnvironmentProblem(str(err)) from None
-        return [sys.executable, "-m", MODULES[record.role], "--config", str(record.config_path)]
+        return module_argv(MODULES[record.role], record.config_path)
+
+    def _process(self, record: ServiceRecord, config: Mapping[str, Any] | None = None, *,
+                 pid: int | None = None, start_time: int | None = None) -> ServiceProcess:
+        """The process of one service: ours by module and /health, or ZooKeeper (ready by `srvr`).
+
+        `config` is what the plan wrote (it is written again before each start); an attached
+        process has none and starts with the file already there."""
+        if record.program == ZOOKEEPER:
+            return ZooKeeperServer(record.name, self._argv(record), record.log_path, pid=pid, start_time=start_time,
+                                   config_path=record.config_path, port=record.ports["client_port"],
+                                   owner_pid=self.spec.parent_pid)
+        return ServiceProcess(record.name, self._argv(record), record.log_path, pid=pid, start_time=start_time,
+                              config_path=record.config_path, config=config, health_url=record.health_url,
+                              metrics_url=record.metrics_url)
 
     def _plan(self) -> None:
         """Choose ports, links and per-service configs; write the configs."""
@@ -450,7 +460,7 @@ class EmbeddedCluster:
 
         self.settings = settings
         common: dict[str, Any] = {"host": HOST, "log_level": self.spec.log_level}
-        planted = planted_bugs.enabled_in(self.settings)   # the stores get theirs in their config
+        planted = list(self.spec.planted_bugs)   # the stores get theirs in their config
         if self.spec.parent_pid:
             common["parent_pid"] = self.spec.parent_pid
         configs: dict[str, dict[str, Any]] = {
@@ -484,51 +494,32 @@ class EmbeddedCluster:
             del configs["metadata"]
             write_config(meta.config_path.parent, meta.ports["client_port"], data_dir / "metadata" / "data",
                          data_dir / "metadata" / "txnlog")
-        for name, config in configs.items():
+        for config in configs.values():
             Path(config["data_dir"]).mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.records[name].config_path, config)
         for name, rec in self.records.items():
-            self.processes[name] = ManagedProcess(name, self._argv(rec), rec.log_path)
+            self.processes[name] = self._process(rec, configs.get(name))
+            self.processes[name].write_config()
 
     def _start(self, name: str) -> None:
+        """Start one service without waiting (the caller waits, for several at once when it can)."""
         proc = self.processes[name]
-        proc.start()
+        proc.start()   # ZooKeeper also gets its watchdog here (ZooKeeperServer.spawn)
         record = self.records[name]
         record.pid, record.start_time = proc.pid, proc.start_time
-        if record.program == ZOOKEEPER and self.spec.parent_pid and proc.pid and proc.start_time is not None:
-            # Java cannot watch its parent as our services do: a watchdog kills it with the run
-            zk_watchdog.spawn(self.spec.parent_pid, proc.pid, proc.start_time)
         self.save_state()
 
     def _wait_healthy(self, names: list[str], deadline: float) -> None:
-        pending = list(names)
-        session = requests.Session()
         try:
-            while pending:
-                for name in list(pending):
-                    proc = self.processes[name]
-                    if proc.state == ProcessState.STOPPED:
-                        raise EnvironmentProblem(
-                            f"{name} exited during start-up (code {proc.exit_code()}); "
-                            f"see {proc.log_path}; last lines:\n{proc.tail()}")
-                    if self.records[name].program == ZOOKEEPER:
-                        if srvr_ok(HOST, self.records[name].ports["client_port"]):
-                            pending.remove(name)
-                        continue
-                    with contextlib.suppress(requests.RequestException):
-                        url = self.records[name].health_url
-                        if url and session.get(url, timeout=2).status_code == 200:
-                            pending.remove(name)
-                if not pending:
-                    return
-                if time.monotonic() > deadline:
-                    details = "; ".join(f"{n}: see {self.processes[n].log_path}" for n in pending)
-                    raise EnvironmentProblem(
-                        f"embedded cluster not ready within {self.spec.ready_timeout_s:.0f}s ({details}); "
-                        f"last lines of {pending[0]}:\n{self.processes[pending[0]].tail()}")
-                time.sleep(0.1)
-        finally:
-            session.close()
+            wait_ready([self.processes[n] for n in names], deadline, poll_s=0.1)
+        except ServiceExited as err:
+            proc = err.pending[0]
+            raise EnvironmentProblem(f"{proc.name} exited during start-up (code {proc.exit_code()}); "
+                                     f"see {proc.log_path}; last lines:\n{proc.tail()}") from None
+        except ServiceNotReady as err:
+            details = "; ".join(f"{p.name}: see {p.log_path}" for p in err.pending)
+            raise EnvironmentProblem(
+                f"embedded cluster not ready within {self.spec.ready_timeout_s:.0f}s ({details}); "
+                f"last lines of {err.pending[0].name}:\n{err.pending[0].tail()}") from None
 
     def save_state(self, stopped: bool = False) -> None:
         for name, record in self.records.items():

@@ -42,7 +42,8 @@ def cluster_up(args: argparse.Namespace) -> int:
     planted = refuse_planted_bugs(settings, "cluster up", allowed=bool(getattr(args, "allow_planted_bugs", False)))
     if planted:
         print(banner(planted), file=sys.stderr, flush=True)
-    spec = EmbeddedSpec(path=TxnPath(args.path), brokers=args.brokers, settings=settings, directory=directory)
+    spec = EmbeddedSpec(path=TxnPath(args.path), brokers=args.brokers, settings=settings, directory=directory,
+                        planted_bugs=tuple(planted))
     print(f"starting the embedded cluster ({spec.path.value}, {spec.brokers} brokers) in {directory} ...",
           file=sys.stderr, flush=True)
     started = time.monotonic()

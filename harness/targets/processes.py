@@ -7,6 +7,12 @@ are recorded together: before any signal is sent, the pair is checked again, so 
 recycled pid is never signalled by mistake. A process we started ourselves is also
 reaped (`Popen.wait`) so no zombie is left; one started by an earlier `cluster up`
 was adopted by init, which reaps it.
+
+`ManagedProcess` is any such process; `ServiceProcess` is one of our services (or
+ZooKeeper): it also writes its config before each start, knows when it is ready (its
+`/health`, or what a subclass says) and reads its `/metrics`. The embedded target and
+the tools (`tools/launch.py`) start every service through it, so start-up, readiness,
+stopping and the log tail in errors are written once.
 """
 
 from __future__ import annotations
@@ -14,10 +20,41 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Self
+
+import requests
+
+from harness.metrics import parse_prometheus_text
+from harness.results import write_json_atomic
+
+#: Every service binds the loopback address only.
+HOST = "127.0.0.1"
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 right now (all held open together, so distinct)."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def free_port() -> int:
+    """One port free on 127.0.0.1 right now."""
+    return free_ports(1)[0]
 
 
 class ProcessState:
@@ -116,20 +153,27 @@ class ManagedProcess:
             time.sleep(0.02)
         return self.state == ProcessState.STOPPED
 
+    def running(self) -> bool:
+        """Started and not gone (a paused process is still running)."""
+        return self.state != ProcessState.STOPPED
+
     def kill(self) -> None:
         """kill -9 and wait until the process is gone (reaped when it is our child)."""
         if self.signal(signal.SIGKILL) and not self.wait_gone(10):
             raise RuntimeError(f"{self.name} (pid {self.pid}) survived SIGKILL for 10 s")
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGTERM (after SIGCONT, in case it is paused), then SIGKILL when it lingers."""
+    def stop(self, timeout_s: float = 10.0) -> int | None:
+        """SIGTERM (after SIGCONT, in case it is paused), then SIGKILL when it lingers.
+
+        Returns the exit code when the process is our child (None otherwise)."""
         if self.state == ProcessState.STOPPED:
             self.wait_gone(0.1)
-            return
+            return self.exit_code()
         self.signal(signal.SIGCONT)
         self.signal(signal.SIGTERM)
         if not self.wait_gone(timeout_s):
             self.kill()
+        return self.exit_code()
 
     def tail(self, lines: int = 15) -> str:
         try:
@@ -137,3 +181,123 @@ class ManagedProcess:
         except FileNotFoundError:
             return ""
         return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def module_argv(module: str, config_path: Path) -> list[str]:
+    """The command of one of our services: `python -m <module> --config <file>` (this interpreter)."""
+    return [sys.executable, "-m", module, "--config", str(config_path)]
+
+
+class ServiceNotReady(RuntimeError):
+    """A service exited while starting, or was not ready in time; the message ends with its log's tail.
+
+    `pending` are the services still not ready (the one that exited first, when one did)."""
+
+    def __init__(self, message: str, pending: Sequence[ServiceProcess]) -> None:
+        super().__init__(message)
+        self.pending = tuple(pending)
+
+
+class ServiceExited(ServiceNotReady):
+    """`pending[0]` exited during start-up."""
+
+
+@dataclass
+class ServiceProcess(ManagedProcess):
+    """One service: its config file, how to tell it is ready, where its metrics are.
+
+    `config` (when given) is written to `config_path` before every start, so a restart
+    after a kill runs with the same config; a process attached from a state file has no
+    `config` and starts with the file already there. `start` returns once the process
+    is ready when `ready_timeout_s` (or its `timeout_s`) is set; without one it returns
+    at once and the caller waits, e.g. for several services together (`wait_ready`).
+    """
+
+    config_path: Path | None = None
+    config: Mapping[str, Any] | None = None
+    health_url: str | None = None
+    metrics_url: str | None = None
+    ready_timeout_s: float | None = None
+
+    def write_config(self) -> None:
+        if self.config is not None and self.config_path is not None:
+            write_json_atomic(self.config_path, dict(self.config))
+
+    def prepare(self) -> None:
+        """What must exist before the process starts (its config file); subclasses add theirs."""
+        self.write_config()
+
+    def spawn(self, env: dict[str, str] | None = None) -> None:
+        """Start the process itself (`ManagedProcess.start`); subclasses add what must follow at once."""
+        super().start(env)
+
+    def start(self, env: dict[str, str] | None = None, *, timeout_s: float | None = None) -> None:
+        """Start; then, with a timeout (`timeout_s`, else `ready_timeout_s`), wait until ready.
+
+        Raises ServiceExited when it exits while starting, ServiceNotReady when it is not
+        ready in time (it is killed then, so nothing is left behind)."""
+        self.prepare()
+        self.spawn(env)
+        wait_s = timeout_s if timeout_s is not None else self.ready_timeout_s
+        if wait_s is None:
+            return
+        try:
+            wait_ready([self], time.monotonic() + wait_s)
+        except ServiceExited:
+            raise ServiceExited(f"{self.name} exited with {self.exit_code()} while starting (see {self.log_path}):\n"
+                                f"{self.tail()}", [self]) from None
+        except ServiceNotReady:
+            self.kill()
+            raise ServiceNotReady(f"{self.name} was not ready within {wait_s:g} s (see {self.log_path}):\n"
+                                  f"{self.tail()}", [self]) from None
+
+    def healthy(self, session: requests.Session | None = None) -> bool:
+        """Ready to serve: `GET health_url` answers 200 (False without a health URL)."""
+        if self.health_url is None:
+            return False
+        try:
+            response = (session or requests).get(self.health_url, timeout=2)
+        except requests.RequestException:
+            return False
+        return response.status_code == 200
+
+    def metrics_text(self) -> str:
+        """Its `/metrics` now (Prometheus text); raises requests' errors."""
+        if self.metrics_url is None:
+            raise RuntimeError(f"{self.name} serves no metrics")
+        response = requests.get(self.metrics_url, timeout=5)
+        response.raise_for_status()
+        return response.text
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample from `/metrics` (0 when absent)."""
+        return parse_prometheus_text(self.metrics_text()).get((name, tuple(sorted(labels.items()))), 0.0)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def wait_ready(services: Sequence[ServiceProcess], deadline: float, poll_s: float = 0.05) -> None:
+    """Until every service is healthy, bounded by `deadline` (time.monotonic()).
+
+    Raises ServiceExited when one exits first, ServiceNotReady naming those still pending
+    past the deadline; the caller decides what the message says and what to stop."""
+    pending = list(services)
+    with requests.Session() as session:
+        while pending:
+            for service in list(pending):
+                if service.state == ProcessState.STOPPED:
+                    raise ServiceExited(f"{service.name} exited during start-up (code {service.exit_code()}); "
+                                        f"see {service.log_path}", [service])
+                if service.healthy(session):
+                    pending.remove(service)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise ServiceNotReady(f"{', '.join(s.name for s in pending)} not ready in time; see "
+                                      f"{pending[0].log_path}", pending)
+            time.sleep(poll_s)

@@ -39,7 +39,7 @@ Typical use (client side; the server is the mirror image)::
             ...                         # CONNECTED (or ERROR: rejected)
     sock.sendall(conn.send(commands.lookup("persistent://public/default/t", request_id=1)))
 
-Run `python -m harness.wire.bench` for encode/decode rates.
+Run `python -m tools.bench.wire` for encode/decode rates.
 """
 
 from harness.wire import commands, proto

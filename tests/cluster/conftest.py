@@ -250,7 +250,8 @@ def subscribe(url: str, topic: str, timeout_s: float, *, subscription: str = "re
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real ZooKeeper (PySpark's jars) for the whole test session, stopped by pid."""
-    from embedded.metadata.zookeeper import ZooKeeperProcess, ZooKeeperUnavailable
+    from harness.targets.zookeeper import ZooKeeperUnavailable
+    from tools.launch import ZooKeeperProcess
 
     server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))
     try:

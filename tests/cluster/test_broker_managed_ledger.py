@@ -19,10 +19,9 @@ from embedded.broker.managed_ledger.ledger import MlState
 from embedded.broker.metrics import BrokerMetrics
 from embedded.broker.position import Position
 from embedded.ledger.client import LedgerClient
-from embedded.ledger.launcher import LedgerProcess
 from embedded.ledger.model import LedgerKind
 from embedded.metadata.client import MetadataClient
-from embedded.metadata.launcher import StoreProcess
+from tools.launch import LedgerProcess, StoreProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -21,13 +21,13 @@ import pytest
 
 from embedded.rpc import BlockingRpcClient, RpcUnavailable
 from faults.nemesis import Nemesis
-from faults.toxiproxy import ToxiproxyClient
 from harness.config import RunConfig, parse_scenario
 from harness.history import HistoryRecorder, RunClock
 from harness.targets import embedded as embedded_target
 from harness.targets.base import ServiceRole
 from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec
 from harness.targets.processes import ProcessState, process_state
+from harness.toxiproxy.client import ToxiproxyClient
 from harness.txn_paths import TxnPath
 
 pytestmark = pytest.mark.cluster
@@ -329,10 +329,10 @@ def test_cluster_heal_removes_every_fault_the_nemesis_can_leave(tmp_path: Path) 
 
     from faults.actions import build_actions
     from faults.model import Fault
-    from faults.proxy.toxics import Stream
     from faults.selectors import LinkEnd, ServiceTarget
     from harness.config import FaultKind
     from harness.targets.embedded_cli import cluster_heal
+    from harness.toxiproxy.model import Stream
 
     directory = tmp_path / "cluster"
     cluster = start_cluster(directory)

@@ -18,7 +18,7 @@ from embedded.ledger.client import (
     LedgerState,
     LedgerUnavailable,
 )
-from embedded.ledger.launcher import LedgerProcess
+from tools.launch import LedgerProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -17,7 +17,6 @@ import pytest
 from embedded.metadata.blocking import BlockingMetadataClient
 from embedded.metadata.client import MetadataClient
 from embedded.metadata.election import LeaderElection, Leadership, Role
-from embedded.metadata.launcher import StoreProcess
 from embedded.metadata.model import (
     BadVersion,
     EventType,
@@ -26,7 +25,8 @@ from embedded.metadata.model import (
     Notification,
     SessionExpired,
 )
-from embedded.metrics import parse_prometheus_text
+from harness.metrics import parse_prometheus_text
+from tools.launch import StoreProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -23,7 +23,6 @@ import pytest
 from embedded.metadata.backend import MetadataBackend, open_metadata_client
 from embedded.metadata.blocking import BlockingMetadataClient
 from embedded.metadata.election import LeaderElection, Role
-from embedded.metadata.launcher import StoreProcess
 from embedded.metadata.model import (
     MUST_NOT_EXIST,
     BadVersion,
@@ -35,7 +34,7 @@ from embedded.metadata.model import (
 )
 from embedded.metadata.oxia_client import OxiaMetadataClient
 from embedded.metadata.zk_client import ZkMetadataClient
-from embedded.metadata.zookeeper import ZooKeeperProcess
+from tools.launch import StoreProcess, ZooKeeperProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -25,8 +25,8 @@ import pytest
 from oxia.defs import NotificationType
 
 from embedded.metadata.blocking import BlockingMetadataClient
-from embedded.metadata.launcher import StoreProcess
 from embedded.metadata.oxia_proto import pb
+from tools.launch import StoreProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from embedded.metrics import parse_prometheus_text
-from faults.proxy.launcher import ProxyProcess, process_gone
-from faults.toxiproxy import Stream, ToxicType, ToxiproxyClient
+from harness.metrics import parse_prometheus_text
+from harness.targets.processes import free_port
+from harness.toxiproxy.client import Stream, ToxicType, ToxiproxyClient
 from tests.unit.proxy.support import (
     HOST,
     BackgroundLoop,
@@ -28,14 +28,9 @@ from tests.unit.proxy.support import (
     round_trip,
     wait_until,
 )
+from tools.launch import ProxyProcess, process_gone
 
 pytestmark = pytest.mark.cluster
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -149,7 +144,7 @@ def test_bad_config_exits_with_a_clear_message(tmp_path: Path) -> None:
     process = ProxyProcess(tmp_path / "bad", [{"name": "x", "listen": "0.0.0.0:0", "upstream": "127.0.0.1:1"}])
     with pytest.raises(RuntimeError, match=r"binds 127\.0\.0\.1 only"):
         process.start(timeout_s=20)
-    assert process.process is not None and process.process.returncode != 0
+    assert process.popen is not None and process.popen.returncode != 0
 
 
 def test_a_taken_port_fails_start_up_with_a_clear_message(tmp_path: Path) -> None:
@@ -203,7 +198,7 @@ def test_exits_when_its_parent_dies(tmp_path: Path) -> None:
 
 
 def test_benchmark_measures_both_paths(tmp_path: Path) -> None:
-    from faults.proxy.bench import run
+    from tools.bench.proxy import run
 
     result = run(megabytes=5, round_trips=200, workdir=tmp_path / "bench")
     assert result.throughput.direct_mb_s > 0 and result.throughput.proxied_mb_s > 0

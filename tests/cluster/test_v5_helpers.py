@@ -14,10 +14,10 @@ from typing import Any
 
 import requests
 
-from embedded.metrics import parse_prometheus_text
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from harness.client.consumer import Message
+from harness.metrics import parse_prometheus_text
 from harness.targets.embedded import EmbeddedCluster
 from harness.txn_paths import TxnPath
 from tests.cluster.conftest import ClusterFactory

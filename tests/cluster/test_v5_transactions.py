@@ -19,8 +19,8 @@ from collections import defaultdict
 
 import pytest
 
-from embedded.metrics import parse_prometheus_text
 from harness.client.errors import SetupError
+from harness.metrics import parse_prometheus_text
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v5_helpers import (
     admin_of,

@@ -1,6 +1,6 @@
 """The load process end to end against the null broker: history, status, CSV, workers, stops.
 
-The null broker (harness.client.nullbroker) answers every request at once, so these
+The null broker (embedded.nullbroker) answers every request at once, so these
 tests exercise the real process (gevent, Locust, the client, the recorder) without a
 cluster. Consumers get nothing from it: the workload here is atomic-produce.
 """
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module")
 def null_broker() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "harness.client.nullbroker", "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "embedded.nullbroker", "--port", "0"],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -250,7 +250,7 @@ def test_web_ui_serves_the_run_when_asked_for(tmp_path: Path, null_broker: str, 
 
 def test_a_stop_while_the_broker_hangs_times_out_the_operations_and_ends(
         tmp_path: Path, runs: list[LoadRun]) -> None:
-    broker = subprocess.Popen([sys.executable, "-m", "harness.client.nullbroker", "--port", "0"],
+    broker = subprocess.Popen([sys.executable, "-m", "embedded.nullbroker", "--port", "0"],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert broker.stdout is not None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from embedded.metadata.zk_watchdog import start_time
+from harness.targets.zk_watchdog import start_time
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cluster
 _OWNER = """
 import sys
 from pathlib import Path
-from embedded.metadata.zookeeper import ZooKeeperProcess
+from tools.launch import ZooKeeperProcess
 server = ZooKeeperProcess(Path(sys.argv[1]))
 server.start()
 print(server.pid, flush=True)

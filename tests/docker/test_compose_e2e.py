@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from faults.toxiproxy import ToxiproxyClient
 from harness.config import parse_scenario
 from harness.results import RunStatus
 from harness.targets.compose import COMPOSE_DIR, ComposeCluster, ComposeSpec
 from harness.targets.compose.layout import load_layout
+from harness.toxiproxy.client import ToxiproxyClient
 from harness.txn_paths import TxnPath
 from tests.waiting import wait_until
 

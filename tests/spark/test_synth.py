@@ -9,9 +9,9 @@ import pytest
 
 from analysis.check import check_run
 from analysis.checks import AnomalyClass
-from analysis.synth import SynthConfig, generate
 from harness.history import read_history_dir
 from harness.history.schema import Op
+from tools.synth import SynthConfig, generate
 
 pytestmark = pytest.mark.spark
 

@@ -180,3 +180,16 @@ def test_zk_without_java_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(EnvironmentProblem, match=r"^ZooKeeper needs Java 17\+ and no `java` is on PATH"):
         EmbeddedCluster(EmbeddedSpec(path=TxnPath.V4, brokers=1, directory=tmp_path / "c",
                                      settings={"metadataStoreUrl": "zk"}))._plan()
+
+
+def test_the_stores_get_the_planted_bugs_the_spec_hands_them(tmp_path: Path) -> None:
+    """The orchestrator decides the planted bugs (and refuses them unless allowed); the target only
+    writes them into each store's config, so it needs no catalogue of its own."""
+    bugs = ("txnbenchBugLedgerAckBeforeJournal", "txnbenchBugMetadataAckBeforeWal")
+    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "a", planted_bugs=bugs))
+    cluster._plan()
+    assert _config(cluster, "metadata")["planted_bugs"] == list(bugs)
+    assert _config(cluster, "ledger")["planted_bugs"] == list(bugs)
+    assert "planted_bugs" not in _config(cluster, "broker-0")   # a broker reads its own from its settings
+    plain = _planned(tmp_path / "b", TxnPath.V5, brokers=1)
+    assert _config(plain, "metadata")["planted_bugs"] == [] and _config(plain, "ledger")["planted_bugs"] == []

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from embedded.metrics import Registry, parse_prometheus_text
+from harness.metrics import Registry, parse_prometheus_text
 
 
 def test_exact_names_and_round_trip() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from harness.errors import ConfigError
 from harness.planted import banner, planted_in, refuse_planted_bugs
 from harness.results import PLANTED_BUG_PREFIX, planted_bugs_of
 from harness.run import Run, RunOptions
-from harness.targets.embedded import path_settings
+from harness.targets.embedded import EmbeddedCluster, path_settings
 from harness.txn_paths import TxnPath
 from workloads.topology import plan
 
@@ -101,7 +102,7 @@ def test_the_gc_bug_slows_every_brokers_metadata_link_in_turn() -> None:
     targets = [fault.target for fault in config.faults.schedule]
     assert {fault.kind.value for fault in config.faults.schedule} == {"latency"}
     assert set(targets) == {f"broker-metadata:{i}" for i in range(config.cluster.brokers)}
-    assert all(a != b for a, b in zip(targets, targets[1:], strict=False)), "the brokers take turns"
+    assert all(a != b for a, b in pairwise(targets)), "the brokers take turns"
 
 
 @pytest.mark.parametrize("bug", planted_bugs.CATALOGUE, ids=lambda b: b.id)
@@ -162,6 +163,17 @@ def test_run_refuses_planted_bugs_without_the_flag(tmp_path: Path, capsys: pytes
         with pytest.raises(ConfigError):
             Run(config, RunOptions(results_root=tmp_path, command=command))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_hands_the_planted_bugs_it_allowed_to_the_embedded_target(tmp_path: Path) -> None:
+    """The target writes them into the stores' configs; it does not read the catalogue itself."""
+    config = load_scenario("chaos")
+    config = dataclasses.replace(config, cluster=dataclasses.replace(
+        config.cluster, settings={**config.cluster.settings, A_BUG: True}))
+    run = Run(config, RunOptions(results_root=tmp_path / "results", cluster_dir=tmp_path / "cluster",
+                                 allow_planted_bugs=True))
+    target = run._make_target()
+    assert isinstance(target, EmbeddedCluster) and target.spec.planted_bugs == (A_BUG,)
 
 
 def test_a_misspelt_planted_bug_is_a_config_error() -> None:

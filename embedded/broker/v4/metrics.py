@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from embedded.broker.metrics import BrokerMetrics
-from embedded.metrics import Counter, Gauge
+from harness.metrics import Counter, Gauge
 
 LATENCY_BUCKETS_MS = (10, 20, 50, 100, 500, 1000, 5000, 15000, 30000, 60000, 300000, 1500000, 3000000)
 

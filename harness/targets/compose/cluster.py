@@ -69,7 +69,8 @@ from harness.targets.compose.layout import (
 from harness.targets.compose.links import HOST, ProxyLink, plan_links, toxiproxy_config_text
 from harness.targets.compose.paths import COMPOSE_DIR, default_compose_file
 from harness.targets.compose.validate import validate_layout
-from harness.targets.embedded import free_ports
+from harness.targets.processes import free_ports
+from harness.toxiproxy.client import ProxySpec, ToxiproxyClient, ToxiproxyError
 from harness.txn_paths import TxnPath
 
 # The listener brokers advertise through Toxiproxy for clients on the host (compose/*.yaml:
@@ -378,10 +379,8 @@ class ComposeCluster:
         port = self._host_port(proxy, proxy.label_int(LABEL_API_PORT)) if proxy else None
         return f"http://{HOST}:{port}" if port else None
 
-    def toxiproxy(self) -> Any:
-        """A Toxiproxy API client for this cluster (faults.toxiproxy.ToxiproxyClient)."""
-        from faults.toxiproxy import ToxiproxyClient
-
+    def toxiproxy(self) -> ToxiproxyClient:
+        """A Toxiproxy API client for this cluster."""
         if self.toxiproxy_url is None:
             raise EnvironmentProblem(f"{self.spec.compose_file.name} publishes no Toxiproxy API port")
         return ToxiproxyClient(self.toxiproxy_url)
@@ -619,8 +618,6 @@ class ComposeCluster:
 
     def _ensure_links(self) -> None:
         """Check through the Toxiproxy API that every link exists; create what is missing."""
-        from faults.toxiproxy import ProxySpec, ToxiproxyError
-
         try:
             with self.toxiproxy() as client:
                 have = client.proxies()

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from faults.toxiproxy import ToxiproxyClient
 from harness.config import parse_scenario
 from harness.errors import ConfigError, EnvironmentProblem
 from harness.targets.base import ClusterTarget, LinkKind, ProcessControl, ServiceRole
@@ -30,6 +29,7 @@ from harness.targets.compose import (
 from harness.targets.compose.cluster import NET_PREFIX_VAR, TOXIPROXY_CONFIG_VAR
 from harness.targets.compose.layout import load_layout
 from harness.targets.compose.links import plan_links, toxiproxy_config
+from harness.toxiproxy.client import ToxiproxyClient
 from harness.txn_paths import TxnPath
 from tests.unit.compose.fakes import FakeCompose, FakeDockerEngine
 

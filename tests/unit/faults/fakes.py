@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faults.toxiproxy import AlreadyExists, NotFound
 from harness.targets.base import ClusterInfo, LinkInfo, LinkKind, ServiceInfo, ServiceRole
+from harness.toxiproxy.client import AlreadyExists, NotFound
 from harness.txn_paths import TxnPath
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from embedded.metrics import Registry
-from embedded.service import http_app, run_service, start_http
+from harness.metrics import Registry
+from harness.service import http_app, run_service, start_http
 
 
 class EchoBroker:

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from faults.proxy.toxics import Stream
 from faults.selectors import (
     Direction,
     Index,
@@ -33,6 +32,7 @@ from faults.selectors import (
     resolve_topic,
 )
 from harness.targets.base import LinkKind
+from harness.toxiproxy.model import Stream
 from tests.unit.faults.fakes import FakeLocator, cluster_info, v5_segments
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from faults.proxy.server import ProxyServer
-from faults.toxiproxy import ToxiproxyClient
+from harness.toxiproxy.client import ToxiproxyClient
 from tests.unit.proxy.support import HOST, BackgroundLoop, Peer, ProxyEnv, echo_handler
 
 

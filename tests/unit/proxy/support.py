@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from faults.proxy.server import ProxyServer
-from faults.toxiproxy import ToxiproxyClient
+from harness.toxiproxy.client import ToxiproxyClient
 
 T = TypeVar("T")
 HOST = "127.0.0.1"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import requests
 
-from embedded.metrics import parse_prometheus_text
+from harness.metrics import parse_prometheus_text
 from tests.unit.proxy.support import Peer, ProxyEnv, connect, round_trip
 
 

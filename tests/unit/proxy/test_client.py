@@ -1,4 +1,4 @@
-"""`faults.toxiproxy.ToxiproxyClient` against the in-process proxy."""
+"""`harness.toxiproxy.client.ToxiproxyClient` against the in-process proxy."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from faults.toxiproxy import (
+from harness.toxiproxy.client import (
     AlreadyExists,
     BadRequest,
     NotFound,

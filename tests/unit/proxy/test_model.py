@@ -14,7 +14,8 @@ from faults.proxy.addresses import Address, parse_listen, parse_upstream
 from faults.proxy.behaviours import slice_bounds
 from faults.proxy.errors import ApiError
 from faults.proxy.service import ConfigError, parse_config
-from faults.proxy.toxics import Stream, ToxicType, parse_toxic, updated_toxic
+from faults.proxy.toxics import parse_toxic, updated_toxic
+from harness.toxiproxy.model import Stream, ToxicType
 
 
 @given(length=st.integers(1, 5000), average=st.integers(1, 300), data=st.data())

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from faults.toxiproxy import Stream, ToxicType
+from harness.toxiproxy.client import Stream, ToxicType
 from tests.unit.proxy.support import (
     Peer,
     ProxyEnv,

@@ -1,6 +1,6 @@
 """Synthetic run histories: large, realistic, optionally with planted anomalies.
 
-`python -m analysis.synth --events 10000000 --out DIR` writes a run folder
+`python -m tools.synth --events 10000000 --out DIR` writes a run folder
 (`manifest.json`, `history/*.jsonl`, `planted.json`) that `txnbench check DIR`
 can check; it is how the checker's throughput is measured (docs/checks.md,
 "Checker performance") and where the golden histories in tests/data come from.
@@ -551,7 +551,7 @@ def generate(cfg: SynthConfig, out: Path, *, jobs: int | None = None) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m analysis.synth",
+        prog="python -m tools.synth",
         description="Write a synthetic run folder for benchmarking and testing `txnbench check`.")
     parser.add_argument("--events", type=int, default=100_000, help="about this many history lines")
     parser.add_argument("--out", type=Path, required=True, help="a new run folder")

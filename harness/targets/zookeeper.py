@@ -1,29 +1,32 @@
 """Run a real ZooKeeper (3.9.x, the one PySpark ships) as a child process.
 
+Why here: ZooKeeper is a foreign Java server that the embedded target launches as the
+cluster's `metadata` service (`metadataStoreUrl=zk`), not part of our store; the tools
+start one the same way (`tools/launch.py`).
+
 Why PySpark's jars: `pyspark/jars/` holds `zookeeper-*.jar`, `zookeeper-jute-*.jar` and
 the logging and netty jars a standalone server needs, so a real ZooKeeper is one `java`
 command away with nothing more to install. The server binds 127.0.0.1 only, has no
 admin HTTP server, syncs its transaction log (`forceSync=yes`), keeps its data and
-transaction log under `base_dir` (a kill -9 and a restart keep the data), logs to
-`base_dir/<name>.log`, and is stopped by its pid only. Readiness is ZooKeeper's own
-four-letter `srvr` answer.
+transaction log where its zoo.cfg says (a kill -9 and a restart keep the data), and is
+stopped by its pid only. Readiness is ZooKeeper's own four-letter `srvr` answer.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from embedded.metadata import zk_watchdog
-from embedded.metadata.launcher import HOST, free_port
+import requests
+
+from harness.targets import zk_watchdog
+from harness.targets.processes import HOST, ServiceProcess
 
 #: ZooKeeper 3.9 runs on Java 8+; PySpark 4 itself needs 17, which is what we check for.
 MIN_JAVA = 17
@@ -142,21 +145,17 @@ def srvr_ok(host: str, port: int) -> bool:
     return b"Mode:" in answer
 
 
-class ZooKeeperProcess:
-    """One standalone ZooKeeper server, started and stopped by pid."""
+@dataclass
+class ZooKeeperServer(ServiceProcess):
+    """A standalone ZooKeeper server as one of the cluster's services.
 
-    def __init__(self, base_dir: Path, *, name: str = "zookeeper", port: int | None = None,
-                 tick_ms: int = 500, max_session_ms: int = 60_000) -> None:
-        self.base_dir = base_dir
-        self.name = name
-        self.port = port or free_port()
-        self.data_dir = base_dir / "data"
-        self.txn_log_dir = base_dir / "txnlog"
-        self.config_path = base_dir / "zoo.cfg"
-        self.log_path = base_dir / f"{name}.log"
-        self.tick_ms = tick_ms
-        self.max_session_ms = max_session_ms
-        self.popen: subprocess.Popen[bytes] | None = None
+    Ready when `srvr` answers (it has no admin HTTP server). Java cannot watch its parent
+    as our services do (`parent_pid`), so once it runs a watchdog (`zk_watchdog`) kills it
+    when `owner_pid` dies: a run or a test session killed with -9 leaves no ZooKeeper.
+    """
+
+    port: int = 0
+    owner_pid: int | None = None
 
     @property
     def address(self) -> str:
@@ -167,67 +166,14 @@ class ZooKeeperProcess:
         """Pulsar's `metadataStoreUrl` for this server."""
         return f"zk:{self.address}"
 
-    @property
-    def pid(self) -> int | None:
-        return self.popen.pid if self.popen is not None else None
+    def spawn(self, env: dict[str, str] | None = None) -> None:
+        super().spawn(env)
+        if self.owner_pid and self.pid and self.start_time is not None:
+            zk_watchdog.spawn(self.owner_pid, self.pid, self.start_time)
 
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def start(self, timeout_s: float = 60.0) -> None:
-        if self.running():
-            raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
-        write_config(self.base_dir, self.port, self.data_dir, self.txn_log_dir, self.tick_ms, self.max_session_ms)
-        command = server_command(self.config_path)
-        with self.log_path.open("ab") as log:
-            self.popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True, close_fds=True)
-        # a Java server outlives a killed owner (a test session stopped with -9): the watchdog does not
-        zk_watchdog.spawn(os.getpid(), self.popen.pid)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:   # bounded by the deadline
-            if not self.running():
-                raise RuntimeError(f"{self.name} exited with {self.popen.returncode} while starting:\n{self.tail()}")
-            if self.healthy():
-                return
-            time.sleep(0.1)
-        self.kill()
-        raise RuntimeError(f"{self.name} did not answer `srvr` within {timeout_s}s:\n{self.tail()}")
-
-    def healthy(self) -> bool:
+    def healthy(self, session: requests.Session | None = None) -> bool:
         return srvr_ok(HOST, self.port)
 
-    def kill(self) -> None:
-        """kill -9 and reap."""
-        if self.running() and self.popen is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.popen.pid, signal.SIGKILL)
-            self.popen.wait(timeout=10)
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL when it lingers."""
-        if not self.running() or self.popen is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.popen.pid, signal.SIGTERM)
-        try:
-            self.popen.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return ""
-
-    def __enter__(self) -> ZooKeeperProcess:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-__all__ = ["MIN_JAVA", "ZooKeeperProcess", "ZooKeeperUnavailable", "java_binary", "java_major", "pyspark_jars",
+__all__ = ["MIN_JAVA", "ZooKeeperServer", "ZooKeeperUnavailable", "java_binary", "java_major", "pyspark_jars",
            "server_command", "srvr_ok", "write_config", "zoo_cfg", "zookeeper_version"]

@@ -7,7 +7,7 @@ flags, serves `tc_count` coordinators (v4: the assign topic has that many partit
 all owned here; v5: a WATCH_TC_ASSIGNMENTS snapshot naming this broker as every
 leader) and answers SCALABLE_TOPIC_LOOKUP with a one-segment DAG.
 
-Run it as `python -m harness.client.nullbroker [--port 0] [--tc-count 4]`: it prints
+Run it as `python -m embedded.nullbroker [--port 0] [--tc-count 4]`: it prints
 `READY <port>` once listening, binds 127.0.0.1 only, and exits on SIGTERM/SIGINT or
 when its parent process is gone. asyncio is fine here: this is a server, not the client.
 """
@@ -169,7 +169,7 @@ async def _main(port: int, tc_count: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: run a null broker on 127.0.0.1."""
-    parser = argparse.ArgumentParser(prog="python -m harness.client.nullbroker",
+    parser = argparse.ArgumentParser(prog="python -m embedded.nullbroker",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
     parser.add_argument("--tc-count", type=int, default=4, help="transaction coordinators")

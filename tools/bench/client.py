@@ -1,6 +1,6 @@
-"""Micro-benchmark: how much load one client process can generate (`python -m harness.client.bench`).
+"""Micro-benchmark: how much load one client process can generate (`python -m tools.bench.client`).
 
-It starts a null broker (`harness.client.nullbroker`, a separate process that answers
+It starts a null broker (`embedded.nullbroker`, a separate process that answers
 every request at once) and measures, for a few seconds each:
 
 * `send`: blocking `Producer.send` from N workers (one round trip per message);
@@ -29,7 +29,7 @@ SCENARIOS = ("send", "send_async+batch", "txn")
 
 def _start_null_broker(tc_count: int) -> tuple[subprocess.Popen[str], int]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness.client.nullbroker", "--port", "0",
+        [sys.executable, "-m", "embedded.nullbroker", "--port", "0",
          "--tc-count", str(tc_count)],
         stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
@@ -122,7 +122,7 @@ def _child(url: str, workers: int, seconds: float, scenarios: list[str]) -> list
     argv = ["--url", url, "--workers", str(workers), "--seconds", str(seconds), "--mode",
             "gevent", "--json", "--scenarios", ",".join(scenarios)]
     script = ("from gevent import monkey; monkey.patch_all()\n"
-              "import sys\nfrom harness.client.bench import main\n"
+              "import sys\nfrom tools.bench.client import main\n"
               f"sys.exit(main({argv!r}))\n")
     out = subprocess.run(
         [sys.executable, "-c", script],
@@ -132,7 +132,7 @@ def _child(url: str, workers: int, seconds: float, scenarios: list[str]) -> list
 
 def main(argv: list[str] | None = None) -> int:
     """Command line."""
-    parser = argparse.ArgumentParser(prog="python -m harness.client.bench",
+    parser = argparse.ArgumentParser(prog="python -m tools.bench.client",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each scenario")
     parser.add_argument("--workers", type=int, default=8, help="threads or greenlets")

@@ -1,4 +1,4 @@
-"""Micro-benchmark of the wire layer: `python -m harness.wire.bench [--payload-size N] ...`.
+"""Micro-benchmark of the wire layer: `python -m tools.bench.wire [--payload-size N] ...`.
 
 Measures what the client and the broker spend per frame, through the public API only:
 
@@ -184,7 +184,7 @@ def run_case(batch: int, size: int, frames: int, repeat: int) -> list[Result]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print a table."""
-    parser = argparse.ArgumentParser(prog="python -m harness.wire.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.bench.wire", description=__doc__.split("\n")[0])
     parser.add_argument("--payload-size", type=int, default=256, help="bytes per message (256)")
     parser.add_argument("--batch-size", type=int, default=10, help="messages per batched entry (10)")
     parser.add_argument("--frames", type=int, default=20_000, help="frames per run (20000)")

@@ -1,4 +1,4 @@
-"""`python -m analysis.bench --events N`: how fast `txnbench check` is at both ends.
+"""`python -m tools.bench.checker --events N`: how fast `txnbench check` is at both ends.
 
 Theory of operation. The checker has two regimes (docs/checks.md, "Checker
 performance"): small histories, where the wall time is Spark's start and
@@ -12,7 +12,7 @@ included):
   (at 64 MiB or more this also converts it to the Parquet cache) and once more,
   which reads the cache.
 
-Histories come from `analysis.synth` (same generator and seed as the numbers in
+Histories come from `tools.synth` (same generator and seed as the numbers in
 docs/checks.md) and go into a temporary folder under `--dir` that is deleted
 afterwards unless `--keep`. The verdict of each check is printed beside its
 time, so a fast wrong answer is visible. `--json` prints the figures as JSON.
@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from analysis.synth import SynthConfig, generate
+from tools.synth import SynthConfig, generate
 
 __all__ = ["Timing", "main", "time_check"]
 
@@ -82,7 +82,7 @@ def _line(t: Timing) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis.bench",
+    parser = argparse.ArgumentParser(prog="python -m tools.bench.checker",
                                      description="Time `txnbench check` on small and large synthetic histories.")
     parser.add_argument("--events", type=int, default=1_000_000, help="events of the large history (0: skip)")
     parser.add_argument("--small-events", type=int, default=2_000, help="events of the small history (0: skip)")

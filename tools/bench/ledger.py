@@ -1,9 +1,9 @@
 """Measure the ledger store: appends/s and fsyncs per append, reads/s, recovery time.
 
-    python -m embedded.ledger.bench [--appenders 1,8,64] [--entry-bytes 256] [--seconds 5]
+    python -m tools.bench.ledger [--appenders 1,8,64] [--entry-bytes 256] [--seconds 5]
                                     [--recovery-mb 100] [--work-dir DIR]
 
-Starts its own store process (`launcher.LedgerProcess`) in a temporary directory,
+Starts its own store process (`tools.launch.LedgerProcess`) in a temporary directory,
 drives it with one `LedgerClient` connection (as one broker would), and reads the
 store's /metrics before and after each step, so fsyncs per append are the store's
 own count. Each appender owns one ledger (as each topic does) and keeps one append
@@ -28,9 +28,9 @@ from pathlib import Path
 from embedded.ledger.book import LedgerBook
 from embedded.ledger.client import LedgerClient
 from embedded.ledger.journal import Journal
-from embedded.ledger.launcher import LedgerProcess
 from embedded.ledger.model import LedgerKind, LedgerMetadata
 from embedded.ledger.records import encode_record
+from tools.launch import LedgerProcess
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """How much the fault proxy costs with no toxics: throughput and added round-trip latency.
 
-`python -m faults.proxy.bench [--megabytes N] [--round-trips N] [--json]` starts the
+`python -m tools.bench.proxy [--megabytes N] [--round-trips N] [--json]` starts the
 proxy as its own process (as the cluster runs it), plus a sink and an echo server in
 this process, and measures each thing twice, directly and through the proxy:
 
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from faults.proxy.launcher import ProxyProcess
+from tools.launch import ProxyProcess
 
 HOST = "127.0.0.1"
 SEND_BUFFER = 256 * 1024

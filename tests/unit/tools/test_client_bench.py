@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.client import PulsarClient
-from harness.client.bench import SCENARIOS, _start_null_broker, measure
+from tools.bench.client import SCENARIOS, _start_null_broker, measure
 
 
 @pytest.fixture(scope="module")

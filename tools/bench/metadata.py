@@ -1,6 +1,6 @@
 """Measure the metadata store: put throughput with group commit, fsyncs per put, recovery time.
 
-`python -m embedded.metadata.bench [--puts N] [--concurrency 1 32] [--recovery-records 100000]
+`python -m tools.bench.metadata [--puts N] [--concurrency 1 32] [--recovery-records 100000]
 [--backends ours oxia zk]` starts a store process in a temporary directory, drives it
 through each backend of the brokers' interface (one client, like one broker: `ours` is
 `MetadataClient` on our protocol, `oxia` is `OxiaMetadataClient`, the real `oxia` client
@@ -26,9 +26,8 @@ from typing import Any
 
 from embedded.metadata.backend import open_metadata_client
 from embedded.metadata.blocking import BlockingMetadataClient
-from embedded.metadata.launcher import StoreProcess
-from embedded.metadata.zookeeper import ZooKeeperProcess
-from embedded.metrics import parse_prometheus_text
+from harness.metrics import parse_prometheus_text
+from tools.launch import StoreProcess, ZooKeeperProcess
 
 
 def _counter(store: StoreProcess, name: str) -> float:

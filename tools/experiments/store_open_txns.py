@@ -1,6 +1,6 @@
 """The store experiment: v5's latency against the number of open transactions, per metadata store.
 
-`python -m workloads.store_open_txns --stores zk txnbench --open 0,100,400 --probes 30`
+`python -m tools.experiments.store_open_txns --stores zk txnbench --open 0,100,400 --probes 30`
 starts a v5 embedded cluster on each store (`metadataStoreUrl`), opens transactions with
 one send each and keeps them open, and at each level measures probe transactions one
 after another (open, one send, commit) while the others stay open.
@@ -100,7 +100,7 @@ def measure(store: str, levels: Sequence[int], probes: int, directory: Path) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.store_open_txns", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tools.experiments.store_open_txns", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", nargs="+", default=["zk", "txnbench"], help="metadataStoreUrl values")
     parser.add_argument("--open", default="0,100,400", help="numbers of transactions held open")

@@ -21,7 +21,7 @@ from typing import Any
 
 import requests
 
-from faults.proxy.toxics import Stream, ToxicType
+from harness.toxiproxy.model import Stream, ToxicType
 
 __all__ = [
     "AlreadyExists", "BadRequest", "NotFound", "Proxy", "ProxySpec", "ServerError", "Stream",

@@ -1,10 +1,10 @@
 """Log entries per committed transaction, v4 against v4-batched (PIP-160's promise, measured).
 
-`python -m embedded.broker.v4.bench [--concurrency 32] [--transactions 960] [--paths v4,v4-batched]`
+`python -m tools.bench.v4 [--concurrency 32] [--transactions 960] [--paths v4,v4-batched]`
 
 For each path it starts a metadata store, a ledger store and one broker (no fault
-proxy) in a temporary folder with that path's settings (`harness/targets/embedded.py`
-`path_settings`, repeated here because `embedded` must not import the harness), then
+proxy) in a temporary folder with that path's transaction settings (those of
+`harness/targets/embedded.py` `path_settings`, on our own metadata store), then
 runs `--concurrency` concurrent consume-transform-produce transactions over one
 connection at the wire level, each:
 
@@ -25,16 +25,11 @@ import argparse
 import asyncio
 import itertools
 import json
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from embedded.broker.bench import BrokerProcess
-from embedded.ledger.launcher import LedgerProcess
-from embedded.metadata.launcher import StoreProcess
 from harness.wire import (
     Command,
     CommandType,
@@ -48,6 +43,7 @@ from harness.wire import (
     TxnId,
     commands,
 )
+from tools.launch import LedgerProcess, one_broker
 
 ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 PATH_SETTINGS: dict[str, dict[str, Any]] = {
@@ -232,24 +228,9 @@ def _counters(ledger: LedgerProcess, broker_metrics: str) -> tuple[float, float,
 
 
 def run_path(path: str, concurrency: int, transactions: int, warmup: int) -> Measured:
-    with tempfile.TemporaryDirectory(prefix=f"txnbench-v4-bench-{path}-") as tmp:
-        base = Path(tmp)
-        meta = StoreProcess(base / "metadata")
-        ledger = LedgerProcess(base / "ledger", log_level="WARNING")
-        broker: BrokerProcess | None = None
-        try:
-            meta.start()
-            ledger.start()
-            broker = BrokerProcess(base, meta.address, ledger.address, PATH_SETTINGS[path])
-            broker.config["path"] = path
-            broker.start()
-            metrics_url = f"http://127.0.0.1:{broker.http_port}/metrics"
-            return asyncio.run(_drive(broker.service_url, concurrency, transactions, warmup, ledger, metrics_url))
-        finally:
-            if broker is not None:
-                broker.stop()
-            ledger.stop()
-            meta.stop()
+    with one_broker(PATH_SETTINGS[path], path=path, prefix=f"txnbench-v4-bench-{path}-") as (_, ledger, broker):
+        metrics_url = f"http://127.0.0.1:{broker.http_port}/metrics"
+        return asyncio.run(_drive(broker.service_url, concurrency, transactions, warmup, ledger, metrics_url))
 
 
 def main(argv: list[str] | None = None) -> None:

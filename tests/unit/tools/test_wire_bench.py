@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.wire.bench import main
+from tools.bench.wire import main
 
 
 def test_bench_prints_every_case(capsys: pytest.CaptureFixture[str]) -> None:

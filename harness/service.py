@@ -1,6 +1,10 @@
-"""What every embedded service process shares: config, logging, lifecycle, HTTP.
+"""What every service process shares: config, logging, lifecycle, HTTP.
 
-Theory of operation. Each service runs as `python -m embedded.<svc> --config F.json`.
+Why in the harness: the reference cluster's stores and brokers (`embedded`) and the
+fault proxy (`faults.proxy`) run the same way, and neither package may import the other;
+this leaf serves both.
+
+Theory of operation. Each service runs as `python -m <module> --config F.json`.
 `run_service()` loads the JSON config, sets up logging to stderr (the supervisor
 redirects it to `logs/<service>.log`), runs the service's `start()` coroutine, then
 waits for SIGTERM/SIGINT, or for its parent to die when the config names a
@@ -25,9 +29,9 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from embedded.metrics import Registry
+from harness.metrics import Registry
 
-log = logging.getLogger("embedded.service")
+log = logging.getLogger("harness.service")
 
 
 class Service(Protocol):

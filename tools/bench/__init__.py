@@ -1,0 +1,1 @@
+"""Micro-benchmarks, one per part of the product: `python -m tools.bench.<part>` (tools/README.md)."""

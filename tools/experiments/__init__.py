@@ -1,0 +1,1 @@
+"""Experiments whose results the README reports: `python -m tools.experiments.<name>`."""
