@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from analysis.checks import CHECKS, run_checks
-from analysis.checks.base import NO_DRAIN_REASON, AnomalyClass, CheckResult, CheckStatus
+from analysis.checks.base import NO_DRAIN_REASON, CheckResult, CheckStatus
 from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare, single_partition_leaf
 from analysis.load import (
     HistoryFacts,
@@ -48,6 +48,7 @@ from analysis.spark import (
     get_spark,
     tune_for_input,
 )
+from harness.anomalies import AnomalyClass
 from harness.errors import EnvironmentProblem
 from harness.results import RunDir, read_json, write_json_atomic
 

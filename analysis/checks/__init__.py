@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from analysis.checks import acks, ctp, delivery, ids, liveness, order, reads, writes
 from analysis.checks.acks import lost_ack, stuck_ack
-from analysis.checks.base import AnomalyClass, CheckResult, CheckStatus, Plan, evaluate
+from analysis.checks.base import CheckResult, CheckStatus, Plan, evaluate
 from analysis.checks.context import CheckContext, prepare
 from analysis.checks.ctp import ctp_duplicate, ctp_loss
 from analysis.checks.delivery import undelivered
@@ -22,6 +22,7 @@ from analysis.checks.liveness import stalled_commit
 from analysis.checks.order import nonmonotonic
 from analysis.checks.reads import aborted_read, dirty_read, unexpected
 from analysis.checks.writes import duplicate, lost_write, partial_txn
+from harness.anomalies import AnomalyClass
 
 Check = Callable[[CheckContext], CheckResult]
 

@@ -34,7 +34,6 @@ from pyspark.sql import functions as F
 
 from analysis.checks.base import (
     NO_DRAIN_REASON,
-    AnomalyClass,
     CheckResult,
     PendingCheck,
     Plan,
@@ -45,6 +44,7 @@ from analysis.checks.base import (
 )
 from analysis.checks.context import CheckContext, message_position, union_all
 from analysis.load import ABORTED, COMMITTED, UNKNOWN
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 

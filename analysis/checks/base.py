@@ -22,30 +22,13 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
+from harness.anomalies import AnomalyClass
+
 MAX_EXAMPLES = 50   # enough to attribute every instance of a small run's anomalies (harness/verdicts.py)
 
 # Fields of an op reference, the way examples name operations.
 REF_FIELDS = ("writer", "index", "process", "f", "type", "time_ns", "txn", "value", "topic",
               "segment", "subscription", "msg_id")
-
-
-class AnomalyClass(StrEnum):
-    """The fixed class names of docs/checks.md, in the order results list them."""
-
-    ABORTED_READ = "aborted-read"
-    DIRTY_READ = "dirty-read"
-    LOST_WRITE = "lost-write"
-    PARTIAL_TXN = "partial-txn"
-    DUPLICATE = "duplicate"
-    UNEXPECTED = "unexpected"
-    LOST_ACK = "lost-ack"
-    STUCK_ACK = "stuck-ack"
-    CTP_DUPLICATE = "ctp-duplicate"
-    CTP_LOSS = "ctp-loss"
-    NONMONOTONIC = "nonmonotonic"
-    STALLED_COMMIT = "stalled-commit"
-    UNDELIVERED = "undelivered"
-    TXN_ID_REUSE = "txn-id-reuse"
 
 
 class CheckStatus(StrEnum):

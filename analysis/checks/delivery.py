@@ -38,7 +38,6 @@ from pyspark.sql import functions as F
 
 from analysis.checks.base import (
     NO_DRAIN_REASON,
-    AnomalyClass,
     CheckResult,
     PendingCheck,
     Plan,
@@ -49,6 +48,7 @@ from analysis.checks.base import (
 )
 from analysis.checks.context import CheckContext, union_all
 from analysis.load import COMMITTED, logical_topic
+from harness.anomalies import AnomalyClass
 from harness.history.schema import PHASE_SUBSCRIPTION_START, OpF
 
 

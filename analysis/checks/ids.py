@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from analysis.checks.base import AnomalyClass, CheckResult, PendingCheck, Plan, evaluate, ref
+from analysis.checks.base import CheckResult, PendingCheck, Plan, evaluate, ref
 from analysis.checks.context import CheckContext
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 

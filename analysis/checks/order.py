@@ -18,7 +18,6 @@ from pyspark.sql import functions as F
 
 from analysis.checks.base import (
     NO_DRAIN_REASON,
-    AnomalyClass,
     CheckResult,
     PendingCheck,
     Plan,
@@ -28,6 +27,7 @@ from analysis.checks.base import (
     skipped,
 )
 from analysis.checks.context import CheckContext
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 

@@ -16,7 +16,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis.checks.base import (
-    AnomalyClass,
     CheckResult,
     PendingCheck,
     Plan,
@@ -27,6 +26,7 @@ from analysis.checks.base import (
 )
 from analysis.checks.context import CheckContext, union_all
 from analysis.load import ABORTED, NO_COMMIT
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 

@@ -14,7 +14,6 @@ from pyspark.sql import functions as F
 
 from analysis.checks.base import (
     NO_DRAIN_REASON,
-    AnomalyClass,
     CheckResult,
     PendingCheck,
     Plan,
@@ -25,6 +24,7 @@ from analysis.checks.base import (
 )
 from analysis.checks.context import CheckContext
 from analysis.load import COMMITTED, UNKNOWN, lost_run_of
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 _EXAMPLE_VALUES = 5
