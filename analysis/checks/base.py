@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from harness.anomalies import AnomalyClass
 
-MAX_EXAMPLES = 50   # enough to attribute every instance of a small run's anomalies (harness/verdicts.py)
+MAX_EXAMPLES = 50   # enough to attribute every instance of a small run's anomalies (analysis/verdicts.py)
 
 # Fields of an op reference, the way examples name operations.
 REF_FIELDS = ("writer", "index", "process", "f", "type", "time_ns", "txn", "value", "topic",

@@ -30,9 +30,9 @@ from analysis.report.model import (
     render_markdown,
 )
 from analysis.report.run_plots import LATENCY_ORDER, run_charts
+from analysis.verdicts import Judgement, judge_run
 from harness.metadata_stores import store_of_manifest
 from harness.results import RunDir, planted_bugs_of, write_text_atomic
-from harness.verdicts import Judgement, judge_run
 
 __all__ = ["RunReport", "fault_end_cell", "latency_table", "run_sections", "verdict_section", "write_run_report"]
 

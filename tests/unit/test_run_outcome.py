@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from analysis.verdicts import Expectation, judge
 from harness.results import RunDir, RunStatus
 from harness.run import RunOutcome, Verdict
-from harness.verdicts import Expectation, judge
 
 EXPECTED = {"partial-txn": Expectation("v4 markers on a terminated topic")}
 

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from analysis.verdicts import Expectation, expectations_for, judge, judge_run
 from harness.config import ExpectationScope, parse_scenario
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
-from harness.verdicts import Expectation, expectations_for, judge, judge_run
 
 REASON = "PIP-31 markers cannot be written to a terminated topic"
 SCENARIO = f"""

@@ -1,4 +1,4 @@
-"""Telling anomalies a scenario expects from anomalies nobody expected.
+"""Telling anomalies a scenario expects from anomalies nobody expected (pure: no Spark).
 
 Theory of operation. The checker's verdict is the truth and is never changed here: a
 run with any anomaly is invalid. A scenario may declare anomalies it provokes on purpose
