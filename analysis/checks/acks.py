@@ -43,7 +43,7 @@ from analysis.checks.base import (
     skipped,
 )
 from analysis.checks.context import CheckContext, message_position, union_all
-from analysis.load import ABORTED, COMMITTED, UNKNOWN
+from analysis.model import ABORTED, COMMITTED, UNKNOWN
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 

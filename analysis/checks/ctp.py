@@ -23,7 +23,7 @@ from analysis.checks.base import (
 )
 from analysis.checks.context import CheckContext
 from analysis.checks.writes import send_ref
-from analysis.load import COMMITTED
+from analysis.model import COMMITTED
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 

@@ -10,7 +10,7 @@ subscription) pairs it consumed until empty.
 
 A value is `undelivered` on a subscription when:
 
-* its send's outcome is committed (analysis.load.transaction_outcomes) and it is
+* its send's outcome is committed (analysis.model.transaction_outcomes) and it is
   visible in the final reads of its topic (a committed value missing from the
   reads is a `lost-write` already; judging it here would count it twice);
 * its send was invoked after the subscription's `subscription-start`, on the same
@@ -47,7 +47,7 @@ from analysis.checks.base import (
     skipped,
 )
 from analysis.checks.context import CheckContext, union_all
-from analysis.load import COMMITTED, logical_topic
+from analysis.model import COMMITTED, logical_topic
 from harness.anomalies import AnomalyClass
 from harness.history.schema import PHASE_SUBSCRIPTION_START, OpF
 

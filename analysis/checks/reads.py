@@ -25,7 +25,7 @@ from analysis.checks.base import (
     ref,
 )
 from analysis.checks.context import CheckContext, union_all
-from analysis.load import ABORTED, NO_COMMIT
+from analysis.model import ABORTED, NO_COMMIT
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 

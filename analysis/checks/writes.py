@@ -23,7 +23,7 @@ from analysis.checks.base import (
     skipped,
 )
 from analysis.checks.context import CheckContext
-from analysis.load import COMMITTED, UNKNOWN, lost_run_of
+from analysis.model import COMMITTED, UNKNOWN, lost_run_of
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 

@@ -26,7 +26,7 @@ from analysis.checks import (
     stuck_ack,
     txn_id_reuse,
 )
-from analysis.load import HistoryFormatError, load_run
+from analysis.history_io import HistoryFormatError, load_run
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
