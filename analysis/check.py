@@ -30,7 +30,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from analysis.checks import CHECKS, run_checks
+from analysis.checks import REGISTRY, run_checks
 from analysis.checks.base import NO_DRAIN_REASON, CheckResult, CheckStatus
 from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare, single_partition_leaf
 from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
@@ -185,7 +185,7 @@ def _unknown_results(run: RunDir, facts: dict[str, Any], error: str, started: fl
         "unknown_reasons": [reason],
         "error": error,
         "anomalies": {},
-        "checks": {name.value: {"status": CheckStatus.SKIPPED.value, "reason": reason} for name in CHECKS},
+        "checks": {name.value: {"status": CheckStatus.SKIPPED.value, "reason": reason} for name in REGISTRY},
         "operations": {},
         "transactions": {},
         "history": facts,

@@ -1,10 +1,11 @@
 """What every check returns, and the helpers that turn an anomaly DataFrame into it.
 
-A check is a pure function `CheckContext -> CheckResult`. It is written as a
-plan (`plan_<check>(ctx) -> Plan`): either a finished result (skipped with a
-reason, or clean because the history has nothing the check looks at) or a
-`PendingCheck`, a DataFrame with one row per anomaly (and optionally one of the
-cases it could not judge). `evaluate()` counts the rows of many plans in one
+A check is a pure function of a `CheckContext`, written as a plan
+(`plan_<check>(ctx) -> Plan`, registered in analysis.checks.REGISTRY under its
+anomaly class): either a finished result (skipped with a reason, or clean
+because the history has nothing the check looks at) or a `PendingCheck`, a
+DataFrame with one row per anomaly (and optionally one of the cases it could
+not judge). `evaluate()` counts the rows of many plans in one
 Spark job, then takes a few ordered examples from the plans that found
 anomalies (ordered, so the same history always gives the same examples). One
 job instead of one or two per check is what keeps small histories fast. A check

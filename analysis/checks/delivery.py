@@ -36,16 +36,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.checks.base import (
-    NO_DRAIN_REASON,
-    CheckResult,
-    PendingCheck,
-    Plan,
-    clean,
-    evaluate,
-    ref,
-    skipped,
-)
+from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext, union_all
 from analysis.model import COMMITTED, logical_topic
 from harness.anomalies import AnomalyClass
@@ -95,8 +86,3 @@ def plan_undelivered(ctx: CheckContext) -> Plan:
                         max_examples=ctx.max_examples, unjudged=unjudged,
                         note="{n} committed value(s) owed to subscriptions the drain did not consume "
                              "until empty")
-
-
-def undelivered(ctx: CheckContext) -> CheckResult:
-    """Run the undelivered check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_undelivered(ctx)])[0]
