@@ -64,9 +64,6 @@ KIND_SERVICE = "service"
 # Gaps between commits inside fault windows are computed on the driver up to this many commits.
 MAX_GAP_COMMITS = 2_000_000
 
-CountKey = tuple[str, str, str]          # (window, f, type)
-
-
 @dataclass(frozen=True)
 class HistoryStats:
     """The aggregates of one history; everything the perf builder needs from Spark."""
