@@ -1,6 +1,6 @@
 """`txnbench check RUN_DIR`: the atomicity verdict of one run.
 
-Theory of operation. The history is loaded and validated (analysis.load), the
+Theory of operation. The history is loaded and validated (analysis.history_io), the
 operations paired and the transactions decided (analysis.checks.context), and
 every check of docs/checks.md runs (analysis.checks). The verdict merges them
 the way Jepsen's `compose` does: any anomaly makes it `false`; otherwise any
@@ -30,17 +30,11 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from analysis.checks import CHECKS, run_checks
-from analysis.checks.base import NO_DRAIN_REASON, AnomalyClass, CheckResult, CheckStatus
+from analysis.checks import REGISTRY, run_checks
+from analysis.checks.base import NO_DRAIN_REASON, CheckResult, CheckStatus
 from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare, single_partition_leaf
-from analysis.load import (
-    HistoryFacts,
-    HistoryFormatError,
-    NoHistoryError,
-    load_run,
-    overview,
-    pair_operations,
-)
+from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
+from analysis.model import overview, pair_operations
 from analysis.spark import (
     DEFAULT_DRIVER_MEMORY,
     DRIVER_MEMORY_ENV,
@@ -48,6 +42,7 @@ from analysis.spark import (
     get_spark,
     tune_for_input,
 )
+from harness.anomalies import AnomalyClass
 from harness.errors import EnvironmentProblem
 from harness.results import RunDir, read_json, write_json_atomic
 
@@ -190,7 +185,7 @@ def _unknown_results(run: RunDir, facts: dict[str, Any], error: str, started: fl
         "unknown_reasons": [reason],
         "error": error,
         "anomalies": {},
-        "checks": {name.value: {"status": CheckStatus.SKIPPED.value, "reason": reason} for name in CHECKS},
+        "checks": {name.value: {"status": CheckStatus.SKIPPED.value, "reason": reason} for name in REGISTRY},
         "operations": {},
         "transactions": {},
         "history": facts,

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis.perf.io import io_keys
+from analysis.verdicts import judge_run
 from harness.metadata_stores import store_of_manifest
 from harness.results import planted_bugs_of
-from harness.verdicts import judge_run
 
 __all__ = ["COMPARE_SCHEMA", "LATENCY_KEYS", "PATH_ORDER", "RunEntry", "build_comparison", "ratio"]
 

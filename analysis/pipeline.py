@@ -85,10 +85,11 @@ def run_summary(run: RunDir, results: dict[str, Any] | None, perf: dict[str, Any
 
 
 def _report(run: RunDir, perf: dict[str, Any], results: dict[str, Any] | None) -> Path:
-    from analysis.report.run_report import write_run_report
+    from analysis.report.run_report import RUN_REPORT, RunInputs
+    from analysis.report.writer import write_report
 
     manifest = _read(run.manifest_path) or {}
-    return write_run_report(run, perf, results, manifest).html
+    return write_report(RUN_REPORT, RunInputs(run, perf, results, manifest), run.path).html
 
 
 def analyze_run(run_dir: Path, *, master: str | None = None) -> dict[str, Any]:
@@ -168,11 +169,12 @@ def compare_runs(run_dirs: Sequence[Path], out_dir: Path, *, master: str | None 
                  matrix_id: str | None = None, compute_missing: bool = True) -> dict[str, Any]:
     """Compare runs into `out_dir` (compare.json/.md/.html, plots/compare_*.png); returns compare.json."""
     from analysis.compare import build_comparison
-    from analysis.report.compare_report import write_compare_report
+    from analysis.report.compare_report import COMPARE_REPORT
+    from analysis.report.writer import write_report
 
     entries, errors = _entries([RunDir(Path(p)) for p in run_dirs], master=master, compute_missing=compute_missing)
     compare = build_comparison(entries, out_dir=out_dir, kind=kind, matrix_id=matrix_id, errors=errors)
-    written = write_compare_report(out_dir, compare)
+    written = write_report(COMPARE_REPORT, compare, out_dir)
     compare["report"] = str(written.html)
     return compare
 
@@ -195,7 +197,8 @@ def run_users(run: RunDir) -> int | None:
 
 def analyze_sweep(matrix_dir: Path, *, master: str | None = None, compute_missing: bool = True) -> dict[str, Any]:
     """A concurrency sweep's comparisons per user count and its sweep report; returns sweep.json."""
-    from analysis.report.sweep_report import write_sweep_report
+    from analysis.report.sweep_report import SWEEP_REPORT
+    from analysis.report.writer import write_report
     from analysis.sweep import build_sweep
 
     matrix = MatrixDir(Path(matrix_dir))
@@ -220,6 +223,6 @@ def analyze_sweep(matrix_dir: Path, *, master: str | None = None, compute_missin
         level_dirs[users] = where
     sweep = build_sweep(levels, scenario=info.get("scenario"), matrix_id=info.get("matrix_id") or matrix.matrix_id,
                         level_dirs=level_dirs, errors=errors)
-    written = write_sweep_report(matrix.path, sweep)
+    written = write_report(SWEEP_REPORT, sweep, matrix.path)
     sweep["report"] = str(written.html)
     return sweep

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from harness._validate import Invalid, bounded, build, to_plain
+from harness.anomalies import AnomalyClass
 from harness.errors import ConfigError
 from harness.txn_paths import ALL_PATHS, TxnPath
 
@@ -385,13 +386,6 @@ class FaultsConfig:
         return bool(self.schedule) or self.random is not None
 
 
-ANOMALY_CLASSES: tuple[str, ...] = (
-    "aborted-read", "dirty-read", "lost-write", "partial-txn", "duplicate", "unexpected",
-    "lost-ack", "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit", "undelivered",
-    "txn-id-reuse",
-)
-
-
 class ExpectationScope(str, Enum):
     """Which instances of an expected anomaly class the expectation covers."""
 
@@ -426,12 +420,22 @@ class ExpectedAnomalies:
     def check(self) -> None:
         if not self.paths:
             raise Invalid("paths", "no paths listed", "list the paths these anomalies are expected on")
-        unknown = [a for a in self.anomalies if a not in ANOMALY_CLASSES]
+        known = tuple(AnomalyClass)
+        unknown = [a for a in self.anomalies if a not in known]
         if unknown or not self.anomalies:
             raise Invalid("anomalies", f"{unknown[0]!r} is not an anomaly class" if unknown else "none listed",
-                          f"use some of: {', '.join(ANOMALY_CLASSES)}")
+                          f"use some of: {', '.join(known)}")
         if not self.reason.strip():
             raise Invalid("reason", "an expected anomaly needs its reason", "say which design limitation causes it")
+
+    @property
+    def classes(self) -> tuple[AnomalyClass, ...]:
+        """`anomalies` as the enum (a scenario's names are checked by `check()`).
+
+        The YAML names are read as text so that a wrong one is refused by `check()`, whose
+        error lists every class, rather than by the generic enum conversion.
+        """
+        return tuple(AnomalyClass(a) for a in self.anomalies)
 
 
 @dataclass(frozen=True)
@@ -441,14 +445,28 @@ class ChecksConfig:
     expected: tuple[ExpectedAnomalies, ...] = ()
     """Anomalies the scenario provokes on purpose on some paths, and why."""
 
-    def expected_on(self, path: TxnPath) -> dict[str, ExpectedAnomalies]:
-        """Anomaly class -> the expectation covering it on `path`."""
-        out: dict[str, ExpectedAnomalies] = {}
+    def expected_on(self, txn_path: TxnPath) -> dict[AnomalyClass, ExpectedAnomalies]:
+        """Anomaly class -> the expectation covering it on `txn_path` (the first entry naming it).
+
+        The one definition of what a scenario expects: the run's exit status, the report
+        and the comparison all ask it (analysis.verdicts, from the manifest's plain config).
+        """
+        out: dict[AnomalyClass, ExpectedAnomalies] = {}
         for entry in self.expected:
-            if path in entry.paths:
-                for anomaly in entry.anomalies:
+            if txn_path in entry.paths:
+                for anomaly in entry.classes:
                     out.setdefault(anomaly, entry)
         return out
+
+    @classmethod
+    def from_plain(cls, data: Mapping[str, Any] | None, source: str) -> ChecksConfig:
+        """Rebuild the checks config a manifest recorded (`config.checks`, `to_dict()`'s form).
+
+        Validated as a scenario's is, so an old run folder's manifest gives the same
+        expectations as the scenario it ran; a damaged one is a ConfigError naming
+        `source` and the key.
+        """
+        return build(cls, data, source, "config.checks")
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from analysis.verdicts import Judgement, judge_run
 from harness.config import ColdReads, RunConfig, Target
 from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
@@ -58,7 +59,6 @@ from harness.planted import refuse_planted_bugs
 from harness.results import MatrixDir, RunDir, RunStatus, new_matrix, new_run, write_json_atomic
 from harness.targets.base import ClusterTarget, ServiceRole
 from harness.txn_paths import TxnPath
-from harness.verdicts import Judgement, judge_run
 
 
 class Phase(str, Enum):

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.verdicts import judge_run
 from embedded.planted_bugs import BY_ID, CATALOGUE, PlantedBug
 from harness.errors import ConfigError
 from harness.results import MatrixDir, new_matrix, write_json_atomic, write_text_atomic
 from harness.txn_paths import TxnPath
-from harness.verdicts import judge_run
 
 SELFTEST_SCHEMA = 1
 

@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.checks.base import AnomalyClass
+from harness.anomalies import AnomalyClass
 from harness.history.schema import (
     FIELDS,
     PHASE_DRAIN_COMPLETE,

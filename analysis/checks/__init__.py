@@ -1,10 +1,11 @@
 """One pure check per anomaly class of docs/checks.md.
 
-Each check is `CheckContext -> CheckResult` (analysis.checks.base): it reads
-the DataFrames `analysis.checks.context.prepare()` derives from a history and
-returns ran-or-skipped, a count and a few examples naming the ops. `CHECKS`
-lists them in the order results show them; `PLANS` their plans, which
-`run_checks` evaluates together (all counts in one Spark job).
+Each check is a plan, `CheckContext -> Plan` (analysis.checks.base): it reads the
+DataFrames `analysis.checks.context.prepare()` derives from a history and gives a
+finished result (skipped with a reason, or clean) or the anomaly rows still to
+count. `REGISTRY` maps every anomaly class to its plan, in the order results show
+them: the one place a check is registered. `run_checks` evaluates them all
+(`evaluate` counts every plan in one Spark job), `run_one` evaluates one.
 """
 
 from __future__ import annotations
@@ -12,38 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from analysis.checks import acks, ctp, delivery, ids, liveness, order, reads, writes
-from analysis.checks.acks import lost_ack, stuck_ack
-from analysis.checks.base import AnomalyClass, CheckResult, CheckStatus, Plan, evaluate
+from analysis.checks.base import CheckResult, CheckStatus, Plan, evaluate
 from analysis.checks.context import CheckContext, prepare
-from analysis.checks.ctp import ctp_duplicate, ctp_loss
-from analysis.checks.delivery import undelivered
-from analysis.checks.ids import txn_id_reuse
-from analysis.checks.liveness import stalled_commit
-from analysis.checks.order import nonmonotonic
-from analysis.checks.reads import aborted_read, dirty_read, unexpected
-from analysis.checks.writes import duplicate, lost_write, partial_txn
+from harness.anomalies import AnomalyClass
 
-Check = Callable[[CheckContext], CheckResult]
+PlanCheck = Callable[[CheckContext], Plan]
 
-CHECKS: dict[AnomalyClass, Check] = {
-    AnomalyClass.ABORTED_READ: aborted_read,
-    AnomalyClass.DIRTY_READ: dirty_read,
-    AnomalyClass.LOST_WRITE: lost_write,
-    AnomalyClass.PARTIAL_TXN: partial_txn,
-    AnomalyClass.DUPLICATE: duplicate,
-    AnomalyClass.UNEXPECTED: unexpected,
-    AnomalyClass.LOST_ACK: lost_ack,
-    AnomalyClass.STUCK_ACK: stuck_ack,
-    AnomalyClass.CTP_DUPLICATE: ctp_duplicate,
-    AnomalyClass.CTP_LOSS: ctp_loss,
-    AnomalyClass.NONMONOTONIC: nonmonotonic,
-    AnomalyClass.STALLED_COMMIT: stalled_commit,
-    AnomalyClass.UNDELIVERED: undelivered,
-    AnomalyClass.TXN_ID_REUSE: txn_id_reuse,
-}
-assert list(CHECKS) == list(AnomalyClass), "every anomaly class has exactly one check"
-
-PLANS: dict[AnomalyClass, Callable[[CheckContext], Plan]] = {
+REGISTRY: dict[AnomalyClass, PlanCheck] = {
     AnomalyClass.ABORTED_READ: reads.plan_aborted_read,
     AnomalyClass.DIRTY_READ: reads.plan_dirty_read,
     AnomalyClass.LOST_WRITE: writes.plan_lost_write,
@@ -59,12 +35,17 @@ PLANS: dict[AnomalyClass, Callable[[CheckContext], Plan]] = {
     AnomalyClass.UNDELIVERED: delivery.plan_undelivered,
     AnomalyClass.TXN_ID_REUSE: ids.plan_txn_id_reuse,
 }
-assert list(PLANS) == list(AnomalyClass), "every anomaly class has exactly one plan"
+assert list(REGISTRY) == list(AnomalyClass), "every anomaly class has exactly one check"
+
+
+def run_one(name: AnomalyClass, ctx: CheckContext) -> CheckResult:
+    """Run the check of one anomaly class on its own."""
+    return evaluate([REGISTRY[name](ctx)])[0]
 
 
 def run_checks(ctx: CheckContext, progress: Callable[[str], None] | None = None,
                *, together: bool = True) -> list[CheckResult]:
-    """Run every check, in CHECKS order.
+    """Run every check, in REGISTRY order.
 
     `together` evaluates all plans in one counting job (fast on small histories,
     where Spark's per-job cost dominates); otherwise each check runs on its own,
@@ -72,19 +53,17 @@ def run_checks(ctx: CheckContext, progress: Callable[[str], None] | None = None,
     """
     if together:
         if progress is not None:
-            progress(f"running the {len(PLANS)} checks")
-        return evaluate([plan(ctx) for plan in PLANS.values()])
+            progress(f"running the {len(REGISTRY)} checks")
+        return evaluate([plan(ctx) for plan in REGISTRY.values()])
     results = []
-    for number, (name, check) in enumerate(CHECKS.items(), start=1):
+    for number, name in enumerate(REGISTRY, start=1):
         if progress is not None:
-            progress(f"check {number}/{len(CHECKS)}: {name}")
-        results.append(check(ctx))
+            progress(f"check {number}/{len(REGISTRY)}: {name}")
+        results.append(run_one(name, ctx))
     return results
 
 
 __all__ = [
-    "CHECKS", "PLANS", "AnomalyClass", "Check", "CheckContext", "CheckResult", "CheckStatus", "aborted_read",
-    "ctp_duplicate", "ctp_loss", "dirty_read", "duplicate", "lost_ack", "lost_write", "nonmonotonic",
-    "partial_txn", "prepare", "run_checks", "stalled_commit", "stuck_ack", "txn_id_reuse", "undelivered",
-    "unexpected",
+    "REGISTRY", "AnomalyClass", "CheckContext", "CheckResult", "CheckStatus", "PlanCheck", "prepare",
+    "run_checks", "run_one",
 ]

@@ -32,19 +32,10 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.checks.base import (
-    NO_DRAIN_REASON,
-    AnomalyClass,
-    CheckResult,
-    PendingCheck,
-    Plan,
-    clean,
-    evaluate,
-    ref,
-    skipped,
-)
+from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext, message_position, union_all
-from analysis.load import ABORTED, COMMITTED, UNKNOWN
+from analysis.model import ABORTED, COMMITTED, UNKNOWN
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 
@@ -214,13 +205,3 @@ def plan_stuck_ack(ctx: CheckContext) -> Plan:
                      unjudged=unjudged,
                      note="{n} ack(s) in aborted transactions on subscriptions the drain did not "
                           "consume until empty")
-
-
-def lost_ack(ctx: CheckContext) -> CheckResult:
-    """Run the lost-ack check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_lost_ack(ctx)])[0]
-
-
-def stuck_ack(ctx: CheckContext) -> CheckResult:
-    """Run the stuck-ack check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_stuck_ack(ctx)])[0]

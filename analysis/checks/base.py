@@ -1,10 +1,11 @@
 """What every check returns, and the helpers that turn an anomaly DataFrame into it.
 
-A check is a pure function `CheckContext -> CheckResult`. It is written as a
-plan (`plan_<check>(ctx) -> Plan`): either a finished result (skipped with a
-reason, or clean because the history has nothing the check looks at) or a
-`PendingCheck`, a DataFrame with one row per anomaly (and optionally one of the
-cases it could not judge). `evaluate()` counts the rows of many plans in one
+A check is a pure function of a `CheckContext`, written as a plan
+(`plan_<check>(ctx) -> Plan`, registered in analysis.checks.REGISTRY under its
+anomaly class): either a finished result (skipped with a reason, or clean
+because the history has nothing the check looks at) or a `PendingCheck`, a
+DataFrame with one row per anomaly (and optionally one of the cases it could
+not judge). `evaluate()` counts the rows of many plans in one
 Spark job, then takes a few ordered examples from the plans that found
 anomalies (ordered, so the same history always gives the same examples). One
 job instead of one or two per check is what keeps small histories fast. A check
@@ -22,30 +23,13 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-MAX_EXAMPLES = 50   # enough to attribute every instance of a small run's anomalies (harness/verdicts.py)
+from harness.anomalies import AnomalyClass
+
+MAX_EXAMPLES = 50   # enough to attribute every instance of a small run's anomalies (analysis/verdicts.py)
 
 # Fields of an op reference, the way examples name operations.
 REF_FIELDS = ("writer", "index", "process", "f", "type", "time_ns", "txn", "value", "topic",
               "segment", "subscription", "msg_id")
-
-
-class AnomalyClass(StrEnum):
-    """The fixed class names of docs/checks.md, in the order results list them."""
-
-    ABORTED_READ = "aborted-read"
-    DIRTY_READ = "dirty-read"
-    LOST_WRITE = "lost-write"
-    PARTIAL_TXN = "partial-txn"
-    DUPLICATE = "duplicate"
-    UNEXPECTED = "unexpected"
-    LOST_ACK = "lost-ack"
-    STUCK_ACK = "stuck-ack"
-    CTP_DUPLICATE = "ctp-duplicate"
-    CTP_LOSS = "ctp-loss"
-    NONMONOTONIC = "nonmonotonic"
-    STALLED_COMMIT = "stalled-commit"
-    UNDELIVERED = "undelivered"
-    TXN_ID_REUSE = "txn-id-reuse"
 
 
 class CheckStatus(StrEnum):

@@ -2,7 +2,7 @@
 
 Theory of operation. `prepare()` pairs the operations (lean: only the columns
 checks use), finds the values present in the final reads, decides every
-transaction (analysis.load), and joins the results onto sends, acks and
+transaction (analysis.model), and joins the results onto sends, acks and
 observations (receives and reads), so each check is a filter and a join or two
 on narrow frames. Frames several checks share are persisted (memory, then disk)
 so a large history is paired, joined and shuffled once. Op references for the
@@ -16,7 +16,7 @@ Vocabulary used by the checks:
 * drained: the (topic, subscription) pair is in `drain-complete`'s
   `subscriptions` (consumed until empty), so a message not delivered again
   there was really not deliverable;
-* outcome: committed / aborted / unknown (analysis.load.transaction_outcomes);
+* outcome: committed / aborted / unknown (analysis.model.transaction_outcomes);
   a send without a transaction is its own unit (ok: committed, fail: aborted,
   info: decided by visibility like a transaction).
 """
@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from analysis.checks.base import MAX_EXAMPLES
-from analysis.load import (
+from analysis.model import (
     ABORTED,
     COMMITTED,
     LEAN_PAIR_COLUMNS,
@@ -181,7 +181,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
             max_examples: int = MAX_EXAMPLES, pairs: DataFrame | None = None,
             facts: HistoryOverview | None = None, cut_lineage: bool = False,
             lost_writers: tuple[str, ...] = (), clock_slack_ns: int = 0) -> CheckContext:
-    """Derive the check inputs from validated ops (analysis.load.OPS_COLUMNS).
+    """Derive the check inputs from validated ops (analysis.model.OPS_COLUMNS).
 
     `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
     (overview()) may be passed when the caller has them already.

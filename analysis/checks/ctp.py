@@ -11,20 +11,11 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from analysis.checks.base import (
-    NO_DRAIN_REASON,
-    AnomalyClass,
-    CheckResult,
-    PendingCheck,
-    Plan,
-    clean,
-    evaluate,
-    ref,
-    skipped,
-)
+from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext
 from analysis.checks.writes import send_ref
-from analysis.load import COMMITTED
+from analysis.model import COMMITTED
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 _EXAMPLE_VALUES = 5
@@ -102,13 +93,3 @@ def plan_ctp_loss(ctx: CheckContext) -> Plan:
                         unjudged=unjudged, finish=finish,
                         note="{n} committed input ack(s) whose transaction wrote to topics the drain "
                              "did not read to the end")
-
-
-def ctp_duplicate(ctx: CheckContext) -> CheckResult:
-    """Run the ctp-duplicate check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_ctp_duplicate(ctx)])[0]
-
-
-def ctp_loss(ctx: CheckContext) -> CheckResult:
-    """Run the ctp-loss check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_ctp_loss(ctx)])[0]

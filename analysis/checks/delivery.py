@@ -10,7 +10,7 @@ subscription) pairs it consumed until empty.
 
 A value is `undelivered` on a subscription when:
 
-* its send's outcome is committed (analysis.load.transaction_outcomes) and it is
+* its send's outcome is committed (analysis.model.transaction_outcomes) and it is
   visible in the final reads of its topic (a committed value missing from the
   reads is a `lost-write` already; judging it here would count it twice);
 * its send was invoked after the subscription's `subscription-start`, on the same
@@ -36,19 +36,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.checks.base import (
-    NO_DRAIN_REASON,
-    AnomalyClass,
-    CheckResult,
-    PendingCheck,
-    Plan,
-    clean,
-    evaluate,
-    ref,
-    skipped,
-)
+from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext, union_all
-from analysis.load import COMMITTED, logical_topic
+from analysis.model import COMMITTED, logical_topic
+from harness.anomalies import AnomalyClass
 from harness.history.schema import PHASE_SUBSCRIPTION_START, OpF
 
 
@@ -95,8 +86,3 @@ def plan_undelivered(ctx: CheckContext) -> Plan:
                         max_examples=ctx.max_examples, unjudged=unjudged,
                         note="{n} committed value(s) owed to subscriptions the drain did not consume "
                              "until empty")
-
-
-def undelivered(ctx: CheckContext) -> CheckResult:
-    """Run the undelivered check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_undelivered(ctx)])[0]

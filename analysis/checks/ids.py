@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from analysis.checks.base import AnomalyClass, CheckResult, PendingCheck, Plan, evaluate, ref
+from analysis.checks.base import PendingCheck, Plan, ref
 from analysis.checks.context import CheckContext
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 
@@ -29,8 +30,3 @@ def plan_txn_id_reuse(ctx: CheckContext) -> Plan:
         "txn", "opens", F.slice(F.transform("_opens", lambda x: x["_op"]), 1, 5).alias("open"),
         F.col("_opens")[0]["_t"].alias("first_open_ns"))
     return PendingCheck(AnomalyClass.TXN_ID_REUSE, reused, ["first_open_ns", "txn"], max_examples=ctx.max_examples)
-
-
-def txn_id_reuse(ctx: CheckContext) -> CheckResult:
-    """Run the txn-id-reuse check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_txn_id_reuse(ctx)])[0]

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from analysis.checks.base import AnomalyClass, CheckResult, PendingCheck, Plan, evaluate, ref
+from analysis.checks.base import PendingCheck, Plan, ref
 from analysis.checks.context import CheckContext
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF
 
 
@@ -34,8 +35,3 @@ def plan_stalled_commit(ctx: CheckContext) -> Plan:
         F.lit(ctx.stall_after_ns / 1e9).alias("stall_after_s"))
     return PendingCheck(AnomalyClass.STALLED_COMMIT, stalled, [F.col("seconds").desc(), "op.writer", "op.index"],
                      max_examples=ctx.max_examples)
-
-
-def stalled_commit(ctx: CheckContext) -> CheckResult:
-    """Run the stalled-commit check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_stalled_commit(ctx)])[0]

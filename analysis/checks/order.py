@@ -16,18 +16,9 @@ from __future__ import annotations
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from analysis.checks.base import (
-    NO_DRAIN_REASON,
-    AnomalyClass,
-    CheckResult,
-    PendingCheck,
-    Plan,
-    clean,
-    evaluate,
-    ref,
-    skipped,
-)
+from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 
@@ -54,8 +45,3 @@ def plan_nonmonotonic(ctx: CheckContext) -> Plan:
         F.struct(F.col("_earlier.value").alias("value"), earlier.alias("send"),
                  F.col("_earlier.read_ns").alias("first_read_ns")).alias("sent_earlier_read_later"))
     return PendingCheck(AnomalyClass.NONMONOTONIC, out, ["send.time_ns", "value"], max_examples=ctx.max_examples)
-
-
-def nonmonotonic(ctx: CheckContext) -> CheckResult:
-    """Run the nonmonotonic check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_nonmonotonic(ctx)])[0]

@@ -15,18 +15,10 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.checks.base import (
-    AnomalyClass,
-    CheckResult,
-    PendingCheck,
-    Plan,
-    clean,
-    evaluate,
-    first_reads,
-    ref,
-)
+from analysis.checks.base import PendingCheck, Plan, clean, first_reads, ref
 from analysis.checks.context import CheckContext, union_all
-from analysis.load import ABORTED, NO_COMMIT
+from analysis.model import ABORTED, NO_COMMIT
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 
@@ -155,18 +147,3 @@ def plan_unexpected(ctx: CheckContext) -> Plan:
         F.sum("_n").alias("observations"))
     return PendingCheck(AnomalyClass.UNEXPECTED, per_value.drop("_key"), ["observed.time_ns", "value"],
                         max_examples=ctx.max_examples, finish=_with_first_reads(ctx, "observed"))
-
-
-def aborted_read(ctx: CheckContext) -> CheckResult:
-    """Run the aborted-read check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_aborted_read(ctx)])[0]
-
-
-def dirty_read(ctx: CheckContext) -> CheckResult:
-    """Run the dirty-read check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_dirty_read(ctx)])[0]
-
-
-def unexpected(ctx: CheckContext) -> CheckResult:
-    """Run the unexpected check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_unexpected(ctx)])[0]

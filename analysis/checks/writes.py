@@ -12,19 +12,10 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from analysis.checks.base import (
-    NO_DRAIN_REASON,
-    AnomalyClass,
-    CheckResult,
-    PendingCheck,
-    Plan,
-    clean,
-    evaluate,
-    ref,
-    skipped,
-)
+from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext
-from analysis.load import COMMITTED, UNKNOWN, lost_run_of
+from analysis.model import COMMITTED, UNKNOWN, lost_run_of
+from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
 _EXAMPLE_VALUES = 5
@@ -150,18 +141,3 @@ def plan_duplicate(ctx: CheckContext) -> Plan:
         return examples
 
     return PendingCheck(AnomalyClass.DUPLICATE, dups, ["value"], max_examples=ctx.max_examples, finish=finish)
-
-
-def lost_write(ctx: CheckContext) -> CheckResult:
-    """Run the lost-write check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_lost_write(ctx)])[0]
-
-
-def partial_txn(ctx: CheckContext) -> CheckResult:
-    """Run the partial-txn check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_partial_txn(ctx)])[0]
-
-
-def duplicate(ctx: CheckContext) -> CheckResult:
-    """Run the duplicate check on its own (`run_checks` evaluates every plan together)."""
-    return evaluate([plan_duplicate(ctx)])[0]

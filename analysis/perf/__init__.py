@@ -1,7 +1,7 @@
 """Performance of one run: throughput, latency and I/O per committed transaction -> perf.json.
 
 `compute_perf(run_dir)` loads the history with the checker's loader
-(analysis.load: explicit schema, torn tails, Parquet cache), aggregates it in
+(analysis.history_io: explicit schema, torn tails, Parquet cache), aggregates it in
 Spark (analysis.perf.history_stats), reads the metrics snapshots
 (analysis.perf.prom, analysis.perf.io) and the load generator's status
 (analysis.perf.loadgen), and assembles the document (analysis.perf.build).
@@ -43,7 +43,7 @@ def _manifest(run: RunDir) -> dict[str, Any]:
 
 
 def _compute(run: RunDir, master: str | None, spark: SparkSession | None) -> tuple[dict[str, Any], Any]:
-    from analysis.load import load_run
+    from analysis.history_io import load_run
     from analysis.perf.build import build_perf, latency_bucket_files
     from analysis.perf.history_stats import compute_history_stats
     from analysis.perf.prom import read_snapshots

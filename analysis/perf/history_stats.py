@@ -2,7 +2,7 @@
 
 Theory of operation. Everything here scales with the history (tens of millions
 of events), so it runs as a handful of Spark aggregations over the paired
-operations (analysis.load.pair_operations) and only aggregates come back to
+operations (analysis.model.pair_operations) and only aggregates come back to
 the driver:
 
 1. phase and fault/heal events (a few rows) -> the windows;
@@ -42,7 +42,8 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analysis.load import LoadedHistory, pair_operations
+from analysis.history_io import LoadedHistory
+from analysis.model import pair_operations
 from analysis.perf.faults import FaultEvent, FaultWindow, fault_windows
 from analysis.perf.hdr import HIGHEST_US, SUB_BUCKET_BITS, LatencyBuckets
 from analysis.perf.windows import ALL, Window, measurement_window, phase_windows
@@ -62,9 +63,6 @@ KIND_LATENCY = "latency"
 KIND_SERVICE = "service"
 # Gaps between commits inside fault windows are computed on the driver up to this many commits.
 MAX_GAP_COMMITS = 2_000_000
-
-CountKey = tuple[str, str, str]          # (window, f, type)
-
 
 @dataclass(frozen=True)
 class HistoryStats:

@@ -40,9 +40,6 @@ class Window:
     def duration_s(self) -> float:
         return max(0, self.end_ns - self.start_ns) / 1e9
 
-    def contains(self, time_ns: int) -> bool:
-        return self.start_ns <= time_ns < self.end_ns
-
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "start_s": round(self.start_ns / 1e9, 6), "end_s": round(self.end_ns / 1e9, 6),
                 "start_ns": self.start_ns, "end_ns": self.end_ns, "duration_s": round(self.duration_s, 6),

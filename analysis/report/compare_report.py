@@ -8,7 +8,6 @@ the measured throughput so a reader can see the harness was not the limit.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from analysis.report.cost import (
     meaning_paragraph,
     model_settings_note,
 )
-from analysis.report.html import render_html
 from analysis.report.model import (
     ABSENT,
     NA,
@@ -33,23 +31,14 @@ from analysis.report.model import (
     fmt_num,
     fmt_ratio,
     fmt_s,
-    render_markdown,
 )
 from analysis.report.run_plots import LATENCY_ORDER
 from analysis.report.run_report import fault_end_cell
-from harness.results import write_json_atomic, write_text_atomic
+from analysis.report.writer import PLOTS, Page, ReportKind
 
-__all__ = ["CompareReport", "compare_sections", "write_compare_report"]
+__all__ = ["COMPARE_REPORT", "compare_page", "compare_sections"]
 
 _TITLES: dict[str, str] = {m.key: m.title for m in IO_METRICS} | {d.key: d.title for d in DERIVED_METRICS}
-
-
-@dataclass(frozen=True)
-class CompareReport:
-    json: Path
-    html: Path
-    markdown: Path
-    charts: tuple[Chart, ...]
 
 
 def _verdict_cell(verdict: Mapping[str, Any]) -> Cell:
@@ -281,12 +270,9 @@ def compare_sections(compare: Mapping[str, Any], charts: Sequence[Chart]) -> lis
     return sections
 
 
-def write_compare_report(out_dir: Path, compare: dict[str, Any]) -> CompareReport:
-    """Write compare.json, the charts, compare.html and compare.md into `out_dir`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "compare.json"
-    write_json_atomic(json_path, compare)
-    charts = compare_charts(compare, out_dir / "plots")
+def compare_page(compare: Mapping[str, Any], out_dir: Path) -> Page:
+    """Draw the comparison's charts into `out_dir`/plots and build its page."""
+    charts = compare_charts(compare, out_dir / PLOTS)
     sections = compare_sections(compare, charts)
     what = compare.get("matrix") or out_dir.name
     title = f"txnbench comparison: {what}"
@@ -298,8 +284,8 @@ def write_compare_report(out_dir: Path, compare: dict[str, Any]) -> CompareRepor
         intro.insert(0, "⚠ PLANTED BUGS ON (deliberate faults of the txnbench self-test; these runs say nothing "
                         f"about Pulsar): {'; '.join(planted)}")
     footer = f"Generated {compare.get('generated', '')} from compare.json."
-    html_path = out_dir / "compare.html"
-    md_path = out_dir / "compare.md"
-    write_text_atomic(html_path, render_html(title, intro, sections, footer))
-    write_text_atomic(md_path, render_markdown(title, intro, sections, "plots/"))
-    return CompareReport(json_path, html_path, md_path, tuple(charts))
+    return Page(title, intro, sections, footer, tuple(charts))
+
+
+COMPARE_REPORT: ReportKind[Mapping[str, Any]] = ReportKind("compare", compare_page, keeps_json=True)
+"""compare.json, compare.html, compare.md: `write_report(COMPARE_REPORT, compare, out_dir)`."""

@@ -15,7 +15,6 @@ from typing import Any
 
 from analysis.report.charts import Chart
 from analysis.report.cost import cost_ledger_section, critical_path_section, meaning_paragraph
-from analysis.report.html import render_html
 from analysis.report.model import (
     ABSENT,
     NA,
@@ -27,23 +26,27 @@ from analysis.report.model import (
     fmt_ms,
     fmt_num,
     fmt_s,
-    render_markdown,
 )
 from analysis.report.run_plots import LATENCY_ORDER, run_charts
+from analysis.report.writer import Page, ReportKind
+from analysis.verdicts import Judgement, judge_run
 from harness.metadata_stores import store_of_manifest
-from harness.results import RunDir, planted_bugs_of, write_text_atomic
-from harness.verdicts import Judgement, judge_run
+from harness.results import RunDir, planted_bugs_of
 
-__all__ = ["RunReport", "fault_end_cell", "latency_table", "run_sections", "verdict_section", "write_run_report"]
+__all__ = ["RUN_REPORT", "RunInputs", "fault_end_cell", "latency_table", "run_page", "run_sections",
+           "verdict_section"]
 
 MAX_EXAMPLES = 3
 
 
 @dataclass(frozen=True)
-class RunReport:
-    html: Path
-    markdown: Path
-    charts: tuple[Chart, ...]
+class RunInputs:
+    """What one run's report is built from: its folder, perf.json, results.json and manifest."""
+
+    run: RunDir
+    perf: Mapping[str, Any]
+    results: Mapping[str, Any] | None
+    manifest: Mapping[str, Any]
 
 
 def _verdict_class(valid: Any) -> str:
@@ -360,17 +363,15 @@ def _intro(perf: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def write_run_report(run: RunDir, perf: Mapping[str, Any], results: Mapping[str, Any] | None,
-                     manifest: Mapping[str, Any]) -> RunReport:
-    """Draw the charts and write report.html and report.md into the run folder."""
+def run_page(inputs: RunInputs, out_dir: Path) -> Page:
+    """Draw the charts into the run's plots/ and build its page (`out_dir` is the run folder)."""
+    run, perf, results, manifest = inputs.run, inputs.perf, inputs.results, inputs.manifest
     charts = run_charts(perf, run.plots_dir)
-    sections = run_sections(perf, results, charts, run, manifest)
-    title = f"txnbench report: {perf.get('run_id') or run.run_id}"
-    intro = _intro(perf, manifest)
     footer = (f"Generated {perf.get('generated', {}).get('at', '')} from {run.path.name}/analysis/perf.json "
               "and analysis/results.json.")
-    html_path = run.path / "report.html"
-    md_path = run.path / "report.md"
-    write_text_atomic(html_path, render_html(title, intro, sections, footer))
-    write_text_atomic(md_path, render_markdown(title, intro, sections, "plots/"))
-    return RunReport(html_path, md_path, tuple(charts))
+    return Page(f"txnbench report: {perf.get('run_id') or run.run_id}", _intro(perf, manifest),
+                run_sections(perf, results, charts, run, manifest), footer, tuple(charts))
+
+
+RUN_REPORT: ReportKind[RunInputs] = ReportKind("report", run_page)
+"""report.html and report.md in the run folder: `write_report(RUN_REPORT, RunInputs(...), run.path)`."""

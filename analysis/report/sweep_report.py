@@ -8,13 +8,11 @@ the level's full comparison (levels/u<users>/compare.html).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from analysis.report.charts import Chart, color_for, empty, log_y, new_figure, save
-from analysis.report.html import render_html
 from analysis.report.model import (
     ABSENT,
     NA,
@@ -25,20 +23,11 @@ from analysis.report.model import (
     fmt_ms,
     fmt_num,
     fmt_s,
-    render_markdown,
 )
+from analysis.report.writer import PLOTS, Page, ReportKind
 from analysis.sweep import SATURATION_GAIN, SWEEP_IO_KEYS
-from harness.results import write_json_atomic, write_text_atomic
 
-__all__ = ["SweepReport", "sweep_charts", "write_sweep_report"]
-
-
-@dataclass(frozen=True)
-class SweepReport:
-    json: Path
-    html: Path
-    markdown: Path
-    charts: tuple[Chart, ...]
+__all__ = ["SWEEP_REPORT", "sweep_charts", "sweep_page"]
 
 
 def _series(sweep: Mapping[str, Any]) -> list[tuple[int, str, list[Mapping[str, Any]]]]:
@@ -63,25 +52,33 @@ def _users_axis(ax: Any, levels: Sequence[int]) -> None:
     ax.grid(alpha=0.3)
 
 
-def throughput_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
+def _two_panels(sweep: Mapping[str, Any], directory: Path, panels: Sequence[tuple[str, Callable[[Any], Any]]],
+                suptitle: str, name: str, title: str, alt: str) -> Chart:
+    """Two side-by-side panels, each one line per path of a point's value against users."""
     fig = new_figure(11, 4.5)
     axes = fig.subplots(1, 2)
     series = _series(sweep)
-    for ax, key, title in ((axes[0], "committed_txn_per_s", "committed transactions / s"),
-                           (axes[1], "msgs_per_s", "messages / s")):
+    for ax, (panel_title, value) in zip(axes, panels, strict=True):
         if not series:
             empty(ax, "no runs")
             continue
         for i, path, points in series:
-            xs, ys = _xy(points, lambda p, k=key: p.get(k))
+            xs, ys = _xy(points, value)
             ax.plot(xs, ys, marker="o", color=color_for(path, i), label=path)
         _users_axis(ax, sweep.get("levels") or [])
         ax.set_ylim(bottom=0)
-        ax.set_title(title, fontsize=10)
+        ax.set_title(panel_title, fontsize=10)
         ax.legend(fontsize=8)
-    fig.suptitle("Throughput against concurrency (measured window of each run)", fontsize=11)
-    return save(fig, directory, "sweep_throughput", "Throughput against concurrency",
-                "Lines of committed transactions per second and messages per second per path against users")
+    fig.suptitle(suptitle, fontsize=11)
+    return save(fig, directory, name, title, alt)
+
+
+def throughput_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
+    return _two_panels(sweep, directory, (("committed transactions / s", lambda p: p.get("committed_txn_per_s")),
+                                          ("messages / s", lambda p: p.get("msgs_per_s"))),
+                       "Throughput against concurrency (measured window of each run)", "sweep_throughput",
+                       "Throughput against concurrency",
+                       "Lines of committed transactions per second and messages per second per path against users")
 
 
 def latency_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
@@ -108,24 +105,13 @@ def latency_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
 
 
 def io_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
-    fig = new_figure(11, 4.5)
-    axes = fig.subplots(1, 2)
-    series = _series(sweep)
-    for ax, key, title in ((axes[0], "ledger_entries", "ledger entries per committed txn"),
-                           (axes[1], "fsyncs", "fsyncs per committed txn (ledger + metadata)")):
-        if not series:
-            empty(ax, "no runs")
-            continue
-        for i, path, points in series:
-            xs, ys = _xy(points, lambda p, k=key: (p.get("io_per_txn") or {}).get(k))
-            ax.plot(xs, ys, marker="o", color=color_for(path, i), label=path)
-        _users_axis(ax, sweep.get("levels") or [])
-        ax.set_ylim(bottom=0)
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8)
-    fig.suptitle("Storage cost per committed transaction against concurrency", fontsize=11)
-    return save(fig, directory, "sweep_io", "I/O per transaction against concurrency",
-                "Lines of ledger entries and fsyncs per committed transaction per path against users")
+    return _two_panels(sweep, directory,
+                       (("ledger entries per committed txn", lambda p: (p.get("io_per_txn") or {}).get("ledger_entries")),
+                        ("fsyncs per committed txn (ledger + metadata)",
+                         lambda p: (p.get("io_per_txn") or {}).get("fsyncs"))),
+                       "Storage cost per committed transaction against concurrency", "sweep_io",
+                       "I/O per transaction against concurrency",
+                       "Lines of ledger entries and fsyncs per committed transaction per path against users")
 
 
 def _has_faults(sweep: Mapping[str, Any]) -> bool:
@@ -276,19 +262,16 @@ def sweep_sections(sweep: Mapping[str, Any], charts: Sequence[Chart]) -> list[Se
     return sections
 
 
-def write_sweep_report(out_dir: Path, sweep: dict[str, Any]) -> SweepReport:
-    """Write sweep.json, the charts, sweep.html and sweep.md into `out_dir`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "sweep.json"
-    write_json_atomic(json_path, sweep)
-    charts = sweep_charts(sweep, out_dir / "plots")
+def sweep_page(sweep: Mapping[str, Any], out_dir: Path) -> Page:
+    """Draw the sweep's charts into `out_dir`/plots and build its page."""
+    charts = sweep_charts(sweep, out_dir / PLOTS)
     sections = sweep_sections(sweep, charts)
     title = f"txnbench concurrency sweep: {sweep.get('matrix') or out_dir.name}"
     intro = [f"Scenario {sweep.get('scenario') or NA} over {', '.join(sweep.get('order') or []) or 'no paths'} "
              f"at {', '.join(str(u) for u in sweep.get('levels') or [])} users."]
     footer = f"Generated {sweep.get('generated', '')} from sweep.json."
-    html_path = out_dir / "sweep.html"
-    md_path = out_dir / "sweep.md"
-    write_text_atomic(html_path, render_html(title, intro, sections, footer))
-    write_text_atomic(md_path, render_markdown(title, intro, sections, "plots/"))
-    return SweepReport(json_path, html_path, md_path, tuple(charts))
+    return Page(title, intro, sections, footer, tuple(charts))
+
+
+SWEEP_REPORT: ReportKind[Mapping[str, Any]] = ReportKind("sweep", sweep_page, keeps_json=True)
+"""sweep.json, sweep.html, sweep.md: `write_report(SWEEP_REPORT, sweep, matrix_dir)`."""

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from analysis.compare import RunEntry, build_comparison
-from analysis.report.compare_report import write_compare_report
+from analysis.report.compare_report import COMPARE_REPORT
+from analysis.report.writer import write_report
 from tests.unit.report.fakes import fake_perf, fake_results
 
 pytestmark = pytest.mark.browser
@@ -169,7 +170,7 @@ def test_compare_html_renders_charts_and_tables(browser: DevTools, tmp_path: Pat
         run_dir = tmp_path / "matrix" / "runs" / path
         entries.append(RunEntry(run_dir, fake_perf(run_dir, path=path, scale=scale), fake_results(True), {}))
     compare = build_comparison(entries, out_dir=tmp_path / "matrix", kind="bench", matrix_id="m")
-    written = write_compare_report(tmp_path / "matrix", compare)
+    written = write_report(COMPARE_REPORT, compare, tmp_path / "matrix")
 
     page = render(browser, written.html)
     assert page["href"] == written.html.resolve().as_uri()

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.checks import CheckContext, CheckResult, prepare
+from analysis.checks import AnomalyClass, CheckResult, prepare, run_one
 from analysis.spark import get_spark, stop_spark, tune_for_input
 from tests.spark.dsl import History
 
@@ -25,12 +25,12 @@ RunCheck = Callable[..., CheckResult]
 
 @pytest.fixture
 def run_check(spark: SparkSession) -> RunCheck:
-    """`run_check(history, check, stall_after_s=10)`: one check on an in-memory history."""
+    """`run_check(history, AnomalyClass.X, stall_after_s=10)`: one check (`run_one`) on an in-memory history."""
 
-    def run(history: History, check: Callable[[CheckContext], CheckResult], **kwargs: object) -> CheckResult:
+    def run(history: History, name: AnomalyClass, **kwargs: object) -> CheckResult:
         ctx = prepare(history.ops(spark), persist=True, cut_lineage=True, **kwargs)  # type: ignore[arg-type]
         try:
-            return check(ctx)
+            return run_one(name, ctx)
         finally:
             ctx.unpersist()
 

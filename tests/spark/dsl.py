@@ -26,7 +26,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from analysis.load import ops_from_records
+from analysis.history_io import ops_from_records
 from harness.history.schema import PHASE_DRAIN_COMPLETE, Op, OpF, OpType
 
 TICK_NS = 1_000_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.checks import AnomalyClass, CheckStatus, lost_ack, stuck_ack
+from analysis.checks import AnomalyClass, CheckStatus
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -23,7 +23,7 @@ def test_lost_ack_redelivered_after_the_commit(run_check: RunCheck) -> None:
     c.open().ack("m").commit()
     c.receive("m", redelivery=1)
     h.drain(reads={"t1": ["m"]})
-    result = run_check(h, lost_ack)
+    result = run_check(h, AnomalyClass.LOST_ACK)
     assert result.name is AnomalyClass.LOST_ACK and result.count == 1
     example = result.examples[0]
     assert example["value"] == "m" and example["subscription"] == "s" and example["txn"] == "1:2"
@@ -48,7 +48,7 @@ def test_a_copy_dispatched_before_the_commit_and_taken_after_it_is_no_lost_ack(r
     c.open().ack("n").commit()
     c.receive("n", redelivery=1, delivered_ns=h.now_ns + 1)   # after the commit: lost
     h.drain(reads={"t1": ["m", "n"]})
-    result = run_check(h, lost_ack)
+    result = run_check(h, AnomalyClass.LOST_ACK)
     assert result.count == 1 and result.examples[0]["value"] == "n"
 
 
@@ -65,7 +65,7 @@ def test_redelivery_before_the_commit_completed_or_after_an_abort_is_fine(run_ch
     c.receive("m", sub="other")       # another subscription
     c.open().ack("n", type="info").commit(type="info")   # unknown ack: not judged
     h.drain(reads={"t1": ["m", "n"]})
-    result = run_check(h, lost_ack)
+    result = run_check(h, AnomalyClass.LOST_ACK)
     assert result.count == 0
 
 
@@ -77,7 +77,7 @@ def test_lost_ack_through_a_committed_cumulative_ack(run_check: RunCheck) -> Non
     c.open().ack("m3", cumulative=True).commit()
     c.receive("m1", redelivery=1)     # covered by the cumulative ack of m3
     h.drain(reads={"t1": ["m1", "m2", "m3"]})
-    result = run_check(h, lost_ack)
+    result = run_check(h, AnomalyClass.LOST_ACK)
     assert result.count == 1
     example = result.examples[0]
     assert example["value"] == "m1" and example["ack"]["value"] == "m3"
@@ -92,7 +92,7 @@ def test_cumulative_ack_does_not_cover_later_messages(run_check: RunCheck) -> No
     c.receive("m3")
     c.receive("m3", redelivery=1)
     h.drain(reads={"t1": ["m1", "m2", "m3"]})
-    assert run_check(h, lost_ack).count == 0
+    assert run_check(h, AnomalyClass.LOST_ACK).count == 0
 
 
 def test_lost_ack_of_a_transaction_decided_committed_counts_only_from_the_drain(run_check: RunCheck) -> None:
@@ -105,7 +105,7 @@ def test_lost_ack_of_a_transaction_decided_committed_counts_only_from_the_drain(
     h.read("t1", "i").read("out", "o")
     h.drain_receive("i")              # during the drain: the commit is long done
     h.drain_complete()
-    result = run_check(h, lost_ack)
+    result = run_check(h, AnomalyClass.LOST_ACK)
     assert result.count == 1
     assert result.examples[0]["redelivery"]["writer"] == "drain"
 
@@ -117,7 +117,7 @@ def test_unknown_committed_ack_without_a_drain_phase_is_unjudged(run_check: RunC
     c.open().ack("i").send("o", topic="out", inputs=["i"]).commit(type="info")
     c.receive("i", redelivery=1)
     h.read("t1", "i").read("out", "o")      # reads without drain phase or drain-complete
-    result = run_check(h, lost_ack)
+    result = run_check(h, AnomalyClass.LOST_ACK)
     assert result.count == 0 and result.unjudged == 1
 
 
@@ -127,7 +127,7 @@ def test_stuck_ack_never_redelivered_after_the_abort(run_check: RunCheck) -> Non
     c.receive("m")
     c.open().ack("m").abort()
     h.drain(reads={"t1": ["m"]})
-    result = run_check(h, stuck_ack)
+    result = run_check(h, AnomalyClass.STUCK_ACK)
     assert result.name is AnomalyClass.STUCK_ACK and result.count == 1
     example = result.examples[0]
     assert example["value"] == "m" and example["subscription"] == "s" and example["topic"] == "t1"
@@ -149,7 +149,7 @@ def test_redelivered_or_settled_elsewhere_is_not_stuck(run_check: RunCheck) -> N
     c1.open().ack("p").abort()
     c1.open().ack("q", cumulative=True).commit()   # a committed cumulative ack covers p
     h.drain(reads={"t1": ["m", "n", "p", "q"]})
-    result = run_check(h, stuck_ack)
+    result = run_check(h, AnomalyClass.STUCK_ACK)
     assert result.count == 0
 
 
@@ -159,7 +159,7 @@ def test_stuck_ack_is_not_judged_on_a_subscription_the_drain_did_not_empty(run_c
     c.receive("m")
     c.open().ack("m").abort()
     h.drain(reads={"t1": ["m"]}, subscriptions=[])
-    result = run_check(h, stuck_ack)
+    result = run_check(h, AnomalyClass.STUCK_ACK)
     assert result.count == 0 and result.unjudged == 1
 
 
@@ -168,5 +168,5 @@ def test_stuck_ack_needs_drain_complete(run_check: RunCheck) -> None:
     c = h.process("w1/c1")
     c.receive("m")
     c.open().ack("m").abort()
-    result = run_check(h, stuck_ack)
+    result = run_check(h, AnomalyClass.STUCK_ACK)
     assert result.status is CheckStatus.SKIPPED

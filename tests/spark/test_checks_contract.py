@@ -14,19 +14,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis.check import check_run
-from analysis.checks import (
-    AnomalyClass,
-    aborted_read,
-    ctp_loss,
-    dirty_read,
-    lost_ack,
-    lost_write,
-    nonmonotonic,
-    partial_txn,
-    stuck_ack,
-    txn_id_reuse,
-)
-from analysis.load import HistoryFormatError, load_run
+from analysis.checks import AnomalyClass
+from analysis.history_io import HistoryFormatError, load_run
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -39,11 +28,11 @@ def test_a_visible_value_of_a_transaction_never_committed_is_an_aborted_read(run
     h = History()
     h.process("w0/u1").open().send("a").send("b")          # the client never invoked txn-commit
     h.drain(reads={"t1": ["a", "b"]})
-    result = run_check(h, aborted_read)
+    result = run_check(h, AnomalyClass.ABORTED_READ)
     assert result.count == 2
     assert {e["value"] for e in result.examples} == {"a", "b"}
     assert all("never invoked" in e["why"] for e in result.examples)
-    assert run_check(h, lost_write).count == 0 and run_check(h, partial_txn).count == 0
+    assert run_check(h, AnomalyClass.LOST_WRITE).count == 0 and run_check(h, AnomalyClass.PARTIAL_TXN).count == 0
 
 
 def test_a_receive_of_a_transaction_never_committed_is_a_dirty_read(run_check: RunCheck) -> None:
@@ -51,8 +40,8 @@ def test_a_receive_of_a_transaction_never_committed_is_a_dirty_read(run_check: R
     h.process("w0/u1").open().send("a").abort(type="info")   # abort outcome unknown, no commit invoked
     h.process("c1").receive("a")
     h.drain(reads={"t1": []})
-    assert run_check(h, dirty_read).count == 1
-    assert run_check(h, aborted_read).count == 0            # not visible: the receive is the dirty read
+    assert run_check(h, AnomalyClass.DIRTY_READ).count == 1
+    assert run_check(h, AnomalyClass.ABORTED_READ).count == 0            # not visible: the receive is the dirty read
 
 
 def test_a_transaction_never_committed_is_aborted_even_on_a_topic_not_drained(spark: SparkSession,
@@ -87,7 +76,7 @@ def test_an_ack_in_a_transaction_of_unknown_outcome_is_unjudged(run_check: RunCh
     c.receive("a")
     c.open().ack("a").commit(type="info")                     # ack-only: nothing visible decides it
     h.drain(reads={"t1": ["a"]}, subscriptions=[])            # ... nor its subscription, not drained
-    result = run_check(h, lost_ack)
+    result = run_check(h, AnomalyClass.LOST_ACK)
     assert result.count == 0 and result.unjudged == 1 and "unknown outcome" in (result.note or "")
 
 
@@ -114,12 +103,12 @@ def test_an_ack_only_transaction_of_unknown_outcome_is_decided_by_its_drained_su
 
 def test_an_ack_only_transaction_that_kept_one_ack_and_gave_back_another_is_an_anomaly(
         run_check: RunCheck) -> None:
-    result = run_check(_ack_only_unknown(back=("a",)), stuck_ack)     # decided aborted: b never came back
+    result = run_check(_ack_only_unknown(back=("a",)), AnomalyClass.STUCK_ACK)     # decided aborted: b never came back
     assert result.count == 1 and result.examples[0]["value"] == "b"
 
 
 def test_an_ack_only_transaction_with_an_ack_of_unknown_outcome_stays_unjudged(run_check: RunCheck) -> None:
-    result = run_check(_ack_only_unknown(back=("a",), acks_type="info"), lost_ack)
+    result = run_check(_ack_only_unknown(back=("a",), acks_type="info"), AnomalyClass.LOST_ACK)
     assert result.count == 0 and result.unjudged == 2
 
 
@@ -127,8 +116,8 @@ def test_a_visible_value_on_a_topic_not_drained_is_judged(run_check: RunCheck) -
     h = History()
     h.process("w0/u1").open().send("a", topic="elsewhere").send("b").commit()
     h.phase("drain").read("elsewhere", "a").read("t1", "b").drain_complete(topics=["t1"])
-    assert run_check(h, lost_write).unjudged == 0
-    assert run_check(h, partial_txn).unjudged == 0
+    assert run_check(h, AnomalyClass.LOST_WRITE).unjudged == 0
+    assert run_check(h, AnomalyClass.PARTIAL_TXN).unjudged == 0
 
 
 def test_a_ctp_input_carried_by_a_visible_output_on_a_topic_not_drained_is_judged(run_check: RunCheck) -> None:
@@ -138,7 +127,7 @@ def test_a_ctp_input_carried_by_a_visible_output_on_a_topic_not_drained_is_judge
     c.receive("in")
     c.open().send("out", topic="elsewhere", inputs=["in"]).ack("in").commit()
     h.phase("drain").read("t1", "in").read("elsewhere", "out").drain_complete(topics=["t1"])
-    result = run_check(h, ctp_loss)
+    result = run_check(h, AnomalyClass.CTP_LOSS)
     assert result.count == 0 and result.unjudged == 0
 
 
@@ -219,7 +208,7 @@ def test_a_frame_delivered_before_the_commit_is_a_dirty_read(run_check: RunCheck
     t.commit()
     h.process("c1").receive("a", delivered_ns=early)         # taken from the queue after the commit
     h.drain(reads={"t1": ["a"]})
-    result = run_check(h, dirty_read)
+    result = run_check(h, AnomalyClass.DIRTY_READ)
     assert result.count == 1
 
 
@@ -235,7 +224,7 @@ def test_final_reads_with_equal_times_are_ordered_by_index(run_check: RunCheck) 
     for op in h._lines[-2:]:
         object.__setattr__(op, "time_ns", h.now_ns)           # a coarse clock: both reads at one tick
     h.drain_complete()
-    result = run_check(h, nonmonotonic)
+    result = run_check(h, AnomalyClass.NONMONOTONIC)
     assert result.count == 1 and result.examples[0]["value"] == "b"
 
 
@@ -246,7 +235,7 @@ def test_one_transaction_id_opened_twice_is_txn_id_reuse(run_check: RunCheck) ->
     h.process("w0/u1").open(txn="7:7").send("a").commit()
     h.process("w0/u2").open(txn="7:7").send("b").abort()
     h.drain(reads={"t1": ["a"]})
-    result = run_check(h, txn_id_reuse)
+    result = run_check(h, AnomalyClass.TXN_ID_REUSE)
     assert result.name is AnomalyClass.TXN_ID_REUSE and result.count == 1
     example = result.examples[0]
     assert example["txn"] == "7:7" and example["opens"] == 2
@@ -258,7 +247,7 @@ def test_distinct_ids_are_no_reuse(run_check: RunCheck) -> None:
     h.process("w0/u1").open().send("a").commit()
     h.process("w0/u1").open().send("b").commit()
     h.drain(reads={"t1": ["a", "b"]})
-    assert run_check(h, txn_id_reuse).count == 0
+    assert run_check(h, AnomalyClass.TXN_ID_REUSE).count == 0
 
 
 # ---- rule 8: cumulative acks everywhere --------------------------------------------------------
@@ -272,7 +261,7 @@ def test_an_aborted_cumulative_ack_must_give_back_every_message_it_covered(run_c
     c.open().ack("c", cumulative=True).abort()
     h.drain_receive("c")                                       # only c comes back; a and b are stuck
     h.drain(reads={"t1": ["a", "b", "c"]})
-    result = run_check(h, stuck_ack)
+    result = run_check(h, AnomalyClass.STUCK_ACK)
     assert result.count == 2
     assert sorted(e["value"] for e in result.examples) == ["a", "b"]
 
@@ -287,4 +276,4 @@ def test_messages_an_aborted_cumulative_ack_covered_and_that_came_back_are_fine(
     for v in ("a", "b", "c"):
         h.drain_receive(v)
     h.drain(reads={"t1": ["a", "b", "c"]})
-    assert run_check(h, stuck_ack).count == 0
+    assert run_check(h, AnomalyClass.STUCK_ACK).count == 0

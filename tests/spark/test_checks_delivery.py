@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.checks import AnomalyClass, CheckStatus, undelivered
+from analysis.checks import AnomalyClass, CheckStatus
 from harness.history.schema import PHASE_SUBSCRIPTION_START, OpF, OpType
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
@@ -25,7 +25,7 @@ def test_a_committed_value_never_delivered_to_a_drained_subscription(run_check: 
     h.process("w0/p").open().sends("a", "b").commit()
     h.process("w1/c").receive("a")
     h.drain(reads={"t1": ["a", "b"]})
-    result = run_check(h, undelivered)
+    result = run_check(h, AnomalyClass.UNDELIVERED)
     assert result.name is AnomalyClass.UNDELIVERED and result.status is CheckStatus.RAN
     assert result.count == 1
     example = result.examples[0]
@@ -40,7 +40,7 @@ def test_delivered_by_the_load_or_the_drain_or_acked_is_fine(run_check: RunCheck
     h.process("w1/v").ack("c", cumulative=True)     # its consumer held it
     h.drain(reads={"t1": ["a", "b", "c"]})
     h.drain_receive("b")
-    assert run_check(h, undelivered).count == 0
+    assert run_check(h, AnomalyClass.UNDELIVERED).count == 0
 
 
 def test_each_subscription_is_judged_on_its_own(run_check: RunCheck) -> None:
@@ -48,7 +48,7 @@ def test_each_subscription_is_judged_on_its_own(run_check: RunCheck) -> None:
     h.process("w0/p").open().sends("a").commit()
     h.process("w1/c").receive("a", sub="s")
     h.drain(reads={"t1": ["a"]})
-    result = run_check(h, undelivered)
+    result = run_check(h, AnomalyClass.UNDELIVERED)
     assert result.count == 1 and result.examples[0]["subscription"] == "verify"
 
 
@@ -59,7 +59,7 @@ def test_aborted_and_invisible_values_are_not_owed(run_check: RunCheck) -> None:
     h.process("w0/p").open().sends("x").abort()
     h.process("w0/p").open().sends("lost").commit()
     h.drain(reads={"t1": []}, topics=["t1"])
-    assert run_check(h, undelivered).count == 0
+    assert run_check(h, AnomalyClass.UNDELIVERED).count == 0
 
 
 def test_values_sent_before_the_subscription_started_are_not_owed(run_check: RunCheck) -> None:
@@ -68,7 +68,7 @@ def test_values_sent_before_the_subscription_started_are_not_owed(run_check: Run
     _start(h)
     h.process("w0/p").open().sends("late").commit()
     h.drain(reads={"t1": ["early", "late"]})
-    result = run_check(h, undelivered)
+    result = run_check(h, AnomalyClass.UNDELIVERED)
     assert result.count == 1 and result.examples[0]["value"] == "late"
 
 
@@ -76,7 +76,7 @@ def test_a_subscription_the_drain_did_not_empty_is_unjudged(run_check: RunCheck)
     h = _start(History())
     h.process("w0/p").open().sends("a").commit()
     h.drain(reads={"t1": ["a"]}, subscriptions=[])
-    result = run_check(h, undelivered)
+    result = run_check(h, AnomalyClass.UNDELIVERED)
     assert result.count == 0 and result.unjudged == 1 and "did not consume" in (result.note or "")
 
 
@@ -89,7 +89,7 @@ def test_v5_children_of_a_split_owe_what_follows_the_parent(run_check: RunCheck)
     p.open().send("in-child", topic="topic://t/ns/x", segment="seg-1").commit()
     h.process("w1/c").receive("in-parent")
     h.drain(reads={"topic://t/ns/x": ["in-parent", "in-child"]})
-    result = run_check(h, undelivered)
+    result = run_check(h, AnomalyClass.UNDELIVERED)
     assert result.count == 1 and result.examples[0]["value"] == "in-child"
 
 
@@ -98,7 +98,7 @@ def test_partition_names_match_their_logical_topic(run_check: RunCheck) -> None:
     h.process("w0/p").open().send("a", topic="persistent://t/ns/p-partition-1").commit()
     h.drain(reads={"persistent://t/ns/p-partition-1": ["a"]}, topics=["persistent://t/ns/p"],
             subscriptions=[("persistent://t/ns/p", "s")])
-    result = run_check(h, undelivered)
+    result = run_check(h, AnomalyClass.UNDELIVERED)
     assert result.count == 1 and result.examples[0]["topic"] == "persistent://t/ns/p"
 
 
@@ -106,12 +106,12 @@ def test_a_history_without_subscription_starts_is_clean(run_check: RunCheck) -> 
     h = History()
     h.process("w0/p").open().sends("a").commit()
     h.drain(reads={"t1": ["a"]}, subscriptions=[("t1", "s")])
-    result = run_check(h, undelivered)
+    result = run_check(h, AnomalyClass.UNDELIVERED)
     assert result.status is CheckStatus.RAN and result.count == 0 and result.unjudged == 0
 
 
 def test_without_a_drain_it_is_skipped(run_check: RunCheck) -> None:
     h = _start(History())
     h.process("w0/p").open().sends("a").commit()
-    result = run_check(h, undelivered)
+    result = run_check(h, AnomalyClass.UNDELIVERED)
     assert result.status is CheckStatus.SKIPPED

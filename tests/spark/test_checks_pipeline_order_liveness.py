@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.checks import (
-    AnomalyClass,
-    CheckStatus,
-    ctp_duplicate,
-    ctp_loss,
-    nonmonotonic,
-    stalled_commit,
-)
+from analysis.checks import AnomalyClass, CheckStatus
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -31,7 +24,7 @@ def test_ctp_duplicate_two_visible_outputs_of_one_input(run_check: RunCheck) -> 
     c.receive("i", sub="ctp", redelivery=1)
     c.open().ack("i", sub="ctp").send("o2", topic="out", inputs=["i"]).commit()
     h.drain(reads={"in": ["i"], "out": ["o1", "o2"]})
-    result = run_check(h, ctp_duplicate)
+    result = run_check(h, AnomalyClass.CTP_DUPLICATE)
     assert result.name is AnomalyClass.CTP_DUPLICATE and result.count == 1
     example = result.examples[0]
     assert example["input"] == "i" and example["visible_outputs"] == 2
@@ -47,8 +40,8 @@ def test_ctp_retry_after_an_abort_is_one_output(run_check: RunCheck) -> None:
     c.receive("i", sub="ctp", redelivery=1)
     c.open().ack("i", sub="ctp").send("o2", topic="out", inputs=["i"]).commit()
     h.drain(reads={"in": ["i"], "out": ["o2"]})
-    assert run_check(h, ctp_duplicate).count == 0
-    assert run_check(h, ctp_loss).count == 0
+    assert run_check(h, AnomalyClass.CTP_DUPLICATE).count == 0
+    assert run_check(h, AnomalyClass.CTP_LOSS).count == 0
 
 
 def test_ctp_loss_committed_input_without_visible_output(run_check: RunCheck) -> None:
@@ -57,7 +50,7 @@ def test_ctp_loss_committed_input_without_visible_output(run_check: RunCheck) ->
     c.receive("i", sub="ctp")
     c.open().ack("i", sub="ctp").send("o1", topic="out", inputs=["i"]).commit()
     h.drain(reads={"in": ["i"], "out": []})
-    result = run_check(h, ctp_loss)
+    result = run_check(h, AnomalyClass.CTP_LOSS)
     assert result.count == 1
     example = result.examples[0]
     assert example["input"] == "i" and example["txn"] == "1:2" and example["subscription"] == "ctp"
@@ -71,7 +64,7 @@ def test_ctp_loss_not_judged_when_the_output_topic_was_not_read(run_check: RunCh
     c.receive("i", sub="ctp")
     c.open().ack("i", sub="ctp").send("o1", topic="out", inputs=["i"]).commit()
     h.drain(reads={"in": ["i"]}, topics=["in"])
-    result = run_check(h, ctp_loss)
+    result = run_check(h, AnomalyClass.CTP_LOSS)
     assert result.count == 0 and result.unjudged == 1
 
 
@@ -82,7 +75,7 @@ def test_ack_only_transactions_are_not_ctp(run_check: RunCheck) -> None:
     c.open().ack("i", sub="s").commit()
     h.process("w0/x").open().send("o", topic="out", inputs=["z"]).commit()   # some CTP elsewhere
     h.drain(reads={"in": ["i"], "out": ["o"]})
-    assert run_check(h, ctp_loss).count == 0
+    assert run_check(h, AnomalyClass.CTP_LOSS).count == 0
 
 
 def test_nonmonotonic_values_read_out_of_send_order(run_check: RunCheck) -> None:
@@ -92,7 +85,7 @@ def test_nonmonotonic_values_read_out_of_send_order(run_check: RunCheck) -> None
     p.open().send("b", key="k").commit()
     p.open().send("c", key="k").commit()
     h.drain(reads={"t1": ["a", "c", "b"]})
-    result = run_check(h, nonmonotonic)
+    result = run_check(h, AnomalyClass.NONMONOTONIC)
     assert result.name is AnomalyClass.NONMONOTONIC and result.count == 1
     example = result.examples[0]
     # c was read before b although the process sent b first
@@ -108,7 +101,7 @@ def test_order_is_per_process_key_and_segment(run_check: RunCheck) -> None:
     q.open().send("c", key="k").commit()                        # different process
     p.send("x", segment="s0").send("y", segment="s1")           # no key, different segments
     h.drain(reads={"t1": ["c", "y", "b", "x", "a"]})
-    assert run_check(h, nonmonotonic).count == 0
+    assert run_check(h, AnomalyClass.NONMONOTONIC).count == 0
 
 
 def test_stalled_commit_and_abort(run_check: RunCheck) -> None:
@@ -117,7 +110,7 @@ def test_stalled_commit_and_abort(run_check: RunCheck) -> None:
     h.process("w0/u2").open().send("b").abort(took_s=12, type="info")
     h.process("w0/u3").open().send("c").commit(took_s=3)
     h.drain(reads={"t1": ["a", "c"]})
-    result = run_check(h, stalled_commit, stall_after_s=10)
+    result = run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=10)
     assert result.name is AnomalyClass.STALLED_COMMIT and result.count == 2
     slowest = result.examples[0]
     assert slowest["txn"] == "1:2" and slowest["op"]["f"] == "txn-abort" and 12 <= slowest["seconds"] < 12.1
@@ -130,7 +123,7 @@ def test_stalled_commit_that_never_completed(run_check: RunCheck) -> None:
     h.sleep(12)
     h.process("w0/u2").open().send("b").commit(type=None)    # the history ends right after it
     h.drain(reads={"t1": []})
-    result = run_check(h, stalled_commit, stall_after_s=10)
+    result = run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=10)
     assert result.count == 1
     assert result.examples[0]["txn"] == "1:1" and result.examples[0]["completed"] is False
 
@@ -142,21 +135,21 @@ def test_an_unfinished_commit_of_a_lost_writer_is_measured_to_its_last_line(run_
     h.sleep(12)
     h.process("r0/u1").open().send("b").commit()
     h.drain(reads={"t1": ["b"]})
-    assert run_check(h, stalled_commit, stall_after_s=10).count == 1          # unknown to the check: a stall
-    assert run_check(h, stalled_commit, stall_after_s=10, lost_writers=("r1",)).count == 0
-    assert run_check(h, stalled_commit, stall_after_s=10, lost_writers=("r0",)).count == 1
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=10).count == 1          # unknown to the check: a stall
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=10, lost_writers=("r1",)).count == 0
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=10, lost_writers=("r0",)).count == 1
 
 
 def test_stall_threshold_is_a_parameter(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().send("a").commit(took_s=3)
     h.drain(reads={"t1": ["a"]})
-    assert run_check(h, stalled_commit, stall_after_s=2).count == 1
-    assert run_check(h, stalled_commit, stall_after_s=10).count == 0
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=2).count == 1
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=10).count == 0
 
 
 def test_order_and_pipeline_checks_need_drain_complete(run_check: RunCheck) -> None:
     h = _input(History())
-    for check in (ctp_duplicate, ctp_loss, nonmonotonic):
+    for check in (AnomalyClass.CTP_DUPLICATE, AnomalyClass.CTP_LOSS, AnomalyClass.NONMONOTONIC):
         assert run_check(h, check).status is CheckStatus.SKIPPED
-    assert run_check(h, stalled_commit).status is CheckStatus.RAN
+    assert run_check(h, AnomalyClass.STALLED_COMMIT).status is CheckStatus.RAN

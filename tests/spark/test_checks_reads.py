@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.checks import AnomalyClass, CheckStatus, aborted_read, dirty_read, unexpected
+from analysis.checks import AnomalyClass, CheckStatus
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -16,7 +16,7 @@ def test_aborted_read_by_a_consumer_is_found_with_its_ops(run_check: RunCheck) -
     h.process("w0/u1").open().send("a").send("b").abort()
     h.process("c1").receive("a", sub="s")
     h.drain(reads={"t1": []})
-    result = run_check(h, aborted_read)
+    result = run_check(h, AnomalyClass.ABORTED_READ)
     assert result.name is AnomalyClass.ABORTED_READ and result.status is CheckStatus.RAN
     assert result.count == 1
     example = result.examples[0]
@@ -31,7 +31,7 @@ def test_aborted_read_in_the_final_reads(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().send("a").commit(type="fail")   # a definite commit failure: aborted
     h.drain(reads={"t1": ["a"]})
-    result = run_check(h, aborted_read)
+    result = run_check(h, AnomalyClass.ABORTED_READ)
     assert result.count == 1
     assert result.examples[0]["observed"]["f"] == "read"
 
@@ -40,7 +40,7 @@ def test_a_definitely_failed_send_that_shows_up_is_an_aborted_read(run_check: Ru
     h = History()
     h.process("w0/u1").send("x", type="fail")
     h.drain(reads={"t1": ["x"]})
-    result = run_check(h, aborted_read)
+    result = run_check(h, AnomalyClass.ABORTED_READ)
     assert result.count == 1 and result.examples[0]["why"] == "send failed definitively"
 
 
@@ -49,7 +49,7 @@ def test_unknown_transaction_decided_aborted_makes_its_receive_an_aborted_read(r
     h.process("w0/u1").open().send("a").commit(type="info")
     h.process("c1").receive("a")
     h.drain(reads={"t1": []})
-    result = run_check(h, aborted_read)
+    result = run_check(h, AnomalyClass.ABORTED_READ)
     assert result.count == 1
     assert result.examples[0]["why"] == "transaction aborted (nothing of it is visible)"
 
@@ -60,7 +60,7 @@ def test_committed_values_received_and_read_are_not_aborted_reads(run_check: Run
     h.process("w0/u2").open().send("b").abort()
     h.process("c1").receive("a")
     h.drain(reads={"t1": ["a"]})
-    assert run_check(h, aborted_read).count == 0
+    assert run_check(h, AnomalyClass.ABORTED_READ).count == 0
 
 
 def test_dirty_read_names_the_early_receive(run_check: RunCheck) -> None:
@@ -69,7 +69,7 @@ def test_dirty_read_names_the_early_receive(run_check: RunCheck) -> None:
     h.process("c1").receive("a")
     t.commit()
     h.drain(reads={"t1": ["a"]})
-    result = run_check(h, dirty_read)
+    result = run_check(h, AnomalyClass.DIRTY_READ)
     assert result.count == 1
     example = result.examples[0]
     assert example["value"] == "a" and example["txn"] == "1:1"
@@ -88,8 +88,8 @@ def test_dirty_read_gives_remote_clocks_the_benefit_of_their_measured_slack(run_
     h.sleep(2)                                         # 2 s before the commit: dirty whatever the clocks
     u.commit()
     h.drain(reads={"t1": ["a", "b"]})
-    assert run_check(h, dirty_read).count == 2
-    result = run_check(h, dirty_read, clock_slack_ns=1_000_000_000)
+    assert run_check(h, AnomalyClass.DIRTY_READ).count == 2
+    result = run_check(h, AnomalyClass.DIRTY_READ, clock_slack_ns=1_000_000_000)
     assert result.count == 1 and result.examples[0]["value"] == "b"
 
 
@@ -101,7 +101,7 @@ def test_receive_after_commit_invoked_is_not_dirty(run_check: RunCheck) -> None:
     h.process("w0/u2").open().send("b").abort()
     h.process("c1").receive("b")     # an aborted read, not a dirty one
     h.drain(reads={"t1": ["a"]})
-    assert run_check(h, dirty_read).count == 0
+    assert run_check(h, AnomalyClass.DIRTY_READ).count == 0
 
 
 def test_unexpected_values_from_receives_and_reads(run_check: RunCheck) -> None:
@@ -110,7 +110,7 @@ def test_unexpected_values_from_receives_and_reads(run_check: RunCheck) -> None:
     h.process("c1").receive("ghost")
     h.process("c1").receive("ghost")
     h.drain(reads={"t1": ["a", "phantom"]})
-    result = run_check(h, unexpected)
+    result = run_check(h, AnomalyClass.UNEXPECTED)
     assert result.count == 2
     assert {e["value"] for e in result.examples} == {"ghost", "phantom"}
     ghost = next(e for e in result.examples if e["value"] == "ghost")
@@ -121,12 +121,12 @@ def test_values_of_incomplete_sends_are_expected(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().send("a", type=None)   # invoked, never completed
     h.drain(reads={"t1": ["a"]})
-    assert run_check(h, unexpected).count == 0
+    assert run_check(h, AnomalyClass.UNEXPECTED).count == 0
 
 
 def test_read_checks_run_without_a_drain(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().send("a").abort()
     h.process("c1").receive("a")
-    result = run_check(h, aborted_read)
+    result = run_check(h, AnomalyClass.ABORTED_READ)
     assert result.status is CheckStatus.RAN and result.count == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.checks import AnomalyClass, CheckStatus, duplicate, lost_write, partial_txn, prepare
+from analysis.checks import AnomalyClass, CheckStatus, prepare
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -16,7 +16,7 @@ def test_lost_write_names_the_missing_send(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().send("a").send("b", topic="t2").commit()
     h.drain(reads={"t1": ["a"], "t2": []})
-    result = run_check(h, lost_write)
+    result = run_check(h, AnomalyClass.LOST_WRITE)
     assert result.name is AnomalyClass.LOST_WRITE and result.count == 1
     example = result.examples[0]
     assert example["value"] == "b" and example["txn"] == "1:1" and example["decided_by"] == "client"
@@ -35,12 +35,12 @@ def test_values_in_entries_the_brokers_lost_after_their_ack_are_lost_writes_with
     run = {"topic": "t1", "segment": "t1", "first": "100:1", "last": "100:1", "count": 1,
            "reason": "Message not found: 100:1 was acknowledged but the ledger store has lost it (NoSuchEntry)"}
     h.drain_complete(lost_entries=[run])
-    result = run_check(h, lost_write)
+    result = run_check(h, AnomalyClass.LOST_WRITE)
     assert result.count == 1 and result.unjudged == 0
     example = result.examples[0]
     assert example["value"] == "b" and example["send"]["msg_id"] == "100:1:-1"
     assert example["lost_entries"] == run
-    assert run_check(h, partial_txn).count == 1
+    assert run_check(h, AnomalyClass.PARTIAL_TXN).count == 1
 
 
 def test_values_all_read_are_not_lost_and_aborted_ones_need_not_be(run_check: RunCheck) -> None:
@@ -50,7 +50,7 @@ def test_values_all_read_are_not_lost_and_aborted_ones_need_not_be(run_check: Ru
     h.process("w0/u3").open().send("d", type="info").commit()   # info send: may be missing
     h.process("w0/u4").send("e")                                 # non-transactional, ok
     h.drain(reads={"t1": ["a", "b", "e"]})
-    result = run_check(h, lost_write)
+    result = run_check(h, AnomalyClass.LOST_WRITE)
     assert result.count == 0 and result.unjudged == 0
 
 
@@ -58,7 +58,7 @@ def test_lost_write_is_not_judged_on_a_topic_the_drain_did_not_finish(run_check:
     h = History()
     h.process("w0/u1").open().send("a").send("b", topic="t2").commit()
     h.drain(reads={"t1": ["a"]}, topics=["t1"])
-    result = run_check(h, lost_write)
+    result = run_check(h, AnomalyClass.LOST_WRITE)
     assert result.count == 0 and result.unjudged == 1
     assert result.note is not None and "did not read to the end" in result.note
 
@@ -67,7 +67,7 @@ def test_lost_write_in_a_transaction_decided_committed_by_visibility(run_check: 
     h = History()
     h.process("w0/u1").open().sends("a", "b").commit(type="info")
     h.drain(reads={"t1": ["a"]})
-    result = run_check(h, lost_write)
+    result = run_check(h, AnomalyClass.LOST_WRITE)
     assert result.count == 1
     assert result.examples[0]["value"] == "b" and result.examples[0]["decided_by"] == "visibility"
 
@@ -76,7 +76,7 @@ def test_without_drain_complete_the_final_read_checks_are_skipped(run_check: Run
     h = History()
     h.process("w0/u1").open().send("a").commit()
     h.phase("drain").read("t1", "a")      # read, but the drain never completed
-    for check in (lost_write, partial_txn, duplicate):
+    for check in (AnomalyClass.LOST_WRITE, AnomalyClass.PARTIAL_TXN, AnomalyClass.DUPLICATE):
         result = run_check(h, check)
         assert result.status is CheckStatus.SKIPPED
         assert result.reason is not None and "drain-complete" in result.reason
@@ -86,7 +86,7 @@ def test_partial_aborted_transaction(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().sends("a", "b").abort()
     h.drain(reads={"t1": ["a"]})
-    result = run_check(h, partial_txn)
+    result = run_check(h, AnomalyClass.PARTIAL_TXN)
     assert result.count == 1
     example = result.examples[0]
     assert example["txn"] == "1:1" and example["outcome"] == "aborted"
@@ -97,7 +97,7 @@ def test_partial_committed_transaction_across_topics(run_check: RunCheck) -> Non
     h = History()
     h.process("w0/u1").open().send("a").send("b", topic="t2").commit()
     h.drain(reads={"t1": [], "t2": ["b"]})
-    result = run_check(h, partial_txn)
+    result = run_check(h, AnomalyClass.PARTIAL_TXN)
     assert result.count == 1 and result.examples[0]["visible"] == ["b"]
 
 
@@ -107,7 +107,7 @@ def test_unknown_transactions_all_or_nothing_are_not_partial(run_check: RunCheck
     h.process("w0/u2").open().sends("c", "d").commit(type="info")   # none visible: aborted
     h.process("w0/u3").open().send("e").send("f", type="info").commit()  # info send may be absent
     h.drain(reads={"t1": ["a", "b", "e"]})
-    assert run_check(h, partial_txn).count == 0
+    assert run_check(h, AnomalyClass.PARTIAL_TXN).count == 0
 
 
 def test_duplicate_value_at_two_message_ids(run_check: RunCheck) -> None:
@@ -116,7 +116,7 @@ def test_duplicate_value_at_two_message_ids(run_check: RunCheck) -> None:
     h.phase("drain")
     h.read("t1", "a", "a", msg_ids=["100:0:-1", "100:7:-1"])
     h.drain_complete()
-    result = run_check(h, duplicate)
+    result = run_check(h, AnomalyClass.DUPLICATE)
     assert result.count == 1
     example = result.examples[0]
     assert example["value"] == "a" and example["positions"] == 2
@@ -128,7 +128,7 @@ def test_reading_the_same_message_twice_is_not_a_duplicate(run_check: RunCheck) 
     h = History()
     h.process("w0/u1").open().send("a").commit()
     h.drain(reads={"t1": ["a", "a"]})
-    assert run_check(h, duplicate).count == 0
+    assert run_check(h, AnomalyClass.DUPLICATE).count == 0
 
 
 def test_unknown_transactions_are_decided_both_ways(spark: SparkSession) -> None:
@@ -163,5 +163,5 @@ def test_partition_names_match_the_drained_logical_topic(run_check: RunCheck) ->
     h = History()
     h.process("w0/u1").open().send("a", topic="t1-partition-0").send("b", topic="t1-partition-1").commit()
     h.drain(reads={"t1-partition-0": ["a"]}, topics=["t1"])
-    result = run_check(h, lost_write)
+    result = run_check(h, AnomalyClass.LOST_WRITE)
     assert result.count == 1 and result.unjudged == 0 and result.examples[0]["value"] == "b"

@@ -9,16 +9,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.load import (
-    OPS_COLUMNS,
-    PAIR_COLUMNS,
+from analysis.history_io import (
     HistoryFormatError,
     NoHistoryError,
     load_history,
     load_run,
-    pair_operations,
     torn_tail,
 )
+from analysis.model import OPS_COLUMNS, PAIR_COLUMNS, pair_operations
 from tests.spark.dsl import History
 
 pytestmark = pytest.mark.spark

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from analysis.pipeline import analyze_matrix, analyze_run
 from harness import cli
+from harness.history.schema import Op, OpF, OpType
 from harness.results import RunDir, read_json, write_json_atomic
 from tests.unit.report.fakes import fake_results
 from tests.unit.report.simrun import SimSpec, simulate_run
@@ -120,3 +121,30 @@ def test_report_command_over_a_matrix(analyzed: tuple[RunDir, dict[str, Any]], t
     # analyze_matrix (the orchestrator's entry) reads the perf.json files just written.
     again = analyze_matrix(matrix)
     assert again["paths"]["v5"]["committed_txn_per_s"] == compare["paths"]["v5"]["committed_txn_per_s"]
+
+
+OLD_MANIFEST = Path(__file__).parents[1] / "data" / "old-manifests" / "chaos-v4.json"
+
+
+def test_report_rebuilds_a_run_whose_manifest_an_older_txnbench_wrote(
+        analyzed: tuple[RunDir, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The chaos scenario's expected anomalies, read back from a manifest written before #19."""
+    run = RunDir(tmp_path / "20261201-000000-chaos-v4")
+    shutil.copytree(analyzed[0].path, run.path)
+    shutil.copyfile(OLD_MANIFEST, run.manifest_path)
+    terminated = "persistent://public/default/chaos-t2"
+    extra = {"kind": "terminate", "targets": [terminated], "params": {}, "fault_id": "f1", "healable": False}
+    lines = [Op(run=run.run_id, writer="nemesis", process="nemesis/f1", index=i, time_ns=(100 + i) * 10**6,
+                wall_ms=1.7e12 + 100 + i, type=t, f=OpF.FAULT, path="v4", extra=extra).to_json()
+             for i, t in enumerate((OpType.INVOKE, OpType.OK))]
+    (run.history_dir / "nemesis.jsonl").write_text("".join(line + "\n" for line in lines))
+    write_json_atomic(run.results_json, {
+        "schema": 1, "run_id": run.run_id, "valid": False, "unknown_reasons": [],
+        "anomalies": {"partial-txn": {"count": 1, "examples": [{"txn": "1:1", "missing": [{"topic": terminated}]}]}},
+        "checks": {"partial-txn": {"status": "ran", "reason": None, "count": 1}}})
+    assert cli.main(["report", str(run.path)]) == 0
+    assert capsys.readouterr().out.split() == [str(run.path / "report.html")]
+    md = (run.path / "report.md").read_text()
+    assert "| partial-txn | 1 | 1 | expected |" in md
+    assert ("The scenario expects all of them on this path (checks.expected): PIP-31 writes commit markers "
+            "into the topic's data stream") in md

@@ -1,10 +1,10 @@
-"""The drain's lost entries as the checker reads them (`analysis.load`), without Spark."""
+"""The drain's lost entries as the checker reads them (`analysis.model`), without Spark."""
 
 from __future__ import annotations
 
 import json
 
-from analysis.load import _drain_from_phases, lost_run_of
+from analysis.model import _drain_from_phases, lost_run_of
 from harness.history.schema import PHASE_DRAIN_COMPLETE
 
 RUN: dict[str, object] = {"topic": "persistent://p/n/t", "segment": "persistent://p/n/t-partition-1", "first": "12:7",

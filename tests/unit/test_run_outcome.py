@@ -6,11 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from analysis.verdicts import judge
+from harness.config import ChecksConfig, ExpectedAnomalies
 from harness.results import RunDir, RunStatus
 from harness.run import RunOutcome, Verdict
-from harness.verdicts import Expectation, judge
+from harness.txn_paths import TxnPath
 
-EXPECTED = {"partial-txn": Expectation("v4 markers on a terminated topic")}
+EXPECTED = ChecksConfig(expected=(ExpectedAnomalies((TxnPath.V4,), ("partial-txn",),
+                                                     "v4 markers on a terminated topic"),)).expected_on(TxnPath.V4)
 
 
 def _outcome(status: RunStatus, verdict: Verdict, anomalies: dict | None = None) -> RunOutcome:  # type: ignore[type-arg]

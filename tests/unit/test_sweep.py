@@ -166,7 +166,8 @@ def test_sweep_runs_every_path_per_level_lowest_first_and_stops_when_interrupted
 
 
 def test_faults_give_the_failover_section_with_outage_against_open_transactions(tmp_path: Path) -> None:
-    from analysis.report.sweep_report import write_sweep_report
+    from analysis.report.sweep_report import SWEEP_REPORT
+    from analysis.report.writer import write_report
 
     def with_kill(row: dict[str, Any], open_txns: int, outage: float, stalled: list[str]) -> dict[str, Any]:
         row["faults"] = [{"kind": "kill", "targets": "broker-1", "start_s": 10.0, "end_s": 14.0,
@@ -182,7 +183,7 @@ def test_faults_give_the_failover_section_with_outage_against_open_transactions(
     point = sweep["series"]["v4"][1]
     assert point["coordinator_recovery_s"] == 0.25
     assert point["faults"][0]["open_txns_at_start"] == 61 and "commits_during" not in point["faults"][0]
-    written = write_sweep_report(tmp_path, sweep)
+    written = write_report(SWEEP_REPORT, sweep, tmp_path)
     assert [c.name for c in written.charts][-1] == "sweep_failover"
     md = written.markdown.read_text()
     assert "## Faults and coordinator failover" in md
@@ -191,8 +192,9 @@ def test_faults_give_the_failover_section_with_outage_against_open_transactions(
 
 
 def test_no_faults_no_failover_section(tmp_path: Path) -> None:
-    from analysis.report.sweep_report import write_sweep_report
+    from analysis.report.sweep_report import SWEEP_REPORT
+    from analysis.report.writer import write_report
 
-    written = write_sweep_report(tmp_path, build_sweep({4: _compare(_row("v4", 100, 8))}))
+    written = write_report(SWEEP_REPORT, build_sweep({4: _compare(_row("v4", 100, 8))}), tmp_path)
     assert "Faults and coordinator failover" not in written.markdown.read_text()
     assert not (tmp_path / "plots" / "sweep_failover.png").exists()

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import ExpectationScope, parse_scenario
+from analysis.verdicts import expectations_of, judge, judge_run
+from harness.config import ChecksConfig, ExpectationScope, ExpectedAnomalies, parse_scenario
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
-from harness.verdicts import Expectation, expectations_for, judge, judge_run
 
 REASON = "PIP-31 markers cannot be written to a terminated topic"
 SCENARIO = f"""
@@ -28,13 +28,29 @@ def test_expected_anomalies_are_per_path() -> None:
     assert set(on_v4) == {"partial-txn", "stalled-commit"}
     assert on_v4["partial-txn"].scope is ExpectationScope.TERMINATED_TOPICS
     assert config.checks.expected_on(TxnPath.V5) == {}
-    assert expectations_for(config.to_dict(), "v4-batched") == {
-        "partial-txn": Expectation(REASON, "terminated-topics"),
-        "stalled-commit": Expectation(REASON, "terminated-topics")}
+    from_manifest = expectations_of({"path": "v4-batched", "config": config.to_dict()}, "manifest.json")
+    assert {a: (e.reason, e.scope) for a, e in from_manifest.items()} == {
+        "partial-txn": (REASON, "terminated-topics"),
+        "stalled-commit": (REASON, "terminated-topics")}
+    assert from_manifest == config.checks.expected_on(TxnPath.V4_BATCHED)     # the manifest round trip
+
+
+def test_a_manifest_without_a_path_or_checks_expects_nothing() -> None:
+    assert expectations_of({}, "manifest.json") == {}
+    assert expectations_of({"path": "v4", "config": {}}, "manifest.json") == {}
+    assert expectations_of({"path": "v4", "config": {"checks": {"stall_after_s": 10.0}}}, "manifest.json") == {}
+
+
+def test_a_damaged_manifest_is_a_config_error_naming_it() -> None:
+    checks = {"expected": [{"paths": ["v4"], "anomalies": ["partial-tx"], "reason": "r"}]}
+    with pytest.raises(ConfigError) as info:
+        expectations_of({"path": "v4", "config": {"checks": checks}}, "run/manifest.json")
+    assert str(info.value).startswith("run/manifest.json: config.checks.expected[0].anomalies:")
 
 
 def test_unscoped_expectations_cover_every_instance() -> None:
-    expected = {"partial-txn": Expectation("why"), "lost-write": Expectation("why")}
+    why = ExpectedAnomalies((TxnPath.V4,), ("partial-txn", "lost-write"), "why")
+    expected = ChecksConfig(expected=(why,)).expected_on(TxnPath.V4)
     only = judge(False, {"partial-txn": {"count": 1}}, expected)
     assert only.only_expected and only.expected == {"partial-txn": "why"} and only.not_seen == ("lost-write",)
     mixed = judge(False, {"partial-txn": {}, "lost-ack": {}}, expected)
@@ -98,3 +114,21 @@ def test_bad_expectations_are_config_errors(entry: str, key: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_scenario(f"checks:\n  expected:\n    - {entry}\n", source="s.yaml")
     assert str(info.value).startswith(f"s.yaml: {key}:")
+
+
+OLD_MANIFEST = Path(__file__).parents[1] / "data" / "old-manifests" / "chaos-v4.json"
+
+
+def test_a_manifest_written_before_the_expectations_merged_is_judged_as_then(tmp_path: Path) -> None:
+    run = _run(tmp_path, {
+        "partial-txn": {"count": 1, "examples": [{"txn": "1:1", "missing": [{"topic": TERMINATED}]}]},
+        "stalled-commit": {"count": 1, "examples": [{"txn": "1:2", "op": {"f": "txn-commit", "txn": "1:2"}}]},
+        "lost-ack": {"count": 1, "examples": [{"txn": "1:1"}]}})
+    (run / "manifest.json").write_text(OLD_MANIFEST.read_text())
+    judged = judge_run(run)
+    assert judged is not None and not judged.only_expected
+    assert list(judged.expected) == ["partial-txn"]
+    assert judged.expected["partial-txn"].startswith("PIP-31 writes commit markers into the topic's data stream")
+    assert judged.unexpected == ("stalled-commit", "lost-ack")
+    assert judged.notes == {"stalled-commit": "0 of 1 instance(s) touch a terminated topic"}
+    assert judged.not_seen == ("lost-write",)

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from analysis.compare import RunEntry, build_comparison, ratio
-from analysis.report.compare_report import write_compare_report
-from analysis.report.run_report import write_run_report
+from analysis.report.compare_report import COMPARE_REPORT
+from analysis.report.run_report import RUN_REPORT, RunInputs
+from analysis.report.writer import write_report
 from harness.results import RunDir, read_json
 from tests.unit.report.fakes import fake_perf, fake_results
 
@@ -36,7 +37,8 @@ def test_run_report_shows_perf_numbers_and_the_verdict(tmp_path: Path) -> None:
     assert perf["committed_txn_per_s"] == 100.0            # 1000 commits over the 10 s steady phase
     assert perf["io_per_txn"]["data_entries"] == 5.0       # (5 * 1300 - 5 * 300) / 1000
     assert perf["io_per_txn"]["metadata_fsyncs"] is None
-    report = write_run_report(run, perf, fake_results(False), read_json(run.manifest_path))
+    report = write_report(RUN_REPORT, RunInputs(run, perf, fake_results(False), read_json(run.manifest_path)),
+                          run.path)
     md = report.markdown.read_text()
     assert "| committed transactions / s | 100.0 |" in md
     assert "| data_entries | 5.00 | 5,000 | entries |" in md
@@ -57,11 +59,11 @@ def test_run_report_shows_perf_numbers_and_the_verdict(tmp_path: Path) -> None:
 def test_verdict_panel_states(tmp_path: Path, valid: object, css: str) -> None:
     run = RunDir(tmp_path / "r")
     perf = fake_perf(run.path)
-    html = write_run_report(run, perf, fake_results(valid), {}).html.read_text()
+    html = write_report(RUN_REPORT, RunInputs(run, perf, fake_results(valid), {}), run.path).html.read_text()
     assert f'class="{css}"' in html
     if valid == "unknown":
         assert "no drain-complete phase event" in html
-    html = write_run_report(run, perf, None, {}).html.read_text()
+    html = write_report(RUN_REPORT, RunInputs(run, perf, None, {}), run.path).html.read_text()
     assert "analysis/results.json is missing" in html
 
 
@@ -96,7 +98,7 @@ def test_comparison_copies_each_runs_numbers_and_divides_by_v4(tmp_path: Path) -
     assert compare["paths"]["v5"]["load_generator"]["capacity_txn_per_s"] is None
     assert compare["paths"]["v4"]["load_generator"]["capacity_txn_per_s"] == 5000.0
 
-    written = write_compare_report(tmp_path, compare)
+    written = write_report(COMPARE_REPORT, compare, tmp_path)
     assert json.loads(written.json.read_text())["paths"]["v5"]["committed_txn_per_s"] == 200.0
     md = written.markdown.read_text()
     assert "| v5 | 200.0 | 2.00\u00d7 |" in md
@@ -117,10 +119,11 @@ def test_anomalies_the_scenario_expects_are_marked_with_the_reason(tmp_path: Pat
     perf = fake_perf(run.path)
     manifest = {"path": "v4", "config": {"checks": {"expected": [
         {"paths": ["v4"], "anomalies": ["lost-write"], "reason": "markers refused by a terminated topic"}]}}}
-    md = write_run_report(run, perf, fake_results(False), manifest).markdown.read_text()
+    md = write_report(RUN_REPORT, RunInputs(run, perf, fake_results(False), manifest), run.path).markdown.read_text()
     assert "| lost-write | 2 | 2 | expected |" in md
     assert "markers refused by a terminated topic" in md
-    plain = write_run_report(run, perf, fake_results(False), {"path": "v5", "config": manifest["config"]})
+    plain = write_report(RUN_REPORT, RunInputs(run, perf, fake_results(False),
+                                               {"path": "v5", "config": manifest["config"]}), run.path)
     assert "| lost-write | 2 | 2 | unexpected |" in plain.markdown.read_text()
 
 
@@ -135,7 +138,7 @@ def test_comparison_says_when_a_path_is_invalid_only_as_the_scenario_expects(tmp
     compare = build_comparison(runs, out_dir=tmp_path, kind="chaos", matrix_id="m1")
     assert compare["paths"]["v4"]["verdict"]["only_expected"] is True
     assert compare["paths"]["v5"]["verdict"]["only_expected"] is False
-    md = write_compare_report(tmp_path, compare).markdown.read_text()
+    md = write_report(COMPARE_REPORT, compare, tmp_path).markdown.read_text()
     assert "INVALID, as the scenario expects" in md and "lost-write 2 (expected)" in md
     assert "expected: markers refused by a terminated topic" in md
 
@@ -168,14 +171,14 @@ def test_the_comparison_flags_runs_whose_participants_shapes_differ(tmp_path: Pa
         run.manifest.update(participants=dict(shape))
     fair = build_comparison(runs, out_dir=tmp_path / "fair")
     assert fair["shape_mismatch"] == []
-    md = write_compare_report(tmp_path / "fair", fair).markdown.read_text()
+    md = write_report(COMPARE_REPORT, fair, tmp_path / "fair").markdown.read_text()
     assert "## Fair comparison" in md and "NOT A FAIR COMPARISON" not in md
     assert "## Cost ledger" in md and "## Critical-path depth" in md
 
     runs[0].manifest.update(participants={**shape, "per_topic": 1})   # an unpartitioned v4 topic
     unfair = build_comparison(runs, out_dir=tmp_path / "unfair")
     assert unfair["shape_mismatch"] == ["per_topic differs: v4 1, v5 2"]
-    written = write_compare_report(tmp_path / "unfair", unfair)
+    written = write_report(COMPARE_REPORT, unfair, tmp_path / "unfair")
     assert "NOT A FAIR COMPARISON" in written.markdown.read_text()
     assert re.search(r'<td class="[^"]*\bbad">1</td>', written.html.read_text())   # the differing shape, red
 
@@ -186,13 +189,13 @@ def test_reports_name_planted_bugs_at_the_top(tmp_path: Path) -> None:
     compare = build_comparison(runs, out_dir=tmp_path)
     assert compare["paths"]["v5"]["planted_bugs"] == ["txnbenchBugV5GcRetentionInMillis"]
     assert compare["paths"]["v4"]["planted_bugs"] == []
-    md = write_compare_report(tmp_path, compare).markdown.read_text()
+    md = write_report(COMPARE_REPORT, compare, tmp_path).markdown.read_text()
     first = md.split("\n\n")[1]
     assert "PLANTED BUGS ON" in first and "v5: txnbenchBugV5GcRetentionInMillis" in first
 
     run = RunDir(tmp_path / "run-planted")
     perf = fake_perf(run.path, metadata=False)
     manifest = {**read_json(run.manifest_path), "planted_bugs": ["txnbenchBugV4ReplayKeepsLastPartitions"]}
-    report = write_run_report(run, perf, fake_results(False), manifest)
+    report = write_report(RUN_REPORT, RunInputs(run, perf, fake_results(False), manifest), run.path)
     for text in (report.markdown.read_text(), report.html.read_text()):
         assert "PLANTED BUGS ON" in text and "txnbenchBugV4ReplayKeepsLastPartitions" in text

@@ -13,6 +13,12 @@ it is attributed to a topic the nemesis terminated: each example names its opera
 terminated topics from the nemesis's `fault` ops. A class with more instances than
 examples, or with one example that touches no terminated topic, stays unexpected: an
 expectation may explain a finding, never swallow an unrelated one.
+
+What a scenario expects has one definition, `ChecksConfig.expected_on` (harness.config):
+`judge_run` rebuilds the run's `ChecksConfig` from its manifest (`config.checks`, the
+plain form every manifest records) and asks it, so a run folder written by an older
+txnbench is judged by the rules its scenario had. The module reads only files (no Spark),
+so the orchestrator may call it right after the checker.
 """
 
 from __future__ import annotations
@@ -23,16 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.anomalies import AnomalyClass
+from harness.config import ChecksConfig, ExpectationScope, ExpectedAnomalies
 from harness.history.reader import history_files, iter_history_file
-
-ANY = "any"
-TERMINATED_TOPICS = "terminated-topics"
-
-
-@dataclass(frozen=True)
-class Expectation:
-    reason: str
-    scope: str = ANY
+from harness.txn_paths import TxnPath
 
 
 @dataclass(frozen=True)
@@ -54,28 +54,33 @@ class Judgement:
                 "only_expected": self.only_expected}
 
 
-def expectations_for(config: Mapping[str, Any], path: str) -> dict[str, Expectation]:
-    """Anomaly class -> expectation, for `path`, from a manifest's plain `config` dict."""
-    out: dict[str, Expectation] = {}
-    for entry in (config.get("checks") or {}).get("expected") or []:
-        if path in (entry.get("paths") or []):
-            for anomaly in entry.get("anomalies") or []:
-                out.setdefault(anomaly, Expectation(str(entry.get("reason", "")), str(entry.get("scope") or ANY)))
-    return out
+def expectations_of(manifest: Mapping[str, Any], source: str) -> dict[AnomalyClass, ExpectedAnomalies]:
+    """What the run's scenario expects on the run's path, from its manifest.
+
+    A manifest naming no transaction path expects nothing. A `config.checks` that does not
+    build (a hand-edited manifest) is a ConfigError naming `source` and the key.
+    """
+    try:
+        txn_path = TxnPath(manifest.get("path"))
+    except ValueError:
+        return {}
+    checks = ChecksConfig.from_plain((manifest.get("config") or {}).get("checks"), source)
+    return checks.expected_on(txn_path)
 
 
-def judge(valid: Any, anomalies: Mapping[str, Any], expectations: Mapping[str, Expectation],
+def judge(valid: Any, anomalies: Mapping[str, Any], expectations: Mapping[AnomalyClass, ExpectedAnomalies],
           attribute: Any = None) -> Judgement:
     """Sort anomaly classes. `attribute(name, entry)` -> (attributed, total) for scoped ones."""
+    by_name = {cls.value: expectation for cls, expectation in expectations.items()}
     expected: dict[str, str] = {}
     unexpected: list[str] = []
     notes: dict[str, str] = {}
     for name, entry in anomalies.items():
-        expectation = expectations.get(name)
+        expectation = by_name.get(name)
         if expectation is None:
             unexpected.append(name)
             continue
-        if expectation.scope == ANY:
+        if expectation.scope is ExpectationScope.ANY:
             expected[name] = expectation.reason
             continue
         if attribute is None:
@@ -90,7 +95,7 @@ def judge(valid: Any, anomalies: Mapping[str, Any], expectations: Mapping[str, E
             notes[name] = (f"{attributed} of {total} instance(s) touch a terminated topic"
                            if total else "no examples to attribute")
     return Judgement(valid=valid, expected=expected, unexpected=tuple(unexpected),
-                     not_seen=tuple(a for a in expectations if a not in anomalies), notes=notes)
+                     not_seen=tuple(a for a in by_name if a not in anomalies), notes=notes)
 
 
 def judge_run(run_dir: Path, results: Mapping[str, Any] | None = None,
@@ -101,13 +106,13 @@ def judge_run(run_dir: Path, results: Mapping[str, Any] | None = None,
         if not path.is_file():
             return None
         results = json.loads(path.read_text())
+    manifest_path = run_dir / "manifest.json"
     if manifest is None:
-        path = run_dir / "manifest.json"
-        manifest = json.loads(path.read_text()) if path.is_file() else {}
-    expectations = expectations_for(manifest.get("config") or {}, str(manifest.get("path") or ""))
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    expectations = expectations_of(manifest, str(manifest_path))
     anomalies = results.get("anomalies") or {}
     attributor = _Attributor(run_dir / "history") if any(
-        e.scope == TERMINATED_TOPICS for a, e in expectations.items() if a in anomalies) else None
+        e.scope is ExpectationScope.TERMINATED_TOPICS for a, e in expectations.items() if a in anomalies) else None
     return judge(results.get("valid"), anomalies, expectations,
                  attributor.attribute if attributor is not None else None)
 
