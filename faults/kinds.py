@@ -62,9 +62,6 @@ class Capability(StrEnum):
     TOPICS = "topics"          # the run's topic list (the workload topology)
     COORDINATORS = "coordinators"  # a client that can say which broker hosts each coordinator
 
-    def __str__(self) -> str:
-        return self.value
-
 
 class ParamError(ValueError):
     def __init__(self, key: str, problem: str, fix: str) -> None:

@@ -18,7 +18,7 @@ import re
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -32,28 +32,22 @@ SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
 
 
-class Target(str, Enum):
+class Target(StrEnum):
     """Where a run's cluster comes from."""
 
     EMBEDDED = "embedded"
     COMPOSE = "compose"
     EXTERNAL = "external"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class WorkloadKind(str, Enum):
+class WorkloadKind(StrEnum):
     ATOMIC_PRODUCE = "atomic-produce"
     CONSUME_TRANSFORM_PRODUCE = "consume-transform-produce"
     ACK_ONLY = "ack-only"
     MIXED = "mixed"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class FaultKind(str, Enum):
+class FaultKind(StrEnum):
     """What the nemesis can break. The `faults` package implements each kind."""
 
     PARTITION = "partition"          # cut a link (client-broker, broker-broker, broker-metadata, broker-ledger)
@@ -67,9 +61,6 @@ class FaultKind(str, Enum):
     SLOW_PARTICIPANT = "slow-participant"  # delay one broker's metadata link past the v5 GC retention
     RESTART = "restart"              # graceful stop (SIGTERM) of a process, started again when healed
     UNLOAD = "unload"                # unload a topic, partition or v5 segment: its ownership moves, no crash
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -106,16 +97,13 @@ def parse_setting_pairs(pairs: Sequence[str]) -> dict[str, Any]:
     return settings
 
 
-class ColdReads(str, Enum):
+class ColdReads(StrEnum):
     """How the drain makes its final reads come from durable storage, not from brokers' caches."""
 
     AUTO = "auto"          # restart when the scenario has faults, none otherwise
     RESTART = "restart"    # stop every broker gracefully, then start them all again
     UNLOAD = "unload"      # unload every topic of the run (its partitions or segments)
     NONE = "none"          # read from the brokers as they are
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -281,7 +269,7 @@ class WorkloadConfig:
             raise Invalid("namespace", f"{self.namespace!r} is not tenant/namespace", "e.g. public/txnbench")
 
 
-class TriggerOn(str, Enum):
+class TriggerOn(StrEnum):
     """History operations a fault can wait for (what the load records, see docs/history.md)."""
 
     TXN_OPEN = "txn-open"
@@ -290,16 +278,10 @@ class TriggerOn(str, Enum):
     TXN_COMMIT = "txn-commit"
     TXN_ABORT = "txn-abort"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class TriggerType(str, Enum):
+class TriggerType(StrEnum):
     INVOKE = "invoke"       # the operation starts (e.g. the coordinator is about to end a transaction)
     OK = "ok"               # it completed (e.g. a commit's markers or decision were written)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -392,14 +374,11 @@ ANOMALY_CLASSES: tuple[str, ...] = (
 )
 
 
-class ExpectationScope(str, Enum):
+class ExpectationScope(StrEnum):
     """Which instances of an expected anomaly class the expectation covers."""
 
     ANY = "any"
     TERMINATED_TOPICS = "terminated-topics"   # only those whose operations touch a terminated topic
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

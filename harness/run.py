@@ -45,7 +45,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ from harness.txn_paths import TxnPath
 from harness.verdicts import Judgement, judge_run
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     SETUP = "setup"
     WARMUP = "warmup"
     STEADY = "steady"
@@ -70,11 +70,8 @@ class Phase(str, Enum):
     DRAIN = "drain"
     COLLECT = "collect"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     VALID = "valid"
     INVALID = "invalid"
     UNKNOWN = "unknown"

@@ -43,12 +43,12 @@ from harness.verdicts import judge_run
 SELFTEST_SCHEMA = 1
 
 
-class CaseKind(str, enum.Enum):
+class CaseKind(enum.StrEnum):
     BUG = "bug"
     BASELINE = "baseline"
 
 
-class CaseOutcome(str, enum.Enum):
+class CaseOutcome(enum.StrEnum):
     CAUGHT = "caught"             # a bug: the checker found anomalies nobody expected
     MISSED = "missed"             # a bug: the verdict was valid (or only expected anomalies)
     CLEAN = "clean"               # a baseline: valid, or only expected anomalies
