@@ -14,8 +14,8 @@ A bug is switched on by a setting named after it (`txnbenchBug...: true`), which
 process of the cluster receives (brokers in their settings, the stores in their
 config's `planted_bugs`). They are **never** on by default, `txnbench run` refuses them
 without `--allow-planted-bugs`, `bench`, `chaos` and `sweep` refuse them always
-(`harness.run.refuse_planted_bugs`), and every manifest and report names the ones that
-were on. `txnbench selftest` (harness/selftest.py) runs each with the scenario meant to
+(`orchestrator.planted.refuse_planted_bugs`), and every manifest and report names the ones that
+were on. `txnbench selftest` (orchestrator/selftest.py) runs each with the scenario meant to
 catch it and reports caught or missed.
 
 The active set is process-wide, like FoundationDB's BUGGIFY: a planted bug is a

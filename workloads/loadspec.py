@@ -1,6 +1,6 @@
 """The load spec: what the orchestrator tells the load process (`RUN_DIR/load-spec.json`).
 
-harness/run.py (`Run._start_load`) writes it; `python -m workloads.runner --spec FILE`
+orchestrator/run.py (`Run._start_load`) writes it; `python -m workloads.runner --spec FILE`
 reads it. Keys: `run_id`, `run_dir`, `path`, `service_url`, `admin_url`, `config`
 (the resolved RunConfig as plain data), `topology` (workloads.topology), `max_duration_s`
 (the load stops by itself after this), `parent_pid` (the load exits when it is gone),
@@ -57,7 +57,7 @@ class LoadSpec:
         required = ("run_id", "run_dir", "path", "service_url", "config", "topology", "status_file")
         missing = [key for key in required if key not in data]
         if missing:
-            raise LoadSpecError(f"{source}: missing {', '.join(missing)}; it is written by harness/run.py")
+            raise LoadSpecError(f"{source}: missing {', '.join(missing)}; it is written by orchestrator/run.py")
         try:
             config = build(RunConfig, data["config"], f"{source}: config")
             topology = Topology.from_dict(data["topology"])

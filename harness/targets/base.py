@@ -2,7 +2,7 @@
 
 A target says how a cluster starts, stops, and which fault actions it supports;
 workloads, faults, history and analysis are the same for every target. The
-orchestrator (harness.run) only talks to `ClusterTarget`; the nemesis
+orchestrator (orchestrator.run) only talks to `ClusterTarget`; the nemesis
 (faults/) uses `ClusterInfo` to name services and links, `ProcessControl` to
 kill, restart, pause and resume processes, and the Toxiproxy HTTP API at
 `ClusterInfo.toxiproxy_url` for network faults.

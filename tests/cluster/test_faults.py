@@ -332,7 +332,7 @@ def test_cluster_heal_removes_every_fault_the_nemesis_can_leave(tmp_path: Path) 
     from faults.proxy.toxics import Stream
     from faults.selectors import LinkEnd, ServiceTarget
     from harness.config import FaultKind
-    from harness.targets.embedded_cli import cluster_heal
+    from orchestrator.cluster_cli import cluster_heal
 
     directory = tmp_path / "cluster"
     cluster = start_cluster(directory)

@@ -12,9 +12,9 @@ import pytest
 
 from harness.config import load_scenario
 from harness.results import RunStatus
-from harness.run import Run, RunOptions
 from harness.targets.processes import ProcessState, process_state
 from harness.txn_paths import TxnPath
+from orchestrator.run import Run, RunOptions
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

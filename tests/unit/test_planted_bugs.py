@@ -17,14 +17,14 @@ from analysis.checks.base import AnomalyClass
 from analysis.report.run_report import _intro
 from embedded import planted_bugs
 from embedded.broker.config import DEFAULTS, Settings
-from harness.cli import main
 from harness.config import ColdReads, load_scenario
 from harness.errors import ConfigError
-from harness.planted import banner, planted_in, refuse_planted_bugs
 from harness.results import PLANTED_BUG_PREFIX, planted_bugs_of
-from harness.run import Run, RunOptions
 from harness.targets.embedded import path_settings
 from harness.txn_paths import TxnPath
+from orchestrator.cli import main
+from orchestrator.planted import banner, planted_in, refuse_planted_bugs
+from orchestrator.run import Run, RunOptions
 from workloads.topology import plan
 
 REPO = Path(__file__).resolve().parents[2]

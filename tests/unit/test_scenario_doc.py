@@ -16,7 +16,7 @@ import pytest
 
 import harness.config as config_module
 from harness.config import SCENARIO_DIR, WorkloadConfig, available_scenarios
-from harness.scenario_doc import REFERENCE_PATH, WRITE_COMMAND, main, render_scenario_reference
+from orchestrator.scenario_doc import REFERENCE_PATH, WRITE_COMMAND, main, render_scenario_reference
 
 
 def _config_classes() -> list[type]:

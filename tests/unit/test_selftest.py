@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from embedded import planted_bugs
-from harness.cli import build_parser, main
 from harness.errors import ConfigError
 from harness.results import MatrixDir, new_matrix
-from harness.selftest import (
+from harness.txn_paths import TxnPath
+from orchestrator.cli import build_parser, main
+from orchestrator.selftest import (
     CaseKind,
     CaseOutcome,
     CaseResult,
@@ -25,7 +26,6 @@ from harness.selftest import (
     select_bugs,
     summarize,
 )
-from harness.txn_paths import TxnPath
 
 V4_BUG = planted_bugs.BY_ID[planted_bugs.V4_REPLAY_KEEPS_LAST_PARTITIONS]
 V4B_BUG = planted_bugs.BY_ID[planted_bugs.V4_BATCHED_REPLAY_FIRST_RECORD]

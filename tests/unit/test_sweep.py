@@ -12,9 +12,9 @@ import pytest
 from analysis.pipeline import analyze_sweep
 from analysis.report.cli import main_report
 from analysis.sweep import build_sweep, parse_levels
-from harness import run as run_module
-from harness.cli import build_parser, scenario_from_args
 from harness.results import RunStatus, new_matrix, new_run, write_json_atomic
+from orchestrator import run as run_module
+from orchestrator.cli import build_parser, scenario_from_args
 
 
 def test_levels_are_distinct_and_increasing() -> None:

@@ -20,7 +20,7 @@ when every bug was caught and every baseline is clean, 1 otherwise, 2 when a run
 to finish, 130 when interrupted.
 
 Judging is a pure function of each run's outcome (`judge_case`), tested without
-clusters; the runner only sequences `harness.run.Run`.
+clusters; the runner only sequences `orchestrator.run.Run`.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ RunCase = Callable[[SelftestCase, MatrixDir], CaseResult]
 def run_case(case: SelftestCase, matrix: MatrixDir, *, duration: float | None = None) -> CaseResult:
     """One case on a fresh embedded cluster, through the ordinary orchestrator."""
     from harness.config import load_scenario
-    from harness.run import Run, RunOptions
+    from orchestrator.run import Run, RunOptions
 
     config = load_scenario(case.scenario).for_path(case.path)
     if case.bug is not None:
@@ -307,7 +307,7 @@ def main_selftest(args: argparse.Namespace) -> int:
         raise ConfigError("txnbench selftest", "--paths", "no catalogued bug lives on those paths",
                           "`txnbench selftest --list` shows each bug's path")
     from harness.config import load_scenario
-    from harness.run import check_before_start
+    from orchestrator.run import check_before_start
 
     for scenario in sorted({c.scenario for c in cases}):   # a bad scenario fails now, not 20 minutes in
         check_before_start(load_scenario(scenario))

@@ -244,14 +244,14 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    from harness import run as run_module
+    from orchestrator import run as run_module
 
     return run_module.main_run(config, args)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    from harness import run as run_module
+    from orchestrator import run as run_module
 
     return run_module.main_matrix(config, args, kind="bench")
 
@@ -261,20 +261,20 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     if not config.faults.enabled:
         raise ConfigError(config.name, "faults", "a chaos matrix needs a scenario with faults",
                           "pass --scenario chaos or add a faults: section")
-    from harness import run as run_module
+    from orchestrator import run as run_module
 
     return run_module.main_matrix(config, args, kind="chaos")
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    from harness import run as run_module
+    from orchestrator import run as run_module
 
     return run_module.main_sweep(config, args, levels=args.users)
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
-    from harness import selftest as selftest_module
+    from orchestrator import selftest as selftest_module
 
     return selftest_module.main_selftest(args)
 
@@ -292,27 +292,27 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_cluster_up(args: argparse.Namespace) -> int:
-    from harness.targets import embedded_cli
+    from orchestrator import cluster_cli
 
-    return embedded_cli.cluster_up(args)
+    return cluster_cli.cluster_up(args)
 
 
 def _cmd_cluster_status(args: argparse.Namespace) -> int:
-    from harness.targets import embedded_cli
+    from orchestrator import cluster_cli
 
-    return embedded_cli.cluster_status(args)
+    return cluster_cli.cluster_status(args)
 
 
 def _cmd_cluster_down(args: argparse.Namespace) -> int:
-    from harness.targets import embedded_cli
+    from orchestrator import cluster_cli
 
-    return embedded_cli.cluster_down(args)
+    return cluster_cli.cluster_down(args)
 
 
 def _cmd_cluster_heal(args: argparse.Namespace) -> int:
-    from harness.targets import embedded_cli
+    from orchestrator import cluster_cli
 
-    return embedded_cli.cluster_heal(args)
+    return cluster_cli.cluster_heal(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

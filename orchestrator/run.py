@@ -53,12 +53,12 @@ from harness.config import ColdReads, RunConfig, Target
 from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
-from harness.planted import banner as planted_banner
-from harness.planted import refuse_planted_bugs
 from harness.results import MatrixDir, RunDir, RunStatus, new_matrix, new_run, write_json_atomic
 from harness.targets.base import ClusterTarget, ServiceRole
 from harness.txn_paths import TxnPath
 from harness.verdicts import Judgement, judge_run
+from orchestrator.planted import banner as planted_banner
+from orchestrator.planted import refuse_planted_bugs
 
 
 class Phase(StrEnum):

@@ -10,7 +10,7 @@ or, failing that, the string literal written right after it in the class body; P
 drops those literals at runtime, so they are read back from the source with `ast`.
 The error example and the list of shipped scenarios are computed too, by the loader
 itself. `tests/unit/test_scenario_doc.py` compares the committed page with a fresh
-rendering, and `python -m harness.scenario_doc --write` regenerates it.
+rendering, and `python -m orchestrator.scenario_doc --write` regenerates it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from harness.config import SCENARIO_DIR, RunConfig, available_scenarios, parse_s
 from harness.errors import ConfigError
 
 REFERENCE_PATH = Path(__file__).resolve().parent.parent / "docs" / "scenarios.md"
-WRITE_COMMAND = "python -m harness.scenario_doc --write"
+WRITE_COMMAND = "python -m orchestrator.scenario_doc --write"
 TOP_LEVEL_TITLE = "Top level"
 
 # Parsed by the loader to show a real error line; a typo is the mistake users make most.
@@ -88,7 +88,7 @@ def render_scenario_reference() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.scenario_doc",
+        prog="python -m orchestrator.scenario_doc",
         description="Print the scenario key reference, or write it to docs/scenarios.md.")
     parser.add_argument("--write", action="store_true", help=f"write {_display(REFERENCE_PATH)}")
     args = parser.parse_args(argv)

@@ -1,0 +1,6 @@
+"""The top of txnbench: the `txnbench` command and what it orchestrates.
+
+`cli` parses the command line; `run` walks one run's phases and runs the bench, chaos and
+sweep matrices; `selftest` runs the planted bugs; `cluster_cli` is `txnbench cluster`.
+This package imports the others (harness, workloads, faults, analysis); nothing imports it.
+"""
