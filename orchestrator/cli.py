@@ -251,9 +251,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    from orchestrator import run as run_module
+    from orchestrator import matrix
 
-    return run_module.main_matrix(config, args, kind="bench")
+    return matrix.main_matrix(config, args, kind="bench")
 
 
 def _cmd_chaos(args: argparse.Namespace) -> int:
@@ -261,16 +261,16 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     if not config.faults.enabled:
         raise ConfigError(config.name, "faults", "a chaos matrix needs a scenario with faults",
                           "pass --scenario chaos or add a faults: section")
-    from orchestrator import run as run_module
+    from orchestrator import matrix
 
-    return run_module.main_matrix(config, args, kind="chaos")
+    return matrix.main_matrix(config, args, kind="chaos")
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    from orchestrator import run as run_module
+    from orchestrator import matrix
 
-    return run_module.main_sweep(config, args, levels=args.users)
+    return matrix.main_sweep(config, args, levels=args.users)
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""The one orchestrator: a run's named phases, a matrix of runs over paths, a concurrency sweep.
+"""One run: a scenario's named phases on one path, and the `txnbench run` command.
 
 Theory of operation. A run walks these phases, writing a `phase` event to the
 history (writer `run`) as each starts and a metrics snapshot of every service
@@ -23,17 +23,14 @@ threaded process that can run Spark afterwards. Whatever happens — an error, a
 Ctrl-C, a load process that dies — the `finally` path heals every fault, stops the
 load, stops what the run started (never an external cluster), keeps the history and
 records the status in the manifest. The run folder is printed as the last line of
-standard output.
-
-A matrix (bench, chaos) runs the scenario once per path; a sweep runs that matrix
-once per user count, lowest first, and compares each level and all levels.
+standard output. The matrices (bench, chaos, sweep) run this once per cell
+(orchestrator.matrix).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -43,9 +40,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,78 +48,20 @@ from harness.config import ColdReads, RunConfig, Target
 from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
-from harness.results import MatrixDir, RunDir, RunStatus, new_matrix, new_run, write_json_atomic
+from harness.results import RunStatus, new_run, write_json_atomic
 from harness.targets.base import ClusterTarget, ServiceRole
-from harness.txn_paths import TxnPath
-from harness.verdicts import Judgement, judge_run
+from harness.verdicts import judge_run
+from orchestrator.outcome import (
+    LoadProcessDied,
+    Phase,
+    RunOptions,
+    RunOutcome,
+    Verdict,
+    print_outcome,
+    say,
+)
 from orchestrator.planted import banner as planted_banner
 from orchestrator.planted import refuse_planted_bugs
-
-
-class Phase(StrEnum):
-    SETUP = "setup"
-    WARMUP = "warmup"
-    STEADY = "steady"
-    FAULTS = "faults"
-    RECOVERY = "recovery"
-    DRAIN = "drain"
-    COLLECT = "collect"
-
-
-class Verdict(StrEnum):
-    VALID = "valid"
-    INVALID = "invalid"
-    UNKNOWN = "unknown"
-    NONE = "none"          # the run did not get far enough to be checked
-
-    @property
-    def exit_code(self) -> int:
-        return {Verdict.VALID: 0, Verdict.INVALID: 1}.get(self, 2)
-
-
-@dataclass
-class RunOutcome:
-    run_dir: RunDir
-    status: RunStatus
-    verdict: Verdict = Verdict.NONE
-    error: str | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
-    judgement: Judgement | None = None
-
-    @property
-    def exit_code(self) -> int:
-        """130 interrupted, 2 failed or unknown, 1 anomalies the scenario does not expect, else 0.
-
-        A run whose only anomalies are the ones its scenario provokes on purpose
-        (`checks.expected`) is still reported invalid, but does not fail the command.
-        """
-        if self.status is RunStatus.INTERRUPTED:
-            return 130
-        if self.status is RunStatus.FAILED:
-            return 2
-        if self.verdict is Verdict.INVALID and self.judgement is not None and self.judgement.only_expected:
-            return 0
-        return self.verdict.exit_code
-
-
-@dataclass
-class RunOptions:
-    results_root: Path = Path("results")
-    matrix: MatrixDir | None = None
-    analyze: bool = True
-    progress: Callable[[str], None] | None = None
-    cluster_dir: Path | None = None      # embedded: where the run's cluster lives (default: a temp dir)
-    folder: str | None = None            # a matrix run's folder under runs/ (default: its path)
-    command: str = "run"                 # the command that asked for the run (bench, chaos, selftest, ...)
-    allow_planted_bugs: bool = False     # only `run --allow-planted-bugs` and `selftest` set it
-
-
-class LoadProcessDied(TxnbenchError):
-    exit_code = 2
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 class Run:
@@ -133,7 +70,7 @@ class Run:
     def __init__(self, config: RunConfig, options: RunOptions) -> None:
         self.config = config
         self.options = options
-        self.say = options.progress or _say
+        self.say = options.progress or say
         # Refused before any folder exists: bench/chaos/sweep never run with a planted bug
         self.planted_bugs = refuse_planted_bugs(config.cluster.settings, options.command,
                                                 allowed=options.allow_planted_bugs)
@@ -531,7 +468,7 @@ def _tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-# ---- command entry points ---------------------------------------------------------------------
+# ---- the command ------------------------------------------------------------------------------
 
 def check_before_start(config: RunConfig) -> None:
     """Refuse a scenario whose faults cannot work, before anything starts.
@@ -550,165 +487,6 @@ def main_run(config: RunConfig, args: argparse.Namespace) -> int:
     check_before_start(config)
     options = RunOptions(results_root=args.results, allow_planted_bugs=allowed)
     outcome = Run(config, options).execute()
-    _print_outcome(outcome)
+    print_outcome(outcome)
     print(outcome.run_dir.path)
     return outcome.exit_code
-
-
-def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
-    refuse_planted_bugs(config.cluster.settings, kind)
-    check_before_start(config)
-    matrix = new_matrix(kind, config.name, root=args.results,
-                        info={"paths": [p.value for p in config.paths], "config": config.to_dict()})
-    _say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
-    if kind == "bench" and not getattr(args, "no_capacity", False):
-        _ensure_capacity(config)
-    outcomes, interrupted = _run_paths(config, matrix, args.results, kind)
-    _compare(matrix, outcomes)
-    return _finish_matrix(matrix, outcomes, interrupted)
-
-
-def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int]) -> int:
-    """Experiment 1: every path at each user count, a comparison per count, lines against users.
-
-    Levels run in increasing order, all paths at one level before the next, so an
-    interrupted sweep still holds complete levels to compare.
-    """
-    refuse_planted_bugs(config.cluster.settings, "sweep")
-    check_before_start(config)
-    paths = ", ".join(p.value for p in config.paths)
-    matrix = new_matrix("sweep", config.name, root=args.results,
-                        info={"paths": [p.value for p in config.paths], "levels": list(levels),
-                              "config": config.to_dict()})
-    _say(f"sweep {matrix.matrix_id}: {config.name} over {paths} at {', '.join(map(str, levels))} users")
-    shaped = [with_users(config, users) for users in levels]
-    if not getattr(args, "no_capacity", False):
-        for level_config in shaped:
-            _ensure_capacity(level_config)
-    outcomes: list[RunOutcome] = []
-    interrupted = False
-    for index, level_config in enumerate(shaped, start=1):
-        users = level_config.load.users
-        _say(f"=== sweep level {index}/{len(shaped)}: {users} users ===")
-        level, interrupted = _run_paths(level_config, matrix, args.results, "sweep", suffix=f"-u{users}")
-        outcomes += level
-        if interrupted:
-            break
-    _compare_sweep(matrix, outcomes)
-    return _finish_matrix(matrix, outcomes, interrupted)
-
-
-def with_users(config: RunConfig, users: int) -> RunConfig:
-    """The scenario at `users` concurrent users, all spawned at once (the sweep measures steady state)."""
-    load = dataclasses.replace(config.load, users=users, spawn_rate=max(config.load.spawn_rate, float(users)))
-    return dataclasses.replace(config, load=load)
-
-
-def _run_paths(config: RunConfig, matrix: MatrixDir, results_root: Path, kind: str,
-               suffix: str = "") -> tuple[list[RunOutcome], bool]:
-    """Run `config` on each of its paths into the matrix; stop at the first interrupted run."""
-    outcomes: list[RunOutcome] = []
-    for index, path in enumerate(config.paths, start=1):
-        _say(f"== {kind} {index}/{len(config.paths)}: {path.value}{suffix} ==")
-        options = RunOptions(results_root=results_root, matrix=matrix,
-                             folder=f"{path.value}{suffix}" if suffix else None, command=kind)
-        outcome = Run(config.for_path(path), options).execute()
-        outcomes.append(outcome)
-        _print_outcome(outcome)
-        if outcome.status is RunStatus.INTERRUPTED:
-            return outcomes, True
-    return outcomes, False
-
-
-def _finish_matrix(matrix: MatrixDir, outcomes: list[RunOutcome], interrupted: bool) -> int:
-    """Write matrix-status.json, print the folder, and return the matrix's exit status."""
-    write_json_atomic(matrix.path / "matrix-status.json", {
-        "runs": [{"path": o.run_dir.path.name, "run_id": o.run_dir.run_id, "status": o.status.value,
-                  "verdict": o.verdict.value, "exit_code": o.exit_code,
-                  "judgement": o.judgement.to_json() if o.judgement else None, "error": o.error}
-                 for o in outcomes],
-        "interrupted": interrupted,
-    })
-    print(matrix.path)
-    if interrupted:
-        return 130
-    if any(o.status is RunStatus.FAILED for o in outcomes):
-        return 2
-    codes = [o.exit_code for o in outcomes]
-    return 1 if 1 in codes else (2 if 2 in codes else 0)
-
-
-def _ensure_capacity(config: RunConfig) -> None:
-    """Measure, once per host and load shape, how much load the harness itself can generate.
-
-    The load process of each run copies the figure into its status file, and the
-    report puts it next to the measured throughput: a reader can see whether the
-    harness, not the cluster, was the bottleneck. Cached in .txnbench/capacity.json.
-    """
-    from workloads.capacity import find_capacity, measure, save_capacity
-
-    seen: set[str] = set()
-    for path in config.paths:
-        shaped = config.for_path(path)
-        client = "v5" if path is TxnPath.V5 else "v4"
-        if client in seen or find_capacity(shaped) is not None:
-            seen.add(client)
-            continue
-        seen.add(client)
-        _say(f"measuring the load generator's capacity against a null broker ({client} client, "
-             f"{shaped.load.users} users; once per host and load shape, about 15 s)")
-        try:
-            result = measure(shaped)
-        except Exception as err:   # the benchmark still runs; the report says capacity is absent
-            _say(f"could not measure the load generator's capacity: {err}")
-            continue
-        save_capacity(shaped, result)
-        _say(f"load generator capacity: {result['committed_txn_per_s']:.0f} txn/s, "
-             f"{result['msgs_per_s']:.0f} msgs/s at {result.get('cpu_percent')}% of a core")
-
-
-def _compare(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
-    complete = [o for o in outcomes if o.status is RunStatus.COMPLETE]
-    if not complete:
-        return
-    try:
-        from analysis.pipeline import analyze_matrix
-    except ImportError:
-        _say("comparison report not available in this build")
-        return
-    try:
-        analyze_matrix(matrix.path)
-        _say(f"comparison: {matrix.path / 'compare.html'}")
-    except Exception as err:
-        _say(f"comparison report failed: {err}")
-
-
-def _compare_sweep(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
-    if not any(o.status is RunStatus.COMPLETE for o in outcomes):
-        return
-    try:
-        from analysis.pipeline import analyze_sweep
-
-        analyze_sweep(matrix.path)
-        _say(f"sweep report: {matrix.path / 'sweep.html'}")
-    except Exception as err:
-        _say(f"sweep report failed: {err}")
-
-
-def _print_outcome(outcome: RunOutcome) -> None:
-    line = f"run {outcome.run_dir.run_id}: {outcome.status.value}"
-    if outcome.status is RunStatus.COMPLETE:
-        line += f", verdict {outcome.verdict.value}"
-        anomalies = outcome.summary.get("anomalies") or {}
-        if anomalies:
-            line += " (" + ", ".join(f"{k}: {v.get('count')}" for k, v in anomalies.items()) + ")"
-        judgement = outcome.judgement
-        if judgement is not None and judgement.expected:
-            reasons = sorted(set(judgement.expected.values()))
-            which = "all expected" if judgement.only_expected else f"expected: {', '.join(judgement.expected)}"
-            line += f"; {which} ({'; '.join(reasons)})"
-        for lost in outcome.summary.get("lost_workers") or []:
-            line += f"; {lost}"
-    if outcome.error:
-        line += f": {outcome.error}"
-    _say(line)

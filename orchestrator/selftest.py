@@ -219,7 +219,8 @@ RunCase = Callable[[SelftestCase, MatrixDir], CaseResult]
 def run_case(case: SelftestCase, matrix: MatrixDir, *, duration: float | None = None) -> CaseResult:
     """One case on a fresh embedded cluster, through the ordinary orchestrator."""
     from harness.config import load_scenario
-    from orchestrator.run import Run, RunOptions
+    from orchestrator.outcome import RunOptions
+    from orchestrator.run import Run
 
     config = load_scenario(case.scenario).for_path(case.path)
     if case.bug is not None:

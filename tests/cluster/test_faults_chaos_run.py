@@ -14,7 +14,8 @@ from harness.config import load_scenario
 from harness.results import RunStatus
 from harness.targets.processes import ProcessState, process_state
 from harness.txn_paths import TxnPath
-from orchestrator.run import Run, RunOptions
+from orchestrator.outcome import RunOptions
+from orchestrator.run import Run
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -23,8 +23,9 @@ from harness.results import PLANTED_BUG_PREFIX, planted_bugs_of
 from harness.targets.embedded import path_settings
 from harness.txn_paths import TxnPath
 from orchestrator.cli import main
+from orchestrator.outcome import RunOptions
 from orchestrator.planted import banner, planted_in, refuse_planted_bugs
-from orchestrator.run import Run, RunOptions
+from orchestrator.run import Run
 from workloads.topology import plan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import pytest
 
 from harness.results import RunDir, RunStatus
 from harness.verdicts import Expectation, judge
-from orchestrator.run import RunOutcome, Verdict
+from orchestrator.outcome import RunOutcome, Verdict
 
 EXPECTED = {"partial-txn": Expectation("v4 markers on a terminated topic")}
 
