@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     selftest = sub.add_parser("selftest", help="run each planted bug with the scenario meant to catch it",
                               description="Prove the harness's power: each catalogued planted bug "
-                                          "(embedded/planted_bugs.py) is run with its catching scenario and "
+                                          "(orchestrator/planted.py) is run with its catching scenario and "
                                           "reported caught or missed; a clean baseline runs per scenario and "
                                           "path. Writes results/<selftest_id>/selftest.{json,md}; exit 0 when "
                                           "every bug is caught and every baseline clean, else 1.")

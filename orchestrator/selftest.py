@@ -1,6 +1,6 @@
 """`txnbench selftest`: does the harness catch the bugs it is meant to catch?
 
-Theory of operation. The catalogue (embedded/planted_bugs.py) lists small, realistic
+Theory of operation. The catalogue (orchestrator/planted.py) lists small, realistic
 bugs planted in the embedded cluster behind settings that are off by default. The
 self-test runs, on a fresh cluster each time:
 
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embedded.planted_bugs import BY_ID, CATALOGUE, PlantedBug
 from harness.errors import ConfigError
 from harness.results import MatrixDir, new_matrix, write_json_atomic, write_text_atomic
 from harness.txn_paths import TxnPath
 from harness.verdicts import judge_run
+from orchestrator.planted import BY_ID, CATALOGUE, PlantedBug
 
 SELFTEST_SCHEMA = 1
 
