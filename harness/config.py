@@ -482,6 +482,14 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
 
+    @classmethod
+    def from_plain(cls, data: Any, source: str) -> RunConfig:
+        """Rebuild a config from its `to_dict()`, trusting it: each value is converted back, the
+        classes' `check()` rules are not run again (the orchestrator validated the scenario once,
+        before anything started: orchestrator.scenario.load). A ConfigError when the data is not
+        a config."""
+        return build(cls, data, source, checked=False)
+
 
 def available_scenarios(directory: Path = SCENARIO_DIR) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.yaml"))

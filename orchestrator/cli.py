@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness import __version__
-from harness.config import RunConfig, Target, load_scenario, parse_setting_pairs
+from harness.config import RunConfig, Target, parse_setting_pairs
 from harness.errors import ConfigError, TxnbenchError
 from harness.txn_paths import TxnPath
 from workloads.worker_args import add_worker_arguments
@@ -174,8 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def scenario_from_args(args: argparse.Namespace) -> RunConfig:
-    """The scenario named on the command line with the command line's overrides applied."""
-    config = load_scenario(args.scenario)
+    """The scenario named on the command line with the command line's overrides applied, validated."""
+    from orchestrator import scenario
+
+    return scenario.load(args.scenario, lambda config: _with_overrides(config, args))
+
+
+def _with_overrides(config: RunConfig, args: argparse.Namespace) -> RunConfig:
     changes: dict[str, object] = {}
     if getattr(args, "path", None):
         changes["path"] = TxnPath(args.path)

@@ -17,12 +17,12 @@ from harness.results import MatrixDir, RunStatus, new_matrix, write_json_atomic
 from orchestrator.capacity import ensure_capacity
 from orchestrator.outcome import RunOptions, RunOutcome, print_outcome, say
 from orchestrator.planted import refuse_planted_bugs
-from orchestrator.run import Run, check_before_start
+from orchestrator.run import Run
 
 
 def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
+    """`txnbench bench` and `chaos`: `config` comes validated from orchestrator.scenario.load."""
     refuse_planted_bugs(config.cluster.settings, kind)
-    check_before_start(config)
     matrix = new_matrix(kind, config.name, root=args.results,
                         info={"paths": [p.value for p in config.paths], "config": config.to_dict()})
     say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
@@ -40,7 +40,6 @@ def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int
     interrupted sweep still holds complete levels to compare.
     """
     refuse_planted_bugs(config.cluster.settings, "sweep")
-    check_before_start(config)
     paths = ", ".join(p.value for p in config.paths)
     matrix = new_matrix("sweep", config.name, root=args.results,
                         info={"paths": [p.value for p in config.paths], "levels": list(levels),

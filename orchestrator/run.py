@@ -44,12 +44,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from faults.nemesis import Nemesis
 from harness.config import ColdReads, RunConfig, Target
 from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
-from harness.results import RunStatus, new_run, write_json_atomic
-from harness.targets.base import ClusterTarget, ServiceRole
+from harness.results import RunStatus, new_run
+from harness.targets.base import ClusterInfo, ClusterTarget, ServiceRole
 from harness.verdicts import judge_run
 from orchestrator.outcome import (
     LoadProcessDied,
@@ -62,6 +63,8 @@ from orchestrator.outcome import (
 )
 from orchestrator.planted import banner as planted_banner
 from orchestrator.planted import refuse_planted_bugs
+from workloads.loadspec import LoadSpec
+from workloads.topology import Topology
 
 
 class Run:
@@ -88,13 +91,27 @@ class Run:
         self.history = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "run", self.clock,
                                        path=config.path.value)
         self.target: ClusterTarget | None = None
-        self.cluster_info: Any = None
+        self.cluster_info: ClusterInfo | None = None
         self.load: subprocess.Popen[bytes] | None = None
-        self.nemesis: Any = None
-        self.topology: Any = None
+        self.nemesis: Nemesis | None = None
+        self.topology: Topology | None = None
         self._temp_cluster_dir: Path | None = None
         self.phase: Phase | None = None
         self.phase_started = time.monotonic()
+
+    @property
+    def _cluster(self) -> ClusterInfo:
+        """The running cluster: setup brings it up, every later phase works on it."""
+        if self.cluster_info is None:
+            raise RuntimeError("no cluster yet: the setup phase has not brought it up")
+        return self.cluster_info
+
+    @property
+    def _topology(self) -> Topology:
+        """The run's topics and subscriptions: planned in setup, loaded, faulted and drained after."""
+        if self.topology is None:
+            raise RuntimeError("no topology yet: the setup phase has not planned it")
+        return self.topology
 
     # ---- phases --------------------------------------------------------------------------------
 
@@ -152,14 +169,14 @@ class Run:
         self.cluster_info = self.target.up()
         store = self._record_cluster()
         self.say(f"[{self.config.path.value}] cluster ready in {time.monotonic() - started:.1f}s "
-                 f"({self.cluster_info.service_url}; metadata store: {store['label']})")
+                 f"({self._cluster.service_url}; metadata store: {store['label']})")
         from workloads import setup as workload_setup
         from workloads import topology as workload_topology
 
         self.topology = workload_topology.plan(self.config, self.run_dir.run_id)
-        workload_setup.prepare(self.cluster_info, self.config, self.topology)
+        workload_setup.prepare(self._cluster, self.config, self._topology)
         self._record_subscription_starts()
-        workload_setup.wait_transactions_ready(self.cluster_info, self.config,
+        workload_setup.wait_transactions_ready(self._cluster, self.config,
                                                timeout_s=self.config.cluster.ready_timeout_s)
         self._snapshot(Phase.SETUP)
 
@@ -167,7 +184,7 @@ class Run:
         """The store this run's brokers used (harness.metadata_stores), with ZooKeeper's version."""
         from harness.metadata_stores import StoreKind, store_used
 
-        settings = self.cluster_info.settings
+        settings = self._cluster.settings
         version = None
         if self.config.target is Target.EMBEDDED and str(settings.get("metadataStoreUrl")) in ("zk", "zk:", "zk://"):
             from embedded.metadata.zookeeper import zookeeper_version
@@ -178,17 +195,17 @@ class Run:
     def _record_cluster(self) -> dict[str, str]:
         store = self._metadata_store()
         self.run_dir.update_manifest(metadata_store=store, cluster={
-            "service_url": self.cluster_info.service_url, "admin_url": self.cluster_info.admin_url,
-            "toxiproxy_url": self.cluster_info.toxiproxy_url,
-            "services": [{"name": s.name, "role": s.role.value, "pid": s.pid} for s in self.cluster_info.services],
-            "settings": self.cluster_info.settings,
+            "service_url": self._cluster.service_url, "admin_url": self._cluster.admin_url,
+            "toxiproxy_url": self._cluster.toxiproxy_url,
+            "services": [{"name": s.name, "role": s.role.value, "pid": s.pid} for s in self._cluster.services],
+            "settings": self._cluster.settings,
         })
         return store
 
     def _record_subscription_starts(self) -> None:
         """Every durable subscription exists now, before the load sends anything, and starts at the
         earliest message: the `undelivered` check holds each one to every value sent after this."""
-        for sub in self.topology.subscription_plans:
+        for sub in self._topology.subscription_plans:
             self.history.event(self.history.writer, OpF.PHASE, topic=sub.topic, subscription=sub.name,
                                extra={"name": PHASE_SUBSCRIPTION_START, "initial_position": "earliest",
                                       "sub_type": sub.sub_type.value})
@@ -221,14 +238,12 @@ class Run:
         spec_path = self.run_dir.path / "load-spec.json"
         duration = (self.config.phases.warmup_s + self.config.phases.steady_s + self.config.phases.faults_s
                     + self.config.phases.recovery_s)
-        write_json_atomic(spec_path, {
-            "run_id": self.run_dir.run_id, "run_dir": str(self.run_dir.path), "path": self.config.path.value,
-            "service_url": self.cluster_info.service_url, "admin_url": self.cluster_info.admin_url,
-            "config": self.config.to_dict(), "topology": self.topology.to_dict(),
-            "max_duration_s": duration + 120.0, "parent_pid": os.getpid(),
-            "listener_name": self.cluster_info.listener_name,
-            "status_file": str(self.run_dir.locust_dir / "status.json"),
-        })
+        cluster = self._cluster
+        LoadSpec(run_id=self.run_dir.run_id, run_dir=self.run_dir, path=self.config.path,
+                 service_url=cluster.service_url, admin_url=cluster.admin_url, config=self.config,
+                 topology=self._topology, max_duration_s=duration + 120.0, parent_pid=os.getpid(),
+                 status_file=self.run_dir.locust_dir / "status.json",
+                 listener_name=cluster.listener_name).write(spec_path)
         env = self.clock.export(dict(os.environ))
         env["PYTHONUNBUFFERED"] = "1"
         log = (self.run_dir.logs_dir / "load.log").open("ab")
@@ -280,15 +295,13 @@ class Run:
         self.say(f"[{self.config.path.value}] {self.phase} {elapsed:4.0f}/{total:.0f}s{rates}")
 
     def _faults_phase(self) -> None:
-        from faults.nemesis import Nemesis
-
         self._begin(Phase.FAULTS)
         assert self.target is not None
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "nemesis", self.clock,
                                    path=self.config.path.value)
         self.nemesis = Nemesis(config=self.config, cluster=self.target.info(),
                                control=self.target.process_control(), recorder=recorder,
-                               topology=self.topology)
+                               topology=self._topology)
         try:
             with self.nemesis:
                 self.nemesis.start()
@@ -337,7 +350,7 @@ class Run:
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "drain", self.clock,
                                    path=self.config.path.value)
         try:
-            result = drain(self.cluster_info, self.config, self.topology, recorder,
+            result = drain(self._cluster, self.config, self._topology, recorder,
                            timeout_s=self.config.phases.drain_timeout_s)
         finally:
             recorder.close()
@@ -365,7 +378,7 @@ class Run:
         if mode is ColdReads.NONE:
             return {"mode": mode.value, "cold": False}
         control = self.target.process_control() if self.target is not None else None
-        brokers = [s.name for s in self.cluster_info.by_role(ServiceRole.BROKER)]
+        brokers = [s.name for s in self._cluster.by_role(ServiceRole.BROKER)]
         if mode is ColdReads.RESTART and (control is None or not brokers):
             self.say(f"[{self.config.path.value}] cold reads: this target cannot restart brokers; unloading "
                      "every topic instead")
@@ -386,15 +399,15 @@ class Run:
             else:
                 from faults.admin import make_topic_admin
 
-                admin, why = make_topic_admin(self.cluster_info, control)
+                admin, why = make_topic_admin(self._cluster, control)
                 if admin is None:
                     raise EnvironmentProblem(f"no admin to unload topics with: {why}")
                 try:
-                    for topic in self.topology.topics:
+                    for topic in self._topology.topics:
                         admin.unload_topic(topic)
                 finally:
                     admin.close()
-                out["topics"] = list(self.topology.topics)
+                out["topics"] = list(self._topology.topics)
         except Exception as err:
             out.update(cold=False, error=f"{type(err).__name__}: {err}")
             self.say(f"[{self.config.path.value}] cold reads: {mode.value} failed ({err}); the final reads "
@@ -470,21 +483,10 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 # ---- the command ------------------------------------------------------------------------------
 
-def check_before_start(config: RunConfig) -> None:
-    """Refuse a scenario whose faults cannot work, before anything starts.
-
-    A bad fault target or parameter is a one-line ConfigError now, not 20 s into a run.
-    """
-    if config.faults.enabled:
-        from faults.validate import check_scenario
-
-        check_scenario(config)
-
-
 def main_run(config: RunConfig, args: argparse.Namespace) -> int:
+    """`txnbench run`: `config` comes validated from orchestrator.scenario.load."""
     allowed = bool(getattr(args, "allow_planted_bugs", False))
     refuse_planted_bugs(config.cluster.settings, "run", allowed=allowed)
-    check_before_start(config)
     options = RunOptions(results_root=args.results, allow_planted_bugs=allowed)
     outcome = Run(config, options).execute()
     print_outcome(outcome)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.config import RunConfig
 from harness.errors import ConfigError
 from harness.results import MatrixDir, new_matrix, write_json_atomic, write_text_atomic
 from harness.txn_paths import TxnPath
@@ -216,13 +217,13 @@ def list_catalogue() -> str:
 RunCase = Callable[[SelftestCase, MatrixDir], CaseResult]
 
 
-def run_case(case: SelftestCase, matrix: MatrixDir, *, duration: float | None = None) -> CaseResult:
-    """One case on a fresh embedded cluster, through the ordinary orchestrator."""
-    from harness.config import load_scenario
+def run_case(case: SelftestCase, scenario: RunConfig, matrix: MatrixDir, *,
+             duration: float | None = None) -> CaseResult:
+    """One case of `scenario` (validated) on a fresh embedded cluster, through the ordinary orchestrator."""
     from orchestrator.outcome import RunOptions
     from orchestrator.run import Run
 
-    config = load_scenario(case.scenario).for_path(case.path)
+    config = scenario.for_path(case.path)
     if case.bug is not None:
         cluster = dataclasses.replace(config.cluster, settings={**config.cluster.settings, case.bug: True})
         config = dataclasses.replace(config, cluster=cluster)
@@ -307,11 +308,10 @@ def main_selftest(args: argparse.Namespace) -> int:
     if not cases:
         raise ConfigError("txnbench selftest", "--paths", "no catalogued bug lives on those paths",
                           "`txnbench selftest --list` shows each bug's path")
-    from harness.config import load_scenario
-    from orchestrator.run import check_before_start
+    from orchestrator import scenario
 
-    for scenario in sorted({c.scenario for c in cases}):   # a bad scenario fails now, not 20 minutes in
-        check_before_start(load_scenario(scenario))
+    # each scenario validated once, up front: a bad one fails now, not 20 minutes in
+    scenarios = {name: scenario.load(name) for name in sorted({c.scenario for c in cases})}
     matrix = new_matrix("selftest", "catalogue", root=args.results,
                         info={"cases": [dataclasses.asdict(c) | {"path": c.path.value, "kind": c.kind.value}
                                         for c in cases], "duration": args.duration})
@@ -321,7 +321,8 @@ def main_selftest(args: argparse.Namespace) -> int:
 
     say(f"selftest {matrix.matrix_id}: {len([c for c in cases if c.bug])} planted bugs, "
         f"{len([c for c in cases if not c.bug])} baselines -> {matrix.path}")
-    summary = execute(cases, matrix, lambda case, m: run_case(case, m, duration=args.duration), say)
+    summary = execute(cases, matrix, lambda case, m: run_case(case, scenarios[case.scenario], m,
+                                                              duration=args.duration), say)
     print(render_table(summary))
     print(matrix.path)
     return exit_code(summary)

@@ -152,7 +152,6 @@ def test_sweep_runs_every_path_per_level_lowest_first_and_stops_when_interrupted
 
     compared: list[Path] = []
     monkeypatch.setattr(matrix_module, "Run", FakeRun)
-    monkeypatch.setattr(matrix_module, "check_before_start", lambda config: None)
     monkeypatch.setattr(matrix_module, "_compare_sweep", lambda matrix, outcomes: compared.append(matrix.path))
     args = build_parser().parse_args(["sweep", "--users", "16,4,64", "--no-capacity", "--results", str(tmp_path)])
     config = scenario_from_args(args)
