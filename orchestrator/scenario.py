@@ -3,7 +3,8 @@
 `load` is the one validation of a scenario, before any folder or process exists: the config
 classes check every key while the file is parsed (harness.config), then the faults are planned
 on every path the scenario runs and checked against its target (faults.validate.check_scenario),
-so a bad fault target or parameter is a one-line ConfigError now, not 20 s into a run. `txnbench
+so a bad fault kind, target or parameter is a one-line ConfigError now, not 20 s into a run (the
+kinds are the faults package's: the config keeps them as text, faults/kinds.py names them). `txnbench
 run`, `bench`, `chaos`, `sweep` and `selftest` take their configs from here and trust them; the
 load process rebuilds the same config from the load spec without checking it again
 (`RunConfig.from_plain`).
@@ -25,5 +26,5 @@ def load(name_or_path: str, adjust: Callable[[RunConfig], RunConfig] | None = No
     if adjust is not None:
         config = adjust(config)
     if config.faults.enabled:
-        check_scenario(config)
+        check_scenario(config, source=str(file))   # an unknown kind names the file, as the parser would
     return config

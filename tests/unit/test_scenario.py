@@ -34,3 +34,17 @@ def test_the_adjusted_config_is_what_gets_validated() -> None:
     assert scenario.load("chaos", lambda c: c).target is Target.EMBEDDED
     with pytest.raises(ConfigError, match="external target"):
         scenario.load("chaos", external)
+
+
+def test_an_unknown_fault_kind_is_refused_with_the_one_line_error_of_the_parser(tmp_path: Path) -> None:
+    """The kinds are the faults package's (faults/kinds.py), so the config keeps a kind as text;
+    the error is the one the parser gave when the config held the enum: file, key, closest kind."""
+    bad = tmp_path / "kinds.yaml"
+    bad.write_text("phases: {faults_s: 10}\nfaults:\n  schedule:\n    - {kind: kil, at_s: 1}\n")
+    with pytest.raises(ConfigError) as info:
+        scenario.load(str(bad))
+    assert str(info.value) == f"{bad}: faults.schedule[0].kind: 'kil' is not a valid choice; did you mean 'kill'?"
+    bad.write_text("phases: {faults_s: 10}\nfaults:\n  random: {kinds: [partition, pausee]}\n")
+    with pytest.raises(ConfigError) as info:
+        scenario.load(str(bad))
+    assert str(info.value) == f"{bad}: faults.random.kinds[1]: 'pausee' is not a valid choice; did you mean 'pause'?"
