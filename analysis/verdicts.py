@@ -60,10 +60,10 @@ def expectations_of(manifest: Mapping[str, Any], source: str) -> dict[AnomalyCla
     A manifest naming no transaction path expects nothing. A `config.checks` that does not
     build (a hand-edited manifest) is a ConfigError naming `source` and the key.
     """
-    try:
-        txn_path = TxnPath(manifest.get("path"))
-    except ValueError:
+    name = manifest.get("path")
+    if name not in {p.value for p in TxnPath}:
         return {}
+    txn_path = TxnPath(name)
     checks = ChecksConfig.from_plain((manifest.get("config") or {}).get("checks"), source)
     return checks.expected_on(txn_path)
 

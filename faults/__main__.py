@@ -10,7 +10,7 @@ import sys
 
 from faults.schedule import describe
 from faults.validate import check_scenario
-from harness.config import load_scenario
+from harness.config import load_scenario, resolve_scenario
 from harness.errors import TxnbenchError
 from harness.txn_paths import TxnPath
 
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.path:
             path = TxnPath(args.path)
             config = dataclasses.replace(config, path=path, paths=(path,))
-        timelines = check_scenario(config)
+        timelines = check_scenario(config, source=str(resolve_scenario(args.scenario)))
     except TxnbenchError as err:
         print(f"txnbench: {err}", file=sys.stderr)
         return err.exit_code

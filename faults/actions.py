@@ -16,6 +16,9 @@ its own. Process faults go through `ProcessControl` (kill -9 then start; SIGTERM
 then start; SIGSTOP then SIGCONT). Topic faults go through `TopicAdmin` and are not healable: a split,
 merge, seal or termination stays.
 
+Which action serves which kind, and what it acts through, is the kind's registry entry
+(faults.kinds.KINDS, `action`).
+
 Every heal is idempotent: enabling an enabled proxy, removing a toxic that is not
 there, starting a running process and resuming a running one all succeed, so
 heal-everything after an interrupted injection is always safe.
@@ -26,9 +29,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 
-from faults.model import Fault, FaultAction, NetworkApi, NotInjected, TopicAdmin
+from faults.model import Fault, NetworkApi, NotInjected, TopicAdmin
 from faults.selectors import Direction, LinkEnd, SegmentTarget, ServiceTarget, TopicTarget
-from harness.config import FaultKind
 from harness.targets.base import ProcessControl
 from harness.toxiproxy.client import NotFound
 from harness.toxiproxy.model import ToxicType
@@ -220,28 +222,3 @@ class UnloadAction(_InstantAction):
             self.admin.unload_topic(target.topic)
         else:
             raise NotInjected(f"unload takes a topic or a segment, got {target}")
-
-
-def build_actions(network: NetworkApi | None, control: ProcessControl | None,
-                  admin: TopicAdmin | None) -> dict[FaultKind, FaultAction]:
-    """The actions this environment can run; kinds whose dependency is missing are absent."""
-    actions: dict[FaultKind, FaultAction] = {}
-    if network is not None:
-        actions[FaultKind.PARTITION] = PartitionAction(network)
-        actions[FaultKind.LATENCY] = ToxicAction(
-            network, ToxicType.LATENCY,
-            lambda f: {"latency": int(f.params["latency_ms"]), "jitter": int(f.params["jitter_ms"])})
-        actions[FaultKind.BANDWIDTH] = ToxicAction(
-            network, ToxicType.BANDWIDTH, lambda f: {"rate": int(f.params["rate_kbps"])})
-        actions[FaultKind.SLOW_PARTICIPANT] = ToxicAction(
-            network, ToxicType.LATENCY, lambda f: {"latency": int(f.params["latency_ms"]), "jitter": 0})
-    if control is not None:
-        actions[FaultKind.KILL] = KillAction(control)
-        actions[FaultKind.PAUSE] = PauseAction(control)
-        actions[FaultKind.RESTART] = RestartAction(control)
-    if admin is not None:
-        actions[FaultKind.SPLIT] = SplitAction(admin)
-        actions[FaultKind.MERGE] = MergeAction(admin)
-        actions[FaultKind.TERMINATE] = TerminateAction(admin)
-        actions[FaultKind.UNLOAD] = UnloadAction(admin)
-    return actions

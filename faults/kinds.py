@@ -1,21 +1,17 @@
-"""What each fault kind accepts: targets, parameters, paths, and what it needs from a target.
+"""The fault kinds: one registry entry per kind, everything the rest of the program asks of it.
 
-This is the table the nemesis validates a scenario against before anything runs,
-and that faults/README.md documents. Behaviour (inject/heal) is in faults.actions.
+`FaultKind` names the kinds (the `kind:` of a scenario's fault); `KINDS` holds, for each,
+what it accepts (targets, parameters, paths), what it needs from a target, how it is
+injected and healed in a run's environment (`action`), and the flags by which the schedule,
+the resolver and the nemesis treat it (`network`, `process_fault`, `topic_fault`,
+`waits_healthy_on_heal`). A new kind is one enum member and one entry here, plus its action
+class in faults.actions. docs/scenarios.md's fault-kind table is rendered from `KINDS`
+(orchestrator/scenario_doc.py); faults/README.md says how each kind is implemented.
 
-| kind | targets | params | paths | healed by |
-|---|---|---|---|---|
-| partition | a link selector, or a service (isolates it) | direction | all | enabling the proxy / removing the toxic |
-| latency | same | latency_ms, jitter_ms, direction | all | removing the toxics |
-| bandwidth | same | rate_kbps, direction | all | removing the toxics |
-| kill | a service | | all | starting it again |
-| pause | a service | | all | SIGCONT |
-| split | a segment or topic | | v5 | not healable |
-| merge | a topic (or segment: its topic) | | v5 | not healable |
-| terminate | a topic (v4) or segment (v5) | | all | not healable |
-| slow-participant | a broker | latency_ms, direction | v5 | removing the toxic |
-| restart | a service | | all | starting it again (it was stopped gracefully) |
-| unload | a topic (all its partitions or segments) or one segment/partition | | all | not healable (ownership moved) |
+The scenario config (harness.config) keeps a kind as text, since the base package does not
+import this one; `kind_of` turns it into a `FaultKind` where a scenario is validated
+(faults.validate.check_scenario, orchestrator.scenario.load) and planned (faults.schedule),
+with the same one-line error for a kind that does not exist.
 """
 
 from __future__ import annotations
@@ -25,8 +21,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from faults.actions import (
+    KillAction,
+    MergeAction,
+    PartitionAction,
+    PauseAction,
+    RestartAction,
+    SplitAction,
+    TerminateAction,
+    ToxicAction,
+    UnloadAction,
+)
+from faults.model import Fault, FaultAction, NetworkApi, TopicAdmin
+from faults.proxy.toxics import ToxicType
 from faults.selectors import (
     DefaultSelector,
     Direction,
@@ -38,8 +47,12 @@ from faults.selectors import (
     TopicSelector,
     parse_selector,
 )
-from harness.config import FaultKind
+from harness.errors import ConfigError
+from harness.targets.base import ProcessControl
 from harness.txn_paths import ALL_PATHS, TxnPath
+
+if TYPE_CHECKING:   # faults.environment imports this module (Capability)
+    from faults.environment import FaultEnvironment
 
 # The v5 GC settings a slow participant must outlast, and Pulsar's defaults (facts file C.3).
 GC_RETENTION_KEY = "transactionCoordinatorScalableTopicsGcRetentionSeconds"
@@ -53,6 +66,33 @@ SESSION_TIMEOUT_KEY = "metadataStoreSessionTimeoutMillis"
 PULSAR_SESSION_TIMEOUT_MS = 30_000
 
 
+class FaultKind(StrEnum):
+    """What the nemesis can break (a scenario's `kind:`)."""
+
+    PARTITION = "partition"          # cut a link (client-broker, broker-broker, broker-metadata, broker-ledger)
+    LATENCY = "latency"              # delay (and jitter) a link
+    BANDWIDTH = "bandwidth"          # limit a link's rate
+    KILL = "kill"                    # kill -9 a process, restart it when healed
+    PAUSE = "pause"                  # SIGSTOP a process, SIGCONT when healed
+    SPLIT = "split"                  # split a v5 segment mid-transaction
+    MERGE = "merge"                  # merge two v5 segments mid-transaction
+    TERMINATE = "terminate"          # seal a v5 segment or terminate a v4 topic
+    SLOW_PARTICIPANT = "slow-participant"  # delay one broker's metadata link past the v5 GC retention
+    RESTART = "restart"              # graceful stop (SIGTERM) of a process, started again when healed
+    UNLOAD = "unload"                # unload a topic, partition or v5 segment: its ownership moves, no crash
+
+
+def kind_of(text: str, source: str, key: str) -> FaultKind:
+    """The kind a scenario names; a ConfigError naming the file, the key and the closest kind otherwise."""
+    try:
+        return FaultKind(text)
+    except ValueError:
+        choices = [k.value for k in FaultKind]
+        close = difflib.get_close_matches(str(text), choices, n=1)
+        fix = f"did you mean '{close[0]}'?" if close else f"use one of: {', '.join(choices)}"
+        raise ConfigError(source, key, f"{text!r} is not a valid choice", fix) from None
+
+
 class Capability(StrEnum):
     """What a fault needs from the target and the run."""
 
@@ -61,9 +101,6 @@ class Capability(StrEnum):
     ADMIN = "admin"            # admin REST for topics and segments
     TOPICS = "topics"          # the run's topic list (the workload topology)
     COORDINATORS = "coordinators"  # a client that can say which broker hosts each coordinator
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class ParamError(ValueError):
@@ -106,17 +143,32 @@ def _direction(default: Direction) -> Param:
     return Param(default.value, "both, outbound (away from the selected side) or inbound", choices=_DIRECTIONS)
 
 
+ActionFactory = Callable[["FaultEnvironment"], FaultAction | None]
+"""Builds a kind's inject/heal pair in a run's environment; None when what it acts through is missing."""
+
+
 @dataclass(frozen=True)
 class KindSpec:
     kind: FaultKind
     summary: str
     accepts: tuple[type, ...]
+    """The selector classes its `target` may be (faults.selectors)."""
     default_target: Callable[[TxnPath], str]
+    """What `target: random` means on a path."""
+    action: ActionFactory
     params: Mapping[str, Param] = field(default_factory=lambda: MappingProxyType({}))
     healable: bool = True
     paths: frozenset[TxnPath] = frozenset(ALL_PATHS)
     needs: frozenset[Capability] = frozenset()
     brokers_only: bool = False
+    network: bool = False
+    """Its targets resolve to proxied links (a link selector, or every link of a service)."""
+    process_fault: bool = False
+    """It acts on a process (ProcessControl): resolved to one service, timed as a process action."""
+    topic_fault: bool = False
+    """It acts on a topic or segment through admin REST: timed as an admin call."""
+    waits_healthy_on_heal: bool = False
+    """Its heal starts a process and waits until it is healthy (the cluster's ready timeout applies)."""
 
     def accepts_selector(self, selector: Selector) -> bool:
         if isinstance(selector, DefaultSelector):
@@ -130,74 +182,113 @@ class KindSpec:
 _NETWORK_TARGETS = (ServiceSelector, LinkSelector)
 _TOPIC_TARGETS = (TopicSelector, SegmentSelector)
 
-SPECS: Mapping[FaultKind, KindSpec] = MappingProxyType({
+
+def _through_network(make: Callable[[NetworkApi], FaultAction]) -> ActionFactory:
+    return lambda env: make(env.network) if env.network is not None else None
+
+
+def _through_processes(make: Callable[[ProcessControl], FaultAction]) -> ActionFactory:
+    return lambda env: make(env.control) if env.control is not None else None
+
+
+def _through_admin(make: Callable[[TopicAdmin], FaultAction]) -> ActionFactory:
+    return lambda env: make(env.admin) if env.admin is not None else None
+
+
+def _latency(fault: Fault) -> Mapping[str, int]:
+    return {"latency": int(fault.params["latency_ms"]), "jitter": int(fault.params["jitter_ms"])}
+
+
+def _bandwidth(fault: Fault) -> Mapping[str, int]:
+    return {"rate": int(fault.params["rate_kbps"])}
+
+
+def _slow_participant(fault: Fault) -> Mapping[str, int]:
+    return {"latency": int(fault.params["latency_ms"]), "jitter": 0}
+
+
+KINDS: Mapping[FaultKind, KindSpec] = MappingProxyType({
     FaultKind.PARTITION: KindSpec(
         FaultKind.PARTITION, "cut links: disable the proxies (both ways) or drop one stream (timeout 0)",
-        _NETWORK_TARGETS, lambda _p: "link:random",
-        MappingProxyType({"direction": _direction(Direction.BOTH)}), needs=frozenset({Capability.NETWORK})),
+        _NETWORK_TARGETS, lambda _p: "link:random", _through_network(PartitionAction),
+        MappingProxyType({"direction": _direction(Direction.BOTH)}), needs=frozenset({Capability.NETWORK}),
+        network=True),
     FaultKind.LATENCY: KindSpec(
         FaultKind.LATENCY, "delay links (latency toxic, optional jitter)",
         _NETWORK_TARGETS, lambda _p: "link:random",
+        _through_network(lambda network: ToxicAction(network, ToxicType.LATENCY, _latency)),
         MappingProxyType({"latency_ms": Param(200, "milliseconds added per chunk", 0, _MAX_MS),
                           "jitter_ms": Param(0, "milliseconds of random variation", 0, _MAX_MS),
                           "direction": _direction(Direction.BOTH)}),
-        needs=frozenset({Capability.NETWORK})),
+        needs=frozenset({Capability.NETWORK}), network=True),
     FaultKind.BANDWIDTH: KindSpec(
         FaultKind.BANDWIDTH, "limit links' rate (bandwidth toxic)",
         _NETWORK_TARGETS, lambda _p: "link:random",
+        _through_network(lambda network: ToxicAction(network, ToxicType.BANDWIDTH, _bandwidth)),
         MappingProxyType({"rate_kbps": Param(64, "KB per second (1 KB = 1000 bytes)", 0, 10_000_000),
                           "direction": _direction(Direction.BOTH)}),
-        needs=frozenset({Capability.NETWORK})),
+        needs=frozenset({Capability.NETWORK}), network=True),
     FaultKind.KILL: KindSpec(
         FaultKind.KILL, "kill -9 a process; start it again when healed",
-        (ServiceSelector,), lambda _p: "process:random", needs=frozenset({Capability.PROCESSES})),
+        (ServiceSelector,), lambda _p: "process:random", _through_processes(KillAction),
+        needs=frozenset({Capability.PROCESSES}), process_fault=True, waits_healthy_on_heal=True),
     FaultKind.PAUSE: KindSpec(
         FaultKind.PAUSE, "SIGSTOP a process; SIGCONT when healed",
-        (ServiceSelector,), lambda _p: "process:random", needs=frozenset({Capability.PROCESSES})),
+        (ServiceSelector,), lambda _p: "process:random", _through_processes(PauseAction),
+        needs=frozenset({Capability.PROCESSES}), process_fault=True),
     FaultKind.SPLIT: KindSpec(
         FaultKind.SPLIT, "split an active segment of a scalable topic (admin REST)",
-        _TOPIC_TARGETS, lambda _p: "segment:random", healable=False, paths=frozenset({TxnPath.V5}),
-        needs=frozenset({Capability.ADMIN, Capability.TOPICS})),
+        _TOPIC_TARGETS, lambda _p: "segment:random", _through_admin(SplitAction), healable=False,
+        paths=frozenset({TxnPath.V5}), needs=frozenset({Capability.ADMIN, Capability.TOPICS}), topic_fault=True),
     FaultKind.MERGE: KindSpec(
         FaultKind.MERGE, "merge two adjacent active segments of a scalable topic (admin REST)",
-        _TOPIC_TARGETS, lambda _p: "topic:random", healable=False, paths=frozenset({TxnPath.V5}),
-        needs=frozenset({Capability.ADMIN, Capability.TOPICS})),
+        _TOPIC_TARGETS, lambda _p: "topic:random", _through_admin(MergeAction), healable=False,
+        paths=frozenset({TxnPath.V5}), needs=frozenset({Capability.ADMIN, Capability.TOPICS}), topic_fault=True),
     FaultKind.TERMINATE: KindSpec(
         FaultKind.TERMINATE, "terminate a v4 topic or partition, or seal a v5 segment (admin REST)",
-        _TOPIC_TARGETS, lambda p: "segment:random" if p is TxnPath.V5 else "topic:random", healable=False,
-        needs=frozenset({Capability.ADMIN, Capability.TOPICS})),
+        _TOPIC_TARGETS, lambda p: "segment:random" if p is TxnPath.V5 else "topic:random",
+        _through_admin(TerminateAction), healable=False,
+        needs=frozenset({Capability.ADMIN, Capability.TOPICS}), topic_fault=True),
     FaultKind.SLOW_PARTICIPANT: KindSpec(
         FaultKind.SLOW_PARTICIPANT,
         "delay one broker's metadata-store link past the v5 GC retention window",
         (ServiceSelector,), lambda _p: "broker:random",
+        _through_network(lambda network: ToxicAction(network, ToxicType.LATENCY, _slow_participant)),
         MappingProxyType({"latency_ms": Param(None, "milliseconds; default: GC retention + GC interval "
                                                     "+ 2 s from the cluster settings", 0, _MAX_MS),
                           "direction": _direction(Direction.INBOUND)}),
         paths=frozenset({TxnPath.V5}), needs=frozenset({Capability.NETWORK}), brokers_only=True),
     FaultKind.RESTART: KindSpec(
         FaultKind.RESTART, "stop a process gracefully (SIGTERM: it unloads its topics); start it when healed",
-        (ServiceSelector,), lambda _p: "broker:random", needs=frozenset({Capability.PROCESSES})),
+        (ServiceSelector,), lambda _p: "broker:random", _through_processes(RestartAction),
+        needs=frozenset({Capability.PROCESSES}), process_fault=True, waits_healthy_on_heal=True),
     FaultKind.UNLOAD: KindSpec(
         FaultKind.UNLOAD, "unload a topic, partition or v5 segment: ownership moves without a crash (admin REST)",
-        _TOPIC_TARGETS, lambda _p: "topic:random", healable=False,
-        needs=frozenset({Capability.ADMIN, Capability.TOPICS})),
+        _TOPIC_TARGETS, lambda _p: "topic:random", _through_admin(UnloadAction), healable=False,
+        needs=frozenset({Capability.ADMIN, Capability.TOPICS}), topic_fault=True),
 })
 
 
 def spec(kind: FaultKind) -> KindSpec:
-    return SPECS[kind]
+    return KINDS[kind]
+
+
+def build_actions(env: FaultEnvironment) -> dict[FaultKind, FaultAction]:
+    """The actions this environment can run; kinds whose dependency is missing are absent."""
+    built = {kind: s.action(env) for kind, s in KINDS.items()}
+    return {kind: action for kind, action in built.items() if action is not None}
 
 
 def effective_selector(kind: FaultKind, text: str, path: TxnPath) -> Selector:
     """The parsed selector, with `random` replaced by the kind's default for `path`."""
     selector = parse_selector(text)
     if isinstance(selector, DefaultSelector):
-        selector = parse_selector(SPECS[kind].default_target(path))
+        selector = parse_selector(KINDS[kind].default_target(path))
     return selector
 
 
 def describe_accepts(kind: FaultKind) -> str:
-    s = SPECS[kind]
+    s = KINDS[kind]
     names = []
     for cls in s.accepts:
         if cls is ServiceSelector:
@@ -215,7 +306,7 @@ def describe_accepts(kind: FaultKind) -> str:
 
 def validate_params(kind: FaultKind, raw: Mapping[str, Any]) -> dict[str, Any]:
     """The kind's parameters with defaults filled in; ParamError names a bad one."""
-    known = SPECS[kind].params
+    known = KINDS[kind].params
     for name in raw:
         if name not in known:
             if not known:

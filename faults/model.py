@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from faults.selectors import Target
-from harness.config import FaultKind
 from harness.toxiproxy.model import Stream, ToxicType
+
+if TYPE_CHECKING:   # faults.kinds builds its registry from the actions, which import this module
+    from faults.kinds import FaultKind
 
 
 class NotInjected(Exception):

@@ -42,16 +42,15 @@ from types import TracebackType
 from typing import Any
 
 from faults import kinds
-from faults.actions import build_actions
 from faults.bounded import call_bounded
 from faults.environment import FaultEnvironment, topology_topics
-from faults.kinds import Capability
+from faults.kinds import Capability, FaultKind, build_actions
 from faults.model import Fault, FaultAction, NotInjected
 from faults.resolve import resolve_fault
 from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
 from faults.selectors import ResolveContext, uses_coordinator
 from faults.triggers import HistoryTail
-from harness.config import FaultKind, RunConfig
+from harness.config import RunConfig
 from harness.errors import ConfigError, TxnbenchError
 from harness.history import HistoryRecorder
 from harness.history.schema import OpF
@@ -125,8 +124,7 @@ class Nemesis:
             environment = for_run(cluster, config.path, control, topics)
         self.env = environment
         try:
-            self.actions = actions if actions is not None else build_actions(
-                environment.network, environment.control, environment.admin)
+            self.actions = actions if actions is not None else build_actions(environment)
             self._check_capabilities()
         except BaseException:
             environment.close()
@@ -403,11 +401,12 @@ class Nemesis:
     # ---- helpers --------------------------------------------------------------------------------
 
     def _timeout(self, kind: FaultKind, heal: bool) -> float:
-        if kind in (FaultKind.KILL, FaultKind.PAUSE, FaultKind.RESTART):
-            if kind is not FaultKind.PAUSE and heal:   # a start waits until the service is healthy
+        spec = kinds.spec(kind)
+        if spec.process_fault:
+            if spec.waits_healthy_on_heal and heal:   # a start waits until the service is healthy
                 return self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S
             return PROCESS_TIMEOUT_S
-        if kind in (FaultKind.SPLIT, FaultKind.MERGE, FaultKind.TERMINATE, FaultKind.UNLOAD):
+        if spec.topic_fault:
             return ADMIN_TIMEOUT_S
         return NETWORK_TIMEOUT_S
 

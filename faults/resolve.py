@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from faults import kinds
+from faults.kinds import FaultKind
 from faults.model import Fault
 from faults.schedule import PlannedFault
 from faults.selectors import (
@@ -30,11 +31,8 @@ from faults.selectors import (
     resolve_service,
     resolve_topic,
 )
-from harness.config import FaultKind
 from harness.toxiproxy.model import Stream
 from harness.txn_paths import TxnPath
-
-NETWORK_KINDS = frozenset({FaultKind.PARTITION, FaultKind.LATENCY, FaultKind.BANDWIDTH})
 
 
 def resolve_fault(planned: PlannedFault, ctx: ResolveContext, *, path: TxnPath, for_s: float,
@@ -55,10 +53,11 @@ def resolve_fault(planned: PlannedFault, ctx: ResolveContext, *, path: TxnPath, 
 def _targets(planned: PlannedFault, ctx: ResolveContext, path: TxnPath) -> tuple[Target, ...]:
     selector = planned.selector
     kind = planned.kind
-    if kind in NETWORK_KINDS:
+    spec = kinds.spec(kind)
+    if spec.network:
         assert isinstance(selector, (ServiceSelector, LinkSelector))
         return resolve_links(selector, ctx)
-    if kind in (FaultKind.KILL, FaultKind.PAUSE, FaultKind.RESTART):
+    if spec.process_fault:
         assert isinstance(selector, ServiceSelector)
         return (resolve_service(selector, ctx),)
     if kind is FaultKind.SLOW_PARTICIPANT:

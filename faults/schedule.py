@@ -41,9 +41,9 @@ from types import MappingProxyType
 from typing import Any
 
 from faults import kinds
-from faults.kinds import ParamError
+from faults.kinds import FaultKind, ParamError
 from faults.selectors import Selector, SelectorError, check_against_cluster
-from harness.config import FaultKind, FaultsConfig, TriggerSpec
+from harness.config import FaultsConfig, TriggerSpec
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 
@@ -166,9 +166,10 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, path: T
     order = 0
     for i, entry in enumerate(faults.schedule):
         key = f"faults.schedule[{i}]"
-        draft = _draft(entry.kind, entry.target, entry.params, path, source, key, brokers, topics)
-        if path not in kinds.spec(entry.kind).paths:
-            notes.append(f"{key}: {entry.kind.value} does not apply to {path.value}; left out")
+        kind = kinds.kind_of(entry.kind, source, f"{key}.kind")
+        draft = _draft(kind, entry.target, entry.params, path, source, key, brokers, topics)
+        if path not in kinds.spec(kind).paths:
+            notes.append(f"{key}: {kind.value} does not apply to {path.value}; left out")
             continue
         if entry.at_s is not None:
             times, repeating = [entry.at_s], False
@@ -200,8 +201,9 @@ def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, path:
                        topics: int | None) -> list[_Candidate]:
     spec = faults.random
     assert spec is not None
+    named = [kinds.kind_of(text, source, f"{RANDOM_SOURCE}.kinds[{i}]") for i, text in enumerate(spec.kinds)]
     drafts: list[_Draft] = []
-    for i, kind in enumerate(dict.fromkeys(spec.kinds)):
+    for i, kind in enumerate(dict.fromkeys(named)):
         draft = _draft(kind, spec.target, {}, path, source, RANDOM_SOURCE, brokers, topics)
         if path not in kinds.spec(kind).paths:
             notes.append(f"{RANDOM_SOURCE}.kinds[{i}]: {kind.value} does not apply to {path.value}; left out")

@@ -91,9 +91,6 @@ class ServiceClass(StrEnum):
     LEDGER = "ledger"
     ANY = "process"
 
-    def __str__(self) -> str:
-        return self.value
-
 
 @dataclass(frozen=True)
 class DefaultSelector:
@@ -324,9 +321,6 @@ class Direction(StrEnum):
     BOTH = "both"
     OUTBOUND = "outbound"   # from the selected side (a link's source, or the named service) out
     INBOUND = "inbound"     # towards the selected side
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,18 @@ workload's topology (a mixed workload has several families of `workload.topics`)
 from __future__ import annotations
 
 from faults import kinds
-from faults.kinds import Capability
+from faults.kinds import Capability, kind_of
 from faults.schedule import Timeline, plan_timeline
-from harness.config import RunConfig, Target
+from harness.config import FaultsConfig, RunConfig, Target
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 
 
-def check_scenario(config: RunConfig) -> dict[TxnPath, Timeline]:
-    """The timeline of each of the scenario's paths; ConfigError on a bad target, parameter or
-    a kind the target cannot run. A scenario without faults gives empty timelines."""
+def check_scenario(config: RunConfig, source: str | None = None) -> dict[TxnPath, Timeline]:
+    """The timeline of each of the scenario's paths; ConfigError on an unknown kind (naming
+    `source`, the scenario's file, when given), a bad target or parameter, or a kind the target
+    cannot run. A scenario without faults gives empty timelines."""
+    check_kinds(config.faults, source or f"scenario {config.name}")
     paths = dict.fromkeys([*config.paths, config.path]) if config.paths else {config.path: None}
     timelines = {}
     for path in paths:
@@ -30,6 +32,15 @@ def check_scenario(config: RunConfig) -> dict[TxnPath, Timeline]:
         _check_target(config, timeline)
         timelines[path] = timeline
     return timelines
+
+
+def check_kinds(faults: FaultsConfig, source: str) -> None:
+    """Every kind the scenario names exists (the config keeps them as text: faults.kinds)."""
+    for i, entry in enumerate(faults.schedule):
+        kind_of(entry.kind, source, f"faults.schedule[{i}].kind")
+    if faults.random is not None:
+        for i, text in enumerate(faults.random.kinds):
+            kind_of(text, source, f"faults.random.kinds[{i}]")
 
 
 def _check_target(config: RunConfig, timeline: Timeline) -> None:

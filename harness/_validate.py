@@ -41,8 +41,13 @@ def bounded(default: Any, *, min: float | None = None, max: float | None = None,
     return dataclasses.field(default=default, metadata={"min": min, "max": max, "help": help})
 
 
-def build(cls: type[T], data: Any, source: str, prefix: str = "") -> T:
-    """Convert `data` (parsed YAML) into an instance of the dataclass `cls`."""
+def build(cls: type[T], data: Any, source: str, prefix: str = "", *, checked: bool = True) -> T:
+    """Convert `data` (parsed YAML) into an instance of the dataclass `cls`.
+
+    `checked=False` skips the classes' `check()` rules that span fields (each value is still
+    converted and bounds-checked): for plain data this program wrote from a config it had
+    already validated.
+    """
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
@@ -60,12 +65,12 @@ def build(cls: type[T], data: Any, source: str, prefix: str = "") -> T:
     for name, field in fields.items():
         key = _join(prefix, name)
         if name in data:
-            values[name] = _convert(hints[name], data[name], source, key)
+            values[name] = _convert(hints[name], data[name], source, key, checked)
             _check_bounds(field, values[name], source, key)
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             raise ConfigError(source, key, "missing required key", f"add `{name}:` to {prefix or 'the file'}")
     obj = cls(**values)
-    check = getattr(obj, "check", None)
+    check = getattr(obj, "check", None) if checked else None
     if callable(check):
         try:
             check()
@@ -122,7 +127,7 @@ def _check_bounds(field: dataclasses.Field[Any], value: Any, source: str, key: s
         raise ConfigError(source, key, f"{value} is above the maximum {hi}", f"use a value <= {hi}")
 
 
-def _convert(hint: Any, value: Any, source: str, key: str) -> Any:
+def _convert(hint: Any, value: Any, source: str, key: str, checked: bool = True) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if hint is Any:
@@ -134,12 +139,12 @@ def _convert(hint: Any, value: Any, source: str, key: str) -> Any:
         errors: list[ConfigError] = []
         for option in options:
             try:
-                return _convert(option, value, source, key)
+                return _convert(option, value, source, key, checked)
             except ConfigError as err:
                 errors.append(err)
         raise errors[0]
     if dataclasses.is_dataclass(hint):
-        return build(hint, value, source, key)  # type: ignore[arg-type]
+        return build(hint, value, source, key, checked=checked)  # type: ignore[arg-type]
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         choices = [m.value for m in hint]
         if value in choices:
@@ -152,7 +157,7 @@ def _convert(hint: Any, value: Any, source: str, key: str) -> Any:
             raise ConfigError(source, key, f"expected a list, found {_describe(value)}",
                               "write it as a YAML list (`- item` lines or `[a, b]`)")
         item_hint = args[0]
-        return tuple(_convert(item_hint, v, source, f"{key}[{i}]") for i, v in enumerate(value))
+        return tuple(_convert(item_hint, v, source, f"{key}[{i}]", checked) for i, v in enumerate(value))
     if origin in (Mapping, dict, typing.Mapping) or hint in (dict, Mapping):
         if not isinstance(value, Mapping):
             raise ConfigError(source, key, f"expected a mapping, found {_describe(value)}",
@@ -160,7 +165,8 @@ def _convert(hint: Any, value: Any, source: str, key: str) -> Any:
         key_hint, value_hint = (args or (str, Any))
         out = {}
         for k, v in value.items():
-            out[_convert(key_hint, k, source, f"{key}.{k}")] = _convert(value_hint, v, source, f"{key}.{k}")
+            out[_convert(key_hint, k, source, f"{key}.{k}", checked)] = _convert(value_hint, v, source, f"{key}.{k}",
+                                                                      checked)
         return types.MappingProxyType(out)
     if hint is bool:
         if isinstance(value, bool):

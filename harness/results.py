@@ -32,7 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import Enum
+from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,14 +43,11 @@ RESULTS_ROOT = Path("results")
 MANIFEST_SCHEMA = 1
 
 
-class RunStatus(str, Enum):
+class RunStatus(StrEnum):
     RUNNING = "running"
     COMPLETE = "complete"
     INTERRUPTED = "interrupted"
     FAILED = "failed"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def write_text_atomic(path: Path, text: str) -> None:

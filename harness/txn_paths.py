@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class TxnPath(str, Enum):
+class TxnPath(StrEnum):
     """A transaction implementation under test.
 
     V4 is PIP-31 (coordinator log, in-stream markers, pending-ack log),
@@ -16,9 +16,6 @@ class TxnPath(str, Enum):
     V4 = "v4"
     V4_BATCHED = "v4-batched"
     V5 = "v5"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def uses_scalable_topics(self) -> bool:

@@ -43,6 +43,7 @@ from harness.config import RunConfig, WorkloadKind, load_scenario
 from harness.history import RunClock
 from harness.results import RunDir, write_json_atomic
 from harness.txn_paths import TxnPath
+from workloads.loadspec import LoadSpec
 
 CAPACITY_ENV = "TXNBENCH_CAPACITY_FILE"
 DEFAULT_FILE = Path(".txnbench") / "capacity.json"
@@ -174,11 +175,10 @@ def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> 
     run_dir = RunDir(work / "run")
     run_dir.make_folders()
     clock = RunClock.start()
-    spec = {"run_id": "capacity", "run_dir": str(run_dir.path), "path": shaped.path.value,
-            "service_url": f"pulsar://127.0.0.1:{port}", "admin_url": "", "config": shaped.to_dict(),
-            "topology": plan(shaped, "capacity").to_dict(), "max_duration_s": seconds + warmup_s + 60,
-            "parent_pid": os.getpid(), "status_file": str(run_dir.locust_dir / "status.json")}
-    write_json_atomic(run_dir.path / "load-spec.json", spec)
+    LoadSpec(run_id="capacity", run_dir=run_dir, path=shaped.path, service_url=f"pulsar://127.0.0.1:{port}",
+             admin_url="", config=shaped, topology=plan(shaped, "capacity"),
+             max_duration_s=seconds + warmup_s + 60, parent_pid=os.getpid(),
+             status_file=run_dir.locust_dir / "status.json").write(run_dir.path / "load-spec.json")
     log = (run_dir.logs_dir / "load.log").open("ab")
     load = subprocess.Popen([sys.executable, "-m", "workloads.runner", "--spec", str(run_dir.path / "load-spec.json")],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -1,10 +1,11 @@
 """The load spec: what the orchestrator tells the load process (`RUN_DIR/load-spec.json`).
 
-harness/run.py (`Run._start_load`) writes it; `python -m workloads.runner --spec FILE`
-reads it. Keys: `run_id`, `run_dir`, `path`, `service_url`, `admin_url`, `config`
+`LoadSpec` writes it (`write`: orchestrator/run.py's `Run._start_load`, the capacity
+measurement) and reads it (`load`: `python -m workloads.runner --spec FILE`). Keys: `run_id`, `run_dir`, `path`, `service_url`, `admin_url`, `config`
 (the resolved RunConfig as plain data), `topology` (workloads.topology), `max_duration_s`
 (the load stops by itself after this), `parent_pid` (the load exits when it is gone),
-`status_file` (where the status is rewritten every second).
+`status_file` (where the status is rewritten every second). The config was validated once by
+the orchestrator; the load process rebuilds it without checking it again (`RunConfig.from_plain`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness._validate import build
 from harness.config import RunConfig
 from harness.errors import ConfigError, TxnbenchError
-from harness.results import RunDir
+from harness.results import RunDir, write_json_atomic
 from harness.txn_paths import TxnPath
 from workloads.topology import Topology
 
@@ -57,9 +57,9 @@ class LoadSpec:
         required = ("run_id", "run_dir", "path", "service_url", "config", "topology", "status_file")
         missing = [key for key in required if key not in data]
         if missing:
-            raise LoadSpecError(f"{source}: missing {', '.join(missing)}; it is written by harness/run.py")
+            raise LoadSpecError(f"{source}: missing {', '.join(missing)}; it is written by orchestrator/run.py")
         try:
-            config = build(RunConfig, data["config"], f"{source}: config")
+            config = RunConfig.from_plain(data["config"], f"{source}: config")
             topology = Topology.from_dict(data["topology"])
             path = TxnPath(data["path"])
         except (ConfigError, ValueError) as err:
@@ -71,6 +71,10 @@ class LoadSpec:
                    max_duration_s=float(data.get("max_duration_s") or 3600.0),
                    parent_pid=int(parent) if parent else None, status_file=Path(data["status_file"]),
                    listener_name=str(data["listener_name"]) if data.get("listener_name") else None)
+
+    def write(self, file: Path) -> None:
+        """Write the spec where the load process reads it (`load`); atomic, so it never sees half."""
+        write_json_atomic(file, self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "run_dir": str(self.run_dir.path), "path": self.path.value,

@@ -1,6 +1,6 @@
 """The load process: `python -m workloads.runner --spec RUN_DIR/load-spec.json`.
 
-Theory of operation. The orchestrator (harness/run.py) starts this process in its
+Theory of operation. The orchestrator (orchestrator/run.py) starts this process in its
 own session, with the run clock's base in `TXNBENCH_RUN_BASE_NS`, and stops it with
 SIGTERM. It runs Locust in library mode:
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from harness.config import RunConfig, WorkloadKind
@@ -35,33 +35,24 @@ from harness.txn_paths import TxnPath
 TOPOLOGY_VERSION = 1
 
 
-class TopicRole(str, Enum):
+class TopicRole(StrEnum):
     ATOMIC = "atomic"
     CTP_INPUT = "ctp-input"
     CTP_OUTPUT = "ctp-output"
     ACK = "ack"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class SubscriptionRole(str, Enum):
+class SubscriptionRole(StrEnum):
     VERIFY = "verify"        # the verifying consumer: records everything it receives
     CTP = "ctp"              # consume-transform-produce inputs
     ACKS = "acks"            # ack-only: transactional acks by consumers that conflict
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class SubType(str, Enum):
+class SubType(StrEnum):
     """Subscription types the workloads use (Pulsar's names)."""
 
     SHARED = "Shared"
     FAILOVER = "Failover"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _STEMS = {TopicRole.ATOMIC: "ap", TopicRole.CTP_INPUT: "ctp-in", TopicRole.CTP_OUTPUT: "ctp-out",

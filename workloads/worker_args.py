@@ -1,6 +1,6 @@
 """The arguments of `txnbench worker`, in one place for its two readers.
 
-`txnbench worker` (harness.cli) parses them for `--help` and errors, then re-executes
+`txnbench worker` (orchestrator.cli) parses them for `--help` and errors, then re-executes
 `python -m workloads.worker_host` with them: the host patches the standard library for
 gevent, so it must be its own process image and parses them again. This module is
 argparse only, so the command line imports it without loading Locust or gevent.

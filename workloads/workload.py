@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from harness.errors import OperationError
@@ -34,7 +34,7 @@ STOP_ABORT_TIMEOUT_S = 5.0
 SETUP_BACKOFF_S = (0.2, 5.0)
 
 
-class UserKind(str, Enum):
+class UserKind(StrEnum):
     """What a user does; also its name in Locust's statistics."""
 
     ATOMIC_PRODUCE = "atomic-produce"
@@ -42,9 +42,6 @@ class UserKind(str, Enum):
     ACK_ONLY = "ack-only"
     FEEDER = "feed"
     VERIFIER = "verify"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

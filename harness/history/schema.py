@@ -14,23 +14,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 SCHEMA_VERSION = 1
 
 
-class OpType(str, Enum):
+class OpType(StrEnum):
     INVOKE = "invoke"
     OK = "ok"
     FAIL = "fail"   # definitely did not happen
     INFO = "info"   # outcome unknown
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class OpF(str, Enum):
+class OpF(StrEnum):
     TXN_OPEN = "txn-open"
     SEND = "send"
     ACK = "ack"
@@ -41,9 +38,6 @@ class OpF(str, Enum):
     FAULT = "fault"
     HEAL = "heal"
     PHASE = "phase"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 # Operations that are one `ok` line with no invocation.

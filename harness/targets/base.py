@@ -2,7 +2,7 @@
 
 A target says how a cluster starts, stops, and which fault actions it supports;
 workloads, faults, history and analysis are the same for every target. The
-orchestrator (harness.run) only talks to `ClusterTarget`; the nemesis
+orchestrator (orchestrator.run) only talks to `ClusterTarget`; the nemesis
 (faults/) uses `ClusterInfo` to name services and links, `ProcessControl` to
 kill, restart, pause and resume processes, and the Toxiproxy HTTP API at
 `ClusterInfo.toxiproxy_url` for network faults.
@@ -20,31 +20,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from harness.txn_paths import TxnPath
 
 
-class ServiceRole(str, Enum):
+class ServiceRole(StrEnum):
     METADATA = "metadata"   # Oxia-like store (embedded), ZooKeeper or Oxia (compose)
     LEDGER = "ledger"       # ledger store (embedded), bookies (compose)
     BROKER = "broker"
     PROXY = "proxy"         # the Toxiproxy(-API) process
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class LinkKind(str, Enum):
+class LinkKind(StrEnum):
     CLIENT_BROKER = "client-broker"
     BROKER_BROKER = "broker-broker"
     BROKER_METADATA = "broker-metadata"
     BROKER_LEDGER = "broker-ledger"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cluster
 
 
 def txnbench(directory: Path, *args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "--dir", str(directory), *args],
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", "cluster", "--dir", str(directory), *args],
                           capture_output=True, text=True, timeout=timeout, cwd=Path(__file__).resolve().parents[2])
 
 

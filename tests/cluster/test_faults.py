@@ -327,19 +327,20 @@ def test_cluster_heal_removes_every_fault_the_nemesis_can_leave(tmp_path: Path) 
     never healed (its process died) are all removed by the command."""
     import argparse
 
-    from faults.actions import build_actions
+    from faults.environment import FaultEnvironment
+    from faults.kinds import FaultKind, build_actions
     from faults.model import Fault
     from faults.selectors import LinkEnd, ServiceTarget
-    from harness.config import FaultKind
-    from harness.targets.embedded_cli import cluster_heal
     from harness.toxiproxy.model import Stream
+    from orchestrator.cluster_cli import cluster_heal
 
     directory = tmp_path / "cluster"
     cluster = start_cluster(directory)
     try:
         assert cluster.toxiproxy_url
         api = ToxiproxyClient(cluster.toxiproxy_url)
-        actions = build_actions(api, cluster, None)
+        info = cluster.info()
+        actions = build_actions(FaultEnvironment(cluster=info, path=info.path, control=cluster, network=api))
 
         def fault(n: int, kind: FaultKind, target: Any, **params: Any) -> Fault:
             return Fault(f"f{n}", kind, "test", (target,), params, 60.0, True, "test")

@@ -39,7 +39,7 @@ from workloads.topology import plan
 
 pytestmark = pytest.mark.cluster
 
-TXNBENCH = [sys.executable, "-m", "harness.cli"]
+TXNBENCH = [sys.executable, "-m", "orchestrator.cli"]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -71,7 +71,7 @@ def stop(proc: subprocess.Popen[Any], timeout_s: float = 90) -> int:
 
 
 class NullBrokerMaster:
-    """A master load process against the null broker, as harness/run.py would start it."""
+    """A master load process against the null broker, as orchestrator/run.py would start it."""
 
     def __init__(self, tmp: Path, config: RunConfig) -> None:
         self.broker, broker_port = _start_null_broker()

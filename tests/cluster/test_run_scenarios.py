@@ -26,7 +26,7 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
-TXNBENCH = [sys.executable, "-m", "harness.cli"]
+TXNBENCH = [sys.executable, "-m", "orchestrator.cli"]
 RUN_TIMEOUT_S = 420
 
 

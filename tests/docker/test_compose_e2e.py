@@ -159,7 +159,8 @@ def test_faults_take_effect_and_heal(cluster_for: Callable[[str], ComposeCluster
 
 
 def test_a_short_chaos_scenario_runs_on_the_compose_target(tmp_path: Path) -> None:
-    from harness.run import Run, RunOptions, Verdict
+    from orchestrator.outcome import RunOptions, Verdict
+    from orchestrator.run import Run
 
     config = parse_scenario("""
 name: e2e-compose

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis.check import check_run
-from harness.cli import main
+from orchestrator.cli import main
 from tests.spark.dsl import History
 
 pytestmark = pytest.mark.spark

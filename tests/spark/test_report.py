@@ -11,9 +11,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis.pipeline import analyze_matrix, analyze_run
-from harness import cli
 from harness.history.schema import Op, OpF, OpType
 from harness.results import RunDir, read_json, write_json_atomic
+from orchestrator import cli
 from tests.unit.report.fakes import fake_results
 from tests.unit.report.simrun import SimSpec, simulate_run
 from tests.unit.report.test_render import assert_self_contained

@@ -151,7 +151,7 @@ def test_a_check_on_a_standalone_cluster_gives_the_local_verdict(spark: object, 
     local_run = _history().drain(reads={"t1": reads}).write(tmp_path / "local")
     remote_run = _history().drain(reads={"t1": reads}).write(tmp_path / "remote")
     local = check_run(local_run)
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(remote_run), "--master", cluster.url],
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "check", str(remote_run), "--master", cluster.url],
                           env=_env(cluster.work), capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
     remote = json.loads((remote_run / "analysis" / "results.json").read_text())
     assert done.returncode == (0 if local["valid"] is True else 1), done.stderr[-2000:]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import build_parser, main
+from orchestrator.cli import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ def test_worker_arguments_parse_without_loading_the_load_process() -> None:
     args = build_parser().parse_args(["worker", "--master", "127.0.0.1:5557"])
     assert (args.master, args.processes, args.dir, args.wait, args.scenario) == (
         "127.0.0.1:5557", 1, Path("txnbench-worker"), 300.0, None)
-    probe = "import sys, harness.cli; print(sorted({'gevent', 'locust'} & set(sys.modules)))"
+    probe = "import sys, orchestrator.cli; print(sorted({'gevent', 'locust'} & set(sys.modules)))"
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True,
                             timeout=60, check=True).stdout.strip()
     assert loaded == "[]"
@@ -63,7 +63,7 @@ def test_external_target_needs_a_service_url(capsys: pytest.CaptureFixture[str])
 
 
 def test_console_script_runs_without_traceback() -> None:
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "run", "no-such-scenario"],
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", "no-such-scenario"],
                             capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
@@ -81,7 +81,7 @@ def test_bad_fault_target_is_refused_before_anything_starts(tmp_path: Path,
 
 
 def test_set_overrides_the_scenarios_cluster_settings_with_json_values() -> None:
-    from harness.cli import scenario_from_args
+    from orchestrator.cli import scenario_from_args
 
     args = build_parser().parse_args(["bench", "--set", "txnbenchDispatchHorizonPollMillis=50",
                                       "--set", "transactionLogBatchedWriteEnabled=true", "--set", "name=x=y"])

@@ -1,4 +1,4 @@
-"""The planted-bug catalogue (embedded/planted_bugs.py) and the harness's guard on it.
+"""The planted-bug catalogue (orchestrator/planted.py), its switch (embedded/planted_bugs.py) and the guard.
 
 A planted bug must be a real guarded branch in the file the catalogue names, off by
 default everywhere, impossible to switch on in `bench`, `chaos` or `sweep`, and named
@@ -18,20 +18,28 @@ from analysis.checks.base import AnomalyClass
 from analysis.report.run_report import _intro
 from embedded import planted_bugs
 from embedded.broker.config import DEFAULTS, Settings
-from harness.cli import main
 from harness.config import ColdReads, load_scenario
 from harness.errors import ConfigError
-from harness.planted import banner, planted_in, refuse_planted_bugs
 from harness.results import PLANTED_BUG_PREFIX, planted_bugs_of
-from harness.run import Run, RunOptions
 from harness.targets.embedded import EmbeddedCluster, path_settings
 from harness.txn_paths import TxnPath
+from orchestrator.cli import main
+from orchestrator.outcome import RunOptions
+from orchestrator.planted import (
+    BY_ID,
+    CATALOGUE,
+    PlantedBug,
+    banner,
+    planted_in,
+    refuse_planted_bugs,
+)
+from orchestrator.run import Run
 from workloads.topology import plan
 
 REPO = Path(__file__).resolve().parents[2]
 # the classes of DESIGN.md's list; `undelivered` and `txn-id-reuse` are checked by their own modules
 KNOWN_ANOMALIES = {c.value for c in AnomalyClass} | {"undelivered", "txn-id-reuse"}
-A_BUG = planted_bugs.CATALOGUE[0].id
+A_BUG = CATALOGUE[0].id
 
 
 def _constant_of(bug_id: str) -> str:
@@ -41,14 +49,15 @@ def _constant_of(bug_id: str) -> str:
 
 
 def test_catalogue_holds_twelve_to_sixteen_unique_bugs() -> None:
-    ids = [bug.id for bug in planted_bugs.CATALOGUE]
+    ids = [bug.id for bug in CATALOGUE]
     assert 12 <= len(ids) <= 16
     assert len(set(ids)) == len(ids)
-    assert set(planted_bugs.BY_ID) == set(ids)
+    assert set(BY_ID) == set(ids)
+    assert tuple(ids) == planted_bugs.IDS, "the switch knows every catalogued bug, in catalogue order"
 
 
-@pytest.mark.parametrize("bug", planted_bugs.CATALOGUE, ids=lambda b: b.id)
-def test_each_entry_is_complete(bug: planted_bugs.PlantedBug) -> None:
+@pytest.mark.parametrize("bug", CATALOGUE, ids=lambda b: b.id)
+def test_each_entry_is_complete(bug: PlantedBug) -> None:
     assert bug.id.startswith(planted_bugs.PREFIX) and re.fullmatch(r"[A-Za-z0-9]+", bug.id)
     assert bug.paths and set(bug.paths) <= {p.value for p in TxnPath}
     assert bug.title and bug.description
@@ -58,8 +67,8 @@ def test_each_entry_is_complete(bug: planted_bugs.PlantedBug) -> None:
     assert bug.catches and set(bug.catches) <= KNOWN_ANOMALIES
 
 
-@pytest.mark.parametrize("bug", planted_bugs.CATALOGUE, ids=lambda b: b.id)
-def test_each_bug_has_a_catching_scenario_on_its_path(bug: planted_bugs.PlantedBug) -> None:
+@pytest.mark.parametrize("bug", CATALOGUE, ids=lambda b: b.id)
+def test_each_bug_has_a_catching_scenario_on_its_path(bug: PlantedBug) -> None:
     config = load_scenario(bug.scenario)
     assert TxnPath(bug.paths[0]) in config.paths
     assert config.faults.enabled or bug.scenario.startswith("selftest-")
@@ -71,7 +80,7 @@ def test_the_sealed_segment_bug_is_sought_with_warm_reads_on_written_segments() 
     decisions: cold final reads made the bug invisible (missed in
     20261125-030651-selftest-catalogue). Its seals must also hit segments the load writes
     transactionally (segment:random chose read-only topics 6 times in 8)."""
-    bug = planted_bugs.BY_ID[planted_bugs.V5_SEALED_SEGMENT_STOPS_LISTENING]
+    bug = BY_ID[planted_bugs.V5_SEALED_SEGMENT_STOPS_LISTENING]
     config = load_scenario(bug.scenario)
     assert config.phases.cold_reads is ColdReads.NONE
     topics = plan(config, "probe").topics
@@ -85,7 +94,7 @@ def test_the_sealed_segment_bug_is_sought_with_warm_reads_on_written_segments() 
 def test_the_gc_bug_is_sought_with_a_gc_that_force_deletes() -> None:
     """With Pulsar 5.0's re-drive the GC keeps what participants still need, so a 30 ms window
     loses nothing (79 re-drives and no anomaly in 20261125-030651-selftest-catalogue)."""
-    bug = planted_bugs.BY_ID[planted_bugs.V5_GC_RETENTION_UNITS]
+    bug = BY_ID[planted_bugs.V5_GC_RETENTION_UNITS]
     settings = load_scenario(bug.scenario).cluster.settings
     assert settings["txnbenchV5GcLeftoverOps"] == "force-delete"
     assert settings["transactionCoordinatorScalableTopicsGcRetentionSeconds"] >= 30
@@ -97,16 +106,16 @@ def test_the_gc_bug_slows_every_brokers_metadata_link_in_turn() -> None:
     the participants, so nothing outlives even the bug's 30 ms window: one random broker per
     run slowed only the sweeper in 20261125-044557-selftest-catalogue (0 force-deletes, missed).
     Every broker's link must be slowed, one at a time."""
-    bug = planted_bugs.BY_ID[planted_bugs.V5_GC_RETENTION_UNITS]
+    bug = BY_ID[planted_bugs.V5_GC_RETENTION_UNITS]
     config = load_scenario(bug.scenario)
     targets = [fault.target for fault in config.faults.schedule]
-    assert {fault.kind.value for fault in config.faults.schedule} == {"latency"}
+    assert {str(fault.kind) for fault in config.faults.schedule} == {"latency"}
     assert set(targets) == {f"broker-metadata:{i}" for i in range(config.cluster.brokers)}
     assert all(a != b for a, b in pairwise(targets)), "the brokers take turns"
 
 
-@pytest.mark.parametrize("bug", planted_bugs.CATALOGUE, ids=lambda b: b.id)
-def test_each_bug_is_a_guarded_branch_in_the_file_it_names(bug: planted_bugs.PlantedBug) -> None:
+@pytest.mark.parametrize("bug", CATALOGUE, ids=lambda b: b.id)
+def test_each_bug_is_a_guarded_branch_in_the_file_it_names(bug: PlantedBug) -> None:
     file = REPO / bug.where.split(":")[0]
     assert file.is_file(), bug.where
     source = file.read_text()
@@ -122,7 +131,7 @@ def test_nothing_is_planted_by_default() -> None:
         assert planted_bugs.enabled_in(path_settings(path)) == []
     for scenario in sorted((REPO / "scenarios").glob("*.yaml")):
         assert planted_in(load_scenario(str(scenario)).cluster.settings) == [], scenario.name
-    assert not any(planted_bugs.on(bug.id) for bug in planted_bugs.CATALOGUE)
+    assert not any(planted_bugs.on(bug.id) for bug in CATALOGUE)
 
 
 def test_activation_is_by_setting_and_exact() -> None:
@@ -131,7 +140,7 @@ def test_activation_is_by_setting_and_exact() -> None:
         assert planted_bugs.enabled_in({A_BUG: False}) == []
         assert planted_bugs.activate([A_BUG]) == {A_BUG}
         assert planted_bugs.on(A_BUG)
-        assert not planted_bugs.on(planted_bugs.CATALOGUE[1].id)
+        assert not planted_bugs.on(CATALOGUE[1].id)
     finally:
         planted_bugs.activate(())
     assert not planted_bugs.on(A_BUG)

@@ -9,8 +9,8 @@ import pytest
 from analysis.verdicts import judge
 from harness.config import ChecksConfig, ExpectedAnomalies
 from harness.results import RunDir, RunStatus
-from harness.run import RunOutcome, Verdict
 from harness.txn_paths import TxnPath
+from orchestrator.outcome import RunOutcome, Verdict
 
 EXPECTED = ChecksConfig(expected=(ExpectedAnomalies((TxnPath.V4,), ("partial-txn",),
                                                      "v4 markers on a terminated topic"),)).expected_on(TxnPath.V4)

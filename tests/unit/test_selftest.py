@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from embedded import planted_bugs
-from harness.cli import build_parser, main
 from harness.errors import ConfigError
 from harness.results import MatrixDir, new_matrix
-from harness.selftest import (
+from harness.txn_paths import TxnPath
+from orchestrator.cli import build_parser, main
+from orchestrator.planted import BY_ID, CATALOGUE
+from orchestrator.selftest import (
     CaseKind,
     CaseOutcome,
     CaseResult,
@@ -25,12 +27,11 @@ from harness.selftest import (
     select_bugs,
     summarize,
 )
-from harness.txn_paths import TxnPath
 
-V4_BUG = planted_bugs.BY_ID[planted_bugs.V4_REPLAY_KEEPS_LAST_PARTITIONS]
-V4B_BUG = planted_bugs.BY_ID[planted_bugs.V4_BATCHED_REPLAY_FIRST_RECORD]
-V5_BUG = planted_bugs.BY_ID[planted_bugs.V5_RECOVERY_FORGETS_ABORTED]
-ALSO_V4 = planted_bugs.BY_ID[planted_bugs.V4_PENDING_ACK_REPLAY_DROPS_OPEN]
+V4_BUG = BY_ID[planted_bugs.V4_REPLAY_KEEPS_LAST_PARTITIONS]
+V4B_BUG = BY_ID[planted_bugs.V4_BATCHED_REPLAY_FIRST_RECORD]
+V5_BUG = BY_ID[planted_bugs.V5_RECOVERY_FORGETS_ABORTED]
+ALSO_V4 = BY_ID[planted_bugs.V4_PENDING_ACK_REPLAY_DROPS_OPEN]
 
 
 def test_plan_runs_one_baseline_per_scenario_and_path_then_each_bug_on_its_path() -> None:
@@ -49,8 +50,8 @@ def test_plan_runs_one_baseline_per_scenario_and_path_then_each_bug_on_its_path(
 
 
 def test_whole_catalogue_plan_covers_every_bug_once() -> None:
-    cases = plan(list(planted_bugs.CATALOGUE))
-    assert sorted(c.bug for c in cases if c.bug) == sorted(planted_bugs.BY_ID)
+    cases = plan(list(CATALOGUE))
+    assert sorted(c.bug for c in cases if c.bug) == sorted(BY_ID)
 
 
 BUG = SelftestCase(CaseKind.BUG, "s", TxnPath.V4, V4_BUG.id)
@@ -149,7 +150,7 @@ def test_execute_stops_at_ctrl_c_and_keeps_what_it_learned(tmp_path: Path) -> No
 
 
 def test_bug_selection_and_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert select_bugs(None) == list(planted_bugs.CATALOGUE)
+    assert select_bugs(None) == list(CATALOGUE)
     assert select_bugs([V5_BUG.id]) == [V5_BUG]
     with pytest.raises(ConfigError, match="not a planted bug"):
         select_bugs(["txnbenchBugNope"])
@@ -157,4 +158,4 @@ def test_bug_selection_and_the_command_line(capsys: pytest.CaptureFixture[str]) 
     assert args.bugs == [V4_BUG.id] and args.no_baseline and args.duration == 20.0
     assert main(["selftest", "--list"]) == 0
     out = capsys.readouterr().out
-    assert all(bug.id in out for bug in planted_bugs.CATALOGUE)
+    assert all(bug.id in out for bug in CATALOGUE)

@@ -12,9 +12,10 @@ import pytest
 from analysis.pipeline import analyze_sweep
 from analysis.report.cli import main_report
 from analysis.sweep import build_sweep, parse_levels
-from harness import run as run_module
-from harness.cli import build_parser, scenario_from_args
 from harness.results import RunStatus, new_matrix, new_run, write_json_atomic
+from orchestrator import matrix as matrix_module
+from orchestrator.cli import build_parser, scenario_from_args
+from orchestrator.outcome import Verdict
 
 
 def test_levels_are_distinct_and_increasing() -> None:
@@ -125,7 +126,7 @@ class _FakeOutcome:
     def __init__(self, run_dir: Any, status: RunStatus) -> None:
         self.run_dir = run_dir
         self.status = status
-        self.verdict = run_module.Verdict.VALID
+        self.verdict = Verdict.VALID
         self.exit_code = 130 if status is RunStatus.INTERRUPTED else 0
         self.judgement = None
         self.error = None
@@ -150,12 +151,11 @@ def test_sweep_runs_every_path_per_level_lowest_first_and_stops_when_interrupted
             return _FakeOutcome(run, RunStatus.INTERRUPTED if stop else RunStatus.COMPLETE)
 
     compared: list[Path] = []
-    monkeypatch.setattr(run_module, "Run", FakeRun)
-    monkeypatch.setattr(run_module, "check_before_start", lambda config: None)
-    monkeypatch.setattr(run_module, "_compare_sweep", lambda matrix, outcomes: compared.append(matrix.path))
+    monkeypatch.setattr(matrix_module, "Run", FakeRun)
+    monkeypatch.setattr(matrix_module, "_compare_sweep", lambda matrix, outcomes: compared.append(matrix.path))
     args = build_parser().parse_args(["sweep", "--users", "16,4,64", "--no-capacity", "--results", str(tmp_path)])
     config = scenario_from_args(args)
-    assert run_module.main_sweep(config, args, levels=args.users) == 130
+    assert matrix_module.main_sweep(config, args, levels=args.users) == 130
     paths = [p.value for p in config.paths]
     assert seen == [(p, 4, f"{p}-u4") for p in paths] + [("v4", 16, "v4-u16"), ("v4-batched", 16, "v4-batched-u16")]
     matrix = compared[0]

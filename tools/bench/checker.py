@@ -57,7 +57,7 @@ class Timing:
 
 def time_check(run: Path, what: str, *, master: str | None = None) -> Timing:
     """Run `txnbench check RUN` in a new process and time it from start to exit."""
-    cmd = [sys.executable, "-m", "harness.cli", "check", str(run)]
+    cmd = [sys.executable, "-m", "orchestrator.cli", "check", str(run)]
     if master:
         cmd += ["--master", master]
     started = time.monotonic()

@@ -13,9 +13,10 @@ import pytest
 
 from faults import nemesis as nemesis_module
 from faults.environment import FaultEnvironment, topology_topics
+from faults.kinds import FaultKind
 from faults.model import Fault, FaultAction
 from faults.nemesis import Nemesis, NemesisError
-from harness.config import FaultKind, RunConfig, parse_scenario
+from harness.config import RunConfig, parse_scenario
 from harness.errors import ConfigError
 from harness.history import HistoryRecorder, RunClock
 from harness.txn_paths import TxnPath

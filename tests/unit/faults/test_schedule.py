@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from faults import kinds
+from faults.kinds import FaultKind
 from faults.schedule import Timeline, describe, plan_timeline
-from harness.config import FaultKind, FaultsConfig, RunConfig, parse_scenario
+from harness.config import FaultsConfig, RunConfig, parse_scenario
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from faults.__main__ import main
+from faults.kinds import FaultKind
 from faults.validate import check_scenario
-from harness.config import SCENARIO_DIR, FaultKind, Target, load_scenario, parse_scenario
+from harness.config import SCENARIO_DIR, Target, load_scenario, parse_scenario
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 
@@ -34,6 +35,30 @@ def test_the_default_chaos_scenario_partitions_kills_and_terminates_on_every_pat
         assert {FaultKind.PARTITION, FaultKind.KILL, FaultKind.TERMINATE} <= timeline.kinds(), path
     v5 = check_scenario(config)[TxnPath.V5]
     assert {FaultKind.SPLIT, FaultKind.MERGE} <= v5.kinds()
+
+
+def test_a_kind_named_in_a_scenario_becomes_a_fault_kind() -> None:
+    config = parse_scenario("phases: {faults_s: 10}\nfaults: {schedule: [{kind: kill, target: coordinator, at_s: 1}]}")
+    assert config.faults.schedule[0].kind == "kill"   # the config keeps text: the kinds are the faults package's
+    for timeline in check_scenario(config).values():
+        assert [f.kind for f in timeline.faults] == [FaultKind.KILL]
+
+
+def test_an_unknown_kind_is_one_line_naming_the_key_and_the_closest_kind() -> None:
+    config = parse_scenario("phases: {faults_s: 10}\nfaults:\n  schedule: [{kind: kil, at_s: 1}]\n"
+                            "  random: {kinds: [partition, pausee]}\n", source="s.yaml")
+    with pytest.raises(ConfigError) as info:
+        check_scenario(config, source="s.yaml")
+    assert str(info.value) == "s.yaml: faults.schedule[0].kind: 'kil' is not a valid choice; did you mean 'kill'?"
+    random_only = dataclasses.replace(config, faults=dataclasses.replace(config.faults, schedule=()))
+    with pytest.raises(ConfigError) as info:
+        check_scenario(random_only)
+    assert str(info.value) == ("scenario scenario: faults.random.kinds[1]: 'pausee' is not a valid choice; "
+                               "did you mean 'pause'?")
+    nothing_close = parse_scenario("phases: {faults_s: 10}\nfaults: {schedule: [{kind: explode, at_s: 1}]}")
+    with pytest.raises(ConfigError, match="use one of: partition, latency, bandwidth, kill, pause, split, merge, "
+                                          "terminate, slow-participant, restart, unload"):
+        check_scenario(nothing_close)
 
 
 def test_process_faults_are_rejected_early_on_the_external_target() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from analysis.report.cli import FolderKind, ReportInputError, classify
-from harness import cli
+from orchestrator import cli
 
 
 def test_classify(tmp_path: Path) -> None:

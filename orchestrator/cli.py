@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness import __version__
-from harness.config import RunConfig, Target, load_scenario, parse_setting_pairs
+from harness.config import RunConfig, Target, parse_setting_pairs
 from harness.errors import ConfigError, TxnbenchError
 from harness.txn_paths import TxnPath
 from workloads.worker_args import add_worker_arguments
@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     selftest = sub.add_parser("selftest", help="run each planted bug with the scenario meant to catch it",
                               description="Prove the harness's power: each catalogued planted bug "
-                                          "(embedded/planted_bugs.py) is run with its catching scenario and "
+                                          "(orchestrator/planted.py) is run with its catching scenario and "
                                           "reported caught or missed; a clean baseline runs per scenario and "
                                           "path. Writes results/<selftest_id>/selftest.{json,md}; exit 0 when "
                                           "every bug is caught and every baseline clean, else 1.")
@@ -174,8 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def scenario_from_args(args: argparse.Namespace) -> RunConfig:
-    """The scenario named on the command line with the command line's overrides applied."""
-    config = load_scenario(args.scenario)
+    """The scenario named on the command line with the command line's overrides applied, validated."""
+    from orchestrator import scenario
+
+    return scenario.load(args.scenario, lambda config: _with_overrides(config, args))
+
+
+def _with_overrides(config: RunConfig, args: argparse.Namespace) -> RunConfig:
     changes: dict[str, object] = {}
     if getattr(args, "path", None):
         changes["path"] = TxnPath(args.path)
@@ -244,16 +249,16 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    from harness import run as run_module
+    from orchestrator import run as run_module
 
     return run_module.main_run(config, args)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    from harness import run as run_module
+    from orchestrator import matrix
 
-    return run_module.main_matrix(config, args, kind="bench")
+    return matrix.main_matrix(config, args, kind="bench")
 
 
 def _cmd_chaos(args: argparse.Namespace) -> int:
@@ -261,20 +266,20 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
     if not config.faults.enabled:
         raise ConfigError(config.name, "faults", "a chaos matrix needs a scenario with faults",
                           "pass --scenario chaos or add a faults: section")
-    from harness import run as run_module
+    from orchestrator import matrix
 
-    return run_module.main_matrix(config, args, kind="chaos")
+    return matrix.main_matrix(config, args, kind="chaos")
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     config = scenario_from_args(args)
-    from harness import run as run_module
+    from orchestrator import matrix
 
-    return run_module.main_sweep(config, args, levels=args.users)
+    return matrix.main_sweep(config, args, levels=args.users)
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
-    from harness import selftest as selftest_module
+    from orchestrator import selftest as selftest_module
 
     return selftest_module.main_selftest(args)
 
@@ -292,27 +297,27 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_cluster_up(args: argparse.Namespace) -> int:
-    from harness.targets import embedded_cli
+    from orchestrator import cluster_cli
 
-    return embedded_cli.cluster_up(args)
+    return cluster_cli.cluster_up(args)
 
 
 def _cmd_cluster_status(args: argparse.Namespace) -> int:
-    from harness.targets import embedded_cli
+    from orchestrator import cluster_cli
 
-    return embedded_cli.cluster_status(args)
+    return cluster_cli.cluster_status(args)
 
 
 def _cmd_cluster_down(args: argparse.Namespace) -> int:
-    from harness.targets import embedded_cli
+    from orchestrator import cluster_cli
 
-    return embedded_cli.cluster_down(args)
+    return cluster_cli.cluster_down(args)
 
 
 def _cmd_cluster_heal(args: argparse.Namespace) -> int:
-    from harness.targets import embedded_cli
+    from orchestrator import cluster_cli
 
-    return embedded_cli.cluster_heal(args)
+    return cluster_cli.cluster_heal(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,8 +9,9 @@ accepts, or state another default or range. A field's meaning is its `help` meta
 or, failing that, the string literal written right after it in the class body; Python
 drops those literals at runtime, so they are read back from the source with `ast`.
 The error example and the list of shipped scenarios are computed too, by the loader
-itself. `tests/unit/test_scenario_doc.py` compares the committed page with a fresh
-rendering, and `python -m harness.scenario_doc --write` regenerates it.
+itself. Fault kinds are the faults package's vocabulary (the config holds them as text):
+their allowed values and their table come from the kinds' registry, `faults.kinds.KINDS`. `tests/unit/test_scenario_doc.py` compares the committed page with a fresh
+rendering, and `python -m orchestrator.scenario_doc --write` regenerates it.
 """
 
 from __future__ import annotations
@@ -31,16 +32,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
+from faults.kinds import KINDS, FaultKind, describe_accepts
 from harness.config import SCENARIO_DIR, RunConfig, available_scenarios, parse_scenario
 from harness.errors import ConfigError
+from harness.txn_paths import ALL_PATHS
 
 REFERENCE_PATH = Path(__file__).resolve().parent.parent / "docs" / "scenarios.md"
-WRITE_COMMAND = "python -m harness.scenario_doc --write"
+WRITE_COMMAND = "python -m orchestrator.scenario_doc --write"
 TOP_LEVEL_TITLE = "Top level"
 
 # Parsed by the loader to show a real error line; a typo is the mistake users make most.
 _EXAMPLE_SOURCE = "scenarios/my-bench.yaml"
 _EXAMPLE_TEXT = "workload:\n  hold_sec: 2\n"
+
+# Keys whose values are a vocabulary another package owns (harness.config keeps them as text).
+_VOCABULARIES: Mapping[str, type[enum.Enum]] = {
+    "faults.schedule[].kind": FaultKind,
+    "faults.random.kinds": FaultKind,
+}
 
 
 @dataclass(frozen=True)
@@ -88,7 +97,7 @@ def render_scenario_reference() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.scenario_doc",
+        prog="python -m orchestrator.scenario_doc",
         description="Print the scenario key reference, or write it to docs/scenarios.md.")
     parser.add_argument("--write", action="store_true", help=f"write {_display(REFERENCE_PATH)}")
     args = parser.parse_args(argv)
@@ -156,7 +165,30 @@ def _render_section(section: Section, anchors: Mapping[str, str]) -> str:
         cells = (f"`{f.name}`", _type_text(hints[f.name], child_key, anchors), _default_text(f),
                  _range_text(f), f.metadata.get("help") or literals.get(f.name, ""))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    if section.key == "faults.schedule[]":
+        lines += ["", *_fault_kinds()]
     return "\n".join(lines)
+
+
+def _fault_kinds() -> list[str]:
+    """The table of fault kinds, one row per entry of their registry (faults/kinds.py)."""
+    lines = ["The fault kinds (`kind`; `faults.random.kinds` draws from the same), from their registry "
+             "`faults.kinds.KINDS`. A kind that does not apply to a run's path is left out of its "
+             "timeline; one that needs what the target lacks (e.g. processes on an external cluster) "
+             "stops the command before anything starts.", "",
+             "| kind | what it does | targets | params (default) | paths | needs | healed |",
+             "|---|---|---|---|---|---|---|"]
+    for kind, spec in KINDS.items():
+        params = "; ".join(f"`{name}` {_yaml_value(p.default) if p.default is not None else '(computed)'}: {p.help}"
+                           for name, p in spec.params.items())
+        paths = "all" if spec.paths == frozenset(ALL_PATHS) else ", ".join(p.value for p in ALL_PATHS
+                                                                          if p in spec.paths)
+        needs = ", ".join(sorted(n.value for n in spec.needs))
+        healed = "when its window ends" if spec.healable else "no: instant, it stays"
+        targets = ", ".join(f"`{t}`" for t in describe_accepts(kind).split(", "))
+        cells = (f"**`{kind.value}`**", spec.summary, targets, params, paths, needs, healed)
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
 
 
 def _shipped_scenarios() -> str:
@@ -194,6 +226,8 @@ def _type_text(hint: Any, key: str, anchors: Mapping[str, str]) -> str:
         key_hint, value_hint = args or (str, Any)
         return (f"mapping of ({_type_text(key_hint, key, anchors)}) "
                 f"to ({_type_text(value_hint, key, anchors)})")
+    if hint is str and key in _VOCABULARIES:
+        return "one of: " + ", ".join(f"`{m.value}`" for m in _VOCABULARIES[key])
     names = {bool: "boolean", int: "integer", float: "number", str: "text"}
     if hint in names:
         return names[hint]

@@ -1,4 +1,4 @@
-"""The one orchestrator: a run's named phases, a matrix of runs over paths, a concurrency sweep.
+"""One run: a scenario's named phases on one path, and the `txnbench run` command.
 
 Theory of operation. A run walks these phases, writing a `phase` event to the
 history (writer `run`) as each starts and a metrics snapshot of every service
@@ -23,17 +23,14 @@ threaded process that can run Spark afterwards. Whatever happens — an error, a
 Ctrl-C, a load process that dies — the `finally` path heals every fault, stops the
 load, stops what the run started (never an external cluster), keeps the history and
 records the status in the manifest. The run folder is printed as the last line of
-standard output.
-
-A matrix (bench, chaos) runs the scenario once per path; a sweep runs that matrix
-once per user count, lowest first, and compares each level and all levels.
+standard output. The matrices (bench, chaos, sweep) run this once per cell
+(orchestrator.matrix).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -43,91 +40,31 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from analysis.verdicts import Judgement, judge_run
+from analysis.verdicts import judge_run
+from faults.nemesis import Nemesis
 from harness.config import ColdReads, RunConfig, Target
 from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
-from harness.planted import banner as planted_banner
-from harness.planted import refuse_planted_bugs
-from harness.results import MatrixDir, RunDir, RunStatus, new_matrix, new_run, write_json_atomic
-from harness.targets.base import ClusterTarget, ServiceRole
-from harness.txn_paths import TxnPath
-
-
-class Phase(str, Enum):
-    SETUP = "setup"
-    WARMUP = "warmup"
-    STEADY = "steady"
-    FAULTS = "faults"
-    RECOVERY = "recovery"
-    DRAIN = "drain"
-    COLLECT = "collect"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Verdict(str, Enum):
-    VALID = "valid"
-    INVALID = "invalid"
-    UNKNOWN = "unknown"
-    NONE = "none"          # the run did not get far enough to be checked
-
-    @property
-    def exit_code(self) -> int:
-        return {Verdict.VALID: 0, Verdict.INVALID: 1}.get(self, 2)
-
-
-@dataclass
-class RunOutcome:
-    run_dir: RunDir
-    status: RunStatus
-    verdict: Verdict = Verdict.NONE
-    error: str | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
-    judgement: Judgement | None = None
-
-    @property
-    def exit_code(self) -> int:
-        """130 interrupted, 2 failed or unknown, 1 anomalies the scenario does not expect, else 0.
-
-        A run whose only anomalies are the ones its scenario provokes on purpose
-        (`checks.expected`) is still reported invalid, but does not fail the command.
-        """
-        if self.status is RunStatus.INTERRUPTED:
-            return 130
-        if self.status is RunStatus.FAILED:
-            return 2
-        if self.verdict is Verdict.INVALID and self.judgement is not None and self.judgement.only_expected:
-            return 0
-        return self.verdict.exit_code
-
-
-@dataclass
-class RunOptions:
-    results_root: Path = Path("results")
-    matrix: MatrixDir | None = None
-    analyze: bool = True
-    progress: Callable[[str], None] | None = None
-    cluster_dir: Path | None = None      # embedded: where the run's cluster lives (default: a temp dir)
-    folder: str | None = None            # a matrix run's folder under runs/ (default: its path)
-    command: str = "run"                 # the command that asked for the run (bench, chaos, selftest, ...)
-    allow_planted_bugs: bool = False     # only `run --allow-planted-bugs` and `selftest` set it
-
-
-class LoadProcessDied(TxnbenchError):
-    exit_code = 2
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+from harness.results import RunStatus, new_run
+from harness.targets.base import ClusterInfo, ClusterTarget, ServiceRole
+from orchestrator.outcome import (
+    LoadProcessDied,
+    Phase,
+    RunOptions,
+    RunOutcome,
+    Verdict,
+    print_outcome,
+    say,
+)
+from orchestrator.planted import banner as planted_banner
+from orchestrator.planted import refuse_planted_bugs
+from workloads.loadspec import LoadSpec
+from workloads.topology import Topology
 
 
 class Run:
@@ -136,7 +73,7 @@ class Run:
     def __init__(self, config: RunConfig, options: RunOptions) -> None:
         self.config = config
         self.options = options
-        self.say = options.progress or _say
+        self.say = options.progress or say
         # Refused before any folder exists: bench/chaos/sweep never run with a planted bug
         self.planted_bugs = refuse_planted_bugs(config.cluster.settings, options.command,
                                                 allowed=options.allow_planted_bugs)
@@ -154,13 +91,27 @@ class Run:
         self.history = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "run", self.clock,
                                        path=config.path.value)
         self.target: ClusterTarget | None = None
-        self.cluster_info: Any = None
+        self.cluster_info: ClusterInfo | None = None
         self.load: subprocess.Popen[bytes] | None = None
-        self.nemesis: Any = None
-        self.topology: Any = None
+        self.nemesis: Nemesis | None = None
+        self.topology: Topology | None = None
         self._temp_cluster_dir: Path | None = None
         self.phase: Phase | None = None
         self.phase_started = time.monotonic()
+
+    @property
+    def _cluster(self) -> ClusterInfo:
+        """The running cluster: setup brings it up, every later phase works on it."""
+        if self.cluster_info is None:
+            raise RuntimeError("no cluster yet: the setup phase has not brought it up")
+        return self.cluster_info
+
+    @property
+    def _topology(self) -> Topology:
+        """The run's topics and subscriptions: planned in setup, loaded, faulted and drained after."""
+        if self.topology is None:
+            raise RuntimeError("no topology yet: the setup phase has not planned it")
+        return self.topology
 
     # ---- phases --------------------------------------------------------------------------------
 
@@ -218,14 +169,14 @@ class Run:
         self.cluster_info = self.target.up()
         store = self._record_cluster()
         self.say(f"[{self.config.path.value}] cluster ready in {time.monotonic() - started:.1f}s "
-                 f"({self.cluster_info.service_url}; metadata store: {store['label']})")
+                 f"({self._cluster.service_url}; metadata store: {store['label']})")
         from workloads import setup as workload_setup
         from workloads import topology as workload_topology
 
         self.topology = workload_topology.plan(self.config, self.run_dir.run_id)
-        workload_setup.prepare(self.cluster_info, self.config, self.topology)
+        workload_setup.prepare(self._cluster, self.config, self._topology)
         self._record_subscription_starts()
-        workload_setup.wait_transactions_ready(self.cluster_info, self.config,
+        workload_setup.wait_transactions_ready(self._cluster, self.config,
                                                timeout_s=self.config.cluster.ready_timeout_s)
         self._snapshot(Phase.SETUP)
 
@@ -233,7 +184,7 @@ class Run:
         """The store this run's brokers used (harness.metadata_stores), with ZooKeeper's version."""
         from harness.metadata_stores import StoreKind, store_used
 
-        settings = self.cluster_info.settings
+        settings = self._cluster.settings
         version = None
         if self.config.target is Target.EMBEDDED and str(settings.get("metadataStoreUrl")) in ("zk", "zk:", "zk://"):
             from harness.targets.zookeeper import zookeeper_version
@@ -244,17 +195,17 @@ class Run:
     def _record_cluster(self) -> dict[str, str]:
         store = self._metadata_store()
         self.run_dir.update_manifest(metadata_store=store, cluster={
-            "service_url": self.cluster_info.service_url, "admin_url": self.cluster_info.admin_url,
-            "toxiproxy_url": self.cluster_info.toxiproxy_url,
-            "services": [{"name": s.name, "role": s.role.value, "pid": s.pid} for s in self.cluster_info.services],
-            "settings": self.cluster_info.settings,
+            "service_url": self._cluster.service_url, "admin_url": self._cluster.admin_url,
+            "toxiproxy_url": self._cluster.toxiproxy_url,
+            "services": [{"name": s.name, "role": s.role.value, "pid": s.pid} for s in self._cluster.services],
+            "settings": self._cluster.settings,
         })
         return store
 
     def _record_subscription_starts(self) -> None:
         """Every durable subscription exists now, before the load sends anything, and starts at the
         earliest message: the `undelivered` check holds each one to every value sent after this."""
-        for sub in self.topology.subscription_plans:
+        for sub in self._topology.subscription_plans:
             self.history.event(self.history.writer, OpF.PHASE, topic=sub.topic, subscription=sub.name,
                                extra={"name": PHASE_SUBSCRIPTION_START, "initial_position": "earliest",
                                       "sub_type": sub.sub_type.value})
@@ -288,14 +239,12 @@ class Run:
         spec_path = self.run_dir.path / "load-spec.json"
         duration = (self.config.phases.warmup_s + self.config.phases.steady_s + self.config.phases.faults_s
                     + self.config.phases.recovery_s)
-        write_json_atomic(spec_path, {
-            "run_id": self.run_dir.run_id, "run_dir": str(self.run_dir.path), "path": self.config.path.value,
-            "service_url": self.cluster_info.service_url, "admin_url": self.cluster_info.admin_url,
-            "config": self.config.to_dict(), "topology": self.topology.to_dict(),
-            "max_duration_s": duration + 120.0, "parent_pid": os.getpid(),
-            "listener_name": self.cluster_info.listener_name,
-            "status_file": str(self.run_dir.locust_dir / "status.json"),
-        })
+        cluster = self._cluster
+        LoadSpec(run_id=self.run_dir.run_id, run_dir=self.run_dir, path=self.config.path,
+                 service_url=cluster.service_url, admin_url=cluster.admin_url, config=self.config,
+                 topology=self._topology, max_duration_s=duration + 120.0, parent_pid=os.getpid(),
+                 status_file=self.run_dir.locust_dir / "status.json",
+                 listener_name=cluster.listener_name).write(spec_path)
         env = self.clock.export(dict(os.environ))
         env["PYTHONUNBUFFERED"] = "1"
         log = (self.run_dir.logs_dir / "load.log").open("ab")
@@ -347,15 +296,13 @@ class Run:
         self.say(f"[{self.config.path.value}] {self.phase} {elapsed:4.0f}/{total:.0f}s{rates}")
 
     def _faults_phase(self) -> None:
-        from faults.nemesis import Nemesis
-
         self._begin(Phase.FAULTS)
         assert self.target is not None
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "nemesis", self.clock,
                                    path=self.config.path.value)
         self.nemesis = Nemesis(config=self.config, cluster=self.target.info(),
                                control=self.target.process_control(), recorder=recorder,
-                               topology=self.topology)
+                               topology=self._topology)
         try:
             with self.nemesis:
                 self.nemesis.start()
@@ -404,7 +351,7 @@ class Run:
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "drain", self.clock,
                                    path=self.config.path.value)
         try:
-            result = drain(self.cluster_info, self.config, self.topology, recorder,
+            result = drain(self._cluster, self.config, self._topology, recorder,
                            timeout_s=self.config.phases.drain_timeout_s)
         finally:
             recorder.close()
@@ -432,7 +379,7 @@ class Run:
         if mode is ColdReads.NONE:
             return {"mode": mode.value, "cold": False}
         control = self.target.process_control() if self.target is not None else None
-        brokers = [s.name for s in self.cluster_info.by_role(ServiceRole.BROKER)]
+        brokers = [s.name for s in self._cluster.by_role(ServiceRole.BROKER)]
         if mode is ColdReads.RESTART and (control is None or not brokers):
             self.say(f"[{self.config.path.value}] cold reads: this target cannot restart brokers; unloading "
                      "every topic instead")
@@ -453,15 +400,15 @@ class Run:
             else:
                 from faults.admin import make_topic_admin
 
-                admin, why = make_topic_admin(self.cluster_info, control)
+                admin, why = make_topic_admin(self._cluster, control)
                 if admin is None:
                     raise EnvironmentProblem(f"no admin to unload topics with: {why}")
                 try:
-                    for topic in self.topology.topics:
+                    for topic in self._topology.topics:
                         admin.unload_topic(topic)
                 finally:
                     admin.close()
-                out["topics"] = list(self.topology.topics)
+                out["topics"] = list(self._topology.topics)
         except Exception as err:
             out.update(cold=False, error=f"{type(err).__name__}: {err}")
             self.say(f"[{self.config.path.value}] cold reads: {mode.value} failed ({err}); the final reads "
@@ -535,184 +482,14 @@ def _tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-# ---- command entry points ---------------------------------------------------------------------
-
-def check_before_start(config: RunConfig) -> None:
-    """Refuse a scenario whose faults cannot work, before anything starts.
-
-    A bad fault target or parameter is a one-line ConfigError now, not 20 s into a run.
-    """
-    if config.faults.enabled:
-        from faults.validate import check_scenario
-
-        check_scenario(config)
-
+# ---- the command ------------------------------------------------------------------------------
 
 def main_run(config: RunConfig, args: argparse.Namespace) -> int:
+    """`txnbench run`: `config` comes validated from orchestrator.scenario.load."""
     allowed = bool(getattr(args, "allow_planted_bugs", False))
     refuse_planted_bugs(config.cluster.settings, "run", allowed=allowed)
-    check_before_start(config)
     options = RunOptions(results_root=args.results, allow_planted_bugs=allowed)
     outcome = Run(config, options).execute()
-    _print_outcome(outcome)
+    print_outcome(outcome)
     print(outcome.run_dir.path)
     return outcome.exit_code
-
-
-def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
-    refuse_planted_bugs(config.cluster.settings, kind)
-    check_before_start(config)
-    matrix = new_matrix(kind, config.name, root=args.results,
-                        info={"paths": [p.value for p in config.paths], "config": config.to_dict()})
-    _say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
-    if kind == "bench" and not getattr(args, "no_capacity", False):
-        _ensure_capacity(config)
-    outcomes, interrupted = _run_paths(config, matrix, args.results, kind)
-    _compare(matrix, outcomes)
-    return _finish_matrix(matrix, outcomes, interrupted)
-
-
-def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int]) -> int:
-    """Experiment 1: every path at each user count, a comparison per count, lines against users.
-
-    Levels run in increasing order, all paths at one level before the next, so an
-    interrupted sweep still holds complete levels to compare.
-    """
-    refuse_planted_bugs(config.cluster.settings, "sweep")
-    check_before_start(config)
-    paths = ", ".join(p.value for p in config.paths)
-    matrix = new_matrix("sweep", config.name, root=args.results,
-                        info={"paths": [p.value for p in config.paths], "levels": list(levels),
-                              "config": config.to_dict()})
-    _say(f"sweep {matrix.matrix_id}: {config.name} over {paths} at {', '.join(map(str, levels))} users")
-    shaped = [with_users(config, users) for users in levels]
-    if not getattr(args, "no_capacity", False):
-        for level_config in shaped:
-            _ensure_capacity(level_config)
-    outcomes: list[RunOutcome] = []
-    interrupted = False
-    for index, level_config in enumerate(shaped, start=1):
-        users = level_config.load.users
-        _say(f"=== sweep level {index}/{len(shaped)}: {users} users ===")
-        level, interrupted = _run_paths(level_config, matrix, args.results, "sweep", suffix=f"-u{users}")
-        outcomes += level
-        if interrupted:
-            break
-    _compare_sweep(matrix, outcomes)
-    return _finish_matrix(matrix, outcomes, interrupted)
-
-
-def with_users(config: RunConfig, users: int) -> RunConfig:
-    """The scenario at `users` concurrent users, all spawned at once (the sweep measures steady state)."""
-    load = dataclasses.replace(config.load, users=users, spawn_rate=max(config.load.spawn_rate, float(users)))
-    return dataclasses.replace(config, load=load)
-
-
-def _run_paths(config: RunConfig, matrix: MatrixDir, results_root: Path, kind: str,
-               suffix: str = "") -> tuple[list[RunOutcome], bool]:
-    """Run `config` on each of its paths into the matrix; stop at the first interrupted run."""
-    outcomes: list[RunOutcome] = []
-    for index, path in enumerate(config.paths, start=1):
-        _say(f"== {kind} {index}/{len(config.paths)}: {path.value}{suffix} ==")
-        options = RunOptions(results_root=results_root, matrix=matrix,
-                             folder=f"{path.value}{suffix}" if suffix else None, command=kind)
-        outcome = Run(config.for_path(path), options).execute()
-        outcomes.append(outcome)
-        _print_outcome(outcome)
-        if outcome.status is RunStatus.INTERRUPTED:
-            return outcomes, True
-    return outcomes, False
-
-
-def _finish_matrix(matrix: MatrixDir, outcomes: list[RunOutcome], interrupted: bool) -> int:
-    """Write matrix-status.json, print the folder, and return the matrix's exit status."""
-    write_json_atomic(matrix.path / "matrix-status.json", {
-        "runs": [{"path": o.run_dir.path.name, "run_id": o.run_dir.run_id, "status": o.status.value,
-                  "verdict": o.verdict.value, "exit_code": o.exit_code,
-                  "judgement": o.judgement.to_json() if o.judgement else None, "error": o.error}
-                 for o in outcomes],
-        "interrupted": interrupted,
-    })
-    print(matrix.path)
-    if interrupted:
-        return 130
-    if any(o.status is RunStatus.FAILED for o in outcomes):
-        return 2
-    codes = [o.exit_code for o in outcomes]
-    return 1 if 1 in codes else (2 if 2 in codes else 0)
-
-
-def _ensure_capacity(config: RunConfig) -> None:
-    """Measure, once per host and load shape, how much load the harness itself can generate.
-
-    The load process of each run copies the figure into its status file, and the
-    report puts it next to the measured throughput: a reader can see whether the
-    harness, not the cluster, was the bottleneck. Cached in .txnbench/capacity.json.
-    """
-    from workloads.capacity import find_capacity, measure, save_capacity
-
-    seen: set[str] = set()
-    for path in config.paths:
-        shaped = config.for_path(path)
-        client = "v5" if path is TxnPath.V5 else "v4"
-        if client in seen or find_capacity(shaped) is not None:
-            seen.add(client)
-            continue
-        seen.add(client)
-        _say(f"measuring the load generator's capacity against a null broker ({client} client, "
-             f"{shaped.load.users} users; once per host and load shape, about 15 s)")
-        try:
-            result = measure(shaped)
-        except Exception as err:   # the benchmark still runs; the report says capacity is absent
-            _say(f"could not measure the load generator's capacity: {err}")
-            continue
-        save_capacity(shaped, result)
-        _say(f"load generator capacity: {result['committed_txn_per_s']:.0f} txn/s, "
-             f"{result['msgs_per_s']:.0f} msgs/s at {result.get('cpu_percent')}% of a core")
-
-
-def _compare(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
-    complete = [o for o in outcomes if o.status is RunStatus.COMPLETE]
-    if not complete:
-        return
-    try:
-        from analysis.pipeline import analyze_matrix
-    except ImportError:
-        _say("comparison report not available in this build")
-        return
-    try:
-        analyze_matrix(matrix.path)
-        _say(f"comparison: {matrix.path / 'compare.html'}")
-    except Exception as err:
-        _say(f"comparison report failed: {err}")
-
-
-def _compare_sweep(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
-    if not any(o.status is RunStatus.COMPLETE for o in outcomes):
-        return
-    try:
-        from analysis.pipeline import analyze_sweep
-
-        analyze_sweep(matrix.path)
-        _say(f"sweep report: {matrix.path / 'sweep.html'}")
-    except Exception as err:
-        _say(f"sweep report failed: {err}")
-
-
-def _print_outcome(outcome: RunOutcome) -> None:
-    line = f"run {outcome.run_dir.run_id}: {outcome.status.value}"
-    if outcome.status is RunStatus.COMPLETE:
-        line += f", verdict {outcome.verdict.value}"
-        anomalies = outcome.summary.get("anomalies") or {}
-        if anomalies:
-            line += " (" + ", ".join(f"{k}: {v.get('count')}" for k, v in anomalies.items()) + ")"
-        judgement = outcome.judgement
-        if judgement is not None and judgement.expected:
-            reasons = sorted(set(judgement.expected.values()))
-            which = "all expected" if judgement.only_expected else f"expected: {', '.join(judgement.expected)}"
-            line += f"; {which} ({'; '.join(reasons)})"
-        for lost in outcome.summary.get("lost_workers") or []:
-            line += f"; {lost}"
-    if outcome.error:
-        line += f": {outcome.error}"
-    _say(line)

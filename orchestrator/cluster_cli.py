@@ -35,7 +35,7 @@ def print_info(info: ClusterInfo, directory: Path) -> None:
 
 
 def cluster_up(args: argparse.Namespace) -> int:
-    from harness.planted import banner, refuse_planted_bugs
+    from orchestrator.planted import banner, refuse_planted_bugs
 
     directory = _directory(args)
     settings = parse_setting_pairs(args.set)

@@ -1,6 +1,6 @@
 """`txnbench selftest`: does the harness catch the bugs it is meant to catch?
 
-Theory of operation. The catalogue (embedded/planted_bugs.py) lists small, realistic
+Theory of operation. The catalogue (orchestrator/planted.py) lists small, realistic
 bugs planted in the embedded cluster behind settings that are off by default. The
 self-test runs, on a fresh cluster each time:
 
@@ -20,7 +20,7 @@ when every bug was caught and every baseline is clean, 1 otherwise, 2 when a run
 to finish, 130 when interrupted.
 
 Judging is a pure function of each run's outcome (`judge_case`), tested without
-clusters; the runner only sequences `harness.run.Run`.
+clusters; the runner only sequences `orchestrator.run.Run`.
 """
 
 from __future__ import annotations
@@ -35,20 +35,21 @@ from pathlib import Path
 from typing import Any
 
 from analysis.verdicts import judge_run
-from embedded.planted_bugs import BY_ID, CATALOGUE, PlantedBug
+from harness.config import RunConfig
 from harness.errors import ConfigError
 from harness.results import MatrixDir, new_matrix, write_json_atomic, write_text_atomic
 from harness.txn_paths import TxnPath
+from orchestrator.planted import BY_ID, CATALOGUE, PlantedBug
 
 SELFTEST_SCHEMA = 1
 
 
-class CaseKind(str, enum.Enum):
+class CaseKind(enum.StrEnum):
     BUG = "bug"
     BASELINE = "baseline"
 
 
-class CaseOutcome(str, enum.Enum):
+class CaseOutcome(enum.StrEnum):
     CAUGHT = "caught"             # a bug: the checker found anomalies nobody expected
     MISSED = "missed"             # a bug: the verdict was valid (or only expected anomalies)
     CLEAN = "clean"               # a baseline: valid, or only expected anomalies
@@ -216,12 +217,13 @@ def list_catalogue() -> str:
 RunCase = Callable[[SelftestCase, MatrixDir], CaseResult]
 
 
-def run_case(case: SelftestCase, matrix: MatrixDir, *, duration: float | None = None) -> CaseResult:
-    """One case on a fresh embedded cluster, through the ordinary orchestrator."""
-    from harness.config import load_scenario
-    from harness.run import Run, RunOptions
+def run_case(case: SelftestCase, scenario: RunConfig, matrix: MatrixDir, *,
+             duration: float | None = None) -> CaseResult:
+    """One case of `scenario` (validated) on a fresh embedded cluster, through the ordinary orchestrator."""
+    from orchestrator.outcome import RunOptions
+    from orchestrator.run import Run
 
-    config = load_scenario(case.scenario).for_path(case.path)
+    config = scenario.for_path(case.path)
     if case.bug is not None:
         cluster = dataclasses.replace(config.cluster, settings={**config.cluster.settings, case.bug: True})
         config = dataclasses.replace(config, cluster=cluster)
@@ -306,11 +308,10 @@ def main_selftest(args: argparse.Namespace) -> int:
     if not cases:
         raise ConfigError("txnbench selftest", "--paths", "no catalogued bug lives on those paths",
                           "`txnbench selftest --list` shows each bug's path")
-    from harness.config import load_scenario
-    from harness.run import check_before_start
+    from orchestrator import scenario
 
-    for scenario in sorted({c.scenario for c in cases}):   # a bad scenario fails now, not 20 minutes in
-        check_before_start(load_scenario(scenario))
+    # each scenario validated once, up front: a bad one fails now, not 20 minutes in
+    scenarios = {name: scenario.load(name) for name in sorted({c.scenario for c in cases})}
     matrix = new_matrix("selftest", "catalogue", root=args.results,
                         info={"cases": [dataclasses.asdict(c) | {"path": c.path.value, "kind": c.kind.value}
                                         for c in cases], "duration": args.duration})
@@ -320,7 +321,8 @@ def main_selftest(args: argparse.Namespace) -> int:
 
     say(f"selftest {matrix.matrix_id}: {len([c for c in cases if c.bug])} planted bugs, "
         f"{len([c for c in cases if not c.bug])} baselines -> {matrix.path}")
-    summary = execute(cases, matrix, lambda case, m: run_case(case, m, duration=args.duration), say)
+    summary = execute(cases, matrix, lambda case, m: run_case(case, scenarios[case.scenario], m,
+                                                              duration=args.duration), say)
     print(render_table(summary))
     print(matrix.path)
     return exit_code(summary)

@@ -1,0 +1,7 @@
+"""The top of txnbench: the `txnbench` command and what it orchestrates.
+
+`cli` parses the command line; `run` walks one run's phases (`outcome`: how it ends);
+`matrix` runs bench, chaos and sweep over paths (`capacity`: the load generator's own
+ceiling); `selftest` runs the planted bugs; `cluster_cli` is `txnbench cluster`.
+This package imports the others (harness, workloads, faults, analysis); nothing imports it.
+"""

@@ -1,0 +1,130 @@
+"""The matrices: bench and chaos (one scenario over its paths), and the concurrency sweep.
+
+A matrix (bench, chaos) runs the scenario once per path into `results/<matrix_id>/runs/<path>/`
+and compares the paths; a sweep runs that matrix once per user count, lowest first, and
+compares each level and all levels. An interrupted run stops the matrix; what ran is compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.config import RunConfig
+from harness.results import MatrixDir, RunStatus, new_matrix, write_json_atomic
+from orchestrator.capacity import ensure_capacity
+from orchestrator.outcome import RunOptions, RunOutcome, print_outcome, say
+from orchestrator.planted import refuse_planted_bugs
+from orchestrator.run import Run
+
+
+def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
+    """`txnbench bench` and `chaos`: `config` comes validated from orchestrator.scenario.load."""
+    refuse_planted_bugs(config.cluster.settings, kind)
+    matrix = new_matrix(kind, config.name, root=args.results,
+                        info={"paths": [p.value for p in config.paths], "config": config.to_dict()})
+    say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
+    if kind == "bench" and not getattr(args, "no_capacity", False):
+        ensure_capacity(config)
+    outcomes, interrupted = _run_paths(config, matrix, args.results, kind)
+    _compare(matrix, outcomes)
+    return _finish_matrix(matrix, outcomes, interrupted)
+
+
+def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int]) -> int:
+    """Experiment 1: every path at each user count, a comparison per count, lines against users.
+
+    Levels run in increasing order, all paths at one level before the next, so an
+    interrupted sweep still holds complete levels to compare.
+    """
+    refuse_planted_bugs(config.cluster.settings, "sweep")
+    paths = ", ".join(p.value for p in config.paths)
+    matrix = new_matrix("sweep", config.name, root=args.results,
+                        info={"paths": [p.value for p in config.paths], "levels": list(levels),
+                              "config": config.to_dict()})
+    say(f"sweep {matrix.matrix_id}: {config.name} over {paths} at {', '.join(map(str, levels))} users")
+    shaped = [with_users(config, users) for users in levels]
+    if not getattr(args, "no_capacity", False):
+        for level_config in shaped:
+            ensure_capacity(level_config)
+    outcomes: list[RunOutcome] = []
+    interrupted = False
+    for index, level_config in enumerate(shaped, start=1):
+        users = level_config.load.users
+        say(f"=== sweep level {index}/{len(shaped)}: {users} users ===")
+        level, interrupted = _run_paths(level_config, matrix, args.results, "sweep", suffix=f"-u{users}")
+        outcomes += level
+        if interrupted:
+            break
+    _compare_sweep(matrix, outcomes)
+    return _finish_matrix(matrix, outcomes, interrupted)
+
+
+def with_users(config: RunConfig, users: int) -> RunConfig:
+    """The scenario at `users` concurrent users, all spawned at once (the sweep measures steady state)."""
+    load = dataclasses.replace(config.load, users=users, spawn_rate=max(config.load.spawn_rate, float(users)))
+    return dataclasses.replace(config, load=load)
+
+
+def _run_paths(config: RunConfig, matrix: MatrixDir, results_root: Path, kind: str,
+               suffix: str = "") -> tuple[list[RunOutcome], bool]:
+    """Run `config` on each of its paths into the matrix; stop at the first interrupted run."""
+    outcomes: list[RunOutcome] = []
+    for index, path in enumerate(config.paths, start=1):
+        say(f"== {kind} {index}/{len(config.paths)}: {path.value}{suffix} ==")
+        options = RunOptions(results_root=results_root, matrix=matrix,
+                             folder=f"{path.value}{suffix}" if suffix else None, command=kind)
+        outcome = Run(config.for_path(path), options).execute()
+        outcomes.append(outcome)
+        print_outcome(outcome)
+        if outcome.status is RunStatus.INTERRUPTED:
+            return outcomes, True
+    return outcomes, False
+
+
+def _finish_matrix(matrix: MatrixDir, outcomes: list[RunOutcome], interrupted: bool) -> int:
+    """Write matrix-status.json, print the folder, and return the matrix's exit status."""
+    write_json_atomic(matrix.path / "matrix-status.json", {
+        "runs": [{"path": o.run_dir.path.name, "run_id": o.run_dir.run_id, "status": o.status.value,
+                  "verdict": o.verdict.value, "exit_code": o.exit_code,
+                  "judgement": o.judgement.to_json() if o.judgement else None, "error": o.error}
+                 for o in outcomes],
+        "interrupted": interrupted,
+    })
+    print(matrix.path)
+    if interrupted:
+        return 130
+    if any(o.status is RunStatus.FAILED for o in outcomes):
+        return 2
+    codes = [o.exit_code for o in outcomes]
+    return 1 if 1 in codes else (2 if 2 in codes else 0)
+
+
+def _compare(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
+    complete = [o for o in outcomes if o.status is RunStatus.COMPLETE]
+    if not complete:
+        return
+    try:
+        from analysis.pipeline import analyze_matrix
+    except ImportError:
+        say("comparison report not available in this build")
+        return
+    try:
+        analyze_matrix(matrix.path)
+        say(f"comparison: {matrix.path / 'compare.html'}")
+    except Exception as err:
+        say(f"comparison report failed: {err}")
+
+
+def _compare_sweep(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
+    if not any(o.status is RunStatus.COMPLETE for o in outcomes):
+        return
+    try:
+        from analysis.pipeline import analyze_sweep
+
+        analyze_sweep(matrix.path)
+        say(f"sweep report: {matrix.path / 'sweep.html'}")
+    except Exception as err:
+        say(f"sweep report failed: {err}")

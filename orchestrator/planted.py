@@ -1,0 +1,255 @@
+"""The planted bugs' catalogue, and the guard that keeps them out of benchmarks.
+
+The bugs themselves are guarded branches in the embedded cluster, switched by
+embedded/planted_bugs.py; `CATALOGUE` says for each what the mistake is, where it lives,
+where the class of bug comes from, and which scenario and anomaly classes catch it
+(`txnbench selftest --list`, docs/selftest.md).
+
+Planted bugs exist to prove the checker can catch bugs (`txnbench selftest`). They must
+never leak into a benchmark or a chaos run that someone reads as a verdict on Pulsar's
+designs, so every entry point that starts a cluster asks `refuse_planted_bugs` first:
+`bench`, `chaos` and `sweep` refuse them always; `run` and `cluster up` only with
+`--allow-planted-bugs`; the self-test passes `allowed=True`. Whatever was allowed is
+written to the manifest (`planted_bugs`) and named at the top of every report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from embedded import planted_bugs
+from harness.errors import ConfigError
+
+
+class Component(Enum):
+    """Which process carries the bug (and so which process must be told it is on)."""
+
+    BROKER = "broker"
+    LEDGER = "ledger"
+    METADATA = "metadata"
+
+
+@dataclass(frozen=True)
+class PlantedBug:
+    """One catalogue entry: what the mistake is, where it lives, where it comes from, what catches it."""
+
+    id: str                      # the setting that switches it on; starts with PREFIX
+    paths: tuple[str, ...]       # the transaction paths it lives on; the self-test runs it on the first
+    component: Component
+    where: str                   # file and function of the guarded branch
+    title: str
+    description: str
+    citations: tuple[str, ...]   # apache/pulsar issues and PRs (or other public sources) of the bug class
+    scenario: str                # the scenario meant to catch it (scenarios/<name>.yaml)
+    catches: tuple[str, ...]     # the anomaly classes it is expected to produce
+    needs: str = ""              # what the catching scenario relies on, when it is not obvious
+
+
+CATALOGUE: tuple[PlantedBug, ...] = (
+    PlantedBug(
+        planted_bugs.V4_REPLAY_KEEPS_LAST_PARTITIONS, ("v4",), Component.BROKER,
+        "embedded/broker/v4/coordinator_state.py: CoordinatorState.replay",
+        "v4 coordinator log replay forgets a transaction's earlier partitions",
+        "Replaying ADD_PARTITION assigns the record's partitions instead of adding them, so a "
+        "transaction that registered two topics in two records comes back from recovery knowing "
+        "only the last. Its commit then writes markers to that topic only; the other topic's "
+        "messages stay pending for ever.",
+        ("apache/pulsar#20150 (a committed transaction rolls back to OPEN after a restart)",
+         "apache/pulsar#8723 (transaction log replay not handled right)",
+         "apache/pulsar#18923 (TC recovery fails in handleCommittingAndAbortingTransaction)"),
+        "selftest-v4-recovery", ("partial-txn", "lost-write"),
+        "coordinator recoveries while transactions are open: repeated kills of the coordinator's broker"),
+    PlantedBug(
+        planted_bugs.V4_BATCHED_REPLAY_FIRST_RECORD, ("v4-batched",), Component.BROKER,
+        "embedded/broker/v4/record_log.py: RecordLog.replay",
+        "PIP-160 replay reads only the first record of a batched entry",
+        "Recovery treats a batched log entry as one record: the coordinator log and the "
+        "pending-ack logs lose every record after the first of each batch, so transactions "
+        "being committed come back without their decision or their partitions, and pending "
+        "acknowledgements vanish.",
+        ("apache/pulsar#16428 and #16685 (PIP-160: readers of batched transaction logs)",
+         "apache/pulsar#16707 (PIP-160: pending-ack log store with batched entries)",
+         "../shared/reference/pip-160-batched-txn-log.txt"),
+        "selftest-v4-recovery", ("partial-txn", "lost-write", "lost-ack"),
+        "recoveries of batched logs under concurrency (batches hold several records)"),
+    PlantedBug(
+        planted_bugs.V4_PENDING_ACK_REPLAY_DROPS_OPEN, ("v4",), Component.BROKER,
+        "embedded/broker/v4/pending_ack.py: PendingAckHandleImpl._replay",
+        "v4 pending-ack log replay drops the acks of transactions still open",
+        "The replay filter is inverted: it holds only acks whose position the cursor already "
+        "acknowledged, i.e. none of the open transactions' acks. After a subscription moves, "
+        "messages acknowledged inside an open transaction are delivered again, and the "
+        "transaction's commit finds nothing to apply.",
+        ("apache/pulsar#16240 (pending-ack log replay skips records of unfinished transactions)",
+         "apache/pulsar#8881 (pending-ack persistence and replay)"),
+        "selftest-v4-recovery", ("lost-ack", "ctp-duplicate"),
+        "subscriptions reloaded (their broker killed) while acks are held in open transactions"),
+    PlantedBug(
+        planted_bugs.V4_FANOUT_TIMEOUT_IS_DONE, ("v4",), Component.BROKER,
+        "embedded/broker/v4/fanout.py: EndTxnFanOut._one",
+        "v4 end-txn marker fan-out gives up on a participant that does not answer",
+        "A participant whose owner does not answer END_TXN_ON_PARTITION in time is counted "
+        "as done (as if its topic did not exist) instead of being retried, so the coordinator "
+        "logs COMMITTED while that partition never gets its marker.",
+        ("apache/pulsar#13792 (END_TXN response timeout handling in the TC)",
+         "apache/pulsar#19200 (timed-out transactions never end after a restart)"),
+        "selftest-v4-fanout", ("partial-txn", "lost-write"),
+        "participants unreachable from the coordinator while transactions end: repeated "
+        "broker-to-broker partitions longer than transactionBufferClientOperationTimeoutInMills"),
+    PlantedBug(
+        planted_bugs.V4_PENDING_ACK_FORGETS_EARLY, ("v4",), Component.BROKER,
+        "embedded/broker/v4/pending_ack.py: PendingAckHandleImpl._forget",
+        "v4 deletes a committed transaction's pending-ack records before its acks are durable",
+        "After a commit the pending-ack records are deleted at once instead of after the "
+        "subscription's cursor persisted the acknowledgements; the cursor persists at most once "
+        "a second, so a broker crash in that window forgets acknowledgements the client was "
+        "told are committed (an acknowledgement before durability).",
+        ("apache/pulsar#14974 (pending-ack store mark-delete handling)",
+         "apache/pulsar#4849 (acknowledged messages redelivered after a broker failure)"),
+        "selftest-v4-recovery", ("lost-ack",),
+        "kills of a subscription's broker within a second of commits"),
+    PlantedBug(
+        planted_bugs.V4_BUFFER_REPLAY_ABORT_AS_COMMIT, ("v4",), Component.BROKER,
+        "embedded/broker/v4/buffer_state.py: BufferState.replay",
+        "v4 transaction-buffer recovery reads abort markers as commits",
+        "Replaying the topic after the last snapshot, the buffer recognises a marker but not "
+        "its type, so transactions aborted since the snapshot are not added to the aborted "
+        "set: after the topic moves, their messages are delivered.",
+        ("apache/pulsar#19814 / #19815 (consumers receive aborted messages on replay reads)",
+         "apache/pulsar#9490 (transaction-buffer snapshot of aborted transactions)"),
+        "selftest-v4-recovery", ("aborted-read",),
+        "topic reloads (broker kills) with aborts in the last snapshot interval"),
+    PlantedBug(
+        planted_bugs.V5_RECOVERY_FORGETS_ABORTED, ("v5",), Component.BROKER,
+        "embedded/broker/v5/txn/buffer.py: MetadataTransactionBuffer.recover",
+        "v5 segment recovery forgets the durable aborted records",
+        "Recovery of a segment rebuilds visibility from the op records only and skips the "
+        "segment's aborted records, so transactions aborted and cleaned up before the segment "
+        "moved become visible after it moves.",
+        ("../shared/reference/pip-473-metadata-driven-transactions.txt (recovery reads the aborted records)",
+         "apache/pulsar#19814 (aborted messages delivered after a reload, v4's version of the class)"),
+        "selftest-v5-recovery", ("aborted-read",),
+        "segment reloads (broker kills) after aborts"),
+    PlantedBug(
+        planted_bugs.V5_SEALED_SEGMENT_STOPS_LISTENING, ("v5",), Component.BROKER,
+        "embedded/broker/v5/txn/buffer.py: MetadataTransactionBuffer.apply",
+        "v5 sealed segment stops materializing decisions",
+        "A segment that has been sealed (terminated, or a split/merge parent) drops decision "
+        "events instead of applying them, on the idea that a sealed segment has nothing left "
+        "to do; transactions that wrote to it before the seal stay invisible there.",
+        ("../shared/reference/pip-473-metadata-driven-transactions.txt (seal must not block the end of a transaction)",
+         "apache/pulsar#19200 (transactions that never end)"),
+        "selftest-v5-segments", ("partial-txn", "lost-write"),
+        "seals, splits and merges of transactionally written segments, each at a commit; warm final "
+        "reads (a reload recovers the segment from its op records and heals it)"),
+    PlantedBug(
+        planted_bugs.V5_SPLIT_CHILD_SKIPS_FIRST, ("v5",), Component.BROKER,
+        "embedded/broker/v5/scalable/controller.py: ScalableTopicController._create_local",
+        "v5 split/merge children's subscriptions skip their first message",
+        "The child segment's subscriptions are created at its first position instead of just "
+        "before it, so the first message written to each child is never delivered to them.",
+        ("apache/pulsar#24855 (cursor positions around ledger boundaries)",
+         "../shared/reference/pip-473-metadata-driven-transactions.txt (children must deliver what follows the parent)"),
+        "selftest-v5-segments", ("undelivered",),
+        "splits and merges, and the `undelivered` check (completeness per subscription)"),
+    PlantedBug(
+        planted_bugs.V5_PARTICIPANT_LOCAL_TIMEOUT, ("v5",), Component.BROKER,
+        "embedded/broker/v5/txn/participant.py: Participant._reconcile_loop",
+        "v5 participant aborts a transaction on its own timeout",
+        "The safety net that re-reads the headers of transactions tracked too long assumes "
+        "such a transaction was aborted instead of reading its header, so a commit that takes "
+        "longer than the sweep interval (a coordinator failover) is aborted on some "
+        "participants and committed on others.",
+        ("apache/pulsar#14370 (ending a transaction in the TIMEOUT state)",
+         "apache/pulsar#19200 (timeout handling after restarts)"),
+        "selftest-v5-timeouts", ("partial-txn", "lost-write"),
+        "transactions held open longer than the participants' reconcile interval (hold_s, a coordinator kill)"),
+    PlantedBug(
+        planted_bugs.V5_GC_RETENTION_UNITS, ("v5",), Component.BROKER,
+        "embedded/broker/v5/txn/coordinator.py: TransactionCoordinatorV5.sweep_gc",
+        "v5 GC deletes too early (retention read as milliseconds)",
+        "The GC cutoff subtracts the retention in seconds from a time in milliseconds, so a "
+        "120 s window becomes 120 ms and a participant that materializes a decision later "
+        "than that finds its op records force-deleted: the PIP-473 review's race, made likely.",
+        ("../shared/reference/pip-473-review-thread.txt ([BUG] GC orphan-cleanup window vs. slow participant)",
+         "apache/pulsar#24855 (deleting while a reader still needs it)"),
+        "selftest-v5-gc", ("lost-ack",),
+        "a participant slower than the (broken) window: latency on one broker's metadata link, with the GC "
+        "force-deleting leftover op records (Pulsar 5.0's re-drive would only re-publish)"),
+    PlantedBug(
+        planted_bugs.V5_FANOUT_COMMITS_SUBSCRIPTIONS, ("v5",), Component.BROKER,
+        "embedded/broker/v5/txn/coordinator.py: TransactionCoordinatorV5.publish",
+        "v5 decision fan-out sends COMMITTED to every subscription participant",
+        "The subscription events are built with the commit decision whatever was decided, so "
+        "the acks of aborted transactions are applied instead of released.",
+        ("apache/pulsar#13792 (end-txn fan-out to participants)",
+         "../shared/reference/pip-473-metadata-driven-transactions.txt (one event per participant)"),
+        "selftest-v5-recovery", ("stuck-ack",),
+        "aborted transactions that acknowledged messages (the workload's abort ratio)"),
+    PlantedBug(
+        planted_bugs.LEDGER_ACK_BEFORE_JOURNAL, ("v4",), Component.LEDGER,
+        "embedded/ledger/store.py: LedgerStore.append",
+        "ledger store acknowledges an append before it is in the journal",
+        "The store answers an append as soon as the record is queued for group commit, "
+        "before it is written and fsynced; a crash of the store loses entries the brokers "
+        "were told are durable.",
+        ("apache/bookkeeper#889 and #754 (acknowledging before the journal's fsync)",
+         "apache/bookkeeper#3329 (entries lost after kill -9 although fsync was on)"),
+        "selftest-stores", ("lost-write", "partial-txn"),
+        "kills of the ledger store under load, then cold reads (entries cached by brokers hide the loss)"),
+    PlantedBug(
+        planted_bugs.LEDGER_TRIM_OFF_BY_ONE, ("v4",), Component.BROKER,
+        "embedded/broker/managed_ledger/ledger.py: ManagedLedger._trim",
+        "consumed-ledger trimming deletes one ledger too many",
+        "Trimming compares ledger ids with <= instead of <, so the ledger holding the slowest "
+        "cursor's mark-delete position is deleted with the fully consumed ones: the pending-ack "
+        "logs lose the records of transactions still open.",
+        ("apache/pulsar#24855 (ledger trimming deletes ledgers cursors still point to)",
+         "apache/pulsar#20898 (discontinuous ledger deletion)"),
+        "selftest-v4-trim", ("lost-ack", "ctp-duplicate"),
+        "pending-ack logs that roll over often (10-entry ledgers) while transactions hold their acks for "
+        "seconds (ack_hold_s), and subscriptions that reload meanwhile (topic unloads, broker restarts)"),
+    PlantedBug(
+        planted_bugs.METADATA_ACK_BEFORE_WAL, ("v5",), Component.METADATA,
+        "embedded/metadata/durable.py: DurableStore.wait_durable",
+        "metadata store acknowledges a write before its WAL record is written",
+        "`wait_durable` returns at once instead of waiting for the group commit, so a crash "
+        "of the store loses header CASes and op records that brokers were told succeeded.",
+        ("apache/bookkeeper#889 (acknowledging before the journal is forced)",
+         "apache/pulsar#20150 (a committed transaction going back to OPEN after a restart)"),
+        "selftest-v5-metadata", ("partial-txn", "lost-write", "lost-ack"),
+        "kills of the metadata store under v5 load, many of them (the window is one group commit)"),
+)
+
+BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}
+
+
+def planted_in(settings: Mapping[str, Any], source: str = "cluster.settings") -> list[str]:
+    """The planted bugs `settings` switch on (catalogue order); a misspelt one is a ConfigError."""
+    try:
+        return planted_bugs.enabled_in(settings)
+    except planted_bugs.UnknownPlantedBug as err:
+        raise ConfigError(source, "", str(err), "use an id from `txnbench selftest --list`") from None
+
+
+def refuse_planted_bugs(settings: Mapping[str, Any], command: str, *, allowed: bool = False) -> list[str]:
+    """The planted bugs switched on, or a ConfigError when `command` may not run with them."""
+    planted = planted_in(settings, f"txnbench {command}")
+    if planted and not allowed:
+        fix = ("planted bugs are deliberate faults for `txnbench selftest` only; remove the setting"
+               if command in ("bench", "chaos", "sweep") else
+               "planted bugs are deliberate faults; pass --allow-planted-bugs to run with them on purpose")
+        raise ConfigError(f"txnbench {command}", planted[0],
+                          f"is a planted bug (a deliberate fault) and {command} refuses it", fix)
+    return planted
+
+
+def banner(planted: list[str] | tuple[str, ...]) -> str:
+    """One line that says plainly that a run had deliberate faults on (empty when none)."""
+    if not planted:
+        return ""
+    return ("PLANTED BUGS ON (deliberate faults of the txnbench self-test; this run says nothing about "
+            f"Pulsar): {', '.join(planted)}")

@@ -1,0 +1,30 @@
+"""A scenario as the orchestrator runs it: parsed, adjusted by the command line, validated once.
+
+`load` is the one validation of a scenario, before any folder or process exists: the config
+classes check every key while the file is parsed (harness.config), then the faults are planned
+on every path the scenario runs and checked against its target (faults.validate.check_scenario),
+so a bad fault kind, target or parameter is a one-line ConfigError now, not 20 s into a run (the
+kinds are the faults package's: the config keeps them as text, faults/kinds.py names them). `txnbench
+run`, `bench`, `chaos`, `sweep` and `selftest` take their configs from here and trust them; the
+load process rebuilds the same config from the load spec without checking it again
+(`RunConfig.from_plain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from faults.validate import check_scenario
+from harness.config import RunConfig, parse_scenario, resolve_scenario
+
+
+def load(name_or_path: str, adjust: Callable[[RunConfig], RunConfig] | None = None) -> RunConfig:
+    """The scenario `name_or_path` (scenarios/<name>.yaml, or a file), with `adjust` applied (the
+    command line's overrides: path, target, duration, settings ...), validated as it will run."""
+    file = resolve_scenario(name_or_path)
+    config = parse_scenario(file.read_text(encoding="utf-8"), source=str(file), default_name=file.stem)
+    if adjust is not None:
+        config = adjust(config)
+    if config.faults.enabled:
+        check_scenario(config, source=str(file))   # an unknown kind names the file, as the parser would
+    return config

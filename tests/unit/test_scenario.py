@@ -1,0 +1,50 @@
+"""orchestrator.scenario.load: a scenario parsed, adjusted by the command line and validated once."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from harness.config import RunConfig, Target, load_scenario
+from harness.errors import ConfigError
+from orchestrator import scenario
+
+
+def test_a_valid_scenario_loads_as_the_parser_reads_it() -> None:
+    assert scenario.load("chaos") == load_scenario("chaos")
+
+
+def test_bad_faults_are_refused_with_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("phases: {faults_s: 10}\nfaults:\n  schedule:\n    - {kind: kill, target: 'brokr:1', at_s: 1}\n")
+    load_scenario(str(bad))   # the parser alone accepts it: the selector is the faults package's
+    with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.target") as info:
+        scenario.load(str(bad))
+    assert "\n" not in str(info.value)
+
+
+def test_the_adjusted_config_is_what_gets_validated() -> None:
+    """The command line's overrides come first: a kill cannot run on an external cluster."""
+    def external(config: RunConfig) -> RunConfig:
+        cluster = dataclasses.replace(config.cluster, service_url="pulsar://127.0.0.1:6650")
+        return dataclasses.replace(config, target=Target.EXTERNAL, cluster=cluster)
+
+    assert scenario.load("chaos", lambda c: c).target is Target.EMBEDDED
+    with pytest.raises(ConfigError, match="external target"):
+        scenario.load("chaos", external)
+
+
+def test_an_unknown_fault_kind_is_refused_with_the_one_line_error_of_the_parser(tmp_path: Path) -> None:
+    """The kinds are the faults package's (faults/kinds.py), so the config keeps a kind as text;
+    the error is the one the parser gave when the config held the enum: file, key, closest kind."""
+    bad = tmp_path / "kinds.yaml"
+    bad.write_text("phases: {faults_s: 10}\nfaults:\n  schedule:\n    - {kind: kil, at_s: 1}\n")
+    with pytest.raises(ConfigError) as info:
+        scenario.load(str(bad))
+    assert str(info.value) == f"{bad}: faults.schedule[0].kind: 'kil' is not a valid choice; did you mean 'kill'?"
+    bad.write_text("phases: {faults_s: 10}\nfaults:\n  random: {kinds: [partition, pausee]}\n")
+    with pytest.raises(ConfigError) as info:
+        scenario.load(str(bad))
+    assert str(info.value) == f"{bad}: faults.random.kinds[1]: 'pausee' is not a valid choice; did you mean 'pause'?"
