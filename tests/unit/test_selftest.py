@@ -31,7 +31,7 @@ from orchestrator.selftest import (
 V4_BUG = BY_ID[planted_bugs.V4_REPLAY_KEEPS_LAST_PARTITIONS]
 V4B_BUG = BY_ID[planted_bugs.V4_BATCHED_REPLAY_FIRST_RECORD]
 V5_BUG = BY_ID[planted_bugs.V5_RECOVERY_FORGETS_ABORTED]
-ALSO_V4 = BY_ID[planted_bugs.V4_PENDING_ACK_REPLAY_DROPS_OPEN]
+ALSO_V4 = BY_ID[planted_bugs.V4_PENDING_ACK_FORGETS_EARLY]   # the same scenario as V4_BUG
 
 
 def test_plan_runs_one_baseline_per_scenario_and_path_then_each_bug_on_its_path() -> None:
