@@ -149,16 +149,16 @@ class TransactionCoordinatorV5:
 
     async def _verify_parallelism(self) -> None:
         wanted = str(self.parallelism)
-        got = await self.client.get_or_none(paths.TC_PARALLELISM_PATH)
+        got = await self.client.get_or_none(paths.TC_PARALLELISM_KEY)
         if got is None:
             with contextlib.suppress(BadVersion):
-                await self.client.put(paths.TC_PARALLELISM_PATH, wanted, expected_version=MUST_NOT_EXIST)
-            got = await self.client.get_or_none(paths.TC_PARALLELISM_PATH)
+                await self.client.put(paths.TC_PARALLELISM_KEY, wanted, expected_version=MUST_NOT_EXIST)
+            got = await self.client.get_or_none(paths.TC_PARALLELISM_KEY)
         stored = (got.value or "").strip() if got is not None else wanted
         if stored != wanted:
             raise ParallelismMismatch(
                 f"transactionCoordinatorScalableTopicsParallelism is {wanted} on broker {self.broker.broker_id} but "
-                f"the cluster was brought up with {stored} ({paths.TC_PARALLELISM_PATH}); the value is fixed for the "
+                f"the cluster was brought up with {stored} ({paths.TC_PARALLELISM_KEY}); the value is fixed for the "
                 "cluster's life: configure every broker with the same value")
 
     # ---- leadership ---------------------------------------------------------------------------
