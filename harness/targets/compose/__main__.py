@@ -18,7 +18,7 @@ import yaml
 from harness.config import resolve_scenario
 from harness.targets.compose.layout import ComposeFileError, load_layout
 from harness.targets.compose.links import plan_links, toxiproxy_config_text
-from harness.targets.compose.paths import COMPOSE_DIR
+from harness.targets.compose.txn_files import COMPOSE_DIR
 from harness.targets.compose.validate import validate_file
 
 

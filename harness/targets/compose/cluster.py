@@ -67,7 +67,7 @@ from harness.targets.compose.layout import (
     setting_keys,
 )
 from harness.targets.compose.links import HOST, ProxyLink, plan_links, toxiproxy_config_text
-from harness.targets.compose.paths import COMPOSE_DIR, default_compose_file
+from harness.targets.compose.txn_files import COMPOSE_DIR, default_compose_file
 from harness.targets.compose.validate import validate_layout
 from harness.targets.processes import free_ports
 from harness.toxiproxy.client import ProxySpec, ToxiproxyClient, ToxiproxyError
