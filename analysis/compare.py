@@ -77,7 +77,7 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): value}
 
 
-def _difference_labels(path: str, group: Sequence[RunEntry]) -> list[str] | None:
+def _difference_labels(txn_path: str, group: Sequence[RunEntry]) -> list[str] | None:
     """`v5 txnbenchDispatchHorizonPollMillis=20`: runs of one path named by the config that sets them apart.
 
     A probe compares one path under settings that differ; naming the setting reads
@@ -89,7 +89,7 @@ def _difference_labels(path: str, group: Sequence[RunEntry]) -> list[str] | None
                  and len({repr(c.get(k)) for c in configs}) > 1]
     if not differing or len(differing) > _MAX_LABEL_KEYS:
         return None
-    labels = [f"{path} " + ", ".join(f"{k.rsplit('.', 1)[-1]}={c.get(k, 'unset')}" for k in differing)
+    labels = [f"{txn_path} " + ", ".join(f"{k.rsplit('.', 1)[-1]}={c.get(k, 'unset')}" for k in differing)
               for c in configs]
     return labels if len(set(labels)) == len(labels) else None
 
@@ -99,9 +99,9 @@ def _labels(entries: Sequence[RunEntry]) -> list[str]:
     paths = [str(e.perf.get("path") or e.manifest.get("path") or e.run_dir.name) for e in entries]
     labels = [p if paths.count(p) == 1 else str(e.perf.get("run_id") or e.run_dir.name)
               for p, e in zip(paths, entries, strict=True)]
-    for path in {p for p in paths if paths.count(p) > 1}:
-        members = [i for i, p in enumerate(paths) if p == path]
-        named = _difference_labels(path, [entries[i] for i in members])
+    for txn_path in {p for p in paths if paths.count(p) > 1}:
+        members = [i for i, p in enumerate(paths) if p == txn_path]
+        named = _difference_labels(txn_path, [entries[i] for i in members])
         if named is not None and not set(named) & set(labels):
             for i, label in zip(members, named, strict=True):
                 labels[i] = label
@@ -115,8 +115,8 @@ def _natural(label: str) -> tuple[tuple[int, int | str], ...]:
 
 def _order(labels: Sequence[str], entries: Sequence[RunEntry]) -> list[int]:
     def key(i: int) -> tuple[int, tuple[tuple[int, int | str], ...]]:
-        path = str(entries[i].perf.get("path") or "")
-        return (PATH_ORDER.index(path) if path in PATH_ORDER else len(PATH_ORDER), _natural(labels[i]))
+        txn_path = str(entries[i].perf.get("path") or "")
+        return (PATH_ORDER.index(txn_path) if txn_path in PATH_ORDER else len(PATH_ORDER), _natural(labels[i]))
     return sorted(range(len(entries)), key=key)
 
 

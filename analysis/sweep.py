@@ -121,9 +121,9 @@ def build_sweep(levels: Mapping[int, Mapping[str, Any]], *, scenario: str | None
         scenarios.update(compare.get("scenarios") or [])
         for label in compare.get("order") or []:
             row = compare["paths"][label]
-            path = str(row.get("path") or label)
+            txn_path = str(row.get("path") or label)
             where = (level_dirs or {}).get(users, f"levels/u{users}")
-            series.setdefault(path, []).append(_point(users, row, where))
+            series.setdefault(txn_path, []).append(_point(users, row, where))
     order = sorted(series, key=lambda p: (PATH_ORDER.index(p) if p in PATH_ORDER else len(PATH_ORDER), p))
     all_valid = all(pt["valid"] is True or pt["only_expected"] for pts in series.values() for pt in pts)
     return {
@@ -134,8 +134,8 @@ def build_sweep(levels: Mapping[int, Mapping[str, Any]], *, scenario: str | None
         "generated": datetime.now(UTC).isoformat(),
         "levels": sorted(levels),
         "order": order,
-        "series": {path: series[path] for path in order},
-        "saturation": {path: _saturation(series[path]) for path in order},
+        "series": {txn_path: series[txn_path] for txn_path in order},
+        "saturation": {txn_path: _saturation(series[txn_path]) for txn_path in order},
         "all_valid": bool(series) and all_valid,
         "errors": dict(errors or {}),
     }

@@ -18,22 +18,23 @@ from harness.txn_paths import TxnPath
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m faults", description=__doc__)
     parser.add_argument("scenario", help="scenario name (scenarios/<name>.yaml) or file")
-    parser.add_argument("--path", choices=[p.value for p in TxnPath], help="one path (default: the scenario's)")
+    parser.add_argument("--path", choices=[p.value for p in TxnPath], dest="txn_path",
+                        help="one path (default: the scenario's)")
     parser.add_argument("--duration", type=float, metavar="S", help="faults phase seconds (as --duration)")
     args = parser.parse_args(argv)
     try:
         config = load_scenario(args.scenario)
         if args.duration:
             config = config.with_duration(args.duration)
-        if args.path:
-            path = TxnPath(args.path)
-            config = dataclasses.replace(config, path=path, paths=(path,))
+        if args.txn_path:
+            txn_path = TxnPath(args.txn_path)
+            config = dataclasses.replace(config, path=txn_path, paths=(txn_path,))
         timelines = check_scenario(config, source=str(resolve_scenario(args.scenario)))
     except TxnbenchError as err:
         print(f"txnbench: {err}", file=sys.stderr)
         return err.exit_code
-    for path, timeline in timelines.items():
-        print(f"== {config.name} on {path.value}: faults phase {timeline.duration_s:g}s, "
+    for txn_path, timeline in timelines.items():
+        print(f"== {config.name} on {txn_path.value}: faults phase {timeline.duration_s:g}s, "
               f"quiet {timeline.quiet_s:g}s after each heal ==")
         for line in describe(timeline) or ["(no faults)"]:
             print(line)

@@ -34,17 +34,17 @@ def _close_in_background(client: Any, wait_s: float) -> None:
 
 
 class ClientCoordinatorLocator:
-    def __init__(self, service_url: str, path: TxnPath, timeout_s: float,
+    def __init__(self, service_url: str, txn_path: TxnPath, timeout_s: float,
                  listener_name: str | None = None) -> None:
         self.service_url = service_url
-        self.path = path
+        self.txn_path = txn_path
         self.timeout_s = timeout_s
         self.listener_name = listener_name
 
     def coordinator_brokers(self) -> dict[int, str]:
         from harness.client import PulsarClient
 
-        client = PulsarClient(self.service_url, txn_path=self.path.value, operation_timeout_s=self.timeout_s,
+        client = PulsarClient(self.service_url, txn_path=self.txn_path.value, operation_timeout_s=self.timeout_s,
                               listener_name=self.listener_name)
         try:
             return dict(client.coordinator_brokers(timeout_s=self.timeout_s))
@@ -60,7 +60,7 @@ def all_brokers_url(cluster: ClusterInfo) -> str:
     return multi_host_service_url(s.service_url for s in cluster.by_role(ServiceRole.BROKER)) or cluster.service_url
 
 
-def make_coordinator_locator(cluster: ClusterInfo, path: TxnPath,
+def make_coordinator_locator(cluster: ClusterInfo, txn_path: TxnPath,
                              *, timeout_s: float = 10.0) -> ClientCoordinatorLocator:
     """The locator for this cluster: asks its brokers, through the client, who hosts each coordinator."""
-    return ClientCoordinatorLocator(all_brokers_url(cluster), path, timeout_s, cluster.listener_name)
+    return ClientCoordinatorLocator(all_brokers_url(cluster), txn_path, timeout_s, cluster.listener_name)

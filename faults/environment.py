@@ -22,7 +22,7 @@ from harness.txn_paths import TxnPath
 @dataclass
 class FaultEnvironment:
     cluster: ClusterInfo
-    path: TxnPath
+    txn_path: TxnPath
     control: ProcessControl | None = None
     network: NetworkApi | None = None
     admin: TopicAdmin | None = None
@@ -66,7 +66,7 @@ class FaultEnvironment:
         admin = self.admin
         if admin is None:
             return None
-        if self.path is TxnPath.V5:
+        if self.txn_path is TxnPath.V5:
             return admin.active_segments
 
         def partitions(topic: str) -> list[str]:
@@ -106,14 +106,14 @@ def _topic_name(item: Any) -> str:
     return str(getattr(item, "name", None) or item.topic)
 
 
-def for_run(cluster: ClusterInfo, path: TxnPath, control: ProcessControl | None, topics: tuple[str, ...],
+def for_run(cluster: ClusterInfo, txn_path: TxnPath, control: ProcessControl | None, topics: tuple[str, ...],
             *, operation_timeout_s: float = 10.0) -> FaultEnvironment:
     """The real environment of a run: clients built from the cluster's URLs."""
     from faults.admin import make_topic_admin
     from faults.coordinators import make_coordinator_locator
     from harness.toxiproxy.client import ToxiproxyClient
 
-    env = FaultEnvironment(cluster=cluster, path=path, control=control, topics=topics)
+    env = FaultEnvironment(cluster=cluster, txn_path=txn_path, control=control, topics=topics)
     if cluster.toxiproxy_url:
         env.network = ToxiproxyClient(cluster.toxiproxy_url, timeout_s=operation_timeout_s)
     else:
@@ -124,5 +124,5 @@ def for_run(cluster: ClusterInfo, path: TxnPath, control: ProcessControl | None,
     env.admin, reason = make_topic_admin(cluster, control, timeout_s=operation_timeout_s)
     if reason:
         env.missing[Capability.ADMIN] = reason
-    env.coordinators = make_coordinator_locator(cluster, path, timeout_s=operation_timeout_s)
+    env.coordinators = make_coordinator_locator(cluster, txn_path, timeout_s=operation_timeout_s)
     return env

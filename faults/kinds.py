@@ -279,11 +279,11 @@ def build_actions(env: FaultEnvironment) -> dict[FaultKind, FaultAction]:
     return {kind: action for kind, action in built.items() if action is not None}
 
 
-def effective_selector(kind: FaultKind, text: str, path: TxnPath) -> Selector:
-    """The parsed selector, with `random` replaced by the kind's default for `path`."""
+def effective_selector(kind: FaultKind, text: str, txn_path: TxnPath) -> Selector:
+    """The parsed selector, with `random` replaced by the kind's default for `txn_path`."""
     selector = parse_selector(text)
     if isinstance(selector, DefaultSelector):
-        selector = parse_selector(KINDS[kind].default_target(path))
+        selector = parse_selector(KINDS[kind].default_target(txn_path))
     return selector
 
 

@@ -116,7 +116,7 @@ class Nemesis:
         topics = environment.topics if environment is not None else topology_topics(topology)
         brokers = len(cluster.by_role(ServiceRole.BROKER))
         self.timeline: Timeline = plan_timeline(
-            config.faults, seed=config.seed, duration_s=config.phases.faults_s, path=config.path,
+            config.faults, seed=config.seed, duration_s=config.phases.faults_s, txn_path=config.path,
             source=f"scenario {config.name}", brokers=brokers, topics=len(topics) if topics else None)
         if environment is None:
             from faults.environment import for_run
@@ -316,7 +316,7 @@ class Nemesis:
                              segments_of=self.env.segments_of())
         process = f"nemesis/{planned.fault_id}"
         try:
-            fault = call_bounded(lambda: resolve_fault(planned, ctx, path=self.config.path, for_s=for_s,
+            fault = call_bounded(lambda: resolve_fault(planned, ctx, txn_path=self.config.path, for_s=for_s,
                                                        settings=self.cluster.settings),
                                  RESOLVE_TIMEOUT_S, f"choosing the target of {planned.fault_id}")
         except Exception as err:

@@ -35,10 +35,10 @@ from harness.toxiproxy.model import Stream
 from harness.txn_paths import TxnPath
 
 
-def resolve_fault(planned: PlannedFault, ctx: ResolveContext, *, path: TxnPath, for_s: float,
+def resolve_fault(planned: PlannedFault, ctx: ResolveContext, *, txn_path: TxnPath, for_s: float,
                   settings: Mapping[str, Any]) -> Fault:
     """Choose the targets. Raises SelectorError (NoTarget when nothing is free right now)."""
-    targets = _targets(planned, ctx, path)
+    targets = _targets(planned, ctx, txn_path)
     params = dict(planned.params)
     if planned.kind is FaultKind.SLOW_PARTICIPANT and params.get("latency_ms") is None:
         params["latency_ms"] = kinds.slow_participant_latency_ms(settings)
@@ -50,7 +50,7 @@ def resolve_fault(planned: PlannedFault, ctx: ResolveContext, *, path: TxnPath, 
                  source=planned.source)
 
 
-def _targets(planned: PlannedFault, ctx: ResolveContext, path: TxnPath) -> tuple[Target, ...]:
+def _targets(planned: PlannedFault, ctx: ResolveContext, txn_path: TxnPath) -> tuple[Target, ...]:
     selector = planned.selector
     kind = planned.kind
     spec = kinds.spec(kind)
@@ -72,7 +72,7 @@ def _targets(planned: PlannedFault, ctx: ResolveContext, path: TxnPath) -> tuple
         return resolve_adjacent_pair(selector, ctx)
     if kind is FaultKind.UNLOAD and isinstance(selector, TopicSelector):
         return (resolve_topic(selector, ctx),)     # the whole topic: every partition or segment
-    if kind is FaultKind.TERMINATE and path is not TxnPath.V5 and isinstance(selector, TopicSelector):
+    if kind is FaultKind.TERMINATE and txn_path is not TxnPath.V5 and isinstance(selector, TopicSelector):
         topic: TopicTarget = resolve_topic(selector, ctx)
         return (topic,)
     return (resolve_segment(selector, ctx),)

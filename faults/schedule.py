@@ -117,11 +117,11 @@ class _Candidate:
     burst_s: float | None = None    # a flap window: where its burst starts (a burst is placed whole)
 
 
-def _draft(kind: FaultKind, target: str, params: Mapping[str, Any], path: TxnPath,
+def _draft(kind: FaultKind, target: str, params: Mapping[str, Any], txn_path: TxnPath,
            source: str, key: str, brokers: int | None, topics: int | None) -> _Draft:
     spec = kinds.spec(kind)
     try:
-        selector = kinds.effective_selector(kind, target, path)
+        selector = kinds.effective_selector(kind, target, txn_path)
     except SelectorError as err:
         raise ConfigError(source, f"{key}.target", str(err), "see faults/README.md, 'Targets'") from None
     if not spec.accepts_selector(selector):
@@ -148,7 +148,7 @@ def _occurrences(every_s: float, duration_s: float) -> list[float]:
     return [round(i * every_s, 9) for i in range(count) if i * every_s < duration_s]
 
 
-def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, path: TxnPath,
+def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_path: TxnPath,
                   source: str = "scenario", brokers: int | None = None,
                   topics: int | None = None) -> Timeline:
     """The faults a run injects and when. Raises ConfigError for a bad target or parameter.
@@ -157,7 +157,7 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, path: T
         faults: the scenario's `faults` section.
         seed: the run's seed; the same seed gives the same timeline.
         duration_s: the faults phase's length (`phases.faults_s`).
-        path: the run's transaction path (kinds that do not apply to it are left out).
+        txn_path: the run's transaction path (kinds that do not apply to it are left out).
         source: names the scenario in error messages.
         brokers, topics: when given, fixed broker and topic numbers are checked against them.
     """
@@ -167,9 +167,9 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, path: T
     for i, entry in enumerate(faults.schedule):
         key = f"faults.schedule[{i}]"
         kind = kinds.kind_of(entry.kind, source, f"{key}.kind")
-        draft = _draft(kind, entry.target, entry.params, path, source, key, brokers, topics)
-        if path not in kinds.spec(kind).paths:
-            notes.append(f"{key}: {kind.value} does not apply to {path.value}; left out")
+        draft = _draft(kind, entry.target, entry.params, txn_path, source, key, brokers, topics)
+        if txn_path not in kinds.spec(kind).paths:
+            notes.append(f"{key}: {kind.value} does not apply to {txn_path.value}; left out")
             continue
         if entry.at_s is not None:
             times, repeating = [entry.at_s], False
@@ -191,12 +191,12 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, path: T
                                              entry.quiet_s if last else entry.flap.off_s, entry.trigger, t))
                 order += 1
     if faults.random is not None:
-        candidates.extend(_random_candidates(faults, seed, duration_s, path, source, order, notes,
+        candidates.extend(_random_candidates(faults, seed, duration_s, txn_path, source, order, notes,
                                              brokers, topics))
     return _place(candidates, duration_s, faults.quiet_s, notes)
 
 
-def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, path: TxnPath, source: str,
+def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, txn_path: TxnPath, source: str,
                        order: int, notes: list[str], brokers: int | None,
                        topics: int | None) -> list[_Candidate]:
     spec = faults.random
@@ -204,13 +204,13 @@ def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, path:
     named = [kinds.kind_of(text, source, f"{RANDOM_SOURCE}.kinds[{i}]") for i, text in enumerate(spec.kinds)]
     drafts: list[_Draft] = []
     for i, kind in enumerate(dict.fromkeys(named)):
-        draft = _draft(kind, spec.target, {}, path, source, RANDOM_SOURCE, brokers, topics)
-        if path not in kinds.spec(kind).paths:
-            notes.append(f"{RANDOM_SOURCE}.kinds[{i}]: {kind.value} does not apply to {path.value}; left out")
+        draft = _draft(kind, spec.target, {}, txn_path, source, RANDOM_SOURCE, brokers, topics)
+        if txn_path not in kinds.spec(kind).paths:
+            notes.append(f"{RANDOM_SOURCE}.kinds[{i}]: {kind.value} does not apply to {txn_path.value}; left out")
             continue
         drafts.append(draft)
     if not drafts:
-        notes.append(f"{RANDOM_SOURCE}: none of its kinds applies to {path.value}; no random faults")
+        notes.append(f"{RANDOM_SOURCE}: none of its kinds applies to {txn_path.value}; no random faults")
         return []
     out = []
     for n, t in enumerate(_occurrences(spec.every_s, duration_s)):

@@ -25,12 +25,12 @@ def check_scenario(config: RunConfig, source: str | None = None) -> dict[TxnPath
     check_kinds(config.faults, source or f"scenario {config.name}")
     paths = dict.fromkeys([*config.paths, config.path]) if config.paths else {config.path: None}
     timelines = {}
-    for path in paths:
+    for txn_path in paths:
         timeline = plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s,
-                                 path=path, source=f"scenario {config.name}",
+                                 txn_path=txn_path, source=f"scenario {config.name}",
                                  brokers=config.cluster.brokers, topics=None)
         _check_target(config, timeline)
-        timelines[path] = timeline
+        timelines[txn_path] = timeline
     return timelines
 
 

@@ -471,8 +471,8 @@ class RunConfig:
             raise Invalid("cluster.service_url", "the external target needs a service URL",
                           "set cluster.service_url or pass --service-url")
 
-    def for_path(self, path: TxnPath) -> RunConfig:
-        return dataclasses.replace(self, path=path)
+    def for_path(self, txn_path: TxnPath) -> RunConfig:
+        return dataclasses.replace(self, path=txn_path)
 
     def with_duration(self, seconds: float) -> RunConfig:
         """Shorten or lengthen the main phase: faults for chaos scenarios, steady otherwise."""

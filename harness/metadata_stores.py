@@ -54,9 +54,9 @@ class StoreUsed:
         return {"kind": self.kind.value, "url": self.url, "label": self.label}
 
 
-def default_store_url(path: str) -> str:
+def default_store_url(txn_path: str) -> str:
     """Pulsar's store for a path: ZooKeeper for v4 and v4-batched (4.x), ours (Oxia-like) for v5."""
-    return OUR_STORE if str(path) == "v5" else "zk"
+    return OUR_STORE if str(txn_path) == "v5" else "zk"
 
 
 def is_our_store(url: Any) -> bool:
@@ -75,7 +75,7 @@ def _kind_of_url(url: str) -> StoreKind:
     return StoreKind.UNKNOWN
 
 
-def store_used(target: str, path: str, settings: Mapping[str, Any], *, version: str | None = None) -> StoreUsed:
+def store_used(target: str, txn_path: str, settings: Mapping[str, Any], *, version: str | None = None) -> StoreUsed:
     """The store a run on `target` used, from its resolved cluster settings.
 
     Embedded: the resolved `metadataStoreUrl` (the target fills in the path's default).
@@ -86,7 +86,7 @@ def store_used(target: str, path: str, settings: Mapping[str, Any], *, version: 
     if target == "external" and not url:
         return StoreUsed(StoreKind.UNKNOWN, "", "the external cluster's own (not known to txnbench)")
     if target == "compose" and not url:
-        kind = StoreKind.OXIA if str(path) == "v5" else StoreKind.ZOOKEEPER
+        kind = StoreKind.OXIA if str(txn_path) == "v5" else StoreKind.ZOOKEEPER
         return StoreUsed(kind, "", _LABELS[kind] + " (as compose/ ships it)")
     text = "" if url is None else str(url)
     kind = _kind_of_url(text)

@@ -191,7 +191,7 @@ class RunDir:
         self.update_manifest(**changes)
 
 
-def new_run(scenario: str, path: str, *, config: dict[str, Any], seed: int, target: str,
+def new_run(scenario: str, txn_path: str, *, config: dict[str, Any], seed: int, target: str,
             root: Path = RESULTS_ROOT, parent: Path | None = None, matrix_id: str | None = None,
             now: datetime | None = None, folder: str | None = None) -> RunDir:
     """Create a fresh run folder and its manifest with status `running`.
@@ -199,9 +199,9 @@ def new_run(scenario: str, path: str, *, config: dict[str, Any], seed: int, targ
     A matrix passes `parent=<matrix>/runs` and the run folder is named by its path
     (or by `folder`: a sweep names it `<path>-u<users>`).
     """
-    run_id = f"{utc_stamp(now)}-{scenario}-{path}"
+    run_id = f"{utc_stamp(now)}-{scenario}-{txn_path}"
     if parent is not None:
-        run = RunDir(create_unique_dir(parent, folder or path), id=run_id)
+        run = RunDir(create_unique_dir(parent, folder or txn_path), id=run_id)
     else:
         created = create_unique_dir(root, run_id)
         run = RunDir(created, id=created.name)   # a suffix keeps two runs in one second apart
@@ -210,7 +210,7 @@ def new_run(scenario: str, path: str, *, config: dict[str, Any], seed: int, targ
         "schema": MANIFEST_SCHEMA,
         "run_id": run.run_id,
         "scenario": scenario,
-        "path": path,
+        "path": txn_path,
         "target": target,
         "seed": seed,
         "matrix": matrix_id,

@@ -17,9 +17,9 @@ def ensure_capacity(config: RunConfig) -> None:
     from workloads.capacity import find_capacity, measure, save_capacity
 
     seen: set[str] = set()
-    for path in config.paths:
-        shaped = config.for_path(path)
-        client = "v5" if path is TxnPath.V5 else "v4"
+    for txn_path in config.paths:
+        shaped = config.for_path(txn_path)
+        client = "v5" if txn_path is TxnPath.V5 else "v4"
         if client in seen or find_capacity(shaped) is not None:
             seen.add(client)
             continue

@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="one run of a scenario on one path",
                          description="Run one scenario on one path; prints the run folder last.")
     run.add_argument("scenario", help="scenario name (scenarios/<name>.yaml) or file")
-    run.add_argument("--path", choices=PATH_CHOICES, help="transaction path (default: the scenario's)")
+    run.add_argument("--path", choices=PATH_CHOICES, dest="txn_path",
+                     help="transaction path (default: the scenario's)")
     run.add_argument("--target", choices=TARGET_CHOICES, help="where the cluster comes from")
     run.add_argument("--duration", type=_positive_float, metavar="S",
                      help="seconds of the main phase (steady, or faults for chaos scenarios)")
@@ -156,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="cluster state folder (default: .txnbench/cluster or $TXNBENCH_CLUSTER_DIR)")
     csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     up = csub.add_parser("up", help="start the cluster in the background and wait until ready")
-    up.add_argument("--path", choices=PATH_CHOICES, default="v4")
+    up.add_argument("--path", choices=PATH_CHOICES, default="v4", dest="txn_path")
     up.add_argument("--brokers", type=_positive_int, default=2)
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting by its Pulsar name (repeatable)")
@@ -182,8 +183,8 @@ def scenario_from_args(args: argparse.Namespace) -> RunConfig:
 
 def _with_overrides(config: RunConfig, args: argparse.Namespace) -> RunConfig:
     changes: dict[str, object] = {}
-    if getattr(args, "path", None):
-        changes["path"] = TxnPath(args.path)
+    if getattr(args, "txn_path", None):
+        changes["path"] = TxnPath(args.txn_path)
     if getattr(args, "paths", None):
         changes["paths"] = tuple(TxnPath(p) for p in args.paths)
     if getattr(args, "target", None):

@@ -23,7 +23,7 @@ def _directory(args: argparse.Namespace) -> Path:
 
 
 def print_info(info: ClusterInfo, directory: Path) -> None:
-    print(f"path         {info.path.value}")
+    print(f"path         {info.txn_path.value}")
     print(f"service_url  {info.service_url}")
     print(f"admin_url    {info.admin_url}")
     print(f"toxiproxy    {info.toxiproxy_url}")
@@ -42,9 +42,9 @@ def cluster_up(args: argparse.Namespace) -> int:
     planted = refuse_planted_bugs(settings, "cluster up", allowed=bool(getattr(args, "allow_planted_bugs", False)))
     if planted:
         print(banner(planted), file=sys.stderr, flush=True)
-    spec = EmbeddedSpec(path=TxnPath(args.path), brokers=args.brokers, settings=settings, directory=directory,
+    spec = EmbeddedSpec(txn_path=TxnPath(args.txn_path), brokers=args.brokers, settings=settings, directory=directory,
                         planted_bugs=tuple(planted))
-    print(f"starting the embedded cluster ({spec.path.value}, {spec.brokers} brokers) in {directory} ...",
+    print(f"starting the embedded cluster ({spec.txn_path.value}, {spec.brokers} brokers) in {directory} ...",
           file=sys.stderr, flush=True)
     started = time.monotonic()
     cluster = EmbeddedCluster(spec)
@@ -61,7 +61,7 @@ def cluster_status(args: argparse.Namespace) -> int:
     info = cluster.info()
     if args.json:
         print(json.dumps({
-            "path": info.path.value, "service_url": info.service_url, "admin_url": info.admin_url,
+            "path": info.txn_path.value, "service_url": info.service_url, "admin_url": info.admin_url,
             "toxiproxy_url": info.toxiproxy_url, "directory": str(directory),
             "processes": [{"name": s.name, "role": s.role.value, "pid": s.pid, "state": s.state,
                            "service_url": s.service_url, "admin_url": s.admin_url,

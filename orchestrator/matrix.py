@@ -72,11 +72,11 @@ def _run_paths(config: RunConfig, matrix: MatrixDir, results_root: Path, kind: s
                suffix: str = "") -> tuple[list[RunOutcome], bool]:
     """Run `config` on each of its paths into the matrix; stop at the first interrupted run."""
     outcomes: list[RunOutcome] = []
-    for index, path in enumerate(config.paths, start=1):
-        say(f"== {kind} {index}/{len(config.paths)}: {path.value}{suffix} ==")
+    for index, txn_path in enumerate(config.paths, start=1):
+        say(f"== {kind} {index}/{len(config.paths)}: {txn_path.value}{suffix} ==")
         options = RunOptions(results_root=results_root, matrix=matrix,
-                             folder=f"{path.value}{suffix}" if suffix else None, command=kind)
-        outcome = Run(config.for_path(path), options).execute()
+                             folder=f"{txn_path.value}{suffix}" if suffix else None, command=kind)
+        outcome = Run(config.for_path(txn_path), options).execute()
         outcomes.append(outcome)
         print_outcome(outcome)
         if outcome.status is RunStatus.INTERRUPTED:

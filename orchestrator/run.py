@@ -89,7 +89,7 @@ class Run:
                                      participants=config.workload.shape(config.path.uses_scalable_topics),
                                      planted_bugs=self.planted_bugs)
         self.history = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "run", self.clock,
-                                       path=config.path.value)
+                                       txn_path=config.path.value)
         self.target: ClusterTarget | None = None
         self.cluster_info: ClusterInfo | None = None
         self.load: subprocess.Popen[bytes] | None = None
@@ -218,7 +218,7 @@ class Run:
             if directory is None:
                 directory = Path(tempfile.mkdtemp(prefix=f"txnbench-{self.run_dir.run_id}-"))
                 self._temp_cluster_dir = directory
-            spec = EmbeddedSpec(path=self.config.path, brokers=self.config.cluster.brokers,
+            spec = EmbeddedSpec(txn_path=self.config.path, brokers=self.config.cluster.brokers,
                                 settings=dict(self.config.cluster.settings), directory=directory,
                                 parent_pid=os.getpid(), ready_timeout_s=self.config.cluster.ready_timeout_s,
                                 planted_bugs=tuple(self.planted_bugs))
@@ -240,7 +240,7 @@ class Run:
         duration = (self.config.phases.warmup_s + self.config.phases.steady_s + self.config.phases.faults_s
                     + self.config.phases.recovery_s)
         cluster = self._cluster
-        LoadSpec(run_id=self.run_dir.run_id, run_dir=self.run_dir, path=self.config.path,
+        LoadSpec(run_id=self.run_dir.run_id, run_dir=self.run_dir, txn_path=self.config.path,
                  service_url=cluster.service_url, admin_url=cluster.admin_url, config=self.config,
                  topology=self._topology, max_duration_s=duration + 120.0, parent_pid=os.getpid(),
                  status_file=self.run_dir.locust_dir / "status.json",
@@ -299,7 +299,7 @@ class Run:
         self._begin(Phase.FAULTS)
         assert self.target is not None
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "nemesis", self.clock,
-                                   path=self.config.path.value)
+                                   txn_path=self.config.path.value)
         self.nemesis = Nemesis(config=self.config, cluster=self.target.info(),
                                control=self.target.process_control(), recorder=recorder,
                                topology=self._topology)
@@ -349,7 +349,7 @@ class Run:
         cold = self._make_reads_cold()
         self.run_dir.update_manifest(cold_reads=cold)
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "drain", self.clock,
-                                   path=self.config.path.value)
+                                   txn_path=self.config.path.value)
         try:
             result = drain(self._cluster, self.config, self._topology, recorder,
                            timeout_s=self.config.phases.drain_timeout_s)

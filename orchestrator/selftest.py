@@ -66,12 +66,12 @@ class CaseOutcome(enum.StrEnum):
 class SelftestCase:
     kind: CaseKind
     scenario: str
-    path: TxnPath
+    txn_path: TxnPath
     bug: str | None = None
 
     @property
     def folder(self) -> str:
-        return f"{self.bug or 'baseline'}-{self.scenario}-{self.path.value}"
+        return f"{self.bug or 'baseline'}-{self.scenario}-{self.txn_path.value}"
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class CaseResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.case.kind.value, "bug": self.case.bug, "scenario": self.case.scenario,
-                "path": self.case.path.value, "outcome": self.outcome.value, "run_dir": self.run_dir,
+                "path": self.case.txn_path.value, "outcome": self.outcome.value, "run_dir": self.run_dir,
                 "verdict": self.verdict, "anomalies": dict(self.anomalies), "unexpected": list(self.unexpected),
                 "seconds": round(self.seconds, 1), "error": self.error}
 
@@ -99,8 +99,8 @@ def plan(bugs: Sequence[PlantedBug], *, baselines: bool = True) -> list[Selftest
         return cases
     seen: dict[tuple[str, TxnPath], None] = {}
     for case in cases:
-        seen.setdefault((case.scenario, case.path), None)
-    return [SelftestCase(CaseKind.BASELINE, scenario, path) for scenario, path in seen] + cases
+        seen.setdefault((case.scenario, case.txn_path), None)
+    return [SelftestCase(CaseKind.BASELINE, scenario, txn_path) for scenario, txn_path in seen] + cases
 
 
 def judge_case(case: SelftestCase, *, status: str, verdict: str, unexpected: Iterable[str]) -> CaseOutcome:
@@ -122,7 +122,7 @@ def summarize(selftest_id: str, results: Sequence[CaseResult], planned: int, *, 
     baselines = [r for r in results if r.case.kind is CaseKind.BASELINE]
     caught = [r.case.bug for r in bugs if r.outcome is CaseOutcome.CAUGHT]
     not_caught = [r.case.bug for r in bugs if r.outcome is not CaseOutcome.CAUGHT]
-    dirty = [f"{r.case.scenario} on {r.case.path.value}" for r in baselines if r.outcome is not CaseOutcome.CLEAN]
+    dirty = [f"{r.case.scenario} on {r.case.txn_path.value}" for r in baselines if r.outcome is not CaseOutcome.CLEAN]
     complete = len(results) == planned and not interrupted
     return {
         "schema": SELFTEST_SCHEMA,
@@ -223,7 +223,7 @@ def run_case(case: SelftestCase, scenario: RunConfig, matrix: MatrixDir, *,
     from orchestrator.outcome import RunOptions
     from orchestrator.run import Run
 
-    config = scenario.for_path(case.path)
+    config = scenario.for_path(case.txn_path)
     if case.bug is not None:
         cluster = dataclasses.replace(config.cluster, settings={**config.cluster.settings, case.bug: True})
         config = dataclasses.replace(config, cluster=cluster)
@@ -269,14 +269,14 @@ def execute(cases: Sequence[SelftestCase], matrix: MatrixDir, runner: RunCase,
     summary = summarize(matrix.matrix_id, results, len(cases))
     for index, case in enumerate(cases, start=1):
         label = case.bug or "baseline"
-        say(f"== selftest {index}/{len(cases)}: {label} on {case.path.value} ({case.scenario}) ==")
+        say(f"== selftest {index}/{len(cases)}: {label} on {case.txn_path.value} ({case.scenario}) ==")
         try:
             result = runner(case, matrix)
         except KeyboardInterrupt:
             interrupted = True
             break
         results.append(result)
-        say(f"selftest {index}/{len(cases)}: {label} on {case.path.value}: {result.outcome.value} "
+        say(f"selftest {index}/{len(cases)}: {label} on {case.txn_path.value}: {result.outcome.value} "
             f"({_anomaly_text(result.to_json())}, {result.seconds:.0f} s)")
         summary = summarize(matrix.matrix_id, results, len(cases), seconds=time.monotonic() - started)
         _write(matrix.path, summary)
@@ -313,8 +313,8 @@ def main_selftest(args: argparse.Namespace) -> int:
     # each scenario validated once, up front: a bad one fails now, not 20 minutes in
     scenarios = {name: scenario.load(name) for name in sorted({c.scenario for c in cases})}
     matrix = new_matrix("selftest", "catalogue", root=args.results,
-                        info={"cases": [dataclasses.asdict(c) | {"path": c.path.value, "kind": c.kind.value}
-                                        for c in cases], "duration": args.duration})
+                        info={"cases": [{"kind": c.kind.value, "scenario": c.scenario, "path": c.txn_path.value,
+                                         "bug": c.bug} for c in cases], "duration": args.duration})
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

@@ -95,14 +95,14 @@ class BrokerProcess(ServiceProcess):
     """`python -m embedded.broker` in `base_dir` on the given stores (no fault proxy, no peers)."""
 
     def __init__(self, base_dir: Path, metadata: str, ledger: str, settings: Mapping[str, Any], *,
-                 path: str = "v4", name: str = "broker-0", log_level: str = "WARNING") -> None:
+                 txn_path: str = "v4", name: str = "broker-0", log_level: str = "WARNING") -> None:
         self.base_dir = base_dir
         self.binary_port, self.http_port = free_ports(2)
         config = {
             "name": name, "host": HOST, "data_dir": str(base_dir / "data"), "log_level": log_level,
             "broker_id": 0, "binary_port": self.binary_port, "http_port": self.http_port,
             "advertised_service_url": self.service_url, "advertised_web_url": f"http://{HOST}:{self.http_port}",
-            "metadata_address": metadata, "ledger_address": ledger, "peers": {}, "path": path,
+            "metadata_address": metadata, "ledger_address": ledger, "peers": {}, "txn_path": txn_path,
             "cluster_name": "bench", "settings": dict(settings), "parent_pid": os.getpid(),
         }
         super().__init__(**_module_service(name, "embedded.broker", base_dir, config, http_port=self.http_port,
@@ -114,7 +114,7 @@ class BrokerProcess(ServiceProcess):
 
 
 @contextlib.contextmanager
-def one_broker(settings: Mapping[str, Any], *, path: str = "v4",
+def one_broker(settings: Mapping[str, Any], *, txn_path: str = "v4",
                prefix: str = "txnbench-broker-") -> Iterator[tuple[StoreProcess, LedgerProcess, BrokerProcess]]:
     """A metadata store, a ledger store and one broker on them in a temporary folder; all stopped by pid after."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
@@ -125,7 +125,7 @@ def one_broker(settings: Mapping[str, Any], *, path: str = "v4",
         try:
             meta.start()
             ledger.start()
-            broker = BrokerProcess(base / "broker", meta.address, ledger.address, settings, path=path)
+            broker = BrokerProcess(base / "broker", meta.address, ledger.address, settings, txn_path=txn_path)
             broker.start()
             yield meta, ledger, broker
         finally:

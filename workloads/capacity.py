@@ -175,7 +175,7 @@ def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> 
     run_dir = RunDir(work / "run")
     run_dir.make_folders()
     clock = RunClock.start()
-    LoadSpec(run_id="capacity", run_dir=run_dir, path=shaped.path, service_url=f"pulsar://127.0.0.1:{port}",
+    LoadSpec(run_id="capacity", run_dir=run_dir, txn_path=shaped.path, service_url=f"pulsar://127.0.0.1:{port}",
              admin_url="", config=shaped, topology=plan(shaped, "capacity"),
              max_duration_s=seconds + warmup_s + 60, parent_pid=os.getpid(),
              status_file=run_dir.locust_dir / "status.json").write(run_dir.path / "load-spec.json")
@@ -234,7 +234,7 @@ def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.capacity", description=__doc__.split("\n\n")[0])
     parser.add_argument("scenario", nargs="?", default="atomic-produce")
-    parser.add_argument("--path", choices=[p.value for p in TxnPath], default=None)
+    parser.add_argument("--path", choices=[p.value for p in TxnPath], default=None, dest="txn_path")
     parser.add_argument("--users", type=int, default=None)
     parser.add_argument("--workers", type=int, default=None, help="Locust worker processes (load.workers)")
     parser.add_argument("--remote-workers", type=int, default=None,
@@ -243,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-save", action="store_true", help="print only; do not update the capacity file")
     args = parser.parse_args(argv)
     config = load_scenario(args.scenario)
-    if args.path:
-        config = config.for_path(TxnPath(args.path))
+    if args.txn_path:
+        config = config.for_path(TxnPath(args.txn_path))
     if args.users:
         config = dataclasses.replace(config, load=dataclasses.replace(config.load, users=args.users))
     if args.workers is not None:

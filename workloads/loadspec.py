@@ -30,7 +30,7 @@ class LoadSpecError(TxnbenchError):
 class LoadSpec:
     run_id: str
     run_dir: RunDir
-    path: TxnPath
+    txn_path: TxnPath
     service_url: str
     admin_url: str
     config: RunConfig
@@ -61,11 +61,11 @@ class LoadSpec:
         try:
             config = RunConfig.from_plain(data["config"], f"{source}: config")
             topology = Topology.from_dict(data["topology"])
-            path = TxnPath(data["path"])
+            txn_path = TxnPath(data["path"])
         except (ConfigError, ValueError) as err:
             raise LoadSpecError(f"{source}: {err}") from None
         parent = data.get("parent_pid")
-        return cls(run_id=str(data["run_id"]), run_dir=RunDir(Path(data["run_dir"])), path=path,
+        return cls(run_id=str(data["run_id"]), run_dir=RunDir(Path(data["run_dir"])), txn_path=txn_path,
                    service_url=str(data["service_url"]), admin_url=str(data.get("admin_url") or ""),
                    config=config, topology=topology,
                    max_duration_s=float(data.get("max_duration_s") or 3600.0),
@@ -77,7 +77,7 @@ class LoadSpec:
         write_json_atomic(file, self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "run_dir": str(self.run_dir.path), "path": self.path.value,
+        return {"run_id": self.run_id, "run_dir": str(self.run_dir.path), "path": self.txn_path.value,
                 "service_url": self.service_url, "admin_url": self.admin_url, "config": self.config.to_dict(),
                 "listener_name": self.listener_name,
                 "topology": self.topology.to_dict(), "max_duration_s": self.max_duration_s,

@@ -161,11 +161,11 @@ class LoadProcess:
         spec = self.spec
         try:
             self.recorder = HistoryRecorder(spec.run_dir.history_dir, spec.run_id, self.writer, self.clock,
-                                            path=spec.path.value)
+                                            txn_path=spec.txn_path.value)
         except FileExistsError:
             raise LoadFailed(f"{spec.run_dir.history_dir / (self.writer + '.jsonl')} already exists: a load "
                              "process already ran in this run folder; start a new run") from None
-        self.client = PulsarClient(spec.service_url, txn_path=spec.path.value,
+        self.client = PulsarClient(spec.service_url, txn_path=spec.txn_path.value,
                                    operation_timeout_s=self.config.workload.op_timeout_s,
                                    listener_name=spec.listener_name)
         request = self.env.events.request
@@ -298,7 +298,7 @@ class LoadProcess:
         self._start_csv()
         self._greenlets.append(gevent.spawn(self._status_loop))
         log.info("starting %d users (spawn rate %.1f/s) against %s on %s", self.total_users, load.spawn_rate,
-                 self.spec.service_url, self.spec.path.value)
+                 self.spec.service_url, self.spec.txn_path.value)
         self.state = "running"
         assert self.runner is not None
         self.runner.start(self.total_users, load.spawn_rate)

@@ -97,7 +97,7 @@ class Topology:
     """The run's topics and subscriptions, in a fixed order."""
 
     run_id: str
-    path: TxnPath
+    txn_path: TxnPath
     namespace: str
     topic_plans: tuple[TopicPlan, ...]
     subscription_plans: tuple[SubscriptionPlan, ...]
@@ -132,7 +132,7 @@ class Topology:
         return {
             "version": TOPOLOGY_VERSION,
             "run_id": self.run_id,
-            "path": self.path.value,
+            "path": self.txn_path.value,
             "namespace": self.namespace,
             "topics": self.topics,
             "subscriptions": [{"topic": t, "subscription": s} for t, s in self.subscriptions],
@@ -197,22 +197,22 @@ def fixed_users(config: RunConfig, processes: int | None = None) -> int:
     return sum(helper_users_per_process(config)) * processes
 
 
-def topic_name(path: TxnPath, namespace: str, local: str) -> str:
-    domain = "topic" if path.uses_scalable_topics else "persistent"
+def topic_name(txn_path: TxnPath, namespace: str, local: str) -> str:
+    domain = "topic" if txn_path.uses_scalable_topics else "persistent"
     return f"{domain}://{namespace}/{local}"
 
 
 def plan(config: RunConfig, run_id: str) -> Topology:
     """The topics and subscriptions of run `run_id` (see the module docstring)."""
     workload = config.workload
-    path = config.path
+    txn_path = config.path
     topics: list[TopicPlan] = []
     subs: list[SubscriptionPlan] = []
     for kind in workload_kinds(config):
         for role in _ROLES_OF_KIND[kind]:
             for index in range(workload.topics):
-                name = topic_name(path, workload.namespace, f"{run_id}-{_STEMS[role]}-{index}")
-                if path.uses_scalable_topics:
+                name = topic_name(txn_path, workload.namespace, f"{run_id}-{_STEMS[role]}-{index}")
+                if txn_path.uses_scalable_topics:
                     topics.append(TopicPlan(name, role, partitions=0, segments=workload.v5_segments))
                 else:
                     topics.append(TopicPlan(name, role, partitions=workload.v4_partitions, segments=0))
@@ -222,4 +222,4 @@ def plan(config: RunConfig, run_id: str) -> Topology:
                 if role in _VERIFIED_ROLES and workload.verifiers > 0:
                     subs.append(SubscriptionPlan(name, SubscriptionRole.VERIFY.value, SubscriptionRole.VERIFY,
                                                  SubType.FAILOVER))
-    return Topology(run_id, path, workload.namespace, tuple(topics), tuple(subs))
+    return Topology(run_id, txn_path, workload.namespace, tuple(topics), tuple(subs))

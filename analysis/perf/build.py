@@ -151,11 +151,11 @@ def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping
                started: float | None = None, spark_master: str | None = None) -> dict[str, Any]:
     """The perf.json document of one run."""
     measured = stats.measured
-    path_name = manifest.get("path") or (stats.paths[0] if len(stats.paths) == 1 else None)
+    txn_path = manifest.get("path") or (stats.paths[0] if len(stats.paths) == 1 else None)
     head: dict[str, Any] = {
         "schema": PERF_SCHEMA,
         "run_id": manifest.get("run_id") or run.run_id,
-        "path": path_name,
+        "path": txn_path,
         "scenario": manifest.get("scenario"),
         "target": manifest.get("target"),
         "metadata_store": store_of_manifest(manifest),
@@ -176,7 +176,7 @@ def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping
     settings = ((manifest.get("config") or {}).get("cluster") or {}).get("settings") or {}
     io_block = block.get("io") or {}
     block["critical_path"] = critical_path(snapshots, io_block.get("window"), io_block.get("baseline"))
-    block["cost_ledger"] = build_ledger(path_name, stats.shapes.get(measured.name) if measured else None,
+    block["cost_ledger"] = build_ledger(txn_path, stats.shapes.get(measured.name) if measured else None,
                                         block["io"], snapshots, settings,
                                         (block.get("window") or {}).get("duration_s"))
     load_config = (manifest.get("config") or {}).get("load", {})

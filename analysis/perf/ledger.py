@@ -183,17 +183,17 @@ def _delta(snapshots: Mapping[str, Mapping[str, Snapshot]], window: str, baselin
     return window_delta(snapshots, window, baseline, Selector(name, {k: (v,) for k, v in only.items()}))
 
 
-def build_ledger(path: str | None, shape_counts: Mapping[str, int] | None, io: Mapping[str, Any],
+def build_ledger(txn_path: str | None, shape_counts: Mapping[str, int] | None, io: Mapping[str, Any],
                  snapshots: Mapping[str, Mapping[str, Snapshot]], settings: Mapping[str, Any],
                  steady_s: float | None) -> dict[str, Any]:
     """The `cost_ledger` block of perf.json for the measured window (see the module docstring)."""
     window, baseline = io.get("window"), io.get("baseline")
     committed = int(io.get("committed_txns") or 0)
-    if not path or shape_counts is None or not window or committed <= 0:
+    if not txn_path or shape_counts is None or not window or committed <= 0:
         return {"absent": True, "reason": "no measured window with committed transactions and a history shape"}
     shape = Shape.of(shape_counts)
-    v5 = path == "v5"
-    design = design_v5(shape, settings) if v5 else design_v4(shape, path == "v4-batched")
+    v5 = txn_path == "v5"
+    design = design_v5(shape, settings) if v5 else design_v4(shape, txn_path == "v4-batched")
     metrics = io.get("metrics") or {}
 
     def measured(key: str) -> float | None:

@@ -31,7 +31,7 @@ __all__ = ["SWEEP_REPORT", "sweep_charts", "sweep_page"]
 
 
 def _series(sweep: Mapping[str, Any]) -> list[tuple[int, str, list[Mapping[str, Any]]]]:
-    return [(i, path, list(sweep["series"][path])) for i, path in enumerate(sweep.get("order") or [])]
+    return [(i, txn_path, list(sweep["series"][txn_path])) for i, txn_path in enumerate(sweep.get("order") or [])]
 
 
 def _xy(points: Sequence[Mapping[str, Any]], value: Any) -> tuple[list[int], list[float]]:
@@ -62,9 +62,9 @@ def _two_panels(sweep: Mapping[str, Any], directory: Path, panels: Sequence[tupl
         if not series:
             empty(ax, "no runs")
             continue
-        for i, path, points in series:
+        for i, txn_path, points in series:
             xs, ys = _xy(points, value)
-            ax.plot(xs, ys, marker="o", color=color_for(path, i), label=path)
+            ax.plot(xs, ys, marker="o", color=color_for(txn_path, i), label=txn_path)
         _users_axis(ax, sweep.get("levels") or [])
         ax.set_ylim(bottom=0)
         ax.set_title(panel_title, fontsize=10)
@@ -90,11 +90,11 @@ def latency_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
             empty(ax, "no runs")
             continue
         values: list[float] = []
-        for i, path, points in series:
+        for i, txn_path, points in series:
             for key, style in (("p50", "--"), ("p99", "-")):
                 xs, ys = _xy(points, lambda p, k=key, o=op: ((p.get("latency_ms") or {}).get(o) or {}).get(k))
                 values += ys
-                ax.plot(xs, ys, ls=style, marker="o", ms=4, color=color_for(path, i), label=f"{path} {key}")
+                ax.plot(xs, ys, ls=style, marker="o", ms=4, color=color_for(txn_path, i), label=f"{txn_path} {key}")
         _users_axis(ax, sweep.get("levels") or [])
         log_y(ax, values)
         ax.set_title(f"{op} latency (dashed p50, solid p99)", fontsize=10)
@@ -125,7 +125,7 @@ def failover_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
     drawn = False
     kinds = sorted({f.get("kind") for _, _, pts in _series(sweep) for p in pts for f in p.get("faults") or []})
     markers = dict(zip(kinds, "osD^v<>", strict=False))
-    for i, path, points in _series(sweep):
+    for i, txn_path, points in _series(sweep):
         for kind in kinds:
             xs, ys = [], []
             for p in points:
@@ -137,7 +137,7 @@ def failover_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
             if xs:
                 order = sorted(range(len(xs)), key=xs.__getitem__)
                 ax.plot([xs[j] for j in order], [ys[j] for j in order], marker=markers.get(kind, "o"),
-                        color=color_for(path, i), label=f"{path} {kind}")
+                        color=color_for(txn_path, i), label=f"{txn_path} {kind}")
                 drawn = True
     if not drawn:
         empty(ax, "no fault with a measured coordinator outage")
@@ -163,11 +163,11 @@ def sweep_charts(sweep: Mapping[str, Any], directory: Path) -> list[Chart]:
 
 def _faults_table(sweep: Mapping[str, Any]) -> Table:
     rows = []
-    for _, path, points in _series(sweep):
+    for _, txn_path, points in _series(sweep):
         for p in points:
             for f in p.get("faults") or []:
                 stalled = f.get("coordinators_stalled") or []
-                rows.append((path, fmt_count(p["users"]), f.get("kind") or NA, Cell(str(f.get("targets") or ""), "code"),
+                rows.append((txn_path, fmt_count(p["users"]), f.get("kind") or NA, Cell(str(f.get("targets") or ""), "code"),
                              fmt_count(f.get("open_txns_at_start")),
                              fmt_s(f.get("coordinator_outage_s")) + (" (never served again: "
                                                                      + ", ".join(stalled) + ")" if stalled else ""),
@@ -192,13 +192,13 @@ def _verdict(point: Mapping[str, Any]) -> Cell:
 
 def _points_table(sweep: Mapping[str, Any]) -> Table:
     rows = []
-    for _, path, points in _series(sweep):
+    for _, txn_path, points in _series(sweep):
         for p in points:
             commit = (p.get("latency_ms") or {}).get("txn-commit") or {}
             e2e = (p.get("latency_ms") or {}).get("end-to-end") or {}
             load = p.get("load_generator") or {}
             util = load.get("utilization")
-            rows.append((path, fmt_count(p["users"]), fmt_num(p.get("committed_txn_per_s")),
+            rows.append((txn_path, fmt_count(p["users"]), fmt_num(p.get("committed_txn_per_s")),
                          fmt_num(p.get("msgs_per_s")), fmt_ms(commit.get("p50")), fmt_ms(commit.get("p99")),
                          fmt_ms(e2e.get("p50")), fmt_ms(e2e.get("p99")),
                          f"{100 * float(util):.1f}%" if util is not None else Cell(ABSENT, "absent"),
@@ -211,10 +211,10 @@ def _points_table(sweep: Mapping[str, Any]) -> Table:
 
 def _io_table(sweep: Mapping[str, Any]) -> Table:
     rows = []
-    for _, path, points in _series(sweep):
+    for _, txn_path, points in _series(sweep):
         for p in points:
             io = p.get("io_per_txn") or {}
-            rows.append((path, fmt_count(p["users"]),
+            rows.append((txn_path, fmt_count(p["users"]),
                          *(fmt_num(io.get(k)) if io.get(k) is not None else Cell(ABSENT, "absent")
                            for k in SWEEP_IO_KEYS)))
     return Table.of(("path", "users", *SWEEP_IO_KEYS), rows)
@@ -222,15 +222,15 @@ def _io_table(sweep: Mapping[str, Any]) -> Table:
 
 def _saturation_items(sweep: Mapping[str, Any]) -> tuple[str, ...]:
     items = []
-    for path in sweep.get("order") or []:
-        s = sweep["saturation"][path]
+    for txn_path in sweep.get("order") or []:
+        s = sweep["saturation"][txn_path]
         if s.get("peak_users") is None:
-            items.append(f"{path}: no throughput measured")
+            items.append(f"{txn_path}: no throughput measured")
             continue
         where = (f"adding users stopped paying at {s['saturated_at_users']} users (less than "
                  f"{round(100 * (SATURATION_GAIN - 1))}% more throughput than the level before)"
                  if s.get("saturated_at_users") is not None else "still scaling at the highest level")
-        items.append(f"{path}: peak {fmt_num(s['peak_txn_per_s'])} committed txn/s at {s['peak_users']} users; "
+        items.append(f"{txn_path}: peak {fmt_num(s['peak_txn_per_s'])} committed txn/s at {s['peak_users']} users; "
                      f"{where}")
     return tuple(items)
 

@@ -100,7 +100,7 @@ class BrokerService:
         self._peers = PeerClient(cfg.broker_id, cfg.peers, metrics=self._metrics, ensure_owner=self.assign_owner,
                                  local=self.handle_locally,
                                  timeout_s=self._settings.float("brokerClientOperationTimeoutSeconds"))
-        self.txn_registry = TxnRegistry(self._settings, cfg.path)
+        self.txn_registry = TxnRegistry(self._settings, cfg.txn_path)
         self.topics: dict[TopicName, PersistentTopic] = {}
         self._loading: dict[TopicName, asyncio.Task[PersistentTopic]] = {}
         self._producer_names = itertools.count()
@@ -117,8 +117,8 @@ class BrokerService:
         return self.config.broker_id
 
     @property
-    def path(self) -> str:
-        return self.config.path
+    def txn_path(self) -> str:
+        return self.config.txn_path
 
     @property
     def cluster_name(self) -> str:
@@ -196,7 +196,7 @@ class BrokerService:
         self._ready = True
         log.info("broker %d ready: binary %s:%d (advertised %s), http %d, path %s, extensions %s",
                  cfg.broker_id, cfg.host, self._binary.port, cfg.advertised_service_url, cfg.http_port,
-                 cfg.path, self.txn_registry.installed or "none")
+                 cfg.txn_path, self.txn_registry.installed or "none")
 
     async def stop(self) -> None:
         self._ready = False

@@ -106,7 +106,7 @@ class BrokerConfig:
     metadata_address: str
     ledger_address: str
     data_dir: Path
-    path: str = "v4"
+    txn_path: str = "v4"
     cluster_name: str = "txnbench"
     peers: Mapping[int, str] = field(default_factory=dict)
     settings: Settings = field(default_factory=Settings)
@@ -125,9 +125,9 @@ class BrokerConfig:
         host = str(raw.get("host", "127.0.0.1"))
         if host != "127.0.0.1":
             raise SystemExit(f"broker config host {host!r}: the embedded cluster binds 127.0.0.1 only")
-        path = str(raw.get("path", "v4"))
-        if path not in PATHS:
-            raise SystemExit(f"broker config path {path!r}: use one of {', '.join(PATHS)}")
+        txn_path = str(raw.get("txn_path", "v4"))
+        if txn_path not in PATHS:
+            raise SystemExit(f"broker config txn_path {txn_path!r}: use one of {', '.join(PATHS)}")
         for key in ("binary_port", "http_port"):
             value = raw[key]
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
@@ -145,7 +145,7 @@ class BrokerConfig:
             http_port=http_port, advertised_service_url=str(raw["advertised_service_url"]),
             advertised_web_url=str(raw.get("advertised_web_url") or f"http://127.0.0.1:{http_port}"),
             metadata_address=str(raw["metadata_address"]), ledger_address=str(raw["ledger_address"]),
-            data_dir=Path(str(raw.get("data_dir", "."))), path=path,
+            data_dir=Path(str(raw.get("data_dir", "."))), txn_path=txn_path,
             cluster_name=str(raw.get("cluster_name", "txnbench")),
             peers={int(k): str(v) for k, v in peers_raw.items()}, settings=Settings(settings_raw),
             host=host, log_level=str(raw.get("log_level", "INFO")),

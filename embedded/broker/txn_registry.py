@@ -67,9 +67,9 @@ class RegistryError(ValueError):
 
 
 class TxnRegistry:
-    def __init__(self, settings: Settings, path: str) -> None:
+    def __init__(self, settings: Settings, txn_path: str) -> None:
         self.settings = settings
-        self.path = path
+        self.txn_path = txn_path
         self._buffers: dict[TopicDomain, TransactionBufferProvider] = {}
         self._pending_acks: dict[TopicDomain, PendingAckProvider] = {}
         self._coordinators: dict[CoordinatorKind, TransactionCoordinatorService] = {}
@@ -145,7 +145,7 @@ class TxnRegistry:
             return found
         return UnavailableCoordinator(
             ServerError.TransactionCoordinatorNotFound,
-            f"no {kind.value} transaction coordinator is installed on this broker (path {self.path}; "
+            f"no {kind.value} transaction coordinator is installed on this broker (path {self.txn_path}; "
             f"installed: {', '.join(self.installed) or 'none'})")
 
     def command_handler(self, kind: CommandType) -> CommandHandler | None:
@@ -160,7 +160,7 @@ class TxnRegistry:
         """The path modules to install: by path, or the `txnbenchTxnExtensions` setting (a list) when set."""
         chosen = self.settings.get("txnbenchTxnExtensions")
         if chosen is None:
-            return EXTENSIONS_BY_PATH.get(self.path, ())
+            return EXTENSIONS_BY_PATH.get(self.txn_path, ())
         if not isinstance(chosen, (list, tuple)) or not all(isinstance(m, str) for m in chosen):
             raise RegistryError("setting txnbenchTxnExtensions must be a list of module names, "
                                 f"e.g. [\"embedded.broker.v4\"], not {chosen!r}")

@@ -55,7 +55,7 @@ class Role(enum.Enum):
 class Leadership:
     """What this candidate knows: its role and the current leader's value (None: no leader)."""
 
-    path: str
+    key: str
     role: Role
     leader_value: str | None
     version_id: int | None = None
@@ -63,16 +63,16 @@ class Leadership:
 
 
 class LeaderElection:
-    def __init__(self, client: MetadataBackend, path: str, value: str, *,
+    def __init__(self, client: MetadataBackend, key: str, value: str, *,
                  on_change: Callable[[Leadership], Any] | None = None,
                  recheck_s: float = 30.0, backoff: Backoff | None = None) -> None:
         self.client = client
-        self.path = path
+        self.key = key
         self.value = value
         self.on_change = on_change
         self.recheck_s = recheck_s
         self.backoff = backoff or Backoff()
-        self.current = Leadership(path, Role.UNKNOWN, None)
+        self.current = Leadership(key, Role.UNKNOWN, None)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._watch: WatchHandle | None = None
@@ -85,7 +85,7 @@ class LeaderElection:
 
     async def start(self) -> None:
         self.client.add_session_listener(self._on_session_lost)
-        self._watch = await self.client.watch(self.path, self._on_events, on_resync=self._wake.set)
+        self._watch = await self.client.watch(self.key, self._on_events, on_resync=self._wake.set)
         self._task = asyncio.create_task(self._run())
 
     async def stop(self, *, resign: bool = True) -> None:
@@ -104,8 +104,8 @@ class LeaderElection:
         held = self.current
         if resign and held.role is Role.LEADER and held.version_id is not None:
             with contextlib.suppress(MetadataError, MetadataUnavailable):
-                await self.client.delete(self.path, expected_version=held.version_id)
-        await self._set(Leadership(self.path, Role.STOPPED, None))
+                await self.client.delete(self.key, expected_version=held.version_id)
+        await self._set(Leadership(self.key, Role.STOPPED, None))
 
     async def wait_for(self, predicate: Callable[[Leadership], bool], timeout: float) -> Leadership:
         """Wait (bounded) until `predicate(self.current)` holds; for tools and tests."""
@@ -116,13 +116,13 @@ class LeaderElection:
     # ---- internals ----------------------------------------------------------------------------
 
     def _on_events(self, events: list[Notification]) -> None:
-        if any(e.key == self.path for e in events):
+        if any(e.key == self.key for e in events):
             self._wake.set()
 
     def _on_session_lost(self, session_id: int) -> None:
         if self.current.session_id == session_id and self.current.role is Role.LEADER:
-            log.warning("%s: lost leadership with session %d", self.path, session_id)
-            task = asyncio.ensure_future(self._set(Leadership(self.path, Role.UNKNOWN, None)))
+            log.warning("%s: lost leadership with session %d", self.key, session_id)
+            task = asyncio.ensure_future(self._set(Leadership(self.key, Role.UNKNOWN, None)))
             task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
         self._wake.set()
 
@@ -135,9 +135,9 @@ class LeaderElection:
                 failures = 0
                 timeout = self.recheck_s
             except (MetadataUnavailable, SessionExpired) as err:
-                log.info("%s: cannot contend now (%s); retrying", self.path, err)
+                log.info("%s: cannot contend now (%s); retrying", self.key, err)
                 if self.current.role is Role.LEADER and self.client.current_session != self.current.session_id:
-                    await self._set(Leadership(self.path, Role.UNKNOWN, None))
+                    await self._set(Leadership(self.key, Role.UNKNOWN, None))
                 timeout = self.backoff.delay(failures)
                 failures += 1
             if self._stopping:
@@ -149,24 +149,24 @@ class LeaderElection:
     async def _reconcile(self) -> None:
         for _ in range(10):   # bounded: each round either decides or saw the key vanish
             try:
-                result = await self.client.put(self.path, self.value, expected_version=MUST_NOT_EXIST,
+                result = await self.client.put(self.key, self.value, expected_version=MUST_NOT_EXIST,
                                                ephemeral=True)
             except BadVersion:
                 pass
             else:
-                await self._set(Leadership(self.path, Role.LEADER, self.value, result.version.version_id,
+                await self._set(Leadership(self.key, Role.LEADER, self.value, result.version.version_id,
                                            result.version.session_id))
                 return
             try:
-                record = await self.client.get(self.path)
+                record = await self.client.get(self.key)
             except KeyNotFound:
                 continue   # the leader just went away: contend again
             mine = self.client.current_session   # the put may have opened a new session
             owner = record.version.session_id if record.version.ephemeral else None
             role = Role.LEADER if owner is not None and owner == mine else Role.FOLLOWER
-            await self._set(Leadership(self.path, role, record.value, record.version.version_id, mine))
+            await self._set(Leadership(self.key, role, record.value, record.version.version_id, mine))
             return
-        raise MetadataUnavailable(f"{self.path}: leadership kept changing during 10 attempts")
+        raise MetadataUnavailable(f"{self.key}: leadership kept changing during 10 attempts")
 
     async def _set(self, new: Leadership) -> None:
         old = self.current
@@ -175,17 +175,17 @@ class LeaderElection:
             self._changed.notify_all()
         if (old.role, old.leader_value) == (new.role, new.leader_value):
             return
-        log.info("%s: %s (leader %s) at %.3f", self.path, new.role.value, new.leader_value, time.time())
+        log.info("%s: %s (leader %s) at %.3f", self.key, new.role.value, new.leader_value, time.time())
         if self.on_change is not None:
             try:
                 result = self.on_change(new)
                 if inspect.isawaitable(result):
                     await result
             except Exception:
-                log.exception("%s: leadership callback failed", self.path)
+                log.exception("%s: leadership callback failed", self.key)
 
 
-async def _campaign(address: str, path: str, value: str, session_timeout_ms: int, max_seconds: float) -> None:
+async def _campaign(address: str, key: str, value: str, session_timeout_ms: int, max_seconds: float) -> None:
     import json
     import signal
     import sys
@@ -199,7 +199,7 @@ async def _campaign(address: str, path: str, value: str, session_timeout_ms: int
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with MetadataClient(address, session_timeout_ms=session_timeout_ms, client_name=value) as client:
-        election = LeaderElection(client, path, value, on_change=report)
+        election = LeaderElection(client, key, value, on_change=report)
         await election.start()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max_seconds):
@@ -208,7 +208,7 @@ async def _campaign(address: str, path: str, value: str, session_timeout_ms: int
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m embedded.metadata.election --address H:P --path P --value V`: one candidate.
+    """`python -m embedded.metadata.election --address H:P --path KEY --value V`: one candidate.
 
     Prints one JSON line per leadership change; runs until SIGTERM or `--max-seconds`.
     """
@@ -216,13 +216,13 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--address", required=True)
-    parser.add_argument("--path", required=True)
+    parser.add_argument("--path", required=True, dest="key", metavar="KEY")
     parser.add_argument("--value", required=True)
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     parser.add_argument("--max-seconds", type=float, default=600.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(_campaign(args.address, args.path, args.value, args.session_timeout_ms, args.max_seconds))
+    asyncio.run(_campaign(args.address, args.key, args.value, args.session_timeout_ms, args.max_seconds))
 
 
 if __name__ == "__main__":

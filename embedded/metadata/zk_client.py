@@ -146,12 +146,12 @@ def _check_key(key: str) -> None:
         raise InvalidOptions(f"{key!r}: {SIDECARS} holds this backend's bookkeeping")
 
 
-def _hidden(path: str) -> bool:
-    return any(path == h or path.startswith(h + "/") for h in _HIDDEN)
+def _hidden(key: str) -> bool:
+    return any(key == h or key.startswith(h + "/") for h in _HIDDEN)
 
 
-def _parent(path: str) -> str:
-    return path.rsplit("/", 1)[0] or "/"
+def _parent(key: str) -> str:
+    return key.rsplit("/", 1)[0] or "/"
 
 
 def _walk_root(min_key: str, max_key: str) -> str:
@@ -512,25 +512,25 @@ class ZkMetadataClient(JsonRecords):
         level = [root]
         while level:   # bounded by the tree's depth
             children = await asyncio.gather(*(self._children(p) for p in level))
-            paths = [f"{p.rstrip('/')}/{c}" for p, names in zip(level, children, strict=True) for c in names]
-            paths = [p for p in paths if not _hidden(p)]
-            reads = await asyncio.gather(*(self._read(p) for p in paths))
+            keys = [f"{p.rstrip('/')}/{c}" for p, names in zip(level, children, strict=True) for c in names]
+            keys = [p for p in keys if not _hidden(p)]
+            reads = await asyncio.gather(*(self._read(p) for p in keys))
             level = []
-            for path, got in zip(paths, reads, strict=True):
+            for key, got in zip(keys, reads, strict=True):
                 if got is None:
                     continue
                 data, stat = got
-                if min_key <= path < max_key:
-                    out.append(GetResult(path, data.decode() if include_value else None, version_from_stat(stat)))
-                below = path + "/"
+                if min_key <= key < max_key:
+                    out.append(GetResult(key, data.decode() if include_value else None, version_from_stat(stat)))
+                below = key + "/"
                 if stat.numChildren and below < max_key and min_key < prefix_end(below):
-                    level.append(path)
+                    level.append(key)
         out.sort(key=lambda r: r.key)
         return out
 
-    async def _children(self, path: str) -> builtins.list[str]:
+    async def _children(self, key: str) -> builtins.list[str]:
         try:
-            return list(await self._call(f"list {path!r}", lambda zk: zk.get_children_async(path),
+            return list(await self._call(f"list {key!r}", lambda zk: zk.get_children_async(key),
                                          idempotent=True))
         except NoNodeError:
             return []

@@ -108,10 +108,10 @@ class AdminClient:
 
     # ---- plumbing -------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, *, json_body: Any = None,
+    def _call(self, method: str, url_path: str, *, json_body: Any = None,
               params: Mapping[str, Any] | None = None, expect_json: bool = True,
               ok_statuses: Iterable[int] = ()) -> Any:
-        url = f"{self.web_url}{path}"
+        url = f"{self.web_url}{url_path}"
         try:
             response = self._session.request(method, url, json=json_body, params=params,
                                              timeout=self.timeout_s)

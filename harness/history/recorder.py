@@ -61,10 +61,10 @@ class HistoryRecorder:
         run: the run id written on every line.
         writer: this file's writer name, e.g. `w0`, `nemesis`, `drain`.
         clock: the run clock shared by all writers on this host.
-        path: the transaction path written on lines that do not give their own.
+        txn_path: the transaction path written on lines that do not give their own.
     """
 
-    def __init__(self, directory: Path, run: str, writer: str, clock: RunClock, path: str = "") -> None:
+    def __init__(self, directory: Path, run: str, writer: str, clock: RunClock, txn_path: str = "") -> None:
         if not writer or "/" in writer or writer.startswith("."):
             raise HistoryMisuse(f"bad writer name {writer!r}")
         directory.mkdir(parents=True, exist_ok=True)
@@ -74,7 +74,7 @@ class HistoryRecorder:
         self.run = run
         self.writer = writer
         self.clock = clock
-        self.path = path
+        self.txn_path = txn_path
         self.write_error: BaseException | None = None
         self._lock = threading.Lock()
         self._index = 0
@@ -204,7 +204,7 @@ class HistoryRecorder:
         inputs = fields.get("inputs")
         op = Op(run=self.run, writer=self.writer, process=process, index=self._index,
                 time_ns=self.clock.now_ns(), wall_ms=self.clock.wall_ms(), type=type_, f=f,
-                path=str(fields.get("path") or self.path),
+                path=str(fields.get("path") or self.txn_path),
                 **{k: v for k, v in fields.items() if k not in ("path", "inputs")},
                 inputs=tuple(inputs) if inputs is not None else None)
         try:

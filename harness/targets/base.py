@@ -70,7 +70,7 @@ class LinkInfo:
 @dataclass(frozen=True)
 class ClusterInfo:
     target: str
-    path: TxnPath
+    txn_path: TxnPath
     service_url: str                # pulsar:// URL a client starts from: every broker, `pulsar://h:p,h:p`
     admin_url: str                  # http:// admin URL of any broker
     toxiproxy_url: str | None = None

@@ -107,7 +107,7 @@ def embedded_zookeeper(settings: Mapping[str, Any]) -> bool:
     return settings.get("metadataStoreUrl") in ("zk", "zk:", "zk://")
 
 
-def path_settings(path: TxnPath) -> dict[str, Any]:
+def path_settings(txn_path: TxnPath) -> dict[str, Any]:
     """Broker settings (Pulsar names) that select a transaction path, and its store as Pulsar ships it.
 
     `metadataStoreUrl`: `zk` (a real ZooKeeper, Pulsar 4.x) for v4 and v4-batched, our
@@ -115,16 +115,16 @@ def path_settings(path: TxnPath) -> dict[str, Any]:
     or `--set` value wins.
     """
     settings: dict[str, Any] = {
-        "metadataStoreUrl": default_store_url(path.value),
+        "metadataStoreUrl": default_store_url(txn_path.value),
         "transactionCoordinatorEnabled": True,
         "systemTopicEnabled": True,
         "transactionCoordinatorCount": 4,   # partitions of transaction_coordinator_assign
         "transactionLogBatchedWriteEnabled": False,
         "transactionPendingAckBatchedWriteEnabled": False,
-        "scalableTopicsEnabled": path is TxnPath.V5,
-        "transactionCoordinatorScalableTopicsEnabled": path is TxnPath.V5,
+        "scalableTopicsEnabled": txn_path is TxnPath.V5,
+        "transactionCoordinatorScalableTopicsEnabled": txn_path is TxnPath.V5,
     }
-    if path is TxnPath.V4_BATCHED:
+    if txn_path is TxnPath.V4_BATCHED:
         settings.update({
             "transactionLogBatchedWriteEnabled": True,
             "transactionLogBatchedWriteMaxRecords": 512,
@@ -135,7 +135,7 @@ def path_settings(path: TxnPath) -> dict[str, Any]:
             "transactionPendingAckBatchedWriteMaxSize": 4 * 1024 * 1024,
             "transactionPendingAckBatchedWriteMaxDelayInMillis": 1,
         })
-    if path is TxnPath.V5:
+    if txn_path is TxnPath.V5:
         settings.update({
             "transactionCoordinatorScalableTopicsParallelism": 4,
             "transactionCoordinatorScalableTopicsTimeoutSweepIntervalSeconds": 5,
@@ -181,7 +181,7 @@ class ServiceRecord:
 
 @dataclass
 class EmbeddedSpec:
-    path: TxnPath = TxnPath.V4
+    txn_path: TxnPath = TxnPath.V4
     brokers: int = 2
     settings: Mapping[str, Any] = field(default_factory=dict)
     directory: Path = field(default_factory=default_dir)
@@ -223,7 +223,7 @@ class EmbeddedCluster:
             raise EnvironmentProblem(f"no embedded cluster recorded in {directory}; "
                                      "start one with `txnbench cluster up`")
         state = json.loads(state_path.read_text())
-        spec = EmbeddedSpec(path=TxnPath(state["path"]), brokers=state["brokers"],
+        spec = EmbeddedSpec(txn_path=TxnPath(state["path"]), brokers=state["brokers"],
                             settings=state.get("settings", {}), directory=directory,
                             parent_pid=state.get("parent_pid"))
         cluster = cls(spec)
@@ -295,7 +295,7 @@ class EmbeddedCluster:
                                         metrics_url=record.metrics_url, log_path=record.log_path))
         brokers = [r for r in self.records.values() if r.role is ServiceRole.BROKER]
         return ClusterInfo(
-            target=self.name, path=self.spec.path,
+            target=self.name, txn_path=self.spec.txn_path,
             service_url=multi_host_service_url(b.service_url for b in brokers),
             admin_url=(brokers[0].admin_url or "") if brokers else "",
             toxiproxy_url=self.toxiproxy_url, services=tuple(services), links=tuple(self.links),
@@ -401,7 +401,7 @@ class EmbeddedCluster:
         link_names = [f"client-broker-{i}" for i in range(n)]
         link_names += [f"broker-{i}-{dest}" for i in range(n) for dest in ("metadata", "ledger")]
         link_names += [f"broker-{i}-broker-{j}" for i in range(n) for j in range(n) if i != j]
-        settings = {**path_settings(self.spec.path), **dict(self.spec.settings)}
+        settings = {**path_settings(self.spec.txn_path), **dict(self.spec.settings)}
         oxia = embedded_oxia(settings)
         zookeeper = embedded_zookeeper(settings)
         ports = iter(free_ports(1 + 2 + 2 + 2 * n + len(link_names) + (n if oxia else 0)))
@@ -482,7 +482,7 @@ class EmbeddedCluster:
             b.metrics_url = f"{b.admin_url}/metrics"
             configs[b.name] = {
                 **common, "name": b.name, "data_dir": str(data_dir / b.name), **b.ports,
-                "broker_id": i, "cluster_name": CLUSTER_NAME, "path": self.spec.path.value,
+                "broker_id": i, "cluster_name": CLUSTER_NAME, "txn_path": self.spec.txn_path.value,
                 "advertised_service_url": b.service_url, "advertised_web_url": b.admin_url,
                 "metadata_address": addr(link_port[f"broker-{i}-metadata"]),
                 "ledger_address": addr(link_port[f"broker-{i}-ledger"]),
@@ -527,7 +527,7 @@ class EmbeddedCluster:
             if proc is not None:
                 record.pid, record.start_time = proc.pid, proc.start_time
         write_json_atomic(self.state_path, {
-            "schema": 1, "path": self.spec.path.value, "brokers": self.spec.brokers,
+            "schema": 1, "path": self.spec.txn_path.value, "brokers": self.spec.brokers,
             "directory": str(self.directory), "parent_pid": self.spec.parent_pid,
             "toxiproxy_url": self.toxiproxy_url, "settings": self.settings, "stopped": stopped,
             "services": [r.to_json() for r in self.records.values()],

@@ -23,11 +23,11 @@ from harness.txn_paths import TxnPath
 class ExternalCluster:
     name = "external"
 
-    def __init__(self, service_url: str, admin_url: str | None, path: TxnPath,
+    def __init__(self, service_url: str, admin_url: str | None, txn_path: TxnPath,
                  toxiproxy_url: str | None = None, embedded_dir: Path | None = None) -> None:
         self.service_url = service_url
         self.admin_url = (admin_url or "").rstrip("/")
-        self.path = path
+        self.txn_path = txn_path
         self.toxiproxy_url = toxiproxy_url
         self._embedded = self._find_embedded(embedded_dir or default_dir())
 
@@ -68,14 +68,14 @@ class ExternalCluster:
     def info(self) -> ClusterInfo:
         if self._embedded is not None:
             inner = self._embedded.info()
-            return ClusterInfo(target=self.name, path=self.path, service_url=self.service_url,
+            return ClusterInfo(target=self.name, txn_path=self.txn_path, service_url=self.service_url,
                                admin_url=self.admin_url or inner.admin_url,
                                toxiproxy_url=self.toxiproxy_url or inner.toxiproxy_url,
                                services=inner.services, links=inner.links, settings=inner.settings)
         broker = ServiceInfo(name="broker", role=ServiceRole.BROKER, state="unknown",
                              service_url=self.service_url, admin_url=self.admin_url or None,
                              metrics_url=f"{self.admin_url}/metrics" if self.admin_url else None)
-        return ClusterInfo(target=self.name, path=self.path, service_url=self.service_url,
+        return ClusterInfo(target=self.name, txn_path=self.txn_path, service_url=self.service_url,
                            admin_url=self.admin_url, toxiproxy_url=self.toxiproxy_url, services=(broker,))
 
     def scrape_metrics(self) -> dict[str, str]:

@@ -216,8 +216,8 @@ class ToxiproxyClient:
 
     # -- transport --------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, body: Any = None) -> requests.Response:
-        url = self.url + path
+    def _request(self, method: str, url_path: str, body: Any = None) -> requests.Response:
+        url = self.url + url_path
         try:
             response = self._session.request(method, url, json=body, timeout=self.timeout_s)
         except requests.Timeout:
@@ -235,4 +235,4 @@ class ToxiproxyClient:
         detail = payload.get("error") if isinstance(payload, dict) else None
         detail = str(detail or response.text.strip())
         error = _ERRORS.get(response.status_code, ServerError)
-        raise error(f"{method} {path}: {response.status_code} {detail}", response.status_code)
+        raise error(f"{method} {url_path}: {response.status_code} {detail}", response.status_code)

@@ -61,7 +61,7 @@ def started_clusters(base: Path) -> Iterator[ClusterFactory]:
               name: str | None = None, store: str | None = PINNED_STORE) -> EmbeddedCluster:
         directory = base / (name or f"cluster-{len(started)}")
         pinned = {} if store is None else {"metadataStoreUrl": store}
-        spec = EmbeddedSpec(path=TxnPath(path), brokers=brokers,
+        spec = EmbeddedSpec(txn_path=TxnPath(path), brokers=brokers,
                             settings={**FAST_SETTINGS, **pinned, **dict(settings or {})},
                             directory=directory, parent_pid=os.getpid(), ready_timeout_s=90.0)
         cluster = EmbeddedCluster(spec)

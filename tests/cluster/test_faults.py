@@ -40,7 +40,7 @@ GC_SETTINGS = {"transactionCoordinatorScalableTopicsGcRetentionSeconds": 0.5,
 def start_cluster(directory: Path, brokers: int = 2) -> EmbeddedCluster:
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(embedded_target.MODULES, ServiceRole.BROKER, STANDIN_BROKER)
-        cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=brokers, settings=GC_SETTINGS,
+        cluster = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V5, brokers=brokers, settings=GC_SETTINGS,
                                                directory=directory, parent_pid=os.getpid(),
                                                ready_timeout_s=60))
         try:
@@ -148,7 +148,7 @@ class Held:
     """One fault injected by a real nemesis and held until the block ends (then healed)."""
 
     def __init__(self, cluster: EmbeddedCluster, tmp_path: Path, fault: str) -> None:
-        self.recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v5")
+        self.recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v5")
         self.nemesis = Nemesis(config=scenario(fault), cluster=cluster.info(), control=cluster,
                                recorder=self.recorder, progress=lambda _m: None)
 
@@ -281,7 +281,7 @@ def test_slow_participant_delays_one_brokers_metadata_link_past_gc_retention(clu
 
 
 def test_a_fault_window_heals_on_its_own(cluster: EmbeddedCluster, tmp_path: Path) -> None:
-    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v5")
+    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v5")
     config = scenario("{kind: partition, target: client-broker:1, at_s: 0, for_s: 0.5}", faults_s=5)
     with Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
                  progress=lambda _m: None) as nemesis:
@@ -299,7 +299,7 @@ def test_after_a_chaos_run_no_fault_is_in_effect_and_no_process_is_left(tmp_path
     cluster = start_cluster(tmp_path / "cluster", brokers=3)
     pids = {(p.pid, p.start_time) for p in cluster.processes.values()}
     try:
-        recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v5")
+        recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v5")
         config = parse_scenario(
             "name: chaos-test\nseed: 11\npath: v5\nphases: {faults_s: 20}\nfaults:\n  quiet_s: 0.5\n"
             "  random: {kinds: [partition, latency, bandwidth, kill, pause], every_s: 2, for_s: 1}\n",
@@ -340,7 +340,7 @@ def test_cluster_heal_removes_every_fault_the_nemesis_can_leave(tmp_path: Path) 
         assert cluster.toxiproxy_url
         api = ToxiproxyClient(cluster.toxiproxy_url)
         info = cluster.info()
-        actions = build_actions(FaultEnvironment(cluster=info, path=info.path, control=cluster, network=api))
+        actions = build_actions(FaultEnvironment(cluster=info, txn_path=info.txn_path, control=cluster, network=api))
 
         def fault(n: int, kind: FaultKind, target: Any, **params: Any) -> Fault:
             return Fault(f"f{n}", kind, "test", (target,), params, 60.0, True, "test")

@@ -57,7 +57,7 @@ def v4(cluster_factory: ClusterFactory) -> EmbeddedCluster:
 
 @pytest.fixture
 def recorder(tmp_path: Path) -> Iterator[HistoryRecorder]:
-    rec = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v4")
+    rec = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v4")
     yield rec
     rec.close()
 
@@ -161,11 +161,11 @@ def test_killing_the_coordinator_kills_the_broker_hosting_it(cluster_factory: Cl
 
     cluster = cluster_factory(path=path, brokers=2)
     info = cluster.info()
-    locator = make_coordinator_locator(info, info.path, timeout_s=10)
+    locator = make_coordinator_locator(info, info.txn_path, timeout_s=10)
     before = locator.coordinator_brokers()
     host = info.broker_for_url(before[0])
     assert host is not None
-    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path=path)
+    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path=path)
     config = parse_scenario(f"name: coordinator\npath: {path}\nphases: {{faults_s: 120}}\nfaults:\n"
                             "  schedule:\n    - {kind: kill, target: 'coordinator:0', at_s: 0, for_s: 60}\n",
                             source="test")
@@ -213,7 +213,7 @@ def test_split_merge_and_seal_change_a_scalable_topics_active_segments(cluster_f
         return active_segment_names(SCALABLE, admin.scalable_topic_metadata(SCALABLE))
 
     assert len(active()) == 2
-    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v5")
+    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v5")
     config = parse_scenario("name: segments\npath: v5\nphases: {faults_s: 10}\nfaults:\n  quiet_s: 0\n"
                             "  schedule:\n"
                             "    - {kind: split, target: 'segment:0', at_s: 0, for_s: 0}\n"
@@ -274,7 +274,7 @@ def test_unloading_a_topic_and_a_segment_keeps_them_serving(cluster_factory: Clu
     cluster = cluster_factory(path="v5", brokers=2)
     admin = AdminClient(cluster.info().admin_url, timeout_s=10)
     admin.create_scalable_topic(SCALABLE, segments=2)
-    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v5")
+    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v5")
     config = parse_scenario("name: unload\npath: v5\nphases: {faults_s: 10}\nfaults:\n  quiet_s: 0\n"
                             "  schedule:\n"
                             "    - {kind: unload, target: 'segment:0', at_s: 0, for_s: 0}\n"

@@ -217,20 +217,20 @@ def test_client_reconnects_rewatches_and_keeps_its_session_across_a_restart(stor
 
 
 def test_election_fails_over_when_the_leaders_process_dies(store: StoreProcess, tmp_path: Path) -> None:
-    path = "/txn/tc/leader/0"
+    key = "/txn/tc/leader/0"
     with (tmp_path / "candidate-a.log").open("wb") as log:
         candidate = subprocess.Popen(
-            [sys.executable, "-m", "embedded.metadata.election", "--address", store.address, "--path", path,
+            [sys.executable, "-m", "embedded.metadata.election", "--address", store.address, "--path", key,
              "--value", '{"brokerId":"a"}', "--session-timeout-ms", "800", "--max-seconds", "60"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         async def main() -> None:
             with BlockingMetadataClient(store.address) as tool:
-                await eventually(lambda: (r := tool.get_or_none(path)) is not None and "a" in (r.value or ""),
+                await eventually(lambda: (r := tool.get_or_none(key)) is not None and "a" in (r.value or ""),
                                  15, "candidate a to lead")
             changes: list[Leadership] = []
             async with MetadataClient(store.address, session_timeout_ms=800) as client:
-                election = LeaderElection(client, path, '{"brokerId":"b"}', on_change=changes.append)
+                election = LeaderElection(client, key, '{"brokerId":"b"}', on_change=changes.append)
                 await election.start()
                 await election.wait_for(lambda s: s.role is Role.FOLLOWER, 5)
                 assert election.current.leader_value == '{"brokerId":"a"}'
@@ -243,7 +243,7 @@ def test_election_fails_over_when_the_leaders_process_dies(store: StoreProcess, 
                     (Role.FOLLOWER, '{"brokerId":"a"}'), (Role.LEADER, '{"brokerId":"b"}')]
                 await election.stop()
                 with pytest.raises(KeyNotFound):
-                    await client.get(path)
+                    await client.get(key)
 
         run(main)
     finally:

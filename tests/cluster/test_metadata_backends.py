@@ -210,11 +210,11 @@ def test_a_session_ended_by_the_store_is_announced_and_replaced(store: StoreProc
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_leader_election_hands_over_when_the_leader_resigns(urls: Callable[[str], str], backend: str) -> None:
-    path = f"/{backend}/leader"
+    key = f"/{backend}/leader"
 
     async def body() -> None:
         async with connected(urls, backend, client_name="a") as a, connected(urls, backend, client_name="b") as b:
-            ea, eb = LeaderElection(a, path, "a"), LeaderElection(b, path, "b")
+            ea, eb = LeaderElection(a, key, "a"), LeaderElection(b, key, "b")
             await ea.start()
             await ea.wait_for(lambda s: s.role is Role.LEADER, 10)
             await eb.start()

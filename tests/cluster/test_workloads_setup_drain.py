@@ -62,7 +62,7 @@ def test_prepare_creates_topics_and_subscriptions_and_the_drain_reads_and_emptie
                 sent.setdefault(topic, []).append(value)
             producer.close()
 
-    recorder = HistoryRecorder(tmp_path / "history", "run1", "drain", RunClock.start(), path="v4")
+    recorder = HistoryRecorder(tmp_path / "history", "run1", "drain", RunClock.start(), txn_path="v4")
     result = drain(info, config, topology, recorder, timeout_s=60)
     recorder.close()
     assert result.complete, result.reason
@@ -102,7 +102,7 @@ def test_a_second_drain_finds_the_subscriptions_empty_and_reads_the_same(
             producer.send(encode(f"v{n}", (), 100))
     outcomes: list[tuple[Any, list[dict[str, Any]]]] = []
     for attempt in range(2):
-        recorder = HistoryRecorder(tmp_path / f"h{attempt}", "run2", "drain", RunClock.start(), path="v4")
+        recorder = HistoryRecorder(tmp_path / f"h{attempt}", "run2", "drain", RunClock.start(), txn_path="v4")
         result = drain(info, config, topology, recorder, timeout_s=60)
         recorder.close()
         outcomes.append((result, [json.loads(x) for x in recorder.file_path.read_text().splitlines()]))

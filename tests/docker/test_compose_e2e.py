@@ -32,8 +32,8 @@ FILES = ["v4.yaml", "v4-batched.yaml", "v5-oxia.yaml", "v5-zookeeper.yaml"]
 
 def _spec(file: str, tmp_path: Path) -> ComposeSpec:
     layout = load_layout(COMPOSE_DIR / file)
-    assert layout.path is not None
-    return ComposeSpec(compose_file=COMPOSE_DIR / file, path=layout.path,
+    assert layout.txn_path is not None
+    return ComposeSpec(compose_file=COMPOSE_DIR / file, txn_path=layout.txn_path,
                        project=f"txnbench-e2e-{uuid.uuid4().hex[:8]}", work_dir=tmp_path / "compose",
                        brokers=2, ready_timeout_s=600)
 
@@ -78,10 +78,10 @@ def test_the_cluster_comes_up_with_its_paths_settings_and_every_link(
         config = _runtime_config(admin)
         assert config["transactionCoordinatorEnabled"] == "true"
         assert config["systemTopicEnabled"] == "true"
-        batched = "true" if info.path is TxnPath.V4_BATCHED else "false"
+        batched = "true" if info.txn_path is TxnPath.V4_BATCHED else "false"
         assert config["transactionLogBatchedWriteEnabled"] == batched
         assert config["transactionPendingAckBatchedWriteEnabled"] == batched
-        if info.path is TxnPath.V5:
+        if info.txn_path is TxnPath.V5:
             assert config["transactionCoordinatorScalableTopicsEnabled"] == "true"
             assert config["scalableTopicsEnabled"] == "true"
     assert info.toxiproxy_url is not None

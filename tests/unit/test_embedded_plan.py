@@ -14,7 +14,7 @@ from harness.txn_paths import TxnPath
 
 
 def _planned(tmp_path: Path, path: TxnPath = TxnPath.V4, brokers: int = 3) -> EmbeddedCluster:
-    cluster = EmbeddedCluster(EmbeddedSpec(path=path, brokers=brokers, directory=tmp_path,
+    cluster = EmbeddedCluster(EmbeddedSpec(txn_path=path, brokers=brokers, directory=tmp_path,
                                            settings={"transactionCoordinatorCount": 2}))
     cluster._plan()
     return cluster
@@ -64,7 +64,7 @@ def test_state_round_trips(tmp_path: Path) -> None:
     cluster = _planned(tmp_path)
     cluster.save_state()
     again = EmbeddedCluster.attach(tmp_path)
-    assert again.spec.brokers == 3 and again.spec.path is TxnPath.V4
+    assert again.spec.brokers == 3 and again.spec.txn_path is TxnPath.V4
     assert [link.name for link in again.links] == [link.name for link in cluster.links]
     info = again.info()
     brokers = sorted((s for s in info.services if s.role is ServiceRole.BROKER), key=lambda s: s.name)
@@ -82,7 +82,7 @@ def test_multi_host_service_url_keeps_order_and_skips_what_is_not_pulsar() -> No
 
 
 def test_oxia_store_url_puts_every_broker_on_oxias_protocol_through_its_own_link(tmp_path: Path) -> None:
-    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=2, directory=tmp_path,
+    cluster = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V5, brokers=2, directory=tmp_path,
                                            settings={"metadataStoreUrl": "oxia"}))
     cluster._plan()
     links = {link.name: link for link in cluster.links}
@@ -112,7 +112,7 @@ def test_each_path_gets_the_store_pulsar_ships_it_on(tmp_path: Path, path: TxnPa
 
 @pytest.mark.parametrize("url", ["txnbench", ""])
 def test_our_store_on_v4_by_setting(tmp_path: Path, url: str) -> None:
-    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V4, brokers=1, directory=tmp_path,
+    cluster = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V4, brokers=1, directory=tmp_path,
                                            settings={"metadataStoreUrl": url}))
     cluster._plan()
     assert cluster.records["metadata"].program is None and "rpc_port" in cluster.records["metadata"].ports
@@ -121,7 +121,7 @@ def test_our_store_on_v4_by_setting(tmp_path: Path, url: str) -> None:
 
 
 def test_v5_on_zookeeper_by_setting(tmp_path: Path) -> None:
-    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path,
+    cluster = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V5, brokers=1, directory=tmp_path,
                                            settings={"metadataStoreUrl": "zk"}))
     cluster._plan()
     assert cluster.records["metadata"].program == "zookeeper"
@@ -129,22 +129,22 @@ def test_v5_on_zookeeper_by_setting(tmp_path: Path) -> None:
 
 def test_store_urls(tmp_path: Path) -> None:
     assert "oxia_listeners" not in _config(_planned(tmp_path / "a", TxnPath.V5), "metadata")
-    outside = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "b",
+    outside = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V5, brokers=1, directory=tmp_path / "b",
                                            settings={"metadataStoreUrl": "oxia://127.0.0.1:6648"}))
     outside._plan()   # an Oxia elsewhere: passed to the brokers unchanged
     assert _config(outside, "broker-0")["settings"]["metadataStoreUrl"] == "oxia://127.0.0.1:6648"
     assert "oxia_listeners" not in _config(outside, "metadata")
-    zk_outside = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "c",
+    zk_outside = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V5, brokers=1, directory=tmp_path / "c",
                                               settings={"metadataStoreUrl": "zk:127.0.0.1:2181"}))
     zk_outside._plan()   # a ZooKeeper elsewhere: passed to the brokers unchanged
     assert _config(zk_outside, "broker-0")["settings"]["metadataStoreUrl"] == "zk:127.0.0.1:2181"
     with pytest.raises(EnvironmentProblem, match="metadataStoreUrl=etcd"):
-        EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "d",
+        EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V5, brokers=1, directory=tmp_path / "d",
                                      settings={"metadataStoreUrl": "etcd://127.0.0.1:2379"}))._plan()
 
 
 def test_zk_makes_the_metadata_service_a_zookeeper_behind_the_proxy(tmp_path: Path) -> None:
-    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V4, brokers=2, directory=tmp_path,
+    cluster = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V4, brokers=2, directory=tmp_path,
                                            settings={"metadataStoreUrl": "zk"}))
     cluster._plan()
     meta = cluster.records["metadata"]
@@ -170,7 +170,7 @@ def test_zk_on_a_too_old_java_is_a_one_line_error(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("PATH", str(fake.parent))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(EnvironmentProblem, match=r"^ZooKeeper needs Java 17\+; .*java is Java 8$"):
-        EmbeddedCluster(EmbeddedSpec(path=TxnPath.V4, brokers=1, directory=tmp_path / "c",
+        EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V4, brokers=1, directory=tmp_path / "c",
                                      settings={"metadataStoreUrl": "zk"}))._plan()
 
 
@@ -178,7 +178,7 @@ def test_zk_without_java_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(EnvironmentProblem, match=r"^ZooKeeper needs Java 17\+ and no `java` is on PATH"):
-        EmbeddedCluster(EmbeddedSpec(path=TxnPath.V4, brokers=1, directory=tmp_path / "c",
+        EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V4, brokers=1, directory=tmp_path / "c",
                                      settings={"metadataStoreUrl": "zk"}))._plan()
 
 
@@ -186,7 +186,7 @@ def test_the_stores_get_the_planted_bugs_the_spec_hands_them(tmp_path: Path) -> 
     """The orchestrator decides the planted bugs (and refuses them unless allowed); the target only
     writes them into each store's config, so it needs no catalogue of its own."""
     bugs = ("txnbenchBugLedgerAckBeforeJournal", "txnbenchBugMetadataAckBeforeWal")
-    cluster = EmbeddedCluster(EmbeddedSpec(path=TxnPath.V5, brokers=1, directory=tmp_path / "a", planted_bugs=bugs))
+    cluster = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V5, brokers=1, directory=tmp_path / "a", planted_bugs=bugs))
     cluster._plan()
     assert _config(cluster, "metadata")["planted_bugs"] == list(bugs)
     assert _config(cluster, "ledger")["planted_bugs"] == list(bugs)

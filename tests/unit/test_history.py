@@ -25,7 +25,7 @@ from harness.history.reader import HistoryFormatError, iter_history_file
 
 
 def _recorder(tmp_path: Path, writer: str = "w0") -> HistoryRecorder:
-    return HistoryRecorder(tmp_path, "run-1", writer, RunClock.start(), path="v4")
+    return HistoryRecorder(tmp_path, "run-1", writer, RunClock.start(), txn_path="v4")
 
 
 def test_lines_follow_schema_1(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ _CHILD = r"""
 import sys, time
 from pathlib import Path
 from harness.history import HistoryRecorder, OpF, RunClock
-rec = HistoryRecorder(Path(sys.argv[1]), "run-k", "w0", RunClock.start(), path="v5")
+rec = HistoryRecorder(Path(sys.argv[1]), "run-k", "w0", RunClock.start(), txn_path="v5")
 done = rec.invoke("w0/u0", OpF.TXN_OPEN)
 rec.ok(done, txn="5:1")
 rec.invoke("w0/u0", OpF.TXN_COMMIT, txn="5:1")

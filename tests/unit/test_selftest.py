@@ -39,10 +39,10 @@ def test_plan_runs_one_baseline_per_scenario_and_path_then_each_bug_on_its_path(
     baselines = [c for c in cases if c.kind is CaseKind.BASELINE]
     bugs = [c for c in cases if c.kind is CaseKind.BUG]
     assert cases[:len(baselines)] == baselines, "baselines first"
-    assert {(c.scenario, c.path) for c in baselines} == {
+    assert {(c.scenario, c.txn_path) for c in baselines} == {
         ("selftest-v4-recovery", TxnPath.V4), ("selftest-v4-recovery", TxnPath.V4_BATCHED),
         ("selftest-v5-recovery", TxnPath.V5)}
-    assert [(c.bug, c.path) for c in bugs] == [(V4_BUG.id, TxnPath.V4), (ALSO_V4.id, TxnPath.V4),
+    assert [(c.bug, c.txn_path) for c in bugs] == [(V4_BUG.id, TxnPath.V4), (ALSO_V4.id, TxnPath.V4),
                                               (V4B_BUG.id, TxnPath.V4_BATCHED), (V5_BUG.id, TxnPath.V5)]
     assert all(c.bug is None for c in baselines)
     assert plan([V4_BUG], baselines=False) == [SelftestCase(CaseKind.BUG, V4_BUG.scenario, TxnPath.V4, V4_BUG.id)]

@@ -227,8 +227,9 @@ def _counters(ledger: LedgerProcess, broker_metrics: str) -> tuple[float, float,
             ledger.metric("txnbench_ledger_entries_total", kind="pending-ack"))
 
 
-def run_path(path: str, concurrency: int, transactions: int, warmup: int) -> Measured:
-    with one_broker(PATH_SETTINGS[path], path=path, prefix=f"txnbench-v4-bench-{path}-") as (_, ledger, broker):
+def run_path(txn_path: str, concurrency: int, transactions: int, warmup: int) -> Measured:
+    with one_broker(PATH_SETTINGS[txn_path], txn_path=txn_path,
+                    prefix=f"txnbench-v4-bench-{txn_path}-") as (_, ledger, broker):
         metrics_url = f"http://127.0.0.1:{broker.http_port}/metrics"
         return asyncio.run(_drive(broker.service_url, concurrency, transactions, warmup, ledger, metrics_url))
 
@@ -242,17 +243,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     results: dict[str, Measured] = {}
-    for path in args.paths.split(","):
-        results[path] = run_path(path, args.concurrency, args.transactions, args.warmup)
+    for txn_path in args.paths.split(","):
+        results[txn_path] = run_path(txn_path, args.concurrency, args.transactions, args.warmup)
     if args.json:
         print(json.dumps({p: vars(m) for p, m in results.items()}, indent=2))
         return
     print(f"{args.transactions} committed consume-transform-produce transactions, {args.concurrency} concurrent, "
           "one broker")
     print(f"{'path':12} {'txn/s':>8} {'txn-log entries/txn':>20} {'TC records/txn':>15} {'pending-ack entries/txn':>24}")
-    for path, m in results.items():
+    for txn_path, m in results.items():
         n = m.committed
-        print(f"{path:12} {n / m.seconds:8.0f} {m.txn_log_entries / n:20.3f} {m.txn_log_records / n:15.2f} "
+        print(f"{txn_path:12} {n / m.seconds:8.0f} {m.txn_log_entries / n:20.3f} {m.txn_log_records / n:15.2f} "
               f"{m.pending_ack_entries / n:24.3f}")
     if "v4" in results and "v4-batched" in results:
         plain, batched = results["v4"], results["v4-batched"]

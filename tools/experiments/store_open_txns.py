@@ -69,7 +69,7 @@ def _probe(client: PulsarClient, producer: object, n: int) -> tuple[float, float
 
 def measure(store: str, levels: Sequence[int], probes: int, directory: Path) -> list[Level]:
     """One cluster on `store`; probes at each level of held-open transactions (ascending)."""
-    spec = EmbeddedSpec(path=TxnPath.V5, brokers=2, directory=directory, parent_pid=os.getpid(),
+    spec = EmbeddedSpec(txn_path=TxnPath.V5, brokers=2, directory=directory, parent_pid=os.getpid(),
                         settings={"metadataStoreUrl": store, "metadataStoreSessionTimeoutMillis": 6000})
     cluster = EmbeddedCluster(spec)
     info = cluster.up()

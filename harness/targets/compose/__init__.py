@@ -10,6 +10,7 @@ compose/ at the top of the repository (see its README.md). Modules:
     engine.py    the docker CLI: checks with clear errors, `docker compose` commands
     admin.py     Pulsar admin REST through published ports (redirects followed)
     cluster.py   ComposeCluster
+    txn_files.py where the compose files live, and each transaction path's default file
 """
 
 from harness.targets.compose.cluster import (
@@ -19,7 +20,7 @@ from harness.targets.compose.cluster import (
            resolve_compose_file,
 )
 from harness.targets.compose.layout import ComposeFileError
-from harness.targets.compose.paths import COMPOSE_DIR, DEFAULT_FILES, default_compose_file
+from harness.targets.compose.txn_files import COMPOSE_DIR, DEFAULT_FILES, default_compose_file
 
 __all__ = ["COMPOSE_DIR", "DEFAULT_FILES", "ComposeCluster", "ComposeFileError", "ComposeSpec",
            "default_compose_file", "project_name", "resolve_compose_file"]

@@ -18,7 +18,7 @@ import yaml
 from harness.config import resolve_scenario
 from harness.targets.compose.layout import ComposeFileError, load_layout
 from harness.targets.compose.links import plan_links, toxiproxy_config_text
-from harness.targets.compose.paths import COMPOSE_DIR
+from harness.targets.compose.txn_files import COMPOSE_DIR
 from harness.targets.compose.validate import validate_file
 
 
@@ -76,13 +76,13 @@ def _scenario(args: argparse.Namespace) -> int:
     except ComposeFileError as err:
         print(err, file=sys.stderr)
         return 2
-    if layout.path is None:
+    if layout.txn_path is None:
         print(f"{compose_file}: x-txnbench.path is missing", file=sys.stderr)
         return 2
     data = yaml.safe_load(resolve_scenario(args.base).read_text(encoding="utf-8")) or {}
     data["name"] = f"{data.get('name', args.base)}-{compose_file.stem}"
-    data["paths"] = [layout.path.value]
-    data["path"] = layout.path.value
+    data["paths"] = [layout.txn_path.value]
+    data["path"] = layout.txn_path.value
     data["target"] = "compose"
     data.setdefault("cluster", {})["compose_file"] = str(compose_file.resolve())
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -101,9 +101,9 @@ class ComposeAdmin:
                                  f"(known: {sorted(self.published)}); is the compose file's "
                                  "advertisedAddress/webServicePort consistent with its labels?")
 
-    def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+    def request(self, method: str, url_path: str, *, params: Mapping[str, Any] | None = None,
                 json: Any = None, ok: tuple[int, ...] = (200, 204)) -> requests.Response:
-        url = self.base_url + path
+        url = self.base_url + url_path
         for _ in range(MAX_REDIRECTS + 1):
             try:
                 response = self.session.request(method, url, params=params, json=json,
@@ -118,7 +118,7 @@ class ComposeAdmin:
                 return response
             detail = response.text.strip()[:500]
             raise AdminRequestFailed(f"{method} {url}: {response.status_code} {detail}", response.status_code)
-        raise AdminRequestFailed(f"{method} {path}: more than {MAX_REDIRECTS} redirects")
+        raise AdminRequestFailed(f"{method} {url_path}: more than {MAX_REDIRECTS} redirects")
 
     # ---- segment and topic actions ------------------------------------------------------------
 

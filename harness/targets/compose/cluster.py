@@ -67,7 +67,7 @@ from harness.targets.compose.layout import (
     setting_keys,
 )
 from harness.targets.compose.links import HOST, ProxyLink, plan_links, toxiproxy_config_text
-from harness.targets.compose.paths import COMPOSE_DIR, default_compose_file
+from harness.targets.compose.txn_files import COMPOSE_DIR, default_compose_file
 from harness.targets.compose.validate import validate_layout
 from harness.targets.processes import free_ports
 from harness.toxiproxy.client import ProxySpec, ToxiproxyClient, ToxiproxyError
@@ -98,7 +98,7 @@ class ComposeSpec:
     """What one compose cluster runs. `project` is unique per run."""
 
     compose_file: Path
-    path: TxnPath
+    txn_path: TxnPath
     project: str
     work_dir: Path
     settings: Mapping[str, Any] = field(default_factory=dict)
@@ -125,10 +125,10 @@ def project_name(run_id: str, run_path: Path) -> str:
     return f"txnbench-{slug[:40]}-{digest}"
 
 
-def resolve_compose_file(name: str | None, path: TxnPath) -> Path:
+def resolve_compose_file(name: str | None, txn_path: TxnPath) -> Path:
     """cluster.compose_file (a path, or a name in compose/) or the path's default file."""
     if not name:
-        return default_compose_file(path)
+        return default_compose_file(txn_path)
     candidate = Path(name)
     for option in (candidate, COMPOSE_DIR / name, COMPOSE_DIR / f"{name}.yaml"):
         if option.is_file():
@@ -177,11 +177,11 @@ class ComposeCluster:
             listed = "\n  ".join(str(p) for p in problems[:12])
             raise ComposeFileError(f"{spec.compose_file} does not follow txnbench's compose conventions "
                                    f"({len(problems)} problem(s)); fix them (see compose/README.md):\n  {listed}")
-        if self.layout.path is not None and self.layout.path is not spec.path:
+        if self.layout.txn_path is not None and self.layout.txn_path is not spec.txn_path:
             raise ConfigError("cluster.compose_file", "", f"{spec.compose_file.name} runs path "
-                              f"{self.layout.path.value}, but this run is on {spec.path.value}",
-                              f"use a compose file for {spec.path.value} (default "
-                              f"{default_compose_file(spec.path).name})")
+                              f"{self.layout.txn_path.value}, but this run is on {spec.txn_path.value}",
+                              f"use a compose file for {spec.txn_path.value} (default "
+                              f"{default_compose_file(spec.txn_path).name})")
         if spec.brokers is not None and spec.brokers != len(self.layout.brokers):
             raise ConfigError("cluster.brokers", "", f"is {spec.brokers}, but {spec.compose_file.name} "
                               f"defines {len(self.layout.brokers)} brokers",
@@ -203,7 +203,7 @@ class ComposeCluster:
         run_id = getattr(run_dir, "run_id", run_path.name)
         cluster = config.cluster
         spec = ComposeSpec(
-            compose_file=resolve_compose_file(cluster.compose_file, config.path), path=config.path,
+            compose_file=resolve_compose_file(cluster.compose_file, config.path), txn_path=config.path,
             project=project_name(run_id, run_path), work_dir=run_path / "compose",
             settings=dict(cluster.settings), brokers=cluster.brokers,
             ready_timeout_s=max(float(cluster.ready_timeout_s), READY_FLOOR_S))
@@ -267,7 +267,7 @@ class ComposeCluster:
                 admin_url=self._admin_url(svc), metrics_url=self._metrics_url(svc)))
         broker0 = self.layout.brokers[0]
         return ClusterInfo(
-            target=self.name, path=self.spec.path,
+            target=self.name, txn_path=self.spec.txn_path,
             service_url=multi_host_service_url(self._service_url(b) for b in self.layout.brokers),
             admin_url=self._admin_url(broker0) or "", toxiproxy_url=self.toxiproxy_url,
             services=tuple(services), links=tuple(link.info() for link in self.links),

@@ -306,7 +306,7 @@ class ComposeLayout:
     """A compose file as txnbench sees it."""
 
     source: Path
-    path: TxnPath | None
+    txn_path: TxnPath | None
     services: tuple[ServiceSpec, ...]
     document: Mapping[str, Any] = field(repr=False, default_factory=dict)
 
@@ -378,10 +378,10 @@ def parse_layout(document: Mapping[str, Any], source: Path) -> ComposeLayout:
     ext = document.get("x-txnbench")
     path_text = ext.get("path") if isinstance(ext, Mapping) else None
     try:
-        path = TxnPath(path_text) if path_text else None
+        txn_path = TxnPath(path_text) if path_text else None
     except ValueError:
-        path = None
-    return ComposeLayout(source=source, path=path, services=services, document=document)
+        txn_path = None
+    return ComposeLayout(source=source, txn_path=txn_path, services=services, document=document)
 
 
 def load_layout(source: Path) -> ComposeLayout:

@@ -138,7 +138,7 @@ def _check_service_basics(layout: ComposeLayout, svc: ServiceSpec) -> Iterator[P
 
 def _check_roles(layout: ComposeLayout) -> Iterator[Problem]:
     where = layout.source.name
-    if layout.path is None:
+    if layout.txn_path is None:
         yield Problem(where, "x-txnbench.path is missing or not one of v4, v4-batched, v5")
     for name in (METADATA, LEDGER, PROXY, INIT):
         count = sum(1 for s in layout.services if s.name == name)
@@ -179,13 +179,13 @@ def _check_transactions(layout: ComposeLayout, broker: ServiceSpec) -> Iterator[
     for key in ALWAYS_ON:
         if not _is_true(broker.setting(key)):
             yield Problem(where, f"{key} must be true (transactions need it); set PULSAR_PREFIX_{key}: \"true\"")
-    path = layout.path
-    if path is TxnPath.V4:
+    txn_path = layout.txn_path
+    if txn_path is TxnPath.V4:
         for key in BATCH_SWITCHES:
             if not _is_false(broker.setting(key)):
                 yield Problem(where, f"path v4 needs {key}: \"false\" (PIP-160 batching off), "
                                      f"found {broker.setting(key)!r}")
-    if path is TxnPath.V4_BATCHED:
+    if txn_path is TxnPath.V4_BATCHED:
         for key in BATCH_SWITCHES:
             if not _is_true(broker.setting(key)):
                 yield Problem(where, f"path v4-batched needs {key}: \"true\", found {broker.setting(key)!r}")
@@ -195,11 +195,11 @@ def _check_transactions(layout: ComposeLayout, broker: ServiceSpec) -> Iterator[
                 yield Problem(where, f"path v4-batched needs {key} (a number >= {minimum})")
             elif int(value) < minimum:
                 yield Problem(where, f"{key} is {value}; the broker refuses values below {minimum}")
-    if path in (TxnPath.V4, TxnPath.V4_BATCHED):
+    if txn_path in (TxnPath.V4, TxnPath.V4_BATCHED):
         for key in V5_SWITCHES:
             if _is_true(broker.setting(key)):
-                yield Problem(where, f"path {path.value} must not enable {key}")
-    if path is TxnPath.V5:
+                yield Problem(where, f"path {txn_path.value} must not enable {key}")
+    if txn_path is TxnPath.V5:
         for key in V5_SWITCHES:
             if not _is_true(broker.setting(key)):
                 yield Problem(where, f"path v5 needs {key}: \"true\" (via PULSAR_PREFIX_{key}; "

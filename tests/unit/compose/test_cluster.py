@@ -65,7 +65,7 @@ class Harness:
         file = compose_file or default_compose_file(path)
         runner = FakeCompose(engine=self.engine, layout=load_layout(file), **runner_options)
         self.runners.append(runner)
-        spec = ComposeSpec(compose_file=file, path=path, project=PROJECT, work_dir=self.tmp_path / "compose",
+        spec = ComposeSpec(compose_file=file, txn_path=path, project=PROJECT, work_dir=self.tmp_path / "compose",
                            settings=settings or {}, brokers=2, ready_timeout_s=ready_timeout_s,
                            docker_base_url=self.engine.base_url, poll_s=0.01)
         env = {"PATH": self.docker_bin, **(environ or {})}
@@ -116,7 +116,7 @@ def test_up_binds_every_published_port_to_a_free_port_and_returns_a_ready_cluste
     assert info.service_url == "pulsar://" + ",".join(f"127.0.0.1:{p}" for p in ports_of_clients)
     assert info.admin_url == f"http://127.0.0.1:{env['TXNBENCH_BROKER_0_HTTP_PORT']}"
     assert info.toxiproxy_url == f"http://127.0.0.1:{env['TXNBENCH_PROXY_API_PORT']}"
-    assert info.target == "compose" and info.path is TxnPath.V4
+    assert info.target == "compose" and info.txn_path is TxnPath.V4
     assert sorted(s.name for s in info.services) == ["broker-0", "broker-1", "ledger", "metadata", "proxy"]
     assert {s.state for s in info.services} == {"running"}
     assert info.service("broker-1").service_url == \
@@ -343,14 +343,14 @@ def test_a_subnet_prefix_from_the_environment_is_kept(harness: Harness) -> None:
 
 
 def test_from_config_maps_each_path_to_its_default_file(tmp_path: Path) -> None:
-    for path, file in ((TxnPath.V4, "v4.yaml"), (TxnPath.V4_BATCHED, "v4-batched.yaml"),
+    for txn_path, file in ((TxnPath.V4, "v4.yaml"), (TxnPath.V4_BATCHED, "v4-batched.yaml"),
                        (TxnPath.V5, "v5-oxia.yaml")):
-        config = parse_scenario(f"path: {path.value}\ntarget: compose\n")
-        cluster = ComposeCluster.from_config(config, tmp_path / f"run-{path.value}")
+        config = parse_scenario(f"path: {txn_path.value}\ntarget: compose\n")
+        cluster = ComposeCluster.from_config(config, tmp_path / f"run-{txn_path.value}")
         assert cluster.spec.compose_file.name == file
-        assert cluster.spec.path is path
+        assert cluster.spec.txn_path is txn_path
         assert cluster.spec.ready_timeout_s >= 300
-        assert cluster.spec.work_dir == tmp_path / f"run-{path.value}" / "compose"
+        assert cluster.spec.work_dir == tmp_path / f"run-{txn_path.value}" / "compose"
 
 
 def test_cluster_compose_file_overrides_the_default(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def test_every_file_passes_the_validator(layout: ComposeLayout) -> None:
 
 
 def test_each_file_declares_its_path(layout: ComposeLayout) -> None:
-    assert layout.path is FILES[layout.source.name]
+    assert layout.txn_path is FILES[layout.source.name]
 
 
 def test_every_long_running_service_has_a_health_check(layout: ComposeLayout) -> None:
@@ -125,23 +125,23 @@ def test_the_default_toxiproxy_config_has_a_proxy_per_link(layout: ComposeLayout
 
 
 def test_transaction_settings_match_the_path(layout: ComposeLayout) -> None:
-    path = layout.path
+    txn_path = layout.txn_path
     for broker in layout.brokers:
         s = broker.setting
         assert s("transactionCoordinatorEnabled") == "true"
         assert s("systemTopicEnabled") == "true"
-        batched = "true" if path is TxnPath.V4_BATCHED else "false"
+        batched = "true" if txn_path is TxnPath.V4_BATCHED else "false"
         assert s("transactionLogBatchedWriteEnabled") == batched
         assert s("transactionPendingAckBatchedWriteEnabled") == batched
-        if path is TxnPath.V4_BATCHED:
+        if txn_path is TxnPath.V4_BATCHED:
             for prefix in ("transactionLogBatchedWrite", "transactionPendingAckBatchedWrite"):
                 assert s(f"{prefix}MaxRecords") == "512"
                 assert s(f"{prefix}MaxSize") == "4194304"
                 assert s(f"{prefix}MaxDelayInMillis") == "1"
-        v5 = "true" if path is TxnPath.V5 else None
+        v5 = "true" if txn_path is TxnPath.V5 else None
         assert s("scalableTopicsEnabled") == v5
         assert s("transactionCoordinatorScalableTopicsEnabled") == v5
-        if path is TxnPath.V5:   # keys not in broker.conf must use the prefix
+        if txn_path is TxnPath.V5:   # keys not in broker.conf must use the prefix
             assert broker.environment["PULSAR_PREFIX_transactionCoordinatorScalableTopicsEnabled"] == "true"
             assert s("transactionBufferProviderClassName") == \
                 "org.apache.pulsar.broker.transaction.buffer.impl.DispatchingTransactionBufferProvider"

@@ -100,7 +100,7 @@ def test_nightly_covers_every_compose_file_with_its_path() -> None:
     assert sorted(entry["compose"] for entry in include) == sorted(p.name for p in COMPOSE_DIR.glob("*.yaml"))
     for entry in include:
         layout = load_layout(COMPOSE_DIR / entry["compose"])
-        assert layout.path is TxnPath(entry["path"])
+        assert layout.txn_path is TxnPath(entry["path"])
         assert entry["name"] == entry["compose"].removesuffix(".yaml")
 
 
@@ -146,7 +146,7 @@ def test_the_scenario_the_nightly_writes_runs_one_compose_file(tmp_path: Path) -
         assert compose_main(["scenario", file, "--base", "chaos", "--out", str(out)]) == 0
         config = load_scenario(str(out))
         layout = load_layout(COMPOSE_DIR / file)
-        assert config.paths == (layout.path,)
+        assert config.paths == (layout.txn_path,)
         assert config.target.value == "compose"
         assert Path(config.cluster.compose_file or "") == (COMPOSE_DIR / file).resolve()
         assert config.faults.enabled and config.name == f"chaos-{file.removesuffix('.yaml')}"

@@ -38,7 +38,7 @@ def cluster_info(brokers: int = 3, path: TxnPath = TxnPath.V4,
                 port += 1
                 links.append(LinkInfo(f"broker-{i}-broker-{j}", LinkKind.BROKER_BROKER, f"broker-{i}",
                                       f"broker-{j}", f"127.0.0.1:{port}", f"127.0.0.1:{12000 + j}"))
-    return ClusterInfo(target="embedded", path=path, service_url="pulsar://127.0.0.1:10000",
+    return ClusterInfo(target="embedded", txn_path=path, service_url="pulsar://127.0.0.1:10000",
                        admin_url="http://127.0.0.1:11000", toxiproxy_url="http://127.0.0.1:8474",
                        services=tuple(services), links=tuple(links), settings=dict(settings or {}))
 

@@ -34,7 +34,7 @@ faults:
     - {kind: kill, target: "broker:0", at_s: 0.6, for_s: 0.2}
     - {kind: pause, target: ledger, at_s: 1.0, for_s: 0.2}
 """, source="test")
-    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), path="v4")
+    recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v4")
     seen: set[str] = set()
     with Nemesis(config=config, cluster=info, control=cluster, recorder=recorder,
                  progress=lambda _m: None) as nemesis:

@@ -49,11 +49,11 @@ class World:
         self.control = FakeControl([s.name for s in self.cluster.services]) if control else None
         self.admin = FakeAdmin(segments_by_topic={t: v5_segments(t.rsplit("/", 1)[1], 2) for t in topics})
         self.locator = FakeLocator({0: "pulsar://127.0.0.1:10001", 1: "pulsar://127.0.0.1:10002"})
-        self.env = FaultEnvironment(cluster=self.cluster, path=path, control=self.control,
+        self.env = FaultEnvironment(cluster=self.cluster, txn_path=path, control=self.control,
                                     network=self.network, admin=self.admin, coordinators=self.locator,
                                     topics=topics)
         self.recorder = HistoryRecorder(tmp_path / "history", "run-1", "nemesis", RunClock.start(),
-                                        path=path.value)
+                                        txn_path=path.value)
         self.lines: list[str] = []
 
     def nemesis(self, cfg: RunConfig, **kwargs: Any) -> Nemesis:

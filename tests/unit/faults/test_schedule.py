@@ -21,7 +21,7 @@ def faults_of(yaml_faults: str, faults_s: float = 60) -> RunConfig:
 
 
 def plan(cfg: RunConfig, path: TxnPath = TxnPath.V4, seed: int = 1, **kw: Any) -> Timeline:
-    return plan_timeline(cfg.faults, seed=seed, duration_s=cfg.phases.faults_s, path=path, **kw)
+    return plan_timeline(cfg.faults, seed=seed, duration_s=cfg.phases.faults_s, txn_path=path, **kw)
 
 
 def test_at_s_windows_in_order_with_quiet_period() -> None:
@@ -174,7 +174,7 @@ def test_bad_random_target_names_the_random_key() -> None:
 
 
 def test_no_faults_no_windows() -> None:
-    timeline = plan_timeline(FaultsConfig(), seed=1, duration_s=10, path=TxnPath.V4)
+    timeline = plan_timeline(FaultsConfig(), seed=1, duration_s=10, txn_path=TxnPath.V4)
     assert timeline.windows == () and timeline.faults == ()
 
 

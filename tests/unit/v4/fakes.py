@@ -330,7 +330,7 @@ class FakeBroker:
     def __init__(self, settings: Mapping[str, Any] | None = None, *, factory: FakeFactory | None = None,
                  peers: FakePeers | None = None) -> None:
         self.broker_id = 0
-        self.path = "v4"
+        self.txn_path = "v4"
         self.cluster_name = "test"
         self.settings = Settings({"transactionCoordinatorEnabled": True, **dict(settings or {})})
         self.metrics = BrokerMetrics()

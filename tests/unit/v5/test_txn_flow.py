@@ -18,7 +18,7 @@ import pytest
 from embedded.broker.entry import EntryInfo
 from embedded.broker.position import Position
 from embedded.broker.txn_api import TxnAck, TxnError
-from embedded.broker.v5.txn import paths
+from embedded.broker.v5.txn import keys
 from embedded.broker.v5.txn.buffer import MetadataTransactionBuffer
 from embedded.broker.v5.txn.pending_ack import MetadataPendingAckStore
 from embedded.broker.v5.txn.records import TxnHeader, TxnState
@@ -60,10 +60,10 @@ def test_leadership_ids_and_the_header_cas(tmp_path: Path) -> None:
                 second = await leader.coordinator.new_txn(0, 10_000)
                 assert (first, second) == (TxnId(0, 0), TxnId(0, 1))
                 client = leader.broker.metadata
-                header = TxnHeader.from_json((await client.get(paths.header(first))).value)
+                header = TxnHeader.from_json((await client.get(keys.header(first))).value)
                 assert header.state is TxnState.OPEN and header.timeout_ms == 10_000
-                assert await client.list("", "~", use_index=paths.IDX_TXN_BY_DEADLINE) == [
-                    paths.header(first), paths.header(second)]
+                assert await client.list("", "~", use_index=keys.IDX_TXN_BY_DEADLINE) == [
+                    keys.header(first), keys.header(second)]
 
                 await other.coordinator.end_txn(first, TxnAction.COMMIT)   # any broker may end it (CAS)
                 await leader.coordinator.end_txn(first, TxnAction.COMMIT)  # a retry is fine
@@ -73,8 +73,8 @@ def test_leadership_ids_and_the_header_cas(tmp_path: Path) -> None:
                 with pytest.raises(TxnError) as missing:
                     await leader.coordinator.end_txn(TxnId(0, 99), TxnAction.COMMIT)
                 assert missing.value.error is ServerError.TransactionNotFound
-                final = await client.list("COMMITTED:", "COMMITTED;", use_index=paths.IDX_TXN_BY_FINAL_STATE)
-                assert final == [paths.header(first)]
+                final = await client.list("COMMITTED:", "COMMITTED;", use_index=keys.IDX_TXN_BY_FINAL_STATE)
+                assert final == [keys.header(first)]
                 cas = nodes[0].broker.metrics.txn_md_header_cas.values
                 cas1 = nodes[1].broker.metrics.txn_md_header_cas.values
                 assert cas.get(("ok",), 0) + cas1.get(("ok",), 0) == 1
@@ -168,7 +168,7 @@ def test_buffer_writes_op_records_first_and_materializes_decisions(tmp_path: Pat
                 await eventually_async(lambda: node.store.writes_by_segment(str(SEGMENT)), lambda ops: not ops,
                                        what="the op records to be deleted")
                 assert await node.store.aborted_of(str(SEGMENT)) == [aborted]
-                events = await node.store.pending_events(paths.segment_events_parent(str(SEGMENT)))
+                events = await node.store.pending_events(keys.segment_events_parent(str(SEGMENT)))
                 assert len(events) == (0 if delete_events else 2)
 
                 with pytest.raises(TxnError) as late:
@@ -242,10 +242,10 @@ def test_timeout_sweep_aborts_expired_transactions(tmp_path: Path) -> None:
                 tc = node.coordinator
                 await eventually(lambda: tc.is_leader(0), what="leadership")
                 short, long_ = await tc.new_txn(0, 1), await tc.new_txn(0, 600_000)
-                created = TxnHeader.from_json((await node.broker.metadata.get(paths.header(short))).value)
+                created = TxnHeader.from_json((await node.broker.metadata.get(keys.header(short))).value)
                 await eventually(lambda: time.time() * 1000 > created.deadline_ms, what="the deadline")
                 assert await tc.sweep_timeouts() == 1
-                header = TxnHeader.from_json((await node.broker.metadata.get(paths.header(short))).value)
+                header = TxnHeader.from_json((await node.broker.metadata.get(keys.header(short))).value)
                 assert header.state is TxnState.ABORTED
                 assert node.broker.metrics.txn_timeout.get(coordinator_id="0") == 1
                 assert node.broker.metrics.txn_active.get(coordinator_id="0") == 2   # counted before the aborts
@@ -279,7 +279,7 @@ def test_gc_race_with_a_slow_participant(tmp_path: Path, policy: str) -> None:
                 await store.individual_ack(txn, [TxnAck(p) for p in acked])
                 await tc.end_txn(txn, TxnAction.COMMIT)
                 await tc.sweep_gc()   # retention 0: the transaction is already collectable
-                header = await node.broker.metadata.get_or_none(paths.header(txn))
+                header = await node.broker.metadata.get_or_none(keys.header(txn))
                 await eventually(lambda: store.stats()["committed"] == 1, what="the slow commit")
                 if policy == "force-delete":
                     assert header is None
@@ -293,7 +293,7 @@ def test_gc_race_with_a_slow_participant(tmp_path: Path, policy: str) -> None:
                     assert sub.cursor.acked == set(acked) and sub.redelivered == []
                     await eventually(lambda: node.metrics.lost_acks.get() == 0, what="nothing lost")
                     await tc.sweep_gc()   # the participant cleaned up: now the header goes
-                    assert await node.broker.metadata.get_or_none(paths.header(txn)) is None
+                    assert await node.broker.metadata.get_or_none(keys.header(txn)) is None
                 await store.close()
             finally:
                 await stop_node(node)
@@ -336,7 +336,7 @@ def test_end_txn_is_answered_when_pulsar_answers_it(tmp_path: Path, after_cas: b
                 await eventually(lambda: tc.is_leader(0), what="leadership")
                 txn = await tc.new_txn(0, 60_000)
                 await node.store.append_op(txn, TxnOp.write(str(SEGMENT)))
-                parent = paths.segment_events_parent(str(SEGMENT))
+                parent = keys.segment_events_parent(str(SEGMENT))
                 await tc.end_txn(txn, TxnAction.COMMIT)
                 header = await node.store.get_header(txn)
                 assert header is not None and header[0].state is TxnState.COMMITTED

@@ -66,7 +66,7 @@ class Harness:
         self.clock = clock
         self.stop = ClockedStop(clock)
         self.topology = plan(config, "run1")
-        self.recorder = HistoryRecorder(tmp / "history", "run1", "w0", clock, path=config.path.value)  # type: ignore[arg-type]
+        self.recorder = HistoryRecorder(tmp / "history", "run1", "w0", clock, txn_path=config.path.value)  # type: ignore[arg-type]
         self.requests: list[tuple[str, str, float, int, BaseException | None]] = []
         self.ctx = LoadContext(config=config, topology=self.topology, client=self.client, recorder=self.recorder,
                                clock=clock, writer="w0", fire=lambda *a: self.requests.append(a),  # type: ignore[arg-type]

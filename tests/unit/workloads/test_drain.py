@@ -39,11 +39,11 @@ workload:
   txn_timeout_s: 5
 """
 
-CLUSTER = ClusterInfo(target="embedded", path=TxnPath.V4, service_url="pulsar://127.0.0.1:1", admin_url="")
+CLUSTER = ClusterInfo(target="embedded", txn_path=TxnPath.V4, service_url="pulsar://127.0.0.1:1", admin_url="")
 
 
 def drain_recorder(h: Harness) -> HistoryRecorder:
-    return HistoryRecorder(h.recorder.file_path.parent, "run1", "drain", h.clock, path="v4")  # type: ignore[arg-type]
+    return HistoryRecorder(h.recorder.file_path.parent, "run1", "drain", h.clock, txn_path="v4")  # type: ignore[arg-type]
 
 
 def lines(recorder: HistoryRecorder) -> list[dict[str, Any]]:
@@ -117,7 +117,7 @@ def test_a_transaction_that_outlives_the_drain_makes_it_incomplete_with_the_fix(
 
 def test_unsettled_transactions_from_histories(tmp_path: Path) -> None:
     clock = ManualClock(0)
-    rec = HistoryRecorder(tmp_path, "r", "w0", clock, path="v4")  # type: ignore[arg-type]
+    rec = HistoryRecorder(tmp_path, "r", "w0", clock, txn_path="v4")  # type: ignore[arg-type]
     s = 1_000_000_000
 
     def at(t: float) -> None:

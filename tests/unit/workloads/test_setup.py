@@ -60,7 +60,7 @@ def no_real_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def cluster(path: TxnPath = TxnPath.V4, admin_url: str = "http://127.0.0.1:1") -> ClusterInfo:
-    return ClusterInfo(target="embedded", path=path, service_url="pulsar://127.0.0.1:2", admin_url=admin_url)
+    return ClusterInfo(target="embedded", txn_path=path, service_url="pulsar://127.0.0.1:2", admin_url=admin_url)
 
 
 def test_v4_topics_namespace_and_subscriptions_are_created() -> None:

@@ -194,10 +194,10 @@ class ScalableTopicController:
             return await local(topic)   # type: ignore[arg-type]
         return await self._call_owner(owner.web_url, method, segment_admin_path(segment) + suffix, body)
 
-    async def _call_owner(self, web_url: str, method: str, path: str, body: Any) -> Any:
+    async def _call_owner(self, web_url: str, method: str, url_path: str, body: Any) -> Any:
         if self._http is None:
             raise OwnerCallFailed("the scalable-topic controller is not started")
-        url = web_url.rstrip("/") + path
+        url = web_url.rstrip("/") + url_path
         try:
             async with self._http.request(method, url, json=body) as response:
                 text = await response.text()

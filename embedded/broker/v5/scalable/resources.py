@@ -43,23 +43,23 @@ class TopicBusy(Exception):
     """Another split, merge or delete of the topic is in progress."""
 
 
-def topic_path(topic: TopicName) -> str:
+def topic_key(topic: TopicName) -> str:
     if topic.domain is not TopicDomain.TOPIC:
         raise ValueError(f"{topic} is not a scalable topic (topic://tenant/namespace/name)")
     return f"{ROOT}/{topic.tenant}/{topic.namespace_part}/{topic.encoded_local_name}"
 
 
-def namespace_path(namespace: str) -> str:
+def namespace_prefix(namespace: str) -> str:
     return f"{ROOT}/{namespace}/"
 
 
-def subscription_path(topic: TopicName, subscription: str) -> str:
-    return f"{topic_path(topic)}/subscriptions/{encode_component(subscription)}"
+def subscription_key(topic: TopicName, subscription: str) -> str:
+    return f"{topic_key(topic)}/subscriptions/{encode_component(subscription)}"
 
 
-def topic_of_path(path: str) -> TopicName | None:
+def topic_of_key(key: str) -> TopicName | None:
     """The scalable topic a layout key names (None for its sub-records or other keys)."""
-    parts = path.split("/")
+    parts = key.split("/")
     if len(parts) != 5 or parts[1] != ROOT.strip("/"):
         return None
     return TopicName(TopicDomain.TOPIC, parts[2], parts[3], decode_component(parts[4]))
@@ -71,14 +71,14 @@ class ScalableTopicResources:
 
     async def create(self, topic: TopicName, layout: SegmentLayout) -> None:
         try:
-            await self.client.put(topic_path(topic), json.dumps(layout.to_json(), separators=(",", ":")),
+            await self.client.put(topic_key(topic), json.dumps(layout.to_json(), separators=(",", ":")),
                                   expected_version=MUST_NOT_EXIST)
         except BadVersion:
             raise ScalableTopicExists(f"scalable topic {topic} already exists") from None
 
     async def get(self, topic: TopicName) -> tuple[SegmentLayout, int] | None:
         try:
-            result = await self.client.get(topic_path(topic))
+            result = await self.client.get(topic_key(topic))
         except KeyNotFound:
             return None
         return SegmentLayout.from_json(json.loads(result.value or "{}")), result.version.version_id
@@ -100,7 +100,7 @@ class ScalableTopicResources:
             current, version = found
             updated = change(current)
             try:
-                await self.client.put(topic_path(topic), json.dumps(updated.to_json(), separators=(",", ":")),
+                await self.client.put(topic_key(topic), json.dumps(updated.to_json(), separators=(",", ":")),
                                       expected_version=version)
             except BadVersion:
                 continue
@@ -108,30 +108,30 @@ class ScalableTopicResources:
         raise TopicBusy(f"the layout of {topic} kept changing during {_MAX_CAS_ROUNDS} attempts")
 
     async def delete(self, topic: TopicName) -> bool:
-        path = topic_path(topic)
-        await self.client.delete_range(path + "/", prefix_end(path + "/"))
-        return await self.client.delete(path)
+        key = topic_key(topic)
+        await self.client.delete_range(key + "/", prefix_end(key + "/"))
+        return await self.client.delete(key)
 
     async def topics(self, namespace: str) -> list[TopicName]:
-        base = namespace_path(namespace)
+        base = namespace_prefix(namespace)
         keys = await self.client.list(base, prefix_end(base))
-        return [t for t in (topic_of_path(k) for k in keys) if t is not None]
+        return [t for t in (topic_of_key(k) for k in keys) if t is not None]
 
     async def subscriptions(self, topic: TopicName) -> list[str]:
-        base = topic_path(topic) + "/subscriptions/"
+        base = topic_key(topic) + "/subscriptions/"
         keys = await self.client.list(base, prefix_end(base))
         return [decode_component(k[len(base):]) for k in keys if "/" not in k[len(base):]]
 
     async def add_subscription(self, topic: TopicName, subscription: str) -> None:
-        await self.client.put(subscription_path(topic, subscription), "{}")
+        await self.client.put(subscription_key(topic, subscription), "{}")
 
     async def remove_subscription(self, topic: TopicName, subscription: str) -> None:
-        await self.client.delete(subscription_path(topic, subscription))
+        await self.client.delete(subscription_key(topic, subscription))
 
     @contextlib.asynccontextmanager
     async def operation_lock(self, topic: TopicName, holder: str) -> AsyncIterator[None]:
         """Hold the topic's controller key while one layout operation runs."""
-        key = topic_path(topic) + "/controller"
+        key = topic_key(topic) + "/controller"
         try:
             result = await self.client.put(key, json.dumps({"holder": holder}), expected_version=MUST_NOT_EXIST,
                                            ephemeral=True)

@@ -32,9 +32,9 @@ from embedded.broker.v5.scalable.resources import (
     ScalableTopicExists,
     ScalableTopicNotFound,
     ScalableTopicResources,
-    namespace_path,
-    topic_of_path,
-    topic_path,
+    namespace_prefix,
+    topic_key,
+    topic_of_key,
 )
 from embedded.metadata.model import EventType, MetadataError, MetadataUnavailable, Notification
 from harness.wire import Command, ServerError, commands
@@ -148,7 +148,7 @@ class DagWatchSessions:
             watched.sessions.add(session)
             try:
                 watched.watch = await self.broker.metadata.watch(
-                    topic_path(topic), functools.partial(self._on_events, topic),
+                    topic_key(topic), functools.partial(self._on_events, topic),
                     on_resync=functools.partial(self._refresh, topic))
             except (MetadataUnavailable, MetadataError) as err:
                 log.warning("cannot watch the layout of %s (%s); its clients get no pushes", topic, err)
@@ -176,8 +176,8 @@ class DagWatchSessions:
                 spawn(watched.watch.cancel(), f"unwatching {session.topic}")
 
     def _on_events(self, topic: TopicName, events: list[Notification]) -> None:
-        path = topic_path(topic)
-        if any(e.key == path and e.type is not EventType.DELETED for e in events):
+        key = topic_key(topic)
+        if any(e.key == key and e.type is not EventType.DELETED for e in events):
             self._refresh(topic)
 
     def _refresh(self, topic: TopicName) -> None:
@@ -243,7 +243,7 @@ class NamespaceWatches:
         try:
             state.known = set(await self._matching(state))
             state.watch = await self.broker.metadata.watch(
-                namespace_path(body.namespace), functools.partial(self._changed, state),
+                namespace_prefix(body.namespace), functools.partial(self._changed, state),
                 on_resync=functools.partial(self._resync, state))
         except (MetadataUnavailable, MetadataError) as err:
             channel.send(commands.watch_scalable_topics_update(body.watch_id, error=ServerError.MetadataError,
@@ -276,7 +276,7 @@ class NamespaceWatches:
         spawn(self._diff(state), "scalable topics diff")
 
     def _changed(self, state: _NamespaceWatch, events: list[Notification]) -> None:
-        if any(topic_of_path(e.key) is not None for e in events):
+        if any(topic_of_key(e.key) is not None for e in events):
             spawn(self._diff(state), "scalable topics diff")
 
     async def _diff(self, state: _NamespaceWatch) -> None:

@@ -34,7 +34,7 @@ from embedded.broker.position import Position
 from embedded.broker.tasks import spawn
 from embedded.broker.txn_api import ChangeListener, ChangeListeners, TopicServices, TxnError
 from embedded.broker.v5.settings import V5Settings
-from embedded.broker.v5.txn import paths
+from embedded.broker.v5.txn import keys
 from embedded.broker.v5.txn.metrics import V5Metrics
 from embedded.broker.v5.txn.participant import Participant
 from embedded.broker.v5.txn.records import OpKind, SegmentWatermark, TxnOp, TxnState
@@ -56,7 +56,7 @@ class MetadataTransactionBuffer(Participant):
                  metrics: V5Metrics) -> None:
         self._topic = topic
         self._segment = str(topic.name)
-        super().__init__(self._segment, store, settings, paths.segment_events_parent(self._segment))
+        super().__init__(self._segment, store, settings, keys.segment_events_parent(self._segment))
         self._ml = topic.ledger
         self._metrics = metrics
         self._listeners = ChangeListeners()

@@ -47,7 +47,7 @@ from embedded.broker.tasks import spawn
 from embedded.broker.topic_name import TopicName
 from embedded.broker.txn_api import BrokerContext, ClientChannel, TxnError
 from embedded.broker.v5.settings import GcLeftoverOps, V5Settings
-from embedded.broker.v5.txn import paths
+from embedded.broker.v5.txn import keys
 from embedded.broker.v5.txn.ids import SequenceAllocator
 from embedded.broker.v5.txn.metrics import V5Metrics
 from embedded.broker.v5.txn.records import (
@@ -124,9 +124,9 @@ class TransactionCoordinatorV5:
         await self._verify_parallelism()
         me = TcLeader(str(self.broker.broker_id), self.broker.advertised_service_url, None,
                       self.broker.advertised_web_url).to_json()
-        self._leader_watch = await self.client.watch(paths.TC_LEADER_PREFIX + "/", self._on_leader_keys)
+        self._leader_watch = await self.client.watch(keys.TC_LEADER_PREFIX + "/", self._on_leader_keys)
         for partition in range(self.parallelism):
-            election = LeaderElection(self.client, paths.tc_leader(partition), me,
+            election = LeaderElection(self.client, keys.tc_leader(partition), me,
                                       on_change=functools.partial(self._on_change, partition))
             self._elections[partition] = election
             await election.start()
@@ -149,16 +149,16 @@ class TransactionCoordinatorV5:
 
     async def _verify_parallelism(self) -> None:
         wanted = str(self.parallelism)
-        got = await self.client.get_or_none(paths.TC_PARALLELISM_PATH)
+        got = await self.client.get_or_none(keys.TC_PARALLELISM_KEY)
         if got is None:
             with contextlib.suppress(BadVersion):
-                await self.client.put(paths.TC_PARALLELISM_PATH, wanted, expected_version=MUST_NOT_EXIST)
-            got = await self.client.get_or_none(paths.TC_PARALLELISM_PATH)
+                await self.client.put(keys.TC_PARALLELISM_KEY, wanted, expected_version=MUST_NOT_EXIST)
+            got = await self.client.get_or_none(keys.TC_PARALLELISM_KEY)
         stored = (got.value or "").strip() if got is not None else wanted
         if stored != wanted:
             raise ParallelismMismatch(
                 f"transactionCoordinatorScalableTopicsParallelism is {wanted} on broker {self.broker.broker_id} but "
-                f"the cluster was brought up with {stored} ({paths.TC_PARALLELISM_PATH}); the value is fixed for the "
+                f"the cluster was brought up with {stored} ({keys.TC_PARALLELISM_KEY}); the value is fixed for the "
                 "cluster's life: configure every broker with the same value")
 
     # ---- leadership ---------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from embedded.broker.tasks import spawn
-from embedded.broker.v5.txn import paths
+from embedded.broker.v5.txn import keys
 from embedded.broker.v5.txn.store import TxnMetadataStore, Versioned
 from embedded.metadata.model import EventType, MetadataError, MetadataUnavailable, Notification
 
@@ -55,7 +55,7 @@ class EventFeed:
         self._closed = False
 
     async def start(self) -> None:
-        self._watch = await self.store.client.watch(paths.sequence_watch_prefix(self.parent), self._on_events,
+        self._watch = await self.store.client.watch(keys.sequence_watch_prefix(self.parent), self._on_events,
                                                     on_resync=self._on_resync)
 
     def ready(self) -> None:
@@ -83,7 +83,7 @@ class EventFeed:
 
     def _on_events(self, events: list[Notification]) -> None:
         for event in events:
-            if event.type is EventType.CREATED and paths.is_sequence_key(self.parent, event.key):
+            if event.type is EventType.CREATED and keys.is_sequence_key(self.parent, event.key):
                 self._deliver(Versioned(event.key, event.version_id))
 
     def _on_resync(self) -> None:

@@ -19,7 +19,7 @@ import json
 import logging
 
 from embedded.broker.tasks import spawn
-from embedded.broker.v5.txn import paths
+from embedded.broker.v5.txn import keys
 from embedded.metadata.backend import MetadataBackend
 from embedded.metadata.model import MUST_NOT_EXIST, BadVersion
 
@@ -37,7 +37,7 @@ class SequenceAllocator:
         self.client = client
         self.blocks = blocks
         self.tc_id = tc_id
-        self.key = paths.tc_sequence(tc_id)
+        self.key = keys.tc_sequence(tc_id)
         self._cached: tuple[int, int] | None = None   # (next, version id)
         self._waiters: list[asyncio.Future[int]] = []
         self._draining = False

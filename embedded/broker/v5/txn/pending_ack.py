@@ -41,7 +41,7 @@ from embedded.broker.position import Position
 from embedded.broker.tasks import spawn
 from embedded.broker.txn_api import SubscriptionServices, TxnAck, TxnError
 from embedded.broker.v5.settings import V5Settings
-from embedded.broker.v5.txn import paths
+from embedded.broker.v5.txn import keys
 from embedded.broker.v5.txn.acks import AckConflict, PendingAcks
 from embedded.broker.v5.txn.metrics import V5Metrics
 from embedded.broker.v5.txn.participant import Participant
@@ -62,7 +62,7 @@ class MetadataPendingAckStore(Participant):
         self._segment = str(subscription.topic.name)
         self._subscription = subscription.name
         super().__init__(f"{self._segment}|{self._subscription}", store, settings,
-                         paths.subscription_events_parent(self._segment, self._subscription))
+                         keys.subscription_events_parent(self._segment, self._subscription))
         self._metrics = metrics
         self._acks = PendingAcks()
         self._decided: dict[TxnId, TxnState] = {}
@@ -162,7 +162,7 @@ class MetadataPendingAckStore(Participant):
 
     async def _record(self, txn: TxnId, ops: list[TxnOp]) -> None:
         try:
-            keys = await asyncio.gather(*(self.store.append_op(txn, op) for op in ops))
+            op_keys = await asyncio.gather(*(self.store.append_op(txn, op) for op in ops))
         except (MetadataUnavailable, MetadataError) as err:
             # as Pulsar does, the acks stay held: whether they were recorded is unknown until the txn ends
             raise TxnError(ServerError.MetadataError, f"recording the ack of {txn} on {self.name} failed: {err}") \
@@ -173,7 +173,7 @@ class MetadataPendingAckStore(Participant):
             if decided is TxnState.COMMITTED and all(
                     cursor.is_acked(Position(op.ledger_id, op.entry_id)) for op in ops):
                 return   # the commit found our records and applied them
-            for key in keys:
+            for key in op_keys:
                 spawn(self.store.delete_key(key), f"dropping the late op record {key}")
             raise TxnError(ServerError.TransactionConflict,
                            f"{txn} was {decided.value} while its ack on {self.name} was being recorded")

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from embedded.broker.v5.txn import paths
+from embedded.broker.v5.txn import keys
 from harness.wire import TxnAction, TxnId
 
 
@@ -82,8 +82,8 @@ class TxnHeader:
     def index(self) -> dict[str, str]:
         """The header's one secondary-index entry: by deadline while OPEN, by final state after."""
         if self.state.terminal:
-            return {paths.IDX_TXN_BY_FINAL_STATE: paths.final_state_key(self.state.value, self.finalized_ms or 0)}
-        return {paths.IDX_TXN_BY_DEADLINE: paths.deadline_key(self.deadline_ms)}
+            return {keys.IDX_TXN_BY_FINAL_STATE: keys.final_state_key(self.state.value, self.finalized_ms or 0)}
+        return {keys.IDX_TXN_BY_DEADLINE: keys.deadline_key(self.deadline_ms)}
 
     def to_json(self) -> str:
         return _dump({"state": self.state.value, "timeout": self.timeout_ms, "createdAt": self.created_ms,
@@ -123,11 +123,11 @@ class TxnOp:
 
     def index(self, txn: TxnId) -> dict[str, str]:
         """`idx:ops-by-txn` and the participant's own index."""
-        out = {paths.IDX_OPS_BY_TXN: paths.txn_key(txn)}
+        out = {keys.IDX_OPS_BY_TXN: keys.txn_key(txn)}
         if self.kind is OpKind.WRITE:
-            out[paths.IDX_WRITES_BY_SEGMENT] = paths.segment_key(self.segment)
+            out[keys.IDX_WRITES_BY_SEGMENT] = keys.segment_key(self.segment)
         else:
-            out[paths.IDX_ACKS_BY_SEGMENT_SUBSCRIPTION] = paths.ack_index_key(self.segment, self.subscription or "")
+            out[keys.IDX_ACKS_BY_SEGMENT_SUBSCRIPTION] = keys.ack_index_key(self.segment, self.subscription or "")
         return out
 
     def to_json(self) -> str:
@@ -159,14 +159,14 @@ class TxnEvent:
     decision: TxnState
 
     def to_json(self) -> str:
-        return _dump({"txnId": paths.txn_key(self.txn), "decision": self.decision.value})
+        return _dump({"txnId": keys.txn_key(self.txn), "decision": self.decision.value})
 
     @classmethod
     def from_json(cls, text: str | None) -> TxnEvent:
         data = _load(text, "transaction event")
         try:
             decision = TxnState(data["decision"])
-            txn = paths.parse_txn_key(str(data["txnId"]))
+            txn = keys.parse_txn_key(str(data["txnId"]))
         except (KeyError, ValueError) as err:
             raise RecordError(f"transaction event {text!r:.200}: {err}") from None
         if not decision.terminal:

@@ -1,6 +1,6 @@
 """A typed façade over the metadata client for the PIP-473 layout (Pulsar's `TxnMetadataStore`).
 
-It attaches the partition keys, sequence-key deltas and secondary indexes of `paths`
+It attaches the partition keys, sequence-key deltas and secondary indexes of `keys`
 to every write, decodes records, and counts what PIP-473 asks to be counted: op
 records written and the latency of index range queries. Header CAS outcomes are
 counted by the coordinator, which knows why a CAS failed.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from embedded.broker.position import Position
-from embedded.broker.v5.txn import paths
+from embedded.broker.v5.txn import keys
 from embedded.broker.v5.txn.records import (
     AbortedTxnRecord,
     SegmentWatermark,
@@ -69,81 +69,81 @@ class TxnMetadataStore:
 
     async def get_header(self, txn: TxnId) -> tuple[TxnHeader, int] | None:
         try:
-            result = await self.client.get(paths.header(txn))
+            result = await self.client.get(keys.header(txn))
         except KeyNotFound:
             return None
         return TxnHeader.from_json(result.value), result.version.version_id
 
     async def create_header(self, txn: TxnId, header: TxnHeader) -> int:
         """Create the header (BadVersion if it exists); returns its version."""
-        result = await self.client.put(paths.header(txn), header.to_json(), expected_version=MUST_NOT_EXIST,
-                                       partition_key=paths.txn_key(txn), secondary_indexes=header.index())
+        result = await self.client.put(keys.header(txn), header.to_json(), expected_version=MUST_NOT_EXIST,
+                                       partition_key=keys.txn_key(txn), secondary_indexes=header.index())
         return result.version.version_id
 
     async def update_header(self, txn: TxnId, header: TxnHeader, expected_version: int) -> int:
         """CAS the header (BadVersion on a concurrent change); the index moves with the state."""
-        result = await self.client.put(paths.header(txn), header.to_json(), expected_version=expected_version,
-                                       partition_key=paths.txn_key(txn), secondary_indexes=header.index())
+        result = await self.client.put(keys.header(txn), header.to_json(), expected_version=expected_version,
+                                       partition_key=keys.txn_key(txn), secondary_indexes=header.index())
         return result.version.version_id
 
     async def delete_header(self, txn: TxnId, expected_version: int) -> bool:
-        return await self.client.delete(paths.header(txn), expected_version=expected_version)
+        return await self.client.delete(keys.header(txn), expected_version=expected_version)
 
     # ---- op records ---------------------------------------------------------------------------
 
     async def append_op(self, txn: TxnId, op: TxnOp) -> str:
         """Append one op record (`/txn/op/<txnId>-<seq20>`); returns its key."""
-        result = await self.client.put(paths.op_parent(txn), op.to_json(), partition_key=paths.txn_key(txn),
+        result = await self.client.put(keys.op_parent(txn), op.to_json(), partition_key=keys.txn_key(txn),
                                        sequence_keys_deltas=APPEND, secondary_indexes=op.index(txn))
         self.metrics.txn_md_op_writes.inc()
         return result.key
 
     async def ops_of(self, txn: TxnId) -> list[StoredOp]:
         """Every op record of `txn`, by key range in its own partition (participants' cleanup)."""
-        low, high = paths.op_range(txn)
+        low, high = keys.op_range(txn)
         records = await self.client.range_scan(low, high)
         return [StoredOp(r.key, txn, TxnOp.from_json(r.value)) for r in records]
 
     async def ops_by_txn(self, txn: TxnId) -> list[StoredOp]:
         """Every op record of `txn` through `idx:ops-by-txn` (the coordinator's fan-out and GC)."""
-        low, high = paths.exact_range(paths.txn_key(txn))
+        low, high = keys.exact_range(keys.txn_key(txn))
         with self._index_query():
-            records = await self.client.range_scan(low, high, use_index=paths.IDX_OPS_BY_TXN)
+            records = await self.client.range_scan(low, high, use_index=keys.IDX_OPS_BY_TXN)
         return [StoredOp(r.key, txn, TxnOp.from_json(r.value)) for r in records]
 
     async def writes_by_segment(self, segment: str) -> list[StoredOp]:
-        low, high = paths.exact_range(paths.segment_key(segment))
+        low, high = keys.exact_range(keys.segment_key(segment))
         with self._index_query():
-            records = await self.client.range_scan(low, high, use_index=paths.IDX_WRITES_BY_SEGMENT)
-        return [StoredOp(r.key, paths.txn_of_op(r.key), TxnOp.from_json(r.value)) for r in records]
+            records = await self.client.range_scan(low, high, use_index=keys.IDX_WRITES_BY_SEGMENT)
+        return [StoredOp(r.key, keys.txn_of_op(r.key), TxnOp.from_json(r.value)) for r in records]
 
     async def acks_by_subscription(self, segment: str, subscription: str) -> list[StoredOp]:
-        low, high = paths.exact_range(paths.ack_index_key(segment, subscription))
+        low, high = keys.exact_range(keys.ack_index_key(segment, subscription))
         with self._index_query():
-            records = await self.client.range_scan(low, high, use_index=paths.IDX_ACKS_BY_SEGMENT_SUBSCRIPTION)
-        return [StoredOp(r.key, paths.txn_of_op(r.key), TxnOp.from_json(r.value)) for r in records]
+            records = await self.client.range_scan(low, high, use_index=keys.IDX_ACKS_BY_SEGMENT_SUBSCRIPTION)
+        return [StoredOp(r.key, keys.txn_of_op(r.key), TxnOp.from_json(r.value)) for r in records]
 
     async def delete_key(self, key: str) -> bool:
         return await self.client.delete(key)
 
     async def delete_ops_of(self, txn: TxnId) -> int:
         """Force-delete every op record of `txn` (one range delete in its partition)."""
-        low, high = paths.op_range(txn)
+        low, high = keys.op_range(txn)
         return await self.client.delete_range(low, high)
 
     async def count_ops(self) -> int:
-        return len(await self.client.list(paths.OP_PREFIX + "/", prefix_end(paths.OP_PREFIX + "/")))
+        return len(await self.client.list(keys.OP_PREFIX + "/", prefix_end(keys.OP_PREFIX + "/")))
 
     # ---- decision events ----------------------------------------------------------------------
 
     async def publish_segment_event(self, segment: str, event: TxnEvent) -> str:
-        result = await self.client.put(paths.segment_events_parent(segment), event.to_json(),
-                                       partition_key=paths.segment_key(segment), sequence_keys_deltas=APPEND)
+        result = await self.client.put(keys.segment_events_parent(segment), event.to_json(),
+                                       partition_key=keys.segment_key(segment), sequence_keys_deltas=APPEND)
         return result.key
 
     async def publish_subscription_event(self, segment: str, subscription: str, event: TxnEvent) -> str:
-        result = await self.client.put(paths.subscription_events_parent(segment, subscription), event.to_json(),
-                                       partition_key=paths.ack_index_key(segment, subscription),
+        result = await self.client.put(keys.subscription_events_parent(segment, subscription), event.to_json(),
+                                       partition_key=keys.ack_index_key(segment, subscription),
                                        sequence_keys_deltas=APPEND)
         return result.key
 
@@ -156,10 +156,10 @@ class TxnMetadataStore:
 
     async def pending_events(self, parent: str, after: str | None = None) -> list[Versioned]:
         """The event records of `parent` (after key `after` when given), keys only."""
-        prefix = paths.sequence_watch_prefix(parent)
+        prefix = keys.sequence_watch_prefix(parent)
         low = prefix if after is None else after + "\x00"
         records = await self.client.range_scan(low, prefix_end(prefix), include_value=False)
-        return [Versioned(r.key, r.version.version_id) for r in records if paths.is_sequence_key(parent, r.key)]
+        return [Versioned(r.key, r.version.version_id) for r in records if keys.is_sequence_key(parent, r.key)]
 
     async def delete_event(self, key: str, version_id: int) -> None:
         """Delete a processed event unless it was replaced (a restarted sequence reuses keys)."""
@@ -170,42 +170,42 @@ class TxnMetadataStore:
 
     async def get_watermark(self, segment: str) -> tuple[SegmentWatermark, int] | None:
         try:
-            result = await self.client.get(paths.watermark(segment))
+            result = await self.client.get(keys.watermark(segment))
         except KeyNotFound:
             return None
         return SegmentWatermark.from_json(result.value), result.version.version_id
 
     async def put_watermark(self, segment: str, watermark: SegmentWatermark, expected_version: int) -> int:
-        result = await self.client.put(paths.watermark(segment), watermark.to_json(),
-                                       expected_version=expected_version, partition_key=paths.segment_key(segment))
+        result = await self.client.put(keys.watermark(segment), watermark.to_json(),
+                                       expected_version=expected_version, partition_key=keys.segment_key(segment))
         return result.version.version_id
 
     async def put_aborted(self, segment: str, txn: TxnId, last: Position) -> None:
         record = AbortedTxnRecord(last.ledger_id, last.entry_id)
-        await self.client.put(paths.aborted(segment, txn), record.to_json(), partition_key=paths.segment_key(segment),
-                              secondary_indexes={paths.IDX_TXN_ABORTED_BY_POSITION: paths.aborted_index_key(
+        await self.client.put(keys.aborted(segment, txn), record.to_json(), partition_key=keys.segment_key(segment),
+                              secondary_indexes={keys.IDX_TXN_ABORTED_BY_POSITION: keys.aborted_index_key(
                                   segment, last.ledger_id, last.entry_id)})
 
     async def aborted_of(self, segment: str) -> list[TxnId]:
-        low, high = paths.aborted_index_range(segment)
+        low, high = keys.aborted_index_range(segment)
         with self._index_query():
-            keys = await self.client.list(low, high, use_index=paths.IDX_TXN_ABORTED_BY_POSITION)
-        return [paths.txn_of_aborted(k) for k in keys]
+            found = await self.client.list(low, high, use_index=keys.IDX_TXN_ABORTED_BY_POSITION)
+        return [keys.txn_of_aborted(k) for k in found]
 
     # ---- coordinator sweeps -------------------------------------------------------------------
 
     async def open_by_deadline(self) -> list[tuple[TxnId, int]]:
         """Every OPEN transaction and its deadline (ms), lowest deadline first."""
         with self._index_query():
-            records = await self.client.range_scan("", "~", use_index=paths.IDX_TXN_BY_DEADLINE,
+            records = await self.client.range_scan("", "~", use_index=keys.IDX_TXN_BY_DEADLINE,
                                                    include_value=False)
-        return [(paths.txn_of_header(r.key), int(r.secondary_key or 0)) for r in records]
+        return [(keys.txn_of_header(r.key), int(r.secondary_key or 0)) for r in records]
 
     async def finalized_before(self, state: TxnState, cutoff_ms: int) -> list[tuple[TxnId, int]]:
         """Transactions finalized to `state` at or before `cutoff_ms`, with their header versions."""
         low = f"{state.value}:"
-        high = paths.final_state_key(state.value, cutoff_ms) + "\x00"
+        high = keys.final_state_key(state.value, cutoff_ms) + "\x00"
         with self._index_query():
-            records = await self.client.range_scan(low, high, use_index=paths.IDX_TXN_BY_FINAL_STATE,
+            records = await self.client.range_scan(low, high, use_index=keys.IDX_TXN_BY_FINAL_STATE,
                                                    include_value=False)
-        return [(paths.txn_of_header(r.key), r.version.version_id) for r in records]
+        return [(keys.txn_of_header(r.key), r.version.version_id) for r in records]

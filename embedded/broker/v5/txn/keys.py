@@ -39,7 +39,7 @@ WATERMARK_PREFIX = SEGMENT_STATE_PREFIX + "/watermark"
 ABORTED_PREFIX = SEGMENT_STATE_PREFIX + "/aborted"
 TC_SEQ_PREFIX = "/txn/tc-seq"
 TC_LEADER_PREFIX = "/txn/tc/leader"
-TC_PARALLELISM_PATH = "/txn/tc/parallelism"
+TC_PARALLELISM_KEY = "/txn/tc/parallelism"
 
 IDX_WRITES_BY_SEGMENT = "idx:writes-by-segment"
 IDX_ACKS_BY_SEGMENT_SUBSCRIPTION = "idx:acks-by-segment-subscription"
@@ -96,10 +96,10 @@ def header(txn: TxnId) -> str:
     return f"{HEADER_PREFIX}/{txn_key(txn)}"
 
 
-def txn_of_header(path: str) -> TxnId:
-    head, sep, name = path.rpartition("/")
+def txn_of_header(key: str) -> TxnId:
+    head, sep, name = key.rpartition("/")
     if head != HEADER_PREFIX or not sep:
-        raise KeyFormatError(f"{path!r} is not a header key {HEADER_PREFIX}/<txnId>")
+        raise KeyFormatError(f"{key!r} is not a header key {HEADER_PREFIX}/<txnId>")
     return parse_txn_key(name)
 
 
@@ -125,11 +125,11 @@ def op_range(txn: TxnId) -> tuple[str, str]:
     return parent + "-", parent + "."   # '.' sorts right after '-'
 
 
-def txn_of_op(path: str) -> TxnId:
-    head, sep, name = path.rpartition("/")
+def txn_of_op(key: str) -> TxnId:
+    head, sep, name = key.rpartition("/")
     dash = name.rfind("-")
     if head != OP_PREFIX or not sep or dash <= 0:
-        raise KeyFormatError(f"{path!r} is not an op key {OP_PREFIX}/<txnId>-<seq>")
+        raise KeyFormatError(f"{key!r} is not an op key {OP_PREFIX}/<txnId>-<seq>")
     return parse_txn_key(name[:dash])
 
 
@@ -175,11 +175,11 @@ def aborted(segment: str, txn: TxnId) -> str:
     return f"{ABORTED_PREFIX}/{segment_key(segment)}:{txn_key(txn)}"
 
 
-def txn_of_aborted(path: str) -> TxnId:
-    head, sep, name = path.rpartition("/")
+def txn_of_aborted(key: str) -> TxnId:
+    head, sep, name = key.rpartition("/")
     segment, colon, txn = name.partition(":")
     if head != ABORTED_PREFIX or not sep or not colon or not segment:
-        raise KeyFormatError(f"{path!r} is not an aborted-txn key {ABORTED_PREFIX}/<segment>:<txnId>")
+        raise KeyFormatError(f"{key!r} is not an aborted-txn key {ABORTED_PREFIX}/<segment>:<txnId>")
     return parse_txn_key(txn)
 
 

@@ -16,5 +16,5 @@ DEFAULT_FILES: dict[TxnPath, str] = {
 }
 
 
-def default_compose_file(path: TxnPath) -> Path:
-    return COMPOSE_DIR / DEFAULT_FILES[path]
+def default_compose_file(txn_path: TxnPath) -> Path:
+    return COMPOSE_DIR / DEFAULT_FILES[txn_path]
