@@ -14,8 +14,12 @@ the address of our own protocol.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import contextlib
+import inspect
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -25,6 +29,8 @@ from embedded.metadata.model import Comparison, GetResult, Notification, PutResu
 EventsCallback = Callable[[list[Notification]], Any]
 ResyncCallback = Callable[[], Any]
 SessionLostCallback = Callable[[int], Any]
+
+log = logging.getLogger(__name__)
 
 OXIA_SCHEME = "oxia"
 ZK_SCHEME = "zk"
@@ -61,6 +67,55 @@ class JsonRecords:
                               expected_version=expected_version, ephemeral=ephemeral,
                               partition_key=partition_key, sequence_keys_deltas=sequence_keys_deltas,
                               secondary_indexes=secondary_indexes)
+
+
+class ClientCallbacks:
+    """Calling a backend's users back: the session-lost listeners, and callbacks (watch events,
+    listeners) that may be coroutines, run as tasks the backend cancels when it closes.
+
+    The three backends share this so that a failing or slow callback behaves the same on
+    every store: it is logged and never breaks the backend's own loop.
+    """
+
+    def _init_callbacks(self, on_session_lost: SessionLostCallback | None) -> None:
+        self._session_listeners: builtins.list[SessionLostCallback] = [on_session_lost] if on_session_lost else []
+        self._callback_tasks: set[asyncio.Task[Any]] = set()
+
+    def add_session_listener(self, callback: SessionLostCallback) -> None:
+        """`callback(old_session_id)` runs whenever the session is lost."""
+        self._session_listeners.append(callback)
+
+    def remove_session_listener(self, callback: SessionLostCallback) -> None:
+        with contextlib.suppress(ValueError):
+            self._session_listeners.remove(callback)
+
+    def _announce_session_lost(self, session_id: int) -> None:
+        """Tell every listener, in the order they registered (owners step down first)."""
+        for listener in builtins.list(self._session_listeners):
+            self._invoke(listener, session_id)
+
+    def _invoke(self, callback: Callable[..., Any], *args: Any) -> None:
+        try:
+            result = callback(*args)
+        except Exception:
+            log.exception("metadata callback %r failed", callback)
+            return
+        if inspect.isawaitable(result):
+            self._spawn(result)
+
+    def _spawn(self, awaitable: Any) -> None:
+        task = asyncio.ensure_future(awaitable)
+        self._callback_tasks.add(task)
+        task.add_done_callback(self._callback_done)
+
+    def _callback_done(self, task: asyncio.Task[Any]) -> None:
+        self._callback_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("metadata callback failed: %r", task.exception())
+
+    def _cancel_callbacks(self) -> None:
+        for task in builtins.list(self._callback_tasks):
+            task.cancel()
 
 
 class MetadataBackend(Protocol):

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import inspect
 import itertools
 import logging
 import random
@@ -40,7 +39,7 @@ from typing import Any
 
 from embedded import tracing
 from embedded.metadata import requests
-from embedded.metadata.backend import JsonRecords
+from embedded.metadata.backend import ClientCallbacks, JsonRecords
 from embedded.metadata.model import (
     Comparison,
     GetResult,
@@ -103,7 +102,7 @@ class Watch:
         await self.client._unwatch(self)
 
 
-class MetadataClient(JsonRecords):
+class MetadataClient(JsonRecords, ClientCallbacks):
     def __init__(self, address: str | tuple[str, int], *, session_timeout_ms: int = 10_000,
                  client_name: str = "", request_timeout_s: float = 5.0, connect_attempts: int = 20,
                  backoff: Backoff | None = None, on_session_lost: SessionLostCallback | None = None) -> None:
@@ -113,14 +112,13 @@ class MetadataClient(JsonRecords):
         self.request_timeout_s = request_timeout_s
         self.connect_attempts = connect_attempts
         self.backoff = backoff or Backoff()
-        self._session_listeners: list[SessionLostCallback] = [on_session_lost] if on_session_lost else []
+        self._init_callbacks(on_session_lost)
         self._rpc: AsyncRpcClient | None = None
         self._connected = asyncio.Event()
         self._closing = False
         self._reconnect_task: asyncio.Task[None] | None = None
         self._session_task: asyncio.Task[None] | None = None
         self._keepalive_task: asyncio.Task[None] | None = None
-        self._callback_tasks: set[asyncio.Task[Any]] = set()
         self._watch_ids = itertools.count(1)
         self._watches: dict[int, Watch] = {}
         self._session: int | None = None
@@ -177,8 +175,7 @@ class MetadataClient(JsonRecords):
         if self._rpc is not None:
             await self._rpc.close()
         self._connected.clear()
-        for task in list(self._callback_tasks):
-            task.cancel()
+        self._cancel_callbacks()
 
     async def __aenter__(self) -> MetadataClient:
         await self.connect()
@@ -370,31 +367,7 @@ class MetadataClient(JsonRecords):
         if events:
             self._invoke(watch.on_events, events)
 
-    def _invoke(self, callback: Callable[..., Any], *args: Any) -> None:
-        try:
-            result = callback(*args)
-        except Exception:
-            log.exception("metadata client callback %r failed", callback)
-            return
-        if inspect.isawaitable(result):
-            task = asyncio.ensure_future(result)
-            self._callback_tasks.add(task)
-            task.add_done_callback(self._callback_done)
-
-    def _callback_done(self, task: asyncio.Task[Any]) -> None:
-        self._callback_tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("metadata client callback failed: %r", task.exception())
-
     # ---- session ------------------------------------------------------------------------------
-
-    def add_session_listener(self, callback: SessionLostCallback) -> None:
-        """`callback(old_session_id)` runs whenever the session is lost."""
-        self._session_listeners.append(callback)
-
-    def remove_session_listener(self, callback: SessionLostCallback) -> None:
-        with contextlib.suppress(ValueError):
-            self._session_listeners.remove(callback)
 
     @property
     def current_session(self) -> int | None:
@@ -457,8 +430,7 @@ class MetadataClient(JsonRecords):
         self._session = None
         self.sessions_lost += 1
         log.warning("metadata session %d lost: %s", sid, reason)
-        for listener in list(self._session_listeners):   # owners step down first ...
-            self._invoke(listener, sid)
+        self._announce_session_lost(sid)   # owners step down first ...
         if not confirmed:   # ... then the server forgets the session and its ephemeral records
             self._stale_sessions.append(sid)
             if self.connected:

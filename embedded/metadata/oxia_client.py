@@ -32,7 +32,6 @@ import asyncio
 import builtins
 import contextlib
 import datetime
-import inspect
 import itertools
 import logging
 import queue
@@ -49,6 +48,7 @@ from oxia.defs import NotificationType
 
 from embedded import tracing
 from embedded.metadata.backend import (
+    ClientCallbacks,
     EventsCallback,
     JsonRecords,
     ResyncCallback,
@@ -220,7 +220,7 @@ class _OxiaWatch:
         self.client._watches.pop(self.watch_id, None)
 
 
-class OxiaMetadataClient(JsonRecords):
+class OxiaMetadataClient(JsonRecords, ClientCallbacks):
     """The brokers' `MetadataBackend` on an Oxia service (ours or a real one)."""
 
     def __init__(self, address: str, *, namespace: str = "default", session_timeout_ms: int = 10_000,
@@ -234,7 +234,7 @@ class OxiaMetadataClient(JsonRecords):
         self.request_timeout_s = request_timeout_s
         self.connect_attempts = connect_attempts
         self.backoff = backoff or Backoff()
-        self._listeners: builtins.list[SessionLostCallback] = [on_session_lost] if on_session_lost else []
+        self._init_callbacks(on_session_lost)
         self._workers = workers
         self._pool: _DaemonPool | None = None
         self._client: Any = None   # oxia.Client (untyped)
@@ -252,7 +252,6 @@ class OxiaMetadataClient(JsonRecords):
         self._watch_ids = itertools.count(1)
         self._watches: dict[int, _OxiaWatch] = {}
         self._pending: builtins.list[Any] = []
-        self._callback_tasks: set[asyncio.Task[Any]] = set()
         self.sessions_lost = 0
 
     # ---- connection ---------------------------------------------------------------------------
@@ -314,8 +313,7 @@ class OxiaMetadataClient(JsonRecords):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._blocking(client.close), 10)
         self._session = None
-        for task in list(self._callback_tasks):
-            task.cancel()
+        self._cancel_callbacks()
         if self._pool is not None:
             self._pool.shutdown()
 
@@ -482,25 +480,7 @@ class OxiaMetadataClient(JsonRecords):
             if watch.watch_id in resync and watch.on_resync is not None:
                 self._invoke(watch.on_resync)
 
-    def _invoke(self, callback: Callable[..., Any], *args: Any) -> None:
-        try:
-            result = callback(*args)
-        except Exception:
-            log.exception("metadata callback %r failed", callback)
-            return
-        if inspect.isawaitable(result):
-            task = asyncio.ensure_future(result)
-            self._callback_tasks.add(task)
-            task.add_done_callback(self._callback_tasks.discard)
-
     # ---- session ------------------------------------------------------------------------------
-
-    def add_session_listener(self, callback: SessionLostCallback) -> None:
-        self._listeners.append(callback)
-
-    def remove_session_listener(self, callback: SessionLostCallback) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(callback)
 
     async def session_id(self) -> int:
         """The live session, opened now if there is none."""
@@ -540,8 +520,7 @@ class OxiaMetadataClient(JsonRecords):
             # The store dropped it; the client would keep heartbeating it until its own timeout.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._blocking(obj.close), self.request_timeout_s)
-        for listener in list(self._listeners):
-            self._invoke(listener, sid)
+        self._announce_session_lost(sid)
 
 
 def _version_from_pb(v: pb.Version | None) -> Version:

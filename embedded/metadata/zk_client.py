@@ -44,7 +44,6 @@ import asyncio
 import builtins
 import contextlib
 import functools
-import inspect
 import itertools
 import json
 import logging
@@ -70,6 +69,7 @@ from kazoo.protocol.states import KazooState
 
 from embedded import tracing
 from embedded.metadata.backend import (
+    ClientCallbacks,
     EventsCallback,
     JsonRecords,
     ResyncCallback,
@@ -181,7 +181,7 @@ class _ZkWatch:
         self.client._watches.pop(self.watch_id, None)
 
 
-class ZkMetadataClient(JsonRecords):
+class ZkMetadataClient(JsonRecords, ClientCallbacks):
     """The brokers' `MetadataBackend` on ZooKeeper (see the module docstring)."""
 
     def __init__(self, hosts: str, *, session_timeout_ms: int = 10_000, client_name: str = "",
@@ -193,7 +193,7 @@ class ZkMetadataClient(JsonRecords):
         self.request_timeout_s = request_timeout_s
         self.connect_attempts = connect_attempts
         self.backoff = backoff or Backoff()
-        self._listeners: builtins.list[SessionLostCallback] = [on_session_lost] if on_session_lost else []
+        self._init_callbacks(on_session_lost)
         self._zk: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
@@ -201,7 +201,6 @@ class ZkMetadataClient(JsonRecords):
         self._watch_ids = itertools.count(1)
         self._watches: dict[int, _ZkWatch] = {}
         self._pending: builtins.list[Notification] = []
-        self._callback_tasks: set[asyncio.Task[Any]] = set()
         self._hooked: Any = None
         self._parents: set[str] = set()
         self._disconnected_at: float | None = None
@@ -252,8 +251,7 @@ class ZkMetadataClient(JsonRecords):
                 await asyncio.wait_for(asyncio.to_thread(zk.stop), 10)
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(zk.close)
-        for task in list(self._callback_tasks):
-            task.cancel()
+        self._cancel_callbacks()
 
     async def __aenter__(self) -> ZkMetadataClient:
         await self.connect()
@@ -615,25 +613,7 @@ class ZkMetadataClient(JsonRecords):
             if mine:
                 self._invoke(watch.on_events, mine)
 
-    def _invoke(self, callback: Callable[..., Any], *args: Any) -> None:
-        try:
-            result = callback(*args)
-        except Exception:
-            log.exception("metadata callback %r failed", callback)
-            return
-        if inspect.isawaitable(result):
-            task = asyncio.ensure_future(result)
-            self._callback_tasks.add(task)
-            task.add_done_callback(self._callback_tasks.discard)
-
     # ---- session ------------------------------------------------------------------------------
-
-    def add_session_listener(self, callback: SessionLostCallback) -> None:
-        self._listeners.append(callback)
-
-    def remove_session_listener(self, callback: SessionLostCallback) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(callback)
 
     async def session_id(self) -> int:
         """The live ZooKeeper session; while kazoo opens the next one, waits for it (bounded)."""
@@ -644,11 +624,6 @@ class ZkMetadataClient(JsonRecords):
                 raise MetadataUnavailable(f"no ZooKeeper session at {self.hosts} within {self.request_timeout_s}s")
             await asyncio.sleep(0.02)
         return self._session
-
-    def _spawn(self, coroutine: Any) -> None:
-        task = asyncio.ensure_future(coroutine)
-        self._callback_tasks.add(task)
-        task.add_done_callback(self._callback_tasks.discard)
 
     async def _watch_session(self) -> None:
         """Pulsar's ZKSessionWatcher: probe every tick; unanswered for 5/6 of the timeout is a lost session."""
@@ -690,8 +665,7 @@ class ZkMetadataClient(JsonRecords):
         self._abandoned.add(sid)
         self.sessions_lost += 1
         log.warning("ZooKeeper session %#x lost: %s", sid, why)
-        for listener in list(self._listeners):
-            self._invoke(listener, sid)
+        self._announce_session_lost(sid)
 
     def _state_changed(self, state: str) -> None:
         """kazoo's thread: hand the state change to the loop."""
