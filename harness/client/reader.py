@@ -98,6 +98,11 @@ class Reader:
         """The underlying non-durable consumer."""
         return self._consumer
 
+    @property
+    def subscription(self) -> str:
+        """The reader's subscription (`reader-<random>`): the name of its cursor in the broker's stats."""
+        return self._consumer.subscription
+
     def read_to_end(self, timeout_s: float | None = None) -> list[Message]:
         """Every message from the current position to the end, grouped as the module says.
 

@@ -22,6 +22,7 @@ from harness.history.reader import read_history_dir
 from tests.cluster.conftest import ClusterFactory
 from tests.unit.workloads.conftest import scenario
 from tests.unit.workloads.history_checks import assert_well_formed
+from tests.waiting import wait_until
 from workloads.drain import drain
 from workloads.payload import encode
 from workloads.setup import prepare
@@ -163,3 +164,55 @@ def test_the_drain_reads_around_lost_entries_without_waiting_again_for_a_partiti
     ops, _ = read_history_dir(tmp_path / "history")
     reads = [(op["segment"], op["value"]) for op in ops if op["f"] == "read" and op["topic"] == topic]
     assert sorted(reads) == sorted([(first, "kept0"), (first, "kept1"), (second, "plain"), (second, "committed")])
+
+
+def test_the_drain_finds_a_lost_run_behind_transaction_markers_where_the_readers_cursor_stops(
+        cluster_factory: ClusterFactory, tmp_path: Path) -> None:
+    """The self-test 20261126-102130: after the last value read came a commit marker (and more
+    entries no reader is given), then the entries the store lost. The drain's one-permit
+    reader got nothing more, and the entry right after the last one read is stored, so it
+    did not see that it was at a lost run and stalled. The reader's cursor (internalStats,
+    readers' cursors included as in Pulsar) is stuck at the first lost entry: the run
+    starts there, and everything readable after it is read."""
+    # a transaction buffer snapshot soon after the last transaction: its recovery then starts
+    # past the lost ledger (replaying over a lost ledger fails the topic's load, as in Pulsar)
+    cluster = cluster_factory(path="v4", brokers=1, settings={"txnbenchTxnEndRetryIntervalMillis": 300,
+                                                              "transactionBufferSnapshotMinTimeInMillis": 100})
+    info = cluster.info()
+    config = scenario("workload: {kind: atomic-produce, topics: 1, topics_per_txn: 1, participants: 1, "
+                      "namespace: public/wl4}")        # not partitioned
+    topology = plan(config, "run4")
+    prepare(info, config, topology)
+    topic = topology.topics_for(TopicRole.ATOMIC)[0]
+    admin = AdminClient(info.admin_url)
+    with PulsarClient(info.service_url, txn_path="v4") as client:
+        producer = client.create_producer(topic)
+        producer.send(encode("plain", (), 64))
+        committed, aborted = client.new_transaction(timeout_s=60), client.new_transaction(timeout_s=60)
+        producer.send(encode("committed", (), 64), txn=committed)
+        committed.commit()                            # its commit marker follows "committed"
+        producer.send(encode("aborted", (), 64), txn=aborted)
+        aborted.abort()                               # an aborted message and its marker
+        admin.unload_topic(topic)
+        lost = [producer.send(encode(f"lost{n}", (), 64)).message_id for n in range(2)]
+        admin.unload_topic(topic)
+        kept = client.new_transaction(timeout_s=60)
+        producer.send(encode("kept", (), 64), txn=kept)
+        kept.commit()
+        before = admin.topic_stats(topic)["transactionBuffer"]["lastSnapshotTimestamps"]
+        wait_until(lambda: admin.topic_stats(topic)["transactionBuffer"]["lastSnapshotTimestamps"] > before, 10,
+                   message="a transaction buffer snapshot after the last commit")
+    ledger = lost[0].ledger_id
+    with BlockingLedgerClient(f"127.0.0.1:{cluster.records['ledger'].ports['rpc_port']}") as store:
+        store.connect()
+        store.delete_ledger(ledger)
+    admin.unload_topic(topic)
+
+    recorder = HistoryRecorder(tmp_path / "history", "run4", "drain", RunClock.start(), path="v4")
+    result = drain(info, config, topology, recorder, timeout_s=90)
+    recorder.close()
+    assert result.complete, result.reason
+    [run] = result.lost
+    assert (run.segment, run.first, run.last, run.count) == (topic, (ledger, 0), (ledger, 1), 2)
+    ops, _ = read_history_dir(tmp_path / "history")
+    assert [op["value"] for op in ops if op["f"] == "read" and op["topic"] == topic] == ["plain", "committed", "kept"]
