@@ -19,7 +19,11 @@ ever make visible, and must say so only when that is true.
    The read goes in rounds of at most `READ_STALL_S`; a round that brings nothing
    means the read is stuck (the end the broker named never arrives), so one stuck
    topic does not take the others' time. A topic whose end was not reached is not
-   listed as read.
+   listed as read. Every round goes on with the same reader, which counts a partition
+   it read to its end in an earlier round (or was started at) as done, as Pulsar's
+   `hasMessageAvailable` does: otherwise a partition finished while another was stuck
+   would wait for its last message again and look stuck itself (it did, in the
+   self-test of the ledger store that loses acknowledged writes; docs/selftest.md).
 2b. *Lost entries.* A stuck read is either slow or blocked by an entry the broker can
    no longer return. For each v4 partition (or plain topic) that stopped short, the
    drain asks its owner (admin `internalStats`, then `getMessageById` for entries after
@@ -30,7 +34,12 @@ ever make visible, and must say so only when that is true.
    entries are *lost*, a finding rather than a doubt. The drain reads the partition up
    to them with a one-permit reader (one entry per broker read), records each lost run
    (`DrainResult.lost`, the `drain-complete` event's `extra.lost_entries`), reads on
-   after it with a reader started there, and lists the topic as read: every value the
+   after it with a reader started there, and lists the topic as read. The reader is at
+   a lost run when nothing more arrives and either the entry after the last one read
+   is lost, or the broker's cursor of this reader (internalStats' `cursors`, readers'
+   included, `readPosition`, asked before the silent round) is stuck at a lost entry:
+   between the last value read and a lost entry there may be transaction markers and
+   aborted messages, which the broker reads past and never gives a reader. Every value the
    lost entries held is then missing from the final reads, so the checker reports the
    committed ones as `lost-write`. Any other answer (the entry is readable, the store is
    down, no answer) leaves the read stuck, and the verdict unknown, as before. Bounded:
@@ -374,12 +383,15 @@ class _Drain:
 
         Up to a lost entry the reader has one permit, so the broker reads one entry at a
         time and delivers every readable entry before the lost one (a batch read that
-        includes a lost entry fails whole)."""
+        includes a lost entry fails whole), skipping markers and aborted messages: when
+        those lie between, the reader's cursor, not its last message, shows where it stopped."""
         from harness.client import ReadIncompleteError
         from harness.wire import MessageId
 
+        stuck_before: tuple[int, int] | None = None   # the lost run starts after this, not after `after`
         for _ in range(MAX_LOST_RUNS + 1):
-            run, more = self._lost_run(part, after)
+            run, more = self._lost_run(part, stuck_before or after)
+            stuck_before = None
             if run:
                 lost = LostRun(topic, part, run[0][0], run[-1][0], len(run), run[0][1])
                 with self.lock:
@@ -402,9 +414,13 @@ class _Drain:
                 self.problem(f"{topic}: could not open a reader of {part} ({err})")
                 return False
             last: dict[str, tuple[int, int]] = {}
+            subscription = getattr(reader, "subscription", None)
             try:
                 silent_s = 0.0
                 while True:
+                    # asked before the round: when nothing arrives in it, the broker had already
+                    # dispatched or skipped everything before this position
+                    cursor_at = self._read_position(part, subscription) if ahead is not None else None
                     round_s = max(0.1, min(PROBE_AFTER_S, self.remaining()))
                     try:
                         messages = reader.read_to_end(timeout_s=round_s)
@@ -419,6 +435,12 @@ class _Drain:
                             continue
                         if self._lost_run(part, after, limit=1)[0]:
                             break          # at a lost run: record it and read on after it
+                        if cursor_at is not None and (after is None or cursor_at > after) and \
+                                self._lost_run(part, _before(cursor_at), limit=1)[0]:
+                            # the reader's cursor is stuck at a lost entry, past entries no reader
+                            # is given (transaction markers, aborted messages): the lost run starts there
+                            stuck_before = _before(cursor_at)
+                            break
                         if silent_s < READ_STALL_S:
                             continue
                         self.problem(f"{topic}: the read of {part} stopped after {after} "
@@ -434,6 +456,17 @@ class _Drain:
                     reader.close(1.0)
         self.problem(f"{topic}: {part} has more than {MAX_LOST_RUNS} runs of lost entries; not read to the end")
         return False
+
+    def _read_position(self, part: str, subscription: str | None) -> tuple[int, int] | None:
+        """Where the broker's cursor of a reader's `subscription` on `part` reads next (internalStats'
+        `cursors[...].readPosition`), or None when it does not say."""
+        if subscription is None:
+            return None
+        try:
+            cursor = (self.admin.internal_stats(part).get("cursors") or {}).get(subscription) or {}
+        except Exception:   # no answer is no evidence
+            return None
+        return _position(cursor.get("readPosition")) if isinstance(cursor, dict) else None
 
     def _record_reads(self, process: str, topic: str, messages: list[Any],
                       last: dict[str, tuple[int, int]] | None = None, *, segment: str | None = None) -> None:
@@ -544,6 +577,12 @@ def _position(msg_id: Any) -> tuple[int, int] | None:
         return (int(parts[0]), int(parts[1])) if len(parts) >= 2 else None
     except ValueError:
         return None
+
+
+def _before(position: tuple[int, int]) -> tuple[int, int]:
+    """The position just before `position` in its ledger ((ledger, -1) before its first entry),
+    as `positions_after` takes it."""
+    return (position[0], position[1] - 1)
 
 
 def _value_of(message: Any) -> tuple[str | None, dict[str, Any] | None]:

@@ -185,6 +185,16 @@ class Subscription:
             total -= sum(acked.count_in_ledger(lid, first, last) for lid, first, last in list(acked.ranges()))
         return max(0, total)
 
+    def read_position(self) -> Position:
+        """Where this subscription reads next: its dispatcher's position (past the entries it
+        read, delivered or skipped as markers and aborted messages; at an entry it could not
+        read, such as one the ledger store lost), or the entry after the mark-delete position."""
+        ml = self._topic.ledger
+        dispatcher = self.dispatcher
+        position = (dispatcher.read_position if dispatcher is not None
+                    else ml.next_position(self._cursor.mark_delete_position))
+        return ml.normalize(position)
+
     def stats(self) -> dict[str, Any]:
         consumers = [c.stats() for c in self.consumers]
         dispatcher = self.dispatcher

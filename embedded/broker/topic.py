@@ -300,5 +300,17 @@ class PersistentTopic:
             "ledgers": ml.ledger_infos(),
             "lastConfirmedEntry": str(ml.last_confirmed),
             "terminatedPosition": str(ml.terminated_position) if ml.terminated_position else None,
-            "cursors": {name: cursor.stats() for name, cursor in ml.cursors().items()},
+            "cursors": self._cursor_stats(),
         }
+
+    def _cursor_stats(self) -> dict[str, Any]:
+        """internalStats' `cursors`: every durable cursor and, as in Pulsar (whose non-durable
+        cursors are in the managed ledger's cursor list), each reader's; with `readPosition`.
+
+        The drain reads a reader's `readPosition` to tell a read blocked at a lost entry
+        behind transaction markers, which no reader is ever given, from one that is slow."""
+        out: dict[str, Any] = {name: cursor.stats() for name, cursor in self._ml.cursors().items()}
+        for name, subscription in self._subscriptions.items():
+            stats = out.setdefault(name, subscription.cursor.stats())
+            stats["readPosition"] = str(subscription.read_position())
+        return out

@@ -316,6 +316,17 @@ class TopicConsumer(ReconnectingHandler):
         """Whether the consumer waits for `release_flow` before taking messages."""
         return self._flow_held
 
+    @property
+    def last_dequeued(self) -> MessageId | None:
+        """A non-durable consumer's last message handed to the application (None before any).
+
+        Pulsar's `lastDequeuedMessageId`: where a reader resubscribes after a reconnect, and
+        what `Reader.read_to_end` compares with the broker's last message id to tell that a
+        partition has nothing more to read, also in a later call than the one that read it.
+        """
+        with self._lock:
+            return self._resume_after
+
     def on_end_of_topic(self, listener: Callable[[TopicConsumer], None]) -> None:
         """Call `listener(self)` when REACHED_END_OF_TOPIC arrives (at once if it did)."""
         with self._lock:

@@ -7,6 +7,13 @@
    readable position, so open transactions cannot make the read wait forever.
 2. Messages are received until every partition/segment has delivered its last id
    (or reported REACHED_END_OF_TOPIC), then whatever already arrived is drained too.
+   A partition/segment is at its end already when the last message the reader handed
+   out, or before any its start position, is at or past that id (Pulsar's
+   `hasMessageAvailable` compares the same two): so a second call, as the drainer makes
+   when a round ended before another partition's end, does not wait for a message that
+   an earlier call delivered, and a reader started at the last message has nothing to
+   read. (The broker's last id steps back over transaction markers and aborted
+   messages, so those are never waited for either.)
 3. The result is grouped per partition (index order) or per segment (parents before
    children), each group in the order the broker delivered it, which for an
    exclusive non-durable subscription is log order.
@@ -50,6 +57,24 @@ def _reached(message_id: MessageId, last: MessageId) -> bool:
     return last.batch_index < 0 or message_id.batch_index >= last.batch_index
 
 
+def _at_end(consumer: TopicConsumer, last: MessageId) -> bool:
+    """Whether `consumer` has handed out everything up to the broker's `last` message id.
+
+    As Pulsar's `ConsumerImpl.hasMessageAvailable`: compared with the last message
+    dequeued, or, before any, with the start position. A start without a batch index
+    names a whole entry, which the broker starts after (a reader's start is exclusive).
+    """
+    dequeued = consumer.last_dequeued
+    if dequeued is not None:
+        return _reached(dequeued, last)
+    start = consumer.options.start_message_id
+    if start is None:        # from the subscription's initial position: nothing read yet
+        return False
+    if start.batch_index < 0:
+        return (start.ledger_id, start.entry_id) >= (last.ledger_id, last.entry_id)
+    return _reached(start, last)
+
+
 @dataclass
 class _Progress:
     last: MessageId | None
@@ -73,6 +98,11 @@ class Reader:
         """The underlying non-durable consumer."""
         return self._consumer
 
+    @property
+    def subscription(self) -> str:
+        """The reader's subscription (`reader-<random>`): the name of its cursor in the broker's stats."""
+        return self._consumer.subscription
+
     def read_to_end(self, timeout_s: float | None = None) -> list[Message]:
         """Every message from the current position to the end, grouped as the module says.
 
@@ -86,7 +116,7 @@ class Reader:
         for child in self._consumer.consumers:
             last = child.last_message_id(deadline)
             empty = last.entry_id < 0
-            progress[child] = _Progress(None if empty else last, empty, [])
+            progress[child] = _Progress(None if empty else last, empty or _at_end(child, last), [])
 
         def finished() -> bool:
             return all(p.done or child.reached_end for child, p in progress.items())

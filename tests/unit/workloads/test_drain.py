@@ -248,14 +248,16 @@ def test_backlog_from_admin_stats(make_harness: Callable[[str], Harness]) -> Non
 class LostEntriesAdmin:
     """The owner's answers about stored entries: `lost` positions are gone, `down` ones unanswerable."""
 
-    def __init__(self, entries: int, lost: set[int], down: set[int] | None = None) -> None:
+    def __init__(self, entries: int, lost: set[int], down: set[int] | None = None,
+                 cursors: dict[str, Any] | None = None) -> None:
         self.entries = entries
         self.lost = lost
         self.down = down or set()
+        self.cursors = cursors or {}     # internalStats' cursors, readers' included
         self.probed: list[tuple[str, int, int]] = []
 
     def internal_stats(self, topic: str) -> dict[str, Any]:
-        return {"ledgers": [{"ledgerId": 1, "entries": self.entries}]}
+        return {"ledgers": [{"ledgerId": 1, "entries": self.entries}], "cursors": self.cursors}
 
     def stored_entry(self, topic: str, ledger_id: int, entry_id: int) -> StoredEntry:
         self.probed.append((topic, ledger_id, entry_id))
@@ -277,6 +279,7 @@ class GapReader:
         cut = next((i for i, m in enumerate(after) if int(m.msg_id.split(":")[1]) in gap), len(after))
         self.messages, self.stalls = after[:cut], cut < len(after)
         self.rounds: list[float | None] = []
+        self.subscription = "reader-gap"
 
     def read_to_end(self, timeout_s: float | None = None) -> list[Any]:
         self.rounds.append(timeout_s)
@@ -360,6 +363,33 @@ def test_a_stuck_read_whose_next_entry_is_not_said_lost_stays_unknown(
     assert not result.complete and first not in result.topics and result.lost == []
     assert "nothing arrived for 12s" in result.reason          # silent rounds of 3 s up to READ_STALL_S
     assert len(made) == 1 and ("persistent" in admin.probed[0][0] and admin.probed[0][2] == 2)
+
+
+@pytest.mark.parametrize("cursor_at", ["1:4", "1:2", None])
+def test_a_lost_run_behind_entries_no_reader_is_given_starts_where_the_readers_cursor_is_stuck(
+        make_harness: Callable[[str], Harness], cursor_at: str | None) -> None:
+    """Entries 2 and 3 stand for transaction markers or aborted messages (stored, never given to a
+    reader), 4 and 5 for the ledger's lost tail: the one-permit reader stops after 1 with nothing
+    more, so the entry after the last one read is not the lost one (the self-test 20261126-102130
+    stalled so). The reader's cursor, stuck at 1:4, says where the lost run starts; a cursor at a
+    readable entry, or none in the stats, is no such evidence and the read stays stuck."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, messages, made = _gap_setup(h, {2, 3, 4, 5})
+    assert len(messages) == 6
+    cursors = {"reader-gap": {"readPosition": cursor_at}} if cursor_at else {}
+    admin = LostEntriesAdmin(len(messages), lost={4, 5}, cursors=cursors)
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=60, client=h.client, admin=admin)
+    reads = [op["msg_id"] for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
+    assert reads == [m.msg_id for m in messages[:2]]
+    if cursor_at == "1:4":
+        assert result.complete, result.reason
+        [run] = result.lost
+        assert (run.first, run.last, run.count) == ((1, 4), (1, 5), 2)
+        assert [r.queue for r in made] == [1000, 1]
+    else:
+        assert not result.complete and first not in result.topics and result.lost == []
+        assert "stopped after (1, 1) (nothing arrived for 12s)" in result.reason
 
 
 def test_positions_after_walks_the_ledger_list_in_order() -> None:
