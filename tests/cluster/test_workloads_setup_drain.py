@@ -154,7 +154,7 @@ def test_the_drain_reads_around_lost_entries_without_waiting_again_for_a_partiti
         store.delete_ledger(ledger)                   # what a store that acknowledged too early loses
     admin.unload_topic(first)                         # nothing of the lost ledger left in a cache
 
-    recorder = HistoryRecorder(tmp_path / "history", "run3", "drain", RunClock.start(), path="v4")
+    recorder = HistoryRecorder(tmp_path / "history", "run3", "drain", RunClock.start(), txn_path="v4")
     result = drain(info, config, topology, recorder, timeout_s=90)
     recorder.close()
     assert result.complete, result.reason
@@ -208,7 +208,7 @@ def test_the_drain_finds_a_lost_run_behind_transaction_markers_where_the_readers
         store.delete_ledger(ledger)
     admin.unload_topic(topic)
 
-    recorder = HistoryRecorder(tmp_path / "history", "run4", "drain", RunClock.start(), path="v4")
+    recorder = HistoryRecorder(tmp_path / "history", "run4", "drain", RunClock.start(), txn_path="v4")
     result = drain(info, config, topology, recorder, timeout_s=90)
     recorder.close()
     assert result.complete, result.reason
