@@ -34,7 +34,7 @@ from analysis.checks import REGISTRY, run_checks
 from analysis.checks.base import NO_DRAIN_REASON, CheckResult, CheckStatus
 from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare, single_partition_leaf
 from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
-from analysis.model import overview, pair_operations
+from analysis.model import overview, pair_operations, union_all
 from analysis.spark import (
     DEFAULT_DRIVER_MEMORY,
     DRIVER_MEMORY_ENV,
@@ -274,11 +274,11 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
                                                                        cause.alias("type"))
             never = ctx.pairs.filter(~F.col("completed")).select(F.lit("info").alias("what"), "f",
                                                                   F.lit("(never completed)").alias("type"))
-            tallies = (ctx.pairs.select(F.lit("op").alias("what"), "f", "type")
-                       .unionByName(ctx.txns.select(F.lit("txn").alias("what"), F.lit(None).cast("string")
-                                                    .alias("f"), F.col("outcome_label").alias("type")))
-                       .unionByName(infos).unionByName(never)
-                       .groupBy("what", "f", "type").count().collect())
+            tallies = (union_all([
+                ctx.pairs.select(F.lit("op").alias("what"), "f", "type"),
+                ctx.txns.select(F.lit("txn").alias("what"), F.lit(None).cast("string").alias("f"),
+                                F.col("outcome_label").alias("type")),
+                infos, never]).groupBy("what", "f", "type").count().collect())
             operations: dict[str, dict[str, int]] = {}
             transactions: dict[str, int] = {}
             info_causes: dict[str, dict[str, int]] = {}

@@ -37,6 +37,7 @@ Public API (stable; analysis.checks, analysis.perf and analysis.check build on i
     visible_values(reads) -> DataFrame                        (value, read_ns, reads, positions)
     transaction_outcomes(pairs, visible=None, covered_topics=None, *, visible_sends=None) -> DataFrame
     logical(topic) -> str;  logical_topic(column) -> Column   (drop a `-partition-N` suffix)
+    union_all(frames) -> DataFrame        (one partition in small-input mode)
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis.spark import single_partition_mode
 from harness.history.schema import FIELDS, PHASE_DRAIN_COMPLETE, OpF, OpType
 
 __all__ = [
@@ -57,7 +59,7 @@ __all__ = [
     "REDELIVERY", "SINGLE_FS", "TXN_COLUMNS", "UNKNOWN", "UNKNOWN_ABORTED", "UNKNOWN_COMMITTED", "VISIBILITY",
     "DrainInfo", "HistoryOverview", "PhaseMark", "drain_info", "final_reads", "logical", "logical_topic",
     "lost_run_of", "overview", "pair_operations", "phase_marks", "receives", "transaction_outcomes",
-    "visible_values",
+    "union_all", "visible_values",
 ]
 
 # Events that are complete on their own: one line, always `ok`.
@@ -118,6 +120,20 @@ class DrainInfo:
     subscriptions: frozenset[tuple[str, str]] = frozenset()
     time_ns: int | None = None
     lost_entries: tuple[Mapping[str, Any], ...] = ()
+
+
+def union_all(frames: Iterable[DataFrame]) -> DataFrame:
+    """The frames stacked by column name.
+
+    In small-input mode (analysis.spark.single_partition_mode) the union is coalesced to
+    one partition: a union of one-partition frames has one partition per input, and
+    any join, aggregation or window over it would shuffle, a stage of its own.
+    """
+    frames = list(frames)
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out.coalesce(1) if single_partition_mode() and len(frames) > 1 else out
 
 
 # ---- events ---------------------------------------------------------------------------------
@@ -349,7 +365,7 @@ def pair_operations(ops: DataFrame, *, include_orphans: bool = False, lean: bool
         *(_cols([] if lean else ["path", "intended_ns", "error", "wall_ms",
                                  F.col("wall_ms").alias("complete_wall_ms")])),
     )
-    out = operations.unionByName(singles)
+    out = union_all([operations, singles])
     return out.select(*(LEAN_PAIR_COLUMNS if lean else PAIR_COLUMNS))
 
 
@@ -405,13 +421,13 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         sends = (visible_sends.filter(F.col("txn").isNotNull()).withColumn("f", F.lit(OpF.SEND.value))
                  .select(*cols, F.col("visible").alias("_visible")))
         others = tx.filter(F.col("f") != OpF.SEND.value).withColumn("_visible", F.lit(None).cast("boolean"))
-        tx = sends.unionByName(others)
+        tx = union_all([sends, others])
     elif visible is not None:
         vis = visible.select("value", F.lit(True).alias("_visible"))
         sends = (pairs.filter(F.col("txn").isNotNull() & ~F.col("orphan") & (F.col("f") == OpF.SEND.value))
                  .join(vis, "value", "left").select(*cols, "_visible"))
         others = tx.filter(F.col("f") != OpF.SEND.value).withColumn("_visible", F.lit(None).cast("boolean"))
-        tx = sends.unionByName(others)
+        tx = union_all([sends, others])
     else:
         tx = tx.withColumn("_visible", F.lit(None).cast("boolean"))
     covered = sorted({logical(t) for t in covered_topics}) if covered_topics is not None else None

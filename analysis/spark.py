@@ -20,6 +20,7 @@ Public API (stable; other analysis modules build on it):
     resolve_master(master=None) -> str
     size_shuffle_partitions(spark, input_bytes) -> int
     tune_for_input(spark, input_bytes) -> int     (partitions + small-input mode)
+    single_partition_mode() -> bool               (small-input mode is on in this process)
     stop_spark() -> None
     MASTER_ENV, DRIVER_MEMORY_ENV, CDS_ENV, DEFAULT_MASTER, DEFAULT_DRIVER_MEMORY
 """
@@ -105,6 +106,9 @@ logger.shutdown.level = error
 _lock = threading.Lock()
 _session: SparkSession | None = None  # the session this module created, if any
 _session_master: str | None = None
+# Set by tune_for_input: the session runs in small-input mode, where every frame the checker
+# builds is one partition (see single_partition_mode).
+_single_partition = False
 
 
 def resolve_master(master: str | None = None) -> str:
@@ -271,6 +275,10 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
                     " ".join([f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}",
                               *(_SMALL_INPUT_JVM if small_input else ()), *cds]))
             .config("spark.sql.session.timeZone", "UTC")
+            # PySpark's DataFrame debugging wraps every `functions.*` call in five extra py4j
+            # round trips (it records the Python call site for error messages): 18,000 of the
+            # 32,000 round trips of a small check, each up to a millisecond on a loaded machine.
+            .config("spark.python.sql.dataFrameDebugging.enabled", "false")
             .config("spark.sql.shuffle.partitions", str(_default_parallelism_guess(chosen)))
             .config("spark.sql.adaptive.enabled", "true")
             .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
@@ -329,7 +337,9 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
     expressions), which takes a history of a few thousand events from dozens of
     jobs to a handful. Larger inputs get the defaults back.
     """
+    global _single_partition
     small = input_bytes <= SMALL_INPUT_BYTES
+    _single_partition = small
     if small:
         # One partition: every stage is one task, and nothing is gained by splitting a few MB.
         spark.conf.set("spark.sql.shuffle.partitions", "1")
@@ -339,6 +349,16 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
     for key, (small_value, large_value) in _SMALL_INPUT_CONF.items():
         spark.conf.set(key, small_value if small else large_value)
     return partitions
+
+
+def single_partition_mode() -> bool:
+    """True while the session is in small-input mode (tune_for_input): every frame is one partition.
+
+    Frames built in this mode keep to one partition so that no join, aggregation or
+    window needs a shuffle. A union of one-partition frames has one partition per
+    input, so the analysis coalesces unions in this mode (analysis.model.union_all).
+    """
+    return _single_partition
 
 
 def stop_spark() -> None:

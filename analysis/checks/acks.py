@@ -33,8 +33,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
-from analysis.checks.context import CheckContext, message_position, union_all
-from analysis.model import ABORTED, COMMITTED, UNKNOWN
+from analysis.checks.context import CheckContext, message_position
+from analysis.model import ABORTED, COMMITTED, UNKNOWN, union_all
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 

@@ -23,6 +23,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
+from analysis.model import union_all
 from harness.anomalies import AnomalyClass
 
 MAX_EXAMPLES = 50   # enough to attribute every instance of a small run's anomalies (analysis/verdicts.py)
@@ -164,9 +165,7 @@ def evaluate(plans: Sequence[Plan]) -> list[CheckResult]:
             parts.append(plan.anomalies.select(F.lit(2 * i).alias("_k")))
             if plan.unjudged is not None:
                 parts.append(plan.unjudged.select(F.lit(2 * i + 1).alias("_k")))
-        tagged = parts[0]
-        for part in parts[1:]:
-            tagged = tagged.unionByName(part)
+        tagged = union_all(parts)
         counts = {int(row["_k"]): int(row["count"]) for row in tagged.groupBy("_k").count().collect()}
     results: list[CheckResult] = []
     for i, item in enumerate(plans):

@@ -23,7 +23,6 @@ Vocabulary used by the checks:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
@@ -313,11 +312,3 @@ def message_position(msg_id: Column) -> Column:
         parts.getItem(1).cast(T.LongType()).alias("entry"),
         batch.cast(T.LongType()).alias("batch"),
     ))
-
-
-def union_all(frames: Iterable[DataFrame]) -> DataFrame:
-    frames = list(frames)
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
