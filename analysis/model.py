@@ -31,6 +31,8 @@ Public API (stable; analysis.checks, analysis.perf and analysis.check build on i
     DrainInfo, PhaseMark, HistoryOverview                              (frozen dataclasses)
     pair_operations(ops, *, include_orphans=False, lean=False) -> DataFrame
     overview(ops) -> HistoryOverview   (phases, drain, time span, counts: one job)
+    overview_aggregates() -> list[Column];  overview_from_row(row) -> HistoryOverview  (the same, in a caller's pass)
+    unclaimed_completion() -> Column   (a window column: a completion no invocation claims)
     drain_info(ops) -> DrainInfo;  lost_run_of(drain, topic, segment, msg_id)
     phase_marks(ops) -> tuple[PhaseMark, ...]
     final_reads(ops) -> DataFrame;  receives(ops) -> DataFrame
@@ -58,8 +60,8 @@ __all__ = [
     "ABORTED", "CLIENT", "COMMITTED", "LEAN_PAIR_COLUMNS", "NO_COMMIT", "OPS_COLUMNS", "PAIR_COLUMNS",
     "REDELIVERY", "SINGLE_FS", "TXN_COLUMNS", "UNKNOWN", "UNKNOWN_ABORTED", "UNKNOWN_COMMITTED", "VISIBILITY",
     "DrainInfo", "HistoryOverview", "PhaseMark", "drain_info", "final_reads", "logical", "logical_topic",
-    "lost_run_of", "overview", "pair_operations", "phase_marks", "receives", "transaction_outcomes",
-    "union_all", "visible_values",
+    "lost_run_of", "overview", "overview_aggregates", "overview_from_row", "pair_operations", "phase_marks",
+    "receives", "transaction_outcomes", "unclaimed_completion", "union_all", "visible_values",
 ]
 
 # Events that are complete on their own: one line, always `ok`.
@@ -229,12 +231,18 @@ def lost_run_of(drain: DrainInfo, topic: str | None, segment: str | None, msg_id
 
 def overview(ops: DataFrame) -> HistoryOverview:
     """Phases, drain, time span and a few counts, in one Spark job."""
+    return overview_from_row(ops.agg(*overview_aggregates()).collect()[0])
+
+
+def overview_aggregates() -> list[Column]:
+    """The aggregates `overview` computes, for a caller that folds them into a pass of its own
+    (analysis.history_io.load_history's `summary`); `overview_from_row` reads the result."""
     f = F.col("f")
 
     def n(cond: Column) -> Column:
         return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
 
-    row = ops.agg(
+    return [
         F.min("time_ns").alias("first_ns"), F.max("time_ns").alias("last_ns"),
         F.collect_list(F.when(f == OpF.PHASE.value, F.struct(
             F.col("time_ns"), F.col("writer"), F.col("index"), F.col("phase"), F.col("extra")))).alias("phases"),
@@ -246,13 +254,31 @@ def overview(ops: DataFrame) -> HistoryOverview:
         n((f == OpF.ACK.value) & F.col("topic").isNull()).alias("acks_without_topic"),
         n(f == OpF.RECEIVE.value).alias("receives"),
         n(f == OpF.READ.value).alias("reads"),
-    ).collect()[0]
+    ]
+
+
+def overview_from_row(row: Any) -> HistoryOverview:
+    """The HistoryOverview of a row holding `overview_aggregates()`."""
     phase_rows = sorted(row["phases"] or [], key=lambda r: (r["time_ns"], r["writer"], r["index"]))
     phases = tuple(PhaseMark(r["phase"] or "", int(r["time_ns"]), r["writer"], int(r["index"]))
                    for r in phase_rows)
     counts = {k: int(row[k] or 0) for k in ("events", "sends", "ctp_sends", "acks", "cumulative_acks",
                                             "acks_without_topic", "receives", "reads")}
     return HistoryOverview(phases, _drain_from_phases(phase_rows), row["first_ns"], row["last_ns"], counts)
+
+
+def unclaimed_completion() -> Column:
+    """True on a completion that no invocation claims: the `orphan` rule of `pair_operations`.
+
+    A completion is claimed by the previous event of its (writer, process) when that is an
+    invocation of the same `f`; single events (receive, read, phase) take no part. A window
+    column, for a pass over the ops that does not pair them (analysis.history_io's summary).
+    """
+    single = F.col("f").isin(*SINGLE_FS)
+    w = Window.partitionBy("writer", "process", single).orderBy("index")
+    prv = F.lag(F.struct("type", "f")).over(w)
+    claimed = prv.isNotNull() & (prv["type"] == OpType.INVOKE.value) & (prv["f"] == F.col("f"))
+    return ~single & (F.col("type") != OpType.INVOKE.value) & ~F.coalesce(claimed, F.lit(False))
 
 
 def visible_values(reads: DataFrame) -> DataFrame:
