@@ -280,7 +280,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
                       lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run))
         try:
             # Small histories: all counts in one Spark job. Large ones: check by check, with progress.
-            results = run_checks(ctx, progress=say, together=size < PROGRESS_MIN_BYTES)
+            results = run_checks(ctx, progress=say, together=small or size < PROGRESS_MIN_BYTES)
             say("counting operations and transactions")
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.

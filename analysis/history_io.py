@@ -530,6 +530,8 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
     torn_names = tuple(sorted(p.name for p in torn))
     names = tuple(p.name for p in files)
 
+    # One partition: validation, writer integrity and the summary are one pass (see validate_and_summarize).
+    single = total_bytes <= SINGLE_PARTITION_MAX_BYTES
     use_parquet = cache_dir is not None and total_bytes >= parquet_min_bytes
     if use_parquet:
         assert cache_dir is not None
@@ -556,8 +558,8 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         staged = spark.read.parquet(str(tmp))
         say("validating the history")
         try:
-            lines, first_ns, last_ns, row = validate_and_summarize(staged, directory=history_dir,
-                                                                   windows=windows, summary=summary)
+            lines, first_ns, last_ns, row = validate_and_summarize(staged, directory=history_dir, windows=windows,
+                                                                   summary=summary, together=single)
         except HistoryFormatError:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -574,7 +576,6 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
 
     say(f"reading {len(files)} history file(s), {total_bytes / 1e6:.1f} MB")
     parsed = _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True)
-    single = total_bytes <= SINGLE_PARTITION_MAX_BYTES
     if single and total_bytes > PARALLEL_PARSE_MIN_BYTES:
         # Parse in as many tasks as the files split into (every core), keep the rows, and only
         # then see them as one partition: coalescing first would parse in one task.

@@ -40,6 +40,7 @@ Public API (stable; analysis.checks, analysis.perf and analysis.check build on i
     transaction_outcomes(pairs, visible=None, covered_topics=None, *, visible_sends=None) -> DataFrame
     logical(topic) -> str;  logical_topic(column) -> Column   (drop a `-partition-N` suffix)
     union_all(frames) -> DataFrame        (one partition in small-input mode)
+    one_partition(frame) -> DataFrame     (a join's output as one partition in small-input mode)
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ from harness.history.schema import FIELDS, PHASE_DRAIN_COMPLETE, OpF, OpType
 
 __all__ = [
     "ABORTED", "CLIENT", "COMMITTED", "LEAN_PAIR_COLUMNS", "NO_COMMIT", "OPS_COLUMNS", "PAIR_COLUMNS",
-    "REDELIVERY", "SINGLE_FS", "TXN_COLUMNS", "UNKNOWN", "UNKNOWN_ABORTED", "UNKNOWN_COMMITTED", "VISIBILITY",
+    "REDELIVERY", "ROWS_BOUND", "SINGLE_FS", "TXN_COLUMNS", "UNKNOWN", "UNKNOWN_ABORTED", "UNKNOWN_COMMITTED", "VISIBILITY",
     "DrainInfo", "HistoryOverview", "PhaseMark", "drain_info", "final_reads", "logical", "logical_topic",
-    "lost_run_of", "overview", "overview_aggregates", "overview_from_row", "pair_operations", "phase_marks",
-    "receives", "transaction_outcomes", "unclaimed_completion", "union_all", "visible_values",
+    "lost_run_of", "one_partition", "overview", "overview_aggregates", "overview_from_row", "pair_operations",
+    "phase_marks", "receives", "transaction_outcomes", "unclaimed_completion", "union_all", "visible_values",
 ]
 
 # Events that are complete on their own: one line, always `ok`.
@@ -122,6 +123,24 @@ class DrainInfo:
     subscriptions: frozenset[tuple[str, str]] = frozenset()
     time_ns: int | None = None
     lost_entries: tuple[Mapping[str, Any], ...] = ()
+
+
+# Far above the rows of any frame of a small history (analysis.spark.SMALL_INPUT_BYTES of JSONL).
+ROWS_BOUND = 2**31 - 1
+
+
+def one_partition(frame: DataFrame) -> DataFrame:
+    """In small-input mode, `frame` as one partition that Spark knows is one partition.
+
+    A join of two inputs needs no shuffle only when each input's partitioning is exactly
+    one partition and its size estimate is within spark.sql.maxSinglePartitionBytes. An
+    inner join's output has a collection of its inputs' partitionings, and a join's size
+    estimate is the product of its inputs' estimates, which overflows any limit after a
+    join or two; `coalesce(1)` makes the partitioning one partition and the row bound
+    (never reached) makes the estimate rows times width. Outside small-input mode the
+    frame is returned as it is.
+    """
+    return frame.coalesce(1).limit(ROWS_BOUND) if single_partition_mode() else frame
 
 
 def union_all(frames: Iterable[DataFrame]) -> DataFrame:
