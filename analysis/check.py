@@ -30,7 +30,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from analysis.checks import REGISTRY, run_checks
+from analysis.checks import REGISTRY, run_checks_with_tallies
 from analysis.checks.base import NO_DRAIN_REASON, CheckResult, CheckStatus
 from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare
 from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
@@ -56,6 +56,8 @@ RESULTS_SCHEMA = 1
 # Histories at least this large print progress on stderr.
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
+# Separates the parts of a tally key (what, f, type) in the counting job.
+_SEP = "\u0000"
 
 
 class _Progress:
@@ -279,9 +281,6 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
                       lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run))
         try:
-            # Small histories: all counts in one Spark job. Large ones: check by check, with progress.
-            results = run_checks(ctx, progress=say, together=small or size < PROGRESS_MIN_BYTES)
-            say("counting operations and transactions")
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.
             cause = F.coalesce(F.substring_index(F.col("error"), ":", 1), F.lit("(no error recorded)"))
@@ -289,21 +288,28 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
                                                                        cause.alias("type"))
             never = ctx.pairs.filter(~F.col("completed")).select(F.lit("info").alias("what"), "f",
                                                                   F.lit("(never completed)").alias("type"))
-            tallies = (union_all([
+            counted = union_all([
                 ctx.pairs.select(F.lit("op").alias("what"), "f", "type"),
                 ctx.txns.select(F.lit("txn").alias("what"), F.lit(None).cast("string").alias("f"),
                                 F.col("outcome_label").alias("type")),
-                infos, never]).groupBy("what", "f", "type").count().collect())
+                infos, never]).select(
+                F.concat_ws(_SEP, "what", F.coalesce(F.col("f"), F.lit("")), "type").alias("_tally"))
+            # Small histories: all counts (and these tallies) in one Spark job. Large ones: check by
+            # check, with progress.
+            results, tallied = run_checks_with_tallies(ctx, progress=say, together=small or size < PROGRESS_MIN_BYTES,
+                                                       tallies=counted)
+            say("counting operations and transactions")
             operations: dict[str, dict[str, int]] = {}
             transactions: dict[str, int] = {}
             info_causes: dict[str, dict[str, int]] = {}
-            for row in tallies:
-                if row["what"] == "op":
-                    operations.setdefault(row["f"], {})[row["type"]] = int(row["count"])
-                elif row["what"] == "info":
-                    info_causes.setdefault(row["f"], {})[row["type"]] = int(row["count"])
+            for key, count in tallied.items():
+                what, f, kind = key.split(_SEP, 2)
+                if what == "op":
+                    operations.setdefault(f, {})[kind] = count
+                elif what == "info":
+                    info_causes.setdefault(f, {})[kind] = count
                 else:
-                    transactions[row["type"]] = int(row["count"])
+                    transactions[kind] = count
             marks = seen.phases
         finally:
             ctx.unpersist()
