@@ -30,11 +30,17 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from analysis.checks import REGISTRY, run_checks
+from analysis.checks import REGISTRY, run_checks_with_tallies
 from analysis.checks.base import NO_DRAIN_REASON, CheckResult, CheckStatus
-from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare, single_partition_leaf
+from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare
 from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
-from analysis.model import overview, pair_operations
+from analysis.model import (
+    overview_aggregates,
+    overview_from_row,
+    pair_operations,
+    unclaimed_completion,
+    union_all,
+)
 from analysis.spark import (
     DEFAULT_DRIVER_MEMORY,
     DRIVER_MEMORY_ENV,
@@ -50,6 +56,8 @@ RESULTS_SCHEMA = 1
 # Histories at least this large print progress on stderr.
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
+# Separates the parts of a tally key (what, f, type) in the counting job.
+_SEP = "\u0000"
 
 
 class _Progress:
@@ -234,8 +242,14 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
     spark_master = str(spark.sparkContext.master)
     partitions = tune_for_input(spark, size)
 
+    small = size <= SMALL_INPUT_BYTES
+    # The overview (phases, drain, counts) comes from the pass that validates the history; on a
+    # small history so does the search for completions no invocation claims (one Spark job).
+    first_orphan = F.min(F.when(F.col("_unclaimed"), F.struct("writer", "index", "process", "f", "type")))
     try:
-        loaded = load_run(spark, run.path, progress=say)
+        loaded = load_run(spark, run.path, progress=say,
+                          windows={"_unclaimed": unclaimed_completion()} if small else None,
+                          summary=[*overview_aggregates(), *([first_orphan.alias("_first_orphan")] if small else [])])
     except HistoryFormatError as err:
         failed = _unknown_results(run, {"directory": str(run.history_dir), "bytes": size}, str(err),
                                   started, stall, spark_master)
@@ -243,30 +257,30 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         return failed
     facts: HistoryFacts = loaded.facts
     say(f"{facts.lines} events in {len(facts.files)} file(s); pairing operations")
-    small = size <= SMALL_INPUT_BYTES
-    pairs = pair_operations(loaded.ops, include_orphans=True, lean=True)
-    # Small histories: a local checkpoint (a leaf plan) keeps every later plan small; see prepare().
-    pairs = single_partition_leaf(pairs) if small else pairs.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
+    assert loaded.summary is not None
+    if small:
+        # prepare() keeps the pairs as a local checkpoint (a leaf plan), which keeps every later plan small.
+        pairs = pair_operations(loaded.ops, lean=True)
+        orphan = loaded.summary["_first_orphan"]
+    else:
+        pairs = pair_operations(loaded.ops, include_orphans=True, lean=True).persist(StorageLevel.MEMORY_AND_DISK)
         orphans = pairs.filter("orphan").select("writer", "index", "process", "f", "type")
-        orphan_rows = orphans.orderBy("writer", "index").limit(3).collect()
-        if orphan_rows:
-            first = orphan_rows[0]
-            error = (f"writer {first['writer']} index {first['index']}: a {first['type']} completion of "
-                     f"{first['f']} by {first['process']} has no invocation before it; the recorder never "
+        found = orphans.orderBy("writer", "index").limit(1).collect()
+        orphan = found[0] if found else None
+    try:
+        if orphan is not None:
+            error = (f"writer {orphan['writer']} index {orphan['index']}: a {orphan['type']} completion of "
+                     f"{orphan['f']} by {orphan['process']} has no invocation before it; the recorder never "
                      "writes that, so the file was changed or written by something else")
             failed = _unknown_results(run, facts.to_dict(), error, started, stall, spark_master)
             write_json_atomic(run.results_json, failed)
             return failed
         say("deciding transactions")
-        seen = overview(loaded.ops)
+        seen = overview_from_row(loaded.summary)
         drain = seen.drain
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
                       lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run))
         try:
-            # Small histories: all counts in one Spark job. Large ones: check by check, with progress.
-            results = run_checks(ctx, progress=say, together=size < PROGRESS_MIN_BYTES)
-            say("counting operations and transactions")
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.
             cause = F.coalesce(F.substring_index(F.col("error"), ":", 1), F.lit("(no error recorded)"))
@@ -274,21 +288,28 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
                                                                        cause.alias("type"))
             never = ctx.pairs.filter(~F.col("completed")).select(F.lit("info").alias("what"), "f",
                                                                   F.lit("(never completed)").alias("type"))
-            tallies = (ctx.pairs.select(F.lit("op").alias("what"), "f", "type")
-                       .unionByName(ctx.txns.select(F.lit("txn").alias("what"), F.lit(None).cast("string")
-                                                    .alias("f"), F.col("outcome_label").alias("type")))
-                       .unionByName(infos).unionByName(never)
-                       .groupBy("what", "f", "type").count().collect())
+            counted = union_all([
+                ctx.pairs.select(F.lit("op").alias("what"), "f", "type"),
+                ctx.txns.select(F.lit("txn").alias("what"), F.lit(None).cast("string").alias("f"),
+                                F.col("outcome_label").alias("type")),
+                infos, never]).select(
+                F.concat_ws(_SEP, "what", F.coalesce(F.col("f"), F.lit("")), "type").alias("_tally"))
+            # Small histories: all counts (and these tallies) in one Spark job. Large ones: check by
+            # check, with progress.
+            results, tallied = run_checks_with_tallies(ctx, progress=say, together=small or size < PROGRESS_MIN_BYTES,
+                                                       tallies=counted)
+            say("counting operations and transactions")
             operations: dict[str, dict[str, int]] = {}
             transactions: dict[str, int] = {}
             info_causes: dict[str, dict[str, int]] = {}
-            for row in tallies:
-                if row["what"] == "op":
-                    operations.setdefault(row["f"], {})[row["type"]] = int(row["count"])
-                elif row["what"] == "info":
-                    info_causes.setdefault(row["f"], {})[row["type"]] = int(row["count"])
+            for key, count in tallied.items():
+                what, f, kind = key.split(_SEP, 2)
+                if what == "op":
+                    operations.setdefault(f, {})[kind] = count
+                elif what == "info":
+                    info_causes.setdefault(f, {})[kind] = count
                 else:
-                    transactions[row["type"]] = int(row["count"])
+                    transactions[kind] = count
             marks = seen.phases
         finally:
             ctx.unpersist()

@@ -18,8 +18,8 @@ an `unknown` verdict), and so does a writer whose indexes are not 0, 1, 2 ...
 without repeats or gaps, or whose `time_ns` goes back (one window per writer in
 index order). Lines are read as text and parsed with `from_json`, so each keeps
 its raw text: Spark's parser would turn a number into a string field's text,
-and only the raw line shows the JSON type (a regex finds the few candidate
-lines, Spark's variant type decides on those).
+and only the raw line shows the JSON type (the parsed values show the few
+candidate lines, Spark's variant type decides on those).
 
 *Caching.* Histories of `PARQUET_MIN_BYTES` (64 MiB) or more are converted to
 Parquet once, in the run's analysis folder (`analysis/history.parquet/`), with
@@ -33,10 +33,12 @@ Public API (stable; analysis.check, analysis.perf and tools build on it):
     HistoryFacts, LoadedHistory                                (frozen dataclasses)
     NoHistoryError                                             (exit 2, one line)
     HistoryFormatError                                         (re-exported from harness)
-    load_run(spark, run_dir, *, parquet_min_bytes=..., progress=None) -> LoadedHistory
-    load_history(spark, history_dir, *, cache_dir=None, parquet_min_bytes=..., progress=None)
+    load_run(spark, run_dir, *, parquet_min_bytes=..., progress=None, windows=None, summary=()) -> LoadedHistory
+    load_history(spark, history_dir, *, cache_dir=None, parquet_min_bytes=..., progress=None, windows=None,
+                 summary=())
     ops_from_records(spark, records) -> DataFrame             (tests and tools)
     validate_ops(ops) -> tuple[int, int | None, int | None]    (lines, first_ns, last_ns)
+    validate_and_summarize(ops, *, windows=None, summary=(), together=False) -> (lines, first_ns, last_ns, Row)
     torn_tail(path) -> bytes | None
 """
 
@@ -46,17 +48,18 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from analysis.model import OPS_COLUMNS, SINGLE_FS
+from analysis.spark import SMALL_INPUT_BYTES
 from harness.errors import TxnbenchError
 from harness.history.reader import HistoryFormatError
 from harness.history.schema import FIELDS, SCHEMA_VERSION, OpF, OpType
@@ -64,7 +67,8 @@ from harness.results import RunDir, read_json, write_json_atomic
 
 __all__ = [
     "HISTORY_SCHEMA", "PARQUET_MIN_BYTES", "HistoryFacts", "HistoryFormatError", "LoadedHistory",
-    "NoHistoryError", "load_history", "load_run", "ops_from_records", "torn_tail", "validate_ops",
+    "NoHistoryError", "load_history", "load_run", "ops_from_records", "torn_tail", "validate_and_summarize",
+    "validate_ops",
 ]
 
 Progress = Callable[[str], None]
@@ -72,9 +76,11 @@ Progress = Callable[[str], None]
 # Bump when the cached Parquet layout changes, so stale caches are rebuilt.
 LOADER_VERSION = 2   # 2: delivered_ns parsed from extra (Parquet caches of 1 are rebuilt)
 PARQUET_MIN_BYTES = 64 * 1024 * 1024
-# Histories below this size are kept in one partition: Spark then plans joins,
+# Histories up to this size are kept in one partition: Spark then plans joins,
 # windows and aggregations without shuffles, which is what makes small checks fast.
-SINGLE_PARTITION_MAX_BYTES = 16 * 1024 * 1024
+SINGLE_PARTITION_MAX_BYTES = SMALL_INPUT_BYTES
+# Above this size a one-partition history is still parsed in parallel (one task per file split).
+PARALLEL_PARSE_MIN_BYTES = 4 * 1024 * 1024
 CACHE_NAME = "history.parquet"
 _CORRUPT = "_corrupt_record"
 _RAW = "_raw"
@@ -150,12 +156,14 @@ class LoadedHistory:
     """A validated history: `ops` has OPS_COLUMNS, one row per kept line.
 
     `cached` is the in-memory frame behind `ops` for histories read from JSONL;
-    `release()` frees it when the caller is done.
+    `release()` frees it when the caller is done. `summary` is the row of the
+    aggregates the caller asked `load_history` for (None when none were asked).
     """
 
     ops: DataFrame
     facts: HistoryFacts
     cached: DataFrame | None = None
+    summary: Row | None = None
 
     def release(self) -> None:
         if self.cached is not None:
@@ -209,7 +217,7 @@ def _with_derived(df: DataFrame, *, keep_corrupt: bool = False) -> DataFrame:
     """
     parsed = F.from_json(F.col("extra"), _EXTRA_SCHEMA)
     # Spark's parser coerces a scalar into a string field: only the raw line can tell (JSONL reads).
-    mistyped = (F.when(F.col(_RAW).rlike(_MAYBE_MISTYPED), _type_problem())
+    mistyped = (F.when(_maybe_mistyped(), _type_problem())
                 if _RAW in df.columns else F.lit(None).cast("string"))
     problems: list[Column] = [
         F.coalesce(F.col(_CORRUPT), F.when(mistyped.isNotNull(), F.col(_RAW))).alias(_CORRUPT),
@@ -245,16 +253,36 @@ def _read_jsonl(spark: SparkSession, files: list[Path], torn: Mapping[Path, byte
     return lines.select(parsed.alias("_line"), "file", _RAW).select("_line.*", "file", _RAW)
 
 
-# Top-level fields whose JSON type must be a string (or null), and a cheap pattern that finds
-# every line where one of them, `inputs` or `extra` might hold another type. The pattern may
-# also match inside `extra` or a string; `_type_problem` decides exactly, on those lines only.
+# Top-level fields whose JSON type must be a string (or null).
 _STRING_FIELDS = tuple(f.name for f in HISTORY_SCHEMA.fields
                        if isinstance(f.dataType, T.StringType) and f.name != "extra")
-_MAYBE_MISTYPED = (
-    r'"(?:' + "|".join(_STRING_FIELDS) + r')"\s*:\s*(?!"|null\b)'
-    + r'|"inputs"\s*:\s*\[(?:\s*"(?:[^"\\]|\\.)*"\s*,)*\s*[^"\s\]]'
-    + r'|"extra"\s*:\s*(?!\{|null\b)'
-)
+# What Spark's parser makes of a JSON token that is not a string when it fills a string field
+# (it writes the token back as JSON): a number ("5", "-1.5", "1.0E-4"), "true" or "false",
+# a double out of range or not a number ('"Infinity"', '"-Infinity"', '"NaN"', quotes
+# included), an object or an array ("{...}", "[...]"). A real string may look like that too
+# ("5"): such a value only makes its line a candidate, which `_type_problem` then decides.
+_COERCED = r'(?s)^(?:-?[0-9][0-9.Ee+-]*|"(?:-?Infinity|NaN)"|true|false|[\[{].*)$'
+# `extra` must be an object, whose text starts with "{"; a JSON string may start with "{" too,
+# which only the raw line shows.
+_EXTRA_IS_STRING = r'"extra"\s*:\s*"'
+
+
+def _maybe_mistyped() -> Column:
+    """The lines where a field might hold a JSON type other than its schema's: the candidates.
+
+    Decided on the parsed fields, which is about four times cheaper than a pattern over
+    every raw line: a string field or an element of `inputs` whose text is what a
+    coerced non-string token looks like (_COERCED), an `extra` that is not an object
+    (an object's text starts with "{", and only a JSON string can follow `"extra":` with
+    a quote), or a line the parser rejected (the wrong type then makes the message).
+    Never misses a coerced field; `_type_problem` decides exactly, on the candidates only.
+    """
+    candidate = F.col(_CORRUPT).isNotNull()
+    for name in _STRING_FIELDS:
+        candidate = candidate | F.coalesce(F.col(name).rlike(_COERCED), F.lit(False))
+    candidate = candidate | F.coalesce(F.exists("inputs", lambda item: item.rlike(_COERCED)), F.lit(False))
+    extra = F.col("extra")
+    return candidate | (extra.isNotNull() & (~extra.startswith("{") | F.col(_RAW).rlike(_EXTRA_IS_STRING)))
 
 
 def _type_problem() -> Column:
@@ -262,7 +290,7 @@ def _type_problem() -> Column:
 
     Uses Spark's variant type, which keeps JSON types (`schema_of_variant`): string
     fields must be STRING or null, `inputs` an array of strings or null, `extra` an
-    object or null. Evaluated only on the few lines `_MAYBE_MISTYPED` matches.
+    object or null. Evaluated only on the few lines `_maybe_mistyped` selects.
     """
     def kind(name: str) -> Column:
         return F.expr(f"schema_of_variant(variant_get(try_parse_json({_RAW}), '$.{name}'))")
@@ -344,25 +372,27 @@ def _line_of_index(directory: Path | None, file: str | None, index: int, occurre
     return None
 
 
-def _check_writers(ops: DataFrame, directory: Path | None) -> None:
-    """Each writer numbers its lines 0, 1, 2 ... once each, and its clock never goes back.
+_WRITER_PROBLEM = "_writer_problem"
 
-    The recorder stamps `index` and `time_ns` under one lock, so a repeated or
-    missing index, or a `time_ns` below the previous line's, means the file was
-    changed or written by something else: the history cannot support a verdict.
-    One window over each writer's lines in index order finds the first culprit;
-    its line number is then looked up in the file.
+
+def _writer_problem() -> Column:
+    """The line's writer-integrity problem as a struct to take the least of; null when fine.
+
+    Each writer numbers its lines 0, 1, 2 ... once each, and its clock never goes back
+    (the recorder stamps `index` and `time_ns` under one lock), so a repeated or missing
+    index, or a `time_ns` below the previous line's, means the file was changed or written
+    by something else. One window over each writer's lines in index order shows it; the
+    least struct (writer, index, time_ns) is the first culprit.
     """
     w = Window.partitionBy("writer").orderBy("index", "time_ns")
     prev = F.lag(F.struct("index", "time_ns")).over(w)
-    seq = ops.select("writer", "file", "index", "time_ns", prev.alias("_prev"))
-    problem = (F.when(F.col("_prev").isNull(), F.col("index") != 0)
-               .otherwise((F.col("index") != F.col("_prev.index") + 1)
-                          | (F.col("time_ns") < F.col("_prev.time_ns"))))
-    found = seq.filter(problem).orderBy("writer", "index", "time_ns").limit(1).collect()
-    if not found:
-        return
-    row = found[0]
+    problem = (F.when(prev.isNull(), F.col("index") != 0)
+               .otherwise((F.col("index") != prev["index"] + 1) | (F.col("time_ns") < prev["time_ns"])))
+    return F.when(problem, F.struct("writer", "index", "time_ns", "file", prev.alias("_prev")))
+
+
+def _raise_writer_problem(ops: DataFrame, row: Row, directory: Path | None) -> None:
+    """Raise the HistoryFormatError for the first writer-integrity problem (`_writer_problem`)."""
     writer, file, index = row["writer"], row["file"], int(row["index"])
     before = row["_prev"]
     line: int | None
@@ -398,14 +428,36 @@ def validate_ops(ops: DataFrame, *, directory: Path | None = None) -> tuple[int,
     `HistoryFormatError` naming the file (and line, when `directory` is given),
     the problem and the fix.
     """
+    lines, first_ns, last_ns, _ = validate_and_summarize(ops, directory=directory)
+    return lines, first_ns, last_ns
+
+
+def validate_and_summarize(ops: DataFrame, *, directory: Path | None = None,
+                           windows: Mapping[str, Column] | None = None, summary: Sequence[Column] = (),
+                           together: bool = False) -> tuple[int, int | None, int | None, Row]:
+    """`validate_ops`, and the caller's `summary` aggregates over the same rows.
+
+    `windows` are columns (window functions) added to every row before aggregating,
+    which `summary` may use. With `together` (for a frame of one partition, where a
+    window costs no shuffle) the validation, the writer-integrity window and the
+    summary are one Spark job; otherwise the integrity window is a second one.
+    The summary is only meaningful when validation passes (it raises otherwise).
+    Returns (lines, first time_ns, last time_ns, the row of summary aggregates).
+    """
     bad, why = _problem_condition(ops)
-    summary = ops.agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.sum(F.when(bad, 1).otherwise(0)).alias("bad"),
-        F.min(F.when(~bad, F.col("time_ns"))).alias("first_ns"),
-        F.max(F.when(~bad, F.col("time_ns"))).alias("last_ns"),
+    extra_columns: dict[str, Column] = dict(windows or {})
+    if together:
+        extra_columns[_WRITER_PROBLEM] = _writer_problem()
+    rows = ops.select("*", *[column.alias(name) for name, column in extra_columns.items()]) if extra_columns else ops
+    checks = [F.min(_WRITER_PROBLEM).alias(_WRITER_PROBLEM)] if together else []
+    summary_row = rows.agg(
+        F.count(F.lit(1)).alias("_lines"),
+        F.sum(F.when(bad, 1).otherwise(0)).alias("_bad"),
+        F.min(F.when(~bad, F.col("time_ns"))).alias("_first_ns"),
+        F.max(F.when(~bad, F.col("time_ns"))).alias("_last_ns"),
+        *checks, *summary,
     ).collect()[0]
-    if summary["bad"]:
+    if summary_row["_bad"]:
         raw = F.col(_CORRUPT) if _CORRUPT in ops.columns else F.lit(None).cast("string")
         first = (
             ops.filter(bad)
@@ -421,10 +473,18 @@ def validate_ops(ops: DataFrame, *, directory: Path | None = None) -> tuple[int,
         raise HistoryFormatError(
             f"{where}: {first['why']}"
             + (f": {excerpt!r}" if excerpt else "")
-            + f" ({summary['bad']} bad line(s) in all); only a torn last line is skipped, so this "
+            + f" ({summary_row['_bad']} bad line(s) in all); only a torn last line is skipped, so this "
             "history cannot support a verdict: re-run, or restore the file as the recorder wrote it")
-    _check_writers(ops, directory)
-    return int(summary["lines"]), summary["first_ns"], summary["last_ns"]
+    if together:
+        problem = summary_row[_WRITER_PROBLEM]
+    else:
+        found = (ops.select(_writer_problem().alias(_WRITER_PROBLEM))
+                 .filter(F.col(_WRITER_PROBLEM).isNotNull())
+                 .agg(F.min(_WRITER_PROBLEM).alias(_WRITER_PROBLEM)).collect())
+        problem = found[0][_WRITER_PROBLEM] if found else None
+    if problem is not None:
+        _raise_writer_problem(ops, problem, directory)
+    return int(summary_row["_lines"]), summary_row["_first_ns"], summary_row["_last_ns"], summary_row
 
 
 def _fingerprint(files: list[Path]) -> dict[str, Any]:
@@ -436,8 +496,9 @@ def _fingerprint(files: list[Path]) -> dict[str, Any]:
 
 
 def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | None = None,
-                 parquet_min_bytes: int = PARQUET_MIN_BYTES,
-                 progress: Progress | None = None) -> LoadedHistory:
+                 parquet_min_bytes: int = PARQUET_MIN_BYTES, progress: Progress | None = None,
+                 windows: Mapping[str, Column] | None = None,
+                 summary: Sequence[Column] = ()) -> LoadedHistory:
     """Read and validate every `*.jsonl` in `history_dir`.
 
     Args:
@@ -447,6 +508,10 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
             `analysis/`); None never converts.
         parquet_min_bytes: histories at least this large are converted to Parquet.
         progress: called with one-line progress messages.
+        windows, summary: aggregates (`summary`, over the rows with the `windows`
+            columns added) the caller wants of the same pass that validates; they
+            come back as `LoadedHistory.summary`. On a small history that pass is
+            one Spark job for validation, writer integrity and the summary.
 
     Raises:
         NoHistoryError: the folder is missing or has no non-empty history file.
@@ -465,6 +530,8 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
     torn_names = tuple(sorted(p.name for p in torn))
     names = tuple(p.name for p in files)
 
+    # One partition: validation, writer integrity and the summary are one pass (see validate_and_summarize).
+    single = total_bytes <= SINGLE_PARTITION_MAX_BYTES
     use_parquet = cache_dir is not None and total_bytes >= parquet_min_bytes
     if use_parquet:
         assert cache_dir is not None
@@ -480,7 +547,8 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
                 say(f"reading the Parquet copy of the history ({cache})")
                 facts = HistoryFacts(str(history_dir), names, total_bytes, int(meta["lines"]), torn_names,
                                      meta.get("first_ns"), meta.get("last_ns"), "parquet-cache")
-                return LoadedHistory(spark.read.parquet(str(cache)).select(*OPS_COLUMNS), facts)
+                ops = spark.read.parquet(str(cache)).select(*OPS_COLUMNS)
+                return LoadedHistory(ops, facts, summary=_summarize(ops, windows, summary))
         say(f"converting {len(files)} history file(s), {total_bytes / 1e6:.1f} MB, to Parquet")
         tmp = cache_dir / f".{CACHE_NAME}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -490,7 +558,8 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         staged = spark.read.parquet(str(tmp))
         say("validating the history")
         try:
-            lines, first_ns, last_ns = validate_ops(staged, directory=history_dir)
+            lines, first_ns, last_ns, row = validate_and_summarize(staged, directory=history_dir, windows=windows,
+                                                                   summary=summary, together=single)
         except HistoryFormatError:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -503,31 +572,47 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         ops = spark.read.parquet(str(cache)).select(*OPS_COLUMNS)
         facts = HistoryFacts(str(history_dir), names, total_bytes, lines, torn_names, first_ns, last_ns,
                              "parquet")
-        return LoadedHistory(ops, facts)
+        return LoadedHistory(ops, facts, summary=row if summary else None)
 
     say(f"reading {len(files)} history file(s), {total_bytes / 1e6:.1f} MB")
-    staged = _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True)
-    if total_bytes <= SINGLE_PARTITION_MAX_BYTES:
-        staged = staged.coalesce(1)
-    staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
+    parsed = _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True)
+    if single and total_bytes > PARALLEL_PARSE_MIN_BYTES:
+        # Parse in as many tasks as the files split into (every core), keep the rows, and only
+        # then see them as one partition: coalescing first would parse in one task.
+        cached = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.count()
+        staged = cached.coalesce(1)
+    else:
+        cached = staged = (parsed.coalesce(1) if single else parsed).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        lines, first_ns, last_ns = validate_ops(staged, directory=history_dir)
+        lines, first_ns, last_ns, row = validate_and_summarize(staged, directory=history_dir, windows=windows,
+                                                               summary=summary, together=single)
     except HistoryFormatError:
-        staged.unpersist()
+        cached.unpersist()
         raise
     facts = HistoryFacts(str(history_dir), names, total_bytes, lines, torn_names, first_ns, last_ns, "jsonl")
-    return LoadedHistory(staged.select(*OPS_COLUMNS), facts, cached=staged)
+    return LoadedHistory(staged.select(*OPS_COLUMNS), facts, cached=cached, summary=row if summary else None)
+
+
+def _summarize(ops: DataFrame, windows: Mapping[str, Column] | None, summary: Sequence[Column]) -> Row | None:
+    """The `summary` aggregates over `ops` (with `windows` added to each row); None when none asked."""
+    if not summary:
+        return None
+    rows = ops.select("*", *[column.alias(name) for name, column in (windows or {}).items()]) if windows else ops
+    return rows.agg(*summary).collect()[0]
 
 
 def load_run(spark: SparkSession, run_dir: Path, *, parquet_min_bytes: int = PARQUET_MIN_BYTES,
-             progress: Progress | None = None) -> LoadedHistory:
+             progress: Progress | None = None, windows: Mapping[str, Column] | None = None,
+             summary: Sequence[Column] = ()) -> LoadedHistory:
     """`load_history` of a run folder, caching Parquet in its `analysis/` folder."""
     if not run_dir.is_dir():
         raise NoHistoryError(f"{run_dir}: no such run folder; pass a folder under results/ "
                              "(e.g. results/<run_id>)")
     run = RunDir(run_dir)
     return load_history(spark, run.history_dir, cache_dir=run.analysis_dir,
-                        parquet_min_bytes=parquet_min_bytes, progress=progress)
+                        parquet_min_bytes=parquet_min_bytes, progress=progress, windows=windows,
+                        summary=summary)
 
 
 def ops_from_records(spark: SparkSession, records: Iterable[Mapping[str, Any]]) -> DataFrame:

@@ -31,12 +31,16 @@ Public API (stable; analysis.checks, analysis.perf and analysis.check build on i
     DrainInfo, PhaseMark, HistoryOverview                              (frozen dataclasses)
     pair_operations(ops, *, include_orphans=False, lean=False) -> DataFrame
     overview(ops) -> HistoryOverview   (phases, drain, time span, counts: one job)
+    overview_aggregates() -> list[Column];  overview_from_row(row) -> HistoryOverview  (the same, in a caller's pass)
+    unclaimed_completion() -> Column   (a window column: a completion no invocation claims)
     drain_info(ops) -> DrainInfo;  lost_run_of(drain, topic, segment, msg_id)
     phase_marks(ops) -> tuple[PhaseMark, ...]
     final_reads(ops) -> DataFrame;  receives(ops) -> DataFrame
     visible_values(reads) -> DataFrame                        (value, read_ns, reads, positions)
     transaction_outcomes(pairs, visible=None, covered_topics=None, *, visible_sends=None) -> DataFrame
     logical(topic) -> str;  logical_topic(column) -> Column   (drop a `-partition-N` suffix)
+    union_all(frames) -> DataFrame        (one partition in small-input mode)
+    one_partition(frame) -> DataFrame     (a join's output as one partition in small-input mode)
 """
 
 from __future__ import annotations
@@ -50,14 +54,15 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis.spark import single_partition_mode
 from harness.history.schema import FIELDS, PHASE_DRAIN_COMPLETE, OpF, OpType
 
 __all__ = [
     "ABORTED", "CLIENT", "COMMITTED", "LEAN_PAIR_COLUMNS", "NO_COMMIT", "OPS_COLUMNS", "PAIR_COLUMNS",
-    "REDELIVERY", "SINGLE_FS", "TXN_COLUMNS", "UNKNOWN", "UNKNOWN_ABORTED", "UNKNOWN_COMMITTED", "VISIBILITY",
+    "REDELIVERY", "ROWS_BOUND", "SINGLE_FS", "TXN_COLUMNS", "UNKNOWN", "UNKNOWN_ABORTED", "UNKNOWN_COMMITTED", "VISIBILITY",
     "DrainInfo", "HistoryOverview", "PhaseMark", "drain_info", "final_reads", "logical", "logical_topic",
-    "lost_run_of", "overview", "pair_operations", "phase_marks", "receives", "transaction_outcomes",
-    "visible_values",
+    "lost_run_of", "one_partition", "overview", "overview_aggregates", "overview_from_row", "pair_operations",
+    "phase_marks", "receives", "transaction_outcomes", "unclaimed_completion", "union_all", "visible_values",
 ]
 
 # Events that are complete on their own: one line, always `ok`.
@@ -118,6 +123,38 @@ class DrainInfo:
     subscriptions: frozenset[tuple[str, str]] = frozenset()
     time_ns: int | None = None
     lost_entries: tuple[Mapping[str, Any], ...] = ()
+
+
+# Far above the rows of any frame of a small history (analysis.spark.SMALL_INPUT_BYTES of JSONL).
+ROWS_BOUND = 2**31 - 1
+
+
+def one_partition(frame: DataFrame) -> DataFrame:
+    """In small-input mode, `frame` as one partition that Spark knows is one partition.
+
+    A join of two inputs needs no shuffle only when each input's partitioning is exactly
+    one partition and its size estimate is within spark.sql.maxSinglePartitionBytes. An
+    inner join's output has a collection of its inputs' partitionings, and a join's size
+    estimate is the product of its inputs' estimates, which overflows any limit after a
+    join or two; `coalesce(1)` makes the partitioning one partition and the row bound
+    (never reached) makes the estimate rows times width. Outside small-input mode the
+    frame is returned as it is.
+    """
+    return frame.coalesce(1).limit(ROWS_BOUND) if single_partition_mode() else frame
+
+
+def union_all(frames: Iterable[DataFrame]) -> DataFrame:
+    """The frames stacked by column name.
+
+    In small-input mode (analysis.spark.single_partition_mode) the union is coalesced to
+    one partition: a union of one-partition frames has one partition per input, and
+    any join, aggregation or window over it would shuffle, a stage of its own.
+    """
+    frames = list(frames)
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out.coalesce(1) if single_partition_mode() and len(frames) > 1 else out
 
 
 # ---- events ---------------------------------------------------------------------------------
@@ -213,12 +250,18 @@ def lost_run_of(drain: DrainInfo, topic: str | None, segment: str | None, msg_id
 
 def overview(ops: DataFrame) -> HistoryOverview:
     """Phases, drain, time span and a few counts, in one Spark job."""
+    return overview_from_row(ops.agg(*overview_aggregates()).collect()[0])
+
+
+def overview_aggregates() -> list[Column]:
+    """The aggregates `overview` computes, for a caller that folds them into a pass of its own
+    (analysis.history_io.load_history's `summary`); `overview_from_row` reads the result."""
     f = F.col("f")
 
     def n(cond: Column) -> Column:
         return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
 
-    row = ops.agg(
+    return [
         F.min("time_ns").alias("first_ns"), F.max("time_ns").alias("last_ns"),
         F.collect_list(F.when(f == OpF.PHASE.value, F.struct(
             F.col("time_ns"), F.col("writer"), F.col("index"), F.col("phase"), F.col("extra")))).alias("phases"),
@@ -230,13 +273,31 @@ def overview(ops: DataFrame) -> HistoryOverview:
         n((f == OpF.ACK.value) & F.col("topic").isNull()).alias("acks_without_topic"),
         n(f == OpF.RECEIVE.value).alias("receives"),
         n(f == OpF.READ.value).alias("reads"),
-    ).collect()[0]
+    ]
+
+
+def overview_from_row(row: Any) -> HistoryOverview:
+    """The HistoryOverview of a row holding `overview_aggregates()`."""
     phase_rows = sorted(row["phases"] or [], key=lambda r: (r["time_ns"], r["writer"], r["index"]))
     phases = tuple(PhaseMark(r["phase"] or "", int(r["time_ns"]), r["writer"], int(r["index"]))
                    for r in phase_rows)
     counts = {k: int(row[k] or 0) for k in ("events", "sends", "ctp_sends", "acks", "cumulative_acks",
                                             "acks_without_topic", "receives", "reads")}
     return HistoryOverview(phases, _drain_from_phases(phase_rows), row["first_ns"], row["last_ns"], counts)
+
+
+def unclaimed_completion() -> Column:
+    """True on a completion that no invocation claims: the `orphan` rule of `pair_operations`.
+
+    A completion is claimed by the previous event of its (writer, process) when that is an
+    invocation of the same `f`; single events (receive, read, phase) take no part. A window
+    column, for a pass over the ops that does not pair them (analysis.history_io's summary).
+    """
+    single = F.col("f").isin(*SINGLE_FS)
+    w = Window.partitionBy("writer", "process", single).orderBy("index")
+    prv = F.lag(F.struct("type", "f")).over(w)
+    claimed = prv.isNotNull() & (prv["type"] == OpType.INVOKE.value) & (prv["f"] == F.col("f"))
+    return ~single & (F.col("type") != OpType.INVOKE.value) & ~F.coalesce(claimed, F.lit(False))
 
 
 def visible_values(reads: DataFrame) -> DataFrame:
@@ -349,7 +410,7 @@ def pair_operations(ops: DataFrame, *, include_orphans: bool = False, lean: bool
         *(_cols([] if lean else ["path", "intended_ns", "error", "wall_ms",
                                  F.col("wall_ms").alias("complete_wall_ms")])),
     )
-    out = operations.unionByName(singles)
+    out = union_all([operations, singles])
     return out.select(*(LEAN_PAIR_COLUMNS if lean else PAIR_COLUMNS))
 
 
@@ -405,13 +466,13 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         sends = (visible_sends.filter(F.col("txn").isNotNull()).withColumn("f", F.lit(OpF.SEND.value))
                  .select(*cols, F.col("visible").alias("_visible")))
         others = tx.filter(F.col("f") != OpF.SEND.value).withColumn("_visible", F.lit(None).cast("boolean"))
-        tx = sends.unionByName(others)
+        tx = union_all([sends, others])
     elif visible is not None:
         vis = visible.select("value", F.lit(True).alias("_visible"))
         sends = (pairs.filter(F.col("txn").isNotNull() & ~F.col("orphan") & (F.col("f") == OpF.SEND.value))
                  .join(vis, "value", "left").select(*cols, "_visible"))
         others = tx.filter(F.col("f") != OpF.SEND.value).withColumn("_visible", F.lit(None).cast("boolean"))
-        tx = sends.unionByName(others)
+        tx = union_all([sends, others])
     else:
         tx = tx.withColumn("_visible", F.lit(None).cast("boolean"))
     covered = sorted({logical(t) for t in covered_topics}) if covered_topics is not None else None

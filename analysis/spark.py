@@ -20,8 +20,10 @@ Public API (stable; other analysis modules build on it):
     resolve_master(master=None) -> str
     size_shuffle_partitions(spark, input_bytes) -> int
     tune_for_input(spark, input_bytes) -> int     (partitions + small-input mode)
+    single_partition_mode() -> bool               (small-input mode is on in this process)
     stop_spark() -> None
     MASTER_ENV, DRIVER_MEMORY_ENV, CDS_ENV, DEFAULT_MASTER, DEFAULT_DRIVER_MEMORY
+    SMALL_INPUT_BYTES, SMALL_INPUT_CODEGEN_BYTES
 """
 
 from __future__ import annotations
@@ -48,20 +50,25 @@ DEFAULT_DRIVER_MEMORY = "4g"
 # Bytes of history (JSONL) per initial shuffle partition; AQE coalesces small ones.
 BYTES_PER_PARTITION = 64 * 1024 * 1024
 MAX_SHUFFLE_PARTITIONS = 2000
-# Inputs up to this size run in "small-input mode" (see tune_for_input).
-SMALL_INPUT_BYTES = 16 * 1024 * 1024
+# Inputs up to this size run in "small-input mode", one partition (see tune_for_input).
+SMALL_INPUT_BYTES = 512 * 1024 * 1024
+# Small inputs above this size are mostly data: generated code pays back its compilation there.
+SMALL_INPUT_CODEGEN_BYTES = 16 * 1024 * 1024
 
 # Settings for small inputs, and the values large inputs get back.
 _SMALL_INPUT_CONF = {
     "spark.sql.adaptive.enabled": ("false", "true"),
     "spark.sql.autoBroadcastJoinThreshold": ("-1", "10485760"),
-    "spark.sql.codegen.wholeStage": ("false", "true"),
-    "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK"),
     # Joins of single-partition inputs need no shuffle, but Spark only skips it when it
     # believes both sides are under this size, and its estimates of checkpointed frames
     # are far above their real size. The small checker's frames are single-partition leaves
     # (analysis.checks.context.single_partition_leaf): trust them whatever their estimate.
     "spark.sql.maxSinglePartitionBytes": (str(2**63 - 1), "128m"),
+}
+# Code generation: off (interpreted expressions) for the smallest inputs, on otherwise.
+_CODEGEN_CONF = {
+    "spark.sql.codegen.wholeStage": ("false", "true"),
+    "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK"),
 }
 
 # Driver JVM options for a session that only sees small inputs. A check of a few thousand
@@ -105,6 +112,9 @@ logger.shutdown.level = error
 _lock = threading.Lock()
 _session: SparkSession | None = None  # the session this module created, if any
 _session_master: str | None = None
+# Set by tune_for_input: the session runs in small-input mode, where every frame the checker
+# builds is one partition (see single_partition_mode).
+_single_partition = False
 
 
 def resolve_master(master: str | None = None) -> str:
@@ -271,6 +281,10 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
                     " ".join([f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}",
                               *(_SMALL_INPUT_JVM if small_input else ()), *cds]))
             .config("spark.sql.session.timeZone", "UTC")
+            # PySpark's DataFrame debugging wraps every `functions.*` call in five extra py4j
+            # round trips (it records the Python call site for error messages): 18,000 of the
+            # 32,000 round trips of a small check, each up to a millisecond on a loaded machine.
+            .config("spark.python.sql.dataFrameDebugging.enabled", "false")
             .config("spark.sql.shuffle.partitions", str(_default_parallelism_guess(chosen)))
             .config("spark.sql.adaptive.enabled", "true")
             .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
@@ -322,14 +336,22 @@ def size_shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
 def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
     """Size shuffle partitions for `input_bytes` and pick the execution mode; return the partitions.
 
-    Up to SMALL_INPUT_BYTES (16 MiB of history) Spark's fixed costs dominate: each
-    adaptive query stage becomes its own job, broadcasts are jobs, and compiling
-    generated code costs more CPU than the data. Small inputs therefore run with
-    adaptive execution, broadcast joins and code generation off (interpreted
-    expressions), which takes a history of a few thousand events from dozens of
-    jobs to a handful. Larger inputs get the defaults back.
+    Up to SMALL_INPUT_BYTES (512 MiB of history, about 1.5 million events) Spark's
+    fixed costs dominate: each adaptive query stage becomes its own job, broadcasts
+    are jobs, and every shuffle is a stage. Small inputs therefore run in one
+    partition (the checker's frames are single-partition leaves, so joins, windows
+    and aggregations need no shuffle), with adaptive execution and broadcast joins
+    off. Measured on 2 cores, this beat the large-input settings at every size up to
+    2 million events (docs/checks.md): one task does the checks, but nothing waits
+    for shuffles, stages or re-planning.
+    Code generation is off too up to SMALL_INPUT_CODEGEN_BYTES (16 MiB), where
+    compiling generated code costs more CPU than the data (interpreted expressions);
+    above that the data is most of the work and generated code pays back. Larger
+    inputs get the defaults back.
     """
+    global _single_partition
     small = input_bytes <= SMALL_INPUT_BYTES
+    _single_partition = small
     if small:
         # One partition: every stage is one task, and nothing is gained by splitting a few MB.
         spark.conf.set("spark.sql.shuffle.partitions", "1")
@@ -338,7 +360,20 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
         partitions = size_shuffle_partitions(spark, input_bytes)
     for key, (small_value, large_value) in _SMALL_INPUT_CONF.items():
         spark.conf.set(key, small_value if small else large_value)
+    interpreted = input_bytes <= SMALL_INPUT_CODEGEN_BYTES
+    for key, (off, on) in _CODEGEN_CONF.items():
+        spark.conf.set(key, off if interpreted else on)
     return partitions
+
+
+def single_partition_mode() -> bool:
+    """True while the session is in small-input mode (tune_for_input): every frame is one partition.
+
+    Frames built in this mode keep to one partition so that no join, aggregation or
+    window needs a shuffle. A union of one-partition frames has one partition per
+    input, so the analysis coalesces unions in this mode (analysis.model.union_all).
+    """
+    return _single_partition
 
 
 def stop_spark() -> None:

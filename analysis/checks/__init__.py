@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pyspark.sql import DataFrame
+
 from analysis.checks import acks, ctp, delivery, ids, liveness, order, reads, writes
-from analysis.checks.base import CheckResult, CheckStatus, Plan, evaluate
+from analysis.checks.base import CheckResult, CheckStatus, Plan, evaluate, evaluate_with_tallies
 from analysis.checks.context import CheckContext, prepare
 from harness.anomalies import AnomalyClass
 
@@ -51,19 +53,27 @@ def run_checks(ctx: CheckContext, progress: Callable[[str], None] | None = None,
     where Spark's per-job cost dominates); otherwise each check runs on its own,
     which shows per-check progress on large ones.
     """
+    return run_checks_with_tallies(ctx, progress, together=together)[0]
+
+
+def run_checks_with_tallies(ctx: CheckContext, progress: Callable[[str], None] | None = None, *,
+                            together: bool = True, tallies: DataFrame | None = None
+                            ) -> tuple[list[CheckResult], dict[str, int]]:
+    """`run_checks`, and the counts of the caller's `tallies` (analysis.checks.base.evaluate):
+    in the one counting job when `together`, else in a job of their own."""
     if together:
         if progress is not None:
             progress(f"running the {len(REGISTRY)} checks")
-        return evaluate([plan(ctx) for plan in REGISTRY.values()])
+        return evaluate_with_tallies([plan(ctx) for plan in REGISTRY.values()], tallies)
     results = []
     for number, name in enumerate(REGISTRY, start=1):
         if progress is not None:
             progress(f"check {number}/{len(REGISTRY)}: {name}")
         results.append(run_one(name, ctx))
-    return results
+    return results, (evaluate_with_tallies([], tallies)[1] if tallies is not None else {})
 
 
 __all__ = [
     "REGISTRY", "AnomalyClass", "CheckContext", "CheckResult", "CheckStatus", "PlanCheck", "prepare",
-    "run_checks", "run_one",
+    "run_checks", "run_checks_with_tallies", "run_one",
 ]

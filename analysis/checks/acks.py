@@ -33,8 +33,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
-from analysis.checks.context import CheckContext, message_position, union_all
-from analysis.model import ABORTED, COMMITTED, UNKNOWN
+from analysis.checks.context import CheckContext, message_position
+from analysis.model import ABORTED, COMMITTED, UNKNOWN, union_all
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
@@ -171,13 +171,13 @@ def plan_stuck_ack(ctx: CheckContext) -> Plan:
     settling = ctx.acks.filter((F.col("type") == OpType.OK.value)
                                & (F.col("txn").isNull() | (F.col("outcome") == COMMITTED)))
     settled = settling.select("value", "subscription").distinct()
-    redelivered = (judged.select("writer", "index", "value", "subscription", "invoke_ns")
-                   .join(ctx.receives.select("value", "subscription", F.col("time_ns").alias("_rt")),
-                         ["value", "subscription"])
-                   .filter(F.col("_rt") > F.col("invoke_ns"))
-                   .select("writer", "index").distinct())
+    # Delivered again after the ack was invoked: one anti join (an inner join and a distinct before
+    # gave the same rows, and a shuffle on small histories).
+    again = ctx.receives.select(F.col("value").alias("_rv"), F.col("subscription").alias("_rs"),
+                                F.col("time_ns").alias("_rt"))
     candidates = (judged.join(settled, ["value", "subscription"], "left_anti")
-                  .join(redelivered, ["writer", "index"], "left_anti"))
+                  .join(again, (F.col("value") == F.col("_rv")) & (F.col("subscription") == F.col("_rs"))
+                        & (F.col("_rt") > F.col("invoke_ns")), "left_anti"))
 
     covered_stuck: DataFrame | None = None
     if ctx.count("cumulative_acks"):

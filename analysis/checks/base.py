@@ -23,6 +23,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
+from analysis.model import union_all
 from harness.anomalies import AnomalyClass
 
 MAX_EXAMPLES = 50   # enough to attribute every instance of a small run's anomalies (analysis/verdicts.py)
@@ -152,22 +153,39 @@ class PendingCheck:
 
 
 Plan = CheckResult | PendingCheck
+# Prefix of the tally keys in the counting job (check keys are decimal numbers).
+_TALLY = "t:"
 
 
-def evaluate(plans: Sequence[Plan]) -> list[CheckResult]:
-    """Results of `plans`, in order: every count in one Spark job, then examples where found."""
+def evaluate(plans: Sequence[Plan], tallies: DataFrame | None = None) -> list[CheckResult]:
+    """Results of `plans`, in order: every count in one Spark job, then examples where found.
+
+    `tallies`, a frame with a string column `_tally`, is counted by value in the same job
+    (the caller's own counts, e.g. operations by kind); `evaluate_with_tallies` returns them.
+    """
+    return evaluate_with_tallies(plans, tallies)[0]
+
+
+def evaluate_with_tallies(plans: Sequence[Plan], tallies: DataFrame | None = None
+                          ) -> tuple[list[CheckResult], dict[str, int]]:
+    """`evaluate`, and the counts of the `_tally` values of `tallies` (empty without it)."""
     pending = [(i, p) for i, p in enumerate(plans) if isinstance(p, PendingCheck)]
     counts: dict[int, int] = {}
-    if pending:
+    tallied: dict[str, int] = {}
+    if pending or tallies is not None:
         parts: list[DataFrame] = []
         for i, plan in pending:
-            parts.append(plan.anomalies.select(F.lit(2 * i).alias("_k")))
+            parts.append(plan.anomalies.select(F.lit(f"{2 * i}").alias("_k")))
             if plan.unjudged is not None:
-                parts.append(plan.unjudged.select(F.lit(2 * i + 1).alias("_k")))
-        tagged = parts[0]
-        for part in parts[1:]:
-            tagged = tagged.unionByName(part)
-        counts = {int(row["_k"]): int(row["count"]) for row in tagged.groupBy("_k").count().collect()}
+                parts.append(plan.unjudged.select(F.lit(f"{2 * i + 1}").alias("_k")))
+        if tallies is not None:
+            parts.append(tallies.select(F.concat(F.lit(_TALLY), F.col("_tally")).alias("_k")))
+        for row in union_all(parts).groupBy("_k").count().collect():
+            key = row["_k"]
+            if key is not None and key.startswith(_TALLY):
+                tallied[key[len(_TALLY):]] = int(row["count"])
+            elif key is not None:
+                counts[int(key)] = int(row["count"])
     results: list[CheckResult] = []
     for i, item in enumerate(plans):
         if isinstance(item, CheckResult):
@@ -182,4 +200,4 @@ def evaluate(plans: Sequence[Plan]) -> list[CheckResult]:
             examples = tuple(plan.finish(plain) if plan.finish is not None else plain)
         results.append(CheckResult(plan.name, CheckStatus.RAN, count=found, examples=examples,
                                    unjudged=not_judged, note=plan.note.format(n=not_judged) if not_judged else None))
-    return results
+    return results, tallied

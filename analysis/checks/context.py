@@ -23,7 +23,6 @@ Vocabulary used by the checks:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
@@ -37,6 +36,7 @@ from analysis.model import (
     COMMITTED,
     LEAN_PAIR_COLUMNS,
     REDELIVERY,
+    ROWS_BOUND,
     TXN_COLUMNS,
     UNKNOWN,
     UNKNOWN_ABORTED,
@@ -46,6 +46,7 @@ from analysis.model import (
     final_reads,
     logical,
     logical_topic,
+    one_partition,
     overview,
     pair_operations,
     receives,
@@ -130,7 +131,8 @@ def decide_ack_only_by_redelivery(txns: DataFrame, pairs: DataFrame, receives: D
     undecided = txns.filter(
         (F.col("outcome") == UNKNOWN) & F.col("commit_invoke_ns").isNotNull()
         & ((F.col("sends_ok") + F.col("sends_info")) == 0) & (F.col("acks") > 0)).select("txn")
-    acks = (pairs.filter(F.col("f") == OpF.ACK.value).join(undecided, "txn")
+    # `undecided` has one row per txn: a semi join keeps each ack once, and its partitioning.
+    acks = (pairs.filter(F.col("f") == OpF.ACK.value).join(undecided, "txn", "left_semi")
             .select("txn", "writer", "index", "type", "value", "topic", "subscription", "cumulative", "invoke_ns"))
     back = receives.select("value", "subscription", F.col("delivered_ns").alias("_back_ns"))
     per_ack = (acks.join(back, ["value", "subscription"], "left")
@@ -139,11 +141,11 @@ def decide_ack_only_by_redelivery(txns: DataFrame, pairs: DataFrame, receives: D
                    F.min((F.col("type") == OpType.OK.value) & ~F.coalesce(F.col("cumulative"), F.lit(False))
                          & F.col("subscription").isNotNull()
                          & drained(drain, F.col("topic"), F.col("subscription"))).alias("_judgeable")))
-    decisions = (per_ack.groupBy("txn")
-                 .agg(F.min("_judgeable").alias("_judgeable"), F.max("_back").alias("_back"))
-                 .filter(F.col("_judgeable"))
-                 .select("txn", F.when(F.col("_back"), F.lit(ABORTED)).otherwise(F.lit(COMMITTED))
-                         .alias("_decision")))
+    decisions = one_partition(per_ack.groupBy("txn")
+                              .agg(F.min("_judgeable").alias("_judgeable"), F.max("_back").alias("_back"))
+                              .filter(F.col("_judgeable"))
+                              .select("txn", F.when(F.col("_back"), F.lit(ABORTED)).otherwise(F.lit(COMMITTED))
+                                      .alias("_decision")))
     decision = F.col("_decision")
     return (txns.join(decisions, "txn", "left")
             .withColumn("outcome", F.coalesce(decision, F.col("outcome")))
@@ -170,11 +172,7 @@ def single_partition_leaf(frame: DataFrame) -> DataFrame:
     limit (never reached: a small history has far fewer rows) replaces that product
     with rows times row width, so the estimate stays finite.
     """
-    return frame.coalesce(1).limit(_ROWS_BOUND).localCheckpoint(eager=False)
-
-
-# Far above the rows of any frame of a small history (analysis.spark.SMALL_INPUT_BYTES of JSONL).
-_ROWS_BOUND = 2**31 - 1
+    return frame.coalesce(1).limit(ROWS_BOUND).localCheckpoint(eager=False)
 
 
 def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, persist: bool = True,
@@ -313,11 +311,3 @@ def message_position(msg_id: Column) -> Column:
         parts.getItem(1).cast(T.LongType()).alias("entry"),
         batch.cast(T.LongType()).alias("batch"),
     ))
-
-
-def union_all(frames: Iterable[DataFrame]) -> DataFrame:
-    frames = list(frames)
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out

@@ -37,8 +37,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
-from analysis.checks.context import CheckContext, union_all
-from analysis.model import COMMITTED, logical_topic
+from analysis.checks.context import CheckContext
+from analysis.model import COMMITTED, logical_topic, one_partition, union_all
+from analysis.spark import single_partition_mode
 from harness.anomalies import AnomalyClass
 from harness.history.schema import PHASE_SUBSCRIPTION_START, OpF
 
@@ -69,8 +70,10 @@ def plan_undelivered(ctx: CheckContext) -> Plan:
     committed = ctx.sends.filter((F.col("outcome") == COMMITTED) & F.col("visible")).select(
         "value", "writer", "index", "process", "type", "txn", "topic", "segment", "msg_id", "invoke_ns",
         logical_topic(F.col("topic")).alias("_topic"))
-    owed = (committed.join(F.broadcast(starts), "_topic")
-            .filter(ctx.later(F.col("invoke_ns"), F.col("start_ns"))))
+    # A few rows: broadcast them, except in small-input mode, where a broadcast is a job of
+    # its own and a join of one-partition frames needs no shuffle anyway.
+    owed = one_partition(committed.join(starts if single_partition_mode() else F.broadcast(starts), "_topic")
+                         .filter(ctx.later(F.col("invoke_ns"), F.col("start_ns"))))
     drained = ctx.drained(F.col("_topic"), F.col("subscription"))
     unjudged = owed.filter(~drained)
     judged = owed.filter(drained)

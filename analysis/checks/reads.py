@@ -16,8 +16,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis.checks.base import PendingCheck, Plan, clean, first_reads, ref
-from analysis.checks.context import CheckContext, union_all
-from analysis.model import ABORTED, NO_COMMIT
+from analysis.checks.context import CheckContext
+from analysis.model import ABORTED, NO_COMMIT, union_all
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
