@@ -17,7 +17,7 @@ the driver:
    `ok` operations have a latency. `service` rows measure from the actual
    invoke, for the operations that carry an intended start, to show what the
    correction changed. `end-to-end` latency runs from a transaction's commit
-   completion to the first delivery of each value it sent to the load's own
+   invoke to the first delivery of each value it sent to the load's own
    consumers (the drainer's reads and receives are not deliveries to a user).
    A delivery is when the broker's frame reached the client (`extra.delivered_ns`
    of the receive; its own time when absent), not when the application took the
@@ -264,7 +264,8 @@ def _latency_rows(pairs: DataFrame, windows: Sequence[Window], add_all: bool,
 
     commits = (pairs.filter((F.col("f") == OpF.TXN_COMMIT.value) & (F.col("type") == OpType.OK.value)
                             & F.col("txn").isNotNull())
-               .groupBy("txn").agg(F.min("complete_ns").alias("commit_ns")))
+               .groupBy("txn").agg(F.min("complete_ns").alias("commit_ns"),
+                                   F.min("invoke_ns").alias("commit_invoke_ns")))
     sends = (pairs.filter((F.col("f") == OpF.SEND.value) & (F.col("type") == OpType.OK.value)
                           & F.col("txn").isNotNull() & F.col("value").isNotNull())
              .select("txn", "value"))
@@ -272,11 +273,15 @@ def _latency_rows(pairs: DataFrame, windows: Sequence[Window], add_all: bool,
     first_receive = (_consumer_receives(pairs, drain_start).filter(F.col("value").isNotNull())
                      .groupBy("value").agg(F.min(delivered).alias("recv_ns")))
     joined = sends.join(commits, "txn").join(first_receive, "value", "left")
-    gap = F.col("recv_ns") - F.col("commit_ns")
+    # From the commit's invoke, not its completion: v4 makes a value visible as its partition's
+    # marker lands, before the end-txn fan-out answers the client, and v5 after its decision is
+    # answered, so a latency from completion would clamp most of v4's to 0 and none of v5's.
+    gap = F.col("recv_ns") - F.col("commit_invoke_ns")
+    early = F.col("recv_ns") < F.col("commit_ns")
     e2e = joined.select(
         F.lit(KIND_LATENCY).alias("kind"), F.lit(E2E).alias("f"), F.col("commit_ns").alias("t_ns"),
         F.when(F.col("recv_ns").isNotNull(), F.greatest(gap, F.lit(0))).alias("lat_ns"),
-        F.lit(False).alias("corrected"), F.coalesce(gap < 0, F.lit(False)).alias("early"),
+        F.lit(False).alias("corrected"), F.coalesce(early, F.lit(False)).alias("early"),
         F.col("recv_ns").isNotNull().alias("received"))
     rows = ops.unionByName(service).unionByName(e2e)
     return _labelled(rows, "t_ns", windows, add_all)

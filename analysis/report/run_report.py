@@ -313,12 +313,12 @@ def run_sections(perf: Mapping[str, Any], results: Mapping[str, Any] | None, cha
                                             "carry an intended start: from the actual invoke, for comparison",
                                             corrected=False))
     e2e = perf.get("end_to_end") or {}
-    paragraphs = ("End-to-end latency runs from a transaction's commit completion to the first delivery of "
+    paragraphs = ("End-to-end latency runs from a transaction's commit request (its invoke) to the first delivery of "
                   "each of its values to the load's consumers (when the broker's frame reached the client, "
                   f"not when the application took it); {fmt_count(e2e.get('unreceived'))} committed "
                   "value(s) had no such receive (e.g. topics without consumers) and "
                   f"{fmt_count(e2e.get('received_before_commit_completed'))} were received before the client "
-                  "saw the commit complete (counted as 0 ms).",)
+                  "saw the commit complete (the path made them visible before answering the commit).",)
     sections.append(Section("Latency", "latency", paragraphs=paragraphs, tables=tuple(latency_tables),
                             charts=tuple(by_name[n] for n in ("latency_percentiles", "latency_summary",
                                                               "latency_timeline") if n in by_name)))

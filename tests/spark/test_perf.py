@@ -167,10 +167,12 @@ def test_latency_percentiles_from_the_intended_start(perf: dict[str, Any], ref: 
     assert perf["latency_ms"]["txn-open"]["max"] > 10 * perf["service_time_ms"]["txn-open"]["p50"]
 
 
-def test_end_to_end_from_commit_completion_to_first_delivery(perf: dict[str, Any], ref: dict[str, Any]) -> None:
+def test_end_to_end_from_commit_invoke_to_first_delivery(perf: dict[str, Any], ref: dict[str, Any]) -> None:
     window = ref["phases"]["steady"]
     drain_start = ref["phases"]["drain"][0]
-    commit_at = {op["txn"]: op["complete_ns"] for op in ref["ops"] if op["f"] == "txn-commit" and op["type"] == "ok"}
+    commits = [op for op in ref["ops"] if op["f"] == "txn-commit" and op["type"] == "ok"]
+    commit_at = {op["txn"]: op["complete_ns"] for op in commits}
+    asked_at = {op["txn"]: op["invoke_ns"] for op in commits}
     first: dict[str, int] = {}
     lagged = 0
     for op in ref["ops"]:
@@ -179,11 +181,13 @@ def test_end_to_end_from_commit_completion_to_first_delivery(perf: dict[str, Any
             lagged += delivered < op["time_ns"]
             first[op["value"]] = min(first.get(op["value"], delivered), delivered)
     assert lagged > 0, "the simulated consumer never lagged: the test would not tell delivery from receive"
-    values = [(op["value"], commit_at[op["txn"]]) for op in ref["ops"]
+    values = [(op["value"], op["txn"]) for op in ref["ops"]
               if op["f"] == "send" and op["type"] == "ok" and op["txn"] in commit_at
               and in_window(commit_at[op["txn"]], window)]
-    lat = [max(0, first[v] - c) for v, c in values if v in first]
+    lat = [max(0, first[v] - asked_at[t]) for v, t in values if v in first]
+    early = sum(first[v] < commit_at[t] for v, t in values if v in first)
     e2e = perf["latency_ms"]["end-to-end"]
+    assert perf["end_to_end"]["received_before_commit_completed"] == early
     assert perf["end_to_end"]["committed_values"] == len(values)
     assert perf["end_to_end"]["received"] == e2e["count"] == len(lat) > 0
     assert perf["end_to_end"]["unreceived"] == len(values) - len(lat)
