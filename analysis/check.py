@@ -18,7 +18,6 @@ orchestrator calls it in-process) and `main_check(args) -> int` (the CLI).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -42,9 +41,9 @@ from analysis.model import (
     union_all,
 )
 from analysis.spark import (
-    DEFAULT_DRIVER_MEMORY,
     DRIVER_MEMORY_ENV,
     SMALL_INPUT_BYTES,
+    driver_memory,
     get_spark,
     tune_for_input,
 )
@@ -226,12 +225,12 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     say = _Progress(size >= PROGRESS_MIN_BYTES if progress is None else progress)
     stall = stall_after_s(run)
     say("starting Spark")
-    spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES)
+    memory = driver_memory(size)
+    spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory)
     try:
         return _check(spark, run, size, stall, say, started)
     except (PySparkException, Py4JError) as err:
         detail = str(err).strip().splitlines()[0] if str(err).strip() else "no detail"
-        memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
         raise EnvironmentProblem(
             f"{run.path}: Spark failed while checking ({type(err).__name__}: {detail[:300]}); if it ran out "
             f"of memory, set {DRIVER_MEMORY_ENV} above {memory}, or check a smaller history") from err
@@ -298,7 +297,6 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
             # check, with progress.
             results, tallied = run_checks_with_tallies(ctx, progress=say, together=small or size < PROGRESS_MIN_BYTES,
                                                        tallies=counted)
-            say("counting operations and transactions")
             operations: dict[str, dict[str, int]] = {}
             transactions: dict[str, int] = {}
             info_causes: dict[str, dict[str, int]] = {}
