@@ -70,7 +70,11 @@ def run_checks_with_tallies(ctx: CheckContext, progress: Callable[[str], None] |
         if progress is not None:
             progress(f"check {number}/{len(REGISTRY)}: {name}")
         results.append(run_one(name, ctx))
-    return results, (evaluate_with_tallies([], tallies)[1] if tallies is not None else {})
+    if tallies is None:
+        return results, {}
+    if progress is not None:
+        progress("counting operations and transactions")
+    return results, evaluate_with_tallies([], tallies)[1]
 
 
 __all__ = [
