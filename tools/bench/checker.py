@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.events < 0 or not 1 <= args.repeat <= 20:
         print("bench: --events and --small-events must be >= 0, --repeat 1..20", file=sys.stderr)
         return 2
+    if args.dir is not None:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)  # a named folder need not exist yet
     work = Path(tempfile.mkdtemp(prefix="txnbench-bench-", dir=args.dir))
     report: dict[str, object] = {"cpus": os.cpu_count(), "load_average_start": list(os.getloadavg())}
     try:
