@@ -189,10 +189,18 @@ def test_external_target_against_a_running_cluster_leaves_it_running(tmp_path: P
         txnbench("cluster", "down", env=env, timeout=120)
 
 
+def _sigint_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_in_the_middle_leaves_no_process_and_a_readable_interrupted_history(tmp_path: Path) -> None:
     scenario = short_scenario(tmp_path, "atomic-produce", steady_s=120)
+    # A shell that starts a job in the background (`make test &`, nohup under setsid) makes its
+    # children ignore SIGINT, and Python keeps an ignored SIGINT ignored: the run, as a user's
+    # terminal would start it, gets SIGINT's default back before it starts.
     proc = subprocess.Popen([*TXNBENCH, "run", str(scenario), "--results", str(tmp_path / "results")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_in_a_terminal)
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()                       # "run <id>: ... -> <folder>"
