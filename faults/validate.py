@@ -30,6 +30,7 @@ def check_scenario(config: RunConfig, source: str | None = None) -> dict[TxnPath
                                  txn_path=txn_path, source=f"scenario {config.name}",
                                  brokers=config.cluster.brokers, topics=None)
         _check_target(config, timeline)
+        check_client_faults(config, timeline)
         timelines[txn_path] = timeline
     return timelines
 
@@ -41,6 +42,27 @@ def check_kinds(faults: FaultsConfig, source: str) -> None:
     if faults.random is not None:
         for i, text in enumerate(faults.random.kinds):
             kind_of(text, source, f"faults.random.kinds[{i}]")
+
+
+def check_client_faults(config: RunConfig, timeline: Timeline) -> None:
+    """A client fault must abandon transactions: a kill needs load workers (one is killed, the
+    others go on), an isolation must outlast the transaction timeout, or the clients would come
+    back in time to end what they had open and the coordinator's timeout would never be tested."""
+    source = f"scenario {config.name}"
+    for window in timeline.windows:
+        for planned in window.faults:
+            if planned.kind is kinds.FaultKind.CLIENT_KILL and config.load.workers < 1:
+                raise ConfigError(source, f"{planned.source}.kind",
+                                  "client-kill kills a Locust worker, and the load runs in one process "
+                                  "(load.workers 0)", "set load.workers to 2 or more")
+            if planned.kind is kinds.FaultKind.CLIENT_ISOLATE and \
+                    window.for_s <= config.workload.txn_timeout_s:
+                raise ConfigError(source, f"{planned.source}.for_s",
+                                  f"client-isolate is held {window.for_s:g} s, not longer than the transaction "
+                                  f"timeout ({config.workload.txn_timeout_s:g} s): the clients would return "
+                                  "before the coordinator has to abort what they abandoned",
+                                  f"raise for_s above {config.workload.txn_timeout_s:g} or lower "
+                                  "workload.txn_timeout_s")
 
 
 def _check_target(config: RunConfig, timeline: Timeline) -> None:
