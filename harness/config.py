@@ -407,6 +407,9 @@ class ExpectedAnomalies:
 class ChecksConfig:
     stall_after_s: float = bounded(10.0, min=0.001, max=86400,
                                    help="a commit or abort slower than this is a stalled-commit anomaly")
+    abort_bound_s: float = bounded(5.0, min=0, max=3600,
+                                   help="a transaction its client abandoned must be aborted within its timeout "
+                                        "plus this (unresolved-txn); the drain asks the coordinators after it")
     expected: tuple[ExpectedAnomalies, ...] = ()
     """Anomalies the scenario provokes on purpose on some paths, and why."""
 
