@@ -165,7 +165,7 @@ class Nemesis:
                                   f"{self.env.why_missing(Capability.COORDINATORS)}",
                                   "name a broker instead, e.g. broker:0 or broker:random")
         self._check_slow_participants(source)
-        check_client_faults(self.config, self.timeline)
+        check_client_faults(self.config)
 
     def _check_slow_participants(self, source: str) -> None:
         for window in self.timeline.windows:
