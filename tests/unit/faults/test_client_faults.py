@@ -65,7 +65,7 @@ def test_client_isolate_cuts_every_client_broker_link_and_heals_them(tmp_path: P
             ["client-broker-0", "client-broker-1", "client-broker-2"]
         assert wait_for(lambda: nemesis.stats.healed == 1)
     assert world.clean()
-    ok = [h for h in world.history() if h["f"] == "fault" and h["type"] == "ok"][0]
+    ok = next(h for h in world.history() if h["f"] == "fault" and h["type"] == "ok")
     assert ok["extra"]["kind"] == "client-isolate" and len(ok["extra"]["targets"]) == 3
 
 
