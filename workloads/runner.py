@@ -70,6 +70,7 @@ log = logging.getLogger("workloads.runner")
 
 STATUS_INTERVAL_S = 1.0
 WORKER_CONNECT_TIMEOUT_S = 60.0
+FORGET_TIMEOUT_S = 6.0    # Locust checks heartbeats every second; a killed worker is forgotten within a few
 CLIENT_CLOSE_TIMEOUT_S = 2.0
 REMOTE_FINISH_GRACE_S = 20.0   # after the users stopped: remote hosts stop their workers and ship the rest
 # After a worker's users stopped: time for Locust to send "client_stopped" before the worker ends.
@@ -264,7 +265,25 @@ class LoadProcess:
         proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
+        self._forget_locust_worker(self.worker_names[index])
         return {"writer": self.worker_names[index], "pid": proc.pid}
+
+    def _forget_locust_worker(self, writer: str) -> None:
+        """Have Locust mark a killed worker missing at its next heartbeat check (1 s), not after
+        three missed heartbeats: a replacement that connected first would be dispatched users
+        beside the dead worker, and those would be lost when it is finally marked missing."""
+        assert self.runner is not None
+        for client_id, name in list(self.worker_writers.items()):
+            client = self.runner.clients.get(client_id) if name == writer else None  # type: ignore[attr-defined]
+            if client is not None:
+                client.heartbeat = -1
+
+    def _wait_forgotten(self, alive: int) -> None:
+        """Until Locust counts no more workers than are alive (bounded: a few heartbeat checks)."""
+        assert self.runner is not None
+        with gevent.Timeout(FORGET_TIMEOUT_S, False):
+            while self.runner.worker_count > alive:  # type: ignore[attr-defined]
+                gevent.sleep(0.1)
 
     def _replace_worker(self, replaces: str) -> dict[str, Any]:
         if replaces not in self.worker_names:
@@ -272,6 +291,7 @@ class LoadProcess:
         base = replaces.split("-", 1)[0]
         generation = 1 + sum(1 for name in self.worker_names if name.split("-", 1)[0] == base)
         writer = load_control.replacement_writer(replaces, generation)
+        self._wait_forgotten(self._alive_workers())
         proc = self._spawn_worker(writer, ["--worker-name", writer])
         self._wait_connected(self._alive_workers())
         return {"writer": writer, "pid": proc.pid}
