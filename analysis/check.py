@@ -134,6 +134,32 @@ def killed_writers(run: RunDir) -> tuple[str, ...]:
     return tuple(sorted(killed))
 
 
+def client_cut_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
+    """When the nemesis had every client cut off (`client-isolate`): (its `fault` invoke, its
+    `heal` ok or None), run clock; stalled-commit does not count that time."""
+    path = run.history_dir / "nemesis.jsonl"
+    if not path.is_file():
+        return ()
+    starts: dict[str, int] = {}
+    ends: dict[str, int | None] = {}
+    try:
+        for op in iter_history_file(path):
+            extra = op.get("extra") or {}
+            if not isinstance(extra, dict) or extra.get("kind") != "client-isolate":
+                continue
+            key, t = str(op.get("process")), int(op.get("time_ns") or 0)
+            if op.get("f") == "fault" and op.get("type") == "invoke":
+                starts[key] = t
+                ends.setdefault(key, None)
+            elif op.get("f") == "fault" and op.get("type") == "fail":
+                starts.pop(key, None)
+            elif op.get("f") == "heal" and op.get("type") == "ok":
+                ends[key] = t
+    except (OSError, ValueError):
+        return ()
+    return tuple(sorted((start, ends.get(key)) for key, start in starts.items()))
+
+
 def _lost_entries(run: RunDir) -> list[dict[str, Any]]:
     if not run.manifest_path.is_file():
         return []
@@ -323,7 +349,8 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         txn_timeout, abort_bound = abandon_limits(run)
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
                       lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run),
-                      txn_timeout_s=txn_timeout, abort_bound_s=abort_bound)
+                      txn_timeout_s=txn_timeout, abort_bound_s=abort_bound,
+                      client_cut_windows=client_cut_windows(run))
         try:
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.

@@ -86,6 +86,9 @@ class CheckContext:
     persisted: tuple[DataFrame, ...] = ()
     lost_writers: tuple[str, ...] = ()
     """Writers whose process was lost mid-run (remote load workers): their history simply ends."""
+    client_cut_windows: tuple[tuple[int, int | None], ...] = ()
+    """When every client was cut off from every broker (`client-isolate`: its `fault` invoke to
+    its `heal` ok, None: never healed): no broker could answer a client then."""
     txn_states: DataFrame | None = None
     """The drain's readings of the coordinators' view (`txn-state` events): txn, time_ns, writer,
     index, process, status (`extra.status`), error; None when the history has none."""
@@ -188,8 +191,8 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
             max_examples: int = MAX_EXAMPLES, pairs: DataFrame | None = None,
             facts: HistoryOverview | None = None, cut_lineage: bool = False,
             lost_writers: tuple[str, ...] = (), clock_slack_ns: int = 0,
-            txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S, abort_bound_s: float = DEFAULT_ABORT_BOUND_S
-            ) -> CheckContext:
+            txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S, abort_bound_s: float = DEFAULT_ABORT_BOUND_S,
+            client_cut_windows: tuple[tuple[int, int | None], ...] = ()) -> CheckContext:
     """Derive the check inputs from validated ops (analysis.model.OPS_COLUMNS).
 
     `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
@@ -314,7 +317,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         history_end_ns=facts.last_ns, drain_phase_ns=marks[0].time_ns if marks else None, overview=facts,
         max_examples=max_examples, persisted=tuple(kept), lost_writers=tuple(lost_writers),
         clock_slack_ns=int(clock_slack_ns), txn_states=txn_states, txn_timeout_ns=int(txn_timeout_s * 1e9),
-        abort_bound_ns=int(abort_bound_s * 1e9),
+        abort_bound_ns=int(abort_bound_s * 1e9), client_cut_windows=tuple(client_cut_windows),
     )
 
 

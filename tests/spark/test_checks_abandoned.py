@@ -99,3 +99,13 @@ def test_acks_an_abandoned_transaction_held_must_come_back(run_check: RunCheck) 
     released.drain_receive("m", sub="s")
     released.read("t1", "m").drain_complete(subscriptions=[("t1", "s")])
     assert run_check(released, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT).count == 0
+
+
+def test_time_every_client_was_cut_off_is_not_a_stall(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").commit(took_s=20.0)      # invoked just before a 17 s cut
+    start = 2_000_000_000
+    cut = ((start, start + 17_000_000_000),)
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=15.0).count == 1
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=15.0, client_cut_windows=cut).count == 0
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=2.0, client_cut_windows=cut).count == 1
