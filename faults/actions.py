@@ -167,8 +167,12 @@ class ClientKillAction:
         if not isinstance(target, LoadTarget):
             raise NotInjected(f"client-kill needs a load worker as target, got {target}")
         seed = zlib.crc32(f"{fault.fault_id}/{fault.source}".encode())
+        worker = target.worker
+        seen = (fault.trigger or {}).get("seen") or {}
+        if worker == "random" and isinstance(seen.get("writer"), str) and seen.get("txn"):
+            worker = seen["writer"]   # triggered: the worker whose transaction set it off, still open
         try:
-            done = self.control.kill(fault.fault_id, target.worker, seed)
+            done = self.control.kill(fault.fault_id, worker, seed)
         except Exception as err:
             if "no running load worker" in str(err):
                 raise NotInjected(str(err)) from None

@@ -16,6 +16,8 @@ from faults.validate import check_scenario
 from harness import load_control
 from harness.config import parse_scenario
 from harness.errors import ConfigError
+from harness.history import HistoryRecorder, RunClock
+from harness.history.schema import OpF
 from tests.unit.faults.test_nemesis import World, config, wait_for
 
 
@@ -132,3 +134,29 @@ def test_an_unanswered_request_is_bounded(tmp_path: Path) -> None:
     client = load_control.LoadControlClient(tmp_path / "load-control", timeout_s=0.3)
     with pytest.raises(load_control.LoadControlError, match="did not answer"):
         client.kill("f9", "w0")
+
+
+def test_a_triggered_client_kill_kills_the_worker_whose_transaction_set_it_off(tmp_path: Path) -> None:
+    from faults.triggers import matches
+
+    assert matches({"f": "send", "type": "ok", "txn": "1:2"}, "send", "ok")
+    assert not matches({"f": "send", "type": "ok", "txn": None}, "send", "ok")    # a feeder's send
+    world = World(tmp_path)
+    load = FakeLoad(("w0", "w1", "w2"))
+    world.env.load = load
+    cfg = config("schedule:\n  - {kind: client-kill, at_s: 0, for_s: 0.2, trigger: {op: send, type: ok, "
+                 "within_s: 5}}", faults_s=3)
+    cfg = dataclasses.replace(cfg, load=dataclasses.replace(cfg.load, workers=3))
+    w2 = HistoryRecorder(tmp_path / "history", "run-1", "w2", RunClock.start(), txn_path="v4")
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+
+        def send() -> bool:
+            inv = w2.invoke("w2/u1", OpF.SEND, txn="1:7", value="v", topic="t")
+            w2.ok(inv, msg_id="1:0:-1")
+            return nemesis.stats.injected == 1
+
+        assert wait_for(send, timeout_s=5)
+        assert wait_for(lambda: nemesis.stats.healed == 1)
+    w2.close()
+    assert load.calls[0] == ("kill", "w2")
