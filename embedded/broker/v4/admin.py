@@ -51,7 +51,9 @@ def pulsar_metadata(view: dict[str, Any]) -> dict[str, Any]:
             "ackedPartitions": acked}
 
 
-def routes(service: V4CoordinatorService) -> list[web.RouteDef]:
+def routes(service: V4CoordinatorService, *, transaction_metadata: bool = True) -> list[web.RouteDef]:
+    """The routes; without `transaction_metadata` (a v5 broker, where the v5 coordinator
+    answers it for its clients' transactions) only coordinatorStats."""
     async def coordinator_stats(request: web.Request) -> web.Response:
         stats = service.stats()
         wanted = request.query.get("coordinatorId")
@@ -61,7 +63,7 @@ def routes(service: V4CoordinatorService) -> list[web.RouteDef]:
             stats = {wanted: stats[wanted]}
         return _json(stats)
 
-    async def transaction_metadata(request: web.Request) -> web.Response:
+    async def metadata(request: web.Request) -> web.Response:
         try:
             most = int(request.match_info["most"])
             least = int(request.match_info["least"])
@@ -88,7 +90,7 @@ def routes(service: V4CoordinatorService) -> list[web.RouteDef]:
             return _json({"reason": f"Transaction not found: ({most},{least})"}, 404)
         return _json(pulsar_metadata(found))
 
-    return [
-        web.get("/admin/v3/transactions/coordinatorStats", coordinator_stats),
-        web.get("/admin/v3/transactions/transactionMetadata/{most}/{least}", transaction_metadata),
-    ]
+    out = [web.get("/admin/v3/transactions/coordinatorStats", coordinator_stats)]
+    if transaction_metadata:
+        out.append(web.get("/admin/v3/transactions/transactionMetadata/{most}/{least}", metadata))
+    return out

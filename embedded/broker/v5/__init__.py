@@ -78,7 +78,7 @@ def install(registry: TxnRegistryApi, broker: BrokerContext) -> None:
     registry.register_command_handler(CommandType.SCALABLE_TOPIC_SUBSCRIBE, on_scalable_subscribe)
     registry.register_topic_domain_handler(TopicDomain.TOPIC, on_topic_command)
     registry.add_http_routes(ScalableAdmin(broker, resources, controller).routes())
-    registry.add_http_routes(txn_admin.routes(store, coordinator))
+    registry.add_http_routes(txn_admin.routes(store))
     registry.add_lifecycle(_Parts(coordinator, controller, sessions))
     flags = []
     if broker.settings.bool("scalableTopicsEnabled"):

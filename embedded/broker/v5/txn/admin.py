@@ -10,7 +10,8 @@ header). 404 once the header is gone: never created, or garbage-collected after 
 retention window. A decided header stays until then, so on v5 an abandoned transaction
 the sweep aborted reads `ABORTED`, where a v4 coordinator has already forgotten it (404).
 
-`GET /admin/v3/transactions/coordinatorStats`: per partition, whether this broker leads it.
+(`coordinatorStats` stays the v4 coordinators' view, registered first by the v4 extension
+that every broker installs.)
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from embedded.metadata.model import MetadataError, MetadataUnavailable
 from harness.wire import TxnId
 
 if TYPE_CHECKING:
-    from embedded.broker.v5.txn.coordinator import TransactionCoordinatorV5
     from embedded.broker.v5.txn.store import TxnMetadataStore
 
 
@@ -33,7 +33,7 @@ def _json(value: Any, status: int = 200) -> web.Response:
     return web.Response(text=json.dumps(value), status=status, content_type="application/json")
 
 
-def routes(store: TxnMetadataStore, coordinator: TransactionCoordinatorV5) -> list[web.RouteDef]:
+def routes(store: TxnMetadataStore) -> list[web.RouteDef]:
     async def transaction_metadata(request: web.Request) -> web.Response:
         try:
             txn = TxnId(int(request.match_info["most"]), int(request.match_info["least"]))
@@ -62,12 +62,6 @@ def routes(store: TxnMetadataStore, coordinator: TransactionCoordinatorV5) -> li
                       "openTimestamp": header.created_ms, "timeoutAt": header.timeout_ms,
                       "producedPartitions": produced, "ackedPartitions": acked})
 
-    async def coordinator_stats(request: web.Request) -> web.Response:
-        leaders = coordinator.leaders()
-        return _json({str(p): {"state": "Ready" if coordinator.is_leader(p) else "NotLeader", "leader": url}
-                      for p, url in sorted(leaders.items())})
-
     return [
         web.get("/admin/v3/transactions/transactionMetadata/{most}/{least}", transaction_metadata),
-        web.get("/admin/v3/transactions/coordinatorStats", coordinator_stats),
     ]
