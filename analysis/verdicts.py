@@ -213,8 +213,8 @@ class _Attributor:
         _collect(example, names, txns)
         spans = self._txn_spans()
         known = [spans[t] for t in txns if t in spans]
-        if known:
-            return any(w.covers(span.participants, span.first_ns or 0,
+        if known:    # the example's own operations are its transactions' too
+            return any(w.covers(span.participants | names, span.first_ns or 0,
                                 None if span.open_invokes else span.last_ns)
                        for span in known for w in self.windows)
         times = [int(t) for t in _times(example)]
