@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from faults.model import NotInjected, TopicAdmin
+from harness.client.rest import AdminRequestFailed, TopicName
 from harness.targets.base import ClusterInfo, ProcessControl, ServiceRole
 
 T = TypeVar("T")
@@ -149,14 +150,10 @@ class ComposeTopicAdmin:
     """TopicAdmin on the compose target's admin (redirects followed to published ports)."""
 
     def __init__(self, admin: Any) -> None:
-        from harness.targets.compose.admin import AdminRequestFailed
-
         self._admin = admin
         self._errors: tuple[type[Exception], ...] = (AdminRequestFailed,)
 
     def _rest(self, topic: str) -> str:
-        from harness.targets.compose.admin import TopicName
-
         return TopicName.parse(topic).rest_path
 
     def terminate_topic(self, topic: str) -> None:

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.targets.compose.admin import AdminRequestFailed, ComposeAdmin, TopicName
+from harness.client.rest import AdminRequestFailed, TopicName
+from harness.targets.compose.admin import ComposeAdmin
 from harness.targets.compose.links import HOST
 from tests.unit.compose.fakes import FakeEndpoint
 
