@@ -67,8 +67,8 @@ report: $(STAMP) ## rebuild reports: make report RUN=results/<run or matrix>
 	$(BIN)/txnbench report $(RUN)
 
 lint: $(STAMP) ## ruff, mypy and the import layers (lint-imports; contracts in pyproject.toml)
-	$(BIN)/ruff check orchestrator harness workloads faults embedded analysis tools tests
-	$(BIN)/mypy orchestrator harness workloads faults embedded analysis tools
+	$(BIN)/ruff check orchestrator targets harness workloads faults embedded analysis tools tests
+	$(BIN)/mypy orchestrator targets harness workloads faults embedded analysis tools
 	$(BIN)/lint-imports --no-cache
 
 clean: ## stop a running embedded cluster and remove caches (keeps results/ and .venv)

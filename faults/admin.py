@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from faults.model import NotInjected, TopicAdmin
 from harness.client.rest import AdminRequestFailed, TopicName
-from harness.targets.base import ClusterInfo, ProcessControl, ServiceRole
+from harness.target import ClusterInfo, ProcessControl, ServiceRole
 
 T = TypeVar("T")
 _PARTITION = re.compile(r"-partition-\d+$")

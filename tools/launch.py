@@ -1,8 +1,8 @@
 """Start one service of the reference cluster on its own, for the benchmarks and the cluster tests.
 
 Why: a benchmark or a test often wants one store, one broker or the fault proxy without
-the whole embedded cluster (`harness.targets.embedded`) and its proxied links. Each
-constructor here is a `ServiceProcess` (harness/targets/processes.py), the launcher the
+the whole embedded cluster (`targets.embedded`) and its proxied links. Each
+constructor here is a `ServiceProcess` (targets/processes.py), the launcher the
 cluster target uses too, so start-up, readiness, stop by pid and the log tail in an
 error are the cluster's. Each picks its loopback ports once and keeps them across
 restarts, so clients reconnect to the same address after a kill -9; the config names
@@ -25,7 +25,7 @@ from typing import Any
 import requests
 
 from faults.proxy.service import ENDPOINTS_FILE
-from harness.targets.processes import (
+from targets.processes import (
     HOST,
     ProcessState,
     ServiceProcess,
@@ -34,7 +34,7 @@ from harness.targets.processes import (
     module_argv,
     process_state,
 )
-from harness.targets.zookeeper import ZooKeeperServer, server_command, write_config
+from targets.zookeeper import ZooKeeperServer, server_command, write_config
 
 
 def _module_service(name: str, module: str, base_dir: Path, config: Mapping[str, Any], *,

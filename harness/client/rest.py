@@ -1,6 +1,6 @@
 """What both admin REST clients of the fault actions share: a topic's REST path and the refusal.
 
-Why in the harness: the compose target's admin (`harness.targets.compose.admin.ComposeAdmin`)
+Why in the harness: the compose target's admin (`targets.compose.admin.ComposeAdmin`)
 raises `AdminRequestFailed` and names topics with `TopicName`, and the nemesis
 (`faults.admin.ComposeTopicAdmin`) catches the one and parses the other; the targets sit
 above the faults, so these live below both, beside the admin REST client.

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from harness.client.rest import AdminRequestFailed, TopicName
-from harness.targets.compose.admin import ComposeAdmin
-from harness.targets.compose.links import HOST
+from targets.compose.admin import ComposeAdmin
+from targets.compose.links import HOST
 from tests.unit.compose.fakes import FakeEndpoint
 
 

@@ -33,7 +33,7 @@ import requests
 from harness.errors import EnvironmentProblem
 from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
 from harness.results import write_json_atomic
-from harness.targets.base import (
+from harness.target import (
     ClusterInfo,
     LinkInfo,
     LinkKind,
@@ -41,7 +41,8 @@ from harness.targets.base import (
     ServiceRole,
     multi_host_service_url,
 )
-from harness.targets.processes import (
+from harness.txn_paths import TxnPath
+from targets.processes import (
     HOST,
     ProcessState,
     ServiceExited,
@@ -51,13 +52,12 @@ from harness.targets.processes import (
     module_argv,
     wait_ready,
 )
-from harness.targets.zookeeper import (
+from targets.zookeeper import (
     ZooKeeperServer,
     ZooKeeperUnavailable,
     server_command,
     write_config,
 )
-from harness.txn_paths import TxnPath
 
 ZOOKEEPER = "zookeeper"
 DEFAULT_DIR = Path(".txnbench/cluster")
