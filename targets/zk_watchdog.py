@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness.entrypoints import python_m
+
 POLL_S = 0.5
 
 
@@ -52,8 +54,9 @@ def spawn(parent: int, child: int, child_start: int | None = None) -> subprocess
     child_start = child_start if child_start is not None else start_time(child)
     if child_start is None:
         return None
-    return subprocess.Popen([sys.executable, "-m", "targets.zk_watchdog", "--parent", str(parent),
-                             "--child", str(child), "--child-start", str(child_start)],
+    this = sys.modules[__name__]   # this module, named by its spec (it moves, the command follows)
+    return subprocess.Popen(python_m(this, "--parent", str(parent), "--child", str(child),
+                                     "--child-start", str(child_start)),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, close_fds=True)
 

@@ -29,10 +29,11 @@ from harness.txn_paths import TxnPath
 from targets import embedded as embedded_target
 from targets.embedded import EmbeddedCluster, EmbeddedSpec
 from targets.processes import ProcessState, process_state
+from tests.unit.faults import standin_broker
 
 pytestmark = pytest.mark.cluster
 
-STANDIN_BROKER = "tests.unit.faults.standin_broker"
+STANDIN_BROKER = standin_broker   # started as `python -m tests.unit.faults.standin_broker`
 GC_SETTINGS = {"transactionCoordinatorScalableTopicsGcRetentionSeconds": 0.5,
                "transactionCoordinatorScalableTopicsGcIntervalSeconds": 0.5}
 
