@@ -63,6 +63,7 @@ from orchestrator.outcome import (
 )
 from orchestrator.planted import banner as planted_banner
 from orchestrator.planted import refuse_planted_bugs
+from workloads.entrypoints import RUNNER, python_m
 from workloads.loadspec import LoadSpec
 from workloads.topology import Topology
 
@@ -248,7 +249,7 @@ class Run:
         env = self.clock.export(dict(os.environ))
         env["PYTHONUNBUFFERED"] = "1"
         log = (self.run_dir.logs_dir / "load.log").open("ab")
-        self.load = subprocess.Popen([sys.executable, "-m", "workloads.runner", "--spec", str(spec_path)],
+        self.load = subprocess.Popen(python_m(RUNNER, "--spec", str(spec_path)),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True)
         log.close()
