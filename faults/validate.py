@@ -60,17 +60,12 @@ def _check_target(config: RunConfig, timeline: Timeline) -> None:
 
 
 def _check_pulsar_links(config: RunConfig, timeline: Timeline) -> None:
-    """The pulsar target's links (targets/pulsar/cluster.py): brokers reach each other directly, and
-    every broker reaches the one bookie through one shared link, so those links cannot be cut alone."""
+    """The pulsar target's links (targets/pulsar/cluster.py): every broker reaches the one bookie through
+    one shared link, so one broker's link to the bookie cannot be cut alone."""
     for planned in timeline.faults:
         selector = planned.selector
         if not isinstance(selector, LinkSelector):
             continue
-        if selector.kind is LinkKind.BROKER_BROKER:
-            raise ConfigError(f"scenario {config.name}", f"{planned.source}.target",
-                              f"{planned.target} cannot run on the pulsar target: its brokers reach each other "
-                              "directly (on their internal listener), not through the fault proxy",
-                              "isolate a broker instead (target broker:<i>), or use --target embedded")
         if selector.kind is LinkKind.BROKER_LEDGER and selector.first.pick is not Pick.RANDOM:
             raise ConfigError(f"scenario {config.name}", f"{planned.source}.target",
                               f"{planned.target} cannot run on the pulsar target: every broker reaches the bookie "

@@ -10,11 +10,13 @@ the run's path (`ready.transaction_round_trip`) shows the coordinators are assig
 loaded: until then the cluster is not ready, whatever the processes say.
 
 Links (see `conf.py` for how the servers are told): `client-broker-<i>` (clients to
-broker i), `broker-<i>-metadata` (broker i to ZooKeeper) and one `brokers-ledger`
-(every broker to the bookie: a bookie has one registered address, so its link cannot be
-cut for one broker alone). Brokers reach each other directly on their internal
-listener: there are no broker-broker links, and faults that need one are refused when
-the scenario is validated (`CAPABILITIES`).
+broker i), `broker-<i>-metadata` (broker i to ZooKeeper), `brokers-broker-<j>` (every
+broker to broker j: j's internal listener is that link's address) and `brokers-ledger`
+(every broker to the bookie). The last two are shared by all brokers (source
+`EVERY_BROKER`): a real broker dials the address its peer or the bookie registered, one
+per server, so a link cannot be cut for one caller alone; cutting the link into broker j
+also cuts j's connections to itself. A fault on one broker's link to the bookie is refused
+when the scenario is validated (faults/validate.py).
 
 `<dir>/state.json` records every process's pid and start time so `txnbench cluster
 down` in another process stops the same processes, by pid. Every exit path of `up()`
@@ -68,6 +70,7 @@ from targets.pulsar.versions import PulsarRelease, release
 DEFAULT_DIR = Path(".txnbench/pulsar-cluster")
 DIR_ENV = "TXNBENCH_PULSAR_CLUSTER_DIR"
 SHARED_LEDGER_LINK = "brokers-ledger"
+PEER_LINK = "brokers-broker-{}"
 SETUP_TIMEOUT_S = 180.0
 
 MAIN_CLASS = {
@@ -320,7 +323,7 @@ class PulsarCluster(LocalProcessControl):
         conf_dir, data_dir, log_dir = (self.directory / d for d in ("conf", "data", "logs"))
         (conf_dir / "log4j2.xml").write_text(conf.LOG4J2)
         link_names = [f"client-broker-{i}" for i in range(n)] + [f"broker-{i}-metadata" for i in range(n)]
-        link_names.append(SHARED_LEDGER_LINK)
+        link_names += [PEER_LINK.format(i) for i in range(n)] + [SHARED_LEDGER_LINK]
         ports = iter(free_ports(1 + 1 + 2 + 2 * n + len(link_names)))
         link_port = {name: next(ports) for name in link_names}
 
@@ -338,7 +341,9 @@ class PulsarCluster(LocalProcessControl):
                                        addr(link_port[f"client-broker-{i}"]), addr(binary)))
             self.links.append(LinkInfo(f"broker-{i}-metadata", LinkKind.BROKER_METADATA, f"broker-{i}", "metadata",
                                        addr(link_port[f"broker-{i}-metadata"]), addr(zk_port)))
-        self.links.append(LinkInfo(SHARED_LEDGER_LINK, LinkKind.BROKER_LEDGER, "brokers", "ledger",
+            self.links.append(LinkInfo(PEER_LINK.format(i), LinkKind.BROKER_BROKER, EVERY_BROKER, f"broker-{i}",
+                                       addr(link_port[PEER_LINK.format(i)]), addr(binary)))
+        self.links.append(LinkInfo(SHARED_LEDGER_LINK, LinkKind.BROKER_LEDGER, EVERY_BROKER, "ledger",
                                    addr(link_port[SHARED_LEDGER_LINK]), addr(bookie_port)))
 
         proxy_conf = conf_dir / "proxy.json"
@@ -372,6 +377,7 @@ class PulsarCluster(LocalProcessControl):
         for i, (binary, http) in enumerate(broker_ports):
             values = conf.broker_conf(binary_port=binary, http_port=http,
                                       advertised_client_port=link_port[f"client-broker-{i}"],
+                                      advertised_internal_port=link_port[PEER_LINK.format(i)],
                                       zk_link=addr(link_port[f"broker-{i}-metadata"]), settings=self.settings)
             path = conf_dir / f"broker-{i}.conf"
             path.write_text(conf.properties(values))

@@ -10,7 +10,8 @@ fault proxy: each broker's `metadataStoreUrl` is its own `broker-<i>-metadata` l
 the bookie registers the `brokers-ledger` link's address as its bookie id, which the
 brokers' BookKeeper clients dial as a plain `host:port` (`bookieAddressResolverEnabled`
 off). Clients reach broker i through `client-broker-<i>`, the address its `external`
-listener advertises; brokers reach each other on their `internal` listener, directly.
+listener advertises; brokers reach broker i through `brokers-broker-<i>`, the address its
+`internal` listener advertises (lookups between brokers answer with the internal one).
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ def path_settings(txn_path: TxnPath) -> dict[str, Any]:
     return settings
 
 
-def broker_conf(*, binary_port: int, http_port: int, advertised_client_port: int, zk_link: str,
-                settings: Mapping[str, Any]) -> dict[str, Any]:
+def broker_conf(*, binary_port: int, http_port: int, advertised_client_port: int, advertised_internal_port: int,
+                zk_link: str, settings: Mapping[str, Any]) -> dict[str, Any]:
     """One broker's settings: its ports, listeners, proxied dependencies, then `settings` on top."""
     zk_url = f"zk:{zk_link}"
     base: dict[str, Any] = {
@@ -151,7 +152,7 @@ def broker_conf(*, binary_port: int, http_port: int, advertised_client_port: int
         "webServicePort": http_port,
         "bindAddress": HOST,
         "advertisedAddress": HOST,
-        "advertisedListeners": (f"{INTERNAL_LISTENER}:pulsar://{HOST}:{binary_port},"
+        "advertisedListeners": (f"{INTERNAL_LISTENER}:pulsar://{HOST}:{advertised_internal_port},"
                                 f"{EXTERNAL_LISTENER}:pulsar://{HOST}:{advertised_client_port}"),
         "internalListenerName": INTERNAL_LISTENER,
         "managedLedgerDefaultEnsembleSize": 1,

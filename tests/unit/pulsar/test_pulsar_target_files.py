@@ -46,6 +46,7 @@ def test_path_settings_are_the_documented_switches(txn_path: TxnPath, batched: b
 
 def test_broker_dials_its_proxied_links_and_advertises_the_client_link() -> None:
     values = conf.broker_conf(binary_port=6650, http_port=8080, advertised_client_port=7001,
+                              advertised_internal_port=7004,
                               zk_link="127.0.0.1:7002", settings={"managedLedgerDefaultAckQuorum": 1,
                                                                    "transactionCoordinatorEnabled": True})
     text = parse(conf.properties(values))
@@ -54,7 +55,8 @@ def test_broker_dials_its_proxied_links_and_advertises_the_client_link() -> None
     assert text["bookkeeper_bookieAddressResolverEnabled"] == "false"   # dial the bookie id (the proxy)
     assert text["bindAddress"] == text["advertisedAddress"] == "127.0.0.1"
     assert "external:pulsar://127.0.0.1:7001" in text["advertisedListeners"]
-    assert "internal:pulsar://127.0.0.1:6650" in text["advertisedListeners"]
+    assert "internal:pulsar://127.0.0.1:7004" in text["advertisedListeners"]   # peers dial brokers-broker-<i>
+    assert text["brokerServicePort"] == "6650"
     assert text["internalListenerName"] == conf.INTERNAL_LISTENER
     for key in ("managedLedgerDefaultEnsembleSize", "managedLedgerDefaultWriteQuorum",
                 "managedLedgerDefaultAckQuorum"):
