@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
-from harness.targets.base import ClusterInfo, LinkInfo, LinkKind, ServiceInfo, ServiceRole
+from harness.target import ClusterInfo, LinkInfo, LinkKind, ServiceInfo, ServiceRole
 from harness.toxiproxy.model import Stream
 
 RANDOM = "random"

@@ -283,8 +283,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     """The worker host patches the standard library for gevent: it must be its own process image."""
     import os
 
-    argv = [sys.executable, "-m", "workloads.worker_host", "--master", args.master, "--processes",
-            str(args.processes), "--dir", str(args.dir), "--wait", str(args.wait)]
+    from workloads import entrypoints
+
+    argv = entrypoints.python_m(entrypoints.WORKER_HOST, "--master", args.master, "--processes",
+                                str(args.processes), "--dir", str(args.dir), "--wait", str(args.wait))
     if args.scenario:
         argv += ["--scenario", args.scenario]
     sys.stdout.flush()

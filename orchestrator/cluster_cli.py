@@ -12,10 +12,10 @@ import requests
 
 from harness.config import parse_setting_pairs
 from harness.errors import EnvironmentProblem
-from harness.targets.base import ClusterInfo
-from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec, default_dir
-from harness.targets.processes import ProcessState
+from harness.target import ClusterInfo
 from harness.txn_paths import TxnPath
+from targets.embedded import EmbeddedCluster, EmbeddedSpec, default_dir
+from targets.processes import ProcessState
 
 
 def _directory(args: argparse.Namespace) -> Path:

@@ -51,7 +51,7 @@ from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
 from harness.results import RunStatus, new_run
-from harness.targets.base import ClusterInfo, ClusterTarget, ServiceRole
+from harness.target import ClusterInfo, ClusterTarget, ServiceRole
 from orchestrator.outcome import (
     LoadProcessDied,
     Phase,
@@ -63,6 +63,7 @@ from orchestrator.outcome import (
 )
 from orchestrator.planted import banner as planted_banner
 from orchestrator.planted import refuse_planted_bugs
+from workloads.entrypoints import RUNNER, python_m
 from workloads.loadspec import LoadSpec
 from workloads.topology import Topology
 
@@ -187,7 +188,7 @@ class Run:
         settings = self._cluster.settings
         version = None
         if self.config.target is Target.EMBEDDED and str(settings.get("metadataStoreUrl")) in ("zk", "zk:", "zk://"):
-            from harness.targets.zookeeper import zookeeper_version
+            from targets.zookeeper import zookeeper_version
             version = zookeeper_version()
         used = store_used(self.config.target.value, self.config.path.value, settings, version=version)
         return used.to_json() | ({"version": version} if version and used.kind is StoreKind.ZOOKEEPER else {})
@@ -212,7 +213,7 @@ class Run:
 
     def _make_target(self) -> ClusterTarget:
         if self.config.target is Target.EMBEDDED:
-            from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec
+            from targets.embedded import EmbeddedCluster, EmbeddedSpec
 
             directory = self.options.cluster_dir
             if directory is None:
@@ -224,13 +225,13 @@ class Run:
                                 planted_bugs=tuple(self.planted_bugs))
             return EmbeddedCluster(spec)
         if self.config.target is Target.EXTERNAL:
-            from harness.targets.external import ExternalCluster
+            from targets.external import ExternalCluster
 
             assert self.config.cluster.service_url  # validated in config
             return ExternalCluster(self.config.cluster.service_url, self.config.cluster.admin_url,
                                    self.config.path)
         try:
-            from harness.targets.compose import ComposeCluster
+            from targets.compose import ComposeCluster
         except ImportError:
             raise EnvironmentProblem("the compose target is not available in this build") from None
         return ComposeCluster.from_config(self.config, self.run_dir)
@@ -248,7 +249,7 @@ class Run:
         env = self.clock.export(dict(os.environ))
         env["PYTHONUNBUFFERED"] = "1"
         log = (self.run_dir.logs_dir / "load.log").open("ab")
-        self.load = subprocess.Popen([sys.executable, "-m", "workloads.runner", "--spec", str(spec_path)],
+        self.load = subprocess.Popen(python_m(RUNNER, "--spec", str(spec_path)),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True)
         log.close()

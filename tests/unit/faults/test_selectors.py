@@ -31,7 +31,7 @@ from faults.selectors import (
     resolve_service,
     resolve_topic,
 )
-from harness.targets.base import LinkKind
+from harness.target import LinkKind
 from harness.toxiproxy.model import Stream
 from tests.unit.faults.fakes import FakeLocator, cluster_info, v5_segments
 
