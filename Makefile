@@ -16,11 +16,11 @@ PYTEST_ARGS ?=
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-pulsar test-slow test-docker bench chaos sweep selftest report lint clean distclean check-java
+.PHONY: help setup test test-cluster test-pulsar test-slow test-docker bench chaos sweep selftest report report-picture lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report), PYTEST_ARGS=..."
+	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report, report-picture), PYTEST_ARGS=..."
 
 check-java: ## check for Java 17+ (PySpark needs it)
 	@.ci/check-java
@@ -68,6 +68,19 @@ selftest: $(STAMP) ## run every planted bug with the scenario meant to catch it 
 report: $(STAMP) ## rebuild reports: make report RUN=results/<run or matrix>
 	@test -n "$(RUN)" || { echo "make report needs RUN=results/<run_id>; the newest runs are:"; ls -1dt results/*/ 2>/dev/null | head -5; exit 2; }
 	$(BIN)/txnbench report $(RUN)
+
+# The README's picture: the top of a matrix's compare.html, rendered by headless Chromium.
+PICTURE      ?= docs/report-picture.png
+PICTURE_SIZE ?= 1280,1640
+report-picture: ## render the README's picture: make report-picture RUN=results/<matrix> (needs Chromium)
+	@test -n "$(RUN)" && test -f "$(RUN)/compare.html" || { echo "make report-picture needs RUN=results/<matrix> (a folder with compare.html); the newest are:"; ls -1dt results/*/compare.html 2>/dev/null | head -5; exit 2; }
+	@browser=$$(command -v chromium || command -v chromium-browser || command -v google-chrome) || { echo "make report-picture needs Chromium (Debian: apt-get install chromium)"; exit 2; }; \
+	profile=$$(mktemp -d); \
+	"$$browser" --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
+	  --disable-sync --no-first-run --hide-scrollbars --user-data-dir="$$profile" --window-size=$(PICTURE_SIZE) \
+	  --screenshot="$(abspath $(PICTURE))" "file://$(abspath $(RUN))/compare.html" >/dev/null 2>&1; \
+	rc=$$?; rm -rf "$$profile"; test $$rc -eq 0 && test -s "$(PICTURE)" || { echo "Chromium failed to render $(RUN)/compare.html (exit $$rc)"; exit 1; }; \
+	echo "wrote $(PICTURE) from $(RUN)/compare.html"
 
 lint: $(STAMP) ## ruff, mypy and the import layers (lint-imports; contracts in pyproject.toml)
 	$(BIN)/ruff check orchestrator targets harness workloads faults embedded analysis tools tests

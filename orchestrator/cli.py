@@ -59,19 +59,54 @@ def _user_levels(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, except that indented lines (an epilog's example) stay as written, so they paste."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        fill = super()._fill_text
+        return "\n".join(indent + line if line.startswith("  ") else fill(line, width, indent)
+                         for line in text.split("\n"))
+
+
+# The one example each command's help ends with; README.md shows the same lines
+# (tests/unit/test_readme.py checks both).
+EXAMPLES: dict[str, str] = {
+    "txnbench": "txnbench bench --duration 20",
+    "run": "txnbench run chaos-segments --path v5 --duration 30",
+    "worker": "txnbench worker --master 10.0.0.5:5557 --processes 2",
+    "bench": "txnbench bench --duration 20",
+    "chaos": "txnbench chaos --scenario chaos-recovery --duration 60",
+    "sweep": "txnbench sweep --users 4,48 --duration 20 --paths v4 v5",
+    "selftest": "txnbench selftest --bugs txnbenchBugV5GcRetentionInMillis",
+    "check": "txnbench check $(ls -1dt results/*-bench-bench | head -1)/runs/v5",
+    "report": "M=$(ls -1dt results/*-bench-bench | head -1); txnbench report $M/runs/v4 $M/runs/v5 --out results/v4-vs-v5",
+    "cluster": "txnbench cluster up --path v5 --brokers 3",
+    "cluster up": "txnbench cluster up --path v5 --brokers 3",
+    "cluster status": "txnbench cluster status --json",
+    "cluster down": "txnbench cluster down",
+    "cluster heal": "txnbench cluster heal",
+}
+
+
+def _epilog(command: str, before: str = "") -> str:
+    return (before + "\n\n" if before else "") + "example:\n  " + EXAMPLES[command]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="txnbench",
         description="Benchmark and chaos-test Apache Pulsar transactions over the v4, "
                     "v4-batched and v5 paths.",
-        epilog="Exit status: 0 ok/valid, 1 anomalies found, 2 bad input or unknown verdict, "
-               "130 interrupted.",
+        epilog=_epilog("txnbench", "Exit status: 0 ok/valid, 1 anomalies found, 2 bad input or unknown verdict, "
+                                   "130 interrupted."),
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"txnbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = sub.add_parser("run", help="one run of a scenario on one path",
-                         description="Run one scenario on one path; prints the run folder last.")
+                         description="Run one scenario on one path; prints the run folder last.",
+                         epilog=_epilog("run"), formatter_class=_HelpFormatter)
     run.add_argument("scenario", help="scenario name (scenarios/<name>.yaml) or file")
     run.add_argument("--path", choices=PATH_CHOICES, dest="txn_path",
                      help="transaction path (default: the scenario's)")
@@ -99,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="join a run from this host as N Locust workers",
                             description="Join a run whose scenario waits for remote workers (load.remote_workers): "
-                                        "run N Locust workers here and ship their histories to the master.")
+                                        "run N Locust workers here and ship their histories to the master.",
+                            epilog=_epilog("worker"), formatter_class=_HelpFormatter)
     add_worker_arguments(worker)
     worker.set_defaults(handler=_cmd_worker)
 
@@ -107,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 ("chaos", "chaos", "the chaos matrix: each path under faults"),
                                 ("sweep", "bench", "a concurrency sweep: every path at several user counts")):
         writes = "sweep.* and levels/u<users>/compare.*" if name == "sweep" else "compare.*"
-        matrix = sub.add_parser(name, help=what, description=f"Run {what}; writes {writes}")
+        matrix = sub.add_parser(name, help=what, description=f"Run {what}; writes {writes}",
+                                epilog=_epilog(name), formatter_class=_HelpFormatter)
         matrix.add_argument("--duration", type=_positive_float, metavar="S",
                             help="seconds of each path's main phase")
         matrix.add_argument("--scenario", default=default, help=f"scenario (default: {default})")
@@ -133,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           "(orchestrator/planted.py) is run with its catching scenario and "
                                           "reported caught or missed; a clean baseline runs per scenario and "
                                           "path. Writes results/<selftest_id>/selftest.{json,md}; exit 0 when "
-                                          "every bug is caught and every baseline clean, else 1.")
+                                          "every bug is caught and every baseline clean, else 1.",
+                              epilog=_epilog("selftest"), formatter_class=_HelpFormatter)
     selftest.add_argument("--bugs", nargs="+", metavar="ID", help="only these planted bugs (default: all)")
     selftest.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
                           help="only the bugs that live on these paths")
@@ -146,21 +184,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="check a run's history for anomalies",
                            description="Write RUN_DIR/analysis/results.json; exit 0 valid, "
-                                       "1 anomalies, 2 unknown.")
+                                       "1 anomalies, 2 unknown.",
+                           epilog=_epilog("check"), formatter_class=_HelpFormatter)
     check.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     check.add_argument("--master", help="Spark master (default: $TXNBENCH_SPARK_MASTER or local[*])")
     check.set_defaults(handler=_cmd_check)
 
-    report = sub.add_parser("report", help="(re)build reports; several runs give a comparison")
+    report = sub.add_parser("report", help="(re)build reports; several runs give a comparison",
+                            epilog=_epilog("report"), formatter_class=_HelpFormatter)
     report.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
     report.add_argument("--out", type=Path, help="folder for a comparison of several runs")
     report.set_defaults(handler=_cmd_report)
 
-    cluster = sub.add_parser("cluster", help="start, inspect and stop a cluster by hand (embedded or pulsar)")
+    cluster = sub.add_parser("cluster", help="start, inspect and stop a cluster by hand (embedded or pulsar)",
+                             epilog=_epilog("cluster"), formatter_class=_HelpFormatter)
     cluster.add_argument("--dir", type=Path, default=None, metavar="DIR",
                          help="cluster state folder (default: .txnbench/cluster or $TXNBENCH_CLUSTER_DIR)")
     csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
-    up = csub.add_parser("up", help="start the cluster in the background and wait until ready")
+    up = csub.add_parser("up", help="start the cluster in the background and wait until ready",
+                         epilog=_epilog("cluster up"), formatter_class=_HelpFormatter)
     up.add_argument("--target", choices=["embedded", "pulsar"], default="embedded",
                     help="our reference cluster (default) or real Apache Pulsar from Maven Central jars")
     up.add_argument("--pulsar-version", metavar="V", help=PULSAR_VERSION_HELP)
@@ -171,12 +213,15 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--allow-planted-bugs", action="store_true",
                     help="let --set switch on planted bugs (deliberate faults of the self-test)")
     up.set_defaults(handler=_cmd_cluster_up)
-    status = csub.add_parser("status", help="service URLs and process states")
+    status = csub.add_parser("status", help="service URLs and process states",
+                             epilog=_epilog("cluster status"), formatter_class=_HelpFormatter)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=_cmd_cluster_status)
-    down = csub.add_parser("down", help="stop every process the cluster started")
+    down = csub.add_parser("down", help="stop every process the cluster started",
+                           epilog=_epilog("cluster down"), formatter_class=_HelpFormatter)
     down.set_defaults(handler=_cmd_cluster_down)
-    heal = csub.add_parser("heal", help="remove every fault still in effect")
+    heal = csub.add_parser("heal", help="remove every fault still in effect",
+                           epilog=_epilog("cluster heal"), formatter_class=_HelpFormatter)
     heal.set_defaults(handler=_cmd_cluster_heal)
     return parser
 

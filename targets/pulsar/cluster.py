@@ -41,6 +41,7 @@ import faults.proxy as proxy_package
 from harness.errors import EnvironmentProblem
 from harness.results import write_json_atomic
 from harness.target import (
+    EVERY_BROKER,
     ClusterInfo,
     LinkInfo,
     LinkKind,
