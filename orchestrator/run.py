@@ -67,6 +67,9 @@ from workloads.entrypoints import RUNNER, python_m
 from workloads.loadspec import LoadSpec
 from workloads.topology import Topology
 
+#: Seconds a real Pulsar cluster gets to start (JVMs, cluster metadata, a first transaction).
+PULSAR_READY_TIMEOUT_S = 300.0
+
 
 class Run:
     """One run of one scenario on one path."""
@@ -190,11 +193,17 @@ class Run:
         if self.config.target is Target.EMBEDDED and str(settings.get("metadataStoreUrl")) in ("zk", "zk:", "zk://"):
             from targets.zookeeper import zookeeper_version
             version = zookeeper_version()
+        if self.config.target is Target.PULSAR:
+            version = str(getattr(self.target, "components", {}).get("zookeeper") or "") or None
         used = store_used(self.config.target.value, self.config.path.value, settings, version=version)
         return used.to_json() | ({"version": version} if version and used.kind is StoreKind.ZOOKEEPER else {})
 
     def _record_cluster(self) -> dict[str, str]:
         store = self._metadata_store()
+        versions = getattr(self.target, "versions", None)
+        if callable(versions):   # a real system under test: its release and components, in every manifest
+            recorded = self.run_dir.read_manifest().get("versions") or {}
+            self.run_dir.update_manifest(versions={**recorded, **versions()})
         self.run_dir.update_manifest(metadata_store=store, cluster={
             "service_url": self._cluster.service_url, "admin_url": self._cluster.admin_url,
             "toxiproxy_url": self._cluster.toxiproxy_url,
@@ -224,6 +233,19 @@ class Run:
                                 parent_pid=os.getpid(), ready_timeout_s=self.config.cluster.ready_timeout_s,
                                 planted_bugs=tuple(self.planted_bugs))
             return EmbeddedCluster(spec)
+        if self.config.target is Target.PULSAR:
+            from targets.pulsar.cluster import PulsarCluster, PulsarSpec
+
+            directory = self.options.cluster_dir
+            if directory is None:
+                directory = Path(tempfile.mkdtemp(prefix=f"txnbench-{self.run_dir.run_id}-"))
+                self._temp_cluster_dir = directory
+            pulsar = PulsarCluster(PulsarSpec(
+                txn_path=self.config.path, version=self.config.cluster.pulsar_version,
+                brokers=self.config.cluster.brokers, settings=dict(self.config.cluster.settings),
+                directory=directory, parent_pid=os.getpid(),
+                ready_timeout_s=max(self.config.cluster.ready_timeout_s, PULSAR_READY_TIMEOUT_S), say=self.say))
+            return pulsar
         if self.config.target is Target.EXTERNAL:
             from targets.external import ExternalCluster
 
