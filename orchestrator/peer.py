@@ -28,7 +28,7 @@ from analysis.peer.pulsar_perf import read_result
 from analysis.peer.render import to_html, to_markdown
 from harness.config import RunConfig
 from harness.errors import EnvironmentProblem
-from harness.results import create_unique_dir, utc_stamp, write_json_atomic, write_text_atomic
+from harness.results import RunStatus, create_unique_dir, utc_stamp, write_json_atomic, write_text_atomic
 from harness.target import ClusterInfo, ProcessControl
 from orchestrator.outcome import RunOptions, say
 from orchestrator.run import PULSAR_READY_TIMEOUT_S, Run
@@ -95,13 +95,19 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
                             scrape=cluster.scrape_metrics, say=say)
         write_json_atomic(perf_dir / "run.json", perf_run.to_json())
         say(f"[peer] pulsar-perf done (exit {perf_run.exit_code}); now txnbench on the same cluster")
-        outcome = Run(plan.config, RunOptions(results_root=peer_dir, command="peer",
+        # analysed after the cluster is stopped: Spark and four idle JVMs do not share 2 cores well
+        outcome = Run(plan.config, RunOptions(results_root=peer_dir, command="peer", analyze=False,
                                               target=SharedCluster(cluster))).execute()
     finally:
         try:
             cluster.down()
         finally:
             shutil.rmtree(cluster_dir, ignore_errors=True)
+    if outcome.status is RunStatus.COMPLETE:
+        from analysis.pipeline import analyze_run
+
+        say("[peer] analysis of the txnbench run")
+        analyze_run(outcome.run_dir.path)
     hgrm = perf_run.hgrm_path
     result = read_result(perf_run.log_path.read_text(errors="replace"), hgrm.read_text() if hgrm else None,
                          plan.perf.warmup_s, plan.perf.steady_s)

@@ -102,6 +102,7 @@ def run_perf(plan: PerfPlan, *, java: str, java_major: int, classpath: Classpath
              admin_url: str, listener_name: str | None, out_dir: Path,
              scrape: Callable[[], Mapping[str, str]], say: Callable[[str], None]) -> PerfRun:
     """Run pulsar-perf once, to the end of its `-time`; the JVM never outlives this call."""
+    out_dir = out_dir.resolve()          # the JVM runs in it: every path it is given must be absolute
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "log4j2.xml").write_text(PERF_LOG4J2)
     (out_dir / "client.conf").write_text(client_conf(service_url, admin_url))
@@ -140,4 +141,7 @@ def run_perf(plan: PerfPlan, *, java: str, java_major: int, classpath: Classpath
     if run.killed:
         raise EnvironmentProblem(f"pulsar-perf ran past {plan.duration_s + GRACE_S:.0f} s and was killed; "
                                  f"see {run.log_path}")
+    if run.exit_code != 0:   # it exits 0 at the end of -time; anything else is a failed test
+        tail = "\n".join(run.log_path.read_text(errors="replace").splitlines()[-12:])
+        raise EnvironmentProblem(f"pulsar-perf exited {run.exit_code}; see {run.log_path}:\n{tail}")
     return run
