@@ -34,6 +34,9 @@ MAIN_CLASS = "org.apache.pulsar.testclient.PulsarPerfTestTool"
 #: Seconds past the plan's duration before the JVM is killed (start-up, client build, shutdown).
 GRACE_S = 90.0
 CPU_SAMPLE_S = 1.0
+#: pulsar-perf's heap: the tool default of our servers (256 MB) dies in PulsarPerfTestTool's start-up
+#: (OutOfMemoryError while it builds its commands); later -X flags override earlier ones.
+PERF_HEAP = ("-Xms512m", "-Xmx1024m", "-XX:MaxDirectMemorySize=512m")
 
 PERF_LOG4J2 = """<Configuration status="WARN">
   <Appenders>
@@ -79,7 +82,7 @@ def client_conf(service_url: str, admin_url: str) -> str:
 
 def java_argv(java: str, java_major: int, classpath: Classpath, out_dir: Path) -> list[str]:
     """`java ... PulsarPerfTestTool <client.conf>`: the tool heap, the release's jars, our log4j2."""
-    return [java, *conf.jvm_args("tool", java_major, out_dir / "log4j2.xml", out_dir),
+    return [java, *conf.jvm_args("tool", java_major, out_dir / "log4j2.xml", out_dir), *PERF_HEAP,
             "-cp", classpath.java_classpath, MAIN_CLASS, str(out_dir / "client.conf")]
 
 
