@@ -15,6 +15,7 @@ Ctrl-C or an error; nothing of it outlives the command.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -23,19 +24,26 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from analysis.peer.brokers import read_texts
 from analysis.peer.compare import build_peer, perf_side, txnbench_side
 from analysis.peer.pulsar_perf import read_result
 from analysis.peer.render import to_html, to_markdown
 from harness.config import RunConfig
 from harness.errors import EnvironmentProblem
-from harness.results import RunStatus, create_unique_dir, utc_stamp, write_json_atomic, write_text_atomic
+from harness.results import (
+    RunStatus,
+    create_unique_dir,
+    utc_stamp,
+    write_json_atomic,
+    write_text_atomic,
+)
 from harness.target import ClusterInfo, ProcessControl
 from orchestrator.outcome import RunOptions, say
 from orchestrator.run import PULSAR_READY_TIMEOUT_S, Run
 from targets.pulsar.cluster import PulsarCluster, PulsarSpec
 from targets.pulsar.jars import ensure_jars
 from targets.pulsar.java import find_java
-from targets.pulsar.perf import run_perf
+from targets.pulsar.perf import MAIN_CLASS, run_perf
 from targets.pulsar.perf_args import plan_peer
 from targets.pulsar.versions import release
 
@@ -108,31 +116,38 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
 
         say("[peer] analysis of the txnbench run")
         analyze_run(outcome.run_dir.path)
-    hgrm = perf_run.hgrm_path
-    result = read_result(perf_run.log_path.read_text(errors="replace"), hgrm.read_text() if hgrm else None,
-                         plan.perf.warmup_s, plan.perf.steady_s)
-    from analysis.peer.brokers import read_texts
+    java_cmd = f"java -cp '.txnbench/pulsar/{chosen.version}/lib/*' {MAIN_CLASS} client.conf"
+    write_json_atomic(peer_dir / "peer-plan.json", {
+        "plan": plan.perf.to_json(), "notes": list(plan.notes), "run_dir": outcome.run_dir.path.name,
+        "cluster": {"target": "pulsar", "release": chosen.version, "brokers": config.cluster.brokers,
+                    "components": cluster.components, "service_url": info.service_url},
+        "commands": {
+            "peer": "txnbench " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["peer"] else "txnbench peer",
+            "pulsar-perf": java_cmd + " " + shlex.join(plan.perf.argv(info.service_url, info.admin_url,
+                                                                       info.listener_name)),
+            "txnbench run": f"{outcome.run_dir.path.name} (scenario {plan.config.name}, matched as below)"}})
+    doc = write_peer_report(peer_dir)
+    say(to_markdown(doc).split("\n## Commands")[0])
+    print(peer_dir)
+    sides = doc["sides"]
+    if sides["pulsar-perf"]["ended_txn_per_s"] is None:
+        raise EnvironmentProblem(f"pulsar-perf reported no rate; see {perf_run.log_path}")
+    return 0 if sides["txnbench"].get("committed_txn_per_s") is not None else 2
 
-    perf = perf_side(result, perf_run.to_json(), read_texts(perf_dir / "metrics", "before"),
-                     read_texts(perf_dir / "metrics", "after"), plan.perf.abort)
-    txnbench = txnbench_side(outcome.run_dir.path)
-    java_cmd = f"java -cp '<.txnbench/pulsar/{chosen.version}/lib>/*' PulsarPerfTestTool client.conf"
-    commands: dict[str, Any] = {
-        "peer": "txnbench " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["peer"] else "txnbench peer",
-        "pulsar-perf": java_cmd + " " + shlex.join(plan.perf.argv(info.service_url, info.admin_url,
-                                                                   info.listener_name)),
-        "txnbench run": f"{outcome.run_dir.path} (scenario {plan.config.name}, matched as below)",
-    }
-    doc = build_peer(peer_id=peer_dir.name,
-                     cluster={"target": "pulsar", "release": chosen.version, "brokers": config.cluster.brokers,
-                              "components": cluster.components, "service_url": info.service_url},
-                     plan=plan.perf.to_json(), notes=list(plan.notes), perf=perf, txnbench=txnbench,
-                     commands=commands)
+
+def write_peer_report(peer_dir: Path) -> dict[str, Any]:
+    """peer.{json,md,html} from what the peer folder holds (so a report can be rebuilt after a fix)."""
+    saved = json.loads((peer_dir / "peer-plan.json").read_text())
+    plan, perf_dir = saved["plan"], peer_dir / "pulsar-perf"
+    perf_run = json.loads((perf_dir / "run.json").read_text())
+    hgrm = perf_dir / perf_run["hgrm"] if perf_run.get("hgrm") else None
+    result = read_result((perf_dir / perf_run["log"]).read_text(errors="replace"),
+                         hgrm.read_text() if hgrm else None, plan["warmup_s"], plan["steady_s"])
+    perf = perf_side(result, perf_run, read_texts(perf_dir / "metrics", "before"),
+                     read_texts(perf_dir / "metrics", "after"), plan["abort"])
+    doc = build_peer(peer_id=peer_dir.name, cluster=saved["cluster"], plan=plan, notes=saved["notes"], perf=perf,
+                     txnbench=txnbench_side(peer_dir / saved["run_dir"]), commands=saved["commands"])
     write_json_atomic(peer_dir / "peer.json", doc)
     write_text_atomic(peer_dir / "peer.md", to_markdown(doc))
     write_text_atomic(peer_dir / "peer.html", to_html(doc))
-    say(to_markdown(doc).split("\n## Commands")[0])
-    print(peer_dir)
-    if perf["committed_txn_per_s"] is None and not plan.perf.abort:
-        raise EnvironmentProblem(f"pulsar-perf reported no rate; see {perf_run.log_path}")
-    return 0 if txnbench.get("committed_txn_per_s") is not None else 2
+    return doc

@@ -101,7 +101,7 @@ def txnbench_side(run_dir: Path) -> dict[str, Any]:
         "committed_txn_per_s": rate,
         "ended_txn_per_s": rate,
         "source": "txnbench's history over the steady phase",
-        "latency_ms": {op: _latency(latency.get(op)) for op in ("send", "ack", "txn-commit")},
+        "latency_ms": {op: _latency(latency.get(op)) for op in ("txn-open", "send", "ack", "txn-commit")},
         "cpu_percent_of_core": pct,
         "cpu_s_per_1000_txn": round(10.0 * pct / rate, 3) if pct is not None and rate else None,
         "broker_counts": counts,
@@ -126,6 +126,30 @@ def _ratio(a: Any, b: Any) -> float | None:
     return None
 
 
+def bottleneck(plan: Mapping[str, Any], perf: Mapping[str, Any], txnbench: Mapping[str, Any]) -> dict[str, Any]:
+    """Why txnbench is slower at the same concurrency, from the measurements of both sides.
+
+    A closed loop of N clients completes N / (time per transaction) transactions a second. txnbench's
+    user runs its operations one after another (the history contract: one outstanding operation per
+    process) and waits for the commit, so its time per transaction is about the sum of its serial
+    operations' latencies; pulsar-perf sends a transaction's messages concurrently and does not wait for
+    the commit. The load generator's CPU says whether the Python process, not the wait, was the limit.
+    """
+    threads = plan.get("threads") or 0
+    out: dict[str, Any] = {"clients": threads}
+    for name, side in ((PERF, perf), (TXNBENCH, txnbench)):
+        rate = side.get("committed_txn_per_s")
+        out[f"{name}_ms_per_txn_per_client"] = round(1000.0 * threads / rate, 1) if rate else None
+    lat = txnbench.get("latency_ms") or {}
+    parts = {"txn-open": 1, "send": plan.get("messages_per_txn") or 0, "txn-commit": 1}
+    if all((lat.get(op) or {}).get("mean") is not None for op in parts):
+        out["txnbench_serial_ops"] = parts
+        out["txnbench_serial_ms"] = round(sum(n * lat[op]["mean"] for op, n in parts.items()), 1)
+    cpu = txnbench.get("cpu_percent_of_core")
+    out["txnbench_cpu_bound"] = None if cpu is None else cpu >= 80.0
+    return out
+
+
 def build_peer(*, peer_id: str, cluster: Mapping[str, Any], plan: Mapping[str, Any], notes: list[str],
                perf: Mapping[str, Any], txnbench: Mapping[str, Any], commands: Mapping[str, str]) -> dict[str, Any]:
     """The peer.json document."""
@@ -137,6 +161,7 @@ def build_peer(*, peer_id: str, cluster: Mapping[str, Any], plan: Mapping[str, A
         "matching_notes": list(notes), "commands": dict(commands),
         "sides": {PERF: dict(perf), TXNBENCH: dict(txnbench)},
         "ratios": {"committed_txn_per_s": rate_ratio, "cpu_s_per_1000_txn": cpu_ratio},
+        "bottleneck": bottleneck(plan, perf, txnbench),
         "goal": {"txnbench_at_least": GOAL, "met": goal_met},
         "pulsar_perf_cannot_tell": list(CANNOT_TELL),
     }

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
@@ -140,11 +139,16 @@ def read_result(log_text: str, hgrm_text: str | None, warmup_s: int, steady_s: i
                             f"window ({warmup_s}-{warmup_s + steady_s} s)")
         return result
     result.window = window
-    chosen = intervals[window[0] - 1:window[1]]
-    seconds = INTERVAL_S * len(chosen)
-    result.transactions = round(sum(i.rate * INTERVAL_S for i in chosen), 1)
+    # an interval's rate is its count over its own length, which runs a little over 10 s (the
+    # printing thread sleeps 10 s, then works): the length is the gap to the previous line
+    lengths = [INTERVAL_S if k == 0 else (intervals[k].wall_ms - intervals[k - 1].wall_ms) / 1000.0
+               for k in range(len(intervals))]
+    chosen = range(window[0] - 1, window[1])
+    seconds = sum(lengths[k] for k in chosen)
+    result.transactions = round(sum(intervals[k].rate * lengths[k] for k in chosen), 1)
     result.txn_per_s = round(result.transactions / seconds, 3)
-    result.window_wall_s = ((chosen[0].wall_ms / 1000.0) - INTERVAL_S, chosen[-1].wall_ms / 1000.0)
+    result.window_wall_s = (intervals[window[0] - 1].wall_ms / 1000.0 - lengths[window[0] - 1],
+                            intervals[window[1] - 1].wall_ms / 1000.0)
     if hgrm_text is None:
         result.notes.append("no HdrHistogram log: latency unknown")
     else:

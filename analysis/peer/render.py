@@ -52,6 +52,25 @@ def _goal(doc: Mapping[str, Any]) -> str:
             f"{'met' if met else 'NOT met'} ({ratio:.0%}).")
 
 
+def bottleneck_text(doc: Mapping[str, Any]) -> str:
+    """One paragraph: the time per transaction of each side and what txnbench's is made of."""
+    b = doc.get("bottleneck") or {}
+    if not b.get("txnbench_ms_per_txn_per_client"):
+        return "Bottleneck: unknown (a rate is missing)."
+    text = (f"Time per transaction per client: pulsar-perf {_num(b.get('pulsar-perf_ms_per_txn_per_client'))} ms, "
+            f"txnbench {_num(b.get('txnbench_ms_per_txn_per_client'))} ms.")
+    if b.get("txnbench_serial_ms") is not None:
+        ops = " + ".join(f"{n} {op}" for op, n in b["txnbench_serial_ops"].items())
+        text += (f" txnbench runs {ops} one after another and waits for the commit: their mean latencies add up "
+                 f"to {_num(b['txnbench_serial_ms'])} ms; pulsar-perf sends a transaction's messages concurrently "
+                 "and does not wait for its commit.")
+    if b.get("txnbench_cpu_bound") is False:
+        text += " txnbench's load process was not CPU-bound (under 80% of a core): the limit is the serial wait, not Python."
+    elif b.get("txnbench_cpu_bound"):
+        text += " txnbench's load process was CPU-bound (80% of a core or more)."
+    return "Bottleneck: " + text
+
+
 def to_markdown(doc: Mapping[str, Any]) -> str:
     c = doc["cluster"]
     lines = [f"# Peer: pulsar-perf and txnbench, {doc['plan'].get('txn_path')} on Pulsar {c.get('release')}", "",
@@ -59,7 +78,7 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
              f"txnbench, {doc['plan'].get('threads')} concurrent clients each.", "",
              "| measure | pulsar-perf | txnbench |", "|---|---:|---:|"]
     lines += [f"| {m} | {a} | {b} |" for m, a, b in rows(doc)]
-    lines += ["", _goal(doc), "", "## Commands", ""]
+    lines += ["", _goal(doc), "", bottleneck_text(doc), "", "## Commands", ""]
     lines += [f"* {k}: `{v}`" for k, v in doc["commands"].items()]
     lines += ["", "## How the load was matched", ""] + [f"* {n}" for n in doc["matching_notes"] or ["no changes"]]
     lines += ["", "## What pulsar-perf cannot tell", ""] + [f"* {n}" for n in doc["pulsar_perf_cannot_tell"]]
@@ -71,7 +90,7 @@ def to_html(doc: Mapping[str, Any]) -> str:
     body = [f"<h1>{e(to_markdown(doc).splitlines()[0].lstrip('# '))}</h1>",
             "<table><tr><th>measure</th><th>pulsar-perf</th><th>txnbench</th></tr>"]
     body += [f"<tr><td>{e(m)}</td><td>{e(a)}</td><td>{e(b)}</td></tr>" for m, a, b in rows(doc)]
-    body += ["</table>", f"<p>{e(_goal(doc))}</p>", "<h2>Commands</h2><ul>"]
+    body += ["</table>", f"<p>{e(_goal(doc))}</p>", f"<p>{e(bottleneck_text(doc))}</p>", "<h2>Commands</h2><ul>"]
     body += [f"<li>{e(k)}: <code>{e(v)}</code></li>" for k, v in doc["commands"].items()]
     body += ["</ul><h2>How the load was matched</h2><ul>"] + [f"<li>{e(n)}</li>" for n in doc["matching_notes"]]
     body += ["</ul><h2>What pulsar-perf cannot tell</h2><ul>"]

@@ -40,7 +40,7 @@ def test_v4_on_4_0_uses_the_legacy_transaction_command_without_client_api() -> N
     argv = plan.perf.argv("pulsar://h:1", "http://h:2", "external")
     assert argv[0] == "transaction" and "--client-api" not in argv and "--scalable" not in argv
     assert _flag(argv, "-threads") == "8" and _flag(argv, "-nmp") == "2" and _flag(argv, "-nmc") == "0"
-    assert _flag(argv, "-np") == "2" and _flag(argv, "-time") == str(10 + 30 + 5)
+    assert _flag(argv, "-np") == "2" and _flag(argv, "-time") == str(10 + 30 + 15)
     assert _flag(argv, "--listener-name") == "external"
     assert [a for i, a in enumerate(argv) if i and argv[i - 1] == "--topics-p"] == [
         "persistent://public/default/peer-t-0", "persistent://public/default/peer-t-1"]
@@ -167,3 +167,13 @@ def test_the_comparison_has_both_sides_the_ratio_and_what_pulsar_perf_cannot_tel
     md = to_markdown(doc)
     assert "| committed txn/s (measured window) | 75 | 60 |" in md and "atomic" in md and "not measured" in md
     assert "<table>" in to_html(doc)
+
+
+def test_the_bottleneck_sets_txnbench_serial_operations_against_its_time_per_transaction() -> None:
+    from analysis.peer.compare import bottleneck
+
+    lat = {"txn-open": {"mean": 10.0}, "send": {"mean": 20.0}, "txn-commit": {"mean": 30.0}}
+    out = bottleneck({"threads": 8, "messages_per_txn": 4}, {"committed_txn_per_s": 160.0},
+                     {"committed_txn_per_s": 64.0, "latency_ms": lat, "cpu_percent_of_core": 15.0})
+    assert out["pulsar-perf_ms_per_txn_per_client"] == 50.0 and out["txnbench_ms_per_txn_per_client"] == 125.0
+    assert out["txnbench_serial_ms"] == 120.0 and out["txnbench_cpu_bound"] is False
