@@ -15,7 +15,8 @@ toward what pulsar-perf can do, and every bend is written down (`PeerPlan.notes`
   (`verifiers`) become 0; the drain's final reads still give the checker its evidence.
 * concurrency: `-threads = load.users`, closed loop on both sides (no `-txnRate`).
 * pulsar-perf prints its counters every 10 s, so warm-up and measured window are
-  whole multiples of 10 s on both sides.
+  whole multiples of 10 s on both sides; the windows have the same length, and pulsar-perf's
+  warm-up is at least `PERF_MIN_WARMUP_S` (its JVM compiles itself while it climbs).
 
 Only `atomic-produce` maps: consume-transform-produce and ack-only would need pulsar-perf's
 consumer topics pre-filled (its `receive()` waits forever on an empty topic) and `mixed` has
@@ -47,6 +48,9 @@ PERF_INTERVAL_S = 10
 #: its clock starts before its clients are built and each interval runs a little over 10 s.
 PERF_TAIL_S = 15
 PERF_NAMESPACE = "public/default"
+#: pulsar-perf's own warm-up, at least: a fresh JVM on a busy 2-core machine climbed for 30-40 s
+#: (5.0.1, Java 25: 11, 39, 64, 113, 137 txn/s in its first five intervals) while JIT compiled it.
+PERF_MIN_WARMUP_S = 30
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,7 @@ def plan_peer(config: RunConfig, release: PulsarRelease, tag: str) -> PeerPlan:
         threads=config.load.users, messages_per_topic=per_topic,
         partitions=None if scalable else (w.v4_partitions or None),
         scalable_segments=w.v5_segments if scalable else None,
-        warmup_s=warmup, steady_s=steady, abort=abort,
+        warmup_s=max(warmup, PERF_MIN_WARMUP_S), steady_s=steady, abort=abort,
         txn_timeout_s=max(1, math.ceil(w.txn_timeout_s)), subscription=f"peer-{tag}")
     matched_workload = dataclasses.replace(
         w, topics=topics_per_txn, topics_per_txn=topics_per_txn, messages_per_txn=per_topic * topics_per_txn,

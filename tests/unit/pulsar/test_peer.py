@@ -40,7 +40,7 @@ def test_v4_on_4_0_uses_the_legacy_transaction_command_without_client_api() -> N
     argv = plan.perf.argv("pulsar://h:1", "http://h:2", "external")
     assert argv[0] == "transaction" and "--client-api" not in argv and "--scalable" not in argv
     assert _flag(argv, "-threads") == "8" and _flag(argv, "-nmp") == "2" and _flag(argv, "-nmc") == "0"
-    assert _flag(argv, "-np") == "2" and _flag(argv, "-time") == str(10 + 30 + 15)
+    assert _flag(argv, "-np") == "2" and _flag(argv, "-time") == str(30 + 30 + 15)
     assert _flag(argv, "--listener-name") == "external"
     assert [a for i, a in enumerate(argv) if i and argv[i - 1] == "--topics-p"] == [
         "persistent://public/default/peer-t-0", "persistent://public/default/peer-t-1"]
