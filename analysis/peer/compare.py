@@ -106,6 +106,7 @@ def txnbench_side(run_dir: Path) -> dict[str, Any]:
         "cpu_s_per_1000_txn": round(10.0 * pct / rate, 3) if pct is not None and rate else None,
         "broker_counts": counts,
         "broker_counts_per_committed_txn": _per_txn(counts, _broker_committed(counts)),
+        "transactions": perf.get("transactions") or {},
         "verdict": results.get("valid"),
         "anomalies": {k: v.get("count") for k, v in anomalies.items()},
         "run": str(run_dir),

@@ -29,12 +29,12 @@ PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 
 _INTERVAL = re.compile(r"^(?P<ms>\d{12,})\s.*Throughput transactions?:?\s*(?P<total>\d+)\D.*?---\s*"
                        r"(?P<rate>[\d.]+)\s*(?:transactions?)?/s")
-_AGGREGATED = re.compile(r"Aggregated throughput stats --- (?P<total>\d+) transaction executed --- "
-                         r"(?P<rate>[\d.]+) transaction/s.*?(?P<open_ok>\d+) transaction open successfully --- "
-                         r"(?P<open_fail>\d+) transaction open failed --- (?P<end_ok>\d+) transaction end "
-                         r"successfully --- (?P<end_fail>\d+) transaction end failed --- (?P<ack_fail>\d+) message "
-                         r"ack failed --- (?P<send_fail>\d+) message send failed --- (?P<ack_ok>\d+) message ack "
-                         r"success --- (?P<send_ok>\d+) message send success")
+_AGGREGATED = re.compile(r"Aggregated throughput stats ---\s*(?P<total>\d+) transaction executed ---\s*"
+                         r"(?P<rate>[\d.]+) transaction/s\s*---\s*(?P<open_ok>\d+) transaction open successfully"
+                         r"\s*---\s*(?P<open_fail>\d+) transaction open failed\s*---\s*(?P<end_ok>\d+) transaction "
+                         r"end successfully\s*---\s*(?P<end_fail>\d+) transaction end failed\s*---\s*(?P<ack_fail>\d+)"
+                         r" message ack failed\s*---\s*(?P<send_fail>\d+) message send failed\s*---\s*(?P<ack_ok>\d+) "
+                         r"message ack success\s*---\s*(?P<send_ok>\d+) message send success")
 _HGRM_LINE = re.compile(r"^(?:Tag=[^,]*,)?([\d.]+),([\d.]+),([\d.]+),(\S+)$")
 
 

@@ -13,6 +13,8 @@ from analysis.peer.compare import PERF, TXNBENCH
 def _num(value: Any, unit: str = "") -> str:
     if value is None:
         return "n/a"
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 100:
+        return f"{int(value):,}{unit}"
     if isinstance(value, float):
         return f"{value:,.3g}{unit}" if abs(value) < 100 else f"{value:,.1f}{unit}"
     return f"{value}{unit}"
@@ -35,6 +37,10 @@ def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     out += [("load generator CPU (% of a core)", _num(p.get("cpu_percent_of_core")), _num(t.get("cpu_percent_of_core"))),
             ("load generator CPU s per 1000 txn", _num(p.get("cpu_s_per_1000_txn")), _num(t.get("cpu_s_per_1000_txn"))),
             ("txnbench / pulsar-perf CPU per txn", "1", _num(doc["ratios"].get("cpu_s_per_1000_txn")))]
+    agg, txns = p.get("aggregated") or {}, t.get("transactions") or {}
+    failed_t = (txns.get("failed") or 0) + (txns.get("unknown") or 0) if txns else None
+    out.append(("transactions that failed to end (pulsar-perf: whole run; txnbench: window)",
+                _num(agg.get("end_fail")), _num(failed_t)))
     for name in HEADLINE:
         if name in p.get("broker_counts", {}) or name in t.get("broker_counts", {}):
             out.append((f"broker: {name} (whole run)", _num(p["broker_counts"].get(name)),
