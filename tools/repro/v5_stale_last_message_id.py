@@ -1,28 +1,89 @@
-"""Smallest reproduction: GET_LAST_MESSAGE_ID on a v5 segment stays at its first answer after later txn commits."""
-import sys, uuid
-sys.path.insert(0, "/work/wt-pulsar")
-from harness.client import PulsarClient
+"""Smallest reproduction of docs/findings/v5-stale-last-message-id.md on a running cluster.
+
+GET_LAST_MESSAGE_ID on a v5 segment written only by transactions keeps its first answer
+after later transactions commit, although the committed messages are stored and
+delivered. Three one-message transactions on a one-segment scalable topic show it:
+
+    txnbench cluster up --target pulsar --path v5
+    python -m tools.repro.v5_stale_last_message_id "$(txnbench cluster status --json | jq -r .service_url)" \
+        "$(txnbench cluster status --json | jq -r .admin_url)"
+
+`reproduce` returns the observations; tests/pulsar/test_pulsar_smoke.py holds Pulsar to
+the fixed behaviour (the last message id reaches the last committed message) as a strict
+expected failure, so the day Pulsar fixes it the test says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from dataclasses import dataclass
+
+from harness.client import MessageId, PulsarClient
 from harness.client.admin import AdminClient
 from harness.client.timers import Deadline
-svc, adm = sys.argv[1], sys.argv[2]
-topic = f"topic://public/default/lmid-{uuid.uuid4().hex[:6]}"
-AdminClient(adm).create_scalable_topic(topic, 1)
-c = PulsarClient(svc, txn_path="v5", listener_name="external", operation_timeout_s=20)
-p = c.create_producer(topic)
-sub = c.subscribe(topic, "s", sub_type="Exclusive")
-seg = sub.consumers[0]
-def commit_one(v):
-    t = c.new_transaction(timeout_s=60); r = p.send(v.encode(), txn=t); t.commit(); return r.message_id
-print("topic", topic)
-print("txn 1 committed at", commit_one("m1"))
-print("GET_LAST_MESSAGE_ID ->", seg.last_message_id(Deadline.after(10)))
-for i in (2, 3):
-    print(f"txn {i} committed at", commit_one(f"m{i}"))
-import time; time.sleep(2)
-got = []
-while (m := sub.receive(timeout_s=3)) is not None: got.append((m.data.decode(), m.msg_id)); sub.acknowledge(m)
-print("durable subscription received", got)
-print("GET_LAST_MESSAGE_ID ->", seg.last_message_id(Deadline.after(10)))
-r = c.create_reader(topic)
-print("fresh reader GET_LAST_MESSAGE_ID ->", r._consumer.consumers[0].last_message_id(Deadline.after(10)) if hasattr(r, "_consumer") else "n/a")
-c.close()
+
+TRANSACTIONS = 3
+RECEIVE_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True)
+class Observation:
+    topic: str
+    committed: tuple[MessageId, ...]        # where each one-message transaction's message landed
+    delivered: tuple[MessageId, ...]        # what a durable subscription received afterwards
+    first_last_id: MessageId                # GET_LAST_MESSAGE_ID after the first commit
+    final_last_id: MessageId                # GET_LAST_MESSAGE_ID after every commit
+
+    @property
+    def stale(self) -> bool:
+        """The broker's last message id is behind the last committed, delivered message."""
+        last = self.committed[-1]
+        return (self.final_last_id.ledger_id, self.final_last_id.entry_id) < (last.ledger_id, last.entry_id)
+
+
+def reproduce(service_url: str, admin_url: str, *, listener_name: str | None = "external") -> Observation:
+    topic = f"topic://public/default/lmid-{uuid.uuid4().hex[:6]}"
+    AdminClient(admin_url).create_scalable_topic(topic, 1)
+    with PulsarClient(service_url, txn_path="v5", listener_name=listener_name, operation_timeout_s=20) as client:
+        producer = client.create_producer(topic)
+        subscription = client.subscribe(topic, "s", sub_type="Exclusive")
+        segment = subscription.consumers[0]
+
+        def commit_one(value: str) -> MessageId:
+            txn = client.new_transaction(timeout_s=60)
+            receipt = producer.send(value.encode(), txn=txn)
+            txn.commit()
+            return receipt.message_id
+
+        committed = [commit_one("m1")]
+        first = segment.last_message_id(Deadline.after(10))
+        committed += [commit_one(f"m{i}") for i in range(2, TRANSACTIONS + 1)]
+        delivered = []
+        for _ in range(TRANSACTIONS * 2):   # bounded: ends at the first quiet receive
+            message = subscription.receive(timeout_s=RECEIVE_TIMEOUT_S)
+            if message is None:
+                break
+            delivered.append(message.message_id)
+            subscription.acknowledge(message)
+        final = segment.last_message_id(Deadline.after(10))
+    return Observation(topic, tuple(committed), tuple(delivered), first, final)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("service_url")
+    parser.add_argument("admin_url")
+    parser.add_argument("--listener", default="external", help="advertised listener to look up (pulsar target)")
+    args = parser.parse_args(argv)
+    seen = reproduce(args.service_url, args.admin_url, listener_name=args.listener or None)
+    print(f"topic {seen.topic}")
+    print(f"committed at {', '.join(map(str, seen.committed))}; delivered {', '.join(map(str, seen.delivered))}")
+    print(f"GET_LAST_MESSAGE_ID after the first commit {seen.first_last_id}, after all {seen.final_last_id}")
+    print("STALE: the broker's last message id is behind committed, delivered messages" if seen.stale
+          else "not reproduced: the last message id follows the commits")
+    return 1 if seen.stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -104,9 +104,7 @@ def test_the_pom_pins_each_release_and_lists_its_overlay() -> None:
     text = jars.POM.read_text()
     for version in ("5.0.1", "4.0.8"):
         assert f"<id>pulsar-{version}</id>" in text
-    overlay = jars.overlay_artifacts("5.0.1")
-    assert "org.apache.bookkeeper:bookkeeper-server:4.18.2" in overlay
-    assert jars.overlay_artifacts("4.0.8") == []
+    assert "<artifactId>bookkeeper-server</artifactId><version>4.18.2</version>" in text   # 5.0.1's overlay
     assert "<exclusion><groupId>org.bouncycastle</groupId><artifactId>bc-fips</artifactId></exclusion>" in text
 
 
