@@ -3,8 +3,8 @@
 Theory of operation. `maven/pom.xml` pins what to resolve; `ensure_jars(release)` runs
 `mvn -Dpulsar.version=V -Djars.dir=<cache>/<V>/lib package` once, which copies the
 broker's, the bookie's, ZooKeeper's and pulsar-perf's classpath into the cache (and, for
-5.0.1, BookKeeper 4.18.2's jars in place of 4.18.0's: see the pom). A stamp file written last (`classpath.json`: the pom's digest and
-every jar's name) marks a complete cache: a later call with the same pom returns at
+5.0.1, BookKeeper 4.18.2's jars in place of 4.18.0's: see the pom). A stamp file written last (`classpath-<pom digest>.json`: the
+release's components and every jar's name) marks a complete cache: a later call with the same pom returns at
 once, and an interrupted download is simply redone. Maven's own local repository
 (`~/.m2`) caches the downloads underneath, so CI's second run copies, not downloads.
 
@@ -127,9 +127,10 @@ def ensure_jars(release: PulsarRelease, say: Callable[[str], None] | None = None
     """The release's classpath, resolved with Maven on first use and reused afterwards."""
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))
     folder = (root or cache_root()) / release.version
-    lib = folder / "lib"
-    stamp = folder / STAMP
     digest = pom_digest()
+    # one folder per pom: a changed pom resolves beside the old jars, which a running cluster may still read
+    lib = folder / f"lib-{digest}"
+    stamp = folder / f"{STAMP.removesuffix('.json')}-{digest}.json"
     if stamp.is_file():
         with contextlib.suppress(OSError, ValueError):   # an unreadable stamp: rebuild
             recorded = json.loads(stamp.read_text())

@@ -115,10 +115,11 @@ def test_a_missing_mvn_is_named_with_its_fix(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_a_complete_cache_is_reused_without_maven(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    lib = tmp_path / "4.0.8" / "lib"
+    digest = jars.pom_digest()
+    lib = tmp_path / "4.0.8" / f"lib-{digest}"
     lib.mkdir(parents=True)
     (lib / "pulsar-broker-4.0.8.jar").write_bytes(b"")
-    (tmp_path / "4.0.8" / jars.STAMP).write_text(f'{{"pom_digest": "{jars.pom_digest()}"}}')
+    (tmp_path / "4.0.8" / f"classpath-{digest}.json").write_text(f'{{"pom_digest": "{digest}"}}')
     monkeypatch.setenv("PATH", str(tmp_path))   # no mvn: reuse must not need it
     classpath = jars.ensure_jars(PULSAR_4_LTS, say=lambda _: None, root=tmp_path)
     assert classpath.lib == lib and classpath.component_versions() == {"pulsar": "4.0.8"}
