@@ -75,7 +75,7 @@ def test_one_brokers_link_to_the_bookie_is_refused_on_the_pulsar_target(tmp_path
     file.write_text("phases: {faults_s: 10}\nfaults:\n  schedule:\n"
                     "    - {kind: partition, target: 'broker-ledger:0', at_s: 1, for_s: 2}\n")
     assert scenario.load(str(file)).target is Target.EMBEDDED
-    with pytest.raises(ConfigError, match="one shared link.*broker-ledger:random"):
+    with pytest.raises(ConfigError, match=r"one shared link.*broker-ledger:random"):
         scenario.load(str(file), on_pulsar())
     file.write_text(file.read_text().replace("broker-ledger:0", "broker-ledger:random"))
     assert scenario.load(str(file), on_pulsar()).target is Target.PULSAR
