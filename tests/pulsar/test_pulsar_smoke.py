@@ -34,6 +34,7 @@ from tools.repro.v5_stale_last_message_id import reproduce
 pytestmark = [pytest.mark.pulsar, pytest.mark.timeout(1500)]
 
 UP_TIMEOUT_S = 1200   # the first use resolves the jars with Maven (minutes), later ones take about a minute
+RUN_TIMEOUT_S = 900   # a 12 s load, then the drain and the checker: about 2 min idle, 7 min seen on a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,8 @@ def judged(tmp_path: Path, cluster: dict[str, Any], scenario: str, path: str, **
     file = short_scenario(tmp_path, scenario, steady_s=8, path=path, workload=workload or None)
     status = cluster["status"]
     done = txnbench("run", str(file), "--target", "external", "--service-url", status["service_url"],
-                    "--admin-url", status["admin_url"], "--results", str(tmp_path / "results"))
+                    "--admin-url", status["admin_url"], "--results", str(tmp_path / "results"),
+                    timeout=RUN_TIMEOUT_S)
     folder = run_folder(done)
     results = json.loads((folder / "analysis" / "results.json").read_text())
     assert done.returncode == 0 and results["valid"] is True, \
