@@ -58,6 +58,7 @@ def test_broker_dials_its_proxied_links_and_advertises_the_client_link() -> None
     assert "internal:pulsar://127.0.0.1:7004" in text["advertisedListeners"]   # peers dial brokers-broker-<i>
     assert text["brokerServicePort"] == "6650"
     assert text["internalListenerName"] == conf.INTERNAL_LISTENER
+    assert "zooKeeperSessionTimeoutMillis" not in text   # it would override metadataStoreSessionTimeoutMillis
     for key in ("managedLedgerDefaultEnsembleSize", "managedLedgerDefaultWriteQuorum",
                 "managedLedgerDefaultAckQuorum"):
         assert text[key] == "1"   # one bookie; Pulsar's default of 2 would never write
