@@ -81,7 +81,7 @@ EXAMPLES: dict[str, str] = {
     "check": "txnbench check $(ls -1dt results/*-bench-bench | head -1)/runs/v5",
     "report": "M=$(ls -1dt results/*-bench-bench | head -1); txnbench report $M/runs/v4 $M/runs/v5 --out results/v4-vs-v5",
     "cluster": "txnbench cluster up --path v5 --brokers 3",
-    "cluster up": "txnbench cluster up --path v5 --brokers 3",
+    "cluster up": "txnbench cluster up --target pulsar --path v5",
     "cluster status": "txnbench cluster status --json",
     "cluster down": "txnbench cluster down",
     "cluster heal": "txnbench cluster heal",
