@@ -22,7 +22,7 @@ matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target 
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report, report-picture), PYTEST_ARGS=..."
+	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|pulsar|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report, report-picture), PYTEST_ARGS=..."
 
 check-java: ## check for Java 17+ (PySpark needs it)
 	@.ci/check-java

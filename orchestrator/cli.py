@@ -82,7 +82,7 @@ EXAMPLES: dict[str, str] = {
     "report": "M=$(ls -1dt results/*-bench-bench | head -1); txnbench report $M/runs/v4 $M/runs/v5 --out results/v4-vs-v5",
     "peer": "txnbench peer atomic-produce --path v4 --pulsar-version 4.0.8 --duration 30",
     "cluster": "txnbench cluster up --path v5 --brokers 3",
-    "cluster up": "txnbench cluster up --path v5 --brokers 3",
+    "cluster up": "txnbench cluster up --target pulsar --path v5",
     "cluster status": "txnbench cluster status --json",
     "cluster down": "txnbench cluster down",
     "cluster heal": "txnbench cluster heal",
