@@ -11,16 +11,18 @@ TARGET   ?=
 SCENARIO ?=
 USERS    ?=
 BUGS     ?=
+TXN_PATH ?=
+PULSAR_VERSION ?=
 PYTEST_ARGS ?=
 
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-slow test-docker bench chaos sweep selftest report report-picture lint clean distclean check-java
+.PHONY: help setup test test-cluster test-pulsar test-slow test-docker bench chaos sweep peer selftest report report-picture lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report, report-picture), PYTEST_ARGS=..."
+	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|pulsar|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report, report-picture), PYTEST_ARGS=..."
 
 check-java: ## check for Java 17+ (PySpark needs it)
 	@.ci/check-java
@@ -44,6 +46,9 @@ test: $(STAMP) ## run the test suite (unit, spark, cluster; skips docker and slo
 test-cluster: $(STAMP) ## run only the tests that start embedded-cluster processes
 	$(BIN)/python -m pytest -m "cluster and not slow" $(PYTEST_ARGS)
 
+test-pulsar: $(STAMP) ## run only the tests that start real Apache Pulsar (jars from Maven Central, cached)
+	$(BIN)/python -m pytest -m "pulsar" $(PYTEST_ARGS)
+
 test-slow: $(STAMP) ## run the slow tests (long chaos, large histories)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
@@ -58,6 +63,9 @@ chaos: $(STAMP) ## chaos matrix: each path under faults; fails when any verdict 
 
 sweep: $(STAMP) ## concurrency sweep: every path at USERS=4,16,48 users; sweep report under results/
 	$(BIN)/txnbench sweep $(matrix_args) $(if $(USERS),--users $(USERS),)
+
+peer: $(STAMP) ## pulsar-perf transaction and txnbench on one real Pulsar cluster: make peer TXN_PATH=v4 PULSAR_VERSION=4.0.8
+	$(BIN)/txnbench peer $(or $(SCENARIO),atomic-produce) --path $(or $(TXN_PATH),v4) $(if $(PULSAR_VERSION),--pulsar-version $(PULSAR_VERSION),) $(if $(DURATION),--duration $(DURATION),)
 
 selftest: $(STAMP) ## run every planted bug with the scenario meant to catch it (docs/selftest.md); fails on a miss
 	$(BIN)/txnbench selftest $(if $(DURATION),--duration $(DURATION),) $(if $(BUGS),--bugs $(BUGS),)
@@ -80,8 +88,8 @@ report-picture: ## render the README's picture: make report-picture RUN=results/
 	echo "wrote $(PICTURE) from $(RUN)/compare.html"
 
 lint: $(STAMP) ## ruff, mypy and the import layers (lint-imports; contracts in pyproject.toml)
-	$(BIN)/ruff check orchestrator harness workloads faults embedded analysis tools tests
-	$(BIN)/mypy orchestrator harness workloads faults embedded analysis tools
+	$(BIN)/ruff check orchestrator targets harness workloads faults embedded analysis tools tests
+	$(BIN)/mypy orchestrator targets harness workloads faults embedded analysis tools
 	$(BIN)/lint-imports --no-cache
 
 clean: ## stop a running embedded cluster and remove caches (keeps results/ and .venv)

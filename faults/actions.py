@@ -41,7 +41,7 @@ from faults.selectors import (
     ServiceTarget,
     TopicTarget,
 )
-from harness.targets.base import ProcessControl
+from harness.target import ProcessControl
 from harness.toxiproxy.client import NotFound
 from harness.toxiproxy.model import ToxicType
 

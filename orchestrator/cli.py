@@ -25,7 +25,9 @@ from harness.txn_paths import TxnPath
 from workloads.worker_args import add_worker_arguments
 
 PATH_CHOICES = [p.value for p in TxnPath]
-TARGET_CHOICES = ["embedded", "compose", "external"]
+TARGET_CHOICES = ["embedded", "pulsar", "compose", "external"]
+PULSAR_VERSION_HELP = ("pulsar target: the Apache Pulsar release to run (5.0.1, the default, or 4.0.8 LTS; "
+                       "targets/pulsar/versions.py)")
 
 
 def _positive_float(text: str) -> float:
@@ -78,8 +80,9 @@ EXAMPLES: dict[str, str] = {
     "selftest": "txnbench selftest --bugs txnbenchBugV5GcRetentionInMillis",
     "check": "txnbench check $(ls -1dt results/*-bench-bench | head -1)/runs/v5",
     "report": "M=$(ls -1dt results/*-bench-bench | head -1); txnbench report $M/runs/v4 $M/runs/v5 --out results/v4-vs-v5",
+    "peer": "txnbench peer atomic-produce --path v4 --pulsar-version 4.0.8 --duration 30",
     "cluster": "txnbench cluster up --path v5 --brokers 3",
-    "cluster up": "txnbench cluster up --path v5 --brokers 3",
+    "cluster up": "txnbench cluster up --target pulsar --path v5",
     "cluster status": "txnbench cluster status --json",
     "cluster down": "txnbench cluster down",
     "cluster heal": "txnbench cluster heal",
@@ -111,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target", choices=TARGET_CHOICES, help="where the cluster comes from")
     run.add_argument("--duration", type=_positive_float, metavar="S",
                      help="seconds of the main phase (steady, or faults for chaos scenarios)")
+    run.add_argument("--pulsar-version", metavar="V", help=PULSAR_VERSION_HELP)
     run.add_argument("--service-url", help="pulsar:// URL of an external cluster")
     run.add_argument("--admin-url", help="http:// admin URL of an external cluster")
     run.add_argument("--seed", type=int, help="override the scenario's seed")
@@ -148,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         matrix.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
                             help="paths to run (default: the scenario's)")
         matrix.add_argument("--target", choices=TARGET_CHOICES, help="where each run's cluster comes from")
+        matrix.add_argument("--pulsar-version", metavar="V", help=PULSAR_VERSION_HELP)
         matrix.add_argument("--service-url", help="pulsar:// URL of an external cluster")
         matrix.add_argument("--admin-url", help="http:// admin URL of an external cluster")
         matrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
@@ -160,6 +165,27 @@ def build_parser() -> argparse.ArgumentParser:
             matrix.add_argument("--users", type=_user_levels, default=(4, 16, 48), metavar="N,N,...",
                                 help="user counts to run each path at (default: 4,16,48)")
         matrix.set_defaults(handler={"bench": _cmd_bench, "chaos": _cmd_chaos, "sweep": _cmd_sweep}[name])
+
+    peer = sub.add_parser("peer", help="pulsar-perf transaction and txnbench on one real Pulsar cluster, one report",
+                          description="Start one real Pulsar cluster (the pulsar target), run Pulsar's own "
+                                      "`pulsar-perf transaction` with settings matched to the scenario, then the "
+                                      "scenario itself on the same cluster; write results/<peer_id>/peer.{json,md,"
+                                      "html}: committed txn/s, send/ack/commit latency, each load generator's CPU "
+                                      "per 1000 transactions, broker-side counts, and what pulsar-perf cannot tell. "
+                                      "Only atomic-produce scenarios map to pulsar-perf; v4 and v5 paths.",
+                          epilog=_epilog("peer"), formatter_class=_HelpFormatter)
+    peer.add_argument("scenario", help="an atomic-produce scenario (scenarios/<name>.yaml) or file")
+    peer.add_argument("--path", choices=["v4", "v5"], dest="txn_path", help="transaction path (default: the scenario's)")
+    peer.add_argument("--pulsar-version", metavar="V", help=PULSAR_VERSION_HELP)
+    peer.add_argument("--duration", type=_positive_float, metavar="S",
+                      help="seconds of the measured window of each tool (rounded up to 10 s intervals)")
+    peer.add_argument("--users", type=_positive_int,
+                      help="concurrent clients: txnbench users and pulsar-perf -threads (default: the scenario's)")
+    peer.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="a broker setting by its Pulsar name, over the scenario's (repeatable)")
+    peer.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                      help="results root (default: results/)")
+    peer.set_defaults(handler=_cmd_peer, target="pulsar")
 
     selftest = sub.add_parser("selftest", help="run each planted bug with the scenario meant to catch it",
                               description="Prove the harness's power: each catalogued planted bug "
@@ -192,13 +218,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, help="folder for a comparison of several runs")
     report.set_defaults(handler=_cmd_report)
 
-    cluster = sub.add_parser("cluster", help="the embedded reference cluster",
+    cluster = sub.add_parser("cluster", help="start, inspect and stop a cluster by hand (embedded or pulsar)",
                              epilog=_epilog("cluster"), formatter_class=_HelpFormatter)
     cluster.add_argument("--dir", type=Path, default=None, metavar="DIR",
                          help="cluster state folder (default: .txnbench/cluster or $TXNBENCH_CLUSTER_DIR)")
     csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     up = csub.add_parser("up", help="start the cluster in the background and wait until ready",
                          epilog=_epilog("cluster up"), formatter_class=_HelpFormatter)
+    up.add_argument("--target", choices=["embedded", "pulsar"], default="embedded",
+                    help="our reference cluster (default) or real Apache Pulsar from Maven Central jars")
+    up.add_argument("--pulsar-version", metavar="V", help=PULSAR_VERSION_HELP)
     up.add_argument("--path", choices=PATH_CHOICES, default="v4", dest="txn_path")
     up.add_argument("--brokers", type=_positive_int, default=2)
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -241,6 +270,8 @@ def _with_overrides(config: RunConfig, args: argparse.Namespace) -> RunConfig:
         cluster = dataclasses.replace(cluster, service_url=args.service_url)
     if getattr(args, "admin_url", None):
         cluster = dataclasses.replace(cluster, admin_url=args.admin_url)
+    if getattr(args, "pulsar_version", None):
+        cluster = dataclasses.replace(cluster, pulsar_version=args.pulsar_version)
     if getattr(args, "set", None):
         cluster = dataclasses.replace(cluster, settings={**cluster.settings, **parse_setting_pairs(args.set)})
     load = config.load
@@ -283,8 +314,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     """The worker host patches the standard library for gevent: it must be its own process image."""
     import os
 
-    argv = [sys.executable, "-m", "workloads.worker_host", "--master", args.master, "--processes",
-            str(args.processes), "--dir", str(args.dir), "--wait", str(args.wait)]
+    from workloads import entrypoints
+
+    argv = entrypoints.python_m(entrypoints.WORKER_HOST, "--master", args.master, "--processes",
+                                str(args.processes), "--dir", str(args.dir), "--wait", str(args.wait))
     if args.scenario:
         argv += ["--scenario", args.scenario]
     sys.stdout.flush()
@@ -322,6 +355,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from orchestrator import matrix
 
     return matrix.main_sweep(config, args, levels=args.users)
+
+
+def _cmd_peer(args: argparse.Namespace) -> int:
+    args.paths = [args.txn_path] if args.txn_path else None   # one path: only it is checked against the release
+    config = scenario_from_args(args)
+    from orchestrator import peer as peer_module
+    return peer_module.main_peer(config, args)
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:

@@ -12,8 +12,9 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.config import RunConfig
+from harness.config import RunConfig, Target
 from harness.results import MatrixDir, RunStatus, new_matrix, write_json_atomic
+from harness.txn_paths import TxnPath
 from orchestrator.capacity import ensure_capacity
 from orchestrator.outcome import RunOptions, RunOutcome, print_outcome, say
 from orchestrator.planted import refuse_planted_bugs
@@ -28,9 +29,32 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
     say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
     if kind == "bench" and not getattr(args, "no_capacity", False):
         ensure_capacity(config)
+    config, baseline = pulsar_releases(config, kind)
     outcomes, interrupted = _run_paths(config, matrix, args.results, kind)
+    if baseline is not None and not interrupted:
+        say(f"== {kind}: v4 on Apache Pulsar {baseline.cluster.pulsar_version} (the LTS baseline) ==")
+        more, interrupted = _run_paths(baseline, matrix, args.results, kind,
+                                       suffix=f"-pulsar-{baseline.cluster.pulsar_version}")
+        outcomes += more
     _compare(matrix, outcomes)
     return _finish_matrix(matrix, outcomes, interrupted)
+
+
+def pulsar_releases(config: RunConfig, kind: str) -> tuple[RunConfig, RunConfig | None]:
+    """On the pulsar target: every path on one release (5.0's unless the user chose), named in each
+    run's config so the comparison labels them; a bench on the default release also runs v4 on the
+    4.0 LTS release as the baseline a 4.x user compares against."""
+    if config.target is not Target.PULSAR:
+        return config, None
+    from targets.pulsar.versions import DEFAULT_RELEASE, PULSAR_4_LTS, release
+
+    chosen = release(config.cluster.pulsar_version)
+    pinned = dataclasses.replace(config, cluster=dataclasses.replace(config.cluster, pulsar_version=chosen.version))
+    if kind != "bench" or chosen is not DEFAULT_RELEASE or TxnPath.V4 not in config.paths:
+        return pinned, None
+    lts = dataclasses.replace(config, paths=(TxnPath.V4,), path=TxnPath.V4,
+                              cluster=dataclasses.replace(config.cluster, pulsar_version=PULSAR_4_LTS.version))
+    return pinned, lts
 
 
 def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int]) -> int:

@@ -60,6 +60,7 @@ from harness.errors import EnvironmentProblem, TxnbenchError  # noqa: E402
 from harness.history import HistoryMisuse, HistoryRecorder, HistoryWriteError, RunClock  # noqa: E402
 from workloads.capacity import find_capacity, with_remote_workers  # noqa: E402
 from workloads.context import Counters, LoadContext  # noqa: E402
+from workloads.entrypoints import RUNNER, python_m  # noqa: E402
 from workloads.loadspec import LoadSpec  # noqa: E402
 from workloads.remote import code_digest  # noqa: E402
 from workloads.remote_master import RemoteHub  # noqa: E402
@@ -197,8 +198,7 @@ class LoadProcess:
         port = self.runner.server.port  # type: ignore[attr-defined]
         out = (self.spec.run_dir.logs_dir / f"load-{writer}.log").open("ab")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "workloads.runner", "--spec", str(self._spec_file), *args,
-             "--master-port", str(port)],
+            python_m(RUNNER, "--spec", str(self._spec_file), *args, "--master-port", str(port)),
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
         out.close()
         self.worker_procs.append(proc)

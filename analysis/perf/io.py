@@ -136,6 +136,12 @@ IO_METRICS: tuple[IoMetric, ...] = (
              Selector("pulsar_txn_metadata_store_op_writes_total")),
     IoMetric("coordinator_commits", "commits counted by the coordinators (check: about 1)", IoUnit.TXNS,
              Selector("pulsar_txn_committed_total")),
+    # Real brokers' own count of their metadata-store calls (Pulsar's MetadataStoreStats), on any
+    # store; the embedded brokers do not export it, so on `embedded` these are absent.
+    IoMetric("broker_metadata_gets", "brokers' metadata-store gets (Pulsar's own count)", IoUnit.OPS,
+             Selector("pulsar_metadata_store_ops_latency_ms_count", {"type": ("get",), "status": ("success",)})),
+    IoMetric("broker_metadata_writes", "brokers' metadata-store puts and deletes (Pulsar's own count)", IoUnit.OPS,
+             Selector("pulsar_metadata_store_ops_latency_ms_count", {"type": ("put", "del"), "status": ("success",)})),
 )
 
 DERIVED_METRICS: tuple[DerivedMetric, ...] = (

@@ -111,3 +111,16 @@ def test_missing_snapshots_or_commits() -> None:
     assert "no transactions were committed" in io["metrics"]["data_entries"]["note"]
     io = io_for_window(snaps, "steady", None, committed_txns=10)
     assert "no phase before it" in io["metrics"]["data_entries"]["reason"]
+
+
+def test_real_brokers_metadata_store_calls_are_counted_by_type() -> None:
+    """Real Pulsar brokers export their metadata-store calls (MetadataStoreStats); failures are left out."""
+    def broker(get: int, put: int, delete: int, failed: int) -> str:
+        series = 'pulsar_metadata_store_ops_latency_ms_count{cluster="c",name="metadata-store",type="%s",status="%s"} %d\n'
+        return (series % ("get", "success", get) + series % ("put", "success", put)
+                + series % ("del", "success", delete) + series % ("put", "fail", failed))
+    snaps = snapshots(warmup={"broker-0": broker(10, 5, 1, 0), "broker-1": broker(0, 0, 0, 0)},
+                      steady={"broker-0": broker(70, 35, 7, 9), "broker-1": broker(30, 20, 0, 0)})
+    per = io_for_window(snaps, "steady", "warmup", committed_txns=10)["io_per_txn"]
+    assert per["broker_metadata_gets"] == (60 + 30) / 10
+    assert per["broker_metadata_writes"] == (30 + 6 + 20) / 10

@@ -22,15 +22,16 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Self
 
 import requests
 
+from harness.entrypoints import python_m
 from harness.metrics import parse_prometheus_text
 from harness.results import write_json_atomic
 
@@ -183,9 +184,11 @@ class ManagedProcess:
         return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def module_argv(module: str, config_path: Path) -> list[str]:
-    """The command of one of our services: `python -m <module> --config <file>` (this interpreter)."""
-    return [sys.executable, "-m", module, "--config", str(config_path)]
+def module_argv(module: ModuleType, config_path: Path) -> list[str]:
+    """The command of one of our services: `python -m <module> --config <file>` (this interpreter).
+
+    A module, not its name, so the import contracts see what starts what (harness.entrypoints)."""
+    return python_m(module, "--config", str(config_path))
 
 
 class ServiceNotReady(RuntimeError):

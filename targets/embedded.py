@@ -26,14 +26,19 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import requests
 
+import embedded.broker as broker_package
+import embedded.ledger as ledger_package
+import embedded.metadata as metadata_package
+import faults.proxy as proxy_package
 from harness.errors import EnvironmentProblem
 from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
 from harness.results import write_json_atomic
-from harness.targets.base import (
+from harness.target import (
     ClusterInfo,
     LinkInfo,
     LinkKind,
@@ -41,7 +46,9 @@ from harness.targets.base import (
     ServiceRole,
     multi_host_service_url,
 )
-from harness.targets.processes import (
+from harness.txn_paths import TxnPath
+from targets.local import LocalProcessControl
+from targets.processes import (
     HOST,
     ProcessState,
     ServiceExited,
@@ -51,25 +58,29 @@ from harness.targets.processes import (
     module_argv,
     wait_ready,
 )
-from harness.targets.zookeeper import (
+from targets.zookeeper import (
     ZooKeeperServer,
     ZooKeeperUnavailable,
     server_command,
     write_config,
 )
-from harness.txn_paths import TxnPath
 
 ZOOKEEPER = "zookeeper"
 DEFAULT_DIR = Path(".txnbench/cluster")
 DIR_ENV = "TXNBENCH_CLUSTER_DIR"
 CLUSTER_NAME = "txnbench"
 
-MODULES = {
-    ServiceRole.PROXY: "faults.proxy",
-    ServiceRole.METADATA: "embedded.metadata",
-    ServiceRole.LEDGER: "embedded.ledger",
-    ServiceRole.BROKER: "embedded.broker",
+MODULES: dict[ServiceRole, ModuleType] = {
+    ServiceRole.PROXY: proxy_package,
+    ServiceRole.METADATA: metadata_package,
+    ServiceRole.LEDGER: ledger_package,
+    ServiceRole.BROKER: broker_package,
 }
+"""The package each of our services runs (`python -m <package>`, its `__main__`).
+
+Imported so the import contracts see what the target starts; the packages, not their
+`__main__` modules, since those would load the whole broker and stores into the
+process that only starts them (about a second)."""
 
 
 def default_dir() -> Path:
@@ -194,7 +205,7 @@ class EmbeddedSpec:
     planted_bugs: tuple[str, ...] = ()
 
 
-class EmbeddedCluster:
+class EmbeddedCluster(LocalProcessControl):
     """The reference cluster; a `ClusterTarget` and its own `ProcessControl`."""
 
     name = "embedded"
@@ -321,56 +332,14 @@ class EmbeddedCluster:
     def process_control(self) -> EmbeddedCluster:
         return self
 
-    # ---- ProcessControl -----------------------------------------------------------------------
+    # ---- LocalProcessControl (kill, stop, start, pause, resume, is_running) ----------------------
 
-    def _proc(self, service: str) -> ServiceProcess:
-        if service not in self.processes:
-            raise KeyError(f"no service {service!r}; have {sorted(self.processes)}")
-        return self.processes[service]
-
-    def kill(self, service: str) -> None:
-        self._proc(service).kill()
-
-    def stop(self, service: str) -> None:
-        """SIGTERM and wait until the process is gone (SIGKILL after 10 s, as `down()` does)."""
-        self._proc(service).stop()
-
-    def start(self, service: str) -> None:
+    def restart_service(self, service: str) -> None:
         """Start a stopped service with its original config and wait until it is healthy."""
-        proc = self._proc(service)
-        if proc.state != ProcessState.STOPPED:
-            return
         self._start(service)
         self._wait_healthy([service], time.monotonic() + self.spec.ready_timeout_s)
 
-    def pause(self, service: str) -> None:
-        import signal as _signal
-
-        proc = self._proc(service)
-        if not proc.signal(_signal.SIGSTOP):
-            raise RuntimeError(f"{service} is not running; cannot pause it")
-        self._wait_state(proc, ProcessState.PAUSED)
-
-    def resume(self, service: str) -> None:
-        import signal as _signal
-
-        proc = self._proc(service)
-        if proc.state == ProcessState.PAUSED:
-            proc.signal(_signal.SIGCONT)
-            self._wait_state(proc, ProcessState.RUNNING)
-
-    def is_running(self, service: str) -> bool:
-        return self._proc(service).state == ProcessState.RUNNING
-
     # ---- internals ----------------------------------------------------------------------------
-
-    def _wait_state(self, proc: ServiceProcess, wanted: str, timeout_s: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.state == wanted:
-                return
-            time.sleep(0.01)
-        raise RuntimeError(f"{proc.name} did not become {wanted} within {timeout_s}s (is {proc.state})")
 
     def _argv(self, record: ServiceRecord) -> list[str]:
         if record.program == ZOOKEEPER:
