@@ -31,7 +31,12 @@ from pyspark.sql import functions as F
 
 from analysis.checks import REGISTRY, run_checks_with_tallies
 from analysis.checks.base import NO_DRAIN_REASON, CheckResult, CheckStatus
-from analysis.checks.context import DEFAULT_STALL_AFTER_S, prepare
+from analysis.checks.context import (
+    DEFAULT_ABORT_BOUND_S,
+    DEFAULT_STALL_AFTER_S,
+    DEFAULT_TXN_TIMEOUT_S,
+    prepare,
+)
 from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
 from analysis.model import (
     overview_aggregates,
@@ -49,6 +54,7 @@ from analysis.spark import (
 )
 from harness.anomalies import AnomalyClass
 from harness.errors import EnvironmentProblem
+from harness.history.reader import iter_history_file
 from harness.results import RunDir, read_json, write_json_atomic
 
 RESULTS_SCHEMA = 1
@@ -92,6 +98,68 @@ def stall_after_s(run: RunDir) -> tuple[float, str]:
     return float(value), "manifest"
 
 
+def _config_number(run: RunDir, section: str, key: str, default: float) -> float:
+    """A positive number from the manifest's `config.<section>.<key>`, else `default`."""
+    try:
+        value = read_json(run.manifest_path)["config"][section][key]
+    except (OSError, ValueError, KeyError, TypeError):
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return default
+    return float(value)
+
+
+def abandon_limits(run: RunDir) -> tuple[float, float]:
+    """(workload.txn_timeout_s, checks.abort_bound_s) of the run, for unresolved-txn."""
+    return (_config_number(run, "workload", "txn_timeout_s", DEFAULT_TXN_TIMEOUT_S),
+            _config_number(run, "checks", "abort_bound_s", DEFAULT_ABORT_BOUND_S))
+
+
+def killed_writers(run: RunDir) -> tuple[str, ...]:
+    """Load workers a `client-kill` fault killed (the nemesis's `fault` ok, `extra.effect.writer`):
+    like a lost worker, their history simply ends."""
+    path = run.history_dir / "nemesis.jsonl"
+    if not path.is_file():
+        return ()
+    killed: set[str] = set()
+    try:
+        for op in iter_history_file(path):
+            extra = op.get("extra") or {}
+            effect = extra.get("effect") if isinstance(extra, dict) else None
+            if op.get("f") == "fault" and op.get("type") == "ok" and extra.get("kind") == "client-kill" \
+                    and isinstance(effect, dict) and isinstance(effect.get("writer"), str):
+                killed.add(effect["writer"])
+    except (OSError, ValueError):
+        return ()
+    return tuple(sorted(killed))
+
+
+def client_cut_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
+    """When the nemesis had every client cut off (`client-isolate`): (its `fault` invoke, its
+    `heal` ok or None), run clock; stalled-commit does not count that time."""
+    path = run.history_dir / "nemesis.jsonl"
+    if not path.is_file():
+        return ()
+    starts: dict[str, int] = {}
+    ends: dict[str, int | None] = {}
+    try:
+        for op in iter_history_file(path):
+            extra = op.get("extra") or {}
+            if not isinstance(extra, dict) or extra.get("kind") != "client-isolate":
+                continue
+            key, t = str(op.get("process")), int(op.get("time_ns") or 0)
+            if op.get("f") == "fault" and op.get("type") == "invoke":
+                starts[key] = t
+                ends.setdefault(key, None)
+            elif op.get("f") == "fault" and op.get("type") == "fail":
+                starts.pop(key, None)
+            elif op.get("f") == "heal" and op.get("type") == "ok":
+                ends[key] = t
+    except (OSError, ValueError):
+        return ()
+    return tuple(sorted((start, ends.get(key)) for key, start in starts.items()))
+
+
 def _lost_entries(run: RunDir) -> list[dict[str, Any]]:
     if not run.manifest_path.is_file():
         return []
@@ -125,7 +193,8 @@ def clock_slack_ns(run: RunDir) -> int:
 
 
 def lost_writer_names(run: RunDir) -> tuple[str, ...]:
-    return tuple(sorted(str(e.get("writer")) for e in _lost_entries(run)))
+    """Writers whose process ended mid-run: remote workers lost, and local workers a client-kill killed."""
+    return tuple(sorted({str(e.get("writer")) for e in _lost_entries(run)} | set(killed_writers(run))))
 
 
 def lost_workers(run: RunDir) -> tuple[list[str], list[str]]:
@@ -277,8 +346,11 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         say("deciding transactions")
         seen = overview_from_row(loaded.summary)
         drain = seen.drain
+        txn_timeout, abort_bound = abandon_limits(run)
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
-                      lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run))
+                      lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run),
+                      txn_timeout_s=txn_timeout, abort_bound_s=abort_bound,
+                      client_cut_windows=client_cut_windows(run))
         try:
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.
@@ -347,6 +419,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
                         for f, causes in sorted(info_causes.items())},
         "history": history,
         "config": {"stall_after_s": stall[0], "stall_after_source": stall[1],
+                   "txn_timeout_s": txn_timeout, "abort_bound_s": abort_bound,
                    **({"clock_slack_ms": round(ctx_slack / 1e6, 3)} if ctx_slack else {})},
         "checker": {
             "elapsed_s": round(elapsed, 3),

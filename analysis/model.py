@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 # Events that are complete on their own: one line, always `ok`.
-SINGLE_FS = (OpF.RECEIVE.value, OpF.READ.value, OpF.PHASE.value)
+SINGLE_FS = (OpF.RECEIVE.value, OpF.READ.value, OpF.PHASE.value, OpF.TXN_STATE.value)
 
 # Columns of a loaded ops DataFrame: the line fields, the source file name, and
 # `phase` (extra.name), `redelivery`, `cumulative`, `intended_ns`, `delivered_ns` from `extra`.
@@ -273,6 +273,7 @@ def overview_aggregates() -> list[Column]:
         n((f == OpF.ACK.value) & F.col("topic").isNull()).alias("acks_without_topic"),
         n(f == OpF.RECEIVE.value).alias("receives"),
         n(f == OpF.READ.value).alias("reads"),
+        n(f == OpF.TXN_STATE.value).alias("txn_states"),
     ]
 
 
@@ -282,7 +283,7 @@ def overview_from_row(row: Any) -> HistoryOverview:
     phases = tuple(PhaseMark(r["phase"] or "", int(r["time_ns"]), r["writer"], int(r["index"]))
                    for r in phase_rows)
     counts = {k: int(row[k] or 0) for k in ("events", "sends", "ctp_sends", "acks", "cumulative_acks",
-                                            "acks_without_topic", "receives", "reads")}
+                                            "acks_without_topic", "receives", "reads", "txn_states")}
     return HistoryOverview(phases, _drain_from_phases(phase_rows), row["first_ns"], row["last_ns"], counts)
 
 
@@ -461,7 +462,8 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
     topic the drain did not read to the end.
     """
     cols = ("txn", "f", "type", "invoke_ns", "complete_ns", "writer", "index", "process", "topic", "inputs")
-    tx = pairs.filter(F.col("txn").isNotNull() & ~F.col("orphan")).select(*cols)
+    # The drain's `txn-state` readings name a transaction but are none of its client's operations.
+    tx = pairs.filter(F.col("txn").isNotNull() & ~F.col("orphan") & (F.col("f") != OpF.TXN_STATE.value)).select(*cols)
     if visible_sends is not None:
         sends = (visible_sends.filter(F.col("txn").isNotNull()).withColumn("f", F.lit(OpF.SEND.value))
                  .select(*cols, F.col("visible").alias("_visible")))

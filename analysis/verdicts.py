@@ -8,11 +8,14 @@ unexpected ones and the report can say "invalid, as expected: <reason>" instead 
 hiding the finding or crying wolf.
 
 An expectation scoped to `terminated-topics` covers a class only when every instance of
-it is attributed to a topic the nemesis terminated: each example names its operations
-(topics, segments, transactions), a transaction's topics come from the history, and the
-terminated topics from the nemesis's `fault` ops. A class with more instances than
-examples, or with one example that touches no terminated topic, stays unexpected: an
-expectation may explain a finding, never swallow an unrelated one.
+it is attributed, instance by instance, to a transaction the terminate could have
+affected: one with the terminated topic or segment as a participant whose operations
+reach into the fault's window (from the terminate's injection on; it stays for the rest
+of the run). Each example names its operations (topics, segments, transactions, times);
+a transaction's participants and span come from the history, the fault's targets and
+window from the nemesis's `fault` and `heal` ops. A class with more instances than
+examples, or with one example outside every window or on another topic, stays
+unexpected: an expectation may explain a finding, never swallow an unrelated one.
 
 What a scenario expects has one definition, `ChecksConfig.expected_on` (harness.config):
 `judge_run` rebuilds the run's `ChecksConfig` from its manifest (`config.checks`, the
@@ -23,6 +26,7 @@ so the orchestrator may call it right after the checker.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -92,7 +96,7 @@ def judge(valid: Any, anomalies: Mapping[str, Any], expectations: Mapping[Anomal
             expected[name] = expectation.reason
         else:
             unexpected.append(name)
-            notes[name] = (f"{attributed} of {total} instance(s) touch a terminated topic"
+            notes[name] = (f"{attributed} of {total} instance(s) touch a terminated topic while it was terminated"
                            if total else "no examples to attribute")
     return Judgement(valid=valid, expected=expected, unexpected=tuple(unexpected),
                      not_seen=tuple(a for a in by_name if a not in anomalies), notes=notes)
@@ -117,52 +121,141 @@ def judge_run(run_dir: Path, results: Mapping[str, Any] | None = None,
                  attributor.attribute if attributor is not None else None)
 
 
+@dataclass(frozen=True)
+class FaultWindow:
+    """When and where a fault could affect transactions: from its injection (the `fault` invoke)
+    to its heal (`heal` ok), or to the end of the run for a kind that stays (terminate) or a
+    fault never healed; on its targets (topics, segments, partitions)."""
+
+    fault_id: str
+    kind: str
+    targets: frozenset[str]
+    start_ns: int
+    end_ns: int | None
+
+    def covers(self, names: Iterable[str], first_ns: int, last_ns: int | None) -> bool:
+        """Some of `names` is a target, and [first_ns, last_ns] (None: still open) meets the window."""
+        if not any(_is_terminated(name, self.targets) for name in names):
+            return False
+        return (self.end_ns is None or first_ns <= self.end_ns) and (last_ns is None or last_ns >= self.start_ns)
+
+
+@dataclass
+class TxnSpan:
+    """What a transaction touched and when: its participants and its first and last operation."""
+
+    participants: set[str] = field(default_factory=set)
+    first_ns: int | None = None
+    last_ns: int | None = None
+    open_invokes: int = 0     # invocations without completion: its client died or gave up waiting
+
+    def note(self, op: Mapping[str, Any]) -> None:
+        t = int(op.get("time_ns") or 0)
+        self.first_ns = t if self.first_ns is None else min(self.first_ns, t)
+        self.last_ns = t if self.last_ns is None else max(self.last_ns, t)
+        if op.get("f") in ("send", "ack"):
+            for key in ("topic", "segment"):
+                if op.get(key):
+                    self.participants.add(str(op[key]))
+
+
+def fault_windows(history_dir: Path, kinds: Iterable[str] = ("terminate",)) -> list[FaultWindow]:
+    """The windows of the nemesis's faults of `kinds` that took effect (or may have: `info`)."""
+    wanted = set(kinds)
+    starts: dict[str, tuple[int, Mapping[str, Any]]] = {}
+    effective: dict[str, FaultWindow] = {}
+    for path in history_files(history_dir):
+        if path.stem != "nemesis":
+            continue
+        for op in iter_history_file(path):
+            extra = op.get("extra") or {}
+            if not isinstance(extra, Mapping) or extra.get("kind") not in wanted:
+                continue
+            key = str(extra.get("fault_id") or op.get("process") or "")
+            t = int(op.get("time_ns") or 0)
+            if op.get("f") == "fault" and op.get("type") == "invoke":
+                starts[key] = (t, extra)
+            elif op.get("f") == "fault" and op.get("type") in ("ok", "info"):
+                start, _ = starts.get(key, (t, extra))
+                effective[key] = FaultWindow(key, str(extra.get("kind")),
+                                             frozenset(str(x) for x in extra.get("targets") or []), start, None)
+            elif op.get("f") == "heal" and op.get("type") == "ok" and key in effective:
+                effective[key] = dataclasses.replace(effective[key], end_ns=t)
+    return list(effective.values())
+
+
 class _Attributor:
-    """Which anomaly instances touch a topic the nemesis terminated (read from the history)."""
+    """Which anomaly instances a terminate could have caused, instance by instance.
+
+    An instance is attributed to a fault when one of its transactions had one of the
+    fault's targets as a participant (a send or ack on the topic, a partition of it, or
+    the segment) while the fault was in effect: the transaction's operations reach into
+    the fault's window (from the `fault` invoke to the heal, or to the run's end for a
+    terminate, which stays). An instance naming no transaction is judged by its own
+    operations: one on a target, at a time inside the window. Anything else is a finding.
+    """
 
     def __init__(self, history_dir: Path) -> None:
         self.history_dir = history_dir
-        self.terminated: set[str] = set()
-        self._txn_topics: dict[str, set[str]] | None = None
-        for path in history_files(history_dir):
-            if path.stem != "nemesis":
-                continue
-            for op in iter_history_file(path):
-                extra = op.get("extra") or {}
-                if op.get("f") == "fault" and op.get("type") == "ok" and extra.get("kind") == "terminate":
-                    self.terminated.update(str(t) for t in extra.get("targets") or [])
+        self.windows = fault_windows(history_dir)
+        self._spans: dict[str, TxnSpan] | None = None
 
     def attribute(self, name: str, entry: Mapping[str, Any]) -> tuple[int, int]:
         examples = list(entry.get("examples") or [])
         total = int(entry.get("count") or 0)
-        if not self.terminated or len(examples) < total:
+        if not self.windows or len(examples) < total:
             return 0, total   # a count beyond the examples cannot be attributed
-        return sum(1 for example in examples if self._touches_terminated(example)), total
+        return sum(1 for example in examples if self.affected(example)), total
 
-    def _touches_terminated(self, example: Any) -> bool:
+    def affected(self, example: Any) -> bool:
         names: set[str] = set()
         txns: set[str] = set()
         _collect(example, names, txns)
-        if txns:
-            mapping = self._topics_of_transactions()
-            for txn in txns:
-                names |= mapping.get(txn, set())
-        return any(_is_terminated(name, self.terminated) for name in names)
+        spans = self._txn_spans()
+        known = [spans[t] for t in txns if t in spans]
+        if known:    # the example's own operations are its transactions' too
+            return any(w.covers(span.participants | names, span.first_ns or 0,
+                                None if span.open_invokes else span.last_ns)
+                       for span in known for w in self.windows)
+        times = [int(t) for t in _times(example)]
+        return any(w.covers(names, t, t) for t in times for w in self.windows)
 
-    def _topics_of_transactions(self) -> dict[str, set[str]]:
-        if self._txn_topics is None:
-            mapping: dict[str, set[str]] = {}
+    def _txn_spans(self) -> dict[str, TxnSpan]:
+        if self._spans is None:
+            spans: dict[str, TxnSpan] = {}
             for path in history_files(self.history_dir):
                 if path.stem in ("nemesis", "drain", "run"):
                     continue
+                pending: dict[str, str] = {}     # process -> txn of its open invocation
                 for op in iter_history_file(path):
                     txn = op.get("txn")
-                    if txn and op.get("f") in ("send", "ack"):
-                        for key in ("topic", "segment"):
-                            if op.get(key):
-                                mapping.setdefault(txn, set()).add(str(op[key]))
-            self._txn_topics = mapping
-        return self._txn_topics
+                    process = str(op.get("process"))
+                    if op.get("type") == "invoke":
+                        if txn:
+                            pending[process] = str(txn)
+                    else:
+                        pending.pop(process, None)
+                    if txn and op.get("f") != "txn-state":
+                        spans.setdefault(str(txn), TxnSpan()).note(op)
+                for txn in pending.values():
+                    spans.setdefault(txn, TxnSpan()).open_invokes += 1
+            self._spans = spans
+        return self._spans
+
+
+def _times(value: Any) -> list[int]:
+    """Every `time_ns` an example's operations name."""
+    out: list[int] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key == "time_ns" and isinstance(item, int) and not isinstance(item, bool):
+                out.append(item)
+            else:
+                out.extend(_times(item))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            out.extend(_times(item))
+    return out
 
 
 def _collect(value: Any, names: set[str], txns: set[str]) -> None:

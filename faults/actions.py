@@ -27,10 +27,20 @@ heal-everything after an interrupted injection is always safe.
 from __future__ import annotations
 
 import contextlib
+import threading
+import zlib
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from faults.model import Fault, NetworkApi, NotInjected, TopicAdmin
-from faults.selectors import Direction, LinkEnd, SegmentTarget, ServiceTarget, TopicTarget
+from faults.model import Fault, LoadControl, NetworkApi, NotInjected, TopicAdmin
+from faults.selectors import (
+    Direction,
+    LinkEnd,
+    LoadTarget,
+    SegmentTarget,
+    ServiceTarget,
+    TopicTarget,
+)
 from harness.target import ProcessControl
 from harness.toxiproxy.client import NotFound
 from harness.toxiproxy.model import ToxicType
@@ -138,6 +148,48 @@ class RestartAction:
     def heal(self, fault: Fault) -> None:
         for name in _services(fault):
             self.control.start(name)
+
+
+class ClientKillAction:
+    """kill -9 one Locust worker of the load: the transactions it had open are abandoned, its
+    history may end in a torn line. Healed by a replacement worker under a new writer name
+    (the master rebalances the users onto it). The load process does both, on request
+    (`LoadControl`), since it started the workers and must not take this death for a failure."""
+
+    def __init__(self, control: LoadControl) -> None:
+        self.control = control
+        self._killed: dict[str, str] = {}      # fault id -> the writer killed
+        self._healed: set[str] = set()
+        self._lock = threading.Lock()
+
+    def inject(self, fault: Fault) -> Mapping[str, Any]:
+        (target,) = fault.targets
+        if not isinstance(target, LoadTarget):
+            raise NotInjected(f"client-kill needs a load worker as target, got {target}")
+        seed = zlib.crc32(f"{fault.fault_id}/{fault.source}".encode())
+        worker = target.worker
+        seen = (fault.trigger or {}).get("seen") or {}
+        if worker == "random" and isinstance(seen.get("writer"), str) and seen.get("txn"):
+            worker = seen["writer"]   # triggered: the worker whose transaction set it off, still open
+        try:
+            done = self.control.kill(fault.fault_id, worker, seed)
+        except Exception as err:
+            if "no running load worker" in str(err):
+                raise NotInjected(str(err)) from None
+            raise
+        with self._lock:
+            self._killed[fault.fault_id] = str(done["writer"])
+        return {"writer": done["writer"], "pid": done.get("pid")}
+
+    def heal(self, fault: Fault) -> Mapping[str, Any] | None:
+        with self._lock:
+            writer = self._killed.get(fault.fault_id)
+            if writer is None or fault.fault_id in self._healed:
+                return None     # nothing was killed, or it was already replaced
+        done = self.control.start(fault.fault_id, writer)
+        with self._lock:
+            self._healed.add(fault.fault_id)
+        return {"replaced": writer, "writer": done["writer"], "pid": done.get("pid")}
 
 
 class PauseAction:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faults.kinds import Capability
-from faults.model import CoordinatorLocator, NetworkApi, TopicAdmin
+from faults.model import CoordinatorLocator, LoadControl, NetworkApi, TopicAdmin
 from harness.target import ClusterInfo, ProcessControl
 from harness.txn_paths import TxnPath
 
@@ -27,6 +27,7 @@ class FaultEnvironment:
     network: NetworkApi | None = None
     admin: TopicAdmin | None = None
     coordinators: CoordinatorLocator | None = None
+    load: LoadControl | None = None
     topics: tuple[str, ...] = ()
     missing: dict[Capability, str] = field(default_factory=dict)
     """Why a capability is absent, in words a user can act on."""
@@ -43,6 +44,8 @@ class FaultEnvironment:
             have.add(Capability.COORDINATORS)
         if self.topics:
             have.add(Capability.TOPICS)
+        if self.load is not None:
+            have.add(Capability.LOAD)
         return have
 
     def why_missing(self, capability: Capability) -> str:
@@ -52,6 +55,8 @@ class FaultEnvironment:
             Capability.ADMIN: "no admin REST client is available",
             Capability.COORDINATORS: "no client is available to locate the transaction coordinators",
             Capability.TOPICS: "the run has no workload topology to take topics from",
+            Capability.LOAD: "the load runs in one process (load.workers 0): there is no worker to kill; "
+                             "set load.workers to 2 or more",
         }
         return self.missing.get(capability, default[capability])
 
@@ -76,7 +81,7 @@ class FaultEnvironment:
         return partitions
 
     def close(self) -> None:
-        for part in (self.network, self.admin, self.coordinators):
+        for part in (self.network, self.admin, self.coordinators, self.load):
             if part is not None:
                 with contextlib.suppress(Exception):
                     part.close()
@@ -107,13 +112,14 @@ def _topic_name(item: Any) -> str:
 
 
 def for_run(cluster: ClusterInfo, txn_path: TxnPath, control: ProcessControl | None, topics: tuple[str, ...],
-            *, operation_timeout_s: float = 10.0) -> FaultEnvironment:
-    """The real environment of a run: clients built from the cluster's URLs."""
+            *, operation_timeout_s: float = 10.0, load: LoadControl | None = None) -> FaultEnvironment:
+    """The real environment of a run: clients built from the cluster's URLs; `load` when the
+    run's load process has workers it can kill and replace."""
     from faults.admin import make_topic_admin
     from faults.coordinators import make_coordinator_locator
     from harness.toxiproxy.client import ToxiproxyClient
 
-    env = FaultEnvironment(cluster=cluster, txn_path=txn_path, control=control, topics=topics)
+    env = FaultEnvironment(cluster=cluster, txn_path=txn_path, control=control, topics=topics, load=load)
     if cluster.toxiproxy_url:
         env.network = ToxiproxyClient(cluster.toxiproxy_url, timeout_s=operation_timeout_s)
     else:

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from faults.actions import (
+    ClientKillAction,
     KillAction,
     MergeAction,
     PartitionAction,
@@ -34,12 +35,14 @@ from faults.actions import (
     ToxicAction,
     UnloadAction,
 )
-from faults.model import Fault, FaultAction, NetworkApi, TopicAdmin
+from faults.model import Fault, FaultAction, LoadControl, NetworkApi, TopicAdmin
 from faults.proxy.toxics import ToxicType
 from faults.selectors import (
+    ClientsSelector,
     DefaultSelector,
     Direction,
     LinkSelector,
+    LoadSelector,
     SegmentSelector,
     Selector,
     ServiceClass,
@@ -80,6 +83,8 @@ class FaultKind(StrEnum):
     SLOW_PARTICIPANT = "slow-participant"  # delay one broker's metadata link past the v5 GC retention
     RESTART = "restart"              # graceful stop (SIGTERM) of a process, started again when healed
     UNLOAD = "unload"                # unload a topic, partition or v5 segment: its ownership moves, no crash
+    CLIENT_KILL = "client-kill"      # kill -9 a Locust worker of the load: its open transactions are abandoned
+    CLIENT_ISOLATE = "client-isolate"  # cut every client off from every broker for longer than the txn timeout
 
 
 def kind_of(text: str, source: str, key: str) -> FaultKind:
@@ -101,6 +106,7 @@ class Capability(StrEnum):
     ADMIN = "admin"            # admin REST for topics and segments
     TOPICS = "topics"          # the run's topic list (the workload topology)
     COORDINATORS = "coordinators"  # a client that can say which broker hosts each coordinator
+    LOAD = "load"              # the load process kills and replaces its workers (harness.load_control)
 
 
 class ParamError(ValueError):
@@ -169,6 +175,9 @@ class KindSpec:
     """It acts on a topic or segment through admin REST: timed as an admin call."""
     waits_healthy_on_heal: bool = False
     """Its heal starts a process and waits until it is healthy (the cluster's ready timeout applies)."""
+    client_fault: bool = False
+    """It abandons the load's open transactions (a worker killed, every client cut off): timed as a
+    load-control call, and checked against the load's settings (faults.validate)."""
 
     def accepts_selector(self, selector: Selector) -> bool:
         if isinstance(selector, DefaultSelector):
@@ -179,7 +188,7 @@ class KindSpec:
                     and selector.service is not ServiceClass.BROKER)
 
 
-_NETWORK_TARGETS = (ServiceSelector, LinkSelector)
+_NETWORK_TARGETS = (ServiceSelector, LinkSelector, ClientsSelector)
 _TOPIC_TARGETS = (TopicSelector, SegmentSelector)
 
 
@@ -189,6 +198,10 @@ def _through_network(make: Callable[[NetworkApi], FaultAction]) -> ActionFactory
 
 def _through_processes(make: Callable[[ProcessControl], FaultAction]) -> ActionFactory:
     return lambda env: make(env.control) if env.control is not None else None
+
+
+def _through_load(make: Callable[[LoadControl], FaultAction]) -> ActionFactory:
+    return lambda env: make(env.load) if env.load is not None else None
 
 
 def _through_admin(make: Callable[[TopicAdmin], FaultAction]) -> ActionFactory:
@@ -266,6 +279,17 @@ KINDS: Mapping[FaultKind, KindSpec] = MappingProxyType({
         FaultKind.UNLOAD, "unload a topic, partition or v5 segment: ownership moves without a crash (admin REST)",
         _TOPIC_TARGETS, lambda _p: "topic:random", _through_admin(UnloadAction), healable=False,
         needs=frozenset({Capability.ADMIN, Capability.TOPICS}), topic_fault=True),
+    FaultKind.CLIENT_KILL: KindSpec(
+        FaultKind.CLIENT_KILL, "kill -9 a Locust worker of the load (its open transactions are abandoned); "
+                               "a replacement worker takes its users when healed",
+        (LoadSelector,), lambda _p: "load:random", _through_load(ClientKillAction),
+        needs=frozenset({Capability.LOAD}), client_fault=True),
+    FaultKind.CLIENT_ISOLATE: KindSpec(
+        FaultKind.CLIENT_ISOLATE, "cut every client off from every broker (all client-broker links) for "
+                                  "longer than the transaction timeout: the open transactions are abandoned",
+        (ClientsSelector,), lambda _p: "clients", _through_network(PartitionAction),
+        MappingProxyType({"direction": _direction(Direction.BOTH)}), needs=frozenset({Capability.NETWORK}),
+        network=True, client_fault=True),
 })
 
 
@@ -301,6 +325,10 @@ def describe_accepts(kind: FaultKind) -> str:
             names.append("topic:<k|random>")
         elif cls is SegmentSelector:
             names.append("segment:<k|random>")
+        elif cls is ClientsSelector:
+            names.append("clients")
+        elif cls is LoadSelector:
+            names.append("load:<i|random>")
     return ", ".join(names)
 
 

@@ -61,15 +61,17 @@ class Fault:
 class FaultAction(Protocol):
     """How one kind of fault is injected and healed.
 
-    `inject` returns once the fault is in effect. `heal` returns once it is not; it
+    `inject` returns once the fault is in effect, with what it did that the fault's data
+    could not say in advance (the worker a client kill chose), recorded in the `fault` ok's
+    `extra.effect`; most actions return None. `heal` returns once it is not; it
     is idempotent and safe to call for a fault whose injection failed half way or
     was never finished (heal_all calls it for anything that may be in effect).
     A non-healable kind's `heal` does nothing.
     """
 
-    def inject(self, fault: Fault) -> None: ...
+    def inject(self, fault: Fault) -> Mapping[str, Any] | None: ...
 
-    def heal(self, fault: Fault) -> None: ...
+    def heal(self, fault: Fault) -> Mapping[str, Any] | None: ...
 
 
 class NetworkApi(Protocol):
@@ -112,6 +114,18 @@ class TopicAdmin(Protocol):
 
     def active_segments(self, topic: str) -> Sequence[str]:
         """A scalable topic's active (not sealed) segments, as segment:// names."""
+
+    def close(self) -> None: ...
+
+
+class LoadControl(Protocol):
+    """The load process's workers, killed and replaced on request (harness.load_control)."""
+
+    def kill(self, request_id: str, worker: str, seed: int = 0) -> Mapping[str, Any]:
+        """SIGKILL one worker (`w<i>` or `random`); its `writer` and `pid`."""
+
+    def start(self, request_id: str, replaces: str) -> Mapping[str, Any]:
+        """Start a replacement for worker `replaces` under a new writer name; its `writer` and `pid`."""
 
     def close(self) -> None: ...
 

@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -45,11 +45,12 @@ from faults import kinds
 from faults.bounded import call_bounded
 from faults.environment import FaultEnvironment, topology_topics
 from faults.kinds import Capability, FaultKind, build_actions
-from faults.model import Fault, FaultAction, NotInjected
+from faults.model import Fault, FaultAction, LoadControl, NotInjected
 from faults.resolve import resolve_fault
 from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
 from faults.selectors import ResolveContext, uses_coordinator
 from faults.triggers import HistoryTail
+from faults.validate import check_client_faults
 from harness.config import RunConfig
 from harness.errors import ConfigError, TxnbenchError
 from harness.history import HistoryRecorder
@@ -60,6 +61,7 @@ HEAL_ATTEMPTS = 3
 NETWORK_TIMEOUT_S = 30.0
 PROCESS_TIMEOUT_S = 30.0
 ADMIN_TIMEOUT_S = 60.0
+LOAD_TIMEOUT_S = 90.0       # a replacement load worker connects within the load's own 60 s bound
 RESOLVE_TIMEOUT_S = 30.0
 
 
@@ -107,7 +109,8 @@ class Nemesis:
                  recorder: HistoryRecorder, topology: Any = None, *,
                  environment: FaultEnvironment | None = None,
                  actions: dict[FaultKind, FaultAction] | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None,
+                 load_control: LoadControl | None = None) -> None:
         self.config = config
         self.cluster = cluster
         self.recorder = recorder
@@ -121,7 +124,7 @@ class Nemesis:
         if environment is None:
             from faults.environment import for_run
 
-            environment = for_run(cluster, config.path, control, topics)
+            environment = for_run(cluster, config.path, control, topics, load=load_control)
         self.env = environment
         try:
             self.actions = actions if actions is not None else build_actions(environment)
@@ -162,6 +165,7 @@ class Nemesis:
                                   f"{self.env.why_missing(Capability.COORDINATORS)}",
                                   "name a broker instead, e.g. broker:0 or broker:random")
         self._check_slow_participants(source)
+        check_client_faults(self.config)
 
     def _check_slow_participants(self, source: str) -> None:
         for window in self.timeline.windows:
@@ -338,9 +342,10 @@ class Nemesis:
         with self._lock:
             self._active[fault.fault_id] = active
         inv = self.recorder.invoke(fault.process, OpF.FAULT, extra=fault.extra())
+        effect: Mapping[str, Any] | None = None
         try:
-            call_bounded(lambda: action.inject(fault), self._timeout(fault.kind, heal=False),
-                         f"injecting {what}")
+            effect = call_bounded(lambda: action.inject(fault), self._timeout(fault.kind, heal=False),
+                                  f"injecting {what}")
         except NotInjected as err:
             with self._lock:
                 self._active.pop(fault.fault_id, None)
@@ -353,7 +358,11 @@ class Nemesis:
             self._count(fault.kind, "unknown")
             self.say(f"{self.label}: {what}: outcome unknown ({_error(err)}); it will be healed")
             return active
-        self.recorder.ok(inv)
+        if effect:
+            self.recorder.ok(inv, extra={**fault.extra(), "effect": dict(effect)})
+            what += f" ({', '.join(f'{k} {v}' for k, v in effect.items())})"
+        else:
+            self.recorder.ok(inv)
         self._count(fault.kind, "injected")
         if not fault.healable:
             with self._lock:
@@ -374,10 +383,11 @@ class Nemesis:
             recording = not self.recorder.closed
             inv = self.recorder.invoke(fault.process, OpF.HEAL, extra=fault.extra()) if recording else None
             error: BaseException | None = None
+            effect: Mapping[str, Any] | None = None
             for attempt in range(1, HEAL_ATTEMPTS + 1):
                 try:
-                    call_bounded(lambda: active.action.heal(fault), self._timeout(fault.kind, heal=True),
-                                 f"healing {what}")
+                    effect = call_bounded(lambda: active.action.heal(fault), self._timeout(fault.kind, heal=True),
+                                          f"healing {what}")
                     error = None
                     break
                 except Exception as err:
@@ -386,7 +396,10 @@ class Nemesis:
                         time.sleep(0.5 * attempt)
             if error is None:
                 if inv is not None:
-                    self.recorder.ok(inv)
+                    if effect:
+                        self.recorder.ok(inv, extra={**fault.extra(), "effect": dict(effect)})
+                    else:
+                        self.recorder.ok(inv)
                 with self._lock:
                     del self._active[fault.fault_id]
                     self.stats.healed += 1
@@ -408,10 +421,12 @@ class Nemesis:
             return PROCESS_TIMEOUT_S
         if spec.topic_fault:
             return ADMIN_TIMEOUT_S
+        if spec.client_fault and not spec.network:   # a replacement worker connects within the load's bound
+            return LOAD_TIMEOUT_S
         return NETWORK_TIMEOUT_S
 
     def _longest_action_s(self) -> float:
-        return max(RESOLVE_TIMEOUT_S, ADMIN_TIMEOUT_S,
+        return max(RESOLVE_TIMEOUT_S, ADMIN_TIMEOUT_S, LOAD_TIMEOUT_S * HEAL_ATTEMPTS,
                    (self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S) * HEAL_ATTEMPTS)
 
     def _count(self, kind: FaultKind, outcome: str) -> None:

@@ -16,8 +16,10 @@ from faults.kinds import FaultKind
 from faults.model import Fault
 from faults.schedule import PlannedFault
 from faults.selectors import (
+    ClientsSelector,
     LinkEnd,
     LinkSelector,
+    LoadSelector,
     NoTarget,
     ResolveContext,
     SegmentSelector,
@@ -27,6 +29,7 @@ from faults.selectors import (
     TopicTarget,
     resolve_adjacent_pair,
     resolve_links,
+    resolve_load,
     resolve_segment,
     resolve_service,
     resolve_topic,
@@ -55,8 +58,11 @@ def _targets(planned: PlannedFault, ctx: ResolveContext, txn_path: TxnPath) -> t
     kind = planned.kind
     spec = kinds.spec(kind)
     if spec.network:
-        assert isinstance(selector, (ServiceSelector, LinkSelector))
+        assert isinstance(selector, (ServiceSelector, LinkSelector, ClientsSelector))
         return resolve_links(selector, ctx)
+    if kind is FaultKind.CLIENT_KILL:
+        assert isinstance(selector, LoadSelector)
+        return (resolve_load(selector),)
     if spec.process_fault:
         assert isinstance(selector, ServiceSelector)
         return (resolve_service(selector, ctx),)

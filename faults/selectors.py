@@ -24,6 +24,9 @@ the grammar and how to resolve a selector against the cluster:
     topic:random | topic:<k>      a topic of the run's topology (k: index in it)
     segment:random | segment:<k>  a v5 segment (v4: a partition, or the topic) of a
                                   random topic or of topic k, chosen among the active ones
+    clients                       the client side of every client-broker link: isolating it
+                                  cuts every client off from every broker
+    load:random | load:<i>        a Locust worker of the load (w<i>), killed by client-kill
 
 Resolution happens at injection time, with the run's seeded random generator and
 a set of resources busy with other faults, so two faults never hold the same
@@ -48,6 +51,7 @@ from harness.toxiproxy.model import Stream
 
 RANDOM = "random"
 COORDINATOR = "coordinator"
+CLIENT_SIDE = "client"        # the source of every client-broker link (harness.target LinkInfo)
 
 
 class SelectorError(ValueError):
@@ -126,7 +130,23 @@ class SegmentSelector:
     topic: int | None = None
 
 
-Selector = DefaultSelector | ServiceSelector | LinkSelector | TopicSelector | SegmentSelector
+@dataclass(frozen=True)
+class ClientsSelector:
+    """`clients`: the client side of every client-broker link (a network fault isolates it)."""
+
+    text: str = "clients"
+
+
+@dataclass(frozen=True)
+class LoadSelector:
+    """`load:random` / `load:<i>`: one Locust worker of the load (writer w<i>)."""
+
+    text: str
+    worker: int | None = None     # None: random, chosen by the load process among the running ones
+
+
+Selector = (DefaultSelector | ServiceSelector | LinkSelector | TopicSelector | SegmentSelector
+            | ClientsSelector | LoadSelector)
 
 _LINK_PREFIXES: Mapping[str, LinkKind] = {
     "client-broker": LinkKind.CLIENT_BROKER,
@@ -136,7 +156,7 @@ _LINK_PREFIXES: Mapping[str, LinkKind] = {
 }
 SYNTAX_HELP = ("use e.g. broker:random, broker:0, coordinator, metadata, ledger, process:random, "
                "client-broker:random, broker-metadata:1, broker-ledger:coordinator, broker-broker:0-1, "
-               "link:random, topic:random, segment:random")
+               "link:random, topic:random, segment:random, clients, load:random")
 
 
 def _index(text: str, whole: str, *, coordinator: bool = True) -> Index:
@@ -209,6 +229,16 @@ def parse_selector(text: str) -> Selector:
         return LinkSelector(whole, kind, _index(tail, whole))
     if head == "topic":
         return TopicSelector(whole, _topic_index(tail, whole) if sep else None)
+    if head == "clients":
+        if sep:
+            raise SelectorError(f"{whole!r}: write just 'clients' (every client-broker link)")
+        return ClientsSelector(whole)
+    if head == "load":
+        if not sep or tail == RANDOM:
+            return LoadSelector(whole)
+        if re.fullmatch(r"\d{1,3}", tail):
+            return LoadSelector(whole, int(tail))
+        raise SelectorError(f"{whole!r}: write load:random or load:<i> (the Locust worker w<i>)")
     if head == "segment":
         return SegmentSelector(whole, _topic_index(tail, whole) if sep else None)
     raise SelectorError(f"{whole!r} is not a target; {SYNTAX_HELP}")
@@ -281,6 +311,20 @@ class LinkEnd:
 
 
 @dataclass(frozen=True)
+class LoadTarget:
+    """A Locust worker of the load: `w<i>`, or `random` for the load process to choose."""
+
+    worker: str
+
+    def __str__(self) -> str:
+        return f"load:{self.worker}"
+
+    @property
+    def resource(self) -> str:
+        return "load"      # one client kill at a time
+
+
+@dataclass(frozen=True)
 class TopicTarget:
     topic: str
 
@@ -312,7 +356,7 @@ class SegmentTarget:
         return info.segment_id if info else None
 
 
-Target = ServiceTarget | LinkEnd | TopicTarget | SegmentTarget
+Target = ServiceTarget | LinkEnd | TopicTarget | SegmentTarget | LoadTarget
 
 
 class Direction(StrEnum):
@@ -433,6 +477,11 @@ def _free_service(ctx: ResolveContext, name: str) -> bool:
     return ctx.is_running is None or ctx.is_running(name)
 
 
+def resolve_load(selector: LoadSelector) -> LoadTarget:
+    """A Locust worker; `random` is left to the load process, which knows which are running."""
+    return LoadTarget(RANDOM if selector.worker is None else f"w{selector.worker}")
+
+
 def resolve_service(selector: ServiceSelector, ctx: ResolveContext) -> ServiceTarget:
     """One process: a broker, a store, or a random one of them (never the proxy)."""
     if selector.service is ServiceClass.METADATA:
@@ -491,8 +540,14 @@ def _pair_ends(cluster: ClusterInfo, a: str, b: str) -> tuple[LinkEnd, ...]:
     return tuple(ends)
 
 
-def resolve_links(selector: ServiceSelector | LinkSelector, ctx: ResolveContext) -> tuple[LinkEnd, ...]:
-    """The proxies a network fault acts on. A service selector isolates that service."""
+def resolve_links(selector: ServiceSelector | LinkSelector | ClientsSelector,
+                  ctx: ResolveContext) -> tuple[LinkEnd, ...]:
+    """The proxies a network fault acts on. A service selector isolates that service; `clients`
+    isolates the client side (every client-broker link, `outbound` from the clients)."""
+    if isinstance(selector, ClientsSelector):
+        ends = isolation_ends(ctx.cluster, CLIENT_SIDE)
+        _require_free(ctx, ends)
+        return ends
     if isinstance(selector, ServiceSelector):
         if selector.service is ServiceClass.ANY:
             candidates = [s for s in [*(b.name for b in _brokers(ctx.cluster)), "metadata", "ledger"]

@@ -33,7 +33,11 @@ MAX_READ = 1 << 20
 
 
 def matches(op: Mapping[str, Any], on: str, type_: str) -> bool:
-    """True when the history line is the operation a trigger waits for."""
+    """True when the history line is the operation a trigger waits for. A `send` or `ack`
+    counts only inside a transaction: a trigger times a fault to the load's transactions, and
+    a non-transactional send (a feeder's) says nothing about one being open."""
+    if op.get("f") in ("send", "ack") and not op.get("txn"):
+        return False
     return op.get("f") == on and op.get("type") == type_
 
 

@@ -25,6 +25,7 @@ def check_scenario(config: RunConfig, source: str | None = None) -> dict[TxnPath
     `source`, the scenario's file, when given), a bad target or parameter, or a kind the target
     cannot run. A scenario without faults gives empty timelines."""
     check_kinds(config.faults, source or f"scenario {config.name}")
+    check_client_faults(config)
     paths = dict.fromkeys([*config.paths, config.path]) if config.paths else {config.path: None}
     timelines = {}
     for txn_path in paths:
@@ -43,6 +44,27 @@ def check_kinds(faults: FaultsConfig, source: str) -> None:
     if faults.random is not None:
         for i, text in enumerate(faults.random.kinds):
             kind_of(text, source, f"faults.random.kinds[{i}]")
+
+
+def check_client_faults(config: RunConfig) -> None:
+    """A client fault must abandon transactions: a kill needs load workers (one is killed, the
+    others go on), an isolation must outlast the transaction timeout, or the clients would come
+    back in time to end what they had open and the coordinator's timeout would never be tested.
+    Checked on the scenario's entries, not on a timeline `--duration` may have cut short."""
+    source = f"scenario {config.name}"
+    entries = [(f"faults.schedule[{i}]", e.kind, e.for_s) for i, e in enumerate(config.faults.schedule)]
+    if config.faults.random is not None:
+        entries += [("faults.random", k, config.faults.random.for_s) for k in config.faults.random.kinds]
+    timeout = config.workload.txn_timeout_s
+    for key, kind, for_s in entries:
+        if kind == kinds.FaultKind.CLIENT_KILL.value and config.load.workers < 1:
+            raise ConfigError(source, f"{key}.kind", "client-kill kills a Locust worker, and the load runs in "
+                              "one process (load.workers 0)", "set load.workers to 2 or more")
+        if kind == kinds.FaultKind.CLIENT_ISOLATE.value and for_s <= timeout:
+            raise ConfigError(source, f"{key}.for_s",
+                              f"client-isolate is held {for_s:g} s, not longer than the transaction timeout "
+                              f"({timeout:g} s): the clients would return before the coordinator has to abort "
+                              "what they abandoned", f"raise for_s above {timeout:g} or lower workload.txn_timeout_s")
 
 
 def _check_target(config: RunConfig, timeline: Timeline) -> None:

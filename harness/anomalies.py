@@ -31,3 +31,4 @@ class AnomalyClass(StrEnum):
     STALLED_COMMIT = "stalled-commit"
     UNDELIVERED = "undelivered"
     TXN_ID_REUSE = "txn-id-reuse"
+    UNRESOLVED_TXN = "unresolved-txn"

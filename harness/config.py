@@ -361,7 +361,7 @@ class ExpectationScope(StrEnum):
     """Which instances of an expected anomaly class the expectation covers."""
 
     ANY = "any"
-    TERMINATED_TOPICS = "terminated-topics"   # only those whose operations touch a terminated topic
+    TERMINATED_TOPICS = "terminated-topics"   # only those a terminate could have caused: its topic, its window
 
 
 @dataclass(frozen=True)
@@ -371,8 +371,10 @@ class ExpectedAnomalies:
     The checker still reports them and the run is still invalid; the matrix's exit status
     and the report tell them apart from anomalies nobody expected, so a known design
     limitation (v4's commit markers on a terminated topic) does not hide a new bug. With
-    `scope: terminated-topics` only instances whose operations touch a topic or segment the
-    nemesis terminated are expected; any other instance, or one that cannot be attributed,
+    `scope: terminated-topics` an instance is expected only when the terminate could have
+    caused it: one of its transactions had the terminated topic or segment as a participant
+    while it was terminated (from the terminate's injection on); any other instance, the
+    same class before the terminate or on another topic, or one that cannot be attributed,
     still counts as unexpected.
     """
 
@@ -383,7 +385,8 @@ class ExpectedAnomalies:
     reason: str
     """The design limitation that causes them; the report shows it."""
     scope: ExpectationScope = ExpectationScope.ANY
-    """`any` instance, or only instances touching a topic or segment the nemesis terminated."""
+    """`any` instance, or only instances whose transactions had a terminated topic or segment as a
+    participant while it was terminated."""
 
     def check(self) -> None:
         if not self.paths:
@@ -410,6 +413,9 @@ class ExpectedAnomalies:
 class ChecksConfig:
     stall_after_s: float = bounded(10.0, min=0.001, max=86400,
                                    help="a commit or abort slower than this is a stalled-commit anomaly")
+    abort_bound_s: float = bounded(5.0, min=0, max=3600,
+                                   help="a transaction its client abandoned must be aborted within its timeout "
+                                        "plus this (unresolved-txn); the drain asks the coordinators after it")
     expected: tuple[ExpectedAnomalies, ...] = ()
     """Anomalies the scenario provokes on purpose on some paths, and why."""
 

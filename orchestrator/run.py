@@ -50,6 +50,7 @@ from harness.config import ColdReads, RunConfig, Target
 from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
+from harness.load_control import LoadControlClient, control_dir
 from harness.results import RunStatus, new_run
 from harness.target import ClusterInfo, ClusterTarget, ServiceRole
 from orchestrator.outcome import (
@@ -66,6 +67,8 @@ from orchestrator.planted import refuse_planted_bugs
 from workloads.entrypoints import RUNNER, python_m
 from workloads.loadspec import LoadSpec
 from workloads.topology import Topology
+
+LOAD_CONTROL_TIMEOUT_S = 80.0   # a replacement worker connects within the load's own 60 s bound
 
 #: Seconds a real Pulsar cluster gets to start (JVMs, cluster metadata, a first transaction).
 PULSAR_READY_TIMEOUT_S = 300.0
@@ -325,9 +328,12 @@ class Run:
         assert self.target is not None
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "nemesis", self.clock,
                                    txn_path=self.config.path.value)
+        # Client kills go through the load process, which owns its workers (harness.load_control).
+        load_control = LoadControlClient(control_dir(self.run_dir.path), timeout_s=LOAD_CONTROL_TIMEOUT_S) \
+            if self.config.load.workers > 0 else None
         self.nemesis = Nemesis(config=self.config, cluster=self.target.info(),
                                control=self.target.process_control(), recorder=recorder,
-                               topology=self._topology)
+                               topology=self._topology, load_control=load_control)
         try:
             with self.nemesis:
                 self.nemesis.start()

@@ -25,7 +25,9 @@ them; an aborted ack puts the message back (it is delivered again). When the
 writer has produced its share of events, users finish their transaction and
 stop; the drain then reads every topic in log (message id) order, showing the
 values of committed transactions, and consumes both subscriptions until empty.
-The orchestrator's `run` file holds the phases and `drain-complete`.
+The drain also records the coordinators' view (`txn-state`) of each transaction whose
+commit ended `info`, past its timeout plus the bound. The orchestrator's `run` file holds
+the phases and `drain-complete`.
 
 Planted anomalies (`--plant all` or a list of classes) are one per class and
 writer, each chosen so the expected results are exact; `planted.json` lists
@@ -64,6 +66,7 @@ NS_PER_MS = 1_000_000
 DRAIN_GAP_NS = 30_000 * NS_PER_MS        # drain starts this long after a writer's load ended
 DRAIN_PHASE_LEAD_NS = 10_000 * NS_PER_MS  # the `drain` phase starts this long after the last load ended
 STALL_NS = 12_000 * NS_PER_MS            # a planted stalled commit (the default threshold is 10 s)
+TXN_DEADLINE_NS = 35_000 * NS_PER_MS     # the checker's defaults: txn_timeout_s 30 + abort_bound_s 5
 WALL_BASE_MS = 1.8e12
 
 _OK, _FAIL, _INFO, _INVOKE = OpType.OK.value, OpType.FAIL.value, OpType.INFO.value, OpType.INVOKE.value
@@ -144,6 +147,7 @@ class _Writer:
         self.seq = 0
         self.force_commit: set[int] = set()
         self.drop_from_reads: set[int] = set()
+        self.unknown_txns: list[tuple[str, int]] = []    # (txn, its open's completion): commits ended info
         self.show_in_reads: set[int] = set()
 
     # ---- naming ------------------------------------------------------------------------------
@@ -242,6 +246,8 @@ class _Writer:
             t += self.lat(0.5, 3)
             yield (t, p, _OK, OpF.TXN_OPEN.value, {"txn": tname})
             outcome = "committed" if reused else self.outcome()
+            if outcome.startswith("unknown"):
+                self.unknown_txns.append((tname, t))
             if outcome == "committed":
                 last_committed = tname
             n = self.rng.randint(1, 4)
@@ -450,6 +456,19 @@ class _Writer:
                         "topic": topic, "subscription": sub, "value": self.value_name(value),
                         "msg_id": self.msg_id(value), "extra": {"redelivery": redelivery + 1}})))
                     index += 1
+            # The coordinators' view of each transaction the load left unfinished (its commit ended
+            # info), asked past its timeout plus the bound, as the drain does: forgotten (ended), or,
+            # planted, still OPEN (unresolved-txn).
+            plant_unresolved = self.want(AnomalyClass.UNRESOLVED_TXN)
+            for txn, opened_ns in sorted(self.unknown_txns, key=lambda u: u[1]):
+                t = max(t + 50_000, opened_ns + TXN_DEADLINE_NS + NS_PER_MS)
+                status = "OPEN" if plant_unresolved else "NOT_FOUND"
+                if plant_unresolved:
+                    self.note(AnomalyClass.UNRESOLVED_TXN, txn=txn)
+                    plant_unresolved = False
+                f.write(self._line(writer, index, (t, "drain/coordinator", _OK, OpF.TXN_STATE.value, {
+                    "txn": txn, "extra": {"status": status}})))
+                index += 1
         self.report.drain_events = index
         self.report.drain_end_ns = t
 

@@ -10,8 +10,16 @@ ever make visible, and must say so only when that is true.
    and holds the messages it acked. From the load's histories the drain finds every
    transaction that did not end with an `ok` commit or abort and waits until each is
    past `txn_timeout_s` since it was opened (plus a margin for the coordinator's
-   timeout sweep). If that wait does not fit in the drain's time, the drain stops
-   there and says which transaction and what to change.
+   timeout sweep: `checks.abort_bound_s`, the bound the checker holds the coordinators
+   to). If that wait does not fit in the drain's time, the drain stops there and says
+   which transaction and what to change.
+1b. *The coordinators' view.* Then, past every such deadline, the drain asks the
+   coordinator of each of those transactions whose id is known for its state (admin
+   `GET /admin/v3/transactions/transactionMetadata/{most}/{least}`) and records the
+   answer as a `txn-state` event (`extra.status`: the coordinator's status, `NOT_FOUND`
+   when it no longer knows the transaction, `UNKNOWN` with `error` when it could not
+   answer). The checker's `unresolved-txn` holds each abandoned transaction to that: not
+   still open, committing or aborting after its timeout plus the bound.
 2. *Reads.* Each topic is read from the earliest message to its end with a
    non-durable reader (`Reader.read_to_end`: up to the last message id the broker
    reports for each partition or segment), each message recorded as a `read` event
@@ -83,7 +91,8 @@ from workloads.topology import SubscriptionPlan, Topology
 log = logging.getLogger(__name__)
 
 IDLE_S = 2.0                 # a subscription silent this long (after settling) is empty
-SETTLE_MARGIN_S = 5.0        # on top of txn_timeout_s: the coordinator's timeout sweep
+MAX_TXN_STATES = 2000        # transactions whose coordinator view the drain asks for, at most
+TXN_STATE_PROCESS = "drain/coordinator"
 THREADS = 4
 READ_STALL_S = 10.0          # a read round that brings nothing for this long is stuck
 UNANSWERED_PAUSE_S = 0.5     # before asking again after a round the broker did not answer (growing)
@@ -210,6 +219,7 @@ class _Drain:
         self.problems: list[str] = []
         self.notes: list[str] = []
         self.lost: list[LostRun] = []
+        self.unsettled: list[Unsettled] = []
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -229,9 +239,10 @@ class _Drain:
         except RuntimeError as err:
             self.problem(str(err))
             return False
+        self.unsettled = unsettled
         if not unsettled:
             return True
-        margin_ns = int(max(SETTLE_MARGIN_S, 0.1 * self.config.workload.txn_timeout_s) * 1e9)
+        margin_ns = int(self.config.checks.abort_bound_s * 1e9)
         last = unsettled[-1]
         wait_s = (last.until_ns + margin_ns - now) / 1e9
         which = f"transaction {last.txn}" if last.txn else "a transaction whose open had no known outcome"
@@ -245,6 +256,29 @@ class _Drain:
             self.notes.append(f"waited {wait_s:.1f}s for {len(unsettled)} unfinished transaction(s) to time out")
             _sleep(wait_s)
         return True
+
+    # ---- 1b. the coordinators' view ------------------------------------------------------
+
+    def ask_coordinators(self) -> None:
+        """Record each unsettled transaction's state as its coordinator sees it (`txn-state`)."""
+        asked = [u.txn for u in self.unsettled if u.txn][:MAX_TXN_STATES]
+        if not asked or self.admin is None or not hasattr(self.admin, "transaction_metadata"):
+            return
+        for txn in asked:
+            if self.remaining() <= 0:
+                self.problem(f"no time left to ask the coordinators about {len(asked)} unfinished transaction(s)")
+                return
+            extra: dict[str, Any] = {}
+            error = None
+            try:
+                most, least = (int(part) for part in str(txn).split(":"))
+                found = self.admin.transaction_metadata(most, least)
+                extra = {"status": "NOT_FOUND"} if found is None else \
+                    {"status": str(found.get("status")), "metadata": found}
+            except Exception as err:  # the coordinator could not answer: the checker cannot judge this one
+                extra, error = {"status": "UNKNOWN"}, f"{type(err).__name__}: {err}"
+            self.recorder.event(TXN_STATE_PROCESS, OpF.TXN_STATE, txn=txn, extra=extra, error=error)
+        self.notes.append(f"asked the coordinators about {len(asked)} transaction(s) the load left unfinished")
 
     # ---- 2. reads -------------------------------------------------------------------------
 
@@ -554,6 +588,7 @@ class _Drain:
 
     def run(self) -> DrainResult:
         if self.settle():
+            self.ask_coordinators()
             jobs: list[tuple[Any, ...]] = [(self.read_topic, i, t) for i, t in enumerate(self.topology.topics)]
             jobs += [(self.consume, i, s) for i, s in enumerate(self.topology.subscription_plans)]
             with ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="drain") as pool:

@@ -39,6 +39,7 @@ import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
+import random  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
@@ -54,6 +55,7 @@ from locust.log import setup_logging  # noqa: E402
 from locust.runners import Runner  # noqa: E402
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter, stats_history  # noqa: E402
 
+from harness import load_control  # noqa: E402
 from harness.errors import EnvironmentProblem, TxnbenchError  # noqa: E402
 from harness.history import HistoryMisuse, HistoryRecorder, HistoryWriteError, RunClock  # noqa: E402
 from workloads.capacity import find_capacity, with_remote_workers  # noqa: E402
@@ -69,6 +71,7 @@ log = logging.getLogger("workloads.runner")
 
 STATUS_INTERVAL_S = 1.0
 WORKER_CONNECT_TIMEOUT_S = 60.0
+FORGET_TIMEOUT_S = 6.0    # Locust checks heartbeats every second; a killed worker is forgotten within a few
 CLIENT_CLOSE_TIMEOUT_S = 2.0
 REMOTE_FINISH_GRACE_S = 20.0   # after the users stopped: remote hosts stop their workers and ship the rest
 # After a worker's users stopped: time for Locust to send "client_stopped" before the worker ends.
@@ -133,6 +136,8 @@ class LoadProcess:
         self.client: Any = None
         self.runner: Runner | None = None
         self.worker_procs: list[subprocess.Popen[bytes]] = []
+        self.worker_names: list[str] = []          # the writer of each of worker_procs
+        self.killed: set[int] = set()              # indexes into worker_procs killed on request (client-kill)
         self.worker_counters: dict[str, dict[str, Any]] = {}
         self.reporter: StatusReporter | None = None
         self.state = "starting"
@@ -188,30 +193,108 @@ class LoadProcess:
         self.env.events.user_error.add_listener(on_user_error)
         return ctx
 
-    def _start_workers(self) -> None:
+    def _spawn_worker(self, writer: str, args: list[str]) -> subprocess.Popen[bytes]:
         assert self.runner is not None
         port = self.runner.server.port  # type: ignore[attr-defined]
+        out = (self.spec.run_dir.logs_dir / f"load-{writer}.log").open("ab")
+        proc = subprocess.Popen(
+            python_m(RUNNER, "--spec", str(self._spec_file), *args, "--master-port", str(port)),
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
+        out.close()
+        self.worker_procs.append(proc)
+        self.worker_names.append(writer)
+        return proc
+
+    def _alive_workers(self) -> int:
+        return sum(1 for i, p in enumerate(self.worker_procs) if i not in self.killed and p.poll() is None)
+
+    def _wait_connected(self, wanted: int) -> None:
+        """Until `wanted` workers are connected (bounded by WORKER_CONNECT_TIMEOUT_S)."""
+        assert self.runner is not None
         log_dir = self.spec.run_dir.logs_dir
-        for index in range(self.workers):
-            out = (log_dir / f"load-w{index}.log").open("ab")
-            self.worker_procs.append(subprocess.Popen(
-                python_m(RUNNER, "--spec", str(self._spec_file), "--worker", str(index), "--master-port", str(port)),
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ)))
-            out.close()
         deadline = gevent.Timeout(WORKER_CONNECT_TIMEOUT_S)
         deadline.start()
         try:
-            while self.runner.worker_count < self.workers:  # type: ignore[attr-defined]
+            while self.runner.worker_count < wanted:  # type: ignore[attr-defined]
                 for index, proc in enumerate(self.worker_procs):
-                    if proc.poll() is not None:
-                        raise LoadFailed(f"load worker w{index} exited (code {proc.returncode}) before connecting; "
-                                         f"see {log_dir / f'load-w{index}.log'}")
+                    if index not in self.killed and proc.poll() is not None:
+                        name = self.worker_names[index]
+                        raise LoadFailed(f"load worker {name} exited (code {proc.returncode}) before connecting; "
+                                         f"see {log_dir / f'load-{name}.log'}")
                 gevent.sleep(0.1)
         except gevent.Timeout:
-            raise LoadFailed(f"only {self.runner.worker_count} of {self.workers} load workers "  # type: ignore[attr-defined]
+            raise LoadFailed(f"only {self.runner.worker_count} of {wanted} load workers "  # type: ignore[attr-defined]
                              f"connected within {WORKER_CONNECT_TIMEOUT_S:.0f}s; see {log_dir}/load-w*.log") from None
         finally:
             deadline.cancel()
+
+    def _start_workers(self) -> None:
+        for index in range(self.workers):
+            self._spawn_worker(f"w{index}", ["--worker", str(index)])
+        self._wait_connected(self.workers)
+
+    # ---- client faults (harness.load_control) -------------------------------------------------
+
+    def _control_loop(self) -> None:
+        """Serve the nemesis's client-kill requests until the load stops (bounded by its life)."""
+        directory = load_control.control_dir(self.spec.run_dir.path)
+        while not self.done.is_set() and not self._stopping:
+            for request_id, body in list(load_control.pending_requests(directory)):
+                result = load_control.answer(directory, request_id, self._serve_control, body)
+                log.info("load control %s %s: %s", request_id, body, result)
+            self.done.wait(load_control.POLL_S)
+
+    def _serve_control(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self._stopping:
+            raise LoadFailed("the load is stopping")
+        if body.get("op") == "kill":
+            return self._kill_worker(str(body.get("worker") or "random"), int(body.get("seed") or 0))
+        if body.get("op") == "start":
+            return self._replace_worker(str(body.get("replaces") or ""))
+        raise LoadFailed(f"unknown load-control request {body!r}")
+
+    def _kill_worker(self, wanted: str, seed: int) -> dict[str, Any]:
+        alive = [i for i, p in enumerate(self.worker_procs) if i not in self.killed and p.poll() is None]
+        if wanted != "random":
+            alive = [i for i in alive if self.worker_names[i] == wanted]
+        if not alive:
+            raise LoadFailed(f"no running load worker {'' if wanted == 'random' else wanted + ' '}to kill")
+        index = alive[random.Random(seed).randrange(len(alive))]
+        proc = self.worker_procs[index]
+        self.killed.add(index)      # before the kill: the watcher must not take its exit for a failure
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        self._forget_locust_worker(self.worker_names[index])
+        return {"writer": self.worker_names[index], "pid": proc.pid}
+
+    def _forget_locust_worker(self, writer: str) -> None:
+        """Have Locust mark a killed worker missing at its next heartbeat check (1 s), not after
+        three missed heartbeats: a replacement that connected first would be dispatched users
+        beside the dead worker, and those would be lost when it is finally marked missing."""
+        assert self.runner is not None
+        for client_id, name in list(self.worker_writers.items()):
+            client = self.runner.clients.get(client_id) if name == writer else None  # type: ignore[attr-defined]
+            if client is not None:
+                client.heartbeat = -1
+
+    def _wait_forgotten(self, alive: int) -> None:
+        """Until Locust counts no more workers than are alive (bounded: a few heartbeat checks)."""
+        assert self.runner is not None
+        with gevent.Timeout(FORGET_TIMEOUT_S, False):
+            while self.runner.worker_count > alive:  # type: ignore[attr-defined]
+                gevent.sleep(0.1)
+
+    def _replace_worker(self, replaces: str) -> dict[str, Any]:
+        if replaces not in self.worker_names:
+            raise LoadFailed(f"there is no load worker {replaces!r} to replace")
+        base = replaces.split("-", 1)[0]
+        generation = 1 + sum(1 for name in self.worker_names if name.split("-", 1)[0] == base)
+        writer = load_control.replacement_writer(replaces, generation)
+        self._wait_forgotten(self._alive_workers())
+        proc = self._spawn_worker(writer, ["--worker-name", writer])
+        self._wait_connected(self._alive_workers())
+        return {"writer": writer, "pid": proc.pid}
 
     def _counters(self) -> Counters:
         if self.ctx is not None:
@@ -290,6 +373,7 @@ class LoadProcess:
         self._install_stops()
         if self.is_master and self.workers:
             self._start_workers()
+            self._greenlets.append(gevent.spawn(self._control_loop))
         if self.hub is not None:
             self._wait_remote()
         if load.web_ui:
@@ -406,9 +490,10 @@ class LoadProcess:
                 self._stop("the parent process is gone")
                 return
             for index, proc in enumerate(self.worker_procs):
-                if proc.poll() is not None and not self._stopping:
-                    self._stop(f"load worker w{index} exited early (code {proc.returncode}); "
-                               f"see {self.spec.run_dir.logs_dir / f'load-w{index}.log'}", failed=True)
+                if index not in self.killed and proc.poll() is not None and not self._stopping:
+                    name = self.worker_names[index]
+                    self._stop(f"load worker {name} exited early (code {proc.returncode}); "
+                               f"see {self.spec.run_dir.logs_dir / f'load-{name}.log'}", failed=True)
                     return
             self.done.wait(1.0)
 
@@ -519,15 +604,17 @@ class LoadProcess:
     def _wait_workers(self) -> None:
         deadline = self.stop_timeout_s + 15.0
         for index, proc in enumerate(self.worker_procs):
+            name = self.worker_names[index]
             try:
                 proc.wait(timeout=max(1.0, deadline))
             except subprocess.TimeoutExpired:
-                log.warning("load worker w%d did not exit; killing it", index)
+                log.warning("load worker %s did not exit; killing it", name)
                 proc.kill()
                 proc.wait(timeout=10)
             deadline = 1.0
-            if proc.returncode not in (0, None) and self.failure is None and not self._stopping:
-                self.failure = f"load worker w{index} exited with code {proc.returncode}"
+            if index not in self.killed and proc.returncode not in (0, None) and self.failure is None \
+                    and not self._stopping:
+                self.failure = f"load worker {name} exited with code {proc.returncode}"
 
 
 def main(argv: list[str] | None = None) -> int:

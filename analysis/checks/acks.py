@@ -162,6 +162,17 @@ def plan_stuck_ack(ctx: CheckContext) -> Plan:
         return skipped(AnomalyClass.STUCK_ACK, NO_DRAIN_REASON)
     if ctx.count("acks") == 0:
         return clean(AnomalyClass.STUCK_ACK)
+    stuck, unjudged = stuck_acks(ctx)
+    return PendingCheck(AnomalyClass.STUCK_ACK, stuck, ["ack.time_ns", "value"], max_examples=ctx.max_examples,
+                     unjudged=unjudged,
+                     note="{n} ack(s) in aborted transactions on subscriptions the drain did not "
+                          "consume until empty")
+
+
+def stuck_acks(ctx: CheckContext) -> tuple[DataFrame, DataFrame]:
+    """(stuck, unjudged): acks of aborted transactions never released, as stuck-ack defines them
+    (value, topic, subscription, txn, client_outcome, ack), and those on subscriptions the drain
+    did not empty. unresolved-txn reads the same frame for its abandoned transactions."""
     aborted = ctx.acks.filter(F.col("txn").isNotNull() & (F.col("outcome") == ABORTED)
                               & F.col("subscription").isNotNull())
     drained = ctx.drained(F.col("topic"), F.col("subscription"))
@@ -201,7 +212,4 @@ def plan_stuck_ack(ctx: CheckContext) -> Plan:
         ref(candidates, f=OpF.ACK.value, time="invoke_ns").alias("ack"))
     if covered_stuck is not None:
         stuck = union_all([stuck, covered_stuck])
-    return PendingCheck(AnomalyClass.STUCK_ACK, stuck, ["ack.time_ns", "value"], max_examples=ctx.max_examples,
-                     unjudged=unjudged,
-                     note="{n} ack(s) in aborted transactions on subscriptions the drain did not "
-                          "consume until empty")
+    return stuck, unjudged

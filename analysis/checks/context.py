@@ -56,6 +56,8 @@ from analysis.model import (
 from harness.history.schema import OpF, OpType
 
 DEFAULT_STALL_AFTER_S = 10.0
+DEFAULT_TXN_TIMEOUT_S = 30.0   # harness.config WorkloadConfig.txn_timeout_s
+DEFAULT_ABORT_BOUND_S = 5.0    # harness.config ChecksConfig.abort_bound_s
 DRAIN_PHASE = "drain"
 
 _OBSERVED = ("writer", "index", "process", "time_ns", "delivered_ns", "topic", "segment", "subscription",
@@ -84,6 +86,16 @@ class CheckContext:
     persisted: tuple[DataFrame, ...] = ()
     lost_writers: tuple[str, ...] = ()
     """Writers whose process was lost mid-run (remote load workers): their history simply ends."""
+    client_cut_windows: tuple[tuple[int, int | None], ...] = ()
+    """When every client was cut off from every broker (`client-isolate`: its `fault` invoke to
+    its `heal` ok, None: never healed): no broker could answer a client then."""
+    txn_states: DataFrame | None = None
+    """The drain's readings of the coordinators' view (`txn-state` events): txn, time_ns, writer,
+    index, process, status (`extra.status`), error; None when the history has none."""
+    txn_timeout_ns: int = int(DEFAULT_TXN_TIMEOUT_S * 1e9)
+    """The timeout the load asks for each transaction (the run's `workload.txn_timeout_s`)."""
+    abort_bound_ns: int = int(DEFAULT_ABORT_BOUND_S * 1e9)
+    """How long after its timeout an abandoned transaction may still be open (`checks.abort_bound_s`)."""
     clock_slack_ns: int = 0
     """How far two writers' `time_ns` may disagree (remote hosts' measured clock offset bound plus
     drift; 0 on one host): time comparisons across writers give the benefit of this doubt."""
@@ -178,7 +190,9 @@ def single_partition_leaf(frame: DataFrame) -> DataFrame:
 def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, persist: bool = True,
             max_examples: int = MAX_EXAMPLES, pairs: DataFrame | None = None,
             facts: HistoryOverview | None = None, cut_lineage: bool = False,
-            lost_writers: tuple[str, ...] = (), clock_slack_ns: int = 0) -> CheckContext:
+            lost_writers: tuple[str, ...] = (), clock_slack_ns: int = 0,
+            txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S, abort_bound_s: float = DEFAULT_ABORT_BOUND_S,
+            client_cut_windows: tuple[tuple[int, int | None], ...] = ()) -> CheckContext:
     """Derive the check inputs from validated ops (analysis.model.OPS_COLUMNS).
 
     `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
@@ -291,13 +305,19 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         F.coalesce(F.col("outcome"), F.lit(UNKNOWN)).alias("outcome"),
         F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)).alias("client_outcome"), "end_ns",
     ))
+    txn_states = None
+    if facts.counts.get("txn_states", 0):
+        txn_states = keep(ops.filter(F.col("f") == OpF.TXN_STATE.value).select(
+            "txn", "time_ns", "writer", "index", "process",
+            F.get_json_object(F.col("extra"), "$.status").alias("status"), "error"))
     marks = [m for m in facts.phases if m.name == DRAIN_PHASE]
     return CheckContext(
         pairs=pairs, txns=txns, sends=sends, acks=acks, receives=recv, reads=reads, visible=visible,
         observations=observations, drain=drain, stall_after_ns=int(stall_after_s * 1e9),
         history_end_ns=facts.last_ns, drain_phase_ns=marks[0].time_ns if marks else None, overview=facts,
         max_examples=max_examples, persisted=tuple(kept), lost_writers=tuple(lost_writers),
-        clock_slack_ns=int(clock_slack_ns),
+        clock_slack_ns=int(clock_slack_ns), txn_states=txn_states, txn_timeout_ns=int(txn_timeout_s * 1e9),
+        abort_bound_ns=int(abort_bound_s * 1e9), client_cut_windows=tuple(client_cut_windows),
     )
 
 

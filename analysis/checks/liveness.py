@@ -6,6 +6,9 @@ when it never completed although the history went on for longer than that
 after it was invoked. This needs no drain. A writer lost mid-run (a remote load
 worker that died, `CheckContext.lost_writers`) cannot complete what it invoked:
 its unfinished commits are measured to its own last line, not to the history's end.
+Time when every client was cut off from every broker (a `client-isolate` fault,
+`CheckContext.client_cut_windows`) is not counted: no broker could answer then, so a
+commit caught by the cut is slow by the fault's length, not by the system's.
 """
 
 from __future__ import annotations
@@ -28,7 +31,12 @@ def plan_stalled_commit(ctx: CheckContext) -> Plan:
                      .alias("_writer_end")))
         ends = ends.join(last, "writer", "left")
         end = F.coalesce(F.col("_writer_end"), end)
-    took = F.when(F.col("completed"), F.col("complete_ns") - F.col("invoke_ns")).otherwise(end - F.col("invoke_ns"))
+    until = F.when(F.col("completed"), F.col("complete_ns")).otherwise(end)
+    took = until - F.col("invoke_ns")
+    for start_ns, end_ns in ctx.client_cut_windows:
+        cut_end = F.lit(end_ns).cast("long") if end_ns is not None else until
+        overlap = F.least(until, cut_end) - F.greatest(F.col("invoke_ns"), F.lit(start_ns).cast("long"))
+        took = took - F.greatest(overlap, F.lit(0).cast("long"))
     stalled = ends.withColumn("_took", took).filter(F.col("_took") > F.lit(ctx.stall_after_ns)).select(
         "txn", ref(ends, time="invoke_ns").alias("op"), "completed",
         (F.col("_took") / 1e9).alias("seconds"),

@@ -80,7 +80,7 @@ def verdict_section(results: Mapping[str, Any] | None, *, anchor: str = "verdict
             paragraphs.append(f"The scenario expects {which} on this path (checks.expected): "
                               + "; ".join(sorted(set(seen.values()))) + ".")
         for name, note in sorted(notes.items()):
-            paragraphs.append(f"{name} is expected on this path only on terminated topics, but {note}; "
+            paragraphs.append(f"{name} is expected on this path only for transactions a terminate could have affected (its topic, from its injection on), but {note}; "
                               "it counts as unexpected.")
     else:
         paragraphs.append("The history cannot support a verdict; reasons below.")

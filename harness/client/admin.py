@@ -345,6 +345,17 @@ class AdminClient:
         """Per-coordinator stats of the v4 transaction coordinators."""
         return dict(self._call("GET", "/admin/v3/transactions/coordinatorStats"))
 
+    def transaction_metadata(self, most: int, least: int) -> dict[str, Any] | None:
+        """The coordinator's view of one transaction (Pulsar's TransactionMetadata: `status`,
+        `openTimestamp`, `timeoutAt`, `producedPartitions`, `ackedPartitions`); None when the
+        coordinator does not know it (HTTP 404: ended and forgotten, or never created). Pulsar
+        redirects to the broker serving coordinator `most`; the redirect is followed."""
+        found = self._call("GET", f"/admin/v3/transactions/transactionMetadata/{most}/{least}",
+                           ok_statuses=(404,))
+        if isinstance(found, dict) and "status" in found:
+            return dict(found)
+        return None
+
     def metrics(self) -> str:
         """The Prometheus text exposition of `/metrics`."""
         return str(self._call("GET", "/metrics", expect_json=False))

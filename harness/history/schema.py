@@ -38,10 +38,11 @@ class OpF(StrEnum):
     FAULT = "fault"
     HEAL = "heal"
     PHASE = "phase"
+    TXN_STATE = "txn-state"   # the drain's reading of a coordinator's view of one transaction
 
 
 # Operations that are one `ok` line with no invocation.
-SINGLE_EVENT_FS = frozenset({OpF.RECEIVE, OpF.READ, OpF.PHASE})
+SINGLE_EVENT_FS = frozenset({OpF.RECEIVE, OpF.READ, OpF.PHASE, OpF.TXN_STATE})
 
 # Field order of a line; also the column order of the analysis schema.
 FIELDS: tuple[str, ...] = (

@@ -118,6 +118,12 @@ class History:
                       segment=segment if segment is not None else known.get("segment"))
         return self
 
+    def txn_state(self, txn: str, status: str, error: str | None = None) -> History:
+        """The drain's reading of the coordinator's view of `txn` (`txn-state`)."""
+        self.emit("drain", "drain/coordinator", OpType.OK, OpF.TXN_STATE, txn=txn, extra={"status": status},
+                  error=error)
+        return self
+
     def drain_receive(self, value: str, sub: str = DEFAULT_SUB, topic: str | None = None) -> History:
         """The drainer consuming a subscription delivers `value` again."""
         self.process("drain/consumer", writer="drain").receive(value, sub=sub, topic=topic)

@@ -44,7 +44,8 @@ def test_valid_run_exits_0_with_full_results(spark: SparkSession, tmp_path: Path
     assert out["valid"] is True and out["anomalies"] == {} and out["unknown_reasons"] == []
     assert set(out["checks"]) == {
         "aborted-read", "dirty-read", "lost-write", "partial-txn", "duplicate", "unexpected", "lost-ack",
-        "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit", "undelivered", "txn-id-reuse"}
+        "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit", "undelivered", "txn-id-reuse",
+        "unresolved-txn"}
     assert all(c["status"] == "ran" and c["count"] == 0 for c in out["checks"].values())
     assert out["transactions"] == {"committed": 2, "aborted": 1, "unknown-committed": 1, "unknown-aborted": 1,
                                    "unknown": 0}
@@ -55,7 +56,7 @@ def test_valid_run_exits_0_with_full_results(spark: SparkSession, tmp_path: Path
     assert history["lines"] == 38 and history["torn_tails"] == [] and history["drain_complete"] is True
     assert history["drain_subscriptions"] == [{"topic": "t1", "subscription": "s"}]
     assert out["config"] == {"stall_after_s": 10.0, "stall_after_source": "default (manifest has no "
-                             "config.checks.stall_after_s)"}
+                             "config.checks.stall_after_s)", "txn_timeout_s": 30.0, "abort_bound_s": 5.0}
     assert out["checker"]["events_per_s"] > 0
 
 
@@ -140,7 +141,8 @@ def test_stall_threshold_comes_from_the_manifest(spark: SparkSession, tmp_path: 
     run = h.drain(reads={"t1": ["a"]}).write(tmp_path / "run-stall", stall_after_s=2)
     out = check_run(run)
     assert out["valid"] is False and out["anomalies"]["stalled-commit"]["count"] == 1
-    assert out["config"] == {"stall_after_s": 2.0, "stall_after_source": "manifest"}
+    assert out["config"] == {"stall_after_s": 2.0, "stall_after_source": "manifest", "txn_timeout_s": 30.0,
+                             "abort_bound_s": 5.0}
     assert out == _results(run)
 
 

@@ -192,4 +192,4 @@ def test_clock_is_shared_through_the_environment(monkeypatch: pytest.MonkeyPatch
 def test_optypes_are_the_contract() -> None:
     assert {t.value for t in OpType} == {"invoke", "ok", "fail", "info"}
     assert {f.value for f in OpF} == {"txn-open", "send", "ack", "txn-commit", "txn-abort", "receive",
-                                      "read", "fault", "heal", "phase"}
+                                      "read", "fault", "heal", "phase", "txn-state"}

@@ -89,7 +89,7 @@ def test_scoped_expectation_covers_only_instances_on_terminated_topics(tmp_path:
         "stalled-commit": {"count": 2, "examples": [on_terminated, elsewhere]}}))
     assert judged is not None and not judged.only_expected
     assert judged.unexpected == ("stalled-commit",)
-    assert judged.notes == {"stalled-commit": "1 of 2 instance(s) touch a terminated topic"}
+    assert judged.notes == {"stalled-commit": "1 of 2 instance(s) touch a terminated topic while it was terminated"}
 
 
 def test_more_instances_than_examples_cannot_be_explained(tmp_path: Path) -> None:
@@ -99,7 +99,8 @@ def test_more_instances_than_examples_cannot_be_explained(tmp_path: Path) -> Non
 
 def test_partitions_of_a_terminated_topic_count(tmp_path: Path) -> None:
     run = _run(tmp_path, {"partial-txn": {"count": 1, "examples": [
-        {"missing": [{"topic": "persistent://public/t/x", "segment": f"{TERMINATED}-partition-1"}]}]}})
+        {"missing": [{"topic": "persistent://public/t/x", "segment": f"{TERMINATED}-partition-1",
+                      "time_ns": 5}]}]}})
     judged = judge_run(run)
     assert judged is not None and judged.only_expected
 
@@ -130,5 +131,78 @@ def test_a_manifest_written_before_the_expectations_merged_is_judged_as_then(tmp
     assert list(judged.expected) == ["partial-txn"]
     assert judged.expected["partial-txn"].startswith("PIP-31 writes commit markers into the topic's data stream")
     assert judged.unexpected == ("stalled-commit", "lost-ack")
-    assert judged.notes == {"stalled-commit": "0 of 1 instance(s) touch a terminated topic"}
+    assert judged.notes == {"stalled-commit": "0 of 1 instance(s) touch a terminated topic while it was terminated"}
     assert judged.not_seen == ("lost-write",)
+
+
+def _timed_run(tmp_path: Path, anomalies: dict, lines: list[dict]) -> Path:  # type: ignore[type-arg]
+    """A run folder whose history has times: the terminate of TERMINATED at 10 s, load lines given."""
+    run = _run(tmp_path, anomalies)
+    s = 1_000_000_000
+    (run / "history" / "nemesis.jsonl").write_text("".join(json.dumps(op) + "\n" for op in [
+        {"f": "fault", "type": "invoke", "time_ns": 10 * s, "process": "nemesis/f3",
+         "extra": {"kind": "terminate", "targets": [TERMINATED], "fault_id": "f3"}},
+        {"f": "fault", "type": "ok", "time_ns": 10 * s + 5, "process": "nemesis/f3",
+         "extra": {"kind": "terminate", "targets": [TERMINATED], "fault_id": "f3", "healable": False}}]))
+    (run / "history" / "w0.jsonl").write_text("".join(json.dumps(op) + "\n" for op in lines))
+    return run
+
+
+def _txn(txn: str, topic: str, start_s: float, end_s: float | None) -> list[dict]:  # type: ignore[type-arg]
+    """A transaction's lines: open, a send to `topic`, a commit invoked at the end (completed unless None)."""
+    s = 1_000_000_000
+    process = f"w0/{txn}"
+    lines = [{"f": "txn-open", "type": "invoke", "process": process, "time_ns": int(start_s * s)},
+             {"f": "txn-open", "type": "ok", "process": process, "txn": txn, "time_ns": int(start_s * s) + 1},
+             {"f": "send", "type": "invoke", "process": process, "txn": txn, "topic": topic,
+              "time_ns": int(start_s * s) + 2},
+             {"f": "send", "type": "ok", "process": process, "txn": txn, "topic": topic,
+              "time_ns": int(start_s * s) + 3}]
+    commit_at = int((end_s if end_s is not None else start_s + 1) * s)
+    lines.append({"f": "txn-commit", "type": "invoke", "process": process, "txn": txn, "time_ns": commit_at})
+    if end_s is not None:
+        lines.append({"f": "txn-commit", "type": "info", "process": process, "txn": txn, "time_ns": commit_at + 1})
+    return lines
+
+
+def test_an_instance_inside_the_faults_window_on_its_participant_is_expected(tmp_path: Path) -> None:
+    in_flight = _txn("1:1", TERMINATED, 9.5, 25.0)      # its commit ran into the terminate at 10 s
+    abandoned = _txn("1:2", TERMINATED, 9.8, None)      # its client died mid-commit, after 10 s it is open
+    after = _txn("1:3", TERMINATED, 30.0, 40.0)         # started after the terminate: still affected
+    run = _timed_run(tmp_path, {"stalled-commit": {"count": 3, "examples": [
+        {"txn": "1:1"}, {"txn": "1:2"}, {"txn": "1:3"}]}}, in_flight + abandoned + after)
+    judged = judge_run(run)
+    assert judged is not None and judged.only_expected, judged
+
+
+def test_the_same_anomaly_before_the_fault_or_on_another_topic_is_a_finding(tmp_path: Path) -> None:
+    before = _txn("1:1", TERMINATED, 2.0, 5.0)                    # ended 5 s before the terminate
+    elsewhere = _txn("1:2", "persistent://public/t/ap-3", 9.5, 25.0)   # in the window, other topic
+    run = _timed_run(tmp_path / "a", {"stalled-commit": {"count": 1, "examples": [{"txn": "1:1"}]}},
+                     before + elsewhere)
+    judged = judge_run(run)
+    assert judged is not None and judged.unexpected == ("stalled-commit",)
+    assert judged.notes == {"stalled-commit": "0 of 1 instance(s) touch a terminated topic while it was terminated"}
+    run = _timed_run(tmp_path / "b", {"stalled-commit": {"count": 1, "examples": [{"txn": "1:2"}]}},
+                     before + elsewhere)
+    judged = judge_run(run)
+    assert judged is not None and judged.unexpected == ("stalled-commit",)
+
+
+def test_an_instance_without_a_transaction_is_judged_by_its_own_operations(tmp_path: Path) -> None:
+    s = 1_000_000_000
+    inside = {"value": "v", "reads": [{"topic": TERMINATED, "time_ns": 12 * s}]}
+    before = {"value": "u", "reads": [{"topic": TERMINATED, "time_ns": 3 * s}]}
+    judged = judge_run(_timed_run(tmp_path / "a", {"partial-txn": {"count": 1, "examples": [inside]}}, []))
+    assert judged is not None and judged.only_expected
+    judged = judge_run(_timed_run(tmp_path / "b", {"partial-txn": {"count": 1, "examples": [before]}}, []))
+    assert judged is not None and judged.unexpected == ("partial-txn",)
+
+
+def test_a_healed_faults_window_ends_at_its_heal() -> None:
+    from analysis.verdicts import FaultWindow
+
+    window = FaultWindow("f1", "terminate", frozenset({TERMINATED}), 10, 20)
+    assert window.covers([TERMINATED], 15, 30) and window.covers([f"{TERMINATED}-partition-0"], 5, 10)
+    assert not window.covers([TERMINATED], 21, 30) and not window.covers([TERMINATED], 1, 9)
+    assert window.covers([TERMINATED], 5, None) and not window.covers(["persistent://public/t/other"], 15, 16)

@@ -43,5 +43,6 @@ def install(registry: TxnRegistryApi, broker: BrokerContext) -> V4CoordinatorSer
     registry.register_coordinator(CoordinatorKind.LEGACY, service)
     broker.ownership.add_listener(service)
     registry.add_lifecycle(service)
-    registry.add_http_routes(admin.routes(service))
+    # On a v5 broker the v5 coordinator answers transactionMetadata (its clients' transactions).
+    registry.add_http_routes(admin.routes(service, transaction_metadata=broker.txn_path != "v5"))
     return service

@@ -63,7 +63,7 @@ def test_an_unknown_kind_is_one_line_naming_the_key_and_the_closest_kind() -> No
 
 def test_process_faults_are_rejected_early_on_the_external_target() -> None:
     config = dataclasses.replace(load_scenario("chaos"), target=Target.EXTERNAL)
-    with pytest.raises(ConfigError, match=r"faults.schedule\[1\].kind: kill cannot run on the external target"):
+    with pytest.raises(ConfigError, match=r"faults.schedule\[2\].kind: kill cannot run on the external target"):
         check_scenario(config)
 
 
@@ -80,8 +80,8 @@ def test_the_timeline_printer(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["chaos", "--path", "v4", "--duration", "30"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("== chaos on v4: faults phase 30s, quiet 4s after each heal ==")
-    assert "f2 kill coordinator" in out and "on v5" not in out
-    assert "note: faults.schedule[15]: split does not apply to v4; left out" in out
+    assert "f1 client-kill load:random" in out and "f3 kill coordinator" in out and "on v5" not in out
+    assert "note: faults.schedule[17]: split does not apply to v4; left out" in out
 
 
 def test_the_timeline_printer_reports_a_bad_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,111 @@
+"""unresolved-txn: transactions their client abandoned, held to the coordinator's timeout."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.checks import AnomalyClass, CheckStatus
+from tests.spark.conftest import RunCheck
+from tests.spark.dsl import History
+
+pytestmark = pytest.mark.spark
+
+TIMEOUT = {"txn_timeout_s": 2.0, "abort_bound_s": 1.0}
+
+
+def _abandoned(h: History) -> str:
+    """w1 opens a transaction, sends, and dies (no commit): its last invoke stays open."""
+    t = h.process("w1/u1").open().send("a1")
+    h.process("w1/u1").send("a2", type=None)       # the writer was killed during this send
+    return t.id
+
+
+def test_abandoned_transaction_still_open_after_its_timeout_is_unresolved(run_check: RunCheck) -> None:
+    h = History()
+    txn = _abandoned(h)
+    h.process("w0/u1").open().send("b").commit()
+    h.sleep(4.0).txn_state(txn, "OPEN")             # asked 4 s later: past 2 s + 1 s
+    h.drain(reads={"t1": ["b"]})
+    result = run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT)
+    assert result.status is CheckStatus.RAN and result.count == 1
+    example = result.examples[0]
+    assert example["txn"] == txn and example["status"] == "OPEN" and "still had it OPEN" in example["why"]
+    assert example["observed"]["f"] == "txn-state" and example["observed"]["writer"] == "drain"
+
+
+def test_abandoned_transaction_the_coordinator_aborted_is_clean(run_check: RunCheck) -> None:
+    for status in ("ABORTED", "NOT_FOUND"):
+        h = History()
+        txn = _abandoned(h)
+        h.sleep(4.0).txn_state(txn, status)
+        h.drain(reads={"t1": []})
+        result = run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT)
+        assert result.count == 0 and result.unjudged == 0, status
+
+
+def test_committed_without_a_commit_is_unresolved(run_check: RunCheck) -> None:
+    h = History()
+    txn = _abandoned(h)
+    h.sleep(4.0).txn_state(txn, "COMMITTED")
+    h.drain(reads={"t1": []})
+    result = run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT)
+    assert result.count == 1 and "never asked to commit" in result.examples[0]["why"]
+
+
+def test_a_reading_before_the_deadline_or_without_answer_is_unjudged(run_check: RunCheck) -> None:
+    h = History()
+    early = _abandoned(h)
+    h.txn_state(early, "OPEN")                      # asked right away: still inside its timeout
+    late = h.process("w2/u1").open().send("c").commit(type="info").id
+    h.sleep(4.0).txn_state(late, "UNKNOWN", error="AdminError: no answer")
+    h.drain(reads={"t1": ["c"]})
+    result = run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT)
+    assert result.count == 0 and result.unjudged == 2
+
+
+def test_a_history_without_readings_has_nothing_to_judge(run_check: RunCheck) -> None:
+    h = History()
+    _abandoned(h)
+    h.drain(reads={"t1": []})
+    result = run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT)
+    assert result.count == 0 and result.unjudged == 0
+
+
+def test_a_transaction_its_client_ended_is_not_abandoned(run_check: RunCheck) -> None:
+    h = History()
+    ended = h.process("w0/u1").open().send("b").abort().id
+    h.sleep(4.0).txn_state(ended, "OPEN")            # a coordinator bug, but not this check's
+    h.drain(reads={"t1": []})
+    assert run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT).count == 0
+
+
+def test_acks_an_abandoned_transaction_held_must_come_back(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/p").open().send("m").commit()
+    c = h.process("w1/c1")
+    c.receive("m", sub="s")
+    txn = c.open().ack("m", sub="s").id            # the consumer dies holding the ack
+    h.sleep(4.0).txn_state(txn, "NOT_FOUND")
+    h.drain(reads={"t1": ["m"]}, subscriptions=[("t1", "s")])     # the drain never gets "m" again
+    result = run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT)
+    assert result.count == 1 and "never released" in result.examples[0]["why"]
+    released = History()
+    released.process("w0/p").open().send("m").commit()
+    c = released.process("w1/c1")
+    c.receive("m", sub="s")
+    txn = c.open().ack("m", sub="s").id
+    released.sleep(4.0).txn_state(txn, "NOT_FOUND")
+    released.phase("drain")
+    released.drain_receive("m", sub="s")
+    released.read("t1", "m").drain_complete(subscriptions=[("t1", "s")])
+    assert run_check(released, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT).count == 0
+
+
+def test_time_every_client_was_cut_off_is_not_a_stall(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().send("a").commit(took_s=20.0)      # invoked just before a 17 s cut
+    start = 2_000_000_000
+    cut = ((start, start + 17_000_000_000),)
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=15.0).count == 1
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=15.0, client_cut_windows=cut).count == 0
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=2.0, client_cut_windows=cut).count == 1
