@@ -48,7 +48,7 @@ from faults.kinds import Capability, FaultKind, build_actions
 from faults.model import Fault, FaultAction, NotInjected
 from faults.resolve import resolve_fault
 from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
-from faults.selectors import ResolveContext, uses_coordinator
+from faults.selectors import Aim, ResolveContext, uses_coordinator, uses_trigger
 from faults.triggers import HistoryTail
 from harness.config import RunConfig
 from harness.errors import ConfigError, TxnbenchError
@@ -285,11 +285,13 @@ class Nemesis:
             self._tail = HistoryTail(self.recorder.file_path.parent, skip=[self.recorder.file_path])
         started = time.monotonic()
         budget = max(0.0, min(spec.within_s, phase_end - started))
-        seen = self._tail.wait_for(spec.op.value, spec.type.value, budget, self._stop)
+        aimed = any(uses_trigger(planned.selector) for planned in window.faults)
+        seen = self._tail.wait_for(spec.op.value, spec.type.value, budget, self._stop, aimed=aimed)
         info: dict[str, Any] = {"op": spec.op.value, "type": spec.type.value, "fired": seen is not None,
                                 "waited_s": round(time.monotonic() - started, 4)}
         if seen is not None:
-            info["seen"] = {k: seen.get(k) for k in ("writer", "index", "process", "txn", "topic", "time_ns")
+            info["seen"] = {k: seen.get(k) for k in ("writer", "index", "process", "txn", "topic", "segment",
+                                                     "time_ns", "participants")
                           if seen.get(k) is not None}
         return info
 
@@ -313,7 +315,8 @@ class Nemesis:
         ctx = ResolveContext(cluster=self.cluster, rng=random.Random(f"{self.config.seed}/{planned.fault_id}"),
                              busy=self._busy(), topics=self.env.topics, is_running=self.env.is_running(),
                              coordinator_brokers=self.env.coordinator_brokers(),
-                             segments_of=self.env.segments_of())
+                             segments_of=self.env.segments_of(),
+                             aim=Aim.from_seen((trigger or {}).get("seen")))
         process = f"nemesis/{planned.fault_id}"
         try:
             fault = call_bounded(lambda: resolve_fault(planned, ctx, txn_path=self.config.path, for_s=for_s,

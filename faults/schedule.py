@@ -42,7 +42,7 @@ from typing import Any
 
 from faults import kinds
 from faults.kinds import FaultKind, ParamError
-from faults.selectors import Selector, SelectorError, check_against_cluster
+from faults.selectors import Selector, SelectorError, check_against_cluster, uses_trigger
 from harness.config import FaultsConfig, TriggerSpec
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
@@ -168,6 +168,10 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
         key = f"faults.schedule[{i}]"
         kind = kinds.kind_of(entry.kind, source, f"{key}.kind")
         draft = _draft(kind, entry.target, entry.params, txn_path, source, key, brokers, topics)
+        if entry.trigger is None and uses_trigger(draft.selector):
+            raise ConfigError(source, f"{key}.target", f"{entry.target!r} aims at what a trigger saw, "
+                              "and the entry has no trigger", "add e.g. `trigger: {op: txn-commit}`, "
+                              "or name the target another way (topic:random, coordinator)")
         if txn_path not in kinds.spec(kind).paths:
             notes.append(f"{key}: {kind.value} does not apply to {txn_path.value}; left out")
             continue
@@ -205,6 +209,10 @@ def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, txn_p
     drafts: list[_Draft] = []
     for i, kind in enumerate(dict.fromkeys(named)):
         draft = _draft(kind, spec.target, {}, txn_path, source, RANDOM_SOURCE, brokers, topics)
+        if uses_trigger(draft.selector):
+            raise ConfigError(source, f"{RANDOM_SOURCE}.target", f"{spec.target!r} aims at what a trigger "
+                              "saw, and random faults have no trigger", "use random, or a schedule entry "
+                              "with a trigger")
         if txn_path not in kinds.spec(kind).paths:
             notes.append(f"{RANDOM_SOURCE}.kinds[{i}]: {kind.value} does not apply to {txn_path.value}; left out")
             continue
