@@ -153,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
         matrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
         matrix.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
+        if name == "chaos":
+            matrix.add_argument("--coverage", action="store_true",
+                                help="run the embedded services under coverage.py and report how much of the "
+                                     "recovery code (embedded/recovery_code.py) the runs reached: coverage.md")
         if name in ("bench", "sweep"):
             matrix.add_argument("--no-capacity", action="store_true",
                                 help="skip measuring the load generator against a null broker")

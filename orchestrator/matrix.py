@@ -12,7 +12,8 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.config import RunConfig
+from harness.config import RunConfig, Target
+from harness.errors import ConfigError
 from harness.results import MatrixDir, RunStatus, new_matrix, write_json_atomic
 from orchestrator.capacity import ensure_capacity
 from orchestrator.outcome import RunOptions, RunOutcome, print_outcome, say
@@ -28,8 +29,15 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
     say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
     if kind == "bench" and not getattr(args, "no_capacity", False):
         ensure_capacity(config)
-    outcomes, interrupted = _run_paths(config, matrix, args.results, kind)
+    coverage = bool(getattr(args, "coverage", False))
+    if coverage and config.target is not Target.EMBEDDED:
+        raise ConfigError(f"scenario {config.name}", "--coverage",
+                          f"coverage of the recovery code is measured on the embedded cluster, not {config.target.value}",
+                          "drop --coverage or use --target embedded")
+    outcomes, interrupted = _run_paths(config, matrix, args.results, kind, coverage=coverage)
     _compare(matrix, outcomes)
+    if coverage:
+        _coverage(matrix, outcomes)
     return _finish_matrix(matrix, outcomes, interrupted)
 
 
@@ -69,13 +77,14 @@ def with_users(config: RunConfig, users: int) -> RunConfig:
 
 
 def _run_paths(config: RunConfig, matrix: MatrixDir, results_root: Path, kind: str,
-               suffix: str = "") -> tuple[list[RunOutcome], bool]:
+               suffix: str = "", coverage: bool = False) -> tuple[list[RunOutcome], bool]:
     """Run `config` on each of its paths into the matrix; stop at the first interrupted run."""
     outcomes: list[RunOutcome] = []
     for index, txn_path in enumerate(config.paths, start=1):
         say(f"== {kind} {index}/{len(config.paths)}: {txn_path.value}{suffix} ==")
         options = RunOptions(results_root=results_root, matrix=matrix,
-                             folder=f"{txn_path.value}{suffix}" if suffix else None, command=kind)
+                             folder=f"{txn_path.value}{suffix}" if suffix else None, command=kind,
+                             coverage=coverage)
         outcome = Run(config.for_path(txn_path), options).execute()
         outcomes.append(outcome)
         print_outcome(outcome)
@@ -116,6 +125,21 @@ def _compare(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
         say(f"comparison: {matrix.path / 'compare.html'}")
     except Exception as err:
         say(f"comparison report failed: {err}")
+
+
+def _coverage(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
+    """coverage.json/.md of the recovery code over the runs that finished (orchestrator/coverage.py)."""
+    from orchestrator.coverage import repository_root, summary_lines, write_matrix_coverage
+
+    runs = {o.run_dir.path.name: o.run_dir.path for o in outcomes}
+    try:
+        result = write_matrix_coverage(matrix.path, runs, repository_root())
+    except Exception as err:   # a report that cannot be made must not hide the verdicts
+        say(f"recovery-code coverage failed: {type(err).__name__}: {err}")
+        return
+    for line in summary_lines(result):
+        say(line.replace("**", ""))
+    say(f"recovery-code coverage: {matrix.path / 'coverage.md'}")
 
 
 def _compare_sweep(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:

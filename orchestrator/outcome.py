@@ -73,6 +73,7 @@ class RunOptions:
     folder: str | None = None            # a matrix run's folder under runs/ (default: its path)
     command: str = "run"                 # the command that asked for the run (bench, chaos, selftest, ...)
     allow_planted_bugs: bool = False     # only `run --allow-planted-bugs` and `selftest` set it
+    coverage: bool = False               # embedded: services under coverage.py, data in <run>/coverage/
 
 
 class LoadProcessDied(TxnbenchError):

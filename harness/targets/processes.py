@@ -183,9 +183,20 @@ class ManagedProcess:
         return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def module_argv(module: str, config_path: Path) -> list[str]:
-    """The command of one of our services: `python -m <module> --config <file>` (this interpreter)."""
-    return [sys.executable, "-m", module, "--config", str(config_path)]
+#: the packages a service run under coverage traces (`harness.covered`): the cluster's own code
+COVERAGE_SOURCES = ("embedded",)
+
+
+def module_argv(module: str, config_path: Path, coverage_dir: Path | None = None) -> list[str]:
+    """The command of one of our services: `python -m <module> --config <file>` (this interpreter).
+
+    With `coverage_dir`, the module runs under coverage.py through `harness.covered`, which
+    writes its data file there (and saves it every second, so a kill -9 keeps it)."""
+    if coverage_dir is None:
+        return [sys.executable, "-m", module, "--config", str(config_path)]
+    sources = [arg for pkg in COVERAGE_SOURCES for arg in ("--source", pkg)]
+    return [sys.executable, "-m", "harness.covered", "--data-dir", str(coverage_dir), *sources, module, "--",
+            "--config", str(config_path)]
 
 
 class ServiceNotReady(RuntimeError):
