@@ -257,10 +257,11 @@ class Nemesis:
                     return
                 started = time.monotonic()
                 faults = self._inject_window(window, trigger)
-                heal_at = min(started + window.for_s, phase_end)
-                if faults and not self._sleep_until(heal_at):
-                    return
-                for active in reversed(faults):
+                # each fault is healed after its own duration (a generated window's overlap), the
+                # shortest first; faults of one duration in the reverse order of their injection
+                for active in sorted(reversed(faults), key=lambda a: a.fault.for_s):
+                    if not self._sleep_until(min(started + active.fault.for_s, phase_end)):
+                        return
                     self._heal(active)
                 quiet_until = time.monotonic() + window.quiet_s
         except BaseException as err:  # a bug here must not pass silently
@@ -300,7 +301,8 @@ class Nemesis:
         for planned in window.faults:
             if self._stop.is_set():
                 break
-            active = self._inject(planned, window.for_s, trigger)
+            for_s = window.for_s if planned.for_s is None else min(planned.for_s, window.for_s)
+            active = self._inject(planned, for_s, trigger)
             if active is not None:
                 injected.append(active)
         return injected

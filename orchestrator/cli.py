@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
         matrix.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
         if name == "chaos":
+            matrix.add_argument("--seed", type=int,
+                                help="override the scenario's seed (a generated schedule is drawn from it)")
             matrix.add_argument("--coverage", action="store_true",
                                 help="run the embedded services under coverage.py and report how much of the "
                                      "recovery code (embedded/recovery_code.py) the runs reached: coverage.md")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.config import RunConfig, Target
 from harness.errors import ConfigError
-from harness.results import MatrixDir, RunStatus, new_matrix, write_json_atomic
+from harness.results import MatrixDir, RunStatus, new_matrix, write_json_atomic, write_text_atomic
 from orchestrator.capacity import ensure_capacity
 from orchestrator.outcome import RunOptions, RunOutcome, print_outcome, say
 from orchestrator.planted import refuse_planted_bugs
@@ -38,7 +38,31 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
     _compare(matrix, outcomes)
     if coverage:
         _coverage(matrix, outcomes)
+    if config.faults.generated is not None:
+        _reproduce(matrix, config, getattr(args, "scenario", None) or config.name, outcomes)
     return _finish_matrix(matrix, outcomes, interrupted)
+
+
+def reproduce_command(scenario: str, txn_path: str, seed: int, faults_s: float) -> str:
+    """The one command that runs one path of a generated schedule again: same seed, same schedule."""
+    return f"txnbench run {scenario} --path {txn_path} --seed {seed} --duration {faults_s:g}"
+
+
+def _reproduce(matrix: MatrixDir, config: RunConfig, scenario: str, outcomes: list[RunOutcome]) -> None:
+    """A generated schedule's seed and, per path, the command that reproduces it (compare.md, reproduce.md)."""
+    lines = [f"Fault schedule generated from seed {config.seed} (faults/generate.py). Each path reproduces with:", ""]
+    for outcome in outcomes:
+        txn_path = outcome.run_dir.path.name
+        mark = "" if outcome.exit_code == 0 else f" (exit {outcome.exit_code}, verdict {outcome.verdict.value})"
+        lines.append(f"- {txn_path}{mark}: `{reproduce_command(scenario, txn_path, config.seed, config.phases.faults_s)}`")
+    text = "\n".join(lines) + "\n"
+    write_text_atomic(matrix.path / "reproduce.md", "# Reproduce\n\n" + text)
+    compare = matrix.path / "compare.md"
+    if compare.is_file():
+        write_text_atomic(compare, compare.read_text().rstrip("\n") + "\n\n## Reproduce\n\n" + text)
+    for line in lines:
+        if line:
+            say(line.replace("`", ""))
 
 
 def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int]) -> int:
