@@ -292,7 +292,7 @@ class Nemesis:
                                 "waited_s": round(time.monotonic() - started, 4)}
         if seen is not None:
             info["seen"] = {k: seen.get(k) for k in ("writer", "index", "process", "txn", "topic", "segment",
-                                                     "time_ns", "participants")
+                                                     "time_ns", "participants", "written")
                           if seen.get(k) is not None}
         return info
 

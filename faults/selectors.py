@@ -393,6 +393,15 @@ class Aim:
 
     txn: str | None = None
     participants: tuple[tuple[str, str | None], ...] = ()
+    written: tuple[str, ...] | None = None
+    """The topics among them the transaction sent to; None when not known (then all count)."""
+
+    def writes_only(self) -> Aim:
+        """Only where the transaction wrote: what a seal, split or merge should hit (a topic it only
+        acknowledged on holds no entry of it, and terminating an input topic only starves the load)."""
+        if self.written is None:
+            return self
+        return Aim(self.txn, tuple(p for p in self.participants if p[0] in self.written), self.written)
 
     @property
     def tc_id(self) -> int | None:
@@ -412,7 +421,9 @@ class Aim:
                 if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str):
                     pairs.append((item[0], item[1] if isinstance(item[1], str) else None))
         txn = seen.get("txn")
-        return cls(txn if isinstance(txn, str) else None, tuple(pairs))
+        written = seen.get("written")
+        return cls(txn if isinstance(txn, str) else None, tuple(pairs),
+                   tuple(str(t) for t in written) if isinstance(written, (list, tuple)) else None)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class OpenTxns:
     def __init__(self, limit: int = MAX_OPEN_TXNS) -> None:
         self.limit = limit
         self._parts: dict[str, dict[tuple[str, str | None], None]] = {}
+        self._written: dict[str, set[str]] = {}      # txn -> topics it sent to (not only acked on)
 
     def observe(self, op: Mapping[str, Any]) -> None:
         txn, f = op.get("txn"), op.get("f")
@@ -64,10 +65,13 @@ class OpenTxns:
             return
         if f in _ENDS and op.get("type") != "invoke":
             self._parts.pop(txn, None)
+            self._written.pop(txn, None)
             return
         topic = op.get("topic")
         if f not in _WRITES or not isinstance(topic, str):
             return
+        if f == "send":
+            self._written.setdefault(txn, set()).add(topic)
         segment = op.get("segment")
         parts = self._parts.setdefault(txn, {})
         if isinstance(segment, str):
@@ -76,7 +80,9 @@ class OpenTxns:
         elif not any(t == topic for t, _ in parts):
             parts[(topic, None)] = None
         while len(self._parts) > self.limit:
-            del self._parts[next(iter(self._parts))]
+            oldest = next(iter(self._parts))
+            del self._parts[oldest]
+            self._written.pop(oldest, None)
 
     def participants(self, op: Mapping[str, Any]) -> list[tuple[str, str | None]]:
         """Where the line's transaction is open: its known topics and segments (the line's own first)."""
@@ -87,6 +93,16 @@ class OpenTxns:
             if op.get("f") in _WRITES and isinstance(op.get("topic"), str) else []
         known = [p for p in self._parts.get(txn, {}) if p not in own]
         return own + known
+
+    def written(self, op: Mapping[str, Any]) -> list[str]:
+        """The topics the line's transaction sent to (a send line's own topic included)."""
+        txn = op.get("txn")
+        if not isinstance(txn, str):
+            return []
+        topics = set(self._written.get(txn, set()))
+        if op.get("f") == "send" and isinstance(op.get("topic"), str):
+            topics.add(op["topic"])
+        return sorted(topics)
 
 
 class HistoryTail:
@@ -145,7 +161,8 @@ class HistoryTail:
                 if found is None and matches(op, on, type_):
                     parts = self.open_txns.participants(op)
                     if parts or not aimed:
-                        found = {**op, "participants": [list(p) for p in parts]} if aimed else op
+                        found = {**op, "participants": [list(p) for p in parts],
+                                 "written": self.open_txns.written(op)} if aimed else op
                 self.open_txns.observe(op)
         return found
 

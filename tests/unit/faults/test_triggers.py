@@ -105,3 +105,21 @@ def test_open_transactions_are_bounded() -> None:
         txns.observe({"f": "send", "type": "ok", "txn": f"0:{i}", "topic": "t", "segment": "s"})
     assert txns.participants({"f": "txn-commit", "txn": "0:0"}) == []
     assert txns.participants({"f": "txn-commit", "txn": "0:9"}) == [("t", "s")]
+
+
+def test_an_aimed_match_says_which_topics_the_transaction_wrote(tmp_path: Path) -> None:
+    worker = tmp_path / "w0.jsonl"
+    worker.write_text("")
+    tail = HistoryTail(tmp_path)
+    tail.skip_to_end()
+    with worker.open("a") as handle:
+        handle.write(_line("ack", "invoke", 0, txn="0:1", topic="in", segment="in-p0"))
+        handle.write(_line("send", "ok", 1, txn="0:1", topic="out", segment="out-p1"))
+        handle.write(_line("txn-commit", "invoke", 2, txn="0:1"))
+    seen = tail.poll("txn-commit", "invoke", aimed=True)
+    assert seen is not None and seen["written"] == ["out"]
+    from faults.selectors import Aim
+
+    aim = Aim.from_seen(seen)
+    assert aim is not None and aim.writes_only().participants == (("out", "out-p1"),)
+    assert Aim("0:1", (("in", None),)).writes_only() == Aim("0:1", (("in", None),))   # not known: all count
