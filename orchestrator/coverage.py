@@ -138,8 +138,8 @@ class _Measured:
         analysis = self._analysis(span.file)
         inside = range(span.first, span.last + 1)
         if analysis is None:      # never imported by any process measured: nothing reached
-            statements = _statements(self.root / span.file, span)
-            return Tally(len(statements), 0, 0, 0, sorted(statements))
+            never = _statements(self.root / span.file, span)
+            return Tally(len(never), 0, 0, 0, sorted(never))
         statements = [n for n in analysis.statements if n in inside]
         missing = sorted(n for n in analysis.missing if n in inside)
         stats = {line: counts for line, counts in analysis.branch_stats().items() if line in inside}

@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from embedded.recovery_code import RECOVERY_CODE
-from orchestrator.coverage import Tally, find_span, ranges, render_markdown, repository_root, spans, summary_lines
+from orchestrator.coverage import (
+    Tally,
+    find_span,
+    ranges,
+    render_markdown,
+    repository_root,
+    spans,
+    summary_lines,
+)
 
 ROOT = repository_root()
 
