@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-slow test-docker bench chaos sweep selftest report report-picture lint clean distclean check-java
+.PHONY: help setup test test-cluster test-pulsar test-slow test-docker bench chaos sweep selftest report report-picture lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -43,6 +43,9 @@ test: $(STAMP) ## run the test suite (unit, spark, cluster; skips docker and slo
 
 test-cluster: $(STAMP) ## run only the tests that start embedded-cluster processes
 	$(BIN)/python -m pytest -m "cluster and not slow" $(PYTEST_ARGS)
+
+test-pulsar: $(STAMP) ## run only the tests that start real Apache Pulsar (jars from Maven Central, cached)
+	$(BIN)/python -m pytest -m "pulsar" $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## run the slow tests (long chaos, large histories)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
@@ -80,8 +83,8 @@ report-picture: ## render the README's picture: make report-picture RUN=results/
 	echo "wrote $(PICTURE) from $(RUN)/compare.html"
 
 lint: $(STAMP) ## ruff, mypy and the import layers (lint-imports; contracts in pyproject.toml)
-	$(BIN)/ruff check orchestrator harness workloads faults embedded analysis tools tests
-	$(BIN)/mypy orchestrator harness workloads faults embedded analysis tools
+	$(BIN)/ruff check orchestrator targets harness workloads faults embedded analysis tools tests
+	$(BIN)/mypy orchestrator targets harness workloads faults embedded analysis tools
 	$(BIN)/lint-imports --no-cache
 
 clean: ## stop a running embedded cluster and remove caches (keeps results/ and .venv)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 
 from faults.model import Fault, NetworkApi, NotInjected, TopicAdmin
 from faults.selectors import Direction, LinkEnd, SegmentTarget, ServiceTarget, TopicTarget
-from harness.targets.base import ProcessControl
+from harness.target import ProcessControl
 from harness.toxiproxy.client import NotFound
 from harness.toxiproxy.model import ToxicType
 

@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from faults.model import NotInjected, TopicAdmin
-from harness.targets.base import ClusterInfo, ProcessControl, ServiceRole
+from harness.client.rest import AdminRequestFailed, TopicName
+from harness.target import ClusterInfo, ProcessControl, ServiceRole
 
 T = TypeVar("T")
 _PARTITION = re.compile(r"-partition-\d+$")
@@ -149,14 +150,10 @@ class ComposeTopicAdmin:
     """TopicAdmin on the compose target's admin (redirects followed to published ports)."""
 
     def __init__(self, admin: Any) -> None:
-        from harness.targets.compose.admin import AdminRequestFailed
-
         self._admin = admin
         self._errors: tuple[type[Exception], ...] = (AdminRequestFailed,)
 
     def _rest(self, topic: str) -> str:
-        from harness.targets.compose.admin import TopicName
-
         return TopicName.parse(topic).rest_path
 
     def terminate_topic(self, topic: str) -> None:

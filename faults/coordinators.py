@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from harness.targets.base import ClusterInfo, ServiceRole, multi_host_service_url
+from harness.target import ClusterInfo, ServiceRole, multi_host_service_url
 from harness.txn_paths import TxnPath
 
 CLOSE_WAIT_S = 5.0

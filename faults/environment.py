@@ -15,7 +15,7 @@ from typing import Any
 
 from faults.kinds import Capability
 from faults.model import CoordinatorLocator, NetworkApi, TopicAdmin
-from harness.targets.base import ClusterInfo, ProcessControl
+from harness.target import ClusterInfo, ProcessControl
 from harness.txn_paths import TxnPath
 
 

@@ -48,7 +48,7 @@ from faults.selectors import (
     parse_selector,
 )
 from harness.errors import ConfigError
-from harness.targets.base import ProcessControl
+from harness.target import ProcessControl
 from harness.txn_paths import ALL_PATHS, TxnPath
 
 if TYPE_CHECKING:   # faults.environment imports this module (Capability)

@@ -54,7 +54,7 @@ from harness.config import RunConfig
 from harness.errors import ConfigError, TxnbenchError
 from harness.history import HistoryRecorder
 from harness.history.schema import OpF
-from harness.targets.base import ClusterInfo, ProcessControl, ServiceRole
+from harness.target import ClusterInfo, ProcessControl, ServiceRole
 
 HEAL_ATTEMPTS = 3
 NETWORK_TIMEOUT_S = 30.0

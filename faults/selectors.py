@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
-from harness.targets.base import ClusterInfo, LinkInfo, LinkKind, ServiceInfo, ServiceRole
+from harness.target import EVERY_BROKER, ClusterInfo, LinkInfo, LinkKind, ServiceInfo, ServiceRole
 from harness.toxiproxy.model import Stream
 
 RANDOM = "random"
@@ -552,12 +552,19 @@ def isolation_ends(cluster: ClusterInfo, service: str) -> tuple[LinkEnd, ...]:
     return tuple(ends)
 
 
+def _from(link: LinkInfo, source: str) -> bool:
+    """`source` dials through `link`: its own link, or one every broker shares (EVERY_BROKER)."""
+    return link.source == source or (link.source == EVERY_BROKER and source.startswith("broker-"))
+
+
 def _pair_ends(cluster: ClusterInfo, a: str, b: str) -> tuple[LinkEnd, ...]:
+    """The links between brokers a and b, oriented so `outbound` leaves a. Where every broker shares
+    the link into b (the pulsar target), cutting it also cuts b's other callers, b's own included."""
     ends = []
     for link in _links(cluster, LinkKind.BROKER_BROKER):
-        if (link.source, link.dest) == (a, b):
+        if link.dest == b and _from(link, a):
             ends.append(LinkEnd(link.name, Stream.UPSTREAM))
-        elif (link.source, link.dest) == (b, a):
+        elif link.dest == a and _from(link, b):
             ends.append(LinkEnd(link.name, Stream.DOWNSTREAM))
     if not ends:
         raise NoTarget(f"no link between {a} and {b}")

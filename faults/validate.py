@@ -13,8 +13,10 @@ from __future__ import annotations
 from faults import kinds
 from faults.kinds import Capability, kind_of
 from faults.schedule import Timeline, plan_timeline
+from faults.selectors import LinkSelector, Pick
 from harness.config import FaultsConfig, RunConfig, Target
 from harness.errors import ConfigError
+from harness.target import LinkKind
 from harness.txn_paths import TxnPath
 
 
@@ -44,6 +46,9 @@ def check_kinds(faults: FaultsConfig, source: str) -> None:
 
 
 def _check_target(config: RunConfig, timeline: Timeline) -> None:
+    if config.target is Target.PULSAR:
+        _check_pulsar_links(config, timeline)
+        return
     if config.target is not Target.EXTERNAL:
         return
     for planned in timeline.faults:
@@ -52,3 +57,17 @@ def _check_target(config: RunConfig, timeline: Timeline) -> None:
             raise ConfigError(f"scenario {config.name}", f"{planned.source}.kind",
                               f"{planned.kind.value} cannot run on the external target: txnbench cannot "
                               "kill or pause its processes", "remove it, or use --target embedded or compose")
+
+
+def _check_pulsar_links(config: RunConfig, timeline: Timeline) -> None:
+    """The pulsar target's links (targets/pulsar/cluster.py): every broker reaches the one bookie through
+    one shared link, so one broker's link to the bookie cannot be cut alone."""
+    for planned in timeline.faults:
+        selector = planned.selector
+        if not isinstance(selector, LinkSelector):
+            continue
+        if selector.kind is LinkKind.BROKER_LEDGER and selector.first.pick is not Pick.RANDOM:
+            raise ConfigError(f"scenario {config.name}", f"{planned.source}.target",
+                              f"{planned.target} cannot run on the pulsar target: every broker reaches the bookie "
+                              "through one shared link (a bookie registers one address)",
+                              "use broker-ledger:random (cuts every broker from the bookie), or --target embedded")

@@ -37,6 +37,7 @@ class Target(StrEnum):
     """Where a run's cluster comes from."""
 
     EMBEDDED = "embedded"
+    PULSAR = "pulsar"
     COMPOSE = "compose"
     EXTERNAL = "external"
 
@@ -62,6 +63,8 @@ class ClusterConfig:
     """External target: the pulsar:// URL clients start from (or --service-url)."""
     admin_url: str | None = None
     """External target: a broker's http:// admin URL, also read for /metrics (or --admin-url)."""
+    pulsar_version: str | None = None
+    """Pulsar target: the pinned release to run (targets/pulsar/versions.py); null takes 5.0's."""
 
 
 def parse_setting_pairs(pairs: Sequence[str]) -> dict[str, Any]:

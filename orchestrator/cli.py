@@ -25,7 +25,9 @@ from harness.txn_paths import TxnPath
 from workloads.worker_args import add_worker_arguments
 
 PATH_CHOICES = [p.value for p in TxnPath]
-TARGET_CHOICES = ["embedded", "compose", "external"]
+TARGET_CHOICES = ["embedded", "pulsar", "compose", "external"]
+PULSAR_VERSION_HELP = ("pulsar target: the Apache Pulsar release to run (5.0.1, the default, or 4.0.8 LTS; "
+                       "targets/pulsar/versions.py)")
 
 
 def _positive_float(text: str) -> float:
@@ -111,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target", choices=TARGET_CHOICES, help="where the cluster comes from")
     run.add_argument("--duration", type=_positive_float, metavar="S",
                      help="seconds of the main phase (steady, or faults for chaos scenarios)")
+    run.add_argument("--pulsar-version", metavar="V", help=PULSAR_VERSION_HELP)
     run.add_argument("--service-url", help="pulsar:// URL of an external cluster")
     run.add_argument("--admin-url", help="http:// admin URL of an external cluster")
     run.add_argument("--seed", type=int, help="override the scenario's seed")
@@ -148,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         matrix.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
                             help="paths to run (default: the scenario's)")
         matrix.add_argument("--target", choices=TARGET_CHOICES, help="where each run's cluster comes from")
+        matrix.add_argument("--pulsar-version", metavar="V", help=PULSAR_VERSION_HELP)
         matrix.add_argument("--service-url", help="pulsar:// URL of an external cluster")
         matrix.add_argument("--admin-url", help="http:// admin URL of an external cluster")
         matrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
@@ -204,13 +208,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, help="folder for a comparison of several runs")
     report.set_defaults(handler=_cmd_report)
 
-    cluster = sub.add_parser("cluster", help="the embedded reference cluster",
+    cluster = sub.add_parser("cluster", help="start, inspect and stop a cluster by hand (embedded or pulsar)",
                              epilog=_epilog("cluster"), formatter_class=_HelpFormatter)
     cluster.add_argument("--dir", type=Path, default=None, metavar="DIR",
                          help="cluster state folder (default: .txnbench/cluster or $TXNBENCH_CLUSTER_DIR)")
     csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     up = csub.add_parser("up", help="start the cluster in the background and wait until ready",
                          epilog=_epilog("cluster up"), formatter_class=_HelpFormatter)
+    up.add_argument("--target", choices=["embedded", "pulsar"], default="embedded",
+                    help="our reference cluster (default) or real Apache Pulsar from Maven Central jars")
+    up.add_argument("--pulsar-version", metavar="V", help=PULSAR_VERSION_HELP)
     up.add_argument("--path", choices=PATH_CHOICES, default="v4", dest="txn_path")
     up.add_argument("--brokers", type=_positive_int, default=2)
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -253,6 +260,8 @@ def _with_overrides(config: RunConfig, args: argparse.Namespace) -> RunConfig:
         cluster = dataclasses.replace(cluster, service_url=args.service_url)
     if getattr(args, "admin_url", None):
         cluster = dataclasses.replace(cluster, admin_url=args.admin_url)
+    if getattr(args, "pulsar_version", None):
+        cluster = dataclasses.replace(cluster, pulsar_version=args.pulsar_version)
     if getattr(args, "set", None):
         cluster = dataclasses.replace(cluster, settings={**cluster.settings, **parse_setting_pairs(args.set)})
     load = config.load
@@ -295,8 +304,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     """The worker host patches the standard library for gevent: it must be its own process image."""
     import os
 
-    argv = [sys.executable, "-m", "workloads.worker_host", "--master", args.master, "--processes",
-            str(args.processes), "--dir", str(args.dir), "--wait", str(args.wait)]
+    from workloads import entrypoints
+
+    argv = entrypoints.python_m(entrypoints.WORKER_HOST, "--master", args.master, "--processes",
+                                str(args.processes), "--dir", str(args.dir), "--wait", str(args.wait))
     if args.scenario:
         argv += ["--scenario", args.scenario]
     sys.stdout.flush()

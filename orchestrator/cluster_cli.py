@@ -1,4 +1,9 @@
-"""`txnbench cluster up | status | down | heal` for the embedded cluster."""
+"""`txnbench cluster up | status | down | heal`: a cluster started by hand, embedded or pulsar.
+
+Both targets record their processes in `<dir>/state.json` (default `.txnbench/cluster`);
+its `target` key says which one started them, so `status`, `down` and `heal` need no
+`--target`: they attach to whatever runs there.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +17,11 @@ import requests
 
 from harness.config import parse_setting_pairs
 from harness.errors import EnvironmentProblem
-from harness.targets.base import ClusterInfo
-from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec, default_dir
-from harness.targets.processes import ProcessState
+from harness.target import ClusterInfo
 from harness.txn_paths import TxnPath
+from targets.embedded import EmbeddedCluster, EmbeddedSpec, default_dir
+from targets.processes import ProcessState
+from targets.pulsar.cluster import PulsarCluster, PulsarSpec
 
 
 def _directory(args: argparse.Namespace) -> Path:
@@ -23,6 +29,8 @@ def _directory(args: argparse.Namespace) -> Path:
 
 
 def print_info(info: ClusterInfo, directory: Path) -> None:
+    print(f"target       {info.target}" + (f" (Apache Pulsar {info.settings['pulsarVersion']})"
+                                            if info.settings.get("pulsarVersion") else ""))
     print(f"path         {info.txn_path.value}")
     print(f"service_url  {info.service_url}")
     print(f"admin_url    {info.admin_url}")
@@ -34,11 +42,26 @@ def print_info(info: ClusterInfo, directory: Path) -> None:
         print(f"{svc.name:<11}{svc.pid or '-':>8}  {svc.state:<9} {url}")
 
 
+Cluster = EmbeddedCluster | PulsarCluster
+
+
+def attach(directory: Path) -> Cluster:
+    """The cluster recorded in `directory`, of whichever target started it."""
+    state = directory / "state.json"
+    try:
+        target = json.loads(state.read_text()).get("target") if state.is_file() else None
+    except (OSError, ValueError):
+        target = None
+    return PulsarCluster.attach(directory) if target == "pulsar" else EmbeddedCluster.attach(directory)
+
+
 def cluster_up(args: argparse.Namespace) -> int:
     from orchestrator.planted import banner, refuse_planted_bugs
 
     directory = _directory(args)
     settings = parse_setting_pairs(args.set)
+    if getattr(args, "target", "embedded") == "pulsar":
+        return _pulsar_up(args, directory, settings)
     planted = refuse_planted_bugs(settings, "cluster up", allowed=bool(getattr(args, "allow_planted_bugs", False)))
     if planted:
         print(banner(planted), file=sys.stderr, flush=True)
@@ -55,9 +78,26 @@ def cluster_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pulsar_up(args: argparse.Namespace, directory: Path, settings: dict[str, object]) -> int:
+    from targets.pulsar.versions import release
+
+    try:
+        chosen = release(args.pulsar_version)
+    except ValueError as err:
+        raise EnvironmentProblem(f"--pulsar-version: {err}") from None
+    spec = PulsarSpec(txn_path=TxnPath(args.txn_path), version=chosen.version, brokers=args.brokers,
+                      settings=settings, directory=directory,
+                      say=lambda text: print(text, file=sys.stderr, flush=True))
+    started = time.monotonic()
+    info = PulsarCluster(spec).up()
+    print(f"ready in {time.monotonic() - started:.1f}s; stop it with `txnbench cluster down`", file=sys.stderr)
+    print_info(info, directory)
+    return 0
+
+
 def cluster_status(args: argparse.Namespace) -> int:
     directory = _directory(args)
-    cluster = EmbeddedCluster.attach(directory)
+    cluster = attach(directory)
     info = cluster.info()
     if args.json:
         print(json.dumps({
@@ -74,7 +114,7 @@ def cluster_status(args: argparse.Namespace) -> int:
 
 def cluster_down(args: argparse.Namespace) -> int:
     directory = _directory(args)
-    cluster = EmbeddedCluster.attach(directory)
+    cluster = attach(directory)
     running = [n for n, p in cluster.processes.items() if p.state != ProcessState.STOPPED]
     cluster.down()
     print(f"stopped {len(running)} process(es): {', '.join(running) or 'none were running'}")
@@ -84,7 +124,7 @@ def cluster_down(args: argparse.Namespace) -> int:
 def cluster_heal(args: argparse.Namespace) -> int:
     """Remove every fault: proxies reset, paused processes resumed, killed ones restarted."""
     directory = _directory(args)
-    cluster = EmbeddedCluster.attach(directory)
+    cluster = attach(directory)
     actions: list[str] = []
     proxy = cluster.processes.get("proxy")
     if proxy is not None and proxy.state == ProcessState.PAUSED:

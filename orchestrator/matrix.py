@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.config import RunConfig, Target
 from harness.errors import ConfigError
 from harness.results import MatrixDir, RunStatus, new_matrix, write_json_atomic, write_text_atomic
+from harness.txn_paths import TxnPath
 from orchestrator.capacity import ensure_capacity
 from orchestrator.outcome import RunOptions, RunOutcome, print_outcome, say
 from orchestrator.planted import refuse_planted_bugs
@@ -34,7 +35,13 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
         raise ConfigError(f"scenario {config.name}", "--coverage",
                           f"coverage of the recovery code is measured on the embedded cluster, not {config.target.value}",
                           "drop --coverage or use --target embedded")
+    config, baseline = pulsar_releases(config, kind)
     outcomes, interrupted = _run_paths(config, matrix, args.results, kind, coverage=coverage)
+    if baseline is not None and not interrupted:
+        say(f"== {kind}: v4 on Apache Pulsar {baseline.cluster.pulsar_version} (the LTS baseline) ==")
+        more, interrupted = _run_paths(baseline, matrix, args.results, kind,
+                                       suffix=f"-pulsar-{baseline.cluster.pulsar_version}")
+        outcomes += more
     _compare(matrix, outcomes)
     if coverage:
         _coverage(matrix, outcomes)
@@ -63,6 +70,23 @@ def _reproduce(matrix: MatrixDir, config: RunConfig, scenario: str, outcomes: li
     for line in lines:
         if line:
             say(line.replace("`", ""))
+
+
+def pulsar_releases(config: RunConfig, kind: str) -> tuple[RunConfig, RunConfig | None]:
+    """On the pulsar target: every path on one release (5.0's unless the user chose), named in each
+    run's config so the comparison labels them; a bench on the default release also runs v4 on the
+    4.0 LTS release as the baseline a 4.x user compares against."""
+    if config.target is not Target.PULSAR:
+        return config, None
+    from targets.pulsar.versions import DEFAULT_RELEASE, PULSAR_4_LTS, release
+
+    chosen = release(config.cluster.pulsar_version)
+    pinned = dataclasses.replace(config, cluster=dataclasses.replace(config.cluster, pulsar_version=chosen.version))
+    if kind != "bench" or chosen is not DEFAULT_RELEASE or TxnPath.V4 not in config.paths:
+        return pinned, None
+    lts = dataclasses.replace(config, paths=(TxnPath.V4,), path=TxnPath.V4,
+                              cluster=dataclasses.replace(config.cluster, pulsar_version=PULSAR_4_LTS.version))
+    return pinned, lts
 
 
 def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int]) -> int:

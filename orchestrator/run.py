@@ -51,7 +51,7 @@ from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
 from harness.results import RunStatus, new_run
-from harness.targets.base import ClusterInfo, ClusterTarget, ServiceRole
+from harness.target import ClusterInfo, ClusterTarget, ServiceRole
 from orchestrator.coverage import COVERAGE_DIR
 from orchestrator.outcome import (
     LoadProcessDied,
@@ -64,8 +64,12 @@ from orchestrator.outcome import (
 )
 from orchestrator.planted import banner as planted_banner
 from orchestrator.planted import refuse_planted_bugs
+from workloads.entrypoints import RUNNER, python_m
 from workloads.loadspec import LoadSpec
 from workloads.topology import Topology
+
+#: Seconds a real Pulsar cluster gets to start (JVMs, cluster metadata, a first transaction).
+PULSAR_READY_TIMEOUT_S = 300.0
 
 
 class Run:
@@ -188,13 +192,19 @@ class Run:
         settings = self._cluster.settings
         version = None
         if self.config.target is Target.EMBEDDED and str(settings.get("metadataStoreUrl")) in ("zk", "zk:", "zk://"):
-            from harness.targets.zookeeper import zookeeper_version
+            from targets.zookeeper import zookeeper_version
             version = zookeeper_version()
+        if self.config.target is Target.PULSAR:
+            version = str(getattr(self.target, "components", {}).get("zookeeper") or "") or None
         used = store_used(self.config.target.value, self.config.path.value, settings, version=version)
         return used.to_json() | ({"version": version} if version and used.kind is StoreKind.ZOOKEEPER else {})
 
     def _record_cluster(self) -> dict[str, str]:
         store = self._metadata_store()
+        versions = getattr(self.target, "versions", None)
+        if callable(versions):   # a real system under test: its release and components, in every manifest
+            recorded = self.run_dir.read_manifest().get("versions") or {}
+            self.run_dir.update_manifest(versions={**recorded, **versions()})
         self.run_dir.update_manifest(metadata_store=store, cluster={
             "service_url": self._cluster.service_url, "admin_url": self._cluster.admin_url,
             "toxiproxy_url": self._cluster.toxiproxy_url,
@@ -213,7 +223,7 @@ class Run:
 
     def _make_target(self) -> ClusterTarget:
         if self.config.target is Target.EMBEDDED:
-            from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec
+            from targets.embedded import EmbeddedCluster, EmbeddedSpec
 
             directory = self.options.cluster_dir
             if directory is None:
@@ -225,14 +235,27 @@ class Run:
                                 planted_bugs=tuple(self.planted_bugs),
                                 coverage_dir=self.run_dir.path / COVERAGE_DIR if self.options.coverage else None)
             return EmbeddedCluster(spec)
+        if self.config.target is Target.PULSAR:
+            from targets.pulsar.cluster import PulsarCluster, PulsarSpec
+
+            directory = self.options.cluster_dir
+            if directory is None:
+                directory = Path(tempfile.mkdtemp(prefix=f"txnbench-{self.run_dir.run_id}-"))
+                self._temp_cluster_dir = directory
+            pulsar = PulsarCluster(PulsarSpec(
+                txn_path=self.config.path, version=self.config.cluster.pulsar_version,
+                brokers=self.config.cluster.brokers, settings=dict(self.config.cluster.settings),
+                directory=directory, parent_pid=os.getpid(),
+                ready_timeout_s=max(self.config.cluster.ready_timeout_s, PULSAR_READY_TIMEOUT_S), say=self.say))
+            return pulsar
         if self.config.target is Target.EXTERNAL:
-            from harness.targets.external import ExternalCluster
+            from targets.external import ExternalCluster
 
             assert self.config.cluster.service_url  # validated in config
             return ExternalCluster(self.config.cluster.service_url, self.config.cluster.admin_url,
                                    self.config.path)
         try:
-            from harness.targets.compose import ComposeCluster
+            from targets.compose import ComposeCluster
         except ImportError:
             raise EnvironmentProblem("the compose target is not available in this build") from None
         return ComposeCluster.from_config(self.config, self.run_dir)
@@ -250,7 +273,7 @@ class Run:
         env = self.clock.export(dict(os.environ))
         env["PYTHONUNBUFFERED"] = "1"
         log = (self.run_dir.logs_dir / "load.log").open("ab")
-        self.load = subprocess.Popen([sys.executable, "-m", "workloads.runner", "--spec", str(spec_path)],
+        self.load = subprocess.Popen(python_m(RUNNER, "--spec", str(spec_path)),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True)
         log.close()

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from faults.validate import check_scenario
-from harness.config import RunConfig, parse_scenario, resolve_scenario
+from harness.config import RunConfig, Target, parse_scenario, resolve_scenario
+from harness.errors import ConfigError
 
 
 def load(name_or_path: str, adjust: Callable[[RunConfig], RunConfig] | None = None) -> RunConfig:
@@ -25,6 +26,22 @@ def load(name_or_path: str, adjust: Callable[[RunConfig], RunConfig] | None = No
     config = parse_scenario(file.read_text(encoding="utf-8"), source=str(file), default_name=file.stem)
     if adjust is not None:
         config = adjust(config)
+    if config.target is Target.PULSAR:
+        check_pulsar_release(config, source=str(file))
     if config.faults.enabled:
         check_scenario(config, source=str(file))   # an unknown kind names the file, as the parser would
     return config
+
+
+def check_pulsar_release(config: RunConfig, source: str) -> None:
+    """The pulsar target runs a pinned release, and v5 only on one with PIP-473 (5.0)."""
+    from targets.pulsar.versions import release
+
+    try:
+        chosen = release(config.cluster.pulsar_version)
+    except ValueError as err:
+        raise ConfigError(source, "cluster.pulsar_version", str(err)) from None
+    for txn_path in dict.fromkeys([*config.paths, config.path]):
+        if not chosen.supports(txn_path):
+            raise ConfigError(source, "path", f"{txn_path.value} needs PIP-473, which Pulsar {chosen.version} "
+                              f"does not have", f"run it on {release(None).version} (the default), or drop it")

@@ -1,8 +1,8 @@
 """Start one service of the reference cluster on its own, for the benchmarks and the cluster tests.
 
 Why: a benchmark or a test often wants one store, one broker or the fault proxy without
-the whole embedded cluster (`harness.targets.embedded`) and its proxied links. Each
-constructor here is a `ServiceProcess` (harness/targets/processes.py), the launcher the
+the whole embedded cluster (`targets.embedded`) and its proxied links. Each
+constructor here is a `ServiceProcess` (targets/processes.py), the launcher the
 cluster target uses too, so start-up, readiness, stop by pid and the log tail in an
 error are the cluster's. Each picks its loopback ports once and keeps them across
 restarts, so clients reconnect to the same address after a kill -9; the config names
@@ -20,12 +20,17 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import requests
 
+import embedded.broker as broker_package
+import embedded.ledger as ledger_package
+import embedded.metadata as metadata_package
+import faults.proxy as proxy_package
 from faults.proxy.service import ENDPOINTS_FILE
-from harness.targets.processes import (
+from targets.processes import (
     HOST,
     ProcessState,
     ServiceProcess,
@@ -34,10 +39,10 @@ from harness.targets.processes import (
     module_argv,
     process_state,
 )
-from harness.targets.zookeeper import ZooKeeperServer, server_command, write_config
+from targets.zookeeper import ZooKeeperServer, server_command, write_config
 
 
-def _module_service(name: str, module: str, base_dir: Path, config: Mapping[str, Any], *,
+def _module_service(name: str, module: ModuleType, base_dir: Path, config: Mapping[str, Any], *,
                     http_port: int | None, ready_timeout_s: float) -> dict[str, Any]:
     """The `ServiceProcess` fields of `python -m <module>` with its files in `base_dir`."""
     config_path = base_dir / f"{name}.json"
@@ -56,7 +61,7 @@ class LedgerProcess(ServiceProcess):
         self.rpc_port, self.http_port = free_ports(2)
         config = {"name": name, "host": HOST, "data_dir": str(self.data_dir), "log_level": log_level,
                   "parent_pid": os.getpid(), "rpc_port": self.rpc_port, "http_port": self.http_port}
-        super().__init__(**_module_service(name, "embedded.ledger", base_dir, config, http_port=self.http_port,
+        super().__init__(**_module_service(name, ledger_package, base_dir, config, http_port=self.http_port,
                                            ready_timeout_s=60.0))
 
     @property
@@ -77,7 +82,7 @@ class StoreProcess(ServiceProcess):
         config = {"name": name, "host": HOST, "data_dir": str(self.data_dir), "log_level": "INFO",
                   "parent_pid": os.getpid(), "rpc_port": self.rpc_port, "http_port": self.http_port,
                   **({"oxia_port": self.oxia_port} if self.oxia_port is not None else {}), **(extra_config or {})}
-        super().__init__(**_module_service(name, "embedded.metadata", base_dir, config, http_port=self.http_port,
+        super().__init__(**_module_service(name, metadata_package, base_dir, config, http_port=self.http_port,
                                            ready_timeout_s=30.0))
 
     @property
@@ -105,7 +110,7 @@ class BrokerProcess(ServiceProcess):
             "metadata_address": metadata, "ledger_address": ledger, "peers": {}, "txn_path": txn_path,
             "cluster_name": "bench", "settings": dict(settings), "parent_pid": os.getpid(),
         }
-        super().__init__(**_module_service(name, "embedded.broker", base_dir, config, http_port=self.http_port,
+        super().__init__(**_module_service(name, broker_package, base_dir, config, http_port=self.http_port,
                                            ready_timeout_s=60.0))
 
     @property
@@ -150,7 +155,7 @@ class ProxyProcess(ServiceProcess):
                                   "log_level": log_level, "api_port": api_port, "proxies": [dict(p) for p in proxies]}
         if parent_pid is not None:
             config["parent_pid"] = parent_pid
-        super().__init__(**_module_service("proxy", "faults.proxy", directory, config, http_port=None,
+        super().__init__(**_module_service("proxy", proxy_package, directory, config, http_port=None,
                                            ready_timeout_s=30.0))
 
     @property

@@ -1,8 +1,9 @@
 """How much load the harness itself can generate: the load process against a null broker.
 
-`python -m workloads.capacity SCENARIO [--path P] [--seconds S]` starts
-`embedded.nullbroker` (a broker that answers every request at once and stores
-nothing), runs the real load process (`workloads.runner`: Locust, the workloads, the
+`measure` (run by `python -m orchestrator.capacity SCENARIO [--path P] [--seconds S]`)
+starts the null broker it is given (`embedded.nullbroker`, a broker that answers every
+request at once and stores nothing: the caller, above both packages, passes its command
+in, since the load does not import the cluster), runs the real load process (`workloads.runner`: Locust, the workloads, the
 client, the history) against it with atomic-produce transactions of the scenario's
 shape (users, workers, messages_per_txn, topics_per_txn, message_size, batching,
 client path), and records the committed transactions and messages per second it
@@ -23,7 +24,6 @@ transaction than atomic-produce, and their capacity is lower than this figure.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -31,18 +31,18 @@ import platform
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig, WorkloadKind, load_scenario
+from harness.config import RunConfig, WorkloadKind
 from harness.history import RunClock
 from harness.results import RunDir, write_json_atomic
 from harness.txn_paths import TxnPath
+from workloads.entrypoints import RUNNER, WORKER_HOST, python_m
 from workloads.loadspec import LoadSpec
 
 CAPACITY_ENV = "TXNBENCH_CAPACITY_FILE"
@@ -124,9 +124,9 @@ def capacity_config(config: RunConfig) -> RunConfig:
     return dataclasses.replace(config, workload=workload, load=load)
 
 
-def _start_null_broker() -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, "-m", "embedded.nullbroker", "--port", "0"],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+def _start_null_broker(command: Sequence[str]) -> tuple[subprocess.Popen[str], int]:
+    """Start `command`, a null broker that prints `READY <port>` first; the process and its port."""
+    proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("READY "):
@@ -161,8 +161,12 @@ def _read_status(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> dict[str, Any]:
-    """Run the load process against a null broker; committed txn/s and msgs/s after warm-up."""
+def measure(config: RunConfig, null_broker: Sequence[str], seconds: float = 10.0,
+            warmup_s: float = 3.0) -> dict[str, Any]:
+    """Run the load process against a null broker; committed txn/s and msgs/s after warm-up.
+
+    `null_broker` is the command of the null broker (`embedded.nullbroker --port 0`): the
+    caller names it, because the load package does not import the reference cluster."""
     from workloads.topology import plan
 
     shaped = capacity_config(config)
@@ -170,7 +174,7 @@ def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> 
     if remote:
         shaped = dataclasses.replace(shaped, load=dataclasses.replace(shaped.load, master_bind="127.0.0.1",
                                                                       master_port=_free_port()))
-    broker, port = _start_null_broker()
+    broker, port = _start_null_broker(null_broker)
     work = Path(tempfile.mkdtemp(prefix="txnbench-capacity-"))
     run_dir = RunDir(work / "run")
     run_dir.make_folders()
@@ -180,16 +184,16 @@ def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> 
              max_duration_s=seconds + warmup_s + 60, parent_pid=os.getpid(),
              status_file=run_dir.locust_dir / "status.json").write(run_dir.path / "load-spec.json")
     log = (run_dir.logs_dir / "load.log").open("ab")
-    load = subprocess.Popen([sys.executable, "-m", "workloads.runner", "--spec", str(run_dir.path / "load-spec.json")],
+    load = subprocess.Popen(python_m(RUNNER, "--spec", str(run_dir.path / "load-spec.json")),
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             env=clock.export(dict(os.environ)), start_new_session=True)
     log.close()
     host: subprocess.Popen[bytes] | None = None
     if remote:
         with (run_dir.logs_dir / "worker-host.log").open("ab") as out:
-            host = subprocess.Popen([sys.executable, "-m", "workloads.worker_host", "--master",
-                                     f"127.0.0.1:{shaped.load.master_port}", "--processes", str(remote),
-                                     "--dir", str(work / "host"), "--wait", "60"],
+            host = subprocess.Popen(python_m(WORKER_HOST, "--master", f"127.0.0.1:{shaped.load.master_port}",
+                                             "--processes", str(remote), "--dir", str(work / "host"),
+                                             "--wait", "60"),
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
     status_path = run_dir.locust_dir / "status.json"
@@ -229,34 +233,3 @@ def measure(config: RunConfig, seconds: float = 10.0, warmup_s: float = 3.0) -> 
             broker.kill()
             broker.wait(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.capacity", description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", nargs="?", default="atomic-produce")
-    parser.add_argument("--path", choices=[p.value for p in TxnPath], default=None, dest="txn_path")
-    parser.add_argument("--users", type=int, default=None)
-    parser.add_argument("--workers", type=int, default=None, help="Locust worker processes (load.workers)")
-    parser.add_argument("--remote-workers", type=int, default=None,
-                        help="measure through N remote workers (one `txnbench worker --processes N` on 127.0.0.1)")
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--no-save", action="store_true", help="print only; do not update the capacity file")
-    args = parser.parse_args(argv)
-    config = load_scenario(args.scenario)
-    if args.txn_path:
-        config = config.for_path(TxnPath(args.txn_path))
-    if args.users:
-        config = dataclasses.replace(config, load=dataclasses.replace(config.load, users=args.users))
-    if args.workers is not None:
-        config = dataclasses.replace(config, load=dataclasses.replace(config.load, workers=args.workers))
-    if args.remote_workers is not None:
-        config = dataclasses.replace(config, load=dataclasses.replace(config.load, remote_workers=args.remote_workers))
-    result = measure(config, seconds=args.seconds)
-    print(json.dumps({"shape": shape_of(config), "result": result}, indent=2))
-    if not args.no_save and not config.load.remote_workers:   # the cache is for local load processes
-        print(f"saved to {save_capacity(config, result)}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -75,7 +75,7 @@ from harness.config import RunConfig
 from harness.errors import OperationError
 from harness.history import HistoryRecorder, OpF
 from harness.history.reader import HistoryFormatError, iter_history_file
-from harness.targets.base import ClusterInfo
+from harness.target import ClusterInfo
 from workloads.api import delivery_extra
 from workloads.payload import PayloadError, decode
 from workloads.topology import SubscriptionPlan, Topology

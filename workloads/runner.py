@@ -58,6 +58,7 @@ from harness.errors import EnvironmentProblem, TxnbenchError  # noqa: E402
 from harness.history import HistoryMisuse, HistoryRecorder, HistoryWriteError, RunClock  # noqa: E402
 from workloads.capacity import find_capacity, with_remote_workers  # noqa: E402
 from workloads.context import Counters, LoadContext  # noqa: E402
+from workloads.entrypoints import RUNNER, python_m  # noqa: E402
 from workloads.loadspec import LoadSpec  # noqa: E402
 from workloads.remote import code_digest  # noqa: E402
 from workloads.remote_master import RemoteHub  # noqa: E402
@@ -194,8 +195,7 @@ class LoadProcess:
         for index in range(self.workers):
             out = (log_dir / f"load-w{index}.log").open("ab")
             self.worker_procs.append(subprocess.Popen(
-                [sys.executable, "-m", "workloads.runner", "--spec", str(self._spec_file), "--worker", str(index),
-                 "--master-port", str(port)],
+                python_m(RUNNER, "--spec", str(self._spec_file), "--worker", str(index), "--master-port", str(port)),
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ)))
             out.close()
         deadline = gevent.Timeout(WORKER_CONNECT_TIMEOUT_S)

@@ -27,7 +27,7 @@ import requests
 
 from harness.config import RunConfig
 from harness.errors import EnvironmentProblem, OperationError, TxnbenchError
-from harness.targets.base import ClusterInfo
+from harness.target import ClusterInfo
 from workloads.topology import Topology
 
 log = logging.getLogger(__name__)

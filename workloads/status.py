@@ -16,7 +16,7 @@ a saturated load generator (analysis/perf/loadgen.py reads it). Keys:
 | `ops` | `{"ok": {f: n}, "failed": {f: n}}` totals per operation |
 | `cpu_percent` | CPU of all load processes over the last interval, in % of one core (can exceed 100 with workers) |
 | `cpu_samples` | `[[time_ns, cpu_seconds], ...]`: cumulative CPU seconds of all load processes against the run clock |
-| `capacity` | the harness's measured rate against a null broker, when measured (workloads.capacity), else absent |
+| `capacity` | the harness's measured rate against a null broker, when measured (workloads.capacity, measured by orchestrator.capacity), else absent |
 | `fatal` | why the load stopped itself (e.g. the history could not be written), else null |
 | `workers` | a master's workers, local and remote: `[{"writer", "host", "committed_txns", "messages", "committed_txn_per_s", "msgs_per_s"}]` (rates over the last `window_s`); absent without workers |
 

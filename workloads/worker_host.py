@@ -53,6 +53,7 @@ from harness.config import load_scenario  # noqa: E402
 from harness.errors import TxnbenchError  # noqa: E402
 from harness.results import RunDir, write_json_atomic  # noqa: E402
 from workloads import remote  # noqa: E402
+from workloads.entrypoints import RUNNER, python_m  # noqa: E402
 from workloads.worker_args import add_worker_arguments  # noqa: E402
 
 log = logging.getLogger("txnbench.worker")
@@ -223,8 +224,8 @@ class WorkerHost:
             env = {**os.environ, "TXNBENCH_RUN_BASE_NS": str(base_ns), "PYTHONUNBUFFERED": "1"}
             with log_file.open("ab") as out:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "workloads.runner", "--spec", str(spec_file), "--worker-name", writer,
-                     "--master-host", self.master_host, "--master-port", str(self.master_port)],
+                    python_m(RUNNER, "--spec", str(spec_file), "--worker-name", writer,
+                             "--master-host", self.master_host, "--master-port", str(self.master_port)),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
             self.children.append(Child(writer, proc, run_dir.history_dir / f"{writer}.jsonl", log_file))
             log.info("started load worker %s (pid %d) in %s", writer, proc.pid, run_dir.path)

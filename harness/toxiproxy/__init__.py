@@ -3,7 +3,8 @@
 Why a harness leaf: network faults reach the embedded cluster's fault proxy
 (`faults.proxy`, which serves this API) and the compose cluster's real Toxiproxy
 through the same API. The fault package, its proxy server and the compose target all
-use it, and `harness.targets` must not import `faults`, so the API lives below both.
+use it and it belongs to none of them (the targets sit above the faults), so it lives in
+the harness, below all three.
 
 * `model`: the toxic types, streams and attribute names (Toxiproxy's words);
 * `client`: `ToxiproxyClient`, a small blocking client of the API.

@@ -33,9 +33,9 @@ import pulsar
 import pytest
 
 from harness.metadata_stores import OUR_STORE
-from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec
 from harness.txn_paths import TxnPath
 from harness.wire import Command, CommandType, Connection, InitialPosition, Role, SubType, commands
+from targets.embedded import EmbeddedCluster, EmbeddedSpec
 
 FAST_SETTINGS: dict[str, Any] = {
     "metadataStoreSessionTimeoutMillis": 3000,
@@ -250,7 +250,7 @@ def subscribe(url: str, topic: str, timeout_s: float, *, subscription: str = "re
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real ZooKeeper (PySpark's jars) for the whole test session, stopped by pid."""
-    from harness.targets.zookeeper import ZooKeeperUnavailable
+    from targets.zookeeper import ZooKeeperUnavailable
     from tools.launch import ZooKeeperProcess
 
     server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from harness.targets.processes import ProcessState, process_state
+from targets.processes import ProcessState, process_state
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster

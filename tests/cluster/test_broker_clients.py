@@ -16,7 +16,7 @@ import pulsar
 import pytest
 import requests
 
-from harness.targets.embedded import EmbeddedCluster
+from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import started_clusters
 from tests.waiting import wait_until
 

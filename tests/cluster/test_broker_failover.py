@@ -18,12 +18,12 @@ import pulsar
 import pytest
 import requests
 
-from harness.targets.embedded import EmbeddedCluster
 from harness.wire import (
     CommandType,
     MessageId,
     commands,
 )
+from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import (
     ClusterFactory,
     Traffic,

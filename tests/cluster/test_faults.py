@@ -23,16 +23,17 @@ from embedded.rpc import BlockingRpcClient, RpcUnavailable
 from faults.nemesis import Nemesis
 from harness.config import RunConfig, parse_scenario
 from harness.history import HistoryRecorder, RunClock
-from harness.targets import embedded as embedded_target
-from harness.targets.base import ServiceRole
-from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec
-from harness.targets.processes import ProcessState, process_state
+from harness.target import ServiceRole
 from harness.toxiproxy.client import ToxiproxyClient
 from harness.txn_paths import TxnPath
+from targets import embedded as embedded_target
+from targets.embedded import EmbeddedCluster, EmbeddedSpec
+from targets.processes import ProcessState, process_state
+from tests.unit.faults import standin_broker
 
 pytestmark = pytest.mark.cluster
 
-STANDIN_BROKER = "tests.unit.faults.standin_broker"
+STANDIN_BROKER = standin_broker   # started as `python -m tests.unit.faults.standin_broker`
 GC_SETTINGS = {"transactionCoordinatorScalableTopicsGcRetentionSeconds": 0.5,
                "transactionCoordinatorScalableTopicsGcIntervalSeconds": 0.5}
 

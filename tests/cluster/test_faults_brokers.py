@@ -23,8 +23,8 @@ from harness.client.admin import AdminClient
 from harness.config import parse_scenario
 from harness.errors import OperationError
 from harness.history import HistoryRecorder, RunClock
-from harness.targets.embedded import EmbeddedCluster
-from harness.targets.processes import ProcessState
+from targets.embedded import EmbeddedCluster
+from targets.processes import ProcessState
 from tests.cluster.conftest import ClusterFactory
 
 pytestmark = pytest.mark.cluster

@@ -12,10 +12,10 @@ import pytest
 
 from harness.config import load_scenario
 from harness.results import RunStatus
-from harness.targets.processes import ProcessState, process_state
 from harness.txn_paths import TxnPath
 from orchestrator.outcome import RunOptions
 from orchestrator.run import Run
+from targets.processes import ProcessState, process_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

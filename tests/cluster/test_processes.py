@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.targets.processes import ManagedProcess, ProcessState, process_state
+from targets.processes import ManagedProcess, ProcessState, process_state
 
 pytestmark = pytest.mark.cluster
 

@@ -17,8 +17,8 @@ import pytest
 import requests
 
 from harness.metrics import parse_prometheus_text
-from harness.targets.processes import free_port
 from harness.toxiproxy.client import Stream, ToxicType, ToxiproxyClient
+from targets.processes import free_port
 from tests.unit.proxy.support import (
     HOST,
     BackgroundLoop,

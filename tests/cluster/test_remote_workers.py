@@ -32,6 +32,7 @@ from harness.config import RunConfig, load_scenario
 from harness.history import RunClock
 from harness.history.reader import read_history_dir
 from harness.results import RunDir, write_json_atomic
+from orchestrator.capacity import null_broker_command
 from tests.cluster.test_run_scenarios import short_scenario
 from tests.waiting import wait_until
 from workloads.capacity import _start_null_broker, capacity_config
@@ -74,7 +75,7 @@ class NullBrokerMaster:
     """A master load process against the null broker, as orchestrator/run.py would start it."""
 
     def __init__(self, tmp: Path, config: RunConfig) -> None:
-        self.broker, broker_port = _start_null_broker()
+        self.broker, broker_port = _start_null_broker(null_broker_command())
         self.run_dir = RunDir(tmp / "run")
         self.run_dir.make_folders()
         self.clock = RunClock.start()

@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from harness.errors import DefiniteError, IndeterminateError, OperationError
-from harness.targets.embedded import EmbeddedCluster
+from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v4_transactions import TXN_SETTINGS, payload, read_all, topic_on, v4_client
 from tests.waiting import wait_until

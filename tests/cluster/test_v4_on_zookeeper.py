@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.targets.embedded import HOST
-from harness.targets.zookeeper import srvr_ok
+from targets.embedded import HOST
+from targets.zookeeper import srvr_ok
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v4_transactions import (
     TXN_SETTINGS,

@@ -23,7 +23,6 @@ import requests
 
 from embedded.broker.lookup_policy import choose_broker
 from harness.client import PulsarClient, TransactionConflictError
-from harness.targets.embedded import EmbeddedCluster
 from harness.wire import (
     CommandType,
     InitialPosition,
@@ -33,6 +32,7 @@ from harness.wire import (
     TxnId,
     commands,
 )
+from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import ClusterFactory, WireClient, lookup_until_connect, service_urls
 from tests.waiting import wait_until
 

@@ -18,8 +18,8 @@ from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from harness.client.consumer import Message
 from harness.metrics import parse_prometheus_text
-from harness.targets.embedded import EmbeddedCluster
 from harness.txn_paths import TxnPath
+from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import ClusterFactory
 
 V5_SETTINGS: dict[str, Any] = {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.targets.zk_watchdog import start_time
+from targets.zk_watchdog import start_time
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster

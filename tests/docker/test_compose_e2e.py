@@ -19,10 +19,10 @@ import requests
 
 from harness.config import parse_scenario
 from harness.results import RunStatus
-from harness.targets.compose import COMPOSE_DIR, ComposeCluster, ComposeSpec
-from harness.targets.compose.layout import load_layout
 from harness.toxiproxy.client import ToxiproxyClient
 from harness.txn_paths import TxnPath
+from targets.compose import COMPOSE_DIR, ComposeCluster, ComposeSpec
+from targets.compose.layout import load_layout
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.docker

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import EnvironmentProblem
-from harness.targets.base import LinkKind, ServiceRole
-from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec, path_settings
+from harness.target import LinkKind, ServiceRole
 from harness.txn_paths import TxnPath
+from targets.embedded import EmbeddedCluster, EmbeddedSpec, path_settings
 
 
 def _planned(tmp_path: Path, path: TxnPath = TxnPath.V4, brokers: int = 3) -> EmbeddedCluster:
@@ -75,7 +75,7 @@ def test_state_round_trips(tmp_path: Path) -> None:
 
 
 def test_multi_host_service_url_keeps_order_and_skips_what_is_not_pulsar() -> None:
-    from harness.targets.base import multi_host_service_url
+    from harness.target import multi_host_service_url
 
     assert multi_host_service_url(["pulsar://a:1/", None, "http://x:2", "pulsar://b:3"]) == "pulsar://a:1,b:3"
     assert multi_host_service_url([None]) == ""

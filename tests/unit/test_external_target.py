@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import EnvironmentProblem
-from harness.targets.base import service_hosts
-from harness.targets.external import ExternalCluster
+from harness.target import service_hosts
 from harness.txn_paths import TxnPath
+from targets.external import ExternalCluster
 
 
 def test_service_hosts_reads_every_host_in_order() -> None:

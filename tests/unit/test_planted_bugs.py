@@ -21,7 +21,6 @@ from embedded.broker.config import DEFAULTS, Settings
 from harness.config import ColdReads, load_scenario
 from harness.errors import ConfigError
 from harness.results import PLANTED_BUG_PREFIX, planted_bugs_of
-from harness.targets.embedded import EmbeddedCluster, path_settings
 from harness.txn_paths import TxnPath
 from orchestrator.cli import main
 from orchestrator.outcome import RunOptions
@@ -34,6 +33,7 @@ from orchestrator.planted import (
     refuse_planted_bugs,
 )
 from orchestrator.run import Run
+from targets.embedded import EmbeddedCluster, path_settings
 from workloads.topology import plan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -101,7 +101,12 @@ def _descendants(pid: int) -> Iterator[int]:
 def _check_command() -> list[str]:
     """`txnbench` as a user runs it: the console script beside this interpreter, else the module."""
     script = Path(sys.executable).with_name("txnbench")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "orchestrator.cli"]
+    if script.is_file():
+        return [str(script)]
+    import orchestrator.cli
+    from harness.entrypoints import python_m
+
+    return python_m(orchestrator.cli)
 
 
 def time_check(run: Path, what: str, *, master: str | None = None) -> Timing:

@@ -28,10 +28,12 @@ SCENARIOS = ("send", "send_async+batch", "txn")
 
 
 def _start_null_broker(tc_count: int) -> tuple[subprocess.Popen[str], int]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "embedded.nullbroker", "--port", "0",
-         "--tc-count", str(tc_count)],
-        stdout=subprocess.PIPE, text=True)
+    # imported here, not at the top: the gevent child imports this module right after patching
+    import embedded.nullbroker
+    from harness.entrypoints import python_m
+
+    process = subprocess.Popen(python_m(embedded.nullbroker, "--port", "0", "--tc-count", str(tc_count)),
+                               stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
     if not line.startswith("READY "):

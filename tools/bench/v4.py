@@ -4,7 +4,7 @@
 
 For each path it starts a metadata store, a ledger store and one broker (no fault
 proxy) in a temporary folder with that path's transaction settings (those of
-`harness/targets/embedded.py` `path_settings`, on our own metadata store), then
+`targets/embedded.py` `path_settings`, on our own metadata store), then
 runs `--concurrency` concurrent consume-transform-produce transactions over one
 connection at the wire level, each:
 

@@ -30,8 +30,8 @@ from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from harness.client.transaction import Transaction
 from harness.metadata_stores import store_used
-from harness.targets.embedded import EmbeddedCluster, EmbeddedSpec
 from harness.txn_paths import TxnPath
+from targets.embedded import EmbeddedCluster, EmbeddedSpec
 
 TOPIC = "topic://public/default/store-open-txns"
 HELD_TIMEOUT_S = 600.0

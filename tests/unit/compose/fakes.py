@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from harness.targets.compose.engine import CommandResult
-from harness.targets.compose.layout import ComposeLayout, interpolate
+from targets.compose.engine import CommandResult
+from targets.compose.layout import ComposeLayout, interpolate
 
 HOST = "127.0.0.1"
 

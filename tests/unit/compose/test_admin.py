@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.targets.compose.admin import AdminRequestFailed, ComposeAdmin, TopicName
-from harness.targets.compose.links import HOST
+from harness.client.rest import AdminRequestFailed, TopicName
+from targets.compose.admin import ComposeAdmin
+from targets.compose.links import HOST
 from tests.unit.compose.fakes import FakeEndpoint
 
 

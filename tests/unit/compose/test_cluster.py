@@ -18,19 +18,19 @@ import yaml
 
 from harness.config import parse_scenario
 from harness.errors import ConfigError, EnvironmentProblem
-from harness.targets.base import ClusterTarget, LinkKind, ProcessControl, ServiceRole
-from harness.targets.compose import (
+from harness.target import ClusterTarget, LinkKind, ProcessControl, ServiceRole
+from harness.toxiproxy.client import ToxiproxyClient
+from harness.txn_paths import TxnPath
+from targets.compose import (
     ComposeCluster,
     ComposeFileError,
     ComposeSpec,
     default_compose_file,
     project_name,
 )
-from harness.targets.compose.cluster import NET_PREFIX_VAR, TOXIPROXY_CONFIG_VAR
-from harness.targets.compose.layout import load_layout
-from harness.targets.compose.links import plan_links, toxiproxy_config
-from harness.toxiproxy.client import ToxiproxyClient
-from harness.txn_paths import TxnPath
+from targets.compose.cluster import NET_PREFIX_VAR, TOXIPROXY_CONFIG_VAR
+from targets.compose.layout import load_layout
+from targets.compose.links import plan_links, toxiproxy_config
 from tests.unit.compose.fakes import FakeCompose, FakeDockerEngine
 
 PROJECT = "txnbench-unit-0001"

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from harness.errors import EnvironmentProblem
-from harness.targets.compose.engine import (
+from targets.compose.engine import (
     CommandResult,
     SubprocessRunner,
     check_docker,
     compose_argv,
 )
-from harness.targets.compose.layout import (
+from targets.compose.layout import (
     ComposeFileError,
     interpolate,
     parse_port,

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.targets.base import ServiceRole
-from harness.targets.compose import COMPOSE_DIR, DEFAULT_FILES, default_compose_file
-from harness.targets.compose.layout import ComposeLayout, interpolate, load_layout
-from harness.targets.compose.links import plan_links, toxiproxy_config
-from harness.targets.compose.validate import validate_file
+from harness.target import ServiceRole
 from harness.txn_paths import TxnPath
+from targets.compose import COMPOSE_DIR, DEFAULT_FILES, default_compose_file
+from targets.compose.layout import ComposeLayout, interpolate, load_layout
+from targets.compose.links import plan_links, toxiproxy_config
+from targets.compose.validate import validate_file
 
 FILES = {"v4.yaml": TxnPath.V4, "v4-batched.yaml": TxnPath.V4_BATCHED, "v5-oxia.yaml": TxnPath.V5,
          "v5-zookeeper.yaml": TxnPath.V5}

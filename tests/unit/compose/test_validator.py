@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from harness.targets.compose import COMPOSE_DIR
-from harness.targets.compose.layout import ComposeFileError, load_document, parse_layout
-from harness.targets.compose.validate import validate_layout
+from targets.compose import COMPOSE_DIR
+from targets.compose.layout import ComposeFileError, load_document, parse_layout
+from targets.compose.validate import validate_layout
 
 Doc = dict[str, Any]
 

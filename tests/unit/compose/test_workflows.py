@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from harness.config import load_scenario
-from harness.targets.compose import COMPOSE_DIR
-from harness.targets.compose.__main__ import main as compose_main
-from harness.targets.compose.layout import load_layout
 from harness.txn_paths import TxnPath
+from targets.compose import COMPOSE_DIR
+from targets.compose.__main__ import main as compose_main
+from targets.compose.layout import load_layout
 
 WORKFLOWS = COMPOSE_DIR.parent / ".github" / "workflows"
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")

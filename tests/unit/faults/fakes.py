@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.targets.base import ClusterInfo, LinkInfo, LinkKind, ServiceInfo, ServiceRole
+from harness.target import ClusterInfo, LinkInfo, LinkKind, ServiceInfo, ServiceRole
 from harness.toxiproxy.client import AlreadyExists, NotFound
 from harness.txn_paths import TxnPath
 

@@ -163,7 +163,7 @@ def test_make_topic_admin_uses_every_brokers_admin_url() -> None:
 
 def test_the_compose_transport_behaves_the_same(server: FakeAdmin) -> None:
     from faults.admin import ComposeTopicAdmin
-    from harness.targets.compose.admin import ComposeAdmin
+    from targets.compose.admin import ComposeAdmin
 
     server.refuse.add("/admin/v2/scalable/public/txnbench/orders/merge/1/2")
     admin = ComposeTopicAdmin(ComposeAdmin(server.url, {}))

@@ -8,7 +8,7 @@ import pytest
 
 from faults.coordinators import ClientCoordinatorLocator, all_brokers_url, make_coordinator_locator
 from faults.selectors import ResolveContext, ServiceSelector, parse_selector, resolve_service
-from harness.targets.base import ClusterInfo, ServiceInfo, ServiceRole
+from harness.target import ClusterInfo, ServiceInfo, ServiceRole
 from harness.txn_paths import TxnPath
 from tests.unit.client.fake_broker import FakeCluster
 from tests.unit.faults.fakes import cluster_info

@@ -31,7 +31,7 @@ from faults.selectors import (
     resolve_service,
     resolve_topic,
 )
-from harness.targets.base import LinkKind
+from harness.target import LinkKind
 from harness.toxiproxy.model import Stream
 from tests.unit.faults.fakes import FakeLocator, cluster_info, v5_segments
 
@@ -235,3 +235,29 @@ def test_trigger_selectors_aim_at_the_triggering_transaction() -> None:
     # a busy topic of the transaction is not taken
     c = ctx(3, topics=(a, b), segments_of=lambda t: segments[t], aim=aim, busy=frozenset({f"topic:{a}"}))
     assert resolve_topic(parse_selector("topic:trigger"), c).topic == b  # type: ignore[arg-type]
+
+
+def test_links_every_broker_shares_resolve_for_each_broker() -> None:
+    """The pulsar target: one link into each broker and one into the bookie, shared by every broker."""
+    import dataclasses
+
+    from harness.target import EVERY_BROKER, LinkInfo
+
+    base = cluster_info(2)
+    own = [link for link in base.links if link.kind in (LinkKind.CLIENT_BROKER, LinkKind.BROKER_METADATA)]
+    shared = [LinkInfo("brokers-broker-0", LinkKind.BROKER_BROKER, EVERY_BROKER, "broker-0", "a:1", "b:1"),
+              LinkInfo("brokers-broker-1", LinkKind.BROKER_BROKER, EVERY_BROKER, "broker-1", "a:2", "b:2"),
+              LinkInfo("brokers-ledger", LinkKind.BROKER_LEDGER, EVERY_BROKER, "ledger", "a:3", "b:3")]
+    pulsar = dataclasses.replace(base, links=(*own, *shared))
+
+    def links(text: str) -> tuple[LinkEnd, ...]:
+        sel = parse_selector(text)
+        assert isinstance(sel, (LinkSelector, ServiceSelector))
+        return resolve_links(sel, ctx(cluster=pulsar))
+
+    assert set(links("broker-broker:0-1")) == {LinkEnd("brokers-broker-1", Stream.UPSTREAM),
+                                               LinkEnd("brokers-broker-0", Stream.DOWNSTREAM)}
+    assert {e.proxy for e in links("broker-broker:random")} == {"brokers-broker-0", "brokers-broker-1"}
+    assert links("broker-ledger:random") == (LinkEnd("brokers-ledger", Stream.UPSTREAM),)
+    assert {e.proxy for e in isolation_ends(pulsar, "broker-1")} == {
+        "client-broker-1", "broker-1-metadata", "brokers-broker-1"}

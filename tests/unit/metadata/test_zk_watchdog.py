@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from harness.targets.zk_watchdog import start_time, watch
+from targets.zk_watchdog import start_time, watch
 
 
 def _sleeper() -> subprocess.Popen[bytes]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from embedded.metadata.zk_client import _walk_root, parse_zk_url
-from harness.targets.zookeeper import java_major, zoo_cfg
+from targets.zookeeper import java_major, zoo_cfg
 
 
 @pytest.mark.parametrize(("url", "hosts"), [

@@ -14,7 +14,7 @@ from harness.client import ReadIncompleteError
 from harness.client.admin import StoredEntry
 from harness.client.errors import OperationTimeoutError
 from harness.history import HistoryRecorder, OpF
-from harness.targets.base import ClusterInfo
+from harness.target import ClusterInfo
 from harness.txn_paths import TxnPath
 from tests.unit.workloads.conftest import Harness, ManualClock
 from tests.unit.workloads.history_checks import assert_well_formed

@@ -9,7 +9,7 @@ import pytest
 from harness.client.admin import AdminError
 from harness.client.errors import CoordinatorNotFoundError, NotReadyError, Op
 from harness.errors import EnvironmentProblem
-from harness.targets.base import ClusterInfo
+from harness.target import ClusterInfo
 from harness.txn_paths import TxnPath
 from harness.wire import ServerError
 from tests.unit.workloads.conftest import scenario

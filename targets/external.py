@@ -15,9 +15,9 @@ from pathlib import Path
 import requests
 
 from harness.errors import EnvironmentProblem
-from harness.targets.base import ClusterInfo, ServiceInfo, ServiceRole, service_hosts
-from harness.targets.embedded import EmbeddedCluster, default_dir
+from harness.target import ClusterInfo, ServiceInfo, ServiceRole, service_hosts
 from harness.txn_paths import TxnPath
+from targets.embedded import EmbeddedCluster, default_dir
 
 
 class ExternalCluster:

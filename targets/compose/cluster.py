@@ -1,7 +1,7 @@
 """The compose target: a Docker Compose cluster of real Pulsar, one project per run.
 
 Theory of operation. `up()` checks the Docker CLI, Compose v2 and the engine, reads
-and validates the compose file (harness.targets.compose.validate), then plans the
+and validates the compose file (targets.compose.validate), then plans the
 run: a free 127.0.0.1 port for every published port variable, a subnet prefix no
 Docker network uses yet, and the Toxiproxy config for exactly those addresses
 (written to `<run>/compose/toxiproxy.json` and mounted into Toxiproxy). Broker
@@ -18,8 +18,8 @@ through the Docker SDK and return once Docker reports the new state; a started
 container is waited on until its health check passes again. No service has a
 restart policy, so a killed container stays down until the nemesis starts it.
 
-Names follow harness.targets.base: services `metadata`, `ledger`, `broker-<i>`,
-`proxy`; links as harness.targets.compose.links lists them. Compose service names
+Names follow harness.target: services `metadata`, `ledger`, `broker-<i>`,
+`proxy`; links as targets.compose.links lists them. Compose service names
 (`zookeeper`, `oxia`, `bookie`, `toxiproxy`) are accepted wherever a name is taken.
 """
 
@@ -43,9 +43,11 @@ import yaml
 
 from harness.errors import ConfigError, EnvironmentProblem
 from harness.results import write_json_atomic
-from harness.targets.base import ClusterInfo, ServiceInfo, ServiceRole, multi_host_service_url
-from harness.targets.compose.admin import ComposeAdmin
-from harness.targets.compose.engine import (
+from harness.target import ClusterInfo, ServiceInfo, ServiceRole, multi_host_service_url
+from harness.toxiproxy.client import ProxySpec, ToxiproxyClient, ToxiproxyError
+from harness.txn_paths import TxnPath
+from targets.compose.admin import ComposeAdmin
+from targets.compose.engine import (
     CommandResult,
     CommandRunner,
     DockerVersions,
@@ -53,7 +55,7 @@ from harness.targets.compose.engine import (
     check_docker,
     compose_argv,
 )
-from harness.targets.compose.layout import (
+from targets.compose.layout import (
     LABEL_API_PORT,
     LABEL_HTTP_PORT,
     LABEL_METRICS_PORT,
@@ -66,12 +68,10 @@ from harness.targets.compose.layout import (
     load_layout,
     setting_keys,
 )
-from harness.targets.compose.links import HOST, ProxyLink, plan_links, toxiproxy_config_text
-from harness.targets.compose.txn_files import COMPOSE_DIR, default_compose_file
-from harness.targets.compose.validate import validate_layout
-from harness.targets.processes import free_ports
-from harness.toxiproxy.client import ProxySpec, ToxiproxyClient, ToxiproxyError
-from harness.txn_paths import TxnPath
+from targets.compose.links import HOST, ProxyLink, plan_links, toxiproxy_config_text
+from targets.compose.txn_files import COMPOSE_DIR, default_compose_file
+from targets.compose.validate import validate_layout
+from targets.processes import free_ports
 
 # The listener brokers advertise through Toxiproxy for clients on the host (compose/*.yaml:
 # advertisedListeners internal:...,external:pulsar://127.0.0.1:<port>).

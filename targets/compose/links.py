@@ -1,4 +1,4 @@
-"""The Toxiproxy proxies of a compose cluster: one per link, named as harness.targets.base says.
+"""The Toxiproxy proxies of a compose cluster: one per link, named as harness.target says.
 
 Theory of operation. A broker container is attached only to its own network, on
 which Toxiproxy has a fixed address; the broker's `extra_hosts` send the names of
@@ -31,8 +31,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.targets.base import LinkInfo, LinkKind
-from harness.targets.compose.layout import (
+from harness.target import LinkInfo, LinkKind
+from targets.compose.layout import (
     LABEL_CLIENT_PORT,
     LABEL_HTTP_PORT,
     LABEL_PORT,

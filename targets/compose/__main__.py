@@ -1,4 +1,4 @@
-"""`python -m harness.targets.compose check|write-configs|links|scenario [FILE...]`.
+"""`python -m targets.compose check|write-configs|links|scenario [FILE...]`.
 
 check          validate compose files (default: every compose/*.yaml); exit 1 on problems
 write-configs  regenerate each file's default Toxiproxy config (x-txnbench.toxiproxy-config)
@@ -16,10 +16,10 @@ from pathlib import Path
 import yaml
 
 from harness.config import resolve_scenario
-from harness.targets.compose.layout import ComposeFileError, load_layout
-from harness.targets.compose.links import plan_links, toxiproxy_config_text
-from harness.targets.compose.txn_files import COMPOSE_DIR
-from harness.targets.compose.validate import validate_file
+from targets.compose.layout import ComposeFileError, load_layout
+from targets.compose.links import plan_links, toxiproxy_config_text
+from targets.compose.txn_files import COMPOSE_DIR
+from targets.compose.validate import validate_file
 
 
 def _files(names: list[str]) -> list[Path]:
@@ -27,7 +27,7 @@ def _files(names: list[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.targets.compose")
+    parser = argparse.ArgumentParser(prog="python -m targets.compose")
     parser.add_argument("command", choices=["check", "write-configs", "links", "scenario"])
     parser.add_argument("files", nargs="*")
     parser.add_argument("--base", default="chaos", help="scenario: the scenario to derive from")

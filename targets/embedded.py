@@ -26,14 +26,19 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import requests
 
+import embedded.broker as broker_package
+import embedded.ledger as ledger_package
+import embedded.metadata as metadata_package
+import faults.proxy as proxy_package
 from harness.errors import EnvironmentProblem
 from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
 from harness.results import write_json_atomic
-from harness.targets.base import (
+from harness.target import (
     ClusterInfo,
     LinkInfo,
     LinkKind,
@@ -41,7 +46,8 @@ from harness.targets.base import (
     ServiceRole,
     multi_host_service_url,
 )
-from harness.targets.processes import (
+from harness.txn_paths import TxnPath
+from targets.processes import (
     HOST,
     ProcessState,
     ServiceExited,
@@ -51,25 +57,29 @@ from harness.targets.processes import (
     module_argv,
     wait_ready,
 )
-from harness.targets.zookeeper import (
+from targets.zookeeper import (
     ZooKeeperServer,
     ZooKeeperUnavailable,
     server_command,
     write_config,
 )
-from harness.txn_paths import TxnPath
 
 ZOOKEEPER = "zookeeper"
 DEFAULT_DIR = Path(".txnbench/cluster")
 DIR_ENV = "TXNBENCH_CLUSTER_DIR"
 CLUSTER_NAME = "txnbench"
 
-MODULES = {
-    ServiceRole.PROXY: "faults.proxy",
-    ServiceRole.METADATA: "embedded.metadata",
-    ServiceRole.LEDGER: "embedded.ledger",
-    ServiceRole.BROKER: "embedded.broker",
+MODULES: dict[ServiceRole, ModuleType] = {
+    ServiceRole.PROXY: proxy_package,
+    ServiceRole.METADATA: metadata_package,
+    ServiceRole.LEDGER: ledger_package,
+    ServiceRole.BROKER: broker_package,
 }
+"""The package each of our services runs (`python -m <package>`, its `__main__`).
+
+Imported so the import contracts see what the target starts; the packages, not their
+`__main__` modules, since those would load the whole broker and stores into the
+process that only starts them (about a second)."""
 
 
 def default_dir() -> Path:

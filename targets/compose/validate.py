@@ -28,8 +28,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.targets.base import ServiceRole
-from harness.targets.compose.layout import (
+from harness.target import ServiceRole
+from harness.txn_paths import TxnPath
+from targets.compose.layout import (
     INIT,
     LABEL_API_PORT,
     LABEL_CLIENT_PORT,
@@ -46,8 +47,7 @@ from harness.targets.compose.layout import (
     interpolate,
     load_layout,
 )
-from harness.targets.compose.links import plan_links, toxiproxy_config
-from harness.txn_paths import TxnPath
+from targets.compose.links import plan_links, toxiproxy_config
 
 LOOPBACK = "127.0.0.1"
 RESTART_OK = {"no", "\"no\"", "'no'"}
@@ -301,11 +301,11 @@ def _check_default_config(layout: ComposeLayout) -> Iterator[Problem]:
         actual = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         yield Problem(where, f"cannot read the default Toxiproxy config {path}: {err}; regenerate it with "
-                             "`python -m harness.targets.compose write-configs`")
+                             "`python -m targets.compose write-configs`")
         return
     if actual != expected:
         yield Problem(where, f"{path.name} does not match the links the file implies; regenerate it with "
-                             "`python -m harness.targets.compose write-configs`")
+                             "`python -m targets.compose write-configs`")
 
 
 def validate_layout(layout: ComposeLayout, *, check_default_config: bool = True) -> list[Problem]:

@@ -55,13 +55,19 @@ class ServiceInfo:
     log_path: Path | None = None
 
 
+#: The `source` of a link every broker dials (a target that cannot give each broker its own
+#: proxy for a destination, e.g. real Pulsar's one registered bookie address): cutting it
+#: cuts every broker from that destination at once.
+EVERY_BROKER = "brokers"
+
+
 @dataclass(frozen=True)
 class LinkInfo:
     """A proxied connection: Toxiproxy proxy `name` forwards `listen` to `upstream`."""
 
     name: str                       # e.g. "broker-0-metadata"
     kind: LinkKind
-    source: str                     # service name, or "client"
+    source: str                     # service name, "client", or EVERY_BROKER (a link all brokers share)
     dest: str                       # service name
     listen: str                     # host:port
     upstream: str                   # host:port

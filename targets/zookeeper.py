@@ -25,8 +25,8 @@ from pathlib import Path
 
 import requests
 
-from harness.targets import zk_watchdog
-from harness.targets.processes import HOST, ServiceProcess
+from targets import zk_watchdog
+from targets.processes import HOST, ServiceProcess
 
 #: ZooKeeper 3.9 runs on Java 8+; PySpark 4 itself needs 17, which is what we check for.
 MIN_JAVA = 17

@@ -4,7 +4,7 @@ Theory of operation. A compose file is YAML with Compose's variable syntax in it
 values (`${VAR:-default}`). The harness never asks Docker what the file means; it
 reads the file itself, so it can validate a file and plan a run without a Docker
 engine. Each service carries labels that map it onto the shared names of
-harness.targets.base: `txnbench.service` is `metadata`, `ledger`, `broker-<i>`,
+harness.target: `txnbench.service` is `metadata`, `ledger`, `broker-<i>`,
 `proxy` or `init` (a one-shot), and port labels say which container port does what:
 
     txnbench.port          the port other services dial (metadata, ledger, brokers)
@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from harness.errors import TxnbenchError
-from harness.targets.base import ServiceRole
+from harness.target import ServiceRole
 from harness.txn_paths import TxnPath
 
 INIT = "init"

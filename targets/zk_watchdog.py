@@ -2,7 +2,7 @@
 
 Why: our services exit by themselves when their `parent_pid` is gone (harness.service),
 so a run killed with -9 leaves no orphans; a Java ZooKeeper cannot do that. This small
-process does it for it: `python -m harness.targets.zk_watchdog --parent P --child C
+process does it for it: `python -m targets.zk_watchdog --parent P --child C
 --child-start T` polls both; it SIGKILLs the child (only if its pid still has start time
 T, so a reused pid is never hit) once the parent is gone, and exits as soon as the child
 is gone (a stop, a kill -9 by a fault, a restart: the next start brings its own watchdog).
@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from harness.entrypoints import python_m
 
 POLL_S = 0.5
 
@@ -52,8 +54,9 @@ def spawn(parent: int, child: int, child_start: int | None = None) -> subprocess
     child_start = child_start if child_start is not None else start_time(child)
     if child_start is None:
         return None
-    return subprocess.Popen([sys.executable, "-m", "harness.targets.zk_watchdog", "--parent", str(parent),
-                             "--child", str(child), "--child-start", str(child_start)],
+    this = sys.modules[__name__]   # this module, named by its spec (it moves, the command follows)
+    return subprocess.Popen(python_m(this, "--parent", str(parent), "--child", str(child),
+                                     "--child-start", str(child_start)),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, close_fds=True)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from harness.txn_paths import TxnPath
 
-REPO_DIR = Path(__file__).resolve().parents[3]
+REPO_DIR = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = REPO_DIR / "compose"
 
 DEFAULT_FILES: dict[TxnPath, str] = {

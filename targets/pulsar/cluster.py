@@ -1,0 +1,452 @@
+"""The `pulsar` target: real Apache Pulsar from Maven Central jars as local processes.
+
+Theory of operation. `up()` resolves the release's jars (`jars.ensure_jars`, cached),
+finds a Java new enough for it, picks free ports on 127.0.0.1 and writes every config
+under `<dir>/conf/`. It then starts, in order: the fault proxy (one Toxiproxy-API
+proxy per link), ZooKeeper, the one-shot cluster metadata set-up (with the v4
+coordinators' assign topic), one bookie, and the brokers together; each is waited for
+by its own readiness (`servers.JavaServer`). Last, one real transaction round trip on
+the run's path (`ready.transaction_round_trip`) shows the coordinators are assigned and
+loaded: until then the cluster is not ready, whatever the processes say.
+
+Links (see `conf.py` for how the servers are told): `client-broker-<i>` (clients to
+broker i), `broker-<i>-metadata` (broker i to ZooKeeper), `brokers-broker-<j>` (every
+broker to broker j: j's internal listener is that link's address) and `brokers-ledger`
+(every broker to the bookie). The last two are shared by all brokers (source
+`EVERY_BROKER`): a real broker dials the address its peer or the bookie registered, one
+per server, so a link cannot be cut for one caller alone; cutting the link into broker j
+also cuts j's connections to itself. A fault on one broker's link to the bookie is refused
+when the scenario is validated (faults/validate.py).
+
+`<dir>/state.json` records every process's pid and start time so `txnbench cluster
+down` in another process stops the same processes, by pid. Every exit path of `up()`
+stops what it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+import faults.proxy as proxy_package
+from harness.errors import EnvironmentProblem
+from harness.results import write_json_atomic
+from harness.target import (
+    EVERY_BROKER,
+    ClusterInfo,
+    LinkInfo,
+    LinkKind,
+    ServiceInfo,
+    ServiceRole,
+    multi_host_service_url,
+)
+from harness.txn_paths import TxnPath
+from targets.local import LocalProcessControl
+from targets.processes import (
+    HOST,
+    ProcessState,
+    ServiceExited,
+    ServiceNotReady,
+    ServiceProcess,
+    free_ports,
+    module_argv,
+    wait_ready,
+)
+from targets.pulsar import conf
+from targets.pulsar.jars import Classpath, ensure_jars
+from targets.pulsar.java import find_java
+from targets.pulsar.ready import transaction_round_trip
+from targets.pulsar.servers import JavaServer
+from targets.pulsar.versions import PulsarRelease, release
+
+DEFAULT_DIR = Path(".txnbench/pulsar-cluster")
+DIR_ENV = "TXNBENCH_PULSAR_CLUSTER_DIR"
+SHARED_LEDGER_LINK = "brokers-ledger"
+PEER_LINK = "brokers-broker-{}"
+SETUP_TIMEOUT_S = 180.0
+
+MAIN_CLASS = {
+    "zookeeper": "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+    "bookie": "org.apache.bookkeeper.server.Main",
+    "broker": "org.apache.pulsar.PulsarBrokerStarter",
+    "setup": "org.apache.pulsar.PulsarClusterMetadataSetup",
+}
+ROLE_OF_KIND = {"zookeeper": "metadata", "bookie": "ledger", "broker": "broker"}
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get(DIR_ENV, str(DEFAULT_DIR)))
+
+
+@dataclass
+class PulsarSpec:
+    txn_path: TxnPath = TxnPath.V4
+    version: str | None = None          # None: the default release (versions.DEFAULT_RELEASE)
+    brokers: int = 2
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    directory: Path = field(default_factory=default_dir)
+    parent_pid: int | None = None       # JVMs are killed by their watchdog once this process is gone
+    ready_timeout_s: float = 300.0
+    say: Callable[[str], None] | None = None
+
+    @property
+    def release(self) -> PulsarRelease:
+        return release(self.version)
+
+
+@dataclass
+class PlannedService:
+    """What state.json keeps of one process."""
+
+    name: str
+    role: ServiceRole
+    kind: str                   # proxy, zookeeper, bookie, broker
+    ports: dict[str, int]
+    argv: list[str]
+    log_path: Path
+    pid: int | None = None
+    start_time: int | None = None
+    service_url: str | None = None
+    admin_url: str | None = None
+    health_url: str | None = None
+    metrics_url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "role": self.role.value, "kind": self.kind, "ports": self.ports,
+                "argv": self.argv, "log_path": str(self.log_path), "pid": self.pid,
+                "start_time": self.start_time, "service_url": self.service_url, "admin_url": self.admin_url,
+                "health_url": self.health_url, "metrics_url": self.metrics_url}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PlannedService:
+        return cls(name=data["name"], role=ServiceRole(data["role"]), kind=data["kind"], ports=dict(data["ports"]),
+                   argv=list(data["argv"]), log_path=Path(data["log_path"]), pid=data.get("pid"),
+                   start_time=data.get("start_time"), service_url=data.get("service_url"),
+                   admin_url=data.get("admin_url"), health_url=data.get("health_url"),
+                   metrics_url=data.get("metrics_url"))
+
+
+class PulsarCluster(LocalProcessControl):
+    """Real Pulsar as local processes; a `ClusterTarget` and its own `ProcessControl`."""
+
+    name = "pulsar"
+
+    def __init__(self, spec: PulsarSpec) -> None:
+        self.spec = spec
+        self.release = spec.release
+        if not self.release.supports(spec.txn_path):
+            raise EnvironmentProblem(f"the {spec.txn_path.value} path needs PIP-473, which Pulsar "
+                                     f"{self.release.version} does not have; use --pulsar-version "
+                                     f"{release(None).version}")
+        self.directory = spec.directory.resolve()
+        self.planned: dict[str, PlannedService] = {}
+        self.processes: dict[str, ServiceProcess] = {}
+        self.links: list[LinkInfo] = []
+        self.toxiproxy_url: str | None = None
+        self.settings: dict[str, Any] = {}
+        self.components: dict[str, str] = {}
+        self.java: str = ""
+        self._say = spec.say or (lambda text: print(text, flush=True))
+
+    # ---- attach ----------------------------------------------------------------------------------
+
+    @property
+    def state_path(self) -> Path:
+        return self.directory / "state.json"
+
+    @classmethod
+    def attach(cls, directory: Path | None = None) -> PulsarCluster:
+        directory = (directory or default_dir()).resolve()
+        path = directory / "state.json"
+        if not path.is_file():
+            raise EnvironmentProblem(f"no pulsar cluster recorded in {directory}; start one with "
+                                     "`txnbench cluster up --target pulsar`")
+        state = json.loads(path.read_text())
+        spec = PulsarSpec(txn_path=TxnPath(state["path"]), version=state["pulsar_version"],
+                          brokers=state["brokers"], settings=state.get("settings", {}), directory=directory,
+                          parent_pid=state.get("parent_pid"))
+        cluster = cls(spec)
+        cluster.settings = dict(state.get("settings", {}))
+        cluster.components = dict(state.get("components", {}))
+        cluster.toxiproxy_url = state.get("toxiproxy_url")
+        for data in state["services"]:
+            planned = PlannedService.from_json(data)
+            cluster.planned[planned.name] = planned
+            cluster.processes[planned.name] = cluster._process(planned)
+        cluster.links = [LinkInfo(name=x["name"], kind=LinkKind(x["kind"]), source=x["source"], dest=x["dest"],
+                                  listen=x["listen"], upstream=x["upstream"]) for x in state.get("links", [])]
+        return cluster
+
+    def any_running(self) -> bool:
+        return any(p.state != ProcessState.STOPPED for p in self.processes.values())
+
+    # ---- ClusterTarget ---------------------------------------------------------------------------
+
+    def up(self) -> ClusterInfo:
+        if self.state_path.is_file() and PulsarCluster.attach(self.directory).any_running():
+            raise EnvironmentProblem(f"a pulsar cluster is already running in {self.directory}; "
+                                     "stop it with `txnbench cluster down --target pulsar`")
+        classpath = ensure_jars(self.release, self._say)
+        java, major = find_java(self.release.min_java)
+        self.java = str(java)
+        self.components = {**classpath.component_versions(), "java": str(major)}
+        for sub in ("data", "conf", "logs", "tmp"):
+            shutil.rmtree(self.directory / sub, ignore_errors=True)
+            (self.directory / sub).mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        try:
+            self._plan(classpath, major)
+            self.save_state()
+            deadline = started + self.spec.ready_timeout_s
+            self._say(f"starting Pulsar {self.release.version} ({self.spec.txn_path.value}) on Java {major}: "
+                      f"proxy, ZooKeeper, cluster metadata, bookie, {self.spec.brokers} brokers")
+            for name in ("proxy", "metadata"):
+                self._start(name)
+                self._wait([name], deadline)
+            self._setup_metadata(classpath, major)
+            self._start("ledger")
+            self._wait(["ledger"], deadline)
+            brokers = [n for n in self.planned if self.planned[n].role is ServiceRole.BROKER]
+            for name in brokers:
+                self._start(name)
+            self._wait(brokers, deadline)
+            self._say(f"  brokers up after {time.monotonic() - started:.0f} s; opening a transaction")
+            transaction_round_trip(self.info(), deadline)
+        except BaseException:
+            self.down()
+            raise
+        self._say(f"Pulsar {self.release.version} ready in {time.monotonic() - started:.0f} s "
+                  f"({self.info().service_url})")
+        return self.info()
+
+    def down(self) -> None:
+        """Brokers first, then the bookie, ZooKeeper and the proxy; each by pid."""
+        rank = {ServiceRole.BROKER: 0, ServiceRole.LEDGER: 1, ServiceRole.METADATA: 2, ServiceRole.PROXY: 3}
+        errors = []
+        for name in sorted(self.processes, key=lambda n: (rank[self.planned[n].role], n)):
+            try:
+                self.processes[name].stop(timeout_s=20)
+            except Exception as err:   # keep stopping the others
+                errors.append(f"{name}: {err}")
+        if self.planned:
+            self.save_state(stopped=True)
+        if errors:
+            raise EnvironmentProblem("could not stop every process: " + "; ".join(errors))
+
+    def info(self) -> ClusterInfo:
+        services = []
+        for name, planned in self.planned.items():
+            proc = self.processes.get(name)
+            services.append(ServiceInfo(name=name, role=planned.role, state=proc.state if proc else "unknown",
+                                        pid=proc.pid if proc else None, service_url=planned.service_url,
+                                        admin_url=planned.admin_url, metrics_url=planned.metrics_url,
+                                        log_path=planned.log_path))
+        brokers = [p for p in self.planned.values() if p.role is ServiceRole.BROKER]
+        return ClusterInfo(
+            target=self.name, txn_path=self.spec.txn_path,
+            service_url=multi_host_service_url(b.service_url for b in brokers),
+            admin_url=(brokers[0].admin_url or "") if brokers else "", toxiproxy_url=self.toxiproxy_url,
+            listener_name=conf.EXTERNAL_LISTENER, services=tuple(services), links=tuple(self.links),
+            settings={**self.settings, "pulsarVersion": self.release.version, **self._store_setting()},
+        )
+
+    def scrape_metrics(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, planned in self.planned.items():
+            proc = self.processes[name]
+            if not planned.metrics_url or proc.state != ProcessState.RUNNING:
+                continue
+            try:
+                response = requests.get(planned.metrics_url, timeout=10)
+            except requests.RequestException:
+                continue
+            if response.status_code == 200:
+                out[name] = response.text
+        return out
+
+    def collect_logs(self, dest: Path) -> None:
+        dest.mkdir(parents=True, exist_ok=True)
+        for name, planned in self.planned.items():
+            if planned.log_path.is_file():
+                shutil.copyfile(planned.log_path, dest / f"{name}.log")
+        setup_log = self.directory / "logs" / "cluster-metadata-setup.log"
+        if setup_log.is_file():
+            shutil.copyfile(setup_log, dest / setup_log.name)
+
+    def _store_setting(self) -> dict[str, str]:
+        """The store as a report names it: ZooKeeper's own address (brokers dial it through their links)."""
+        zk = self.planned.get("metadata")
+        return {"metadataStoreUrl": f"zk:{HOST}:{zk.ports['client_port']}"} if zk else {}
+
+    def process_control(self) -> PulsarCluster:
+        return self
+
+    def versions(self) -> dict[str, str]:
+        """What a manifest records: the release and the jars' component versions."""
+        return {"pulsar_release": self.release.version, **self.components}
+
+    # ---- LocalProcessControl ---------------------------------------------------------------------
+
+    def restart_service(self, service: str) -> None:
+        self._start(service)
+        self._wait([service], time.monotonic() + self.spec.ready_timeout_s)
+
+    # ---- internals -------------------------------------------------------------------------------
+
+    def _process(self, planned: PlannedService) -> ServiceProcess:
+        if planned.kind == "proxy":
+            return ServiceProcess(planned.name, planned.argv, planned.log_path, pid=planned.pid,
+                                  start_time=planned.start_time, health_url=planned.health_url,
+                                  metrics_url=planned.metrics_url)
+        port = planned.ports.get("client_port") or planned.ports.get("bookie_port") or planned.ports["binary_port"]
+        return JavaServer(planned.name, planned.argv, planned.log_path, pid=planned.pid,
+                          start_time=planned.start_time, health_url=planned.health_url,
+                          metrics_url=planned.metrics_url, kind=planned.kind, port=port,
+                          owner_pid=self.spec.parent_pid)
+
+    def _java_argv(self, kind: str, classpath: Classpath, major: int, *args: str) -> list[str]:
+        role = ROLE_OF_KIND.get(kind, "tool")
+        return [self.java, *conf.jvm_args(role, major, self.directory / "conf" / "log4j2.xml",
+                                          self.directory / "tmp"),
+                "-cp", classpath.java_classpath, MAIN_CLASS[kind], *args]
+
+    def _plan(self, classpath: Classpath, major: int) -> None:
+        n = self.spec.brokers
+        conf_dir, data_dir, log_dir = (self.directory / d for d in ("conf", "data", "logs"))
+        (conf_dir / "log4j2.xml").write_text(conf.LOG4J2)
+        link_names = [f"client-broker-{i}" for i in range(n)] + [f"broker-{i}-metadata" for i in range(n)]
+        link_names += [PEER_LINK.format(i) for i in range(n)] + [SHARED_LEDGER_LINK]
+        ports = iter(free_ports(1 + 1 + 2 + 2 * n + len(link_names)))
+        link_port = {name: next(ports) for name in link_names}
+
+        def addr(port: int) -> str:
+            return f"{HOST}:{port}"
+
+        api_port, zk_port, bookie_port, bookie_metrics = next(ports), next(ports), next(ports), next(ports)
+        self.toxiproxy_url = f"http://{HOST}:{api_port}"
+        self.settings = {**conf.path_settings(self.spec.txn_path), **dict(self.spec.settings)}
+
+        self.links = []
+        broker_ports = [(next(ports), next(ports)) for _ in range(n)]
+        for i, (binary, _http) in enumerate(broker_ports):
+            self.links.append(LinkInfo(f"client-broker-{i}", LinkKind.CLIENT_BROKER, "client", f"broker-{i}",
+                                       addr(link_port[f"client-broker-{i}"]), addr(binary)))
+            self.links.append(LinkInfo(f"broker-{i}-metadata", LinkKind.BROKER_METADATA, f"broker-{i}", "metadata",
+                                       addr(link_port[f"broker-{i}-metadata"]), addr(zk_port)))
+            self.links.append(LinkInfo(PEER_LINK.format(i), LinkKind.BROKER_BROKER, EVERY_BROKER, f"broker-{i}",
+                                       addr(link_port[PEER_LINK.format(i)]), addr(binary)))
+        self.links.append(LinkInfo(SHARED_LEDGER_LINK, LinkKind.BROKER_LEDGER, EVERY_BROKER, "ledger",
+                                   addr(link_port[SHARED_LEDGER_LINK]), addr(bookie_port)))
+
+        proxy_conf = conf_dir / "proxy.json"
+        write_json_atomic(proxy_conf, {
+            "name": "proxy", "host": HOST, "log_level": "INFO", "data_dir": str(data_dir / "proxy"),
+            "api_port": api_port, **({"parent_pid": self.spec.parent_pid} if self.spec.parent_pid else {}),
+            "proxies": [{"name": link.name, "listen": link.listen, "upstream": link.upstream, "enabled": True}
+                        for link in self.links]})
+        (data_dir / "proxy").mkdir(parents=True, exist_ok=True)
+        self._add(PlannedService("proxy", ServiceRole.PROXY, "proxy", {"api_port": api_port},
+                                 module_argv(proxy_package, proxy_conf),
+                                 log_dir / "proxy.log", health_url=f"{self.toxiproxy_url}/version",
+                                 metrics_url=f"{self.toxiproxy_url}/metrics"))
+
+        zk_conf = conf_dir / "zookeeper.conf"
+        zk_conf.write_text(conf.zookeeper_conf(zk_port, data_dir / "zookeeper"))
+        self._add(PlannedService("metadata", ServiceRole.METADATA, "zookeeper", {"client_port": zk_port},
+                                 self._java_argv("zookeeper", classpath, major, str(zk_conf)),
+                                 log_dir / "metadata.log"))
+
+        bk_conf = conf_dir / "bookie.conf"
+        bk_conf.write_text(conf.bookie_conf(bookie_port=bookie_port, advertised_id=addr(link_port[SHARED_LEDGER_LINK]),
+                                            metrics_port=bookie_metrics, zk_address=addr(zk_port),
+                                            data_dir=data_dir / "bookie"))
+        metrics = f"http://{HOST}:{bookie_metrics}/metrics"
+        self._add(PlannedService("ledger", ServiceRole.LEDGER, "bookie",
+                                 {"bookie_port": bookie_port, "metrics_port": bookie_metrics},
+                                 self._java_argv("bookie", classpath, major, "--conf", str(bk_conf)),
+                                 log_dir / "ledger.log", health_url=metrics, metrics_url=metrics))
+
+        for i, (binary, http) in enumerate(broker_ports):
+            values = conf.broker_conf(binary_port=binary, http_port=http,
+                                      advertised_client_port=link_port[f"client-broker-{i}"],
+                                      advertised_internal_port=link_port[PEER_LINK.format(i)],
+                                      zk_link=addr(link_port[f"broker-{i}-metadata"]), settings=self.settings)
+            path = conf_dir / f"broker-{i}.conf"
+            path.write_text(conf.properties(values))
+            admin = f"http://{HOST}:{http}"
+            self._add(PlannedService(f"broker-{i}", ServiceRole.BROKER, "broker",
+                                     {"binary_port": binary, "http_port": http},
+                                     self._java_argv("broker", classpath, major, "--broker-conf", str(path)),
+                                     log_dir / f"broker-{i}.log",
+                                     service_url=f"pulsar://{addr(link_port[f'client-broker-{i}'])}",
+                                     admin_url=admin, health_url=f"{admin}/admin/v2/brokers/ready",
+                                     metrics_url=f"{admin}/metrics/"))
+        self._setup_args = [
+            "--cluster", conf.CLUSTER_NAME, "--metadata-store", f"zk:{addr(zk_port)}",
+            "--configuration-metadata-store", f"zk:{addr(zk_port)}",
+            "--web-service-url", f"http://{HOST}:{broker_ports[0][1]}",
+            "--broker-service-url", f"pulsar://{HOST}:{broker_ports[0][0]}",
+            "--initial-num-transaction-coordinators", str(conf.COORDINATORS)]
+
+    def _add(self, planned: PlannedService) -> None:
+        self.planned[planned.name] = planned
+        self.processes[planned.name] = self._process(planned)
+
+    def _setup_metadata(self, classpath: Classpath, major: int) -> None:
+        """PulsarClusterMetadataSetup, once: the cluster, `public/default`, `pulsar/system` and
+        the v4 coordinators' partitioned assign topic."""
+        log = self.directory / "logs" / "cluster-metadata-setup.log"
+        argv = self._java_argv("setup", classpath, major, *self._setup_args)
+        with log.open("ab") as out:
+            try:
+                result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        timeout=SETUP_TIMEOUT_S, check=False)
+            except subprocess.TimeoutExpired:
+                raise EnvironmentProblem(f"cluster metadata set-up took more than {SETUP_TIMEOUT_S:.0f} s; "
+                                         f"see {log}") from None
+        if result.returncode != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+            raise EnvironmentProblem(f"cluster metadata set-up failed (exit {result.returncode}); see {log}:\n{tail}")
+
+    def _start(self, name: str) -> None:
+        proc = self.processes[name]
+        proc.start()
+        planned = self.planned[name]
+        planned.pid, planned.start_time = proc.pid, proc.start_time
+        self.save_state()
+
+    def _wait(self, names: list[str], deadline: float) -> None:
+        try:
+            wait_ready([self.processes[n] for n in names], deadline, poll_s=0.25)
+        except ServiceExited as err:
+            proc = err.pending[0]
+            raise EnvironmentProblem(f"{proc.name} exited during start-up (code {proc.exit_code()}); see "
+                                     f"{proc.log_path}; last lines:\n{proc.tail()}") from None
+        except ServiceNotReady as err:
+            proc = err.pending[0]
+            raise EnvironmentProblem(f"pulsar cluster not ready within {self.spec.ready_timeout_s:.0f} s "
+                                     f"({', '.join(p.name for p in err.pending)}); last lines of {proc.name} "
+                                     f"({proc.log_path}):\n{proc.tail()}") from None
+
+    def save_state(self, stopped: bool = False) -> None:
+        for name, planned in self.planned.items():
+            proc = self.processes.get(name)
+            if proc is not None:
+                planned.pid, planned.start_time = proc.pid, proc.start_time
+        write_json_atomic(self.state_path, {
+            "schema": 1, "target": self.name, "path": self.spec.txn_path.value,
+            "pulsar_version": self.release.version, "components": self.components, "brokers": self.spec.brokers,
+            "parent_pid": self.spec.parent_pid, "toxiproxy_url": self.toxiproxy_url, "settings": self.settings,
+            "stopped": stopped, "services": [p.to_json() for p in self.planned.values()],
+            "links": [{"name": x.name, "kind": x.kind.value, "source": x.source, "dest": x.dest,
+                       "listen": x.listen, "upstream": x.upstream} for x in self.links],
+        })

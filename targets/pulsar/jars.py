@@ -1,0 +1,177 @@
+"""Resolving and caching the jars of a Pulsar release with Maven.
+
+Theory of operation. `maven/pom.xml` pins what to resolve; `ensure_jars(release)` runs
+`mvn -Dpulsar.version=V -Djars.dir=<cache>/<V>/lib package` once, which copies the
+broker's, the bookie's, ZooKeeper's and pulsar-perf's classpath into the cache, then
+fetches the pom's `overlay.artifacts` one by one (jars whose descriptors the mirror
+lacks, see the pom). A stamp file written last (`classpath.json`: the pom's digest and
+every jar's name) marks a complete cache: a later call with the same pom returns at
+once, and an interrupted download is simply redone. Maven's own local repository
+(`~/.m2`) caches the downloads underneath, so CI's second run copies, not downloads.
+
+The cache is `.txnbench/pulsar/` under the current folder (git-ignored), or
+`$TXNBENCH_PULSAR_CACHE`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import EnvironmentProblem
+from harness.results import write_json_atomic
+from targets.pulsar.versions import PulsarRelease
+
+POM = Path(__file__).parent / "maven" / "pom.xml"
+CACHE_ENV = "TXNBENCH_PULSAR_CACHE"
+DEFAULT_CACHE = Path(".txnbench/pulsar")
+STAMP = "classpath.json"
+#: The dependency plugin's `get` that copies one artifact (`dest`) without reading its
+#: descriptor's parent (3.x reads it and fails on the mirror's missing BookKeeper parent POM).
+GET_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:2.8:get"
+MVN_TIMEOUT_S = 1800
+_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV, str(DEFAULT_CACHE))).resolve()
+
+
+@dataclass(frozen=True)
+class Classpath:
+    """A resolved release: the folder of its jars and their names (for manifests)."""
+
+    release: PulsarRelease
+    lib: Path
+
+    @property
+    def jars(self) -> list[str]:
+        return sorted(p.name for p in self.lib.glob("*.jar"))
+
+    @property
+    def java_classpath(self) -> str:
+        return f"{self.lib}/*"
+
+    def component_versions(self) -> dict[str, str]:
+        """The versions of the jars a report should name (pulsar, bookkeeper, zookeeper, netty)."""
+        wanted = {"pulsar-broker": "pulsar", "bookkeeper-server": "bookkeeper", "zookeeper": "zookeeper",
+                  "netty-common": "netty"}
+        out: dict[str, str] = {}
+        for name in self.jars:
+            for prefix, label in wanted.items():
+                rest = name.removeprefix(prefix + "-")
+                if rest != name and rest[:1].isdigit() and rest.endswith(".jar") and "tests" not in rest:
+                    out[label] = rest.removesuffix(".jar")
+        return out
+
+
+def pom_digest(pom: Path = POM) -> str:
+    return hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+
+
+def overlay_artifacts(version: str, pom: Path = POM) -> list[str]:
+    """`group:artifact:version` of the jars the pom's profile for `version` fetches by hand."""
+    root = ET.parse(pom).getroot()
+    for profile in root.iterfind("m:profiles/m:profile", _NS):
+        if profile.findtext("m:id", namespaces=_NS) == f"pulsar-{version}":
+            text = profile.findtext("m:properties/m:overlay.artifacts", default="", namespaces=_NS)
+            return [a.strip() for a in text.split(",") if a.strip()]
+    return []
+
+
+def mvn_binary() -> str:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise EnvironmentProblem("the pulsar target resolves Apache Pulsar's jars with Maven, and `mvn` is not on "
+                                 "PATH; install it (`apt-get install maven`, or maven.apache.org) and run again")
+    return mvn
+
+
+def _run_mvn(argv: list[str], log: Path, what: str, say: Callable[[str], None], cwd: Path | None = None) -> None:
+    started = time.monotonic()
+    with log.open("ab") as out:
+        out.write(f"\n==== {' '.join(argv)}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd)
+        try:
+            last = started
+            while proc.poll() is None:
+                time.sleep(1)
+                if time.monotonic() - started > MVN_TIMEOUT_S:
+                    proc.kill()
+                    raise EnvironmentProblem(f"{what}: Maven took more than {MVN_TIMEOUT_S} s; see {log}")
+                if time.monotonic() - last >= 15:
+                    last = time.monotonic()
+                    say(f"  ... {what}: {time.monotonic() - started:.0f} s, {_downloaded(log)} files downloaded")
+        except BaseException:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            raise
+    if proc.returncode != 0:
+        raise EnvironmentProblem(f"{what} failed (mvn exit {proc.returncode}): {_first_error(log)}; full log: {log}")
+
+
+def _downloaded(log: Path) -> int:
+    try:
+        return log.read_text(errors="replace").count("Downloaded from")
+    except OSError:
+        return 0
+
+
+def _first_error(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return "no log"
+    errors = [line.removeprefix("[ERROR] ").strip() for line in lines if line.startswith("[ERROR]") and len(line) > 10]
+    return errors[0][:600] if errors else (lines[-1] if lines else "no output")
+
+
+def ensure_jars(release: PulsarRelease, say: Callable[[str], None] | None = None,
+                root: Path | None = None) -> Classpath:
+    """The release's classpath, resolved with Maven on first use and reused afterwards."""
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    folder = (root or cache_root()) / release.version
+    lib = folder / "lib"
+    stamp = folder / STAMP
+    digest = pom_digest()
+    if stamp.is_file():
+        with contextlib.suppress(OSError, ValueError):   # an unreadable stamp: rebuild
+            recorded = json.loads(stamp.read_text())
+            if recorded.get("pom_digest") == digest and lib.is_dir():
+                return Classpath(release, lib)
+    mvn = mvn_binary()
+    shutil.rmtree(lib, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "maven.log"
+    say(f"resolving Apache Pulsar {release.version}'s jars with Maven into {lib} (first use: a few minutes; "
+        f"progress in {log})")
+    started = time.monotonic()
+    _run_mvn([mvn, "-B", "-f", str(POM), f"-Dpulsar.version={release.version}", f"-Djars.dir={lib}", "package"],
+             log, f"resolving Pulsar {release.version}", say)
+    for coordinate in overlay_artifacts(release.version):
+        _group, artifact, version = coordinate.split(":")
+        jar = lib / f"{artifact}-{version}.jar"
+        _run_mvn([mvn, "-B", GET_GOAL, f"-Dartifact={coordinate}", "-Dtransitive=false", f"-Ddest={jar}"], log,
+                 f"fetching {coordinate}", say, cwd=Path(tempfile.gettempdir()))
+        if not jar.is_file():
+            raise EnvironmentProblem(f"Maven could not fetch {coordinate} into {jar}; see {log}")
+    classpath = Classpath(release, lib)
+    if not classpath.jars:
+        raise EnvironmentProblem(f"Maven resolved no jar for Pulsar {release.version}; see {log}")
+    write_json_atomic(stamp, {"pulsar_version": release.version, "pom_digest": digest,
+                              "components": classpath.component_versions(), "jars": classpath.jars})
+    say(f"Pulsar {release.version}: {len(classpath.jars)} jars in {time.monotonic() - started:.0f} s")
+    return classpath

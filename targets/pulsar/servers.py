@@ -1,0 +1,57 @@
+"""The Java servers of a real Pulsar cluster as supervised processes.
+
+Each is a `ServiceProcess` (started in its own session, stopped by pid, its log in the
+run's folder) that knows its own readiness: ZooKeeper answers `srvr`, a bookie serves
+its Prometheus endpoint and accepts connections on its port, a broker answers
+`GET /admin/v2/brokers/ready`. A JVM cannot watch its parent as our Python services do,
+so every one gets a watchdog (`targets.zk_watchdog`) that kills it once the process
+owning the cluster is gone: a run killed with -9 leaves no JVM behind.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+import requests
+
+from targets import zk_watchdog
+from targets.processes import HOST, ServiceProcess
+from targets.zookeeper import srvr_ok
+
+
+def port_open(port: int, timeout_s: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class JavaServer(ServiceProcess):
+    """A JVM server; `kind` (zookeeper, bookie, broker) decides how readiness is asked."""
+
+    kind: str = ""
+    port: int = 0                  # ZooKeeper's client port, the bookie's port, the broker's binary port
+    owner_pid: int | None = None
+
+    def spawn(self, env: dict[str, str] | None = None) -> None:
+        super().spawn(env)
+        if self.owner_pid and self.pid and self.start_time is not None:
+            zk_watchdog.spawn(self.owner_pid, self.pid, self.start_time)
+
+    def healthy(self, session: requests.Session | None = None) -> bool:
+        if self.kind == "zookeeper":
+            return srvr_ok(HOST, self.port)
+        if self.kind == "bookie":
+            return port_open(self.port) and super().healthy(session)
+        if self.kind == "broker":
+            if self.health_url is None:
+                return False
+            try:
+                response = (session or requests).get(self.health_url, timeout=3)
+            except requests.RequestException:
+                return False
+            return response.status_code == 200 and port_open(self.port)
+        return super().healthy(session)
