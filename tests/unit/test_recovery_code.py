@@ -55,3 +55,14 @@ def test_the_report_says_the_figure_against_the_goal() -> None:
     assert head[1] == "- v4: 80.0% of lines (8/10), 40.0% of branches, of the listed code its processes loaded"
     md = render_markdown(result)
     assert "| `embedded/x.py` `X.replay` | 9/10 | 2/4 | 12 |" in md
+
+
+def test_a_service_under_coverage_is_started_through_the_launcher() -> None:
+    import embedded.broker
+    from targets.processes import module_argv
+
+    plain = module_argv(embedded.broker, Path("conf/broker-0.json"))
+    assert plain[1:] == ["-m", "embedded.broker", "--config", "conf/broker-0.json"]
+    covered = module_argv(embedded.broker, Path("conf/broker-0.json"), Path("run/coverage"))
+    assert covered[1:] == ["-m", "harness.covered", "--data-dir", "run/coverage", "--source", "embedded",
+                           "embedded.broker", "--", "--config", "conf/broker-0.json"]
