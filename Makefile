@@ -58,8 +58,8 @@ test-docker: $(STAMP) ## run the tests that need a Docker engine
 bench: $(STAMP) ## benchmark v4, v4-batched and v5 on the embedded cluster; report under results/
 	$(BIN)/txnbench bench $(matrix_args)
 
-chaos: $(STAMP) ## chaos matrix: each path under faults; fails when any verdict is invalid
-	$(BIN)/txnbench chaos $(matrix_args)
+chaos: $(STAMP) ## chaos matrix: each path under faults, recovery-code coverage measured; fails when any verdict is invalid
+	$(BIN)/txnbench chaos $(if $(filter compose external pulsar,$(TARGET)),,--coverage) $(matrix_args)
 
 sweep: $(STAMP) ## concurrency sweep: every path at USERS=4,16,48 users; sweep report under results/
 	$(BIN)/txnbench sweep $(matrix_args) $(if $(USERS),--users $(USERS),)
@@ -67,8 +67,8 @@ sweep: $(STAMP) ## concurrency sweep: every path at USERS=4,16,48 users; sweep r
 peer: $(STAMP) ## pulsar-perf transaction and txnbench on one real Pulsar cluster: make peer TXN_PATH=v4 PULSAR_VERSION=4.0.8
 	$(BIN)/txnbench peer $(or $(SCENARIO),atomic-produce) --path $(or $(TXN_PATH),v4) $(if $(PULSAR_VERSION),--pulsar-version $(PULSAR_VERSION),) $(if $(DURATION),--duration $(DURATION),)
 
-selftest: $(STAMP) ## run every planted bug with the scenario meant to catch it (docs/selftest.md); fails on a miss
-	$(BIN)/txnbench selftest $(if $(DURATION),--duration $(DURATION),) $(if $(BUGS),--bugs $(BUGS),)
+selftest: $(STAMP) ## run every planted bug with the scenario meant to catch it, then under chaos.yaml alone (docs/selftest.md); fails on a tuned miss
+	$(BIN)/txnbench selftest --with-chaos $(if $(DURATION),--duration $(DURATION),) $(if $(BUGS),--bugs $(BUGS),)
 
 report: $(STAMP) ## rebuild reports: make report RUN=results/<run or matrix>
 	@test -n "$(RUN)" || { echo "make report needs RUN=results/<run_id>; the newest runs are:"; ls -1dt results/*/ 2>/dev/null | head -5; exit 2; }

@@ -21,9 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", choices=[p.value for p in TxnPath], dest="txn_path",
                         help="one path (default: the scenario's)")
     parser.add_argument("--duration", type=float, metavar="S", help="faults phase seconds (as --duration)")
+    parser.add_argument("--seed", type=int, help="another seed (a generated schedule is drawn from it)")
     args = parser.parse_args(argv)
     try:
         config = load_scenario(args.scenario)
+        if args.seed is not None:
+            config = dataclasses.replace(config, seed=args.seed)
         if args.duration:
             config = config.with_duration(args.duration)
         if args.txn_path:

@@ -316,15 +316,16 @@ def describe_accepts(kind: FaultKind) -> str:
     names = []
     for cls in s.accepts:
         if cls is ServiceSelector:
-            names.append("broker:<i|random|coordinator>, coordinator" if s.brokers_only else
-                         "broker:<i|random|coordinator>, coordinator, metadata, ledger, process:random")
+            names.append("broker:<i|random|coordinator>, coordinator, coordinator:trigger" if s.brokers_only else
+                         "broker:<i|random|coordinator>, coordinator, coordinator:trigger, metadata, ledger, "
+                         "process:random")
         elif cls is LinkSelector:
             names.append("client-broker:<b>, broker-metadata:<b>, broker-ledger:<b>, broker-broker:<i>-<j>, "
                          "link:random")
         elif cls is TopicSelector:
-            names.append("topic:<k|random>")
+            names.append("topic:<k|random|trigger>")
         elif cls is SegmentSelector:
-            names.append("segment:<k|random>")
+            names.append("segment:<k|random|trigger>")
         elif cls is ClientsSelector:
             names.append("clients")
         elif cls is LoadSelector:

@@ -48,7 +48,7 @@ from faults.kinds import Capability, FaultKind, build_actions
 from faults.model import Fault, FaultAction, LoadControl, NotInjected
 from faults.resolve import resolve_fault
 from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
-from faults.selectors import ResolveContext, uses_coordinator
+from faults.selectors import Aim, ResolveContext, uses_coordinator, uses_trigger
 from faults.triggers import HistoryTail
 from faults.validate import check_client_faults
 from harness.config import RunConfig
@@ -261,10 +261,11 @@ class Nemesis:
                     return
                 started = time.monotonic()
                 faults = self._inject_window(window, trigger)
-                heal_at = min(started + window.for_s, phase_end)
-                if faults and not self._sleep_until(heal_at):
-                    return
-                for active in reversed(faults):
+                # each fault is healed after its own duration (a generated window's overlap), the
+                # shortest first; faults of one duration in the reverse order of their injection
+                for active in sorted(reversed(faults), key=lambda a: a.fault.for_s):
+                    if not self._sleep_until(min(started + active.fault.for_s, phase_end)):
+                        return
                     self._heal(active)
                 quiet_until = time.monotonic() + window.quiet_s
         except BaseException as err:  # a bug here must not pass silently
@@ -289,11 +290,13 @@ class Nemesis:
             self._tail = HistoryTail(self.recorder.file_path.parent, skip=[self.recorder.file_path])
         started = time.monotonic()
         budget = max(0.0, min(spec.within_s, phase_end - started))
-        seen = self._tail.wait_for(spec.op.value, spec.type.value, budget, self._stop)
+        aimed = any(uses_trigger(planned.selector) for planned in window.faults)
+        seen = self._tail.wait_for(spec.op.value, spec.type.value, budget, self._stop, aimed=aimed)
         info: dict[str, Any] = {"op": spec.op.value, "type": spec.type.value, "fired": seen is not None,
                                 "waited_s": round(time.monotonic() - started, 4)}
         if seen is not None:
-            info["seen"] = {k: seen.get(k) for k in ("writer", "index", "process", "txn", "topic", "time_ns")
+            info["seen"] = {k: seen.get(k) for k in ("writer", "index", "process", "txn", "topic", "segment",
+                                                     "time_ns", "participants", "written")
                           if seen.get(k) is not None}
         return info
 
@@ -302,7 +305,8 @@ class Nemesis:
         for planned in window.faults:
             if self._stop.is_set():
                 break
-            active = self._inject(planned, window.for_s, trigger)
+            for_s = window.for_s if planned.for_s is None else min(planned.for_s, window.for_s)
+            active = self._inject(planned, for_s, trigger)
             if active is not None:
                 injected.append(active)
         return injected
@@ -317,7 +321,8 @@ class Nemesis:
         ctx = ResolveContext(cluster=self.cluster, rng=random.Random(f"{self.config.seed}/{planned.fault_id}"),
                              busy=self._busy(), topics=self.env.topics, is_running=self.env.is_running(),
                              coordinator_brokers=self.env.coordinator_brokers(),
-                             segments_of=self.env.segments_of())
+                             segments_of=self.env.segments_of(),
+                             aim=Aim.from_seen((trigger or {}).get("seen")))
         process = f"nemesis/{planned.fault_id}"
         try:
             fault = call_bounded(lambda: resolve_fault(planned, ctx, txn_path=self.config.path, for_s=for_s,

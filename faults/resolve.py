@@ -7,6 +7,7 @@ are up and which links other faults hold.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -56,6 +57,8 @@ def resolve_fault(planned: PlannedFault, ctx: ResolveContext, *, txn_path: TxnPa
 def _targets(planned: PlannedFault, ctx: ResolveContext, txn_path: TxnPath) -> tuple[Target, ...]:
     selector = planned.selector
     kind = planned.kind
+    if ctx.aim is not None and kind in (FaultKind.TERMINATE, FaultKind.SPLIT, FaultKind.MERGE):
+        ctx = dataclasses.replace(ctx, aim=ctx.aim.writes_only())
     spec = kinds.spec(kind)
     if spec.network:
         assert isinstance(selector, (ServiceSelector, LinkSelector, ClientsSelector))

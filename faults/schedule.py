@@ -26,6 +26,9 @@ partitions); a burst is placed whole (nothing else starts inside it, and when it
 first window is postponed the whole burst moves with it), and a burst postponed
 past the series' next burst is skipped instead of piling up. A `trigger` is carried on the window: the
 nemesis then injects at the load's next matching operation (faults.triggers).
+A `generated` section (faults.generate) adds windows drawn from the seed; their faults
+carry their own durations (`PlannedFault.for_s`), so the faults of one window overlap and
+are healed one by one, the window lasting as long as the longest.
 
 The nemesis runs the timeline against the clock; the real start of a window may
 be later than planned (injections and restarts take time), never earlier, and
@@ -34,6 +37,7 @@ the quiet period is counted from the real end of the last heal.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,12 +46,13 @@ from typing import Any
 
 from faults import kinds
 from faults.kinds import FaultKind, ParamError
-from faults.selectors import Selector, SelectorError, check_against_cluster
+from faults.selectors import Selector, SelectorError, check_against_cluster, uses_trigger
 from harness.config import FaultsConfig, TriggerSpec
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 
 RANDOM_SOURCE = "faults.random"
+GENERATED_SOURCE = "faults.generated"
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class PlannedFault:
     selector: Selector
     params: Mapping[str, Any]
     source: str                     # the scenario key it came from, e.g. faults.schedule[2]
+    for_s: float | None = None      # its own duration within its window (generated); None: the window's
 
     @property
     def healable(self) -> bool:
@@ -102,6 +108,7 @@ class _Draft:
     selector: Selector
     params: Mapping[str, Any]
     source: str
+    for_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,10 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
         key = f"faults.schedule[{i}]"
         kind = kinds.kind_of(entry.kind, source, f"{key}.kind")
         draft = _draft(kind, entry.target, entry.params, txn_path, source, key, brokers, topics)
+        if entry.trigger is None and uses_trigger(draft.selector):
+            raise ConfigError(source, f"{key}.target", f"{entry.target!r} aims at what a trigger saw, "
+                              "and the entry has no trigger", "add e.g. `trigger: {op: txn-commit}`, "
+                              "or name the target another way (topic:random, coordinator)")
         if txn_path not in kinds.spec(kind).paths:
             notes.append(f"{key}: {kind.value} does not apply to {txn_path.value}; left out")
             continue
@@ -193,7 +204,41 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
     if faults.random is not None:
         candidates.extend(_random_candidates(faults, seed, duration_s, txn_path, source, order, notes,
                                              brokers, topics))
+        order += len(candidates)
+    if faults.generated is not None:
+        candidates.extend(_generated_candidates(faults, seed, duration_s, txn_path, source, order, notes,
+                                                brokers, topics))
     return _place(candidates, duration_s, faults.quiet_s, notes)
+
+
+def _generated_candidates(faults: FaultsConfig, seed: int, duration_s: float, txn_path: TxnPath, source: str,
+                          order: int, notes: list[str], brokers: int | None,
+                          topics: int | None) -> list[_Candidate]:
+    """The seed's generated windows (faults.generate) as candidates, without the kinds `txn_path` lacks."""
+    from faults.generate import draw
+
+    spec = faults.generated
+    assert spec is not None
+    named = tuple(dict.fromkeys(kinds.kind_of(text, source, f"{GENERATED_SOURCE}.kinds[{i}]")
+                                for i, text in enumerate(spec.kinds)))
+    out = []
+    dropped: dict[str, int] = {}
+    for n, window in enumerate(draw(spec, named, seed=seed, duration_s=duration_s)):
+        drafts = []
+        for fault in window.faults:
+            if txn_path not in kinds.spec(fault.kind).paths:
+                dropped[fault.kind.value] = dropped.get(fault.kind.value, 0) + 1
+                continue
+            draft = _draft(fault.kind, fault.target, fault.params, txn_path, source, f"{GENERATED_SOURCE}[{n}]",
+                           brokers, topics)
+            drafts.append(dataclasses.replace(draft, for_s=fault.for_s))
+        if drafts:
+            longest = max(d.for_s or 0.0 for d in drafts)
+            out.append(_Candidate(window.at_s, order + n, GENERATED_SOURCE, False, longest, tuple(drafts), 0.0,
+                                  window.trigger))
+    for kind, count in sorted(dropped.items()):
+        notes.append(f"{GENERATED_SOURCE}: {count} {kind} fault(s) do not apply to {txn_path.value}; left out")
+    return out
 
 
 def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, txn_path: TxnPath, source: str,
@@ -205,6 +250,10 @@ def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, txn_p
     drafts: list[_Draft] = []
     for i, kind in enumerate(dict.fromkeys(named)):
         draft = _draft(kind, spec.target, {}, txn_path, source, RANDOM_SOURCE, brokers, topics)
+        if uses_trigger(draft.selector):
+            raise ConfigError(source, f"{RANDOM_SOURCE}.target", f"{spec.target!r} aims at what a trigger "
+                              "saw, and random faults have no trigger", "use random, or a schedule entry "
+                              "with a trigger")
         if txn_path not in kinds.spec(kind).paths:
             notes.append(f"{RANDOM_SOURCE}.kinds[{i}]: {kind.value} does not apply to {txn_path.value}; left out")
             continue
@@ -262,7 +311,7 @@ def _place(candidates: list[_Candidate], duration_s: float, quiet_s: float, note
         planned = []
         for draft in cand.drafts:
             planned.append(PlannedFault(f"f{next_id}", draft.kind, draft.target, draft.selector,
-                                        draft.params, draft.source))
+                                        draft.params, draft.source, draft.for_s))
             next_id += 1
         quiet = quiet_s if cand.quiet_s is None else cand.quiet_s
         windows.append(Window(round(start, 9), round(heal, 9), tuple(planned), cand.nominal_s, quiet,
@@ -275,7 +324,8 @@ def describe(timeline: Timeline) -> list[str]:
     """One line per window, for logs and `--dry-run`-style output."""
     lines = []
     for w in timeline.windows:
-        what = ", ".join(f"{f.fault_id} {f.kind.value} {f.target}" for f in w.faults)
+        what = ", ".join(f"{f.fault_id} {f.kind.value} {f.target}" + (f" ({f.for_s:g}s)" if f.for_s is not None else "")
+                         for f in w.faults)
         when = f"  (at the next {w.trigger.op.value} {w.trigger.type.value})" if w.trigger is not None else ""
         lines.append(f"{w.start_s:7.1f}s - {w.heal_s:7.1f}s  {what}{when}")
     return lines

@@ -27,6 +27,11 @@ the grammar and how to resolve a selector against the cluster:
     clients                       the client side of every client-broker link: isolating it
                                   cuts every client off from every broker
     load:random | load:<i>        a Locust worker of the load (w<i>), killed by client-kill
+    coordinator:trigger           the broker hosting the coordinator of the transaction
+    topic:trigger                 whose operation set off the fault's trigger; a topic, a
+    segment:trigger               segment (v4: partition) that transaction is open on
+                                  (faults/triggers.py); random ones when the trigger
+                                  saw none
 
 Resolution happens at injection time, with the run's seeded random generator and
 a set of resources busy with other faults, so two faults never hold the same
@@ -52,6 +57,7 @@ from harness.toxiproxy.model import Stream
 RANDOM = "random"
 COORDINATOR = "coordinator"
 CLIENT_SIDE = "client"        # the source of every client-broker link (harness.target LinkInfo)
+TRIGGER = "trigger"
 
 
 class SelectorError(ValueError):
@@ -71,6 +77,7 @@ class Pick(Enum):
     FIXED = "fixed"
     RANDOM = "random"
     COORDINATOR = "coordinator"
+    TRIGGER = "trigger"           # the coordinator of the transaction that set off the trigger
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ class Index:
             return str(self.value)
         if self.pick is Pick.COORDINATOR and self.value is not None:
             return f"{COORDINATOR}:{self.value}"
+        if self.pick is Pick.TRIGGER:
+            return f"{COORDINATOR}:{TRIGGER}"
         return self.pick.value
 
 
@@ -122,12 +131,14 @@ class LinkSelector:
 class TopicSelector:
     text: str
     topic: int | None = None      # index in the topology; None = random
+    aimed: bool = False           # `topic:trigger`: a topic the triggering transaction is open on
 
 
 @dataclass(frozen=True)
 class SegmentSelector:
     text: str
     topic: int | None = None
+    aimed: bool = False           # `segment:trigger`: a segment the triggering transaction is open on
 
 
 @dataclass(frozen=True)
@@ -156,7 +167,8 @@ _LINK_PREFIXES: Mapping[str, LinkKind] = {
 }
 SYNTAX_HELP = ("use e.g. broker:random, broker:0, coordinator, metadata, ledger, process:random, "
                "client-broker:random, broker-metadata:1, broker-ledger:coordinator, broker-broker:0-1, "
-               "link:random, topic:random, segment:random, clients, load:random")
+               "link:random, topic:random, segment:random, coordinator:trigger, topic:trigger, "
+               "segment:trigger, clients, load:random")
 
 
 def _index(text: str, whole: str, *, coordinator: bool = True) -> Index:
@@ -197,7 +209,10 @@ def parse_selector(text: str) -> Selector:
             return ServiceSelector(whole, ServiceClass.BROKER, Index(Pick.COORDINATOR, int(tail)))
         if tail == RANDOM:
             return ServiceSelector(whole, ServiceClass.BROKER, Index(Pick.COORDINATOR))
-        raise SelectorError(f"{whole!r}: after 'coordinator:' give a coordinator id (0, 1, ...) or random")
+        if tail == TRIGGER:
+            return ServiceSelector(whole, ServiceClass.BROKER, Index(Pick.TRIGGER))
+        raise SelectorError(f"{whole!r}: after 'coordinator:' give a coordinator id (0, 1, ...), random "
+                            "or trigger")
     if head in ("metadata", "ledger"):
         if sep:
             raise SelectorError(f"{whole!r}: there is one {head} store; write just {head!r}")
@@ -228,6 +243,8 @@ def parse_selector(text: str) -> Selector:
             return LinkSelector(whole, kind, first, second)
         return LinkSelector(whole, kind, _index(tail, whole))
     if head == "topic":
+        if tail == TRIGGER:
+            return TopicSelector(whole, None, aimed=True)
         return TopicSelector(whole, _topic_index(tail, whole) if sep else None)
     if head == "clients":
         if sep:
@@ -240,13 +257,23 @@ def parse_selector(text: str) -> Selector:
             return LoadSelector(whole, int(tail))
         raise SelectorError(f"{whole!r}: write load:random or load:<i> (the Locust worker w<i>)")
     if head == "segment":
+        if tail == TRIGGER:
+            return SegmentSelector(whole, None, aimed=True)
         return SegmentSelector(whole, _topic_index(tail, whole) if sep else None)
     raise SelectorError(f"{whole!r} is not a target; {SYNTAX_HELP}")
 
 
+def uses_trigger(selector: Selector) -> bool:
+    """Whether the selector aims at what the fault's trigger saw (`...:trigger`), so the
+    fault needs a trigger."""
+    if isinstance(selector, ServiceSelector):
+        return selector.broker.pick is Pick.TRIGGER
+    return isinstance(selector, (TopicSelector, SegmentSelector)) and selector.aimed
+
+
 def uses_coordinator(selector: Selector) -> bool:
     if isinstance(selector, ServiceSelector):
-        return selector.broker.pick is Pick.COORDINATOR and selector.service is ServiceClass.BROKER
+        return selector.broker.pick in (Pick.COORDINATOR, Pick.TRIGGER) and selector.service is ServiceClass.BROKER
     if isinstance(selector, LinkSelector):
         return selector.first.pick is Pick.COORDINATOR
     return False
@@ -404,6 +431,46 @@ def adjacent_pairs(segments: Sequence[str]) -> list[tuple[str, str]]:
 
 
 @dataclass(frozen=True)
+class Aim:
+    """What a trigger saw, for the `...:trigger` selectors: the transaction whose operation
+    set it off and the (topic, segment) pairs it is open on (segment None when not known)."""
+
+    txn: str | None = None
+    participants: tuple[tuple[str, str | None], ...] = ()
+    written: tuple[str, ...] | None = None
+    """The topics among them the transaction sent to; None when not known (then all count)."""
+
+    def writes_only(self) -> Aim:
+        """Only where the transaction wrote: what a seal, split or merge should hit (a topic it only
+        acknowledged on holds no entry of it, and terminating an input topic only starves the load)."""
+        if self.written is None:
+            return self
+        return Aim(self.txn, tuple(p for p in self.participants if p[0] in self.written), self.written)
+
+    @property
+    def tc_id(self) -> int | None:
+        """The coordinator of the transaction: a TxnID's most significant bits (Pulsar's tc id)."""
+        most, sep, _ = (self.txn or "").partition(":")
+        return int(most) if sep and most.isdigit() else None
+
+    @classmethod
+    def from_seen(cls, seen: Mapping[str, object] | None) -> Aim | None:
+        """From a trigger's `seen` record (faults.nemesis), or None when it saw nothing."""
+        if not seen:
+            return None
+        raw = seen.get("participants")
+        pairs: list[tuple[str, str | None]] = []
+        if isinstance(raw, (list, tuple)):
+            for item in raw:
+                if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str):
+                    pairs.append((item[0], item[1] if isinstance(item[1], str) else None))
+        txn = seen.get("txn")
+        written = seen.get("written")
+        return cls(txn if isinstance(txn, str) else None, tuple(pairs),
+                   tuple(str(t) for t in written) if isinstance(written, (list, tuple)) else None)
+
+
+@dataclass(frozen=True)
 class ResolveContext:
     """What resolution may look at. The callables are only called when a selector needs them.
 
@@ -415,6 +482,7 @@ class ResolveContext:
         is_running: whether a service is up (killed and paused ones are not chosen at random).
         coordinator_brokers: tc id -> the service URL of the broker hosting it.
         segments_of: a topic's active segments (v5), partitions (v4), or [topic] when not partitioned.
+        aim: what the fault's trigger saw (for `...:trigger` selectors); None: nothing.
     """
 
     cluster: ClusterInfo
@@ -424,6 +492,7 @@ class ResolveContext:
     is_running: Callable[[str], bool] | None = None
     coordinator_brokers: Callable[[], Mapping[int, str]] | None = None
     segments_of: Callable[[str], Sequence[str]] | None = None
+    aim: Aim | None = None
 
 
 def _brokers(cluster: ClusterInfo) -> list[ServiceInfo]:
@@ -463,11 +532,22 @@ def coordinator_broker(ctx: ResolveContext, tc_id: int | None) -> str:
     return broker.name
 
 
+def _aimed_coordinator_broker(ctx: ResolveContext) -> str:
+    """The broker hosting the triggering transaction's coordinator; a random coordinator's when
+    the trigger saw no transaction or its coordinator is not assigned (moved, being elected)."""
+    tc_id = ctx.aim.tc_id if ctx.aim is not None else None
+    if tc_id is not None and ctx.coordinator_brokers is not None and tc_id in dict(ctx.coordinator_brokers()):
+        return coordinator_broker(ctx, tc_id)
+    return coordinator_broker(ctx, None)
+
+
 def _broker_name(ctx: ResolveContext, index: Index, candidates: Iterable[str]) -> str:
     if index.pick is Pick.FIXED:
         return f"broker-{index.value}"
     if index.pick is Pick.COORDINATOR:
         return coordinator_broker(ctx, index.value)
+    if index.pick is Pick.TRIGGER:
+        return _aimed_coordinator_broker(ctx)
     return _choose(ctx.rng, sorted(candidates, key=_broker_number), "broker")
 
 
@@ -609,9 +689,21 @@ def _require_free(ctx: ResolveContext, ends: Iterable[LinkEnd]) -> None:
         raise NoTarget(f"link(s) {', '.join(busy)} are held by another fault")
 
 
+def _aimed_topics(ctx: ResolveContext) -> list[str]:
+    """The run's topics the triggering transaction is open on and no other fault holds."""
+    if ctx.aim is None:
+        return []
+    mine = dict.fromkeys(topic for topic, _ in ctx.aim.participants)
+    return [t for t in mine if t in ctx.topics and f"topic:{t}" not in ctx.busy]
+
+
 def resolve_topic(selector: TopicSelector | SegmentSelector, ctx: ResolveContext) -> TopicTarget:
     if not ctx.topics:
         raise SelectorError(f"{selector.text!r}: the run has no topics to choose from")
+    if selector.aimed:
+        aimed = _aimed_topics(ctx)
+        if aimed:
+            return TopicTarget(aimed[ctx.rng.randrange(len(aimed))])
     if selector.topic is not None:
         if selector.topic >= len(ctx.topics):
             raise SelectorError(f"{selector.text!r}: there is no topic {selector.topic}; the run has "
@@ -633,9 +725,21 @@ def active_segments(topic: str, ctx: ResolveContext) -> list[str]:
     return segments
 
 
+def _aimed_segments(topic: str, segments: Sequence[str], ctx: ResolveContext) -> list[str]:
+    """Of `segments` (active now), those the triggering transaction is open on."""
+    if ctx.aim is None:
+        return []
+    mine = {segment for t, segment in ctx.aim.participants if t == topic and segment is not None}
+    return [s for s in segments if s in mine]
+
+
 def resolve_segment(selector: TopicSelector | SegmentSelector, ctx: ResolveContext) -> SegmentTarget:
     topic = resolve_topic(selector, ctx).topic
     segments = active_segments(topic, ctx)
+    if selector.aimed:
+        aimed = _aimed_segments(topic, segments, ctx)
+        if aimed:
+            return SegmentTarget(topic, aimed[ctx.rng.randrange(len(aimed))])
     return SegmentTarget(topic, segments[ctx.rng.randrange(len(segments))])
 
 
@@ -643,8 +747,12 @@ def resolve_adjacent_pair(selector: TopicSelector | SegmentSelector,
                           ctx: ResolveContext) -> tuple[SegmentTarget, SegmentTarget]:
     """Two active segments with touching hash ranges (merge's operands), of one topic."""
     topic = resolve_topic(selector, ctx).topic
-    pairs = adjacent_pairs(active_segments(topic, ctx))
+    segments = active_segments(topic, ctx)
+    pairs = adjacent_pairs(segments)
     if not pairs:
         raise NoTarget(f"{topic} has no two adjacent active segments to merge")
+    if selector.aimed:
+        aimed = set(_aimed_segments(topic, segments, ctx))
+        pairs = [p for p in pairs if aimed & set(p)] or pairs
     a, b = pairs[ctx.rng.randrange(len(pairs))]
     return SegmentTarget(topic, a), SegmentTarget(topic, b)

@@ -12,6 +12,16 @@ whose `f` and `type` match, e.g. the next `txn-commit` invoke (a coordinator is 
 end a transaction with its participants) or `txn-commit` ok (its markers or decision
 were just written). The nemesis then injects at once, a few milliseconds later.
 
+A trigger can also aim the fault at the load's state (`topic:trigger`,
+`segment:trigger`, `coordinator:trigger`): a seal, split, merge, unload or kill of
+what a transaction is open on, or of the coordinator a commit is in flight to. For
+that the tail keeps, from the lines it reads, the topics and segments (v4:
+partitions) each open transaction sent to or acknowledged on (`OpenTxns`), and an
+aimed wait takes only a line whose transaction has some: a transactional send or
+ack (the line's own segment), or a commit or abort of a transaction whose sends the
+tail saw. The match then carries them (`participants`), and the fault's target is
+chosen among them (faults.selectors, `Aim`).
+
 Matching is a pure function of one line (`matches`); the tail keeps one offset per
 file and the bytes of a line not yet complete, so a line is seen once, whole. Every
 wait is bounded by its timeout and by the stop event; files are polled every
@@ -30,6 +40,9 @@ from typing import Any
 
 POLL_S = 0.005
 MAX_READ = 1 << 20
+MAX_OPEN_TXNS = 20_000      # transactions remembered at once; the oldest are forgotten first
+_ENDS = frozenset({"txn-commit", "txn-abort"})
+_WRITES = frozenset({"send", "ack"})
 
 
 def matches(op: Mapping[str, Any], on: str, type_: str) -> bool:
@@ -41,6 +54,61 @@ def matches(op: Mapping[str, Any], on: str, type_: str) -> bool:
     return op.get("f") == on and op.get("type") == type_
 
 
+class OpenTxns:
+    """The topics and segments each open transaction wrote to or acknowledged on, as far as
+    the lines read show; a transaction is forgotten when its commit or abort completes."""
+
+    def __init__(self, limit: int = MAX_OPEN_TXNS) -> None:
+        self.limit = limit
+        self._parts: dict[str, dict[tuple[str, str | None], None]] = {}
+        self._written: dict[str, set[str]] = {}      # txn -> topics it sent to (not only acked on)
+
+    def observe(self, op: Mapping[str, Any]) -> None:
+        txn, f = op.get("txn"), op.get("f")
+        if not isinstance(txn, str):
+            return
+        if f in _ENDS and op.get("type") != "invoke":
+            self._parts.pop(txn, None)
+            self._written.pop(txn, None)
+            return
+        topic = op.get("topic")
+        if f not in _WRITES or not isinstance(topic, str):
+            return
+        if f == "send":
+            self._written.setdefault(txn, set()).add(topic)
+        segment = op.get("segment")
+        parts = self._parts.setdefault(txn, {})
+        if isinstance(segment, str):
+            parts.pop((topic, None), None)
+            parts[(topic, segment)] = None
+        elif not any(t == topic for t, _ in parts):
+            parts[(topic, None)] = None
+        while len(self._parts) > self.limit:
+            oldest = next(iter(self._parts))
+            del self._parts[oldest]
+            self._written.pop(oldest, None)
+
+    def participants(self, op: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+        """Where the line's transaction is open: its known topics and segments (the line's own first)."""
+        txn = op.get("txn")
+        if not isinstance(txn, str):
+            return []
+        own = [(op["topic"], op.get("segment") if isinstance(op.get("segment"), str) else None)] \
+            if op.get("f") in _WRITES and isinstance(op.get("topic"), str) else []
+        known = [p for p in self._parts.get(txn, {}) if p not in own]
+        return own + known
+
+    def written(self, op: Mapping[str, Any]) -> list[str]:
+        """The topics the line's transaction sent to (a send line's own topic included)."""
+        txn = op.get("txn")
+        if not isinstance(txn, str):
+            return []
+        topics = set(self._written.get(txn, set()))
+        if op.get("f") == "send" and isinstance(op.get("topic"), str):
+            topics.add(op["topic"])
+        return sorted(topics)
+
+
 class HistoryTail:
     """Follows the `*.jsonl` files of a history folder from where each ends when first seen."""
 
@@ -49,6 +117,7 @@ class HistoryTail:
         self.skip = {p.resolve() for p in skip}
         self._offsets: dict[Path, int] = {}
         self._partial: dict[Path, bytes] = {}
+        self.open_txns = OpenTxns()
 
     def _files(self) -> list[Path]:
         return [p for p in sorted(self.directory.glob("*.jsonl")) if p.resolve() not in self.skip]
@@ -78,27 +147,36 @@ class HistoryTail:
         self._partial[path] = rest
         return lines
 
-    def poll(self, on: str, type_: str) -> dict[str, Any] | None:
-        """The first new line matching, or None; every new line is consumed either way."""
+    def poll(self, on: str, type_: str, *, aimed: bool = False) -> dict[str, Any] | None:
+        """The first new line matching, or None; every new line is consumed either way. With
+        `aimed`, only a line whose transaction is known to be open somewhere matches, and the
+        match carries `participants` ([topic, segment] pairs)."""
         found: dict[str, Any] | None = None
         for path in self._files():
             for line in self._new_lines(path):
-                if found is not None or not line.strip():
+                if not line.strip():
                     continue
                 try:
                     op = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(op, dict) and matches(op, on, type_):
-                    found = op
+                if not isinstance(op, dict):
+                    continue
+                if found is None and matches(op, on, type_):
+                    parts = self.open_txns.participants(op)
+                    if parts or not aimed:
+                        found = {**op, "participants": [list(p) for p in parts],
+                                 "written": self.open_txns.written(op)} if aimed else op
+                self.open_txns.observe(op)
         return found
 
-    def wait_for(self, on: str, type_: str, timeout_s: float, stop: threading.Event) -> dict[str, Any] | None:
+    def wait_for(self, on: str, type_: str, timeout_s: float, stop: threading.Event, *,
+                 aimed: bool = False) -> dict[str, Any] | None:
         """The next matching line appended after this call, or None after `timeout_s` (or on stop)."""
         self.skip_to_end()
         deadline = time.monotonic() + timeout_s
         while True:
-            seen = self.poll(on, type_)
+            seen = self.poll(on, type_, aimed=aimed)
             if seen is not None:
                 return seen
             remaining = deadline - time.monotonic()

@@ -347,14 +347,47 @@ class RandomFaults:
 
 
 @dataclass(frozen=True)
+class GeneratedFaults:
+    """A schedule generated from the run's seed (faults/generate.py), as Jepsen's nemesis packages
+    compose faults: every kind, random targets, start times, durations and parameters within these
+    bounds, several faults in effect at once. The same seed gives the same schedule, so a failing
+    seed reproduces with `txnbench run SCENARIO --path P --seed S`."""
+
+    kinds: tuple[str, ...] = ()
+    """Fault kinds to draw from; empty: every kind but slow-participant (whose delay must fit the
+    GC and session settings). Kinds that do not apply to the run's path are left out."""
+    gap_min_s: float = bounded(1.0, min=0, max=3600, help="shortest fault-free gap before a window")
+    gap_max_s: float = bounded(6.0, min=0, max=3600, help="longest fault-free gap before a window")
+    for_min_s: float = bounded(0.5, min=0, max=3600, help="shortest time a healable fault stays")
+    for_max_s: float = bounded(8.0, min=0, max=3600, help="longest time a healable fault stays")
+    together: int = bounded(3, min=1, max=8, help="at most this many faults in effect at once (each "
+                                                  "healed after its own duration)")
+    triggered: float = bounded(0.4, min=0, max=1, help="share of windows timed to the load (a commit or a "
+                                                       "transactional send) and aimed at what it touched")
+    terminates: int = bounded(1, min=0, max=100, help="at most this many terminates (a terminated v4 topic "
+                                                      "refuses every later send)")
+
+    def check(self) -> None:
+        if self.gap_min_s > self.gap_max_s:
+            raise Invalid("gap_min_s", f"{self.gap_min_s:g} is above gap_max_s ({self.gap_max_s:g})",
+                          "swap them")
+        if self.for_min_s > self.for_max_s:
+            raise Invalid("for_min_s", f"{self.for_min_s:g} is above for_max_s ({self.for_max_s:g})",
+                          "swap them")
+
+
+@dataclass(frozen=True)
 class FaultsConfig:
     quiet_s: float = bounded(5.0, min=0, max=3600, help="fault-free time after each heal")
     schedule: tuple[FaultSpec, ...] = ()
     random: RandomFaults | None = None
+    generated: GeneratedFaults | None = None
+    """A schedule generated from the seed (every kind, random targets, times, durations; faults
+    overlapping); null: none."""
 
     @property
     def enabled(self) -> bool:
-        return bool(self.schedule) or self.random is not None
+        return bool(self.schedule) or self.random is not None or self.generated is not None
 
 
 class ExpectationScope(StrEnum):

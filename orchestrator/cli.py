@@ -158,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
         matrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
         matrix.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
+        if name == "chaos":
+            matrix.add_argument("--seed", type=int,
+                                help="override the scenario's seed (a generated schedule is drawn from it)")
+            matrix.add_argument("--coverage", action="store_true",
+                                help="run the embedded services under coverage.py and report how much of the "
+                                     "recovery code (embedded/recovery_code.py) the runs reached: coverage.md")
         if name in ("bench", "sweep"):
             matrix.add_argument("--no-capacity", action="store_true",
                                 help="skip measuring the load generator against a null broker")
@@ -198,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
                           help="only the bugs that live on these paths")
     selftest.add_argument("--no-baseline", action="store_true", help="skip the clean baseline runs")
+    selftest.add_argument("--with-chaos", action="store_true",
+                          help="also run every bug under chaos.yaml alone, with its own baselines, and report "
+                               "what it catches beside the tuned scenarios (make selftest does)")
+    selftest.add_argument("--scenario", metavar="NAME",
+                          help="run every bug under this one scenario instead of its own (e.g. chaos); "
+                               "that figure then decides the exit status")
     selftest.add_argument("--duration", type=_positive_float, metavar="S",
                           help="seconds of each run's faults phase (default: the scenario's)")
     selftest.add_argument("--list", action="store_true", help="print the catalogue and exit")

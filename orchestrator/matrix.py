@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.config import RunConfig, Target
-from harness.results import MatrixDir, RunStatus, new_matrix, write_json_atomic
+from harness.errors import ConfigError
+from harness.results import MatrixDir, RunStatus, new_matrix, write_json_atomic, write_text_atomic
 from harness.txn_paths import TxnPath
 from orchestrator.capacity import ensure_capacity
 from orchestrator.outcome import RunOptions, RunOutcome, print_outcome, say
@@ -29,15 +30,46 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
     say(f"{kind} matrix {matrix.matrix_id}: {config.name} over {', '.join(p.value for p in config.paths)}")
     if kind == "bench" and not getattr(args, "no_capacity", False):
         ensure_capacity(config)
+    coverage = bool(getattr(args, "coverage", False))
+    if coverage and config.target is not Target.EMBEDDED:
+        raise ConfigError(f"scenario {config.name}", "--coverage",
+                          f"coverage of the recovery code is measured on the embedded cluster, not {config.target.value}",
+                          "drop --coverage or use --target embedded")
     config, baseline = pulsar_releases(config, kind)
-    outcomes, interrupted = _run_paths(config, matrix, args.results, kind)
+    outcomes, interrupted = _run_paths(config, matrix, args.results, kind, coverage=coverage)
     if baseline is not None and not interrupted:
         say(f"== {kind}: v4 on Apache Pulsar {baseline.cluster.pulsar_version} (the LTS baseline) ==")
         more, interrupted = _run_paths(baseline, matrix, args.results, kind,
                                        suffix=f"-pulsar-{baseline.cluster.pulsar_version}")
         outcomes += more
     _compare(matrix, outcomes)
+    if coverage:
+        _coverage(matrix, outcomes)
+    if config.faults.generated is not None:
+        _reproduce(matrix, config, getattr(args, "scenario", None) or config.name, outcomes)
     return _finish_matrix(matrix, outcomes, interrupted)
+
+
+def reproduce_command(scenario: str, txn_path: str, seed: int, faults_s: float) -> str:
+    """The one command that runs one path of a generated schedule again: same seed, same schedule."""
+    return f"txnbench run {scenario} --path {txn_path} --seed {seed} --duration {faults_s:g}"
+
+
+def _reproduce(matrix: MatrixDir, config: RunConfig, scenario: str, outcomes: list[RunOutcome]) -> None:
+    """A generated schedule's seed and, per path, the command that reproduces it (compare.md, reproduce.md)."""
+    lines = [f"Fault schedule generated from seed {config.seed} (faults/generate.py). Each path reproduces with:", ""]
+    for outcome in outcomes:
+        txn_path = outcome.run_dir.path.name
+        mark = "" if outcome.exit_code == 0 else f" (exit {outcome.exit_code}, verdict {outcome.verdict.value})"
+        lines.append(f"- {txn_path}{mark}: `{reproduce_command(scenario, txn_path, config.seed, config.phases.faults_s)}`")
+    text = "\n".join(lines) + "\n"
+    write_text_atomic(matrix.path / "reproduce.md", "# Reproduce\n\n" + text)
+    compare = matrix.path / "compare.md"
+    if compare.is_file():
+        write_text_atomic(compare, compare.read_text().rstrip("\n") + "\n\n## Reproduce\n\n" + text)
+    for line in lines:
+        if line:
+            say(line.replace("`", ""))
 
 
 def pulsar_releases(config: RunConfig, kind: str) -> tuple[RunConfig, RunConfig | None]:
@@ -93,13 +125,14 @@ def with_users(config: RunConfig, users: int) -> RunConfig:
 
 
 def _run_paths(config: RunConfig, matrix: MatrixDir, results_root: Path, kind: str,
-               suffix: str = "") -> tuple[list[RunOutcome], bool]:
+               suffix: str = "", coverage: bool = False) -> tuple[list[RunOutcome], bool]:
     """Run `config` on each of its paths into the matrix; stop at the first interrupted run."""
     outcomes: list[RunOutcome] = []
     for index, txn_path in enumerate(config.paths, start=1):
         say(f"== {kind} {index}/{len(config.paths)}: {txn_path.value}{suffix} ==")
         options = RunOptions(results_root=results_root, matrix=matrix,
-                             folder=f"{txn_path.value}{suffix}" if suffix else None, command=kind)
+                             folder=f"{txn_path.value}{suffix}" if suffix else None, command=kind,
+                             coverage=coverage)
         outcome = Run(config.for_path(txn_path), options).execute()
         outcomes.append(outcome)
         print_outcome(outcome)
@@ -140,6 +173,21 @@ def _compare(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
         say(f"comparison: {matrix.path / 'compare.html'}")
     except Exception as err:
         say(f"comparison report failed: {err}")
+
+
+def _coverage(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
+    """coverage.json/.md of the recovery code over the runs that finished (orchestrator/coverage.py)."""
+    from orchestrator.coverage import repository_root, summary_lines, write_matrix_coverage
+
+    runs = {o.run_dir.path.name: o.run_dir.path for o in outcomes}
+    try:
+        result = write_matrix_coverage(matrix.path, runs, repository_root())
+    except Exception as err:   # a report that cannot be made must not hide the verdicts
+        say(f"recovery-code coverage failed: {type(err).__name__}: {err}")
+        return
+    for line in summary_lines(result):
+        say(line.replace("**", ""))
+    say(f"recovery-code coverage: {matrix.path / 'coverage.md'}")
 
 
 def _compare_sweep(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:

@@ -53,6 +53,7 @@ from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_STAR
 from harness.load_control import LoadControlClient, control_dir
 from harness.results import RunStatus, new_run
 from harness.target import ClusterInfo, ClusterTarget, ServiceRole
+from orchestrator.coverage import COVERAGE_DIR
 from orchestrator.outcome import (
     LoadProcessDied,
     Phase,
@@ -236,7 +237,8 @@ class Run:
             spec = EmbeddedSpec(txn_path=self.config.path, brokers=self.config.cluster.brokers,
                                 settings=dict(self.config.cluster.settings), directory=directory,
                                 parent_pid=os.getpid(), ready_timeout_s=self.config.cluster.ready_timeout_s,
-                                planted_bugs=tuple(self.planted_bugs))
+                                planted_bugs=tuple(self.planted_bugs),
+                                coverage_dir=self.run_dir.path / COVERAGE_DIR if self.options.coverage else None)
             return EmbeddedCluster(spec)
         if self.config.target is Target.PULSAR:
             from targets.pulsar.cluster import PulsarCluster, PulsarSpec

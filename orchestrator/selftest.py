@@ -19,6 +19,14 @@ after every case so an interrupted self-test keeps what it learned. The exit sta
 when every bug was caught and every baseline is clean, 1 otherwise, 2 when a run failed
 to finish, 130 when interrupted.
 
+The tuned scenarios say what the harness *can* catch when told where to look; users and
+the nightly job run `chaos.yaml`, which is told nothing about the bugs. So the self-test
+can also run every bug under one untuned scenario (`--with-chaos`, what `make selftest`
+does: the **chaos** group, `CHAOS_SCENARIO`, with its own baselines), and reports that
+figure beside the tuned one, with the issue's goal (`CHAOS_GOAL` of the catalogue). Only
+the tuned group decides whether the self-test passes; the chaos figure is a measurement
+(`--scenario NAME` alone runs only that group, and then it decides).
+
 Judging is a pure function of each run's outcome (`judge_case`), tested without
 clusters; the runner only sequences `orchestrator.run.Run`.
 """
@@ -42,6 +50,9 @@ from harness.txn_paths import TxnPath
 from orchestrator.planted import BY_ID, CATALOGUE, PlantedBug
 
 SELFTEST_SCHEMA = 1
+TUNED = "tuned"           # each bug with the scenario written to catch it (PlantedBug.scenario)
+CHAOS_SCENARIO = "chaos"  # the untuned scenario `make selftest` also runs every bug under
+CHAOS_GOAL = 13           # of the 15 catalogued bugs, what chaos.yaml alone should catch (issue #29)
 
 
 class CaseKind(enum.StrEnum):
@@ -68,6 +79,7 @@ class SelftestCase:
     scenario: str
     txn_path: TxnPath
     bug: str | None = None
+    group: str = TUNED        # TUNED, or the name of the one scenario every bug of the group ran under
 
     @property
     def folder(self) -> str:
@@ -87,20 +99,32 @@ class CaseResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.case.kind.value, "bug": self.case.bug, "scenario": self.case.scenario,
-                "path": self.case.txn_path.value, "outcome": self.outcome.value, "run_dir": self.run_dir,
+                "group": self.case.group, "path": self.case.txn_path.value, "outcome": self.outcome.value, "run_dir": self.run_dir,
                 "verdict": self.verdict, "anomalies": dict(self.anomalies), "unexpected": list(self.unexpected),
                 "seconds": round(self.seconds, 1), "error": self.error}
 
 
-def plan(bugs: Sequence[PlantedBug], *, baselines: bool = True) -> list[SelftestCase]:
-    """Baselines first (one per scenario and path the bugs use), then one case per bug, catalogue order."""
-    cases = [SelftestCase(CaseKind.BUG, bug.scenario, TxnPath(bug.paths[0]), bug.id) for bug in bugs]
+def plan(bugs: Sequence[PlantedBug], *, baselines: bool = True, scenario: str | None = None) -> list[SelftestCase]:
+    """Baselines first (one per scenario and path the bugs use), then one case per bug, catalogue order.
+    With `scenario`, every bug runs under that one scenario instead of its own (group `scenario`)."""
+    group = scenario or TUNED
+    cases = [SelftestCase(CaseKind.BUG, scenario or bug.scenario, TxnPath(bug.paths[0]), bug.id, group)
+             for bug in bugs]
     if not baselines:
         return cases
     seen: dict[tuple[str, TxnPath], None] = {}
     for case in cases:
         seen.setdefault((case.scenario, case.txn_path), None)
-    return [SelftestCase(CaseKind.BASELINE, scenario, txn_path) for scenario, txn_path in seen] + cases
+    return [SelftestCase(CaseKind.BASELINE, name, txn_path, group=group) for name, txn_path in seen] + cases
+
+
+def plan_groups(bugs: Sequence[PlantedBug], *, baselines: bool = True, tuned: bool = True,
+                scenario: str | None = None) -> list[SelftestCase]:
+    """The tuned group (when `tuned`), then the group of `scenario` (when given)."""
+    cases = plan(bugs, baselines=baselines) if tuned else []
+    if scenario is not None:
+        cases += plan(bugs, baselines=baselines, scenario=scenario)
+    return cases
 
 
 def judge_case(case: SelftestCase, *, status: str, verdict: str, unexpected: Iterable[str]) -> CaseOutcome:
@@ -115,14 +139,33 @@ def judge_case(case: SelftestCase, *, status: str, verdict: str, unexpected: Ite
     return CaseOutcome.FALSE_ALARM if found else CaseOutcome.CLEAN
 
 
-def summarize(selftest_id: str, results: Sequence[CaseResult], planned: int, *, interrupted: bool = False,
-              seconds: float = 0.0) -> dict[str, Any]:
-    """selftest.json: every case, counts, and whether the self-test passed."""
+def _counts(results: Sequence[CaseResult]) -> dict[str, Any]:
     bugs = [r for r in results if r.case.kind is CaseKind.BUG]
     baselines = [r for r in results if r.case.kind is CaseKind.BASELINE]
     caught = [r.case.bug for r in bugs if r.outcome is CaseOutcome.CAUGHT]
     not_caught = [r.case.bug for r in bugs if r.outcome is not CaseOutcome.CAUGHT]
     dirty = [f"{r.case.scenario} on {r.case.txn_path.value}" for r in baselines if r.outcome is not CaseOutcome.CLEAN]
+    return {"bugs": {"total": len(bugs), "caught": len(caught), "not_caught": not_caught},
+            "baselines": {"total": len(baselines), "clean": len(baselines) - len(dirty), "not_clean": dirty}}
+
+
+def summarize(selftest_id: str, results: Sequence[CaseResult], planned: int, *, interrupted: bool = False,
+              seconds: float = 0.0) -> dict[str, Any]:
+    """selftest.json: every case, counts per group, and whether the self-test passed.
+
+    The top-level `bugs` and `baselines` are the deciding group's: the tuned one when it
+    ran, else the one scenario's. `groups` has the counts of each group; an untuned
+    group beside the tuned one also carries its goal (`CHAOS_GOAL` for chaos) and never
+    fails the self-test: it measures what the shipped chaos catches unaided."""
+    names = list(dict.fromkeys(r.case.group for r in results))
+    groups = {name: _counts([r for r in results if r.case.group == name]) for name in names}
+    deciding = TUNED if TUNED in groups or not names else names[0]
+    head = groups.get(deciding) or _counts([])
+    for name, counts in groups.items():
+        if name != TUNED:
+            counts["scenario"] = name
+            if name == CHAOS_SCENARIO:
+                counts["goal"] = CHAOS_GOAL
     complete = len(results) == planned and not interrupted
     return {
         "schema": SELFTEST_SCHEMA,
@@ -131,9 +174,12 @@ def summarize(selftest_id: str, results: Sequence[CaseResult], planned: int, *, 
         "interrupted": interrupted,
         "seconds": round(seconds, 1),
         "planned": planned,
-        "bugs": {"total": len(bugs), "caught": len(caught), "not_caught": not_caught},
-        "baselines": {"total": len(baselines), "clean": len(baselines) - len(dirty), "not_clean": dirty},
-        "passed": complete and not not_caught and not dirty and bool(results),
+        "bugs": head["bugs"],
+        "baselines": head["baselines"],
+        "deciding_group": deciding,
+        "groups": groups,
+        "passed": complete and not head["bugs"]["not_caught"] and not head["baselines"]["not_clean"]
+        and bool([r for r in results if r.case.group == deciding]),
         "cases": [r.to_json() for r in results],
     }
 
@@ -165,6 +211,8 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         lines.append(f"Not caught: {', '.join(bugs['not_caught'])}.")
     if base["not_clean"]:
         lines.append(f"Baselines not clean: {', '.join(base['not_clean'])}.")
+    for line in _group_lines(summary):
+        lines += ["", line]
     lines += ["", "| case | path | scenario | outcome | verdict | anomalies | s | run |",
               "|---|---|---|---|---|---|---:|---|"]
     for c in summary["cases"]:
@@ -182,6 +230,20 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _group_lines(summary: Mapping[str, Any]) -> list[str]:
+    """One line per group that does not decide: what that one scenario caught, unaided."""
+    out = []
+    for name, counts in (summary.get("groups") or {}).items():
+        if name == summary.get("deciding_group"):
+            continue
+        bugs, base = counts["bugs"], counts["baselines"]
+        goal = f" (goal: {counts['goal']})" if counts.get("goal") is not None else ""
+        missed = f"; not caught: {', '.join(bugs['not_caught'])}" if bugs["not_caught"] else ""
+        out.append(f"**{name}.yaml alone** (no scenario tuned to a bug): {bugs['caught']} of {bugs['total']} "
+                   f"planted bugs caught{goal}; {base['clean']} of {base['total']} baselines clean{missed}.")
+    return out
+
+
 def render_table(summary: Mapping[str, Any]) -> str:
     """The console table."""
     rows = [("case", "path", "scenario", "outcome", "anomalies")]
@@ -192,6 +254,7 @@ def render_table(summary: Mapping[str, Any]) -> str:
     bugs, base = summary["bugs"], summary["baselines"]
     out.append(f"caught {bugs['caught']}/{bugs['total']} planted bugs; {base['clean']}/{base['total']} "
                f"baselines clean; {summary['seconds']:.0f} s")
+    out += [line.replace("**", "") for line in _group_lines(summary)]
     return "\n".join(out)
 
 
@@ -304,7 +367,10 @@ def main_selftest(args: argparse.Namespace) -> int:
     if args.paths:
         wanted = set(args.paths)
         bugs = [b for b in bugs if b.paths[0] in wanted]
-    cases = plan(bugs, baselines=not args.no_baseline)
+    only = getattr(args, "scenario", None)
+    with_chaos = getattr(args, "with_chaos", False)
+    cases = plan_groups(bugs, baselines=not args.no_baseline, tuned=only is None,
+                        scenario=only if only is not None else (CHAOS_SCENARIO if with_chaos else None))
     if not cases:
         raise ConfigError("txnbench selftest", "--paths", "no catalogued bug lives on those paths",
                           "`txnbench selftest --list` shows each bug's path")
@@ -314,7 +380,8 @@ def main_selftest(args: argparse.Namespace) -> int:
     scenarios = {name: scenario.load(name) for name in sorted({c.scenario for c in cases})}
     matrix = new_matrix("selftest", "catalogue", root=args.results,
                         info={"cases": [{"kind": c.kind.value, "scenario": c.scenario, "path": c.txn_path.value,
-                                         "bug": c.bug} for c in cases], "duration": args.duration})
+                                         "bug": c.bug, "group": c.group} for c in cases],
+                              "duration": args.duration})
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

@@ -203,6 +203,8 @@ class EmbeddedSpec:
     #: brokers read theirs from `settings`; the stores get these in their config. The orchestrator
     #: computes and guards them (it refuses them unless allowed), so the target needs no catalogue.
     planted_bugs: tuple[str, ...] = ()
+    #: Run every service of ours under coverage.py, data files here (`txnbench chaos --coverage`).
+    coverage_dir: Path | None = None
 
 
 class EmbeddedCluster(LocalProcessControl):
@@ -347,7 +349,7 @@ class EmbeddedCluster(LocalProcessControl):
                 return server_command(record.config_path)
             except ZooKeeperUnavailable as err:
                 raise EnvironmentProblem(str(err)) from None
-        return module_argv(MODULES[record.role], record.config_path)
+        return module_argv(MODULES[record.role], record.config_path, self.spec.coverage_dir)
 
     def _process(self, record: ServiceRecord, config: Mapping[str, Any] | None = None, *,
                  pid: int | None = None, start_time: int | None = None) -> ServiceProcess:

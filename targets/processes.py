@@ -31,7 +31,8 @@ from typing import Any, Self
 
 import requests
 
-from harness.entrypoints import python_m
+from harness import covered
+from harness.entrypoints import python_m, runnable_name
 from harness.metrics import parse_prometheus_text
 from harness.results import write_json_atomic
 
@@ -184,11 +185,21 @@ class ManagedProcess:
         return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def module_argv(module: ModuleType, config_path: Path) -> list[str]:
+#: the packages a service run under coverage traces (`harness.covered`): the cluster's own code
+COVERAGE_SOURCES = ("embedded",)
+
+
+def module_argv(module: ModuleType, config_path: Path, coverage_dir: Path | None = None) -> list[str]:
     """The command of one of our services: `python -m <module> --config <file>` (this interpreter).
 
-    A module, not its name, so the import contracts see what starts what (harness.entrypoints)."""
-    return python_m(module, "--config", str(config_path))
+    A module, not its name, so the import contracts see what starts what (harness.entrypoints).
+    With `coverage_dir`, the module runs under coverage.py through `harness.covered`, which
+    writes its data file there (and saves it every second, so a kill -9 keeps it)."""
+    if coverage_dir is None:
+        return python_m(module, "--config", str(config_path))
+    sources = [arg for pkg in COVERAGE_SOURCES for arg in ("--source", pkg)]
+    return python_m(covered, "--data-dir", str(coverage_dir), *sources, runnable_name(module), "--",
+                    "--config", str(config_path))
 
 
 class ServiceNotReady(RuntimeError):

@@ -159,3 +159,33 @@ def test_bug_selection_and_the_command_line(capsys: pytest.CaptureFixture[str]) 
     assert main(["selftest", "--list"]) == 0
     out = capsys.readouterr().out
     assert all(bug.id in out for bug in CATALOGUE)
+
+
+def test_the_chaos_group_runs_every_bug_under_chaos_and_is_reported_beside_the_tuned_one() -> None:
+    from orchestrator.selftest import CHAOS_GOAL, CHAOS_SCENARIO, TUNED, plan_groups
+
+    cases = plan_groups([V4_BUG, V5_BUG], scenario=CHAOS_SCENARIO)
+    tuned = [c for c in cases if c.group == TUNED]
+    chaos = [c for c in cases if c.group == CHAOS_SCENARIO]
+    assert len(tuned) == 4 and {c.scenario for c in chaos} == {CHAOS_SCENARIO}
+    assert [(c.kind, c.txn_path, c.bug) for c in chaos] == [
+        (CaseKind.BASELINE, TxnPath.V4, None), (CaseKind.BASELINE, TxnPath.V5, None),
+        (CaseKind.BUG, TxnPath.V4, V4_BUG.id), (CaseKind.BUG, TxnPath.V5, V5_BUG.id)]
+    assert len({c.folder for c in cases}) == len(cases)
+    assert plan_groups([V4_BUG], tuned=False, scenario="chaos") == plan([V4_BUG], scenario="chaos")
+
+    chaos_bug = SelftestCase(CaseKind.BUG, "chaos", TxnPath.V4, V4_BUG.id, "chaos")
+    chaos_base = SelftestCase(CaseKind.BASELINE, "chaos", TxnPath.V4, group="chaos")
+    results = [_result(BASE, CaseOutcome.CLEAN), _result(BUG, CaseOutcome.CAUGHT, {"partial-txn": 3}),
+               _result(chaos_base, CaseOutcome.CLEAN), _result(chaos_bug, CaseOutcome.MISSED)]
+    summary = summarize("st", results, planned=4)
+    assert summary["passed"], "the chaos figure is a measurement: only the tuned group decides"
+    assert summary["bugs"]["caught"] == 1 and summary["deciding_group"] == TUNED
+    assert summary["groups"]["chaos"]["bugs"] == {"total": 1, "caught": 0, "not_caught": [V4_BUG.id]}
+    assert summary["groups"]["chaos"]["goal"] == CHAOS_GOAL
+    line = (f"**chaos.yaml alone** (no scenario tuned to a bug): 0 of 1 planted bugs caught (goal: {CHAOS_GOAL}); "
+            f"1 of 1 baselines clean; not caught: {V4_BUG.id}.")
+    assert line in render_markdown(summary)
+    assert line.replace("**", "") in render_table(summary)
+    alone = summarize("st", results[2:], planned=2)
+    assert alone["deciding_group"] == "chaos" and not alone["passed"]

@@ -156,7 +156,7 @@ schedule:
     ("{kind: pause, target: broker:5, at_s: 0}",
      r"faults.schedule\[0\].target: 'broker:5': there is no broker 5; the cluster has brokers 0-2; pick one"),
     ("{kind: split, target: broker:0, at_s: 0}",
-     r"split cannot act on 'broker:0'; give one of: topic:<k\|random>, segment:<k\|random>"),
+     r"split cannot act on 'broker:0'; give one of: topic:<k\|random\|trigger>, segment:<k\|random\|trigger>"),
     ("{kind: slow-participant, target: metadata, at_s: 0}",
      r"slow-participant cannot act on 'metadata'"),
 ])
@@ -245,3 +245,16 @@ schedule:
 """, faults_s=30)
     flaps = [(w.start_s, w.heal_s) for w in plan(cfg).windows if w.faults[0].kind is FaultKind.PARTITION]
     assert flaps == [(3, 3.5), (4, 4.5), (5, 5.5), (6, 6.5)]      # after the kill and its quiet period
+
+
+def test_a_target_aimed_at_the_trigger_needs_a_trigger() -> None:
+    cfg = faults_of("""
+schedule:
+  - {kind: terminate, target: "topic:trigger", at_s: 1, for_s: 0, trigger: {op: txn-commit}}
+  - {kind: kill, target: "coordinator:trigger", at_s: 5, for_s: 1, trigger: {op: txn-commit}}
+""", faults_s=20)
+    assert [w.faults[0].target for w in plan(cfg).windows] == ["topic:trigger", "coordinator:trigger"]
+    with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.target.*no trigger"):
+        plan(faults_of("schedule:\n  - {kind: unload, target: 'segment:trigger', at_s: 1, for_s: 0}"))
+    with pytest.raises(ConfigError, match=r"faults\.random\.target"):
+        plan(faults_of("random: {kinds: [kill], target: 'coordinator:trigger'}"))

@@ -204,6 +204,39 @@ def test_segment_names_and_adjacency() -> None:
     assert adjacent_pairs(["segment://p/n/x/0000-3fff-3", "segment://p/n/x/8000-ffff-2"]) == []
 
 
+def test_trigger_selectors_aim_at_the_triggering_transaction() -> None:
+    from faults.selectors import Aim, uses_trigger
+
+    for text in ("coordinator:trigger", "topic:trigger", "segment:trigger"):
+        assert uses_trigger(parse_selector(text))
+    assert not uses_trigger(parse_selector("coordinator")) and not uses_trigger(parse_selector("topic:1"))
+    a, b = "topic://public/txnbench/a", "topic://public/txnbench/b"
+    segments = {a: v5_segments("a", 4), b: v5_segments("b", 2)}
+    mine = segments[a][2]
+    aim = Aim("1:42", ((a, mine), (b, None)))
+    assert aim.tc_id == 1 and Aim("x", ()).tc_id is None
+    assert Aim.from_seen({"txn": "1:42", "participants": [[a, mine], [b, None]]}) == aim
+    assert Aim.from_seen(None) is None
+    locator = FakeLocator({0: "pulsar://127.0.0.1:10000", 1: "pulsar://127.0.0.1:10002"})
+    for seed in range(10):
+        c = ctx(seed, topics=(a, b, "topic://public/txnbench/c"), segments_of=lambda t: segments[t], aim=aim,
+                coordinator_brokers=locator.coordinator_brokers)
+        assert resolve_topic(parse_selector("topic:trigger"), c).topic in (a, b)  # type: ignore[arg-type]
+        seg = resolve_segment(parse_selector("segment:trigger"), c)  # type: ignore[arg-type]
+        assert seg.segment == mine or seg.topic == b
+        assert resolve_service(parse_selector("coordinator:trigger"), c).name == "broker-2"  # type: ignore[arg-type]
+        pair = resolve_adjacent_pair(parse_selector("topic:trigger"),  # type: ignore[arg-type]
+                                     ctx(seed, topics=(a,), segments_of=lambda t: segments[t], aim=aim))
+        assert mine in (pair[0].segment, pair[1].segment)
+    # nothing seen (the trigger timed out): random ones, as without a trigger
+    c = ctx(3, topics=(a,), segments_of=lambda t: segments[t], coordinator_brokers=locator.coordinator_brokers)
+    assert resolve_segment(parse_selector("segment:trigger"), c).segment in segments[a]  # type: ignore[arg-type]
+    assert resolve_service(parse_selector("coordinator:trigger"), c).name in ("broker-0", "broker-2")  # type: ignore[arg-type]
+    # a busy topic of the transaction is not taken
+    c = ctx(3, topics=(a, b), segments_of=lambda t: segments[t], aim=aim, busy=frozenset({f"topic:{a}"}))
+    assert resolve_topic(parse_selector("topic:trigger"), c).topic == b  # type: ignore[arg-type]
+
+
 def test_links_every_broker_shares_resolve_for_each_broker() -> None:
     """The pulsar target: one link into each broker and one into the bookie, shared by every broker."""
     import dataclasses

@@ -58,3 +58,68 @@ def test_wait_for_returns_the_next_match_from_a_new_writer_or_times_out(tmp_path
     assert time.monotonic() - started < 1.0
     stop.set()
     assert tail.wait_for("txn-commit", "ok", 30.0, stop) is None    # a stopped nemesis does not wait
+
+
+def test_an_aimed_trigger_takes_a_commit_only_of_a_transaction_seen_open_and_names_where(tmp_path: Path) -> None:
+    worker = tmp_path / "w0.jsonl"
+    worker.write_text("")
+    tail = HistoryTail(tmp_path)
+    tail.skip_to_end()
+    with worker.open("a") as handle:
+        handle.write(_line("txn-commit", "invoke", 0, txn="1:1"))          # its sends were not seen
+        handle.write(_line("send", "invoke", 1, txn="0:5", topic="topic://t/n/a"))
+        handle.write(_line("send", "ok", 2, txn="0:5", topic="topic://t/n/a", segment="segment://t/n/a/0-f-1"))
+        handle.write(_line("ack", "invoke", 3, txn="0:5", topic="persistent://t/n/in",
+                           segment="persistent://t/n/in-partition-1"))
+    assert tail.poll("txn-commit", "invoke", aimed=True) is None
+    with worker.open("a") as handle:
+        handle.write(_line("txn-commit", "invoke", 4, txn="0:5"))
+    seen = tail.poll("txn-commit", "invoke", aimed=True)
+    assert seen is not None and seen["txn"] == "0:5"
+    assert seen["participants"] == [["topic://t/n/a", "segment://t/n/a/0-f-1"],
+                                    ["persistent://t/n/in", "persistent://t/n/in-partition-1"]]
+    with worker.open("a") as handle:                                      # ended: forgotten
+        handle.write(_line("txn-commit", "ok", 5, txn="0:5"))
+        handle.write(_line("txn-abort", "invoke", 6, txn="0:5"))
+    assert tail.poll("txn-abort", "invoke", aimed=True) is None
+
+
+def test_an_aimed_send_trigger_is_a_transactional_send_and_carries_its_own_segment_first(tmp_path: Path) -> None:
+    worker = tmp_path / "w0.jsonl"
+    worker.write_text("")
+    tail = HistoryTail(tmp_path)
+    tail.skip_to_end()
+    with worker.open("a") as handle:
+        handle.write(_line("send", "ok", 0, txn=None, topic="persistent://t/n/in", segment="p0"))
+        handle.write(_line("send", "ok", 1, txn="2:1", topic="topic://t/n/b", segment="s-b"))
+        handle.write(_line("send", "ok", 2, txn="2:1", topic="topic://t/n/a", segment="s-a"))
+    seen = tail.poll("send", "ok", aimed=True)
+    assert seen is not None and seen["index"] == 1 and seen["participants"] == [["topic://t/n/b", "s-b"]]
+
+
+def test_open_transactions_are_bounded() -> None:
+    from faults.triggers import OpenTxns
+
+    txns = OpenTxns(limit=3)
+    for i in range(10):
+        txns.observe({"f": "send", "type": "ok", "txn": f"0:{i}", "topic": "t", "segment": "s"})
+    assert txns.participants({"f": "txn-commit", "txn": "0:0"}) == []
+    assert txns.participants({"f": "txn-commit", "txn": "0:9"}) == [("t", "s")]
+
+
+def test_an_aimed_match_says_which_topics_the_transaction_wrote(tmp_path: Path) -> None:
+    worker = tmp_path / "w0.jsonl"
+    worker.write_text("")
+    tail = HistoryTail(tmp_path)
+    tail.skip_to_end()
+    with worker.open("a") as handle:
+        handle.write(_line("ack", "invoke", 0, txn="0:1", topic="in", segment="in-p0"))
+        handle.write(_line("send", "ok", 1, txn="0:1", topic="out", segment="out-p1"))
+        handle.write(_line("txn-commit", "invoke", 2, txn="0:1"))
+    seen = tail.poll("txn-commit", "invoke", aimed=True)
+    assert seen is not None and seen["written"] == ["out"]
+    from faults.selectors import Aim
+
+    aim = Aim.from_seen(seen)
+    assert aim is not None and aim.writes_only().participants == (("out", "out-p1"),)
+    assert Aim("0:1", (("in", None),)).writes_only() == Aim("0:1", (("in", None),))   # not known: all count

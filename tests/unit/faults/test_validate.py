@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -80,8 +81,8 @@ def test_the_timeline_printer(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["chaos", "--path", "v4", "--duration", "30"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("== chaos on v4: faults phase 30s, quiet 4s after each heal ==")
-    assert "f1 client-kill load:random" in out and "f3 kill coordinator" in out and "on v5" not in out
-    assert "note: faults.schedule[17]: split does not apply to v4; left out" in out
+    assert "client-kill load:random" in out and re.search(r"f\d+ kill coordinator", out) and "on v5" not in out
+    assert re.search(r"note: faults\.schedule\[\d+\]: split does not apply to v4; left out", out)
 
 
 def test_the_timeline_printer_reports_a_bad_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

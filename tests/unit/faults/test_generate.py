@@ -1,0 +1,70 @@
+"""Generated schedules: seeded, every kind, bounded, overlapping, the same for every path."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from faults.generate import AIMED, DEFAULT_KINDS, TARGETS, draw
+from faults.kinds import FaultKind
+from faults.schedule import plan_timeline
+from harness.config import FaultsConfig, GeneratedFaults
+from harness.txn_paths import TxnPath
+from orchestrator.matrix import reproduce_command
+
+
+def test_a_seed_gives_one_schedule_and_another_seed_another() -> None:
+    spec = GeneratedFaults()
+    a = draw(spec, (), seed=7, duration_s=300)
+    assert a == draw(spec, (), seed=7, duration_s=300)
+    assert a != draw(spec, (), seed=8, duration_s=300)
+
+
+def test_windows_stay_in_bounds_use_every_kind_and_overlap() -> None:
+    spec = GeneratedFaults(gap_min_s=1, gap_max_s=3, for_min_s=0.5, for_max_s=4, together=3, triggered=0.5,
+                           terminates=1)
+    windows = draw(spec, (), seed=3, duration_s=600)
+    kinds = {f.kind for w in windows for f in w.faults}
+    assert kinds == set(DEFAULT_KINDS) and FaultKind.SLOW_PARTICIPANT not in kinds
+    assert sum(f.kind is FaultKind.TERMINATE for w in windows for f in w.faults) == 1
+    previous_end = 0.0
+    for w in windows:
+        assert 1 <= len(w.faults) <= 3 and len({f.kind for f in w.faults}) == len(w.faults)
+        assert w.at_s - previous_end >= 1 - 1e-6 and w.at_s < 600
+        previous_end = w.at_s + w.for_s
+        for f in w.faults:
+            assert f.for_s == 0 or 0.5 <= f.for_s <= 4
+            aimed = f.target.endswith(":trigger")
+            assert f.target in TARGETS[f.kind] + AIMED.get(f.kind, ())
+            assert not aimed or w.trigger is not None, "an aimed target only in a triggered window"
+    assert any(len({f.for_s for f in w.faults}) > 1 for w in windows), "faults of a window end apart"
+    assert any(w.trigger is not None for w in windows) and any(w.trigger is None for w in windows)
+
+
+def test_the_timeline_is_the_seeds_on_every_path_less_what_a_path_lacks() -> None:
+    cfg = FaultsConfig(quiet_s=0, generated=GeneratedFaults(kinds=("split", "kill", "latency")))
+    v5 = plan_timeline(cfg, seed=11, duration_s=120, txn_path=TxnPath.V5, brokers=2)
+    v4 = plan_timeline(cfg, seed=11, duration_s=120, txn_path=TxnPath.V4, brokers=2)
+    assert {f.kind for f in v5.faults} == {FaultKind.SPLIT, FaultKind.KILL, FaultKind.LATENCY}
+    assert FaultKind.SPLIT not in {f.kind for f in v4.faults}
+    assert any("split fault(s) do not apply to v4" in n for n in v4.notes)
+    no_split = [(f.kind, f.target, f.for_s) for f in v5.faults if f.kind is not FaultKind.SPLIT]
+    assert no_split == [(f.kind, f.target, f.for_s) for f in v4.faults]
+    for window in v5.windows:
+        assert window.for_s == pytest.approx(max(f.for_s or 0 for f in window.faults), abs=1e-6) \
+            or window.heal_s == 120
+
+
+def test_bounds_are_checked() -> None:
+    from harness._validate import build
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="gap_min_s"):
+        build(GeneratedFaults, {"gap_min_s": 5, "gap_max_s": 1}, "test")
+    assert dataclasses.replace(GeneratedFaults(), together=1).together == 1
+
+
+def test_the_reproduce_command() -> None:
+    assert reproduce_command("chaos-generated", "v5", 202611271, 120.0) == \
+        "txnbench run chaos-generated --path v5 --seed 202611271 --duration 120"
