@@ -50,6 +50,8 @@ class ServiceInfo:
     state: str = "unknown"          # running | stopped | paused | killed | unknown
     pid: int | None = None
     service_url: str | None = None  # brokers: the pulsar:// URL clients are given (through the proxy)
+    internal_urls: tuple[str, ...] = ()  # brokers: other pulsar:// URLs the broker advertises (e.g. its
+                                         # internal listener, which v5 coordinator assignments name)
     admin_url: str | None = None    # brokers: http:// admin and /metrics
     metrics_url: str | None = None  # Prometheus text endpoint
     log_path: Path | None = None
@@ -98,7 +100,8 @@ class ClusterInfo:
         """The broker a lookup or coordinator assignment points at."""
         wanted = service_url.rstrip("/")
         for svc in self.by_role(ServiceRole.BROKER):
-            if svc.service_url and svc.service_url.rstrip("/") == wanted:
+            urls = ((svc.service_url,) if svc.service_url else ()) + svc.internal_urls
+            if any(url.rstrip("/") == wanted for url in urls):
                 return svc
         return None
 

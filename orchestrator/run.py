@@ -424,8 +424,14 @@ class Run:
                 assert control is not None
                 for name in brokers:          # all down first: no broker keeps a cache of any topic
                     control.stop(name)
-                for name in brokers:
-                    control.start(name)       # waits until it is healthy
+                failed = []
+                for name in brokers:          # every broker, even after one failed: a broker left
+                    try:                      # down would leave the drain nothing to read from
+                        control.start(name)   # waits until it is healthy
+                    except Exception as err:
+                        failed.append(f"{name}: {err}")
+                if failed:
+                    raise EnvironmentProblem("could not start every broker again: " + "; ".join(failed))
                 assert self.target is not None
                 self.cluster_info = self.target.info()
                 self._record_cluster()

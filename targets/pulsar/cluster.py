@@ -135,6 +135,13 @@ class PlannedService:
                    metrics_url=data.get("metrics_url"))
 
 
+def _internal_urls(planned: PlannedService) -> tuple[str, ...]:
+    """A broker's internal-listener URL (through its `brokers-broker-<i>` link): v5 coordinator
+    assignments and segment layouts name it, so the `coordinator` fault selector must know it."""
+    port = planned.ports.get("internal_port")
+    return (f"pulsar://{HOST}:{port}",) if port else ()
+
+
 class PulsarCluster(LocalProcessControl):
     """Real Pulsar as local processes; a `ClusterTarget` and its own `ProcessControl`."""
 
@@ -249,6 +256,7 @@ class PulsarCluster(LocalProcessControl):
             proc = self.processes.get(name)
             services.append(ServiceInfo(name=name, role=planned.role, state=proc.state if proc else "unknown",
                                         pid=proc.pid if proc else None, service_url=planned.service_url,
+                                        internal_urls=_internal_urls(planned),
                                         admin_url=planned.admin_url, metrics_url=planned.metrics_url,
                                         log_path=planned.log_path))
         brokers = [p for p in self.planned.values() if p.role is ServiceRole.BROKER]
@@ -385,7 +393,8 @@ class PulsarCluster(LocalProcessControl):
             path.write_text(conf.properties(values))
             admin = f"http://{HOST}:{http}"
             self._add(PlannedService(f"broker-{i}", ServiceRole.BROKER, "broker",
-                                     {"binary_port": binary, "http_port": http},
+                                     {"binary_port": binary, "http_port": http,
+                                      "internal_port": link_port[PEER_LINK.format(i)]},
                                      self._java_argv("broker", classpath, major, "--broker-conf", str(path)),
                                      log_dir / f"broker-{i}.log",
                                      service_url=f"pulsar://{addr(link_port[f'client-broker-{i}'])}",

@@ -42,3 +42,24 @@ def test_the_locator_follows_a_moved_coordinator(path: TxnPath) -> None:
 
 def test_all_brokers_url_names_every_broker() -> None:
     assert all_brokers_url(cluster_info(3)) == "pulsar://127.0.0.1:10000,127.0.0.1:10001,127.0.0.1:10002"
+
+
+def test_a_coordinator_on_a_brokers_internal_listener_is_that_broker() -> None:
+    # Real Pulsar 5.0.1 (v5) names the broker's internal listener in coordinator assignments,
+    # not the client-facing URL: chaos run 20261127-081354-chaos-v5 refused both of its
+    # coordinator kills with "coordinator 1 is on pulsar://127.0.0.1:37409, which is none of
+    # this cluster's brokers".
+    services = tuple(ServiceInfo(f"broker-{i}", ServiceRole.BROKER, "running",
+                                 service_url=f"pulsar://127.0.0.1:{40000 + i}",
+                                 internal_urls=(f"pulsar://127.0.0.1:{37000 + i}",))
+                     for i in range(2))
+    cluster = ClusterInfo("pulsar", TxnPath.V5, "pulsar://127.0.0.1:40000,127.0.0.1:40001",
+                          "http://127.0.0.1:1", services=services)
+    assert cluster.broker_for_url("pulsar://127.0.0.1:37001").name == "broker-1"
+    assert cluster.broker_for_url("pulsar://127.0.0.1:40000").name == "broker-0"
+    assert cluster.broker_for_url("pulsar://127.0.0.1:1") is None
+    ctx = ResolveContext(cluster=cluster, rng=random.Random(1),
+                         coordinator_brokers=lambda: {1: "pulsar://127.0.0.1:37001"})
+    selector = parse_selector("coordinator")
+    assert isinstance(selector, ServiceSelector)
+    assert resolve_service(selector, ctx).name == "broker-1"
