@@ -11,16 +11,18 @@ TARGET   ?=
 SCENARIO ?=
 USERS    ?=
 BUGS     ?=
+TXN_PATH ?=
+PULSAR_VERSION ?=
 PYTEST_ARGS ?=
 
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-pulsar test-proxy-real test-slow test-docker bench chaos sweep selftest report report-picture lint clean distclean check-java
+.PHONY: help setup test test-cluster test-pulsar test-proxy-real test-slow test-docker bench chaos sweep peer selftest report report-picture lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report, report-picture), PYTEST_ARGS=..."
+	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|pulsar|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report, report-picture), PYTEST_ARGS=..."
 
 check-java: ## check for Java 17+ (PySpark needs it)
 	@.ci/check-java
@@ -64,6 +66,9 @@ chaos: $(STAMP) ## chaos matrix: each path under faults; fails when any verdict 
 
 sweep: $(STAMP) ## concurrency sweep: every path at USERS=4,16,48 users; sweep report under results/
 	$(BIN)/txnbench sweep $(matrix_args) $(if $(USERS),--users $(USERS),)
+
+peer: $(STAMP) ## pulsar-perf transaction and txnbench on one real Pulsar cluster: make peer TXN_PATH=v4 PULSAR_VERSION=4.0.8
+	$(BIN)/txnbench peer $(or $(SCENARIO),atomic-produce) --path $(or $(TXN_PATH),v4) $(if $(PULSAR_VERSION),--pulsar-version $(PULSAR_VERSION),) $(if $(DURATION),--duration $(DURATION),)
 
 selftest: $(STAMP) ## run every planted bug with the scenario meant to catch it (docs/selftest.md); fails on a miss
 	$(BIN)/txnbench selftest $(if $(DURATION),--duration $(DURATION),) $(if $(BUGS),--bugs $(BUGS),)

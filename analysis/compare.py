@@ -65,7 +65,7 @@ def _relative(path: Path, root: Path | None) -> str:
 
 
 _MAX_LABEL_KEYS = 2
-_NOT_A_DIFFERENCE = ("name", "description", "seed")
+_NOT_A_DIFFERENCE = ("name", "description", "seed", "paths")   # `paths` is the matrix's, not one run's
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -267,7 +267,12 @@ def build_comparison(entries: Sequence[RunEntry], *, out_dir: Path | None = None
     order = _order(labels, entries)
     runs = {labels[i]: _entry(entries[i], out_dir) for i in order}
     ordered = [labels[i] for i in order]
-    baseline = next((label for label in ordered if runs[label]["path"] == BASELINE_PATH), ordered[0] if ordered else None)
+    # The baseline is the matrix's own v4 run (folder `runs/v4`), so an extra v4 run (the pulsar
+    # target's LTS release, folder `runs/v4-pulsar-4.0.8`) is compared with it, not the other way round.
+    own = [label for i, label in zip(order, ordered, strict=True)
+           if runs[label]["path"] == BASELINE_PATH and entries[i].run_dir.name == BASELINE_PATH]
+    baseline = next(iter(own), None) or next((label for label in ordered if runs[label]["path"] == BASELINE_PATH),
+                                             ordered[0] if ordered else None)
     ratios = {label: _ratios(runs[label], runs[baseline]) for label in ordered} if baseline else {}
     scenarios = sorted({str(r["scenario"]) for r in runs.values() if r.get("scenario")})
     return {

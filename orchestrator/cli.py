@@ -80,8 +80,9 @@ EXAMPLES: dict[str, str] = {
     "selftest": "txnbench selftest --bugs txnbenchBugV5GcRetentionInMillis",
     "check": "txnbench check $(ls -1dt results/*-bench-bench | head -1)/runs/v5",
     "report": "M=$(ls -1dt results/*-bench-bench | head -1); txnbench report $M/runs/v4 $M/runs/v5 --out results/v4-vs-v5",
+    "peer": "txnbench peer atomic-produce --path v4 --pulsar-version 4.0.8 --duration 30",
     "cluster": "txnbench cluster up --path v5 --brokers 3",
-    "cluster up": "txnbench cluster up --path v5 --brokers 3",
+    "cluster up": "txnbench cluster up --target pulsar --path v5",
     "cluster status": "txnbench cluster status --json",
     "cluster down": "txnbench cluster down",
     "cluster heal": "txnbench cluster heal",
@@ -164,6 +165,27 @@ def build_parser() -> argparse.ArgumentParser:
             matrix.add_argument("--users", type=_user_levels, default=(4, 16, 48), metavar="N,N,...",
                                 help="user counts to run each path at (default: 4,16,48)")
         matrix.set_defaults(handler={"bench": _cmd_bench, "chaos": _cmd_chaos, "sweep": _cmd_sweep}[name])
+
+    peer = sub.add_parser("peer", help="pulsar-perf transaction and txnbench on one real Pulsar cluster, one report",
+                          description="Start one real Pulsar cluster (the pulsar target), run Pulsar's own "
+                                      "`pulsar-perf transaction` with settings matched to the scenario, then the "
+                                      "scenario itself on the same cluster; write results/<peer_id>/peer.{json,md,"
+                                      "html}: committed txn/s, send/ack/commit latency, each load generator's CPU "
+                                      "per 1000 transactions, broker-side counts, and what pulsar-perf cannot tell. "
+                                      "Only atomic-produce scenarios map to pulsar-perf; v4 and v5 paths.",
+                          epilog=_epilog("peer"), formatter_class=_HelpFormatter)
+    peer.add_argument("scenario", help="an atomic-produce scenario (scenarios/<name>.yaml) or file")
+    peer.add_argument("--path", choices=["v4", "v5"], dest="txn_path", help="transaction path (default: the scenario's)")
+    peer.add_argument("--pulsar-version", metavar="V", help=PULSAR_VERSION_HELP)
+    peer.add_argument("--duration", type=_positive_float, metavar="S",
+                      help="seconds of the measured window of each tool (rounded up to 10 s intervals)")
+    peer.add_argument("--users", type=_positive_int,
+                      help="concurrent clients: txnbench users and pulsar-perf -threads (default: the scenario's)")
+    peer.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="a broker setting by its Pulsar name, over the scenario's (repeatable)")
+    peer.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                      help="results root (default: results/)")
+    peer.set_defaults(handler=_cmd_peer, target="pulsar")
 
     selftest = sub.add_parser("selftest", help="run each planted bug with the scenario meant to catch it",
                               description="Prove the harness's power: each catalogued planted bug "
@@ -333,6 +355,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from orchestrator import matrix
 
     return matrix.main_sweep(config, args, levels=args.users)
+
+
+def _cmd_peer(args: argparse.Namespace) -> int:
+    args.paths = [args.txn_path] if args.txn_path else None   # one path: only it is checked against the release
+    config = scenario_from_args(args)
+    from orchestrator import peer as peer_module
+    return peer_module.main_peer(config, args)
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 from analysis.verdicts import Judgement
 from harness.errors import TxnbenchError
 from harness.results import MatrixDir, RunDir, RunStatus
+from harness.target import ClusterTarget
 
 
 class Phase(StrEnum):
@@ -73,6 +74,7 @@ class RunOptions:
     folder: str | None = None            # a matrix run's folder under runs/ (default: its path)
     command: str = "run"                 # the command that asked for the run (bench, chaos, selftest, ...)
     allow_planted_bugs: bool = False     # only `run --allow-planted-bugs` and `selftest` set it
+    target: ClusterTarget | None = None  # a cluster started by the caller (peer): used as is, not started again
 
 
 class LoadProcessDied(TxnbenchError):

@@ -223,6 +223,8 @@ class Run:
                                       "sub_type": sub.sub_type.value})
 
     def _make_target(self) -> ClusterTarget:
+        if self.options.target is not None:   # the caller started it and stops it (txnbench peer)
+            return self.options.target
         if self.config.target is Target.EMBEDDED:
             from targets.embedded import EmbeddedCluster, EmbeddedSpec
 

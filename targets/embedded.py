@@ -47,6 +47,7 @@ from harness.target import (
     multi_host_service_url,
 )
 from harness.txn_paths import TxnPath
+from targets.local import LocalProcessControl
 from targets.processes import (
     HOST,
     ProcessState,
@@ -204,7 +205,7 @@ class EmbeddedSpec:
     planted_bugs: tuple[str, ...] = ()
 
 
-class EmbeddedCluster:
+class EmbeddedCluster(LocalProcessControl):
     """The reference cluster; a `ClusterTarget` and its own `ProcessControl`."""
 
     name = "embedded"
@@ -331,56 +332,14 @@ class EmbeddedCluster:
     def process_control(self) -> EmbeddedCluster:
         return self
 
-    # ---- ProcessControl -----------------------------------------------------------------------
+    # ---- LocalProcessControl (kill, stop, start, pause, resume, is_running) ----------------------
 
-    def _proc(self, service: str) -> ServiceProcess:
-        if service not in self.processes:
-            raise KeyError(f"no service {service!r}; have {sorted(self.processes)}")
-        return self.processes[service]
-
-    def kill(self, service: str) -> None:
-        self._proc(service).kill()
-
-    def stop(self, service: str) -> None:
-        """SIGTERM and wait until the process is gone (SIGKILL after 10 s, as `down()` does)."""
-        self._proc(service).stop()
-
-    def start(self, service: str) -> None:
+    def restart_service(self, service: str) -> None:
         """Start a stopped service with its original config and wait until it is healthy."""
-        proc = self._proc(service)
-        if proc.state != ProcessState.STOPPED:
-            return
         self._start(service)
         self._wait_healthy([service], time.monotonic() + self.spec.ready_timeout_s)
 
-    def pause(self, service: str) -> None:
-        import signal as _signal
-
-        proc = self._proc(service)
-        if not proc.signal(_signal.SIGSTOP):
-            raise RuntimeError(f"{service} is not running; cannot pause it")
-        self._wait_state(proc, ProcessState.PAUSED)
-
-    def resume(self, service: str) -> None:
-        import signal as _signal
-
-        proc = self._proc(service)
-        if proc.state == ProcessState.PAUSED:
-            proc.signal(_signal.SIGCONT)
-            self._wait_state(proc, ProcessState.RUNNING)
-
-    def is_running(self, service: str) -> bool:
-        return self._proc(service).state == ProcessState.RUNNING
-
     # ---- internals ----------------------------------------------------------------------------
-
-    def _wait_state(self, proc: ServiceProcess, wanted: str, timeout_s: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.state == wanted:
-                return
-            time.sleep(0.01)
-        raise RuntimeError(f"{proc.name} did not become {wanted} within {timeout_s}s (is {proc.state})")
 
     def _argv(self, record: ServiceRecord) -> list[str]:
         if record.program == ZOOKEEPER:

@@ -18,6 +18,8 @@ class LocalProcessControl:
     """`ProcessControl` over `self.processes`; subclasses implement `restart_service`."""
 
     processes: dict[str, ServiceProcess]
+    #: How long a graceful stop may take before SIGKILL (a JVM broker closing its topics needs more).
+    stop_timeout_s: float = 10.0
 
     def restart_service(self, service: str) -> None:
         """Start a stopped service with its original configuration and wait until it is ready."""
@@ -33,7 +35,7 @@ class LocalProcessControl:
 
     def stop(self, service: str) -> None:
         """SIGTERM and wait until the process is gone (SIGKILL when it lingers)."""
-        self._proc(service).stop(timeout_s=20)
+        self._proc(service).stop(timeout_s=self.stop_timeout_s)
 
     def start(self, service: str) -> None:
         if self._proc(service).state == ProcessState.STOPPED:

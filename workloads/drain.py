@@ -86,6 +86,7 @@ IDLE_S = 2.0                 # a subscription silent this long (after settling) 
 SETTLE_MARGIN_S = 5.0        # on top of txn_timeout_s: the coordinator's timeout sweep
 THREADS = 4
 READ_STALL_S = 10.0          # a read round that brings nothing for this long is stuck
+UNANSWERED_PAUSE_S = 0.5     # before asking again after a round the broker did not answer (growing)
 PROBE_AFTER_S = 3.0          # a read silent this long asks the owner whether its next entry is lost
 MAX_LOST_RUNS = 20           # runs of lost entries skipped per partition before giving up
 MAX_PROBES = 2000            # positions probed per partition
@@ -263,7 +264,7 @@ class _Drain:
         last: dict[str, tuple[int, int]] = {}
         lost_parts: list[str] = []
         try:
-            silent_s = 0.0
+            silent_s, unanswered = 0.0, 0
             while True:
                 round_s = max(0.1, min(self._round_s(), self.remaining()))
                 try:
@@ -282,6 +283,14 @@ class _Drain:
                     why = "in time" if self.remaining() <= 0 else f"(nothing arrived for {silent_s:.0f}s)"
                     self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} {why}")
                     return
+                except OperationError as err:
+                    # Unanswered (GET_LAST_MESSAGE_ID, a lookup): a real broker loading its topics after a
+                    # restart can take longer than one round. Ask again while the drain has time.
+                    if err.definite or self.remaining() <= 0:
+                        raise
+                    unanswered += 1
+                    time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))
+                    continue
                 self._record_reads(process, topic, messages, last)
                 break
         except OperationError as err:

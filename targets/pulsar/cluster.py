@@ -157,6 +157,7 @@ class PulsarCluster(LocalProcessControl):
     """Real Pulsar as local processes; a `ClusterTarget` and its own `ProcessControl`."""
 
     name = "pulsar"
+    stop_timeout_s = 20.0
 
     def __init__(self, spec: PulsarSpec) -> None:
         self.spec = spec

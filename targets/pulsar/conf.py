@@ -226,7 +226,8 @@ def broker_conf(*, binary_port: int, http_port: int, advertised_client_port: int
         "managedLedgerCacheSizeMB": 64,
         "bookkeeperNumberOfChannelsPerBookie": 2,
         "exposeTopicLevelMetricsInPrometheus": True,
-        "zooKeeperSessionTimeoutMillis": 30_000,
+        # Only the current name: Pulsar prefers the deprecated zooKeeperSessionTimeoutMillis when it
+        # is set, which silently overrode a scenario's metadataStoreSessionTimeoutMillis (6 s in chaos).
         "metadataStoreSessionTimeoutMillis": 30_000,
     }
     return {**base, **{k: v for k, v in settings.items() if k != "metadataStoreUrl"}}

@@ -2,10 +2,9 @@
 
 Theory of operation. `maven/pom.xml` pins what to resolve; `ensure_jars(release)` runs
 `mvn -Dpulsar.version=V -Djars.dir=<cache>/<V>/lib package` once, which copies the
-broker's, the bookie's, ZooKeeper's and pulsar-perf's classpath into the cache, then
-fetches the pom's `overlay.artifacts` one by one (jars whose descriptors the mirror
-lacks, see the pom). A stamp file written last (`classpath.json`: the pom's digest and
-every jar's name) marks a complete cache: a later call with the same pom returns at
+broker's, the bookie's, ZooKeeper's and pulsar-perf's classpath into the cache (and, for
+5.0.1, BookKeeper 4.18.2's jars in place of 4.18.0's: see the pom). A stamp file written last (`classpath-<pom digest>.json`: the
+release's components and every jar's name) marks a complete cache: a later call with the same pom returns at
 once, and an interrupted download is simply redone. Maven's own local repository
 (`~/.m2`) caches the downloads underneath, so CI's second run copies, not downloads.
 
@@ -22,9 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +34,7 @@ POM = Path(__file__).parent / "maven" / "pom.xml"
 CACHE_ENV = "TXNBENCH_PULSAR_CACHE"
 DEFAULT_CACHE = Path(".txnbench/pulsar")
 STAMP = "classpath.json"
-#: The dependency plugin's `get` that copies one artifact (`dest`) without reading its
-#: descriptor's parent (3.x reads it and fails on the mirror's missing BookKeeper parent POM).
-GET_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:2.8:get"
 MVN_TIMEOUT_S = 1800
-_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
 def cache_root() -> Path:
@@ -80,16 +73,6 @@ def pom_digest(pom: Path = POM) -> str:
     return hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
 
 
-def overlay_artifacts(version: str, pom: Path = POM) -> list[str]:
-    """`group:artifact:version` of the jars the pom's profile for `version` fetches by hand."""
-    root = ET.parse(pom).getroot()
-    for profile in root.iterfind("m:profiles/m:profile", _NS):
-        if profile.findtext("m:id", namespaces=_NS) == f"pulsar-{version}":
-            text = profile.findtext("m:properties/m:overlay.artifacts", default="", namespaces=_NS)
-            return [a.strip() for a in text.split(",") if a.strip()]
-    return []
-
-
 def mvn_binary() -> str:
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -98,12 +81,12 @@ def mvn_binary() -> str:
     return mvn
 
 
-def _run_mvn(argv: list[str], log: Path, what: str, say: Callable[[str], None], cwd: Path | None = None) -> None:
+def _run_mvn(argv: list[str], log: Path, what: str, say: Callable[[str], None]) -> None:
     started = time.monotonic()
     with log.open("ab") as out:
         out.write(f"\n==== {' '.join(argv)}\n".encode())
         out.flush()
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             last = started
             while proc.poll() is None:
@@ -144,9 +127,10 @@ def ensure_jars(release: PulsarRelease, say: Callable[[str], None] | None = None
     """The release's classpath, resolved with Maven on first use and reused afterwards."""
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))
     folder = (root or cache_root()) / release.version
-    lib = folder / "lib"
-    stamp = folder / STAMP
     digest = pom_digest()
+    # one folder per pom: a changed pom resolves beside the old jars, which a running cluster may still read
+    lib = folder / f"lib-{digest}"
+    stamp = folder / f"{STAMP.removesuffix('.json')}-{digest}.json"
     if stamp.is_file():
         with contextlib.suppress(OSError, ValueError):   # an unreadable stamp: rebuild
             recorded = json.loads(stamp.read_text())
@@ -161,13 +145,6 @@ def ensure_jars(release: PulsarRelease, say: Callable[[str], None] | None = None
     started = time.monotonic()
     _run_mvn([mvn, "-B", "-f", str(POM), f"-Dpulsar.version={release.version}", f"-Djars.dir={lib}", "package"],
              log, f"resolving Pulsar {release.version}", say)
-    for coordinate in overlay_artifacts(release.version):
-        _group, artifact, version = coordinate.split(":")
-        jar = lib / f"{artifact}-{version}.jar"
-        _run_mvn([mvn, "-B", GET_GOAL, f"-Dartifact={coordinate}", "-Dtransitive=false", f"-Ddest={jar}"], log,
-                 f"fetching {coordinate}", say, cwd=Path(tempfile.gettempdir()))
-        if not jar.is_file():
-            raise EnvironmentProblem(f"Maven could not fetch {coordinate} into {jar}; see {log}")
     classpath = Classpath(release, lib)
     if not classpath.jars:
         raise EnvironmentProblem(f"Maven resolved no jar for Pulsar {release.version}; see {log}")

@@ -3,16 +3,22 @@
 What it proves, end to end, on real Pulsar 5.0.1 (PIP-473 inside): `txnbench cluster up
 --target pulsar` resolves the jars (first time) and starts ZooKeeper, a bookie and two
 brokers behind the fault proxy; `txnbench run` drives v4 atomic produce with aborts,
-consume-transform-produce and ack-only users (the `mixed` workload) and v5 atomic produce
-through it, and the checker judges each history valid; `txnbench cluster down` leaves no
-process behind. The runs use the `external` target on the started cluster so one cluster
-start (about a minute of JVMs) serves both; `--target pulsar` itself starting a run's own
-cluster is in tests/pulsar/test_pulsar_runs.py (slow).
+consume-transform-produce and ack-only users (the `mixed` workload) and the checker judges
+the history valid; a v5 atomic produce commits on two scalable topics and aborts on both,
+and the subscriptions see exactly the committed values; `txnbench cluster down` leaves no
+process behind. The run uses the `external` target on the started cluster, so one cluster
+start (about a minute of JVMs) serves every test.
+
+A whole v5 `txnbench run` is not judged here: on 5.0.1 its drain stops early because of
+docs/findings/v5-stale-last-message-id.md (every such run reports lost writes), which
+`test_v5_last_message_id_follows_commits` holds as a strict expected failure: the day
+Pulsar fixes it, that test fails and says so. `make bench TARGET=pulsar` runs v5 whole.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +26,15 @@ from typing import Any
 import psutil
 import pytest
 
+from harness.client import PulsarClient
+from harness.client.admin import AdminClient
 from tests.cluster.test_run_scenarios import run_folder, short_scenario, txnbench
+from tools.repro.v5_stale_last_message_id import reproduce
 
 pytestmark = [pytest.mark.pulsar, pytest.mark.timeout(1500)]
 
 UP_TIMEOUT_S = 1200   # the first use resolves the jars with Maven (minutes), later ones take about a minute
+RUN_TIMEOUT_S = 900   # a 12 s load, then the drain and the checker: about 2 min idle, 7 min seen on a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +59,8 @@ def judged(tmp_path: Path, cluster: dict[str, Any], scenario: str, path: str, **
     file = short_scenario(tmp_path, scenario, steady_s=8, path=path, workload=workload or None)
     status = cluster["status"]
     done = txnbench("run", str(file), "--target", "external", "--service-url", status["service_url"],
-                    "--admin-url", status["admin_url"], "--results", str(tmp_path / "results"))
+                    "--admin-url", status["admin_url"], "--results", str(tmp_path / "results"),
+                    timeout=RUN_TIMEOUT_S)
     folder = run_folder(done)
     results = json.loads((folder / "analysis" / "results.json").read_text())
     assert done.returncode == 0 and results["valid"] is True, \
@@ -73,5 +84,37 @@ def test_v4_atomic_produce_aborts_and_consume_transform_produce_are_valid(
     assert results["valid"] is True
 
 
-def test_v5_atomic_produce_is_valid(pulsar_cluster: dict[str, Any], tmp_path: Path) -> None:
-    judged(tmp_path, pulsar_cluster, "atomic-produce", "v5")
+def test_v5_atomic_produce_commits_and_aborts_on_two_scalable_topics(pulsar_cluster: dict[str, Any]) -> None:
+    status = pulsar_cluster["status"]
+    admin = AdminClient(status["admin_url"])
+    topics = [f"topic://public/default/smoke-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    for topic in topics:
+        admin.create_scalable_topic(topic, 2)
+    with PulsarClient(status["service_url"], txn_path="v5", listener_name="external",
+                      operation_timeout_s=30) as client:
+        producers = [client.create_producer(t) for t in topics]
+        watchers = [client.subscribe(t, "watch", sub_type="Shared") for t in topics]
+        committed, aborted = client.new_transaction(timeout_s=60), client.new_transaction(timeout_s=60)
+        for i, producer in enumerate(producers):
+            for k in range(3):
+                producer.send(f"c{i}.{k}".encode(), key=f"k{k}", txn=committed)
+                producer.send(f"x{i}.{k}".encode(), key=f"k{k}", txn=aborted)
+        aborted.abort()
+        committed.commit()
+        for i, watcher in enumerate(watchers):
+            seen = set()
+            for _ in range(20):   # bounded: ends at the first quiet receive
+                message = watcher.receive(timeout_s=5)
+                if message is None:
+                    break
+                seen.add(message.data.decode())
+                watcher.acknowledge(message)
+            assert seen == {f"c{i}.{k}" for k in range(3)}
+
+
+@pytest.mark.xfail(strict=True, reason="Pulsar 5.0.1: docs/findings/v5-stale-last-message-id.md")
+def test_v5_last_message_id_follows_commits(pulsar_cluster: dict[str, Any]) -> None:
+    status = pulsar_cluster["status"]
+    seen = reproduce(status["service_url"], status["admin_url"])
+    assert len(seen.delivered) == len(seen.committed)   # the messages are there ...
+    assert not seen.stale, f"GET_LAST_MESSAGE_ID {seen.final_last_id} after commits up to {seen.committed[-1]}"

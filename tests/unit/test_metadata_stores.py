@@ -43,3 +43,8 @@ def test_a_manifest_names_its_store_and_older_ones_are_derived() -> None:
     assert store_of_manifest(old)["kind"] == "oxia-like"
     old_zk = {"target": "embedded", "path": "v5", "cluster": {"settings": {"metadataStoreUrl": "zk"}}}
     assert store_of_manifest(old_zk)["kind"] == "zookeeper"
+
+
+def test_a_pulsar_run_that_recorded_no_store_ran_on_zookeeper() -> None:
+    used = store_used("pulsar", "v4", {})
+    assert used.kind is StoreKind.ZOOKEEPER and "pulsar target" in used.label

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,3 +50,32 @@ def test_an_unknown_fault_kind_is_refused_with_the_one_line_error_of_the_parser(
     with pytest.raises(ConfigError) as info:
         scenario.load(str(bad))
     assert str(info.value) == f"{bad}: faults.random.kinds[1]: 'pausee' is not a valid choice; did you mean 'pause'?"
+
+
+def on_pulsar(version: str | None = None, **changes: Any) -> Callable[[RunConfig], RunConfig]:
+    def adjust(config: RunConfig) -> RunConfig:
+        cluster = dataclasses.replace(config.cluster, pulsar_version=version)
+        return dataclasses.replace(config, target=Target.PULSAR, cluster=cluster, **changes)
+    return adjust
+
+
+def test_the_pulsar_target_runs_a_pinned_release_and_v5_only_where_pip_473_is() -> None:
+    from harness.txn_paths import TxnPath
+
+    assert scenario.load("chaos", on_pulsar()).target is Target.PULSAR   # chaos.yaml's faults all fit
+    assert scenario.load("bench", on_pulsar("4.0.8", paths=(TxnPath.V4,))).cluster.pulsar_version == "4.0.8"
+    with pytest.raises(ConfigError, match=r"v5 needs PIP-473, which Pulsar 4\.0\.8 does not have"):
+        scenario.load("bench", on_pulsar("4.0.8"))
+    with pytest.raises(ConfigError, match=r"cluster\.pulsar_version.*5\.0\.1, 4\.0\.8"):
+        scenario.load("bench", on_pulsar("5.0.0"))
+
+
+def test_one_brokers_link_to_the_bookie_is_refused_on_the_pulsar_target(tmp_path: Path) -> None:
+    file = tmp_path / "ledger-link.yaml"
+    file.write_text("phases: {faults_s: 10}\nfaults:\n  schedule:\n"
+                    "    - {kind: partition, target: 'broker-ledger:0', at_s: 1, for_s: 2}\n")
+    assert scenario.load(str(file)).target is Target.EMBEDDED
+    with pytest.raises(ConfigError, match=r"one shared link.*broker-ledger:random"):
+        scenario.load(str(file), on_pulsar())
+    file.write_text(file.read_text().replace("broker-ledger:0", "broker-ledger:random"))
+    assert scenario.load(str(file), on_pulsar()).target is Target.PULSAR

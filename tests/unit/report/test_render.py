@@ -199,3 +199,17 @@ def test_reports_name_planted_bugs_at_the_top(tmp_path: Path) -> None:
     report = write_report(RUN_REPORT, RunInputs(run, perf, fake_results(False), manifest), run.path)
     for text in (report.markdown.read_text(), report.html.read_text()):
         assert "PLANTED BUGS ON" in text and "txnbenchBugV4ReplayKeepsLastPartitions" in text
+
+
+def test_the_matrix_own_v4_is_the_baseline_beside_an_lts_v4(tmp_path: Path) -> None:
+    """A pulsar bench adds v4 on 4.0.8 (folder v4-pulsar-4.0.8): the matrix's own v4 stays the baseline,
+    and the two v4 runs are labelled by the release, not by the matrix's list of paths."""
+    runs = []
+    for folder, version in (("v4-pulsar-4.0.8", "4.0.8"), ("v4", "5.0.1")):
+        run_dir = tmp_path / "runs" / folder
+        manifest = {"path": "v4", "config": {"paths": ["v4"] if version == "4.0.8" else ["v4", "v5"],
+                                             "cluster": {"pulsar_version": version}}}
+        runs.append(RunEntry(run_dir, fake_perf(run_dir, path="v4", scale=1.0), fake_results(True), manifest))
+    compare = build_comparison(runs, out_dir=tmp_path)
+    assert compare["order"] == ["v4 pulsar_version=4.0.8", "v4 pulsar_version=5.0.1"]
+    assert compare["baseline"] == "v4 pulsar_version=5.0.1"

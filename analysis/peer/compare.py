@@ -1,0 +1,168 @@
+"""peer.json: pulsar-perf and txnbench on the same cluster and load, side by side.
+
+Both sides are put in the same units: committed transactions per second over each tool's
+measured window (the windows have the same length: the peer plan makes warm-up and steady
+whole 10-second intervals on both), send/ack/commit latency percentiles in milliseconds
+(pulsar-perf's from its HdrHistogram log, txnbench's from its history), the load
+generator's CPU seconds per 1000 transactions (CPU seconds per second over the window
+divided by transactions per second over it), and the broker-side counter deltas over
+each whole run, also per committed transaction as the brokers count them. The ratios are
+txnbench over pulsar-perf; the goal is txnbench reaching `GOAL` of pulsar-perf's rate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from analysis.peer import brokers
+from analysis.peer.pulsar_perf import PerfResult, cpu_over
+
+PEER_SCHEMA = 1
+GOAL = 0.8
+PERF = "pulsar-perf"
+TXNBENCH = "txnbench"
+
+CANNOT_TELL = (
+    "whether transactions were atomic: pulsar-perf never reads back what it wrote, so a lost, partial, "
+    "duplicated or aborted-but-visible transaction goes unnoticed (txnbench checks 14 anomaly classes "
+    "against the final reads)",
+    "what happened to any one transaction: it keeps counters and latency histograms, no per-operation "
+    "history (txnbench records every invoke and completion with ids, topics and message ids)",
+    "how the cluster behaves under faults: it injects none (txnbench's nemesis kills, pauses, partitions "
+    "and seals while the load runs)",
+    "commit latency: it fires commit() without waiting and opens the next transaction, so commits are "
+    "neither timed nor bounded in flight (txnbench times every commit, one outstanding operation per user)",
+    "a mix of commits and aborts: -abort aborts every transaction or none",
+)
+
+
+def _latency(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not block or not block.get("count"):
+        return None
+    return {k: block.get(k) for k in ("count", "p50", "p95", "p99", "p99.9", "max", "mean")}
+
+
+def _per_txn(counts: Mapping[str, float], committed: float | None) -> dict[str, float]:
+    if not committed:
+        return {}
+    return {name: round(value / committed, 3) for name, value in counts.items()}
+
+
+def _broker_committed(counts: Mapping[str, float]) -> float | None:
+    value = counts.get("pulsar_txn_committed_total")
+    return value if value else None
+
+
+def perf_side(result: PerfResult, run_json: Mapping[str, Any], before: Mapping[str, str],
+              after: Mapping[str, str], abort: bool) -> dict[str, Any]:
+    """pulsar-perf's column: its window's rate and latency, its JVM's CPU, the brokers' counts."""
+    counts = brokers.deltas(before, after)
+    cpu_per_1000 = cpu_pct = None
+    if result.window_wall_s and result.txn_per_s:
+        start, end = result.window_wall_s
+        cpu = cpu_over(run_json.get("cpu_samples") or [], start, end)
+        if cpu is not None and end > start:
+            cpu_pct = round(100.0 * cpu / (end - start), 1)
+            cpu_per_1000 = round(1000.0 * cpu / (end - start) / result.txn_per_s, 3)
+    samples = run_json.get("cpu_samples") or []
+    latency = {op: _latency(result.latency_ms.get(op)) for op in ("send", "ack")}
+    latency["txn-commit"] = None
+    return {
+        "committed_txn_per_s": 0.0 if abort else result.txn_per_s,
+        "ended_txn_per_s": result.txn_per_s,
+        "source": "pulsar-perf's 10 s interval lines over the measured window",
+        "latency_ms": latency,
+        "cpu_percent_of_core": cpu_pct,
+        "cpu_s_per_1000_txn": cpu_per_1000,
+        "cpu_s_total": samples[-1][1] if samples else None,
+        "broker_counts": counts,
+        "broker_counts_per_committed_txn": _per_txn(counts, _broker_committed(counts)),
+        "exit_code": run_json.get("exit_code"),
+        "aggregated": result.aggregated,
+        "notes": list(result.notes),
+    }
+
+
+def txnbench_side(run_dir: Path) -> dict[str, Any]:
+    """txnbench's column, from the run's analysis/perf.json, results.json and metric snapshots."""
+    perf = _read(run_dir / "analysis" / "perf.json")
+    results = _read(run_dir / "analysis" / "results.json")
+    counts = brokers.deltas(brokers.read_texts(run_dir / "metrics", "setup"),
+                            brokers.read_texts(run_dir / "metrics", "recovery"))
+    rate = perf.get("committed_txn_per_s")
+    cpu = ((perf.get("load_generator") or {}).get("cpu")) or {}
+    pct = None if cpu.get("absent") else cpu.get("percent_of_core")
+    latency = perf.get("latency_ms") or {}
+    anomalies = results.get("anomalies") or {}
+    return {
+        "committed_txn_per_s": rate,
+        "ended_txn_per_s": rate,
+        "source": "txnbench's history over the steady phase",
+        "latency_ms": {op: _latency(latency.get(op)) for op in ("txn-open", "send", "ack", "txn-commit")},
+        "cpu_percent_of_core": pct,
+        "cpu_s_per_1000_txn": round(10.0 * pct / rate, 3) if pct is not None and rate else None,
+        "broker_counts": counts,
+        "broker_counts_per_committed_txn": _per_txn(counts, _broker_committed(counts)),
+        "transactions": perf.get("transactions") or {},
+        "verdict": results.get("valid"),
+        "anomalies": {k: v.get("count") for k, v in anomalies.items()},
+        "run": str(run_dir),
+    }
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if isinstance(a, int | float) and isinstance(b, int | float) and b:
+        return round(a / b, 3)
+    return None
+
+
+def bottleneck(plan: Mapping[str, Any], perf: Mapping[str, Any], txnbench: Mapping[str, Any]) -> dict[str, Any]:
+    """Why txnbench is slower at the same concurrency, from the measurements of both sides.
+
+    A closed loop of N clients completes N / (time per transaction) transactions a second. txnbench's
+    user runs its operations one after another (the history contract: one outstanding operation per
+    process) and waits for the commit, so its time per transaction is about the sum of its serial
+    operations' latencies; pulsar-perf sends a transaction's messages concurrently and does not wait for
+    the commit. The load generator's CPU says whether the Python process, not the wait, was the limit.
+    """
+    threads = plan.get("threads") or 0
+    out: dict[str, Any] = {"clients": threads}
+    for name, side in ((PERF, perf), (TXNBENCH, txnbench)):
+        rate = side.get("committed_txn_per_s")
+        out[f"{name}_ms_per_txn_per_client"] = round(1000.0 * threads / rate, 1) if rate else None
+    lat = txnbench.get("latency_ms") or {}
+    parts = {"txn-open": 1, "send": plan.get("messages_per_txn") or 0, "txn-commit": 1}
+    if all((lat.get(op) or {}).get("mean") is not None for op in parts):
+        out["txnbench_serial_ops"] = parts
+        out["txnbench_serial_ms"] = round(sum(n * lat[op]["mean"] for op, n in parts.items()), 1)
+    cpu = txnbench.get("cpu_percent_of_core")
+    out["txnbench_cpu_bound"] = None if cpu is None else cpu >= 80.0
+    return out
+
+
+def build_peer(*, peer_id: str, cluster: Mapping[str, Any], plan: Mapping[str, Any], notes: list[str],
+               perf: Mapping[str, Any], txnbench: Mapping[str, Any], commands: Mapping[str, str]) -> dict[str, Any]:
+    """The peer.json document."""
+    rate_ratio = _ratio(txnbench.get("committed_txn_per_s"), perf.get("committed_txn_per_s"))
+    cpu_ratio = _ratio(txnbench.get("cpu_s_per_1000_txn"), perf.get("cpu_s_per_1000_txn"))
+    goal_met = None if rate_ratio is None else rate_ratio >= GOAL
+    return {
+        "schema": PEER_SCHEMA, "id": peer_id, "cluster": dict(cluster), "plan": dict(plan),
+        "matching_notes": list(notes), "commands": dict(commands),
+        "sides": {PERF: dict(perf), TXNBENCH: dict(txnbench)},
+        "ratios": {"committed_txn_per_s": rate_ratio, "cpu_s_per_1000_txn": cpu_ratio},
+        "bottleneck": bottleneck(plan, perf, txnbench),
+        "goal": {"txnbench_at_least": GOAL, "met": goal_met},
+        "pulsar_perf_cannot_tell": list(CANNOT_TELL),
+    }

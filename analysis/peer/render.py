@@ -1,0 +1,107 @@
+"""peer.md and peer.html from peer.json: one table, both tools, and what pulsar-perf cannot tell."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+from analysis.peer.brokers import HEADLINE
+from analysis.peer.compare import PERF, TXNBENCH
+
+
+def _num(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 100:
+        return f"{int(value):,}{unit}"
+    if isinstance(value, float):
+        return f"{value:,.3g}{unit}" if abs(value) < 100 else f"{value:,.1f}{unit}"
+    return f"{value}{unit}"
+
+
+def _lat(block: Mapping[str, Any] | None) -> str:
+    if not block:
+        return "not measured"
+    return f"{_num(block.get('p50'))} / {_num(block.get('p99'))} / {_num(block.get('max'))}"
+
+
+def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(measure, pulsar-perf, txnbench) rows of the comparison table."""
+    p, t = doc["sides"][PERF], doc["sides"][TXNBENCH]
+    out = [("committed txn/s (measured window)", _num(p.get("committed_txn_per_s")),
+            _num(t.get("committed_txn_per_s"))),
+           ("txnbench / pulsar-perf", "1", _num(doc["ratios"].get("committed_txn_per_s")))]
+    for op in ("send", "ack", "txn-commit"):
+        out.append((f"{op} latency p50 / p99 / max (ms)", _lat(p["latency_ms"].get(op)), _lat(t["latency_ms"].get(op))))
+    out += [("load generator CPU (% of a core)", _num(p.get("cpu_percent_of_core")), _num(t.get("cpu_percent_of_core"))),
+            ("load generator CPU s per 1000 txn", _num(p.get("cpu_s_per_1000_txn")), _num(t.get("cpu_s_per_1000_txn"))),
+            ("txnbench / pulsar-perf CPU per txn", "1", _num(doc["ratios"].get("cpu_s_per_1000_txn")))]
+    agg, txns = p.get("aggregated") or {}, t.get("transactions") or {}
+    failed_t = (txns.get("failed") or 0) + (txns.get("unknown") or 0) if txns else None
+    out.append(("transactions that failed to end (pulsar-perf: whole run; txnbench: window)",
+                _num(agg.get("end_fail")), _num(failed_t)))
+    for name in HEADLINE:
+        if name in p.get("broker_counts", {}) or name in t.get("broker_counts", {}):
+            out.append((f"broker: {name} (whole run)", _num(p["broker_counts"].get(name)),
+                        _num(t["broker_counts"].get(name))))
+    out.append(("atomicity verdict", "not checked", str(t.get("verdict"))
+                + (f" ({', '.join(f'{k}: {v}' for k, v in t['anomalies'].items())})" if t.get("anomalies") else "")))
+    return out
+
+
+def _goal(doc: Mapping[str, Any]) -> str:
+    ratio, met = doc["ratios"].get("committed_txn_per_s"), doc["goal"].get("met")
+    if met is None:
+        return "Goal (txnbench at least 80% of pulsar-perf's committed txn/s): unknown (a rate is missing)."
+    return (f"Goal (txnbench at least {doc['goal']['txnbench_at_least']:.0%} of pulsar-perf's committed txn/s): "
+            f"{'met' if met else 'NOT met'} ({ratio:.0%}).")
+
+
+def bottleneck_text(doc: Mapping[str, Any]) -> str:
+    """One paragraph: the time per transaction of each side and what txnbench's is made of."""
+    b = doc.get("bottleneck") or {}
+    if not b.get("txnbench_ms_per_txn_per_client"):
+        return "Bottleneck: unknown (a rate is missing)."
+    text = (f"Time per transaction per client: pulsar-perf {_num(b.get('pulsar-perf_ms_per_txn_per_client'))} ms, "
+            f"txnbench {_num(b.get('txnbench_ms_per_txn_per_client'))} ms.")
+    if b.get("txnbench_serial_ms") is not None:
+        ops = " + ".join(f"{n} {op}" for op, n in b["txnbench_serial_ops"].items())
+        text += (f" txnbench runs {ops} one after another and waits for the commit: their mean latencies add up "
+                 f"to {_num(b['txnbench_serial_ms'])} ms; pulsar-perf sends a transaction's messages concurrently "
+                 "and does not wait for its commit.")
+    if b.get("txnbench_cpu_bound") is False:
+        text += " txnbench's load process was not CPU-bound (under 80% of a core): the limit is the serial wait, not Python."
+    elif b.get("txnbench_cpu_bound"):
+        text += " txnbench's load process was CPU-bound (80% of a core or more)."
+    return "Bottleneck: " + text
+
+
+def to_markdown(doc: Mapping[str, Any]) -> str:
+    c = doc["cluster"]
+    lines = [f"# Peer: pulsar-perf and txnbench, {doc['plan'].get('txn_path')} on Pulsar {c.get('release')}", "",
+             f"`{doc['id']}`: one `{c.get('target')}` cluster ({c.get('brokers')} brokers), pulsar-perf first, then "
+             f"txnbench, {doc['plan'].get('threads')} concurrent clients each.", "",
+             "| measure | pulsar-perf | txnbench |", "|---|---:|---:|"]
+    lines += [f"| {m} | {a} | {b} |" for m, a, b in rows(doc)]
+    lines += ["", _goal(doc), "", bottleneck_text(doc), "", "## Commands", ""]
+    lines += [f"* {k}: `{v}`" for k, v in doc["commands"].items()]
+    lines += ["", "## How the load was matched", ""] + [f"* {n}" for n in doc["matching_notes"] or ["no changes"]]
+    lines += ["", "## What pulsar-perf cannot tell", ""] + [f"* {n}" for n in doc["pulsar_perf_cannot_tell"]]
+    return "\n".join(lines) + "\n"
+
+
+def to_html(doc: Mapping[str, Any]) -> str:
+    e = html.escape
+    body = [f"<h1>{e(to_markdown(doc).splitlines()[0].lstrip('# '))}</h1>",
+            "<table><tr><th>measure</th><th>pulsar-perf</th><th>txnbench</th></tr>"]
+    body += [f"<tr><td>{e(m)}</td><td>{e(a)}</td><td>{e(b)}</td></tr>" for m, a, b in rows(doc)]
+    body += ["</table>", f"<p>{e(_goal(doc))}</p>", f"<p>{e(bottleneck_text(doc))}</p>", "<h2>Commands</h2><ul>"]
+    body += [f"<li>{e(k)}: <code>{e(v)}</code></li>" for k, v in doc["commands"].items()]
+    body += ["</ul><h2>How the load was matched</h2><ul>"] + [f"<li>{e(n)}</li>" for n in doc["matching_notes"]]
+    body += ["</ul><h2>What pulsar-perf cannot tell</h2><ul>"]
+    body += [f"<li>{e(n)}</li>" for n in doc["pulsar_perf_cannot_tell"]] + ["</ul>"]
+    style = ("body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:4px 8px}td+td{text-align:right}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{e(doc['id'])}</title>"
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")

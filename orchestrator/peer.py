@@ -1,0 +1,153 @@
+"""`txnbench peer`: Pulsar's own `pulsar-perf transaction` beside txnbench, on one cluster, one report.
+
+Theory of operation. One real Pulsar cluster (the `pulsar` target) is started once. The
+scenario is mapped to pulsar-perf flags and bent to match them (targets/pulsar/perf_args.py
+says how and why; every bend goes into the report). pulsar-perf runs first, on its own
+topics, its JVM's CPU sampled and the brokers scraped before and after
+(targets/pulsar/perf.py); then the matched scenario runs as an ordinary txnbench run on
+the same cluster (`RunOptions.target`: the run neither starts nor stops it), with its
+history, checks and perf.json. Last, analysis/peer puts both into
+`results/<peer_id>/peer.{json,md,html}`; the txnbench run folder sits beside them and
+pulsar-perf's files in `pulsar-perf/`. The cluster is stopped on every way out, also on
+Ctrl-C or an error; nothing of it outlives the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from analysis.peer.brokers import read_texts
+from analysis.peer.compare import build_peer, perf_side, txnbench_side
+from analysis.peer.pulsar_perf import read_result
+from analysis.peer.render import to_html, to_markdown
+from harness.config import RunConfig
+from harness.errors import EnvironmentProblem
+from harness.results import (
+    RunStatus,
+    create_unique_dir,
+    utc_stamp,
+    write_json_atomic,
+    write_text_atomic,
+)
+from harness.target import ClusterInfo, ProcessControl
+from orchestrator.outcome import RunOptions, say
+from orchestrator.run import PULSAR_READY_TIMEOUT_S, Run
+from targets.pulsar.cluster import PulsarCluster, PulsarSpec
+from targets.pulsar.jars import ensure_jars
+from targets.pulsar.java import find_java
+from targets.pulsar.perf import MAIN_CLASS, run_perf
+from targets.pulsar.perf_args import plan_peer
+from targets.pulsar.versions import release
+
+
+class SharedCluster:
+    """A started PulsarCluster lent to one run: `up` only reports it, `down` leaves it running."""
+
+    name = "pulsar"
+
+    def __init__(self, cluster: PulsarCluster) -> None:
+        self.cluster = cluster
+        self.components = cluster.components
+
+    def up(self) -> ClusterInfo:
+        return self.cluster.info()
+
+    def down(self) -> None:
+        """The peer command stops the cluster after both tools ran."""
+
+    def info(self) -> ClusterInfo:
+        return self.cluster.info()
+
+    def scrape_metrics(self) -> dict[str, str]:
+        return self.cluster.scrape_metrics()
+
+    def collect_logs(self, dest: Path) -> None:
+        self.cluster.collect_logs(dest)
+
+    def process_control(self) -> ProcessControl | None:
+        return self.cluster.process_control()
+
+    def versions(self) -> dict[str, str]:
+        return self.cluster.versions()
+
+
+def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
+    """Run both tools on one cluster and write the comparison; exit 0 when both produced a rate."""
+    chosen = release(config.cluster.pulsar_version)
+    stamp = utc_stamp()
+    peer_dir = create_unique_dir(args.results, f"{stamp}-peer-{config.name}-{config.path.value}-{chosen.version}")
+    plan = plan_peer(config, chosen, tag=stamp.replace("-", ""))
+    for note in plan.notes:
+        say(f"[peer] matched: {note}")
+    cluster_dir = Path(tempfile.mkdtemp(prefix="txnbench-peer-"))
+    cluster = PulsarCluster(PulsarSpec(
+        txn_path=config.path, version=chosen.version, brokers=config.cluster.brokers,
+        settings=dict(config.cluster.settings), directory=cluster_dir, parent_pid=os.getpid(),
+        ready_timeout_s=max(config.cluster.ready_timeout_s, PULSAR_READY_TIMEOUT_S), say=say))
+    perf_dir = peer_dir / "pulsar-perf"
+    try:
+        info = cluster.up()
+        classpath = ensure_jars(chosen, say)
+        java, major = find_java(chosen.min_java)
+        perf_run = run_perf(plan.perf, java=str(java), java_major=major, classpath=classpath,
+                            service_url=info.service_url, admin_url=info.admin_url,
+                            listener_name=info.listener_name, out_dir=perf_dir,
+                            scrape=cluster.scrape_metrics, say=say)
+        write_json_atomic(perf_dir / "run.json", perf_run.to_json())
+        say(f"[peer] pulsar-perf done (exit {perf_run.exit_code}); now txnbench on the same cluster")
+        # analysed after the cluster is stopped: Spark and four idle JVMs do not share 2 cores well
+        outcome = Run(plan.config, RunOptions(results_root=peer_dir, command="peer", analyze=False,
+                                              target=SharedCluster(cluster))).execute()
+    finally:
+        try:
+            cluster.down()
+        finally:
+            shutil.rmtree(cluster_dir, ignore_errors=True)
+    if outcome.status is RunStatus.COMPLETE:
+        from analysis.pipeline import analyze_run
+
+        say("[peer] analysis of the txnbench run")
+        analyze_run(outcome.run_dir.path)
+    java_cmd = f"java -cp '.txnbench/pulsar/{chosen.version}/lib/*' {MAIN_CLASS} client.conf"
+    write_json_atomic(peer_dir / "peer-plan.json", {
+        "plan": plan.perf.to_json(), "notes": list(plan.notes), "run_dir": outcome.run_dir.path.name,
+        "cluster": {"target": "pulsar", "release": chosen.version, "brokers": config.cluster.brokers,
+                    "components": cluster.components, "service_url": info.service_url},
+        "commands": {
+            "peer": "txnbench " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["peer"] else "txnbench peer",
+            "pulsar-perf": java_cmd + " " + shlex.join(plan.perf.argv(info.service_url, info.admin_url,
+                                                                       info.listener_name)),
+            "txnbench run": f"{outcome.run_dir.path.name} (scenario {plan.config.name}, matched as below)"}})
+    doc = write_peer_report(peer_dir)
+    say(to_markdown(doc).split("\n## Commands")[0])
+    print(peer_dir)
+    sides = doc["sides"]
+    if sides["pulsar-perf"]["ended_txn_per_s"] is None:
+        raise EnvironmentProblem(f"pulsar-perf reported no rate; see {perf_run.log_path}")
+    return 0 if sides["txnbench"].get("committed_txn_per_s") is not None else 2
+
+
+def write_peer_report(peer_dir: Path) -> dict[str, Any]:
+    """peer.{json,md,html} from what the peer folder holds (so a report can be rebuilt after a fix)."""
+    saved = json.loads((peer_dir / "peer-plan.json").read_text())
+    plan, perf_dir = saved["plan"], peer_dir / "pulsar-perf"
+    perf_run = json.loads((perf_dir / "run.json").read_text())
+    hgrm = perf_dir / perf_run["hgrm"] if perf_run.get("hgrm") else None
+    result = read_result((perf_dir / perf_run["log"]).read_text(errors="replace"),
+                         hgrm.read_text() if hgrm else None, plan["warmup_s"], plan["steady_s"])
+    perf = perf_side(result, perf_run, read_texts(perf_dir / "metrics", "before"),
+                     read_texts(perf_dir / "metrics", "after"), plan["abort"])
+    doc = build_peer(peer_id=peer_dir.name, cluster=saved["cluster"], plan=plan, notes=saved["notes"], perf=perf,
+                     txnbench=txnbench_side(peer_dir / saved["run_dir"]), commands=saved["commands"])
+    write_json_atomic(peer_dir / "peer.json", doc)
+    write_text_atomic(peer_dir / "peer.md", to_markdown(doc))
+    write_text_atomic(peer_dir / "peer.html", to_html(doc))
+    return doc
