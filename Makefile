@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-pulsar test-slow test-docker bench chaos sweep peer selftest report report-picture lint clean distclean check-java
+.PHONY: help setup test test-cluster test-pulsar test-proxy-real test-slow test-docker bench chaos sweep peer selftest report report-picture lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,6 +48,9 @@ test-cluster: $(STAMP) ## run only the tests that start embedded-cluster process
 
 test-pulsar: $(STAMP) ## run only the tests that start real Apache Pulsar (jars from Maven Central, cached)
 	$(BIN)/python -m pytest -m "pulsar" $(PYTEST_ARGS)
+
+test-proxy-real: $(STAMP) ## the fault proxy's API suite against ours and the real Toxiproxy (built with Go on first use)
+	TXNBENCH_PROXY_UNDER_TEST=ours,toxiproxy $(BIN)/python -m pytest tests/unit/proxy $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## run the slow tests (long chaos, large histories)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)

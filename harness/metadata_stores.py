@@ -9,6 +9,9 @@ Defaults follow what Pulsar ships: Pulsar 4.x runs on ZooKeeper, so `v4` and
 Oxia-like store (`txnbench`: our store through our own protocol). `--set
 metadataStoreUrl=zk` puts v5 on ZooKeeper, `--set metadataStoreUrl=txnbench` puts v4 on
 our store, `oxia` puts the brokers on the real `oxia` client talking to our store.
+The `pulsar` target (real Pulsar) runs real stores only: ZooKeeper for the v4 paths, a
+real Oxia server for v5 (`oxia://HOST:PORT/default`), `--set metadataStoreUrl=zk|oxia`
+to choose (targets/pulsar/conf.py).
 """
 
 from __future__ import annotations
@@ -98,7 +101,7 @@ def store_used(target: str, txn_path: str, settings: Mapping[str, Any], *, versi
         if text not in ("zk", "zk:", "zk://"):
             label += f" at {text}"
     elif kind is StoreKind.OXIA and text:
-        label += f" at {text}"
+        label = (f"Oxia {version}" if version else label) + f" at {text}"
     elif kind is StoreKind.UNKNOWN:
         label = f"unknown ({text})"
     return StoreUsed(kind, text or OUR_STORE, label)

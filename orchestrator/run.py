@@ -189,7 +189,7 @@ class Run:
         self._snapshot(Phase.SETUP)
 
     def _metadata_store(self) -> dict[str, str]:
-        """The store this run's brokers used (harness.metadata_stores), with ZooKeeper's version."""
+        """The store this run's brokers used (harness.metadata_stores), with ZooKeeper's or Oxia's version."""
         from harness.metadata_stores import StoreKind, store_used
 
         settings = self._cluster.settings
@@ -197,10 +197,12 @@ class Run:
         if self.config.target is Target.EMBEDDED and str(settings.get("metadataStoreUrl")) in ("zk", "zk:", "zk://"):
             from targets.zookeeper import zookeeper_version
             version = zookeeper_version()
-        if self.config.target is Target.PULSAR:
-            version = str(getattr(self.target, "components", {}).get("zookeeper") or "") or None
+        if self.config.target is Target.PULSAR:   # its components name the store it ran: zookeeper or oxia
+            components = getattr(self.target, "components", {})
+            version = str(components.get("oxia") or components.get("zookeeper") or "") or None
         used = store_used(self.config.target.value, self.config.path.value, settings, version=version)
-        return used.to_json() | ({"version": version} if version and used.kind is StoreKind.ZOOKEEPER else {})
+        real = used.kind in (StoreKind.ZOOKEEPER, StoreKind.OXIA)
+        return used.to_json() | ({"version": version} if version and real else {})
 
     def _record_cluster(self) -> dict[str, str]:
         store = self._metadata_store()

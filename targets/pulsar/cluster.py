@@ -2,15 +2,19 @@
 
 Theory of operation. `up()` resolves the release's jars (`jars.ensure_jars`, cached),
 finds a Java new enough for it, picks free ports on 127.0.0.1 and writes every config
-under `<dir>/conf/`. It then starts, in order: the fault proxy (one Toxiproxy-API
-proxy per link), ZooKeeper, the one-shot cluster metadata set-up (with the v4
-coordinators' assign topic), one bookie, and the brokers together; each is waited for
+under `<dir>/conf/`. It then starts, in order: the fault proxy (the real Toxiproxy, one
+proxy per link; `TXNBENCH_PULSAR_PROXY=ours` runs our `faults.proxy` instead), the
+metadata store (ZooKeeper, or a real Oxia server: v5's default, `conf.metadata_store`),
+the one-shot cluster metadata set-up (with the v4 coordinators' assign topic), one
+bookie, and the brokers together; the Go servers (Oxia, Toxiproxy) are built on first
+use (`targets.gobuild`); each is waited for
 by its own readiness (`servers.JavaServer`). Last, one real transaction round trip on
 the run's path (`ready.transaction_round_trip`) shows the coordinators are assigned and
 loaded: until then the cluster is not ready, whatever the processes say.
 
 Links (see `conf.py` for how the servers are told): `client-broker-<i>` (clients to
-broker i), `broker-<i>-metadata` (broker i to ZooKeeper), `brokers-broker-<j>` (every
+broker i), `broker-<i>-metadata` (broker i to ZooKeeper or Oxia; Oxia standalone names the address
+a client dialled as its shard leader, so each broker's Oxia traffic stays on its link), `brokers-broker-<j>` (every
 broker to broker j: j's internal listener is that link's address) and `brokers-ledger`
 (every broker to the bookie). The last two are shared by all brokers (source
 `EVERY_BROKER`): a real broker dials the address its peer or the bookie registered, one
@@ -50,6 +54,7 @@ from harness.target import (
     multi_host_service_url,
 )
 from harness.txn_paths import TxnPath
+from targets import gobuild
 from targets.local import LocalProcessControl
 from targets.processes import (
     HOST,
@@ -73,6 +78,9 @@ DIR_ENV = "TXNBENCH_PULSAR_CLUSTER_DIR"
 SHARED_LEDGER_LINK = "brokers-ledger"
 PEER_LINK = "brokers-broker-{}"
 SETUP_TIMEOUT_S = 180.0
+PROXY_ENV = "TXNBENCH_PULSAR_PROXY"
+#: The proxy in front of every link: the real Toxiproxy, or ours (`faults.proxy`).
+REAL_TOXIPROXY, OUR_PROXY = "toxiproxy", "ours"
 
 MAIN_CLASS = {
     "zookeeper": "org.apache.zookeeper.server.quorum.QuorumPeerMain",
@@ -87,6 +95,15 @@ def default_dir() -> Path:
     return Path(os.environ.get(DIR_ENV, str(DEFAULT_DIR)))
 
 
+def default_proxy() -> str:
+    """`toxiproxy` (the real one) unless `TXNBENCH_PULSAR_PROXY=ours`."""
+    chosen = os.environ.get(PROXY_ENV, REAL_TOXIPROXY) or REAL_TOXIPROXY
+    if chosen not in (REAL_TOXIPROXY, OUR_PROXY):
+        raise EnvironmentProblem(f"{PROXY_ENV}={chosen}: choose `{REAL_TOXIPROXY}` (the real Toxiproxy, the "
+                                 f"default) or `{OUR_PROXY}` (txnbench's faults.proxy)")
+    return chosen
+
+
 @dataclass
 class PulsarSpec:
     txn_path: TxnPath = TxnPath.V4
@@ -97,6 +114,7 @@ class PulsarSpec:
     parent_pid: int | None = None       # JVMs are killed by their watchdog once this process is gone
     ready_timeout_s: float = 300.0
     say: Callable[[str], None] | None = None
+    proxy: str = field(default_factory=default_proxy)
 
     @property
     def release(self) -> PulsarRelease:
@@ -109,7 +127,7 @@ class PlannedService:
 
     name: str
     role: ServiceRole
-    kind: str                   # proxy, zookeeper, bookie, broker
+    kind: str                   # proxy (ours), toxiproxy, zookeeper, oxia, bookie, broker
     ports: dict[str, int]
     argv: list[str]
     log_path: Path
@@ -155,6 +173,7 @@ class PulsarCluster(LocalProcessControl):
             raise EnvironmentProblem(f"the {spec.txn_path.value} path needs PIP-473, which Pulsar "
                                      f"{self.release.version} does not have; use --pulsar-version "
                                      f"{release(None).version}")
+        self.store = conf.metadata_store(spec.txn_path, spec.settings)
         self.directory = spec.directory.resolve()
         self.planned: dict[str, PlannedService] = {}
         self.processes: dict[str, ServiceProcess] = {}
@@ -163,6 +182,7 @@ class PulsarCluster(LocalProcessControl):
         self.settings: dict[str, Any] = {}
         self.components: dict[str, str] = {}
         self.java: str = ""
+        self.binaries: dict[str, str] = {}
         self._say = spec.say or (lambda text: print(text, flush=True))
 
     # ---- attach ----------------------------------------------------------------------------------
@@ -181,7 +201,7 @@ class PulsarCluster(LocalProcessControl):
         state = json.loads(path.read_text())
         spec = PulsarSpec(txn_path=TxnPath(state["path"]), version=state["pulsar_version"],
                           brokers=state["brokers"], settings=state.get("settings", {}), directory=directory,
-                          parent_pid=state.get("parent_pid"))
+                          parent_pid=state.get("parent_pid"), proxy=state.get("proxy", OUR_PROXY))
         cluster = cls(spec)
         cluster.settings = dict(state.get("settings", {}))
         cluster.components = dict(state.get("components", {}))
@@ -206,7 +226,11 @@ class PulsarCluster(LocalProcessControl):
         classpath = ensure_jars(self.release, self._say)
         java, major = find_java(self.release.min_java)
         self.java = str(java)
-        self.components = {**classpath.component_versions(), "java": str(major)}
+        self.binaries = {tool.name: str(gobuild.ensure_binary(tool, self._say)) for tool in self._go_tools()}
+        self.components = {**classpath.component_versions(), "java": str(major),
+                           **{tool.name.removesuffix("-server"): tool.version for tool in self._go_tools()}}
+        if self.store != conf.ZOOKEEPER:
+            self.components.pop("zookeeper", None)
         for sub in ("data", "conf", "logs", "tmp"):
             shutil.rmtree(self.directory / sub, ignore_errors=True)
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
@@ -215,8 +239,10 @@ class PulsarCluster(LocalProcessControl):
             self._plan(classpath, major)
             self.save_state()
             deadline = started + self.spec.ready_timeout_s
+            store = "Oxia" if self.store == conf.OXIA else "ZooKeeper"
+            proxy = "Toxiproxy" if self.spec.proxy == REAL_TOXIPROXY else "txnbench proxy"
             self._say(f"starting Pulsar {self.release.version} ({self.spec.txn_path.value}) on Java {major}: "
-                      f"proxy, ZooKeeper, cluster metadata, bookie, {self.spec.brokers} brokers")
+                      f"{proxy}, {store}, cluster metadata, bookie, {self.spec.brokers} brokers")
             for name in ("proxy", "metadata"):
                 self._start(name)
                 self._wait([name], deadline)
@@ -292,9 +318,14 @@ class PulsarCluster(LocalProcessControl):
             shutil.copyfile(setup_log, dest / setup_log.name)
 
     def _store_setting(self) -> dict[str, str]:
-        """The store as a report names it: ZooKeeper's own address (brokers dial it through their links)."""
-        zk = self.planned.get("metadata")
-        return {"metadataStoreUrl": f"zk:{HOST}:{zk.ports['client_port']}"} if zk else {}
+        """The store as a report names it: its own address (brokers dial it through their links)."""
+        store = self.planned.get("metadata")
+        return {"metadataStoreUrl": conf.store_url(self.store, f"{HOST}:{store.ports['client_port']}")} if store else {}
+
+    def _go_tools(self) -> list[gobuild.GoTool]:
+        """The Go servers this cluster runs (built on first use)."""
+        return ([gobuild.OXIA] if self.store == conf.OXIA else []) + (
+            [gobuild.TOXIPROXY] if self.spec.proxy == REAL_TOXIPROXY else [])
 
     def process_control(self) -> PulsarCluster:
         return self
@@ -312,11 +343,12 @@ class PulsarCluster(LocalProcessControl):
     # ---- internals -------------------------------------------------------------------------------
 
     def _process(self, planned: PlannedService) -> ServiceProcess:
-        if planned.kind == "proxy":
+        if planned.kind == "proxy":   # ours: a Python service that watches its parent itself
             return ServiceProcess(planned.name, planned.argv, planned.log_path, pid=planned.pid,
                                   start_time=planned.start_time, health_url=planned.health_url,
                                   metrics_url=planned.metrics_url)
-        port = planned.ports.get("client_port") or planned.ports.get("bookie_port") or planned.ports["binary_port"]
+        port = (planned.ports.get("client_port") or planned.ports.get("bookie_port") or planned.ports.get("api_port")
+                or planned.ports["binary_port"])
         return JavaServer(planned.name, planned.argv, planned.log_path, pid=planned.pid,
                           start_time=planned.start_time, health_url=planned.health_url,
                           metrics_url=planned.metrics_url, kind=planned.kind, port=port,
@@ -324,8 +356,9 @@ class PulsarCluster(LocalProcessControl):
 
     def _java_argv(self, kind: str, classpath: Classpath, major: int, *args: str) -> list[str]:
         role = ROLE_OF_KIND.get(kind, "tool")
+        drivers = conf.bookkeeper_driver_props(self.store) if kind in ("bookie", "setup", "broker") else []
         return [self.java, *conf.jvm_args(role, major, self.directory / "conf" / "log4j2.xml",
-                                          self.directory / "tmp"),
+                                          self.directory / "tmp"), *drivers,
                 "-cp", classpath.java_classpath, MAIN_CLASS[kind], *args]
 
     def _plan(self, classpath: Classpath, major: int) -> None:
@@ -334,13 +367,14 @@ class PulsarCluster(LocalProcessControl):
         (conf_dir / "log4j2.xml").write_text(conf.LOG4J2)
         link_names = [f"client-broker-{i}" for i in range(n)] + [f"broker-{i}-metadata" for i in range(n)]
         link_names += [PEER_LINK.format(i) for i in range(n)] + [SHARED_LEDGER_LINK]
-        ports = iter(free_ports(1 + 1 + 2 + 2 * n + len(link_names)))
+        ports = iter(free_ports(1 + 2 + 2 + 2 * n + len(link_names)))
         link_port = {name: next(ports) for name in link_names}
 
         def addr(port: int) -> str:
             return f"{HOST}:{port}"
 
         api_port, zk_port, bookie_port, bookie_metrics = next(ports), next(ports), next(ports), next(ports)
+        store_metrics = next(ports)
         self.toxiproxy_url = f"http://{HOST}:{api_port}"
         self.settings = {**conf.path_settings(self.spec.txn_path), **dict(self.spec.settings)}
 
@@ -356,28 +390,13 @@ class PulsarCluster(LocalProcessControl):
         self.links.append(LinkInfo(SHARED_LEDGER_LINK, LinkKind.BROKER_LEDGER, EVERY_BROKER, "ledger",
                                    addr(link_port[SHARED_LEDGER_LINK]), addr(bookie_port)))
 
-        proxy_conf = conf_dir / "proxy.json"
-        write_json_atomic(proxy_conf, {
-            "name": "proxy", "host": HOST, "log_level": "INFO", "data_dir": str(data_dir / "proxy"),
-            "api_port": api_port, **({"parent_pid": self.spec.parent_pid} if self.spec.parent_pid else {}),
-            "proxies": [{"name": link.name, "listen": link.listen, "upstream": link.upstream, "enabled": True}
-                        for link in self.links]})
-        (data_dir / "proxy").mkdir(parents=True, exist_ok=True)
-        self._add(PlannedService("proxy", ServiceRole.PROXY, "proxy", {"api_port": api_port},
-                                 module_argv(proxy_package, proxy_conf),
-                                 log_dir / "proxy.log", health_url=f"{self.toxiproxy_url}/version",
-                                 metrics_url=f"{self.toxiproxy_url}/metrics"))
-
-        zk_conf = conf_dir / "zookeeper.conf"
-        zk_conf.write_text(conf.zookeeper_conf(zk_port, data_dir / "zookeeper"))
-        self._add(PlannedService("metadata", ServiceRole.METADATA, "zookeeper", {"client_port": zk_port},
-                                 self._java_argv("zookeeper", classpath, major, str(zk_conf)),
-                                 log_dir / "metadata.log"))
+        self._plan_proxy(conf_dir, data_dir, log_dir, api_port)
+        self._plan_store(classpath, major, conf_dir, data_dir, log_dir, zk_port, store_metrics)
 
         bk_conf = conf_dir / "bookie.conf"
         bk_conf.write_text(conf.bookie_conf(bookie_port=bookie_port, advertised_id=addr(link_port[SHARED_LEDGER_LINK]),
                                             metrics_port=bookie_metrics, zk_address=addr(zk_port),
-                                            data_dir=data_dir / "bookie"))
+                                            data_dir=data_dir / "bookie", store=self.store))
         metrics = f"http://{HOST}:{bookie_metrics}/metrics"
         self._add(PlannedService("ledger", ServiceRole.LEDGER, "bookie",
                                  {"bookie_port": bookie_port, "metrics_port": bookie_metrics},
@@ -388,7 +407,8 @@ class PulsarCluster(LocalProcessControl):
             values = conf.broker_conf(binary_port=binary, http_port=http,
                                       advertised_client_port=link_port[f"client-broker-{i}"],
                                       advertised_internal_port=link_port[PEER_LINK.format(i)],
-                                      zk_link=addr(link_port[f"broker-{i}-metadata"]), settings=self.settings)
+                                      zk_link=addr(link_port[f"broker-{i}-metadata"]), settings=self.settings,
+                                      store=self.store)
             path = conf_dir / f"broker-{i}.conf"
             path.write_text(conf.properties(values))
             admin = f"http://{HOST}:{http}"
@@ -400,12 +420,53 @@ class PulsarCluster(LocalProcessControl):
                                      service_url=f"pulsar://{addr(link_port[f'client-broker-{i}'])}",
                                      admin_url=admin, health_url=f"{admin}/admin/v2/brokers/ready",
                                      metrics_url=f"{admin}/metrics/"))
+        store_url = conf.store_url(self.store, addr(zk_port))
         self._setup_args = [
-            "--cluster", conf.CLUSTER_NAME, "--metadata-store", f"zk:{addr(zk_port)}",
-            "--configuration-metadata-store", f"zk:{addr(zk_port)}",
+            "--cluster", conf.CLUSTER_NAME, "--metadata-store", store_url,
+            "--configuration-metadata-store", store_url,
             "--web-service-url", f"http://{HOST}:{broker_ports[0][1]}",
             "--broker-service-url", f"pulsar://{HOST}:{broker_ports[0][0]}",
             "--initial-num-transaction-coordinators", str(conf.COORDINATORS)]
+
+    def _plan_proxy(self, conf_dir: Path, data_dir: Path, log_dir: Path, api_port: int) -> None:
+        """The proxy of every link: the real Toxiproxy (its `-config` creates the proxies), or ours."""
+        proxies = [{"name": link.name, "listen": link.listen, "upstream": link.upstream, "enabled": True}
+                   for link in self.links]
+        health, metrics = f"{self.toxiproxy_url}/version", f"{self.toxiproxy_url}/metrics"
+        if self.spec.proxy == REAL_TOXIPROXY:
+            path = conf_dir / "toxiproxy.json"
+            write_json_atomic(path, proxies)
+            argv = [self.binaries[gobuild.TOXIPROXY.name], "-host", HOST, "-port", str(api_port),
+                    "-config", str(path), "-proxy-metrics"]
+            self._add(PlannedService("proxy", ServiceRole.PROXY, "toxiproxy", {"api_port": api_port}, argv,
+                                     log_dir / "proxy.log", health_url=health, metrics_url=metrics))
+            return
+        proxy_conf = conf_dir / "proxy.json"
+        write_json_atomic(proxy_conf, {
+            "name": "proxy", "host": HOST, "log_level": "INFO", "data_dir": str(data_dir / "proxy"),
+            "api_port": api_port, **({"parent_pid": self.spec.parent_pid} if self.spec.parent_pid else {}),
+            "proxies": proxies})
+        (data_dir / "proxy").mkdir(parents=True, exist_ok=True)
+        self._add(PlannedService("proxy", ServiceRole.PROXY, "proxy", {"api_port": api_port},
+                                 module_argv(proxy_package, proxy_conf),
+                                 log_dir / "proxy.log", health_url=health, metrics_url=metrics))
+
+    def _plan_store(self, classpath: Classpath, major: int, conf_dir: Path, data_dir: Path, log_dir: Path,
+                    port: int, metrics_port: int) -> None:
+        """The `metadata` service: ZooKeeper, or `oxia standalone` (its data and WAL in the data folder)."""
+        if self.store == conf.OXIA:
+            argv = conf.oxia_argv(self.binaries[gobuild.OXIA.name], port=port, metrics_port=metrics_port,
+                                  data_dir=data_dir / "oxia")
+            metrics = f"http://{HOST}:{metrics_port}/metrics"
+            self._add(PlannedService("metadata", ServiceRole.METADATA, "oxia",
+                                     {"client_port": port, "metrics_port": metrics_port}, argv,
+                                     log_dir / "metadata.log", health_url=metrics, metrics_url=metrics))
+            return
+        zk_conf = conf_dir / "zookeeper.conf"
+        zk_conf.write_text(conf.zookeeper_conf(port, data_dir / "zookeeper"))
+        self._add(PlannedService("metadata", ServiceRole.METADATA, "zookeeper", {"client_port": port},
+                                 self._java_argv("zookeeper", classpath, major, str(zk_conf)),
+                                 log_dir / "metadata.log"))
 
     def _add(self, planned: PlannedService) -> None:
         self.planned[planned.name] = planned
@@ -456,6 +517,7 @@ class PulsarCluster(LocalProcessControl):
             "schema": 1, "target": self.name, "path": self.spec.txn_path.value,
             "pulsar_version": self.release.version, "components": self.components, "brokers": self.spec.brokers,
             "parent_pid": self.spec.parent_pid, "toxiproxy_url": self.toxiproxy_url, "settings": self.settings,
+            "store": self.store, "proxy": self.spec.proxy,
             "stopped": stopped, "services": [p.to_json() for p in self.planned.values()],
             "links": [{"name": x.name, "kind": x.kind.value, "source": x.source, "dest": x.dest,
                        "listen": x.listen, "upstream": x.upstream} for x in self.links],

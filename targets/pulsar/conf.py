@@ -20,9 +20,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.errors import EnvironmentProblem
 from harness.txn_paths import TxnPath
 
 HOST = "127.0.0.1"
+#: The metadata stores the target runs: a real ZooKeeper or a real Oxia (`oxia standalone`).
+ZOOKEEPER = "zk"
+OXIA = "oxia"
+#: The one namespace `oxia standalone` serves; Pulsar and BookKeeper share it.
+OXIA_NAMESPACE = "default"
+#: BookKeeper's drivers for `metadata-store:` URIs (a bookie on Pulsar's metadata store, e.g. Oxia).
+BK_METADATA_DRIVERS = {
+    "bookkeeper.metadata.bookie.drivers": "org.apache.pulsar.metadata.bookkeeper.PulsarMetadataBookieDriver",
+    "bookkeeper.metadata.client.drivers": "org.apache.pulsar.metadata.bookkeeper.PulsarMetadataClientDriver",
+}
 CLUSTER_NAME = "txnbench"
 INTERNAL_LISTENER = "internal"
 EXTERNAL_LISTENER = "external"
@@ -72,6 +83,47 @@ def jvm_args(role: str, java_major: int, log4j2: Path, tmp_dir: Path) -> list[st
     return args
 
 
+def metadata_store(txn_path: TxnPath, settings: Mapping[str, Any]) -> str:
+    """`zk` or `oxia`: the store a cluster runs, from `--set metadataStoreUrl=...` or the path's default.
+
+    As Pulsar ships: 4.x (the v4 paths) on ZooKeeper, 5.0's v5 on Oxia. `zk` / `oxia`
+    (also `zk:`, `zk://`, `oxia://` without a host) choose; the target starts that store
+    itself and writes the real URLs into every config, so a full URL is refused.
+    """
+    url = settings.get("metadataStoreUrl")
+    if url is None or url == "":
+        return OXIA if txn_path is TxnPath.V5 else ZOOKEEPER
+    if url in ("zk", "zk:", "zk://"):
+        return ZOOKEEPER
+    if url in ("oxia", "oxia://"):
+        return OXIA
+    raise EnvironmentProblem(f"--set metadataStoreUrl={url}: the pulsar target starts its own metadata store; "
+                             f"choose `zk` (a real ZooKeeper) or `oxia` (a real Oxia server)")
+
+
+def store_url(store: str, address: str) -> str:
+    """Pulsar's `metadataStoreUrl` for the store at `address` (host:port)."""
+    return f"oxia://{address}/{OXIA_NAMESPACE}" if store == OXIA else f"zk:{address}"
+
+
+def bookkeeper_metadata_uri(store: str, address: str) -> str:
+    """BookKeeper's `metadataServiceUri`: ZooKeeper's own driver, or Pulsar's driver on Oxia."""
+    return f"metadata-store:{store_url(store, address)}" if store == OXIA else f"zk+hierarchical://{address}/ledgers"
+
+
+def bookkeeper_driver_props(store: str) -> list[str]:
+    """The `-D` options a JVM needs to use `metadata-store:` URIs (none for ZooKeeper)."""
+    return [f"-D{key}={value}" for key, value in BK_METADATA_DRIVERS.items()] if store == OXIA else []
+
+
+def oxia_argv(binary: str, *, port: int, metrics_port: int, data_dir: Path) -> list[str]:
+    """`oxia standalone` on 127.0.0.1 only: the public port, the metrics port (its default 8080
+    clashes with brokers' web ports), data and WAL under the cluster's folder, one shard, JSON
+    log lines (its console format is coloured)."""
+    return [binary, "standalone", "--log-json", "--public-addr", f"{HOST}:{port}", "--metrics-addr", f"{HOST}:{metrics_port}",
+            "--data-dir", str(data_dir / "db"), "--wal-dir", str(data_dir / "wal"), "--shards", "1"]
+
+
 def zookeeper_conf(client_port: int, data_dir: Path) -> str:
     return properties({
         "tickTime": 2000, "initLimit": 10, "syncLimit": 5, "dataDir": data_dir, "clientPort": client_port,
@@ -81,13 +133,16 @@ def zookeeper_conf(client_port: int, data_dir: Path) -> str:
 
 
 def bookie_conf(*, bookie_port: int, advertised_id: str, metrics_port: int, zk_address: str,
-                data_dir: Path) -> str:
-    """One bookie; registered under `advertised_id` (the proxied address brokers dial)."""
+                data_dir: Path, store: str = ZOOKEEPER) -> str:
+    """One bookie; registered under `advertised_id` (the proxied address brokers dial).
+
+    `zk_address` is the metadata store's own address (ZooKeeper or Oxia, by `store`): the
+    bookie reaches it directly, not through a link."""
     return properties({
         "bookiePort": bookie_port, "advertisedAddress": HOST, "listeningInterface": "lo", "allowLoopback": True,
         "bookieId": advertised_id,
         "journalDirectories": data_dir / "journal", "ledgerDirectories": data_dir / "ledgers",
-        "metadataServiceUri": f"zk+hierarchical://{zk_address}/ledgers",
+        "metadataServiceUri": bookkeeper_metadata_uri(store, zk_address),
         "httpServerEnabled": False,
         "ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
         "dbStorage_writeCacheMaxSizeMb": 32, "dbStorage_readAheadCacheMaxSizeMb": 32,
@@ -139,14 +194,19 @@ def path_settings(txn_path: TxnPath) -> dict[str, Any]:
 
 
 def broker_conf(*, binary_port: int, http_port: int, advertised_client_port: int, advertised_internal_port: int,
-                zk_link: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """One broker's settings: its ports, listeners, proxied dependencies, then `settings` on top."""
-    zk_url = f"zk:{zk_link}"
+                zk_link: str, settings: Mapping[str, Any], store: str = ZOOKEEPER) -> dict[str, Any]:
+    """One broker's settings: its ports, listeners, proxied dependencies, then `settings` on top.
+
+    `zk_link` is the broker's own link to the metadata store (ZooKeeper or Oxia, by `store`).
+    Oxia standalone answers every client with the address it dialled as the shard leader, so a
+    broker's Oxia traffic stays on its own link. `metadataStoreUrl` in `settings` is the
+    store's choice (`metadata_store`), never written as it is."""
+    url = store_url(store, zk_link)
     base: dict[str, Any] = {
         "clusterName": CLUSTER_NAME,
-        "metadataStoreUrl": zk_url,
-        "configurationMetadataStoreUrl": zk_url,
-        "bookkeeperMetadataServiceUri": f"zk+hierarchical://{zk_link}/ledgers",
+        "metadataStoreUrl": url,
+        "configurationMetadataStoreUrl": url,
+        "bookkeeperMetadataServiceUri": bookkeeper_metadata_uri(store, zk_link),
         "bookkeeper_bookieAddressResolverEnabled": False,
         "brokerServicePort": binary_port,
         "webServicePort": http_port,
@@ -170,4 +230,4 @@ def broker_conf(*, binary_port: int, http_port: int, advertised_client_port: int
         # is set, which silently overrode a scenario's metadataStoreSessionTimeoutMillis (6 s in chaos).
         "metadataStoreSessionTimeoutMillis": 30_000,
     }
-    return {**base, **dict(settings)}
+    return {**base, **{k: v for k, v in settings.items() if k != "metadataStoreUrl"}}

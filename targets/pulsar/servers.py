@@ -1,10 +1,11 @@
-"""The Java servers of a real Pulsar cluster as supervised processes.
+"""The servers of a real Pulsar cluster (JVMs, and the Go servers Oxia and Toxiproxy) as supervised processes.
 
 Each is a `ServiceProcess` (started in its own session, stopped by pid, its log in the
 run's folder) that knows its own readiness: ZooKeeper answers `srvr`, a bookie serves
 its Prometheus endpoint and accepts connections on its port, a broker answers
-`GET /admin/v2/brokers/ready`. A JVM cannot watch its parent as our Python services do,
-so every one gets a watchdog (`targets.zk_watchdog`) that kills it once the process
+`GET /admin/v2/brokers/ready`, Oxia accepts connections on its public port and serves
+its metrics, Toxiproxy answers `GET /version`. A JVM or a Go server cannot watch its
+parent as our Python services do, so every one gets a watchdog (`targets.zk_watchdog`) that kills it once the process
 owning the cluster is gone: a run killed with -9 leaves no JVM behind.
 """
 
@@ -30,10 +31,11 @@ def port_open(port: int, timeout_s: float = 1.0) -> bool:
 
 @dataclass
 class JavaServer(ServiceProcess):
-    """A JVM server; `kind` (zookeeper, bookie, broker) decides how readiness is asked."""
+    """A server that does not watch its owner itself (the JVMs, Oxia, Toxiproxy); `kind` (zookeeper,
+    bookie, broker, oxia, toxiproxy) decides how readiness is asked."""
 
     kind: str = ""
-    port: int = 0                  # ZooKeeper's client port, the bookie's port, the broker's binary port
+    port: int = 0                  # ZooKeeper's or Oxia's client port, the bookie's, the broker's binary port
     owner_pid: int | None = None
 
     def spawn(self, env: dict[str, str] | None = None) -> None:
@@ -44,7 +46,7 @@ class JavaServer(ServiceProcess):
     def healthy(self, session: requests.Session | None = None) -> bool:
         if self.kind == "zookeeper":
             return srvr_ok(HOST, self.port)
-        if self.kind == "bookie":
+        if self.kind in ("bookie", "oxia"):
             return port_open(self.port) and super().healthy(session)
         if self.kind == "broker":
             if self.health_url is None:

@@ -26,8 +26,13 @@ def test_defaults_are_the_stores_pulsar_ships() -> None:
 ])
 def test_store_used_names_the_store(target: str, path: str, url: str | None, kind: StoreKind, label: str) -> None:
     settings = {} if url is None else {"metadataStoreUrl": url}
-    used = store_used(target, path, settings, version="3.9.5")
+    used = store_used(target, path, settings, version="3.9.5" if kind is StoreKind.ZOOKEEPER else None)
     assert (used.kind, used.label) == (kind, label)
+
+
+def test_a_real_oxia_is_named_with_its_version() -> None:
+    used = store_used("pulsar", "v5", {"metadataStoreUrl": "oxia://127.0.0.1:6648/default"}, version="v0.14.0")
+    assert (used.kind, used.label) == (StoreKind.OXIA, "Oxia v0.14.0 at oxia://127.0.0.1:6648/default")
 
 
 def test_a_manifest_names_its_store_and_older_ones_are_derived() -> None:

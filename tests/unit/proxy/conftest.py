@@ -1,29 +1,69 @@
-"""Fixtures for the fault proxy tests: an in-process proxy server, echo server and peer."""
+"""Fixtures for the fault proxy tests: the proxy under test (ours, or the real Toxiproxy), echo server and peer."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from faults.proxy.server import ProxyServer
 from harness.toxiproxy.client import ToxiproxyClient
-from tests.unit.proxy.support import HOST, BackgroundLoop, Peer, ProxyEnv, echo_handler
+from targets import gobuild
+from tests.unit.proxy.support import (
+    HOST,
+    OURS,
+    REAL,
+    UNDER_TEST_ENV,
+    BackgroundLoop,
+    Peer,
+    ProxyEnv,
+    RealToxiproxy,
+    echo_handler,
+)
 
 
-@pytest.fixture
-def env() -> Iterator[ProxyEnv]:
+def _under_test() -> list[str]:
+    chosen = [x.strip() for x in os.environ.get(UNDER_TEST_ENV, OURS).split(",") if x.strip()]
+    unknown = set(chosen) - {OURS, REAL}
+    if unknown:
+        raise pytest.UsageError(f"{UNDER_TEST_ENV}: {', '.join(sorted(unknown))}; use {OURS}, {REAL} or both")
+    return chosen
+
+
+@pytest.fixture(params=_under_test())
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProxyEnv]:
+    """The proxy under test, with an echo server: ours in process, or the real Toxiproxy as a process.
+
+    A test marked `ours_only(reason)` checks what only our proxy does; it is skipped for the
+    real one with that reason (faults/README.md lists them)."""
+    impl = request.param
+    marker = request.node.get_closest_marker("ours_only")
+    if impl == REAL and marker is not None:
+        pytest.skip(f"only our proxy: {marker.args[0]}")
     loop = BackgroundLoop()
-    server = ProxyServer()
     echo = loop.run(asyncio.start_server(echo_handler, HOST, 0))
-    loop.run(server.start(api_port=0))
-    client = ToxiproxyClient(server.url, timeout_s=10)
+    echo_address = f"{HOST}:{echo.sockets[0].getsockname()[1]}"
+    server: ProxyServer | None = None
+    real: RealToxiproxy | None = None
+    if impl == OURS:
+        server = ProxyServer()
+        loop.run(server.start(api_port=0))
+        url = server.url
+    else:
+        real = RealToxiproxy(str(gobuild.ensure_binary(gobuild.TOXIPROXY)), str(tmp_path / "toxiproxy.log"))
+        url = real.url
+    client = ToxiproxyClient(url, timeout_s=10)
     try:
-        yield ProxyEnv(loop, server, client, f"{HOST}:{echo.sockets[0].getsockname()[1]}")
+        yield ProxyEnv(loop, server, client, echo_address, impl=impl, api_url=url)
     finally:
         client.close()
-        loop.run(server.stop())
+        if server is not None:
+            loop.run(server.stop())
+        if real is not None:
+            real.stop()
         echo.close()
         loop.run(echo.wait_closed())
         loop.close()

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import requests
 
 from faults.proxy.server import ProxyServer
 from harness.toxiproxy.client import ToxiproxyClient
@@ -59,16 +62,64 @@ async def echo_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
         writer.close()
 
 
+OURS, REAL = "ours", "toxiproxy"
+#: Which servers the suite runs against: `ours` (default), `toxiproxy` (the real one, built
+#: on first use by targets.gobuild) or both (`ours,toxiproxy`; `make test-proxy-real`).
+UNDER_TEST_ENV = "TXNBENCH_PROXY_UNDER_TEST"
+
+
 @dataclass
 class ProxyEnv:
     loop: BackgroundLoop
-    server: ProxyServer
+    server: ProxyServer | None     # ours, in process; None for the real Toxiproxy
     client: ToxiproxyClient
     echo_address: str
+    impl: str = OURS
+    api_url: str = ""
 
     @property
     def url(self) -> str:
-        return self.server.url
+        return self.server.url if self.server is not None else self.api_url
+
+    @property
+    def ours(self) -> ProxyServer:
+        """Our server's internals (metrics), for the tests marked `ours_only`."""
+        assert self.server is not None, "only our proxy has in-process internals"
+        return self.server
+
+
+class RealToxiproxy:
+    """The real Toxiproxy server (`toxiproxy-server -host 127.0.0.1 -port P`) as a child process."""
+
+    def __init__(self, binary: str, log: str) -> None:
+        with socket.socket() as probe:
+            probe.bind((HOST, 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://{HOST}:{self.port}"
+        self._log = open(log, "ab")   # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([binary, "-host", HOST, "-port", str(self.port)], stdout=self._log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(self.url + "/version", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"toxiproxy-server did not start (see {log})")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
 
 
 class Peer:

@@ -9,7 +9,11 @@ import pytest
 import requests
 
 from harness.metrics import parse_prometheus_text
-from tests.unit.proxy.support import Peer, ProxyEnv, connect, round_trip
+from tests.unit.proxy.support import OURS, Peer, ProxyEnv, connect, round_trip
+
+#: Toxiproxy 2.5.0 (the version pinned, targets/gobuild.py) has no PATCH: it came in 2.6.
+PATCH_CAME_IN_2_6 = pytest.param("PATCH", marks=pytest.mark.ours_only("PATCH came in Toxiproxy 2.6; 2.5.0 answers 405"))
+STRICTER = pytest.mark.ours_only("stricter input: Toxiproxy accepts it (any address, any attribute value)")
 
 
 def call(env: ProxyEnv, method: str, path: str, body: Any = None, raw: str | None = None,
@@ -34,7 +38,8 @@ def assert_error(response: requests.Response, status: int, fragment: str) -> Non
 
 def test_create_answers_201_with_toxiproxy_shape(env: ProxyEnv) -> None:
     proxy = create(env, listen="127.0.0.1:0")
-    assert set(proxy) == {"name", "listen", "upstream", "enabled", "toxics"}
+    # Toxiproxy 2.5.0 also leaks an internal `Logger` field into the JSON; ours has exactly these
+    assert set(proxy) >= {"name", "listen", "upstream", "enabled", "toxics"}
     assert proxy["name"] == "p" and proxy["enabled"] is True and proxy["toxics"] == []
     assert proxy["upstream"] == env.echo_address
     host, port = proxy["listen"].rsplit(":", 1)
@@ -51,13 +56,17 @@ def test_create_disabled_does_not_listen(env: ProxyEnv) -> None:
 @pytest.mark.parametrize(("body", "status", "fragment"), [
     ({"upstream": "127.0.0.1:1"}, 400, "missing required field: name"),
     ({"name": "x"}, 400, "missing required field: upstream"),
-    ({"name": "x", "upstream": "127.0.0.1:1", "listen": "0.0.0.0:0"}, 400, "binds 127.0.0.1 only"),
-    ({"name": "x", "upstream": "127.0.0.1:1", "listen": ":0"}, 400, "binds 127.0.0.1 only"),
-    ({"name": "x", "upstream": "10.1.2.3:80"}, 400, "loopback"),
-    ({"name": "x", "upstream": "example.com:80"}, 400, "loopback"),
-    ({"name": "x", "upstream": "127.0.0.1"}, 400, "host:port"),
+    pytest.param({"name": "x", "upstream": "127.0.0.1:1", "listen": "0.0.0.0:0"}, 400, "binds 127.0.0.1 only",
+                 marks=pytest.mark.ours_only("loopback only: Toxiproxy listens on every interface")),
+    pytest.param({"name": "x", "upstream": "127.0.0.1:1", "listen": ":0"}, 400, "binds 127.0.0.1 only",
+                 marks=pytest.mark.ours_only("loopback only: Toxiproxy listens on every interface")),
+    pytest.param({"name": "x", "upstream": "10.1.2.3:80"}, 400, "loopback",
+                 marks=pytest.mark.ours_only("loopback only: Toxiproxy dials any upstream")),
+    pytest.param({"name": "x", "upstream": "example.com:80"}, 400, "loopback",
+                 marks=pytest.mark.ours_only("loopback only: Toxiproxy dials any upstream")),
+    pytest.param({"name": "x", "upstream": "127.0.0.1"}, 400, "host:port", marks=STRICTER),
     ({"name": "x", "upstream": "127.0.0.1:1", "enabled": "yes"}, 400, "enabled"),
-    (["not", "an", "object"], 400, "expected a JSON object"),
+    (["not", "an", "object"], 400, "bad request body"),
 ])
 def test_create_refuses_bad_input(env: ProxyEnv, body: Any, status: int, fragment: str) -> None:
     assert_error(call(env, "POST", "/proxies", body), status, fragment)
@@ -77,7 +86,7 @@ def test_duplicate_name_is_409(env: ProxyEnv) -> None:
 def test_a_taken_listen_port_is_500_and_creates_nothing(env: ProxyEnv, peer: Peer) -> None:
     response = call(env, "POST", "/proxies", {"name": "x", "upstream": env.echo_address,
                                               "listen": peer.address})
-    assert_error(response, 500, "cannot listen")
+    assert_error(response, 500, "cannot listen" if env.impl == OURS else "address already in use")
     assert call(env, "GET", "/proxies/x").status_code == 404
 
 
@@ -95,7 +104,7 @@ def test_index_show_and_delete(env: ProxyEnv) -> None:
     assert set(call(env, "GET", "/proxies").json()) == {"b"}
 
 
-@pytest.mark.parametrize("method", ["POST", "PATCH"])
+@pytest.mark.parametrize("method", ["POST", PATCH_CAME_IN_2_6])
 def test_update_enables_and_disables_on_the_same_port(env: ProxyEnv, method: str) -> None:
     proxy = create(env)
     down = call(env, method, "/proxies/p", {"enabled": False})
@@ -120,6 +129,7 @@ def test_update_of_upstream_restarts_towards_the_new_one(env: ProxyEnv, peer: Pe
         assert server.recv(100) == b"to the new upstream"
 
 
+@STRICTER
 def test_update_refuses_bad_input(env: ProxyEnv) -> None:
     create(env)
     assert_error(call(env, "POST", "/proxies/p", {"listen": "0.0.0.0:1"}), 400, "127.0.0.1")
@@ -160,13 +170,16 @@ def test_every_toxic_type_is_accepted_with_its_attributes(env: ProxyEnv) -> None
     ({"type": "nonsense"}, 400, "invalid toxic type"),
     ({}, 400, "invalid toxic type"),
     ({"type": "latency", "stream": "sideways"}, 400, "stream was invalid"),
-    ({"type": "latency", "attributes": {"latency": -1}}, 400, "must not be negative"),
-    ({"type": "latency", "attributes": {"latency": 1.5}}, 400, "whole number"),
-    ({"type": "latency", "attributes": {"latency": "5"}}, 400, "whole number"),
-    ({"type": "latency", "attributes": {"latancy": 5}}, 400, "has no attribute 'latancy'"),
-    ({"type": "latency", "toxicity": 2}, 400, "toxicity"),
-    ({"type": "slicer", "attributes": {"average_size": 0}}, 400, "average_size"),
-    ({"type": "slicer", "attributes": {"average_size": 5, "size_variation": 5}}, 400, "size_variation"),
+    pytest.param({"type": "latency", "attributes": {"latency": -1}}, 400, "must not be negative", marks=STRICTER),
+    pytest.param({"type": "latency", "attributes": {"latency": 1.5}}, 400, "whole number", marks=STRICTER),
+    pytest.param({"type": "latency", "attributes": {"latency": "5"}}, 400, "whole number", marks=STRICTER),
+    pytest.param({"type": "latency", "attributes": {"latancy": 5}}, 400, "has no attribute 'latancy'",
+                 marks=STRICTER),
+    pytest.param({"type": "latency", "toxicity": 2}, 400, "toxicity", marks=STRICTER),
+    pytest.param({"type": "slicer", "attributes": {"average_size": 0}}, 400, "average_size",
+                 marks=pytest.mark.ours_only("Toxiproxy's slicer with average_size 0 recurses without end")),
+    pytest.param({"type": "slicer", "attributes": {"average_size": 5, "size_variation": 5}}, 400, "size_variation",
+                 marks=STRICTER),
 ])
 def test_toxic_create_refuses_bad_input(env: ProxyEnv, body: Any, status: int, fragment: str) -> None:
     create(env)
@@ -185,7 +198,7 @@ def test_toxic_conflicts_and_missing_names(env: ProxyEnv) -> None:
     assert_error(call(env, "POST", "/proxies/q/toxics", {"type": "latency"}), 404, "proxy not found")
 
 
-@pytest.mark.parametrize("method", ["POST", "PATCH"])
+@pytest.mark.parametrize("method", ["POST", PATCH_CAME_IN_2_6])
 def test_toxic_update_merges_attributes(env: ProxyEnv, method: str) -> None:
     create(env)
     call(env, "POST", "/proxies/p/toxics", {"type": "latency", "attributes": {"latency": 5, "jitter": 2}})
@@ -194,8 +207,9 @@ def test_toxic_update_merges_attributes(env: ProxyEnv, method: str) -> None:
     assert updated.json()["attributes"] == {"latency": 9, "jitter": 2}
     again = call(env, method, "/proxies/p/toxics/latency_downstream", {"toxicity": 0.25})
     assert again.json()["toxicity"] == 0.25 and again.json()["attributes"]["latency"] == 9
-    assert_error(call(env, method, "/proxies/p/toxics/latency_downstream", {"stream": "upstream"}),
-                 400, "cannot be changed")
+    if env.impl == OURS:   # stricter: Toxiproxy lets an update move a toxic to the other stream
+        assert_error(call(env, method, "/proxies/p/toxics/latency_downstream", {"stream": "upstream"}),
+                     400, "cannot be changed")
 
 
 def test_toxic_delete_is_204(env: ProxyEnv) -> None:
@@ -215,12 +229,16 @@ def test_populate_creates_keeps_and_replaces(env: ProxyEnv, peer: Peer) -> None:
     assert [p["name"] for p in proxies] == ["a", "b"]
     assert [p["enabled"] for p in proxies] == [True, False]
     same = [{"name": "a", "upstream": env.echo_address, "listen": proxies[0]["listen"]}]
-    assert call(env, "POST", "/populate", same).json()["proxies"] == [proxies[0]]
+    kept = call(env, "POST", "/populate", same).json()["proxies"]
+    # Toxiproxy 2.5.0 keeps the proxy but answers with `enabled: false` for it (it is still enabled)
+    assert kept == [proxies[0]] if env.impl == OURS else kept[0]["listen"] == proxies[0]["listen"]
+    assert call(env, "GET", "/proxies/a").json()["enabled"] is True
     moved = [{"name": "a", "upstream": peer.address, "listen": proxies[0]["listen"]}]
     replaced = call(env, "POST", "/populate", moved).json()["proxies"][0]
     assert replaced["upstream"] == peer.address and replaced["listen"] == proxies[0]["listen"]
 
 
+@pytest.mark.ours_only("populate validates the whole list before creating anything; Toxiproxy creates up to the bad one")
 def test_populate_validates_everything_first(env: ProxyEnv) -> None:
     body = [{"name": "a", "upstream": env.echo_address}, {"name": "b"}]
     assert_error(call(env, "POST", "/populate", body), 400, "upstream at proxy 2")
@@ -233,7 +251,7 @@ def test_populate_error_keeps_the_done_ones(env: ProxyEnv, peer: Peer) -> None:
                                                           "listen": peer.address}]
     response = call(env, "POST", "/populate", body)
     assert response.status_code == 500
-    assert "cannot listen" in response.json()["error"]
+    assert ("cannot listen" if env.impl == OURS else "address already in use") in response.json()["error"]
     assert [p["name"] for p in response.json()["proxies"]] == ["a"]
 
 
@@ -248,13 +266,14 @@ def test_reset_enables_all_and_removes_all_toxics(env: ProxyEnv) -> None:
     assert all(p["enabled"] and p["toxics"] == [] for p in index.values())
 
 
+@pytest.mark.ours_only("JSON /version and /health came after Toxiproxy 2.5.0 (its /version is plain text)")
 def test_version_and_health(env: ProxyEnv) -> None:
     version = call(env, "GET", "/version")
     assert version.status_code == 200 and "version" in version.json()
     assert call(env, "GET", "/health").text == "ok"
 
 
-def test_browsers_are_refused(env: ProxyEnv) -> None:
+def test_browsers_are_refused(env: ProxyEnv) -> None:   # Toxiproxy's CSRF guard
     response = call(env, "GET", "/proxies", headers={"User-Agent": "Mozilla/5.0 (X11)"})
     assert response.status_code == 403
 
@@ -264,6 +283,7 @@ def test_unknown_paths_and_methods(env: ProxyEnv) -> None:
     assert call(env, "PUT", "/proxies").status_code == 405
 
 
+@pytest.mark.ours_only("byte metrics are always on and txnbench_proxy_* are ours; Toxiproxy needs -proxy-metrics")
 def test_metrics_count_bytes_connections_and_toxics(env: ProxyEnv) -> None:
     proxy = create(env)
     call(env, "POST", "/proxies/p/toxics", {"type": "latency", "attributes": {"latency": 1}})

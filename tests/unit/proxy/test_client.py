@@ -17,7 +17,7 @@ from harness.toxiproxy.client import (
     ToxiproxyClient,
     Unreachable,
 )
-from tests.unit.proxy.support import ProxyEnv, assert_cut, connect, round_trip
+from tests.unit.proxy.support import OURS, ProxyEnv, assert_cut, connect, round_trip
 
 
 def test_proxy_lifecycle(env: ProxyEnv) -> None:
@@ -63,7 +63,9 @@ def test_populate(env: ProxyEnv) -> None:
     proxies = env.client.populate(specs)
     assert [(p.name, p.enabled) for p in proxies] == [("a", True), ("b", False)]
     again = env.client.populate([ProxySpec("a", env.echo_address, listen=proxies[0].listen)])
-    assert again == [proxies[0]]
+    if env.impl == OURS:   # Toxiproxy 2.5.0 answers `enabled: false` for a proxy it kept enabled
+        assert again == [proxies[0]]
+    assert env.client.get_proxy("a") == proxies[0]
 
 
 def test_errors_map_to_exceptions_with_the_server_message(env: ProxyEnv) -> None:
@@ -78,8 +80,9 @@ def test_errors_map_to_exceptions_with_the_server_message(env: ProxyEnv) -> None
         client.remove_toxic("p", "nothing")
     with pytest.raises(BadRequest, match="invalid toxic type"):
         client.add_toxic("p", "frobnicate")
-    with pytest.raises(BadRequest, match=r"127\.0\.0\.1"):
-        client.create_proxy("r", env.echo_address, listen="0.0.0.0:0")
+    if env.impl == OURS:   # loopback only; Toxiproxy listens on every interface
+        with pytest.raises(BadRequest, match=r"127\.0\.0\.1"):
+            client.create_proxy("r", env.echo_address, listen="0.0.0.0:0")
 
 
 def test_unreachable_server_is_a_clear_error() -> None:

@@ -20,7 +20,7 @@ from tests.unit.proxy.support import ProxyEnv, assert_cut, connect, round_trip
 def toxiproxy(env: ProxyEnv) -> Iterator[Toxiproxy]:
     saved = (APIConsumer.host, APIConsumer.port)
     server = Toxiproxy()
-    server.update_api_consumer("127.0.0.1", env.server.api_port)
+    server.update_api_consumer("127.0.0.1", int(env.url.rsplit(":", 1)[1]))
     try:
         yield server
     finally:
@@ -29,7 +29,7 @@ def toxiproxy(env: ProxyEnv) -> Iterator[Toxiproxy]:
 
 def test_toxiproxy_python_drives_the_proxy(env: ProxyEnv, toxiproxy: Toxiproxy) -> None:
     assert toxiproxy.running()
-    assert b"version" in toxiproxy.version()
+    assert toxiproxy.version()   # ours: JSON; Toxiproxy 2.5.0: plain text ("git" when built from the module)
 
     proxy = toxiproxy.create(upstream=env.echo_address, name="echo")
     assert proxy.enabled and proxy.listen.startswith("127.0.0.1:")

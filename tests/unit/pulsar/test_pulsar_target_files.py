@@ -124,3 +124,44 @@ def test_a_complete_cache_is_reused_without_maven(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PATH", str(tmp_path))   # no mvn: reuse must not need it
     classpath = jars.ensure_jars(PULSAR_4_LTS, say=lambda _: None, root=tmp_path)
     assert classpath.lib == lib and classpath.component_versions() == {"pulsar": "4.0.8"}
+
+
+@pytest.mark.parametrize(("txn_path", "url", "store"), [
+    (TxnPath.V5, None, conf.OXIA), (TxnPath.V4, None, conf.ZOOKEEPER), (TxnPath.V4_BATCHED, "", conf.ZOOKEEPER),
+    (TxnPath.V5, "zk", conf.ZOOKEEPER), (TxnPath.V4, "oxia", conf.OXIA), (TxnPath.V5, "oxia://", conf.OXIA)])
+def test_the_store_is_oxia_for_v5_and_zookeeper_for_v4_unless_set(txn_path: TxnPath, url: str | None,
+                                                                  store: str) -> None:
+    settings = {} if url is None else {"metadataStoreUrl": url}
+    assert conf.metadata_store(txn_path, settings) == store
+
+
+@pytest.mark.parametrize("url", ["oxia://127.0.0.1:6648/default", "zk:127.0.0.1:2181", "txnbench", "etcd"])
+def test_a_store_url_the_target_cannot_start_is_refused(url: str) -> None:
+    with pytest.raises(EnvironmentProblem, match="choose `zk`"):
+        conf.metadata_store(TxnPath.V5, {"metadataStoreUrl": url})
+
+
+def test_on_oxia_brokers_dial_their_link_and_bookkeeper_uses_pulsars_drivers(tmp_path: Path) -> None:
+    values = conf.broker_conf(binary_port=6650, http_port=8080, advertised_client_port=7001,
+                              advertised_internal_port=7004, zk_link="127.0.0.1:7002",
+                              settings={"metadataStoreUrl": "oxia"}, store=conf.OXIA)
+    text = parse(conf.properties(values))
+    assert text["metadataStoreUrl"] == text["configurationMetadataStoreUrl"] == "oxia://127.0.0.1:7002/default"
+    assert text["bookkeeperMetadataServiceUri"] == "metadata-store:oxia://127.0.0.1:7002/default"
+    bookie = parse(conf.bookie_conf(bookie_port=3181, advertised_id="127.0.0.1:7005", metrics_port=8001,
+                                    zk_address="127.0.0.1:6648", data_dir=tmp_path, store=conf.OXIA))
+    assert bookie["metadataServiceUri"] == "metadata-store:oxia://127.0.0.1:6648/default"
+    props = conf.bookkeeper_driver_props(conf.OXIA)
+    assert ("-Dbookkeeper.metadata.bookie.drivers="
+            "org.apache.pulsar.metadata.bookkeeper.PulsarMetadataBookieDriver") in props
+    assert any(p.startswith("-Dbookkeeper.metadata.client.drivers=") for p in props)
+    assert conf.bookkeeper_driver_props(conf.ZOOKEEPER) == []
+
+
+def test_oxia_standalone_binds_loopback_with_its_own_metrics_port(tmp_path: Path) -> None:
+    argv = conf.oxia_argv("/bin/oxia", port=6648, metrics_port=18080, data_dir=tmp_path)
+    assert argv[:2] == ["/bin/oxia", "standalone"]
+    assert argv[argv.index("--public-addr") + 1] == "127.0.0.1:6648"
+    assert argv[argv.index("--metrics-addr") + 1] == "127.0.0.1:18080"
+    assert argv[argv.index("--data-dir") + 1] == str(tmp_path / "db")
+    assert argv[argv.index("--wal-dir") + 1] == str(tmp_path / "wal")
