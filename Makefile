@@ -47,7 +47,7 @@ test-cluster: $(STAMP) ## run only the tests that start embedded-cluster process
 	$(BIN)/python -m pytest -m "cluster and not slow" $(PYTEST_ARGS)
 
 test-pulsar: $(STAMP) ## run only the tests that start real Apache Pulsar (jars from Maven Central, cached)
-	$(BIN)/python -m pytest -m "pulsar" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "pulsar and not slow" $(PYTEST_ARGS)
 
 test-proxy-real: $(STAMP) ## the fault proxy's API suite against ours and the real Toxiproxy (built with Go on first use)
 	TXNBENCH_PROXY_UNDER_TEST=ours,toxiproxy $(BIN)/python -m pytest tests/unit/proxy $(PYTEST_ARGS)

@@ -84,15 +84,19 @@ def jvm_args(role: str, java_major: int, log4j2: Path, tmp_dir: Path) -> list[st
 
 
 def metadata_store(txn_path: TxnPath, settings: Mapping[str, Any]) -> str:
-    """`zk` or `oxia`: the store a cluster runs, from `--set metadataStoreUrl=...` or the path's default.
+    """`zk` or `oxia`: the store a cluster runs, from `--set metadataStoreUrl=...`, else ZooKeeper.
 
-    As Pulsar ships: 4.x (the v4 paths) on ZooKeeper, 5.0's v5 on Oxia. `zk` / `oxia`
-    (also `zk:`, `zk://`, `oxia://` without a host) choose; the target starts that store
-    itself and writes the real URLs into every config, so a full URL is refused.
+    Pulsar 5.0 recommends Oxia for v5, but the only Oxia this machine's Go module proxy serves
+    that 5.0.1's Java client speaks (v0.14.0) failed under v5 load: its WAL refused every append
+    (oxia-db/oxia#772, #796) and both brokers shut down; a later smoke run could not acquire a
+    bundle's ownership on it. So ZooKeeper is every path's default and Oxia is opt-in until a
+    working Oxia can be built here. `zk` / `oxia` (also `zk:`, `zk://`, `oxia://` without a host)
+    choose; the target starts that store itself and writes the real URLs into every config, so
+    a full URL is refused.
     """
     url = settings.get("metadataStoreUrl")
     if url is None or url == "":
-        return OXIA if txn_path is TxnPath.V5 else ZOOKEEPER
+        return ZOOKEEPER
     if url in ("zk", "zk:", "zk://"):
         return ZOOKEEPER
     if url in ("oxia", "oxia://"):

@@ -10,27 +10,18 @@ error names what it found and how to get one.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from harness.errors import EnvironmentProblem
+from targets.zookeeper import java_major
 
 #: Where Debian, Red Hat and macOS-style installs and SDKMAN put JDKs (searched, never assumed).
 JDK_FOLDERS = ("/usr/lib/jvm", "/usr/java", "/opt/java", "/Library/Java/JavaVirtualMachines",
                "~/.sdkman/candidates/java", "~/.jdks")
 HOME_ENVS = ("TXNBENCH_JAVA_HOME", "JAVA_HOME")
-
-
-def java_major(version_text: str) -> int | None:
-    """The major version in `java -version` output ("1.8.0_392" -> 8, "25.0.1" -> 25)."""
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', version_text)
-    if m is None:
-        return None
-    first = int(m.group(1))
-    return int(m.group(2) or 0) if first == 1 else first
 
 
 def _candidates() -> Iterator[Path]:

@@ -127,9 +127,9 @@ def test_a_complete_cache_is_reused_without_maven(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.parametrize(("txn_path", "url", "store"), [
-    (TxnPath.V5, None, conf.OXIA), (TxnPath.V4, None, conf.ZOOKEEPER), (TxnPath.V4_BATCHED, "", conf.ZOOKEEPER),
+    (TxnPath.V5, None, conf.ZOOKEEPER), (TxnPath.V4, None, conf.ZOOKEEPER), (TxnPath.V4_BATCHED, "", conf.ZOOKEEPER),
     (TxnPath.V5, "zk", conf.ZOOKEEPER), (TxnPath.V4, "oxia", conf.OXIA), (TxnPath.V5, "oxia://", conf.OXIA)])
-def test_the_store_is_oxia_for_v5_and_zookeeper_for_v4_unless_set(txn_path: TxnPath, url: str | None,
+def test_the_store_is_zookeeper_unless_oxia_is_asked_for(txn_path: TxnPath, url: str | None,
                                                                   store: str) -> None:
     settings = {} if url is None else {"metadataStoreUrl": url}
     assert conf.metadata_store(txn_path, settings) == store
