@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from types import MappingProxyType
 
 
 class TxnPath(StrEnum):
@@ -23,3 +25,18 @@ class TxnPath(StrEnum):
 
 
 ALL_PATHS: tuple[TxnPath, ...] = (TxnPath.V4, TxnPath.V4_BATCHED, TxnPath.V5)
+
+
+#: What turns v4 into v4-batched, by Pulsar's setting names: PIP-160's batched writers of the
+#: coordinator log and the pending-ack log with their default knobs. One copy for every target
+#: (the embedded brokers and real Pulsar), so both run v4-batched the same way.
+PIP_160_BATCHED_WRITES: Mapping[str, object] = MappingProxyType({
+    "transactionLogBatchedWriteEnabled": True,
+    "transactionLogBatchedWriteMaxRecords": 512,
+    "transactionLogBatchedWriteMaxSize": 4 * 1024 * 1024,
+    "transactionLogBatchedWriteMaxDelayInMillis": 1,
+    "transactionPendingAckBatchedWriteEnabled": True,
+    "transactionPendingAckBatchedWriteMaxRecords": 512,
+    "transactionPendingAckBatchedWriteMaxSize": 4 * 1024 * 1024,
+    "transactionPendingAckBatchedWriteMaxDelayInMillis": 1,
+})

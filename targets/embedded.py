@@ -46,7 +46,7 @@ from harness.target import (
     ServiceRole,
     multi_host_service_url,
 )
-from harness.txn_paths import TxnPath
+from harness.txn_paths import PIP_160_BATCHED_WRITES, TxnPath
 from targets.local import LocalProcessControl
 from targets.processes import (
     HOST,
@@ -136,16 +136,7 @@ def path_settings(txn_path: TxnPath) -> dict[str, Any]:
         "transactionCoordinatorScalableTopicsEnabled": txn_path is TxnPath.V5,
     }
     if txn_path is TxnPath.V4_BATCHED:
-        settings.update({
-            "transactionLogBatchedWriteEnabled": True,
-            "transactionLogBatchedWriteMaxRecords": 512,
-            "transactionLogBatchedWriteMaxSize": 4 * 1024 * 1024,
-            "transactionLogBatchedWriteMaxDelayInMillis": 1,
-            "transactionPendingAckBatchedWriteEnabled": True,
-            "transactionPendingAckBatchedWriteMaxRecords": 512,
-            "transactionPendingAckBatchedWriteMaxSize": 4 * 1024 * 1024,
-            "transactionPendingAckBatchedWriteMaxDelayInMillis": 1,
-        })
+        settings.update(PIP_160_BATCHED_WRITES)
     if txn_path is TxnPath.V5:
         settings.update({
             "transactionCoordinatorScalableTopicsParallelism": 4,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import EnvironmentProblem
-from harness.txn_paths import TxnPath
+from harness.txn_paths import PIP_160_BATCHED_WRITES, TxnPath
 
 HOST = "127.0.0.1"
 #: The metadata stores the target runs: a real ZooKeeper or a real Oxia (`oxia standalone`).
@@ -175,16 +175,7 @@ def path_settings(txn_path: TxnPath) -> dict[str, Any]:
         "transactionPendingAckBatchedWriteEnabled": False,
     }
     if txn_path is TxnPath.V4_BATCHED:
-        settings.update({
-            "transactionLogBatchedWriteEnabled": True,
-            "transactionLogBatchedWriteMaxRecords": 512,
-            "transactionLogBatchedWriteMaxSize": 4 * 1024 * 1024,
-            "transactionLogBatchedWriteMaxDelayInMillis": 1,
-            "transactionPendingAckBatchedWriteEnabled": True,
-            "transactionPendingAckBatchedWriteMaxRecords": 512,
-            "transactionPendingAckBatchedWriteMaxSize": 4 * 1024 * 1024,
-            "transactionPendingAckBatchedWriteMaxDelayInMillis": 1,
-        })
+        settings.update(PIP_160_BATCHED_WRITES)
     if txn_path is TxnPath.V5:
         settings.update({
             "scalableTopicsEnabled": True,
