@@ -390,6 +390,8 @@ class Run:
                            timeout_s=self.config.phases.drain_timeout_s)
         finally:
             recorder.close()
+        if result.notes:   # e.g. a broker's last message id that lagged its data: a fact about the cluster
+            self.run_dir.update_manifest(drain_notes=list(result.notes))
         if result.complete:
             self.history.phase(PHASE_DRAIN_COMPLETE, topics=result.topics,
                                subscriptions=[{"topic": t, "subscription": s} for t, s in result.subscriptions],

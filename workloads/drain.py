@@ -32,6 +32,9 @@ ever make visible, and must say so only when that is true.
    `hasMessageAvailable` does: otherwise a partition finished while another was stuck
    would wait for its last message again and look stuck itself (it did, in the
    self-test of the ledger store that loses acknowledged writes; docs/selftest.md).
+   A reader that reached that end listens on for `IDLE_S` more: a broker's last message
+   id can lag its data (Pulsar 5.0.1's v5 segments, docs/findings/), and what arrives
+   after it is read and noted, not left out.
 2b. *Lost entries.* A stuck read is either slow or blocked by an entry the broker can
    no longer return. For each v4 partition (or plain topic) that stopped short, the
    drain asks its owner (admin `internalStats`, then `getMessageById` for entries after
@@ -101,6 +104,7 @@ MAX_LOST_RUNS = 20           # runs of lost entries skipped per partition before
 MAX_PROBES = 2000            # positions probed per partition
 MAX_REASONS = 3
 RECEIVER_QUEUE = 1000
+MAX_PAST_END = 100_000       # messages a reader takes after the broker's stated end, at most
 _sleep = time.sleep          # the settle wait (tests replace it)
 
 
@@ -326,6 +330,7 @@ class _Drain:
                     time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))
                     continue
                 self._record_reads(process, topic, messages, last)
+                self._listen_past_end(reader, process, topic, last)
                 break
         except OperationError as err:
             self.problem(f"{topic}: reading failed ({err})")
@@ -338,6 +343,40 @@ class _Drain:
                 return
         with self.lock:
             self.read_done.append(topic)
+
+    def _listen_past_end(self, reader: Any, process: str, topic: str, last: dict[str, tuple[int, int]]) -> None:
+        """Keep the reader listening for `idle_s` after it reached the end the broker named.
+
+        The end is the broker's `GET_LAST_MESSAGE_ID` answer, and an answer can be stale: on
+        Pulsar 5.0.1's v5 segments it stays at its first value after transactional commits
+        (docs/findings/v5-stale-last-message-id.md), so a read that trusts it stops early and
+        every later committed value looks lost. What still arrives is readable and belongs
+        to the final reads; that it arrived past the stated end is noted, so the broker's
+        stale answer stays visible in every run it happens in. Bounded by `idle_s` of silence,
+        `MAX_PAST_END` messages and the drain's deadline.
+        """
+        read_next = getattr(reader, "read_next", None)
+        if read_next is None:
+            return
+        past: list[Any] = []
+        quiet_until = time.monotonic() + self.idle_s
+        while len(past) < MAX_PAST_END and self.remaining() > 0:
+            wait_s = min(quiet_until - time.monotonic(), self.remaining())
+            if wait_s <= 0:
+                break
+            message = read_next(timeout_s=wait_s)
+            if message is None:
+                break
+            past.append(message)
+            quiet_until = time.monotonic() + self.idle_s
+        if not past:
+            return
+        self._record_reads(process, topic, past, last)
+        parts = sorted({m.segment or topic for m in past})
+        with self.lock:
+            self.notes.append(f"{topic}: {len(past)} message(s) arrived after the end the broker named "
+                              f"(GET_LAST_MESSAGE_ID) on {', '.join(parts)}: its answer lagged the data "
+                              "(docs/findings/v5-stale-last-message-id.md)")
 
     def _round_s(self) -> float:
         """How long one read round waits: short when the owner can be asked about lost entries."""

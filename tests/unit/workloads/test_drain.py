@@ -221,6 +221,61 @@ def test_a_read_the_broker_does_not_answer_at_first_is_asked_again(make_harness:
     assert first in result.topics and slow[0].calls == 3
 
 
+class StaleEndReader:
+    """A v5 segment on Pulsar 5.0.1: GET_LAST_MESSAGE_ID names an early message, so `read_to_end`
+    stops there, while the broker goes on delivering the committed messages after it."""
+
+    def __init__(self, messages: list[Any], stated_end: int) -> None:
+        self.first, self.after = messages[:stated_end], list(messages[stated_end:])
+        self.waits: list[float | None] = []
+
+    def read_to_end(self, timeout_s: float | None = None) -> list[Any]:
+        return self.first
+
+    def read_next(self, timeout_s: float | None = None) -> Any:
+        self.waits.append(timeout_s)
+        return self.after.pop(0) if self.after else None
+
+    def close(self, timeout_s: float | None = None) -> None:
+        pass
+
+
+def test_messages_after_a_stale_stated_end_are_read_and_the_lag_is_noted(
+        make_harness: Callable[[str], Harness]) -> None:
+    """Seen on real Pulsar 5.0.1 (docs/findings/v5-stale-last-message-id.md): every v5 run's drain
+    stopped at the stale last message id and reported the committed values after it as lost."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    user = AtomicProduce(h.ctx)
+    for _ in range(4):
+        user.step()
+    first = h.topology.topics[0]
+    real = h.client.create_reader
+    everything = real(first).read_to_end()
+    assert len(everything) >= 3
+    stale = StaleEndReader(everything, stated_end=1)
+
+    def reader(topic: str, **kw: Any) -> Any:
+        return stale if topic == first else real(topic, **kw)
+
+    h.client.create_reader = reader  # type: ignore[method-assign]
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=h.client)
+    assert result.complete, result.reason
+    reads = [op["value"] for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
+    assert len(reads) == len(everything)             # nothing after the stale end is left out
+    lag = [n for n in result.notes if "after the end the broker named" in n]
+    assert len(lag) == 1 and f"{len(everything) - 1} message(s)" in lag[0]
+    assert stale.waits and all(w is not None and 0 < w <= drain_module.IDLE_S + 0.01 for w in stale.waits)
+
+
+def test_a_reader_at_a_true_end_adds_no_note(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    AtomicProduce(h.ctx).step()
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=30, client=h.client)
+    assert result.complete, result.reason
+    assert not [n for n in result.notes if "after the end the broker named" in n]
+
+
 class EndlessConsumer:
     """Delivers a message every time it is asked, 10 ms apart: never silent."""
 
