@@ -63,6 +63,7 @@ class Figure:
 
 
 FIGURES: tuple[Figure, ...] = (
+    Figure("metadata_store", "metadata store", "bench", False),
     Figure("committed_txn_per_s", "committed txn/s", "bench", False),
     Figure("commit_p50_ms", "commit p50 (ms)", "bench", False, digits=1),
     Figure("commit_p99_ms", "commit p99 (ms)", "bench", False, digits=1),
@@ -154,9 +155,9 @@ def _depth(perf: Mapping[str, Any], what: str, source: str) -> dict[str, Any]:
 
 
 def _failover(perf: Mapping[str, Any]) -> dict[str, Any]:
-    outages = [_number(f.get("coordinator_outage_s")) for f in perf.get("faults") or []
-               if f.get("kind") == "kill" and f.get("injected", True)]
-    outages = [o for o in outages if o is not None]
+    found = [_number(f.get("coordinator_outage_s")) for f in perf.get("faults") or []
+             if f.get("kind") == "kill" and f.get("injected", True)]
+    outages = [o for o in found if o is not None]
     if not outages:
         return _absent(_HISTORY, "no coordinator kill with a measured outage in the run")
     return _measured(max(outages), _HISTORY + ": fault start to the killed coordinator's next commit or abort")
@@ -175,8 +176,39 @@ def _phase_rate(perf: Mapping[str, Any], phase: str) -> dict[str, Any]:
     return _measured(value, _HISTORY) if value is not None else _absent(_HISTORY, f"no {phase} phase")
 
 
-def figures_of_run(perf: Mapping[str, Any], system: str, scenario: str) -> dict[str, dict[str, Any]]:
-    """The figures one run supplies (its scenario's rows of FIGURES), each with its source."""
+def design_range(perf: Mapping[str, Any], settings: Mapping[str, Any], what: str) -> dict[str, Any] | None:
+    """What the design predicts per committed transaction for the run's own transactions and store.
+
+    From the run's history shape (`cost_ledger.shape`) by the cost ledger's design functions
+    (`analysis.perf.ledger`), with the store the run used (`metadata_store.kind`: on ZooKeeper
+    sequence keys are emulated). `what` is `metadata_writes` (low: the exact writes, high: plus
+    every write the design bounds) or `ledger_entries` (data + coordinator log + pending-ack log;
+    cursor and snapshot entries are not predicted). None without a shape.
+    """
+    from analysis.perf.ledger import Shape, design_v4, design_v5
+
+    ledger = perf.get("cost_ledger") or {}
+    shape_counts, committed = ledger.get("shape"), int(ledger.get("committed_txns") or 0)
+    txn_path = perf.get("path")
+    if not shape_counts or committed <= 0 or txn_path not in PATH_ORDER:
+        return None
+    shape = Shape.of(shape_counts)
+    store_kind = (perf.get("metadata_store") or {}).get("kind")
+    design = design_v5(shape, settings, store_kind) if txn_path == "v5" else design_v4(shape, txn_path == "v4-batched")
+    if what == "metadata_writes":
+        low = float(sum(design["metadata"].values()))
+        high = low + float(sum(design["bounds"].values()))
+    else:
+        total = float(sum(design["ledger"].values()))
+        low = float(design["ledger"]["data"]) if design.get("ledger_is_bound") else total
+        high = total
+    return {"low": round(low / committed, 3), "high": round(high / committed, 3), "store": store_kind or "unknown"}
+
+
+def figures_of_run(perf: Mapping[str, Any], system: str, scenario: str,
+                   settings: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The figures one run supplies (its scenario's rows of FIGURES), each with its source; the I/O
+    figures also carry `design`, the design's prediction for the run's own transactions and store."""
     src = {k: v.get(system, v["pulsar"]) for k, v in _SOURCES.items()}
     out: dict[str, dict[str, Any]] = {}
     if scenario == "bench":
@@ -194,6 +226,14 @@ def figures_of_run(perf: Mapping[str, Any], system: str, scenario: str) -> dict[
         else:
             out["metadata_fsyncs_per_txn"] = _absent(src["metadata_fsyncs_per_txn"],
                                                      "the pulsar target's metadata store exports no fsync count")
+        for key, what in (("metadata_writes_per_txn", "metadata_writes"), ("ledger_entries_per_txn", "ledger_entries")):
+            predicted = design_range(perf, settings or {}, what)
+            if predicted is not None:
+                out[key]["design"] = predicted
+        store = perf.get("metadata_store") or {}
+        out["metadata_store"] = {"value": None, "label": store.get("label") or store.get("kind") or "unknown",
+                                 "kind": store.get("kind"), "source": "manifest.json metadata_store",
+                                 "measured": True}
         out["commit_depth_writes"] = _depth(perf, "writes", src["commit_depth_writes"])
         out["commit_depth_round_trips"] = _depth(perf, "round_trips", src["commit_depth_round_trips"])
     elif scenario == "failover":
@@ -332,7 +372,9 @@ def build_fidelity(runs: Iterable[RunRecord], *, inputs: Sequence[str] = (), com
                 verdicts.setdefault(scenario, {})[system] = verdict_of(run.results) if run else "not run"
                 if run:
                     runs_of.setdefault(scenario, {})[system] = run.run_dir
-                supplied = figures_of_run(run.perf, system, scenario) if run else {}
+                settings = ((run.manifest.get("config") or {}).get("cluster") or {}).get("settings") or {} \
+                    if run else {}
+                supplied = figures_of_run(run.perf, system, scenario, settings) if run else {}
                 for spec in FIGURES:
                     if spec.scenario != scenario:
                         continue
@@ -363,7 +405,14 @@ def build_fidelity(runs: Iterable[RunRecord], *, inputs: Sequence[str] = (), com
 # ---- rendering -----------------------------------------------------------------------------------
 
 def _cell_text(cell: Mapping[str, Any], digits: int) -> str:
-    return _fmt(cell.get("value"), digits) if cell.get("measured") else "not measured"
+    if "label" in cell:
+        return str(cell["label"]).split(" at ")[0]
+    text = _fmt(cell.get("value"), digits) if cell.get("measured") else "not measured"
+    design = cell.get("design")
+    if design:
+        span = f"{design['low']:g}" if design["low"] == design["high"] else f"{design['low']:g} to {design['high']:g}"
+        text += f" (design for these txns on {design['store']}: {span})"
+    return text
 
 
 def _gap_text(gap: Mapping[str, Any] | None) -> str:
@@ -412,7 +461,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     if doc.get("generated"):
         lines += [f"Generated {doc['generated']} from: " + ", ".join(f"`{i}`" for i in doc.get("inputs", [])), ""]
     lines += ["† design-level figure: a gap over 20% (and over the figure's floor) is flagged ⚑ and is fixed in "
-              f"the model or explained in {doc.get('explanations', README_SECTION)}. Gap = (model − real) ÷ real. "
+              f"the model or explained in {doc.get('explanations', README_SECTION)}. Gap = (model - real) / real. "
               "\"not measured\" means the system exports no such metric: no model number stands in for it.", ""]
     for txn_path in doc["paths"]:
         lines += [f"## {txn_path}", ""]

@@ -15,6 +15,7 @@ from analysis.fidelity import (
     GAP_LIMIT,
     RunRecord,
     build_fidelity,
+    design_range,
     figures_of_run,
     relative_gap,
     render_html,
@@ -215,3 +216,21 @@ def test_txnbench_fidelity_from_nothing_useful_is_an_error(tmp_path: Path) -> No
     other = _write_matrix(tmp_path, "o", "embedded", "atomic-produce",
                           {"v4": bench_perf(rate=1, ledger=1, fsyncs=1)})
     assert main(["fidelity", "--from", str(other), "--results", str(tmp_path / "out")]) == 2
+
+
+REAL_V5_SHAPE = {"committed": 187, "aborted": 27, "sends_committed": 478, "sends_aborted": 48, "acks_committed": 185,
+                 "acks_aborted": 27, "write_participants_committed": 340, "write_participants_aborted": 35,
+                 "ack_participants_committed": 118, "ack_participants_aborted": 18, "plain_sends": 185}
+
+
+def test_the_design_range_of_a_real_zookeeper_run_holds_what_real_pulsar_wrote() -> None:
+    # results/20261127-080910-bench-bench/runs/v5 (real Pulsar 5.0.1 on ZooKeeper): 23.86 writes per committed
+    # transaction, where the native-sequence-key prediction said 15.39 (+ up to 2.99 watermark CAS)
+    perf = {"path": "v5", "metadata_store": {"kind": "zookeeper"},
+            "cost_ledger": {"shape": REAL_V5_SHAPE, "committed_txns": 187}}
+    on_zk = design_range(perf, {}, "metadata_writes")
+    assert on_zk is not None and on_zk["low"] <= 23.86 <= on_zk["high"]
+    native = design_range({**perf, "metadata_store": {"kind": "oxia-like"}}, {}, "metadata_writes")
+    assert native is not None and native["high"] < 23.86 * (1 - GAP_LIMIT)
+    ledger = design_range(perf, {}, "ledger_entries")
+    assert ledger == {"low": ledger["high"], "high": round((526 + 185) / 187, 3), "store": "zookeeper"}
