@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="seconds of the bench's measured phase (default: the scenario's)")
     fidelity.add_argument("--faults-duration", type=_positive_float, default=30.0, metavar="S",
                           help="seconds of the failover and chaos faults phase (default: 30)")
+    fidelity.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                          help="a cluster setting by its Pulsar name for every run (repeatable), e.g. "
+                               "metadataStoreUrl=zk to run embedded v5 on ZooKeeper as the pulsar target does")
     fidelity.add_argument("--pulsar-lock", metavar="FILE",
                           help="hold an exclusive flock on FILE for each pulsar matrix, released in between "
                                "(default: $TXNBENCH_PULSAR_LOCK)")

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.config import RunConfig, Target
+from harness.config import RunConfig, Target, parse_setting_pairs
 from harness.errors import ConfigError
 from harness.results import create_unique_dir, utc_stamp, write_json_atomic, write_text_atomic
 from harness.txn_paths import TxnPath
@@ -61,6 +61,9 @@ def _config(scenario: str, system: str, args: argparse.Namespace) -> RunConfig:
         changes: dict[str, object] = {"target": Target(system)}
         if args.paths:
             changes["paths"] = tuple(TxnPath(p) for p in args.paths)
+        if args.set:
+            changes["cluster"] = dataclasses.replace(
+                config.cluster, settings={**config.cluster.settings, **parse_setting_pairs(args.set)})
         config = dataclasses.replace(config, **changes)  # type: ignore[arg-type]
         if config.faults.enabled:
             return config.with_duration(args.faults_duration)

@@ -234,3 +234,17 @@ def test_the_design_range_of_a_real_zookeeper_run_holds_what_real_pulsar_wrote()
     assert native is not None and native["high"] < 23.86 * (1 - GAP_LIMIT)
     ledger = design_range(perf, {}, "ledger_entries")
     assert ledger == {"low": ledger["high"], "high": round((526 + 185) / 187, 3), "store": "zookeeper"}
+
+
+def test_each_scenario_is_configured_for_the_system_with_the_durations_and_settings_given() -> None:
+    import argparse
+
+    from orchestrator.fidelity import _config
+
+    args = argparse.Namespace(paths=["v5"], set=["metadataStoreUrl=zk"], duration=7.0, faults_duration=31.0)
+    bench = _config("bench", "embedded", args)
+    assert bench.target.value == "embedded" and [p.value for p in bench.paths] == ["v5"]
+    assert bench.phases.steady_s == 7.0 and bench.cluster.settings["metadataStoreUrl"] == "zk"
+    failover = _config("failover", "pulsar", args)
+    assert failover.target.value == "pulsar" and failover.phases.faults_s == 31.0
+    assert failover.cluster.settings["metadataStoreSessionTimeoutMillis"] == 4000   # the scenario's own settings stay
