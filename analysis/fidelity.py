@@ -167,8 +167,12 @@ def _replay(perf: Mapping[str, Any], source: str) -> dict[str, Any]:
     block = perf.get("coordinator_recovery_s") or {}
     if block.get("absent"):
         return _absent(source, str(block.get("reason")))
-    values = [v for v in (_number(x) for x in block.values()) if v is not None]
-    return _measured(max(values), source) if values else _absent(source, "no recovery gauge in any snapshot")
+    # the gauge holds the last recovery: at the end of the faults (or recovery) phase, the one after the kill
+    for phase in ("faults", "recovery"):
+        value = _number(block.get(phase))
+        if value is not None:
+            return _measured(value, source + f", at the end of the {phase} phase")
+    return _absent(source, "no recovery gauge at the end of the faults or recovery phase")
 
 
 def _phase_rate(perf: Mapping[str, Any], phase: str) -> dict[str, Any]:
