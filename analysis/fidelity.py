@@ -330,6 +330,10 @@ def _conclusions(table: Mapping[str, Mapping[str, Any]], ratios: Sequence[Mappin
         text = f"throughput {entry['paths']}: {_fmt(real, 2)} on real Pulsar"
         if emb is not None:
             text += f"; the model's {_fmt(emb, 2)} {verb if real is not None else 'is all there is'}"
+            if real is not None and verb == "disagrees":
+                same = (emb > 1) == (real > 1)
+                text += " in size, not in direction" if same else " in direction: the systems rank the paths " \
+                                                                      "differently"
         out.append({"topic": f"throughput {entry['paths']}", "text": text,
                     "rests_on": "pulsar" if real is not None else "embedded", "flagged": bool(entry["flagged"])})
     for txn_path, row in table.items():

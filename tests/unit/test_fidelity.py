@@ -144,6 +144,7 @@ def test_every_conclusion_names_the_system_it_rests_on() -> None:
     by_topic = {c["topic"]: c for c in conclusions}
     assert all(c["rests_on"] in ("pulsar", "embedded", "both") for c in conclusions)
     assert by_topic["throughput v5 / v4"]["rests_on"] == "pulsar"
+    assert "in size, not in direction" in by_topic["throughput v5 / v4"]["text"]   # 0.5 and 0.3: both below 1
     # real Pulsar exports no spans: depth is a statement about the model
     assert by_topic["v5 commit_depth_writes"]["rests_on"] == "embedded"
     assert "not measured" in by_topic["v5 commit_depth_writes"]["text"]
