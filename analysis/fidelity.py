@@ -357,6 +357,11 @@ def _conclusions(table: Mapping[str, Mapping[str, Any]], ratios: Sequence[Mappin
                 text = (f"{txn_path} {spec.title}: real Pulsar {_fmt(real, spec.digits)}, model "
                         f"{_fmt(emb, spec.digits)} ({state})")
                 rests = "pulsar" if gap["flagged"] else "both"
+                design = cell["pulsar"].get("design")
+                if design:
+                    inside = design["low"] * (1 - GAP_LIMIT) <= real <= design["high"] * (1 + GAP_LIMIT)
+                    text += (f"; real Pulsar is {'within' if inside else 'more than'} 20% of the design's prediction "
+                             f"for its own transactions on {design['store']} ({design['low']:g} to {design['high']:g})")
             out.append({"topic": f"{txn_path} {key}", "text": text, "rests_on": rests,
                         "flagged": bool(cell.get("gap", {}).get("flagged"))})
     return out

@@ -153,6 +153,16 @@ def test_every_conclusion_names_the_system_it_rests_on() -> None:
     assert by_topic["v4 ledger_entries_per_txn"]["rests_on"] == "both"
 
 
+def test_a_flagged_gap_says_whether_real_pulsar_is_within_the_design_for_its_own_store() -> None:
+    real = bench_perf(rate=6, ledger=5.4, fsyncs=4.3, broker_writes=23.86)
+    real.update({"path": "v5", "metadata_store": {"kind": "zookeeper"},
+                 "cost_ledger": {"shape": REAL_V5_SHAPE, "committed_txns": 187}})
+    model = bench_perf(rate=30, ledger=4.0, fsyncs=3.0, writes=17.3, depth=(2, 3))
+    doc = build_fidelity([record("embedded", "bench", "v5", model), record("pulsar", "bench", "v5", real)])
+    (text,) = [c["text"] for c in doc["conclusions"] if c["topic"] == "v5 metadata_writes_per_txn"]
+    assert "real Pulsar is within 20% of the design's prediction for its own transactions on zookeeper" in text
+
+
 def test_markdown_and_html_show_not_measured_and_the_real_metric_names() -> None:
     doc = _doc()
     md = render_markdown(doc)
