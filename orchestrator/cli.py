@@ -415,7 +415,7 @@ def _cmd_peer(args: argparse.Namespace) -> int:
 def _cmd_fidelity(args: argparse.Namespace) -> int:
     from orchestrator import fidelity as fidelity_module
 
-    return fidelity_module.main_fidelity(args)
+    return fidelity_module.main_fidelity(args, getattr(args, "argv", None))
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
@@ -463,6 +463,7 @@ def _cmd_cluster_heal(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]   # the command as typed, for reports
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

@@ -217,6 +217,7 @@ def test_txnbench_fidelity_from_fixtures_writes_the_report(tmp_path: Path, capsy
     doc = json.loads((folder / "fidelity.json").read_text())
     assert doc["table"]["v5"]["figures"]["metadata_writes_per_txn"]["gap"]["flagged"] is True
     assert (folder / "fidelity.md").read_text().startswith("# Fidelity")
+    assert doc["command"] == f"txnbench fidelity --from {emb} {real} --results {out_root}"
     assert (folder / "fidelity.html").is_file()
     # the report folder itself can be given to --from again (it lists its inputs)
     assert main(["fidelity", "--from", str(folder), "--results", str(out_root)]) == 0
