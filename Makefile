@@ -13,12 +13,14 @@ USERS    ?=
 BUGS     ?=
 TXN_PATH ?=
 PULSAR_VERSION ?=
+PULSAR_LOCK ?=
+FROM ?=
 PYTEST_ARGS ?=
 
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-pulsar test-proxy-real test-slow test-docker bench chaos sweep peer selftest report report-picture lint clean distclean check-java
+.PHONY: help setup test test-cluster test-pulsar test-proxy-real test-slow test-docker bench chaos sweep peer fidelity selftest report report-picture lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -69,6 +71,9 @@ sweep: $(STAMP) ## concurrency sweep: every path at USERS=4,16,48 users; sweep r
 
 peer: $(STAMP) ## pulsar-perf transaction and txnbench on one real Pulsar cluster: make peer TXN_PATH=v4 PULSAR_VERSION=4.0.8
 	$(BIN)/txnbench peer $(or $(SCENARIO),atomic-produce) --path $(or $(TXN_PATH),v4) $(if $(PULSAR_VERSION),--pulsar-version $(PULSAR_VERSION),) $(if $(DURATION),--duration $(DURATION),)
+
+fidelity: $(STAMP) ## bench, failover, chaos on embedded and real Pulsar side by side (PULSAR_LOCK=FILE per matrix; FROM="dirs" reuses)
+	$(BIN)/txnbench fidelity $(if $(DURATION),--duration $(DURATION),) $(if $(PULSAR_LOCK),--pulsar-lock $(PULSAR_LOCK),) $(if $(FROM),--from $(FROM),)
 
 selftest: $(STAMP) ## run every planted bug with the scenario meant to catch it, then under chaos.yaml alone (docs/selftest.md); fails on a tuned miss
 	$(BIN)/txnbench selftest --with-chaos $(if $(DURATION),--duration $(DURATION),) $(if $(BUGS),--bugs $(BUGS),)

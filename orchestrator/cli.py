@@ -81,6 +81,7 @@ EXAMPLES: dict[str, str] = {
     "check": "txnbench check $(ls -1dt results/*-bench-bench | head -1)/runs/v5",
     "report": "M=$(ls -1dt results/*-bench-bench | head -1); txnbench report $M/runs/v4 $M/runs/v5 --out results/v4-vs-v5",
     "peer": "txnbench peer atomic-produce --path v4 --pulsar-version 4.0.8 --duration 30",
+    "fidelity": "txnbench fidelity --duration 30",
     "cluster": "txnbench cluster up --path v5 --brokers 3",
     "cluster up": "txnbench cluster up --target pulsar --path v5",
     "cluster status": "txnbench cluster status --json",
@@ -192,6 +193,41 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                       help="results root (default: results/)")
     peer.set_defaults(handler=_cmd_peer, target="pulsar")
+
+    fidelity = sub.add_parser(
+        "fidelity", help="bench, failover and chaos on embedded and on real Pulsar, side by side",
+        description="Run the same scenarios (bench, failover, one chaos scenario) over the paths on the embedded "
+                    "model and on real Pulsar (the pulsar target), or reuse matrices with --from, and write "
+                    "results/<id>-fidelity-report/fidelity.{md,json,html}: per path committed txn/s, commit and "
+                    "end-to-end latency, ledger entries, metadata writes and fsyncs per committed transaction, "
+                    "critical-path depth, failover outage and replay, each with the metric behind it; throughput "
+                    "ratios between paths; design-level gaps over 20% flagged; the system each conclusion rests on.",
+        epilog=_epilog("fidelity", "Rebuild from matrices already run (no runs):\n"
+                                   "  txnbench fidelity --from results/A-bench-bench results/B-chaos-failover"),
+        formatter_class=_HelpFormatter)
+    fidelity.add_argument("--from", dest="from_dirs", nargs="+", type=Path, metavar="DIR",
+                          help="matrix or run folders to reuse (then only --systems are run again)")
+    fidelity.add_argument("--systems", nargs="+", choices=["embedded", "pulsar"], metavar="SYSTEM",
+                          help="systems to run (default: embedded and pulsar; none with --from)")
+    fidelity.add_argument("--scenarios", nargs="+", choices=["bench", "failover", "chaos"],
+                          default=["bench", "failover", "chaos"], metavar="NAME",
+                          help="scenario groups to run (default: bench failover chaos)")
+    fidelity.add_argument("--chaos-scenario", default="chaos", metavar="NAME",
+                          help="the chaos scenario run (default: chaos)")
+    fidelity.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
+                          help="paths to run (default: the scenarios')")
+    fidelity.add_argument("--duration", type=_positive_float, metavar="S",
+                          help="seconds of the bench's measured phase (default: the scenario's)")
+    fidelity.add_argument("--faults-duration", type=_positive_float, default=30.0, metavar="S",
+                          help="seconds of the failover and chaos faults phase (default: 30)")
+    fidelity.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                          help="a cluster setting by its Pulsar name for every run (repeatable), e.g. "
+                               "metadataStoreUrl=zk to run embedded v5 on ZooKeeper as the pulsar target does")
+    fidelity.add_argument("--pulsar-lock", metavar="FILE",
+                          help="hold an exclusive flock on FILE for each pulsar matrix, released in between "
+                               "(default: $TXNBENCH_PULSAR_LOCK)")
+    fidelity.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
+    fidelity.set_defaults(handler=_cmd_fidelity)
 
     selftest = sub.add_parser("selftest", help="run each planted bug with the scenario meant to catch it",
                               description="Prove the harness's power: each catalogued planted bug "
@@ -376,6 +412,12 @@ def _cmd_peer(args: argparse.Namespace) -> int:
     return peer_module.main_peer(config, args)
 
 
+def _cmd_fidelity(args: argparse.Namespace) -> int:
+    from orchestrator import fidelity as fidelity_module
+
+    return fidelity_module.main_fidelity(args, getattr(args, "argv", None))
+
+
 def _cmd_selftest(args: argparse.Namespace) -> int:
     from orchestrator import selftest as selftest_module
 
@@ -421,6 +463,7 @@ def _cmd_cluster_heal(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]   # the command as typed, for reports
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

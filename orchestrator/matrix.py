@@ -24,6 +24,13 @@ from orchestrator.run import Run
 
 def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
     """`txnbench bench` and `chaos`: `config` comes validated from orchestrator.scenario.load."""
+    return run_matrix(config, args, kind)[1]
+
+
+def run_matrix(config: RunConfig, args: argparse.Namespace, kind: str, *,
+               lts_baseline: bool = True) -> tuple[MatrixDir, int]:
+    """One matrix of `config` over its paths; the folder and the exit status. `lts_baseline=False`
+    leaves out the pulsar bench's v4-on-4.0 run (the fidelity report compares one release)."""
     refuse_planted_bugs(config.cluster.settings, kind)
     matrix = new_matrix(kind, config.name, root=args.results,
                         info={"paths": [p.value for p in config.paths], "config": config.to_dict()})
@@ -36,6 +43,7 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
                           f"coverage of the recovery code is measured on the embedded cluster, not {config.target.value}",
                           "drop --coverage or use --target embedded")
     config, baseline = pulsar_releases(config, kind)
+    baseline = baseline if lts_baseline else None
     outcomes, interrupted = _run_paths(config, matrix, args.results, kind, coverage=coverage)
     if baseline is not None and not interrupted:
         say(f"== {kind}: v4 on Apache Pulsar {baseline.cluster.pulsar_version} (the LTS baseline) ==")
@@ -47,7 +55,7 @@ def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
         _coverage(matrix, outcomes)
     if config.faults.generated is not None:
         _reproduce(matrix, config, getattr(args, "scenario", None) or config.name, outcomes)
-    return _finish_matrix(matrix, outcomes, interrupted)
+    return matrix, _finish_matrix(matrix, outcomes, interrupted)
 
 
 def reproduce_command(scenario: str, txn_path: str, seed: int, faults_s: float) -> str:

@@ -178,7 +178,8 @@ def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping
     block["critical_path"] = critical_path(snapshots, io_block.get("window"), io_block.get("baseline"))
     block["cost_ledger"] = build_ledger(txn_path, stats.shapes.get(measured.name) if measured else None,
                                         block["io"], snapshots, settings,
-                                        (block.get("window") or {}).get("duration_s"))
+                                        (block.get("window") or {}).get("duration_s"),
+                                        store_kind=(head["metadata_store"] or {}).get("kind"))
     load_config = (manifest.get("config") or {}).get("load", {})
     processes = (load_config.get("workers") or 0) + (load_config.get("remote_workers") or 0) or 1
     loadgen = load_generator(run.locust_dir, block["window"], block["committed_txn_per_s"], block["msgs_per_s"],

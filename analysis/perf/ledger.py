@@ -37,13 +37,20 @@ from typing import Any
 from analysis.perf.io import Selector, window_delta
 from analysis.perf.prom import Snapshot
 
-__all__ = ["EXCESS_LIMIT", "FAMILIES", "KINDS", "build_ledger", "design_v4", "design_v5", "model_settings"]
+__all__ = ["EXCESS_LIMIT", "FAMILIES", "KINDS", "NO_NATIVE_SEQUENCE_KEYS", "build_ledger", "design_v4", "design_v5",
+           "model_settings"]
 
 EXCESS_LIMIT = 0.10
 _MIN_EXCESS_PER_TXN = 0.05
 KINDS = ("create", "cas", "put", "delete")
 FAMILIES = ("txn-header", "txn-op", "txn-event", "txn-watermark", "txn-aborted", "txn-id-counter", "txn-leader",
-            "index", "other")
+            "index", "other", "seq-counter")
+# Stores without native sequence keys (Pulsar 5.0 on ZooKeeper, and our ZooKeeper adapter, which
+# emulates it): every sequence-key append first reads and CAS-increments a sidecar counter
+# (Pulsar 5.0.1 `AbstractMetadataStore.putWithSequenceKeysCompat` -> `atomicIncrementSequenceCounter`:
+# one get, one put at the counter's version, then the create). Its family is `seq-counter`, a
+# prediction only: our own store has native sequence keys and never counts one.
+NO_NATIVE_SEQUENCE_KEYS = ("zookeeper",)
 REQUESTS = "txnbench_metadata_requests_total"
 
 # Settings that turn on behaviour no source mandates (or the PIP text where Pulsar 5.0
@@ -102,14 +109,16 @@ class Shape:
 Prediction = dict[str, Any]
 
 
-def design_v5(shape: Shape, settings: Mapping[str, Any]) -> Prediction:
+def design_v5(shape: Shape, settings: Mapping[str, Any], store_kind: str | None = None) -> Prediction:
     """Metadata operations of the window's transactions under PIP-473 as Pulsar 5.0 runs it.
 
     Per transaction: counter get + CAS, header create (NEW_TXN); header get + CAS and an
     `idx:ops-by-txn` scan, one event per participant (END_TXN); GC: an ops scan and a
     versioned header delete. Per op: one op record (send, ack) and its delete by the
     participant. Per written segment of an aborted transaction: one aborted record.
-    Watermark CAS: bounded (see the module docstring).
+    Watermark CAS: bounded (see the module docstring). On a store without native sequence
+    keys (`store_kind` in NO_NATIVE_SEQUENCE_KEYS) every op record and event also costs a
+    counter read and a counter CAS (`seq-counter`).
     """
     n, parts = shape.txns, shape.writes + shape.ack_parts
     delete_events = str(settings.get("txnbenchV5DeleteConsumedEvents", "")).lower() == "true"
@@ -125,11 +134,17 @@ def design_v5(shape: Shape, settings: Mapping[str, Any]) -> Prediction:
     }
     if delete_events:
         exact[("cas", "txn-event")] = parts
+    appends = shape.sends + shape.acks + parts     # sequence-key puts: op records and events
+    emulated = store_kind in NO_NATIVE_SEQUENCE_KEYS
+    if emulated:
+        exact[("cas", "seq-counter")] = appends
     bounds = {("cas", "txn-watermark"): shape.writes + shape.plain_sends}
     reads = {   # this implementation's reads (model): see embedded/broker/v5/README.md
         "txn-id-counter": n, "txn-header": n + shape.writes + (shape.ack_parts if ack_reads_header else 0),
         "index": 2 * n, "txn-event": parts, "txn-op": parts,
     }
+    if emulated:
+        reads["seq-counter"] = appends
     return {"metadata": exact, "bounds": bounds, "reads": reads,
             "ledger": {"data": shape.sends + shape.plain_sends, "txn-log": 0, "pending-ack": 0}}
 
@@ -185,15 +200,16 @@ def _delta(snapshots: Mapping[str, Mapping[str, Snapshot]], window: str, baselin
 
 def build_ledger(txn_path: str | None, shape_counts: Mapping[str, int] | None, io: Mapping[str, Any],
                  snapshots: Mapping[str, Mapping[str, Snapshot]], settings: Mapping[str, Any],
-                 steady_s: float | None) -> dict[str, Any]:
-    """The `cost_ledger` block of perf.json for the measured window (see the module docstring)."""
+                 steady_s: float | None, store_kind: str | None = None) -> dict[str, Any]:
+    """The `cost_ledger` block of perf.json for the measured window (see the module docstring);
+    `store_kind` (perf.json's `metadata_store.kind`) decides whether sequence keys are emulated."""
     window, baseline = io.get("window"), io.get("baseline")
     committed = int(io.get("committed_txns") or 0)
     if not txn_path or shape_counts is None or not window or committed <= 0:
         return {"absent": True, "reason": "no measured window with committed transactions and a history shape"}
     shape = Shape.of(shape_counts)
     v5 = txn_path == "v5"
-    design = design_v5(shape, settings) if v5 else design_v4(shape, txn_path == "v4-batched")
+    design = design_v5(shape, settings, store_kind) if v5 else design_v4(shape, txn_path == "v4-batched")
     metrics = io.get("metrics") or {}
 
     def measured(key: str) -> float | None:
@@ -278,6 +294,7 @@ def build_ledger(txn_path: str | None, shape_counts: Mapping[str, int] | None, i
         deferred["note"] = (f"GC retention {retention:g} s is not shorter than the {steady_s} s window: the header "
                             "deletes of this window's transactions happen after it (predicted, not measured)")
     return {"window": window, "committed_txns": committed, "shape": dict(shape_counts), "rows": rows,
+            "store_kind": store_kind, "sequence_keys_emulated": bool(v5 and store_kind in NO_NATIVE_SEQUENCE_KEYS),
             "families": families, "deferred": deferred, "model_settings": model_settings(settings),
             "flagged": [k for k, r in rows.items() if r["flagged"]],
             "source": "embedded/broker/{v4,v5}/README.md: every durable operation and its source"}
