@@ -52,4 +52,4 @@ def test_the_java_client_transactions_hold_on_real_pulsar(tmp_path: Path, txn_pa
             if any(str(directory) in part for part in (p.info["cmdline"] or []))]
     assert not left, f"processes left after down(): {left}"
     assert not outcome.failures(), "\n".join(outcome.failures())
-    assert len(outcome.of("check")) == 5 and outcome.returncode == 0
+    assert len(outcome.of("check")) == 6 and outcome.returncode == 0

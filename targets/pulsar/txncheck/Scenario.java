@@ -10,6 +10,9 @@
 //     the other and produces to B, then aborts. After the consumer is closed and the
 //     subscription opened again, only t4's acknowledged message is delivered again (a
 //     committed ack is never redelivered, an aborted one is); B shows t3's value, never t4's.
+//  3. t5, with a 2 s timeout, produces to A and is left open; t6 produces to A after it and
+//     commits. The broker must abort t5 when it times out: t6's value then becomes
+//     readable (on v4 an open transaction holds back what follows it), t5's never.
 
 import java.util.ArrayList;
 import java.util.List;
@@ -17,7 +20,7 @@ import java.util.List;
 final class Scenario {
     /** How long a receive waits for a message that should come, and for one that should not. */
     static final long EXPECT_MS = 15_000;
-    static final long QUIET_MS = 2_000;
+    static final long QUIET_MS = 1_000;
     static final int MAX_MESSAGES = 50;
 
     interface Txn {
@@ -40,16 +43,23 @@ final class Scenario {
         void close() throws Exception;
     }
 
+    /** The timeout of the transaction that is left open (t5). */
+    static final long SHORT_TIMEOUT_MS = 2_000;
+
     interface Api {
         Txn newTxn() throws Exception;
+
+        /** A transaction the coordinator times out after `SHORT_TIMEOUT_MS`. */
+        Txn newShortTxn() throws Exception;
 
         void send(String topic, String key, String value, Txn txn) throws Exception;
 
         /** A shared (queue) subscription, positioned at the earliest message when created. */
         Sub subscribe(String topic, String subscription) throws Exception;
 
-        /** Every value of `topic` from its start, read until quiet (no ack, no transaction). */
-        List<String> readAll(String topic, String reader) throws Exception;
+        /** Every value of `topic` from its start, read until `expected` came and then until quiet
+         *  (no ack, no transaction). */
+        List<String> readAll(String topic, String reader, int expected) throws Exception;
     }
 
     private final Api api;
@@ -103,17 +113,34 @@ final class Scenario {
                 List.of(v("c1-a2")), values(redelivered));
         report.step("close work again", () -> { again.close(); return null; });
 
-        List<String> readA = report.step("read A from the start", () -> api.readAll(a, "read-a"));
-        List<String> readB = report.step("read B from the start", () -> api.readAll(b, "read-b"));
-        report.checkExactly("A reads t1's committed values exactly once", List.of(v("c1-a1"), v("c1-a2")), readA);
+        Txn t5 = report.step("open t5 (2 s timeout)", api::newShortTxn);
+        send(a, "k5", "x5-a1", t5, "t5");
+        Txn t6 = report.step("open t6", api::newTxn);
+        send(a, "k6", "c6-a1", t6, "t6");
+        report.step("commit t6", () -> { t6.commit(); return null; });
+
+        List<String> readA = report.step("read A from the start", () -> api.readAll(a, "read-a", 3));
+        List<String> readB = report.step("read B from the start", () -> api.readAll(b, "read-b", 2));
+        report.checkExactly("A reads t1's and t6's committed values exactly once (t5 timed out, aborted)",
+                List.of(v("c1-a1"), v("c1-a2"), v("c6-a1")), readA);
         report.checkExactly("B reads t1's and t3's committed values exactly once", List.of(v("c1-b1"), v("c3-b1")),
                 readB);
         List<String> everything = new ArrayList<>(readA);
         everything.addAll(readB);
         everything.addAll(seen);
         everything.addAll(values(redelivered));
-        report.checkNone("aborted values (t2's, t4's) are never delivered or read",
-                List.of(v("x2-a1"), v("x2-b1"), v("x4-b1")), everything);
+        report.checkNone("aborted values (t2's, t4's, timed-out t5's) are never delivered or read",
+                List.of(v("x2-a1"), v("x2-b1"), v("x4-b1"), v("x5-a1")), everything);
+        String late = report.step("commit t5 after its timeout", () -> {
+            try {
+                t5.commit();
+                return "";
+            } catch (Exception err) {
+                return Report.describe(err);
+            }
+        });
+        report.info("commit of timed-out t5", late);
+        report.checkExactly("a commit after the timeout fails", List.of("failed"), List.of(late.isEmpty() ? "committed" : "failed"));
     }
 
     private String v(String name) {

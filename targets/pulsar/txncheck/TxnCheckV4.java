@@ -100,6 +100,12 @@ public final class TxnCheckV4 {
         }
 
         @Override
+        public Scenario.Txn newShortTxn() throws Exception {
+            return new Txn(client.newTransaction().withTransactionTimeout(Scenario.SHORT_TIMEOUT_MS, TimeUnit.MILLISECONDS)
+                    .build().get(60, TimeUnit.SECONDS));
+        }
+
+        @Override
         public void send(String topic, String key, String value, Scenario.Txn txn) throws Exception {
             Producer<String> producer = producers.get(topic);
             if (producer == null) {
@@ -118,12 +124,13 @@ public final class TxnCheckV4 {
         }
 
         @Override
-        public List<String> readAll(String topic, String name) throws Exception {
+        public List<String> readAll(String topic, String name, int expected) throws Exception {
             List<String> out = new ArrayList<>();
             try (Reader<String> reader = client.newReader(Schema.STRING).topic(topic).readerName(name)
                     .startMessageId(MessageId.earliest).create()) {
                 for (int i = 0; i < Scenario.MAX_MESSAGES; i++) {
-                    Message<String> message = reader.readNext((int) Scenario.QUIET_MS, TimeUnit.MILLISECONDS);
+                    long wait = out.size() < expected ? Scenario.EXPECT_MS : Scenario.QUIET_MS;
+                    Message<String> message = reader.readNext((int) wait, TimeUnit.MILLISECONDS);
                     if (message == null) {
                         break;
                     }

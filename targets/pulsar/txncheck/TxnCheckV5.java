@@ -34,9 +34,18 @@ public final class TxnCheckV5 {
                 builder.listenerName(args.listener);
             }
             PulsarClient client = report.step("connect", builder::build);
+            // the v5 API sets the transaction timeout per client: a second one for t5
+            PulsarClientBuilder shortBuilder = PulsarClient.builder().serviceUrl(args.serviceUrl)
+                    .operationTimeout(Duration.ofSeconds(30)).transactionPolicy(TransactionPolicy.builder()
+                            .timeout(Duration.ofMillis(Scenario.SHORT_TIMEOUT_MS)).build());
+            if (args.listener != null) {
+                shortBuilder.listenerName(args.listener);
+            }
+            PulsarClient shortClient = report.step("connect (short transaction timeout)", shortBuilder::build);
             try {
-                new Scenario(new V5(client), args, report).run();
+                new Scenario(new V5(client, shortClient), args, report).run();
             } finally {
+                shortClient.shutdown();
                 client.shutdown();
             }
             status = report.finish();
@@ -88,15 +97,22 @@ public final class TxnCheckV5 {
 
     private static final class V5 implements Scenario.Api {
         private final PulsarClient client;
+        private final PulsarClient shortClient;
         private final Map<String, Producer<String>> producers = new HashMap<>();
 
-        V5(PulsarClient client) {
+        V5(PulsarClient client, PulsarClient shortClient) {
             this.client = client;
+            this.shortClient = shortClient;
         }
 
         @Override
         public Scenario.Txn newTxn() throws Exception {
             return new Txn(client.newTransaction());
+        }
+
+        @Override
+        public Scenario.Txn newShortTxn() throws Exception {
+            return new Txn(shortClient.newTransaction());
         }
 
         @Override
@@ -117,7 +133,7 @@ public final class TxnCheckV5 {
         }
 
         @Override
-        public List<String> readAll(String topic, String name) throws Exception {
+        public List<String> readAll(String topic, String name, int expected) throws Exception {
             // a queue consumer on a new subscription from the earliest message, never acknowledging:
             // a stream consumer would need SCALABLE_TOPIC_SUBSCRIBE (controller-assigned segments),
             // which the embedded broker does not implement (embedded/broker/v5/README.md)
@@ -126,7 +142,8 @@ public final class TxnCheckV5 {
                     .subscriptionName(name).subscriptionInitialPosition(SubscriptionInitialPosition.EARLIEST)
                     .subscribe()) {
                 for (int i = 0; i < Scenario.MAX_MESSAGES; i++) {
-                    Message<String> message = reader.receive(Duration.ofMillis(Scenario.QUIET_MS));
+                    long wait = out.size() < expected ? Scenario.EXPECT_MS : Scenario.QUIET_MS;
+                    Message<String> message = reader.receive(Duration.ofMillis(wait));
                     if (message == null) {
                         break;
                     }
