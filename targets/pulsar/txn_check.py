@@ -146,7 +146,11 @@ def program_digest(release: PulsarRelease, java_major: int) -> str:
 def ensure_program(release: PulsarRelease, say: Callable[[str], None] | None = None,
                    root: Path | None = None) -> TxnCheckProgram:
     """The check compiled for `release`'s client: resolved and compiled on first use, then reused."""
-    client = ensure_jars(release, say, root, pom=CLIENT_POM, name="client")
+    try:
+        client = ensure_jars(release, say, root, pom=CLIENT_POM, name="client")
+    except EnvironmentProblem as err:
+        raise EnvironmentProblem(f"the Java transaction check needs Pulsar {release.version}'s Java client: {err}") \
+            from None
     java, major = find_jdk(required_java(client))
     folder = (root or cache_root()) / release.version / f"txn-check-{program_digest(release, major)}"
     classes, stamp = folder / "classes", folder / "compiled.json"

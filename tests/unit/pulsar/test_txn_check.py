@@ -53,6 +53,13 @@ def test_the_client_jars_have_their_own_cache_beside_the_release(monkeypatch: py
         jars.ensure_jars(PULSAR_4_LTS, say=lambda _: None, root=tmp_path)
 
 
+def test_a_missing_mvn_is_named_with_its_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EnvironmentProblem, match=r"Java transaction check needs Pulsar 5\.0\.1's Java client: .*"
+                                                 r"`mvn` is not on PATH; install it"):
+        txn_check.ensure_program(PULSAR_5, say=lambda _: None, root=tmp_path)
+
+
 def test_the_java_needed_is_read_from_the_client_class_files(tmp_path: Path) -> None:
     with zipfile.ZipFile(tmp_path / "pulsar-client-api-5.0.1.jar", "w") as jar:
         jar.writestr("META-INF/versions/9/module-info.class", b"\xca\xfe\xba\xbe\x00\x00\x00\x35")
