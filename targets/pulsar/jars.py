@@ -8,6 +8,11 @@ release's components and every jar's name) marks a complete cache: a later call 
 once, and an interrupted download is simply redone. Maven's own local repository
 (`~/.m2`) caches the downloads underneath, so CI's second run copies, not downloads.
 
+The same mechanism resolves other poms beside the release's: `ensure_jars(release,
+pom=CLIENT_POM, name="client")` resolves only the Java client (`maven/client/pom.xml`, for
+the Java transaction check, `targets/pulsar/txn_check.py`) into `client-lib-<digest>/`, stamped
+`client-classpath-<digest>.json`.
+
 The cache is `.txnbench/pulsar/` under the current folder (git-ignored), or
 `$TXNBENCH_PULSAR_CACHE`.
 """
@@ -31,6 +36,8 @@ from harness.results import write_json_atomic
 from targets.pulsar.versions import PulsarRelease
 
 POM = Path(__file__).parent / "maven" / "pom.xml"
+#: Only the Java client (4.x: `pulsar-client`; 5.x: `pulsar-client-v5`, which brings the v4 API too)
+CLIENT_POM = Path(__file__).parent / "maven" / "client" / "pom.xml"
 CACHE_ENV = "TXNBENCH_PULSAR_CACHE"
 DEFAULT_CACHE = Path(".txnbench/pulsar")
 STAMP = "classpath.json"
@@ -123,14 +130,19 @@ def _first_error(log: Path) -> str:
 
 
 def ensure_jars(release: PulsarRelease, say: Callable[[str], None] | None = None,
-                root: Path | None = None) -> Classpath:
-    """The release's classpath, resolved with Maven on first use and reused afterwards."""
+                root: Path | None = None, *, pom: Path = POM, name: str = "") -> Classpath:
+    """The release's classpath, resolved with Maven on first use and reused afterwards.
+
+    `pom` and `name` pick another pom (e.g. `CLIENT_POM`, name `client`): its jars go to
+    `<name>-lib-<digest>/`, beside the release's own.
+    """
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))
     folder = (root or cache_root()) / release.version
-    digest = pom_digest()
+    digest = pom_digest(pom)
+    prefix = f"{name}-" if name else ""
     # one folder per pom: a changed pom resolves beside the old jars, which a running cluster may still read
-    lib = folder / f"lib-{digest}"
-    stamp = folder / f"{STAMP.removesuffix('.json')}-{digest}.json"
+    lib = folder / f"{prefix}lib-{digest}"
+    stamp = folder / f"{prefix}{STAMP.removesuffix('.json')}-{digest}.json"
     if stamp.is_file():
         with contextlib.suppress(OSError, ValueError):   # an unreadable stamp: rebuild
             recorded = json.loads(stamp.read_text())
@@ -139,16 +151,16 @@ def ensure_jars(release: PulsarRelease, say: Callable[[str], None] | None = None
     mvn = mvn_binary()
     shutil.rmtree(lib, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
-    log = folder / "maven.log"
-    say(f"resolving Apache Pulsar {release.version}'s jars with Maven into {lib} (first use: a few minutes; "
-        f"progress in {log})")
+    log = folder / f"{prefix}maven.log"
+    what = f"Apache Pulsar {release.version}'s {name + ' ' if name else ''}jars"
+    say(f"resolving {what} with Maven into {lib} (first use: a few minutes; progress in {log})")
     started = time.monotonic()
-    _run_mvn([mvn, "-B", "-f", str(POM), f"-Dpulsar.version={release.version}", f"-Djars.dir={lib}", "package"],
-             log, f"resolving Pulsar {release.version}", say)
+    _run_mvn([mvn, "-B", "-f", str(pom), f"-Dpulsar.version={release.version}", f"-Djars.dir={lib}", "package"],
+             log, f"resolving {what}", say)
     classpath = Classpath(release, lib)
     if not classpath.jars:
         raise EnvironmentProblem(f"Maven resolved no jar for Pulsar {release.version}; see {log}")
     write_json_atomic(stamp, {"pulsar_version": release.version, "pom_digest": digest,
                               "components": classpath.component_versions(), "jars": classpath.jars})
-    say(f"Pulsar {release.version}: {len(classpath.jars)} jars in {time.monotonic() - started:.0f} s")
+    say(f"{what}: {len(classpath.jars)} jars in {time.monotonic() - started:.0f} s")
     return classpath

@@ -24,7 +24,8 @@ JDK_FOLDERS = ("/usr/lib/jvm", "/usr/java", "/opt/java", "/Library/Java/JavaVirt
 HOME_ENVS = ("TXNBENCH_JAVA_HOME", "JAVA_HOME")
 
 
-def _candidates() -> Iterator[Path]:
+def java_candidates() -> Iterator[Path]:
+    """Every `java` the search looks at, in its order (may repeat one through links)."""
     for env in HOME_ENVS:
         home = os.environ.get(env)
         if home:
@@ -53,7 +54,7 @@ def probe(java: Path) -> int | None:
 def find_java(min_major: int, candidates: Iterable[Path] | None = None) -> tuple[Path, int]:
     """The first Java of at least `min_major` (path, major); EnvironmentProblem naming the fix."""
     seen: dict[Path, int | None] = {}
-    for java in candidates if candidates is not None else _candidates():
+    for java in candidates if candidates is not None else java_candidates():
         resolved = java.resolve() if java.exists() else java
         if resolved in seen:
             continue

@@ -98,7 +98,10 @@ def test_v5_discovery_and_scalable_topic_commands(cluster_factory: ClusterFactor
         with pytest.raises(TimeoutError):
             wire.wait(lambda c: c.type is CommandType.SCALABLE_TOPIC_UPDATE, 1.5)
 
-        missing = wire.request(lambda r: commands.lookup(topic, r), CommandType.LOOKUP_RESPONSE)
+        # Java's DagWatchClient looks the topic:// name up first (found by tests/cluster/test_java_txn_check.py)
+        looked_up = wire.request(lambda r: commands.lookup(topic, r), CommandType.LOOKUP_RESPONSE)
+        assert commands.error_of(looked_up) is None and looked_up.body.brokerServiceUrl.startswith("pulsar://")
+        missing = wire.request(lambda r: commands.partitioned_metadata(topic, r), CommandType.PARTITIONED_METADATA_RESPONSE)
         error = commands.error_of(missing)
         assert error is not None and error[0] is ServerError.NotAllowedError and "SCALABLE_TOPIC_LOOKUP" in error[1]
         refused = wire.request(lambda r: commands.scalable_topic_subscribe(r, topic, "s", "c", 1),

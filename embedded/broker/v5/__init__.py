@@ -27,7 +27,7 @@ from embedded.broker.v5.scalable.admin import ScalableAdmin
 from embedded.broker.v5.scalable.controller import ScalableTopicController
 from embedded.broker.v5.scalable.resources import ScalableTopicResources
 from embedded.broker.v5.scalable.sessions import DagWatchSessions, NamespaceWatches
-from embedded.broker.v5.scalable.topic_domain import on_scalable_subscribe, on_topic_command
+from embedded.broker.v5.scalable.topic_domain import TopicDomainCommands, on_scalable_subscribe
 from embedded.broker.v5.settings import V5Settings
 from embedded.broker.v5.txn import admin as txn_admin
 from embedded.broker.v5.txn.buffer import MetadataTransactionBufferProvider
@@ -76,7 +76,7 @@ def install(registry: TxnRegistryApi, broker: BrokerContext) -> None:
     registry.register_command_handler(CommandType.WATCH_SCALABLE_TOPICS, namespaces.watch)
     registry.register_command_handler(CommandType.WATCH_SCALABLE_TOPICS_CLOSE, namespaces.close)
     registry.register_command_handler(CommandType.SCALABLE_TOPIC_SUBSCRIBE, on_scalable_subscribe)
-    registry.register_topic_domain_handler(TopicDomain.TOPIC, on_topic_command)
+    registry.register_topic_domain_handler(TopicDomain.TOPIC, TopicDomainCommands(broker).on_command)
     registry.add_http_routes(ScalableAdmin(broker, resources, controller).routes())
     registry.add_http_routes(txn_admin.routes(store))
     registry.add_lifecycle(_Parts(coordinator, controller, sessions))
