@@ -128,6 +128,21 @@ def oxia_argv(binary: str, *, port: int, metrics_port: int, data_dir: Path) -> l
             "--data-dir", str(data_dir / "db"), "--wal-dir", str(data_dir / "wal"), "--shards", "1"]
 
 
+#: `oxia standalone` v0.14.0 runs on one OS thread of Go code. Its leader takes a write's WAL
+#: offset under its lock and appends it after releasing the lock (`leaderController.write`,
+#: a regression of oxia-db/oxia#668, fixed by #738 in v0.14.2); two writes that reach the
+#: append in the other order fail the later offset ("N+1 can not immediately follow N-1"),
+#: the counter is not rolled back, and every write after it fails until a restart
+#: (oxia-db/oxia#796). With GOMAXPROCS=1 no two goroutines run at once and nothing in that
+#: window blocks, so the appends keep their order (docs/findings/oxia-v0.14.0-wal-offset-race.md).
+OXIA_ENV = {"GOMAXPROCS": "1"}
+
+
+def oxia_env() -> dict[str, str]:
+    """The environment `oxia standalone` runs with (on top of ours): `OXIA_ENV`."""
+    return dict(OXIA_ENV)
+
+
 def zookeeper_conf(client_port: int, data_dir: Path) -> str:
     return properties({
         "tickTime": 2000, "initLimit": 10, "syncLimit": 5, "dataDir": data_dir, "clientPort": client_port,
