@@ -36,8 +36,9 @@ What follows Oxia's data server (`oxiad/dataserver`, read, not copied):
 * Sequence updates: the highest existing key of the sequence at once, then the key of
   every new record of the sequence (the latest only when the client lags).
 
-Where it differs (the README's table): notifications are retained in memory only (the
-last `HISTORY_BATCHES` batches; a restart forgets them), a write batch is applied
+Where it differs (the README's table): notifications are retained in memory (the last
+`HISTORY_BATCHES` batches; after a restart those of the log records recovery replayed,
+i.e. since the last snapshot, as `seed_history` says), a write batch is applied
 operation by operation rather than as one log entry, values must be UTF-8 (the store
 keeps text) and keys non-empty, a record has at most one secondary key per index,
 `client_identity` is not kept, and a `delete_range` sent through our own protocol
@@ -248,6 +249,12 @@ class OxiaFrontend:
         self._servers.clear()
 
     # ---- fed by the store ---------------------------------------------------------------------
+
+    def seed_history(self, replayed: Iterable[_Batch]) -> None:
+        """The changes recovery replayed (`DurableStore.take_replayed_changes`), before serving:
+        a client that resumes its notification stream across a restart gets the batches after
+        its offset, as from Oxia's database, instead of nothing."""
+        self._history.extend(replayed)
 
     def on_durable(self, ready: list[tuple[int, tuple[Notification, ...]]]) -> None:
         """Called by the store, on its loop, with every newly durable batch of events."""

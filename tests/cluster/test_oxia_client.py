@@ -543,3 +543,52 @@ def test_a_notification_stream_resumes_after_an_offset(store: OxiaServer, client
         assert (err.value.code(), err.value.details()) == (grpc.StatusCode.UNKNOWN, "node is not leader for shard 3")
     finally:
         channel.close()
+
+
+def next_within(stream: Any, timeout: float = 10.0) -> Any:
+    """The stream's next item, or the stream cancelled and an AssertionError after `timeout`."""
+    got: queue.Queue[Any] = queue.Queue()
+    threading.Thread(target=lambda: got.put(next(stream, None)), daemon=True).start()
+    try:
+        item = got.get(timeout=timeout)
+    except queue.Empty:
+        stream.cancel()
+        raise AssertionError(f"nothing on the stream within {timeout}s") from None
+    assert item is not None, "the stream ended"
+    return item
+
+
+def test_a_notification_stream_resumes_across_a_server_restart(impl: str, tmp_path: Path) -> None:
+    """Oxia keeps notifications in its database, so a stream resumed after a crash and restart
+    gets every batch after its offset; our store keeps those of the log records its recovery
+    replayed (since the last snapshot). Before, a restarted store had none: a broker's stream
+    that broke with the store lost the changes in between."""
+    server = new_server(impl, tmp_path / "resume-restart")
+    server.start()
+    writer = oxia.Client(server.oxia_address)
+    try:
+        channel = grpc.insecure_channel(server.oxia_address)
+        try:
+            fresh = pb.OxiaClientStub(channel).get_notifications(pb.NotificationsRequest(shard=0))
+            offset = next(fresh).offset
+            fresh.cancel()
+        finally:
+            channel.close()
+        writer.put("/resume-restart/a", "1")
+        writer.put("/resume-restart/b", "2")
+        server.kill()
+        server.start()
+        # its own subchannel: gRPC's shared one, which the writer's broke, may still be backing off
+        channel = grpc.insecure_channel(server.oxia_address, options=[("grpc.use_local_subchannel_pool", 1)])
+        try:
+            resumed = pb.OxiaClientStub(channel).get_notifications(
+                pb.NotificationsRequest(shard=0, start_offset_exclusive=offset))
+            batches = [next_within(resumed), next_within(resumed)]
+            resumed.cancel()
+        finally:
+            channel.close()
+        assert [list(b.notifications) for b in batches] == [["/resume-restart/a"], ["/resume-restart/b"]]
+        assert [b.notifications["/resume-restart/a"].type for b in batches[:1]] == [pb.NotificationType.KEY_CREATED]
+    finally:
+        close_bounded(writer)
+        server.stop()
