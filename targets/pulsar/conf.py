@@ -134,7 +134,10 @@ def oxia_argv(binary: str, *, port: int, metrics_port: int, data_dir: Path) -> l
 #: append in the other order fail the later offset ("N+1 can not immediately follow N-1"),
 #: the counter is not rolled back, and every write after it fails until a restart
 #: (oxia-db/oxia#796). With GOMAXPROCS=1 no two goroutines run at once and nothing in that
-#: window blocks, so the appends keep their order (docs/findings/oxia-v0.14.0-wal-offset-race.md).
+#: window blocks, so only a preemption inside those few microseconds could swap two appends
+#: (Go preempts a goroutine that ran 10 ms): measured, no failure in 160 000 concurrent puts
+#: nor in v5 runs, against one within a second on two cores
+#: (docs/findings/oxia-v0.14.0-wal-offset-race.md).
 OXIA_ENV = {"GOMAXPROCS": "1"}
 
 
