@@ -89,8 +89,7 @@ def store_used(target: str, txn_path: str, settings: Mapping[str, Any], *, versi
     if target == "external" and not url:
         return StoreUsed(StoreKind.UNKNOWN, "", "the external cluster's own (not known to txnbench)")
     if target == "pulsar" and not url:   # a run that failed before its cluster recorded its store
-        kind = StoreKind.OXIA if str(txn_path) == "v5" else StoreKind.ZOOKEEPER
-        return StoreUsed(kind, "", _LABELS[kind] + " (as the pulsar target starts it)")
+        return StoreUsed(StoreKind.ZOOKEEPER, "", _LABELS[StoreKind.ZOOKEEPER] + " (as the pulsar target starts it)")
     if target == "compose" and not url:
         kind = StoreKind.OXIA if str(txn_path) == "v5" else StoreKind.ZOOKEEPER
         return StoreUsed(kind, "", _LABELS[kind] + " (as compose/ ships it)")

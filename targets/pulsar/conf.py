@@ -84,18 +84,19 @@ def jvm_args(role: str, java_major: int, log4j2: Path, tmp_dir: Path) -> list[st
 
 
 def metadata_store(txn_path: TxnPath, settings: Mapping[str, Any]) -> str:
-    """`zk` or `oxia`: the store a cluster runs, from `--set metadataStoreUrl=...`, else the
-    path's default as Pulsar ships it: a real Oxia for v5 (Pulsar 5.0 recommends Oxia for
-    PIP-473), ZooKeeper for v4 and v4-batched (Pulsar 4.x).
+    """`zk` or `oxia`: the store a cluster runs, from `--set metadataStoreUrl=...`, else ZooKeeper.
 
-    The Oxia is v0.14.0, the only one 5.0.1's client speaks that the Go module proxy serves;
-    it runs with `OXIA_ENV` against its WAL offset race (docs/findings/oxia-v0.14.0-wal-offset-race.md).
-    `zk` / `oxia` (also `zk:`, `zk://`, `oxia://` without a host) choose; the target starts that
-    store itself and writes the real URLs into every config, so a full URL is refused.
+    Pulsar 5.0 recommends Oxia for v5, but the only Oxia this machine's Go module proxy serves
+    that 5.0.1's Java client speaks (v0.14.0) failed under v5 load: its WAL refused every append
+    (oxia-db/oxia#772, #796) and both brokers shut down; a later smoke run could not acquire a
+    bundle's ownership on it. So ZooKeeper is every path's default and Oxia is opt-in until a
+    working Oxia can be built here. `zk` / `oxia` (also `zk:`, `zk://`, `oxia://` without a host)
+    choose; the target starts that store itself and writes the real URLs into every config, so
+    a full URL is refused.
     """
     url = settings.get("metadataStoreUrl")
     if url is None or url == "":
-        return OXIA if txn_path is TxnPath.V5 else ZOOKEEPER
+        return ZOOKEEPER
     if url in ("zk", "zk:", "zk://"):
         return ZOOKEEPER
     if url in ("oxia", "oxia://"):

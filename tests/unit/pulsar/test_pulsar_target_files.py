@@ -129,11 +129,10 @@ def test_a_complete_cache_is_reused_without_maven(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.parametrize(("txn_path", "url", "store"), [
-    (TxnPath.V5, None, conf.OXIA), (TxnPath.V5, "", conf.OXIA), (TxnPath.V4, None, conf.ZOOKEEPER),
-    (TxnPath.V4_BATCHED, "", conf.ZOOKEEPER), (TxnPath.V5, "zk", conf.ZOOKEEPER), (TxnPath.V5, "zk:", conf.ZOOKEEPER),
-    (TxnPath.V4, "oxia", conf.OXIA), (TxnPath.V5, "oxia://", conf.OXIA)])
-def test_v5_runs_on_oxia_and_v4_on_zookeeper_unless_asked_otherwise(txn_path: TxnPath, url: str | None,
-                                                                    store: str) -> None:
+    (TxnPath.V5, None, conf.ZOOKEEPER), (TxnPath.V4, None, conf.ZOOKEEPER), (TxnPath.V4_BATCHED, "", conf.ZOOKEEPER),
+    (TxnPath.V5, "zk", conf.ZOOKEEPER), (TxnPath.V4, "oxia", conf.OXIA), (TxnPath.V5, "oxia://", conf.OXIA)])
+def test_the_store_is_zookeeper_unless_oxia_is_asked_for(txn_path: TxnPath, url: str | None,
+                                                                  store: str) -> None:
     settings = {} if url is None else {"metadataStoreUrl": url}
     assert conf.metadata_store(txn_path, settings) == store
 
