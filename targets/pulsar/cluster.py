@@ -4,8 +4,7 @@ Theory of operation. `up()` resolves the release's jars (`jars.ensure_jars`, cac
 finds a Java new enough for it, picks free ports on 127.0.0.1 and writes every config
 under `<dir>/conf/`. It then starts, in order: the fault proxy (the real Toxiproxy, one
 proxy per link; `TXNBENCH_PULSAR_PROXY=ours` runs our `faults.proxy` instead), the
-metadata store (a real Oxia server for v5, ZooKeeper for v4 and v4-batched; `--set metadataStoreUrl=zk|oxia`
-chooses: `conf.metadata_store`),
+metadata store (ZooKeeper, or a real Oxia server with `--set metadataStoreUrl=oxia`: `conf.metadata_store`),
 the one-shot cluster metadata set-up (with the v4 coordinators' assign topic), one
 bookie, and the brokers together; the Go servers (Oxia, Toxiproxy) are built on first
 use (`targets.gobuild`); each is waited for

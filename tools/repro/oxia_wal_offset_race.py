@@ -1,5 +1,5 @@
 """Smallest reproduction of docs/findings/oxia-v0.14.0-wal-offset-race.md: concurrent writers break
-a real Oxia v0.14.0's write-ahead log, and GOMAXPROCS=1 avoids it.
+a real Oxia v0.14.0's write-ahead log, and how much rarer GOMAXPROCS=1 makes it.
 
 `oxia standalone` v0.14.0 takes each write's WAL offset under its leader lock and appends
 the entry after releasing it (`leaderController.write`); two writes whose appends swap
@@ -12,7 +12,7 @@ set-up are) show it within seconds on two cores:
     python -m tools.repro.oxia_wal_offset_race --writers 8 --seconds 30 --all-cores  # Oxia's default
 
 `reproduce` returns what happened; tests/cluster/test_real_oxia_wal_race.py holds the
-target's environment to "never" and the default one to the fixed behaviour (a strict
+target's environment to "none within 20 s" (rarer, not never: the finding) and the default one to the fixed behaviour (a strict
 expected failure, so the day a fixed Oxia is pinned the test says so).
 """
 
