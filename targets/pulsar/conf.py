@@ -135,8 +135,9 @@ def oxia_argv(binary: str, *, port: int, metrics_port: int, data_dir: Path) -> l
 #: append in the other order fail the later offset ("N+1 can not immediately follow N-1"),
 #: the counter is not rolled back, and every write after it fails until a restart
 #: (oxia-db/oxia#796). With GOMAXPROCS=1 no two goroutines run at once, so two writes swap
-#: only when the first is descheduled inside that window (a preemption, or a GC assist while
-#: it marshals the entry): far rarer, not impossible. Measured: no failure in 160 000
+#: only when the first loses the processor inside that window (at the unlock itself, Go's
+#: mutex handing off to a waiting writer, or waiting for the WAL's lock): far rarer, not
+#: impossible (24 writers without Pulsar break it within a minute, with GC off too). Measured: no failure in 160 000
 #: concurrent puts nor in three v5 atomic-produce runs, against one within a second on two
 #: cores; but a v5 mixed run (12 users) hit it after a minute
 #: (docs/findings/oxia-v0.14.0-wal-offset-race.md).
