@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-pulsar test-proxy-real test-slow test-docker bench chaos sweep peer fidelity selftest report report-picture lint clean distclean check-java
+.PHONY: help setup test test-cluster test-pulsar test-proxy-real test-oxia-real test-slow test-docker bench chaos sweep peer fidelity selftest report report-picture lint clean distclean check-java
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -53,6 +53,9 @@ test-pulsar: $(STAMP) ## run only the tests that start real Apache Pulsar (jars 
 
 test-proxy-real: $(STAMP) ## the fault proxy's API suite against ours and the real Toxiproxy (built with Go on first use)
 	TXNBENCH_PROXY_UNDER_TEST=ours,toxiproxy $(BIN)/python -m pytest tests/unit/proxy $(PYTEST_ARGS)
+
+test-oxia-real: $(STAMP) ## the oxia client suite against our store and the real Oxia (built with Go on first use)
+	TXNBENCH_OXIA_UNDER_TEST=ours,real $(BIN)/python -m pytest tests/cluster/test_oxia_client.py tests/cluster/test_real_oxia_wal_race.py $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## run the slow tests (long chaos, large histories)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)

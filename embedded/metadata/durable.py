@@ -49,6 +49,7 @@ from embedded.metadata.snapshot import (
 from embedded.metadata.state import (
     Applied,
     Command,
+    DeleteRange,
     MetadataState,
     command_from_wire,
     command_to_wire,
@@ -112,6 +113,13 @@ class _Rotate:
 
 
 DurableCallback = Callable[[list[tuple[int, tuple[Notification, ...]]]], None]
+#: A log record's changes as recovery replayed them: (lsn, logged ms, notifications, the
+#: `[min, max)` of a range delete).
+ReplayedChanges = tuple[int, int, tuple[Notification, ...], tuple[str, str] | None]
+#: How many replayed records' changes recovery keeps for the Oxia frontend, so a
+#: notification stream resumed across a restart gets what it missed (Oxia keeps its
+#: notifications in its database for a retention window).
+REPLAYED_CHANGES_KEPT = 10_000
 
 
 class DurableStore:
@@ -137,6 +145,7 @@ class DurableStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metadata-wal")
         self._pending: list[bytes | _Rotate] = []
         self._undelivered: collections.deque[tuple[int, tuple[Notification, ...]]] = collections.deque()
+        self._replayed: collections.deque[ReplayedChanges] = collections.deque(maxlen=REPLAYED_CHANGES_KEPT)
         self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
         self._flusher: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[Path | None] | None = None
@@ -184,11 +193,15 @@ class DurableStore:
                 if entry_lsn != lsn + 1:
                     raise CorruptLog(f"{path}: log jumps from lsn {lsn} to {entry_lsn}")
                 try:
-                    self.state.apply(command_from_wire(entry), int(entry["ms"]))
+                    cmd = command_from_wire(entry)
+                    applied = self.state.apply(cmd, int(entry["ms"]))
                 except MetadataError as err:
                     raise CorruptLog(f"{path}: record {entry_lsn} does not replay: {err}") from None
                 lsn = entry_lsn
                 replayed += 1
+                if applied.notifications:
+                    self._replayed.append((lsn, int(entry["ms"]), applied.notifications,
+                                           (cmd.min, cmd.max) if isinstance(cmd, DeleteRange) else None))
         self.state.reset_session_deadlines(self._clock())
         self.applied_lsn = self.durable_lsn = lsn
         self._writer.open(lsn + 1)
@@ -197,6 +210,13 @@ class DurableStore:
                                 time.perf_counter() - started, lsn)
         self.last_recovery = report
         return report
+
+    def take_replayed_changes(self) -> list[ReplayedChanges]:
+        """The changes of the last `REPLAYED_CHANGES_KEPT` log records recovery replayed (those
+        since the snapshot), oldest first; handed out once."""
+        out = list(self._replayed)
+        self._replayed.clear()
+        return out
 
     def _newest_snapshot(self) -> Any:
         for lsn, path in reversed(list_snapshots(self._snap_dir)):

@@ -99,6 +99,11 @@ def _text(value: bytes | None) -> str | None:
     return None if value is None else bytes(value).decode("utf-8", errors="replace")
 
 
+#: What Oxia v0.14.0 says when it refuses a request as a whole, before anything is written
+#: (`server/kv/db_sequences.go`, `session_manager.go`): a definite failure, not an unknown outcome.
+_OXIA_REFUSALS = ("oxia: sequential key operation", "oxia: missing partition key", "oxia: invalid session timeout")
+
+
 def translate(err: BaseException, what: str) -> BaseException:
     """The store's typed error for an Oxia client error (MetadataUnavailable when unknown)."""
     if isinstance(err, oxia.ex.KeyNotFound):
@@ -113,8 +118,12 @@ def translate(err: BaseException, what: str) -> BaseException:
         code, details = err.code(), err.details() or ""
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             return InvalidOptions(f"{what}: {details}")
-        if code == grpc.StatusCode.NOT_FOUND and "session not found" in details:
+        # A real Oxia sends its own codes (108 session not found, 109 invalid session timeout)
+        # or wraps a refusal in UNKNOWN; a Python client sees UNKNOWN and Oxia's message.
+        if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.NOT_FOUND) and "session not found" in details:
             return SessionExpired(f"{what}: {details}")
+        if code == grpc.StatusCode.UNKNOWN and any(r in details for r in _OXIA_REFUSALS):
+            return InvalidOptions(f"{what}: {details}")
         return MetadataUnavailable(f"{what}: Oxia answered {code.name}: {details}")
     return MetadataUnavailable(f"{what}: {type(err).__name__}: {err}")
 

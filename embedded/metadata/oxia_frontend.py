@@ -13,26 +13,37 @@ frontend reveals a state a crash could take back.
 
 What follows Oxia's data server (`oxiad/dataserver`, read, not copied):
 * One shard (`0`) over the whole xxhash range, led by the address the listener
-  advertises; any other shard is NOT_FOUND "oxia: shard not found", any namespace but
-  `default` NOT_FOUND "oxia: namespace not found".
+  advertises.
+* Status codes and messages as a real Oxia v0.14.0 answers them, checked side by side by
+  tests/cluster/test_oxia_client.py (`make test-oxia-real`). Oxia's own codes (100-111,
+  `common/constant/grpc_errors.go`) and its wrapped errors reach a Python client as
+  UNKNOWN with Oxia's message, so ours are UNKNOWN with the same message: another shard
+  "node is not leader for shard N", another namespace "oxia: namespace not found", a
+  session timeout outside [2 s, 5 min] "timeoutMs=T: oxia: invalid session timeout", a
+  KeepAlive of an unknown session "oxia: session not found", a write the store refuses
+  (a sequence's first delta of 0, too few deltas) "oxia db: failed to apply batch: oxia:
+  ...". CloseSession of an unknown session answers OK, as Oxia does.
 * Per-operation statuses OK / KEY_NOT_FOUND / UNEXPECTED_VERSION_ID /
   SESSION_DOES_NOT_EXIST; a delete of a missing key is KEY_NOT_FOUND, also with
-  expected version -1, as `checkExpectedVersionId` + `applyDelete` answer.
-* Sessions: timeouts outside [2 s, 5 min] are INVALID_ARGUMENT; KeepAlive and
-  CloseSession of an unknown session are NOT_FOUND "oxia: session not found".
+  expected version -1, as `checkExpectedVersionId` + `applyDelete` answer; a sequence-key
+  put with an expected version is UNEXPECTED_VERSION_ID (`generateUniqueKeyFromSequences`).
 * Notifications: one `NotificationBatch` per committed log position (offset = our
-  lsn), keyed by key, KEY_DELETED without a version. A stream without a start offset
+  lsn), keyed by key, KEY_DELETED without a version; a `delete_range` sent through this
+  frontend is one KEY_RANGE_DELETED keyed by its start, with `key_range_last` its end. A stream without a start offset
   first gets an empty batch at the commit offset (the client waits for it before it
   hands out its iterator); a stream with `start_offset_exclusive` gets every retained
   batch after it, then live ones.
 * Sequence updates: the highest existing key of the sequence at once, then the key of
   every new record of the sequence (the latest only when the client lags).
 
-Where it differs (the README's table): notifications are retained in memory only (the
-last `HISTORY_BATCHES` batches; a restart forgets them), a write batch is applied
+Where it differs (the README's table): notifications are retained in memory (the last
+`HISTORY_BATCHES` batches; after a restart those of the log records recovery replayed,
+i.e. since the last snapshot, as `seed_history` says), a write batch is applied
 operation by operation rather than as one log entry, values must be UTF-8 (the store
-keeps text), a record has at most one secondary key per index, `client_identity` is
-not kept, and `delete_range` notifies each deleted key instead of one KEY_RANGE_DELETED.
+keeps text) and keys non-empty, a record has at most one secondary key per index,
+`client_identity` is not kept, and a `delete_range` sent through our own protocol
+notifies each deleted key (our protocol's watches expect that) instead of one
+KEY_RANGE_DELETED; a range delete that deletes nothing notifies nothing.
 """
 
 from __future__ import annotations
@@ -123,12 +134,18 @@ class OxiaListener:
 
 
 class _Invalid(Exception):
-    """A request Oxia would reject as a whole (INVALID_ARGUMENT)."""
+    """A request this store rejects as a whole (INVALID_ARGUMENT): values that are not
+    UTF-8, empty keys, two secondary keys for one index (Oxia takes them all)."""
+
+
+#: An item of the notification history: (lsn, ms, events, the range a range delete of
+#: Oxia's protocol removed at that lsn).
+_Batch = tuple[int, int, tuple[Notification, ...], tuple[str, str] | None]
 
 
 @dataclass(eq=False)   # identity: kept in a set
 class _Subscriber:
-    queue: asyncio.Queue[tuple[int, int, tuple[Notification, ...]]] = field(
+    queue: asyncio.Queue[_Batch] = field(
         default_factory=lambda: asyncio.Queue(STREAM_BACKLOG))
     overflowed: bool = False
 
@@ -155,13 +172,22 @@ def record_to_pb(r: GetResult, include_value: bool = True) -> pb.GetResponse:
                           secondary_index_key=r.secondary_key)
 
 
-def batch_to_pb(lsn: int, ms: int, events: Iterable[Notification]) -> pb.NotificationBatch:
-    """Oxia's batch: one entry per key, the last event on a key wins (as Oxia's `seal`)."""
+def batch_to_pb(lsn: int, ms: int, events: Iterable[Notification],
+                deleted_range: tuple[str, str] | None = None) -> pb.NotificationBatch:
+    """Oxia's batch: one entry per key, the last event on a key wins (as Oxia's `seal`); a
+    range delete is one KEY_RANGE_DELETED at its start, for the keys of `[start, end)`."""
     entries: dict[str, pb.Notification] = {}
     for e in events:
+        if deleted_range is not None and e.type is EventType.DELETED \
+                and deleted_range[0] <= e.key < deleted_range[1]:
+            continue
         entries[e.key] = pb.Notification(type=_EVENT_TYPES[e.type],
                                          version_id=None if e.type is EventType.DELETED else e.version_id)
+    if deleted_range is not None:
+        entries[deleted_range[0]] = pb.Notification(type=pb.NotificationType.KEY_RANGE_DELETED,
+                                                    key_range_last=deleted_range[1])
     return pb.NotificationBatch(shard=SHARD, offset=lsn, timestamp=ms, notifications=entries)
+
 
 
 def put_from_pb(p: pb.PutRequest) -> Put:
@@ -190,8 +216,8 @@ class OxiaFrontend:
         self._servers: list[aio.Server] = []
         self.ports: list[int] = []
         self._closing = asyncio.Event()
-        self._history: collections.deque[tuple[int, int, tuple[Notification, ...]]] = collections.deque(
-            maxlen=HISTORY_BATCHES)
+        self._history: collections.deque[_Batch] = collections.deque(maxlen=HISTORY_BATCHES)
+        self._deleted_ranges: dict[int, tuple[str, str]] = {}   # lsn -> range, until durable
         self._subscribers: set[_Subscriber] = set()
         self._sequence_waiters: dict[str, set[_SequenceWaiter]] = {}
         self._rpcs = service.registry.counter("txnbench_metadata_oxia_rpcs_total",
@@ -224,11 +250,17 @@ class OxiaFrontend:
 
     # ---- fed by the store ---------------------------------------------------------------------
 
+    def seed_history(self, replayed: Iterable[_Batch]) -> None:
+        """The changes recovery replayed (`DurableStore.take_replayed_changes`), before serving:
+        a client that resumes its notification stream across a restart gets the batches after
+        its offset, as from Oxia's database, instead of nothing."""
+        self._history.extend(replayed)
+
     def on_durable(self, ready: list[tuple[int, tuple[Notification, ...]]]) -> None:
         """Called by the store, on its loop, with every newly durable batch of events."""
         ms = int(time.time() * 1000)
         for lsn, events in ready:
-            item = (lsn, ms, events)
+            item: _Batch = (lsn, ms, events, self._deleted_ranges.pop(lsn, None))
             self._history.append(item)
             for sub in list(self._subscribers):
                 if sub.overflowed:
@@ -290,7 +322,7 @@ class OxiaFrontend:
 
     async def _check_shard(self, context: aio.ServicerContext, rpc: str, shard: int | None) -> None:
         if shard is not None and shard != SHARD:
-            await self._abort(context, rpc, grpc.StatusCode.NOT_FOUND, f"oxia: shard not found (shard {shard})")
+            await self._abort(context, rpc, grpc.StatusCode.UNKNOWN, f"node is not leader for shard {shard}")
 
     async def _store_failed(self, context: aio.ServicerContext, rpc: str, err: StoreFailed) -> NoReturn:
         """The outcome is unknown: say UNAVAILABLE and stop the process, as our protocol does."""
@@ -303,8 +335,7 @@ class OxiaFrontend:
                                  advertised: str) -> AsyncIterator[pb.ShardAssignments]:
         namespace = request.namespace or DEFAULT_NAMESPACE
         if namespace != DEFAULT_NAMESPACE:
-            await self._abort(context, "GetShardAssignments", grpc.StatusCode.NOT_FOUND,
-                              f"oxia: namespace not found ({namespace!r}; this store has only 'default')")
+            await self._abort(context, "GetShardAssignments", grpc.StatusCode.UNKNOWN, "oxia: namespace not found")
         self._rpcs.inc(rpc="GetShardAssignments", code="OK")
         await asyncio.sleep(FIRST_ASSIGNMENTS_DELAY_S)
         assignment = pb.ShardAssignment(shard=SHARD, leader=advertised,
@@ -345,7 +376,9 @@ class OxiaFrontend:
                 response.deletes.append(del_resp)
                 outcomes.append(("delete", d.expected_version_id is not None, result))
             for r in request.delete_ranges:
-                self.store.execute(DeleteRange(r.start_inclusive, r.end_exclusive))
+                applied, lsn = self.store.execute(DeleteRange(r.start_inclusive, r.end_exclusive))
+                if applied.notifications:
+                    self._deleted_ranges[lsn] = (r.start_inclusive, r.end_exclusive)
                 response.delete_ranges.append(pb.DeleteRangeResponse(status=pb.Status.OK))
                 outcomes.append(("delete_range", False, "ok"))
         except InvalidOptions as err:
@@ -360,7 +393,7 @@ class OxiaFrontend:
         for op, cas, result in outcomes:
             self._service.account(op, cas, result, elapsed)
         if invalid is not None:
-            await self._abort(context, rpc, grpc.StatusCode.INVALID_ARGUMENT, f"oxia: {invalid}")
+            await self._abort(context, rpc, grpc.StatusCode.UNKNOWN, f"oxia db: failed to apply batch: oxia: {invalid}")
         self._rpcs.inc(rpc=rpc, code="OK")
         return response
 
@@ -456,19 +489,19 @@ class OxiaFrontend:
                 if retained and retained[0][0] > offset + 1 and len(retained) == HISTORY_BATCHES:
                     log.warning("notification stream resumes after offset %d but the oldest retained batch "
                                 "is %d: batches in between are no longer kept", offset, retained[0][0])
-                for lsn, ms, events in retained:
+                for lsn, ms, events, deleted_range in retained:
                     if lsn > offset:
-                        yield batch_to_pb(lsn, ms, events)
+                        yield batch_to_pb(lsn, ms, events, deleted_range)
                         offset = lsn
             self._rpcs.inc(rpc="GetNotifications", code="OK")
             while not self._closing.is_set():   # bounded by the stream's life
-                lsn, ms, events = await sub.queue.get()
+                lsn, ms, events, deleted_range = await sub.queue.get()
                 if sub.overflowed:
                     await self._abort(context, "GetNotifications", grpc.StatusCode.RESOURCE_EXHAUSTED,
                                       f"oxia: notification stream fell {STREAM_BACKLOG} batches behind; "
                                       f"resume from offset {offset}")
                 if lsn > offset:
-                    yield batch_to_pb(lsn, ms, events)
+                    yield batch_to_pb(lsn, ms, events, deleted_range)
                     offset = lsn
         finally:
             self._subscribers.discard(sub)
@@ -515,8 +548,8 @@ class OxiaFrontend:
         timeout = request.session_timeout_ms
         if not MIN_SESSION_TIMEOUT_MS <= timeout <= MAX_SESSION_TIMEOUT_MS:
             self._service.account("session_open", False, "error", 0.0)
-            await self._abort(context, "CreateSession", grpc.StatusCode.INVALID_ARGUMENT,
-                              f"oxia: invalid session timeout: timeoutMs={timeout}")
+            await self._abort(context, "CreateSession", grpc.StatusCode.UNKNOWN,
+                              f"timeoutMs={timeout}: oxia: invalid session timeout")
         started = time.perf_counter()
         try:
             applied, lsn = self.store.execute(SessionOpen(timeout, request.client_identity))
@@ -537,8 +570,7 @@ class OxiaFrontend:
         except SessionExpired:
             self._service.account("session_keepalive", False, "error", time.perf_counter() - started)
             await self._barrier(context, "KeepAlive")
-            await self._abort(context, "KeepAlive", grpc.StatusCode.NOT_FOUND,
-                              f"oxia: session not found (session {request.session_id})")
+            await self._abort(context, "KeepAlive", grpc.StatusCode.UNKNOWN, "oxia: session not found")
         await self._barrier(context, "KeepAlive")
         self._service.account("session_keepalive", False, "ok", time.perf_counter() - started)
         self._rpcs.inc(rpc="KeepAlive", code="OK")
@@ -551,11 +583,9 @@ class OxiaFrontend:
         try:
             _, lsn = self.store.execute(SessionClose(request.session_id))
             await self.store.wait_durable(lsn)
-        except SessionExpired:
-            self._service.account("session_close", False, "error", time.perf_counter() - started)
+        except SessionExpired:   # Oxia answers OK: the session is gone either way
+            self._service.account("session_close", False, "not_found", time.perf_counter() - started)
             await self._barrier(context, "CloseSession")
-            await self._abort(context, "CloseSession", grpc.StatusCode.NOT_FOUND,
-                              f"oxia: session not found (session {request.session_id})")
         except StoreFailed as err:
             await self._store_failed(context, "CloseSession", err)
         self._service.account("session_close", False, "ok", time.perf_counter() - started)

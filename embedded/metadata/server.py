@@ -225,6 +225,9 @@ class MetadataService:
         log.info("recovered lsn %d: snapshot lsn %d with %d records, %d log records replayed, "
                  "%d torn bytes dropped, %.3fs", report.applied_lsn, report.snapshot_lsn,
                  report.snapshot_records, report.replayed, report.truncated_bytes, report.seconds)
+        replayed = self.store.take_replayed_changes()
+        if self.oxia is not None:
+            self.oxia.seed_history(replayed)
         self.metrics.recovery_seconds.set(report.seconds)
         self.metrics.recovery_replayed.set(report.replayed)
         self._refresh_gauges()

@@ -470,7 +470,8 @@ class MetadataState:
         if not cmd.partition_key:
             raise InvalidOptions(f"sequence_keys_deltas on {cmd.key!r} need a partition_key (Oxia keeps a sequence in one shard)")
         if cmd.expected_version is not None:
-            raise InvalidOptions("sequence_keys_deltas cannot be combined with expected_version")
+            raise BadVersion(f"sequence_keys_deltas on {cmd.key!r} cannot be combined with expected_version "
+                             f"(Oxia answers UNEXPECTED_VERSION_ID)")
         if not deltas:
             raise InvalidOptions("sequence_keys_deltas must not be empty")
         if deltas[0] <= 0 or any(d < 0 for d in deltas[1:]):

@@ -137,12 +137,13 @@ class PlannedService:
     admin_url: str | None = None
     health_url: str | None = None
     metrics_url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)   # on top of ours (Oxia's GOMAXPROCS)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "role": self.role.value, "kind": self.kind, "ports": self.ports,
                 "argv": self.argv, "log_path": str(self.log_path), "pid": self.pid,
                 "start_time": self.start_time, "service_url": self.service_url, "admin_url": self.admin_url,
-                "health_url": self.health_url, "metrics_url": self.metrics_url}
+                "health_url": self.health_url, "metrics_url": self.metrics_url, "env": self.env}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PlannedService:
@@ -150,7 +151,7 @@ class PlannedService:
                    argv=list(data["argv"]), log_path=Path(data["log_path"]), pid=data.get("pid"),
                    start_time=data.get("start_time"), service_url=data.get("service_url"),
                    admin_url=data.get("admin_url"), health_url=data.get("health_url"),
-                   metrics_url=data.get("metrics_url"))
+                   metrics_url=data.get("metrics_url"), env=dict(data.get("env") or {}))
 
 
 def _internal_urls(planned: PlannedService) -> tuple[str, ...]:
@@ -352,7 +353,7 @@ class PulsarCluster(LocalProcessControl):
         return JavaServer(planned.name, planned.argv, planned.log_path, pid=planned.pid,
                           start_time=planned.start_time, health_url=planned.health_url,
                           metrics_url=planned.metrics_url, kind=planned.kind, port=port,
-                          owner_pid=self.spec.parent_pid)
+                          owner_pid=self.spec.parent_pid, env=dict(planned.env))
 
     def _java_argv(self, kind: str, classpath: Classpath, major: int, *args: str) -> list[str]:
         role = ROLE_OF_KIND.get(kind, "tool")
@@ -460,7 +461,8 @@ class PulsarCluster(LocalProcessControl):
             metrics = f"http://{HOST}:{metrics_port}/metrics"
             self._add(PlannedService("metadata", ServiceRole.METADATA, "oxia",
                                      {"client_port": port, "metrics_port": metrics_port}, argv,
-                                     log_dir / "metadata.log", health_url=metrics, metrics_url=metrics))
+                                     log_dir / "metadata.log", health_url=metrics, metrics_url=metrics,
+                                     env=conf.oxia_env()))
             return
         zk_conf = conf_dir / "zookeeper.conf"
         zk_conf.write_text(conf.zookeeper_conf(port, data_dir / "zookeeper"))

@@ -87,12 +87,13 @@ def metadata_store(txn_path: TxnPath, settings: Mapping[str, Any]) -> str:
     """`zk` or `oxia`: the store a cluster runs, from `--set metadataStoreUrl=...`, else ZooKeeper.
 
     Pulsar 5.0 recommends Oxia for v5, but the only Oxia this machine's Go module proxy serves
-    that 5.0.1's Java client speaks (v0.14.0) failed under v5 load: its WAL refused every append
-    (oxia-db/oxia#772, #796) and both brokers shut down; a later smoke run could not acquire a
-    bundle's ownership on it. So ZooKeeper is every path's default and Oxia is opt-in until a
-    working Oxia can be built here. `zk` / `oxia` (also `zk:`, `zk://`, `oxia://` without a host)
-    choose; the target starts that store itself and writes the real URLs into every config, so
-    a full URL is refused.
+    that 5.0.1's Java client speaks, v0.14.0, fails every write once two concurrent writes
+    reach its WAL out of order (oxia-db/oxia#738, fixed in v0.14.2, which the proxy refuses;
+    docs/findings/oxia-v0.14.0-wal-offset-race.md). `OXIA_ENV` makes that rarer, not
+    impossible: three v5 atomic-produce runs on it were valid, a v5 mixed run hit it after a
+    minute. So ZooKeeper is every path's default and Oxia is opt-in until a fixed Oxia can be
+    built here. `zk` / `oxia` (also `zk:`, `zk://`, `oxia://` without a host) choose; the target
+    starts that store itself and writes the real URLs into every config, so a full URL is refused.
     """
     url = settings.get("metadataStoreUrl")
     if url is None or url == "":
@@ -126,6 +127,26 @@ def oxia_argv(binary: str, *, port: int, metrics_port: int, data_dir: Path) -> l
     log lines (its console format is coloured)."""
     return [binary, "standalone", "--log-json", "--public-addr", f"{HOST}:{port}", "--metrics-addr", f"{HOST}:{metrics_port}",
             "--data-dir", str(data_dir / "db"), "--wal-dir", str(data_dir / "wal"), "--shards", "1"]
+
+
+#: `oxia standalone` v0.14.0 runs on one OS thread of Go code. Its leader takes a write's WAL
+#: offset under its lock and appends it after releasing the lock (`leaderController.write`,
+#: a regression of oxia-db/oxia#668, fixed by #738 in v0.14.2); two writes that reach the
+#: append in the other order fail the later offset ("N+1 can not immediately follow N-1"),
+#: the counter is not rolled back, and every write after it fails until a restart
+#: (oxia-db/oxia#796). With GOMAXPROCS=1 no two goroutines run at once, so two writes swap
+#: only when the first loses the processor inside that window (at the unlock itself, Go's
+#: mutex handing off to a waiting writer, or waiting for the WAL's lock): far rarer, not
+#: impossible (24 writers without Pulsar break it within a minute, with GC off too). Measured: no failure in 160 000
+#: concurrent puts nor in three v5 atomic-produce runs, against one within a second on two
+#: cores; but a v5 mixed run (12 users) hit it after a minute
+#: (docs/findings/oxia-v0.14.0-wal-offset-race.md).
+OXIA_ENV = {"GOMAXPROCS": "1"}
+
+
+def oxia_env() -> dict[str, str]:
+    """The environment `oxia standalone` runs with (on top of ours): `OXIA_ENV`."""
+    return dict(OXIA_ENV)
 
 
 def zookeeper_conf(client_port: int, data_dir: Path) -> str:

@@ -12,7 +12,7 @@ owning the cluster is gone: a run killed with -9 leaves no JVM behind.
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import requests
 
@@ -37,9 +37,10 @@ class JavaServer(ServiceProcess):
     kind: str = ""
     port: int = 0                  # ZooKeeper's or Oxia's client port, the bookie's, the broker's binary port
     owner_pid: int | None = None
+    env: dict[str, str] = field(default_factory=dict)   # its own environment, on every (re)start
 
     def spawn(self, env: dict[str, str] | None = None) -> None:
-        super().spawn(env)
+        super().spawn({**self.env, **(env or {})})
         if self.owner_pid and self.pid and self.start_time is not None:
             zk_watchdog.spawn(self.owner_pid, self.pid, self.start_time)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grpc
 import oxia.ex
 import pytest
 
@@ -82,6 +83,46 @@ def test_oxia_errors_become_the_stores_typed_errors() -> None:
     assert isinstance(translate(oxia.ex.SessionNotFound(), "put"), SessionExpired)
     assert isinstance(translate(oxia.ex.InvalidOptions("x"), "put"), InvalidOptions)
     assert isinstance(translate(RuntimeError("No shard found"), "put"), MetadataUnavailable)
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+@pytest.mark.parametrize(("code", "details", "typed"), [
+    # what a real Oxia v0.14.0 answered (tests/cluster/test_oxia_client.py on `real`)
+    (grpc.StatusCode.UNKNOWN, "oxia: session not found", SessionExpired),
+    (grpc.StatusCode.UNKNOWN, "timeoutMs=360000: oxia: invalid session timeout", InvalidOptions),
+    (grpc.StatusCode.UNKNOWN, "oxia db: failed to apply batch: oxia: sequential key operation requires first "
+                              "delta do be > 0", InvalidOptions),
+    (grpc.StatusCode.UNKNOWN, "oxia db: failed to apply batch: oxia: sequential key operation missing some "
+                              "sequence deltas", InvalidOptions),
+    # an unknown outcome stays one
+    (grpc.StatusCode.UNKNOWN, "oxia: failed to append to wal: 65 can not immediately follow 63", MetadataUnavailable),
+    (grpc.StatusCode.UNKNOWN, "node is not leader for shard 3", MetadataUnavailable),
+    (grpc.StatusCode.UNAVAILABLE, "failed to connect", MetadataUnavailable),
+    (grpc.StatusCode.INVALID_ARGUMENT, "oxia: a put needs a non-empty key", InvalidOptions),
+])
+def test_oxias_status_answers_become_typed_errors(code: grpc.StatusCode, details: str, typed: type) -> None:
+    """A session the real Oxia no longer knows must reach the brokers as SessionExpired (they
+    drop what they own), not as an outage; before, only our frontend's NOT_FOUND did."""
+    assert isinstance(translate(_RpcError(code, details), "put /k"), typed)
+
+
+def test_a_range_delete_is_one_key_range_deleted_entry() -> None:
+    batch = batch_to_pb(7, 1, [Notification(EventType.DELETED, "/r/a", 3), Notification(EventType.DELETED, "/r/b", 4),
+                               Notification(EventType.CREATED, "/s", 5)], deleted_range=("/r/", "/r/~"))
+    assert set(batch.notifications) == {"/r/", "/s"}
+    entry = batch.notifications["/r/"]
+    assert entry.type == pb.NotificationType.KEY_RANGE_DELETED and entry.key_range_last == "/r/~"
+    assert batch.notifications["/s"].type == pb.NotificationType.KEY_CREATED
 
 
 def test_oxia_urls_as_pulsar_writes_them() -> None:

@@ -228,7 +228,6 @@ def test_multi_part_sequence_keys_follow_oxia() -> None:
 
 @pytest.mark.parametrize(("kw", "message"), [
     ({"sequence_keys_deltas": (1,)}, "need a partition_key"),
-    ({"sequence_keys_deltas": (1,), "partition_key": "p", "expected_version": -1}, "cannot be combined"),
     ({"sequence_keys_deltas": (0,), "partition_key": "p"}, "first delta must be > 0"),
     ({"sequence_keys_deltas": (1, -1), "partition_key": "p"}, "the rest >= 0"),
     ({"sequence_keys_deltas": (), "partition_key": "p"}, "must not be empty"),
@@ -236,6 +235,15 @@ def test_multi_part_sequence_keys_follow_oxia() -> None:
 def test_sequence_key_errors(kw: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidOptions, match=message):
         put(MetadataState(), "/s", **kw)
+
+
+def test_a_sequence_key_put_with_an_expected_version_is_a_version_conflict() -> None:
+    """As a real Oxia answers it (UNEXPECTED_VERSION_ID, `generateUniqueKeyFromSequences`), not
+    a malformed request: tests/cluster/test_oxia_client.py holds both stores to it."""
+    s = MetadataState()
+    with pytest.raises(BadVersion, match="cannot be combined"):
+        put(s, "/s", partition_key="p", sequence_keys_deltas=(1,), expected_version=-1)
+    assert s.list("/s", "/s~") == []
 
 
 def test_sequence_continues_from_the_highest_existing_key() -> None:

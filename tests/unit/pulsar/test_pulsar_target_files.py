@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import EnvironmentProblem
+from harness.target import ServiceRole
 from harness.txn_paths import TxnPath
 from targets.pulsar import conf, jars
+from targets.pulsar.cluster import PlannedService
 from targets.pulsar.java import find_java, java_major
 from targets.pulsar.versions import DEFAULT_RELEASE, PULSAR_4_LTS, PULSAR_5, release
 
@@ -156,6 +158,18 @@ def test_on_oxia_brokers_dial_their_link_and_bookkeeper_uses_pulsars_drivers(tmp
             "org.apache.pulsar.metadata.bookkeeper.PulsarMetadataBookieDriver") in props
     assert any(p.startswith("-Dbookkeeper.metadata.client.drivers=") for p in props)
     assert conf.bookkeeper_driver_props(conf.ZOOKEEPER) == []
+
+
+def test_oxia_runs_on_one_core_and_keeps_it_across_restarts(tmp_path: Path) -> None:
+    """GOMAXPROCS=1 keeps Oxia v0.14.0's WAL appends in offset order (docs/findings/
+    oxia-v0.14.0-wal-offset-race.md); the planned service keeps its environment in state.json,
+    so `cluster down` from another process and a restart fault start it the same way."""
+    assert conf.oxia_env() == {"GOMAXPROCS": "1"}
+    planned = PlannedService("metadata", ServiceRole.METADATA, "oxia", {"client_port": 6648}, ["/bin/oxia"],
+                             tmp_path / "metadata.log", env=conf.oxia_env())
+    again = PlannedService.from_json(planned.to_json())
+    assert again.env == {"GOMAXPROCS": "1"} and again == planned
+    assert PlannedService.from_json({**planned.to_json(), "env": None}).env == {}   # a state file from before
 
 
 def test_oxia_standalone_binds_loopback_with_its_own_metrics_port(tmp_path: Path) -> None:
