@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from harness.client.errors import ConnectionLostError, Op, TopicTerminatedError
-from harness.wire import ServerError
 from harness.config import ConfigError
+from harness.wire import ServerError
 from tests.unit.workloads.conftest import Harness
 from tests.unit.workloads.history_checks import (
     assert_unique_values,
