@@ -11,7 +11,10 @@ and are healed one by one. A share (`triggered`) of the windows wait for the loa
 next commit or transactional send, and their topic, segment and coordinator faults then
 aim at what that transaction touched (`topic:trigger`, `segment:trigger`,
 `coordinator:trigger`, faults/triggers.py). Terminates are capped (`terminates`): a
-terminated v4 topic refuses every later send, so more would leave nothing to test.
+terminated v4 topic refuses every later send, so more would leave nothing to test. Clients
+are faults too: a Locust worker killed (client-kill) and every client cut off from every
+broker (client-isolate) for longer than the transaction timeout, capped (`isolations`), so
+the coordinators' timeout path and the release of what abandoned transactions held run.
 
 The draw is a pure function of the seed (`random.Random(f"{seed}/generated")`) and the
 bounds; the same windows are drawn for every path and the kinds that do not apply to a
@@ -62,12 +65,16 @@ AIMED: Mapping[FaultKind, tuple[str, ...]] = {
     FaultKind.MERGE: ("topic:trigger",),
 }
 INSTANT = frozenset({FaultKind.TERMINATE, FaultKind.UNLOAD, FaultKind.SPLIT, FaultKind.MERGE})
-#: Not drawn unless a scenario names them: the slow participant needs the GC window's timing;
-#: the client faults need Locust workers (load.workers) and an isolation longer than the
-#: transaction timeout, which a drawn duration does not give (chaos.yaml and chaos-recovery.yaml
-#: carry both).
-DEFAULT_KINDS = tuple(k for k in FaultKind if k not in (FaultKind.SLOW_PARTICIPANT, FaultKind.CLIENT_KILL,
-                                                          FaultKind.CLIENT_ISOLATE))
+#: Not drawn unless a scenario names it: the slow participant needs the GC window's timing.
+#: The client faults are drawn: an isolation is held longer than the transaction timeout
+#: (`ISOLATE_OVER_S` past it), at most `isolations` times; a client kill needs Locust workers,
+#: and a run without them leaves the drawn kills out (faults/schedule.py), as a path leaves
+#: out what it lacks, so one seed still means one draw.
+DEFAULT_KINDS = tuple(k for k in FaultKind if k is not FaultKind.SLOW_PARTICIPANT)
+ISOLATE_OVER_S = (2.0, 6.0)
+"""How much longer than the transaction timeout a drawn client-isolate is held (uniform)."""
+DEFAULT_TXN_TIMEOUT_S = 30.0
+"""The transaction timeout an isolation outlasts when the caller does not say (the workload's default)."""
 TRIGGERS = (TriggerSpec(TriggerOn.TXN_COMMIT, TriggerType.INVOKE, 5.0),
             TriggerSpec(TriggerOn.TXN_COMMIT, TriggerType.OK, 5.0),
             TriggerSpec(TriggerOn.SEND, TriggerType.OK, 5.0))
@@ -103,19 +110,25 @@ def _params(kind: FaultKind, rng: random.Random) -> dict[str, Any]:
     return {}
 
 
-def draw(spec: GeneratedFaults, kinds: tuple[FaultKind, ...], *, seed: int, duration_s: float) -> list[GeneratedWindow]:
-    """The windows of a generated schedule (every path's; faults/schedule.py filters by path)."""
+def draw(spec: GeneratedFaults, kinds: tuple[FaultKind, ...], *, seed: int, duration_s: float,
+         txn_timeout_s: float | None = None) -> list[GeneratedWindow]:
+    """The windows of a generated schedule (every path's; faults/schedule.py filters by path).
+
+    `txn_timeout_s` is the workload's transaction timeout, which a client-isolate outlasts."""
     rng = random.Random(f"{seed}/generated")
     pool = list(kinds or DEFAULT_KINDS)
+    timeout = txn_timeout_s if txn_timeout_s is not None else DEFAULT_TXN_TIMEOUT_S
     windows: list[GeneratedWindow] = []
     terminates = 0
+    isolations = 0
     t = 0.0
     for _ in range(10_000):          # bounded: a window is at least a few milliseconds of the phase
         t += rng.uniform(spec.gap_min_s, spec.gap_max_s)
         if t >= duration_s:
             break
         trigger = rng.choice(TRIGGERS) if rng.random() < spec.triggered else None
-        choices = [k for k in pool if k is not FaultKind.TERMINATE or terminates < spec.terminates]
+        choices = [k for k in pool if (k is not FaultKind.TERMINATE or terminates < spec.terminates)
+                   and (k is not FaultKind.CLIENT_ISOLATE or isolations < spec.isolations)]
         count = min(rng.randint(1, spec.together), len(choices))
         chosen = rng.sample(choices, count)
         faults = []
@@ -124,8 +137,11 @@ def draw(spec: GeneratedFaults, kinds: tuple[FaultKind, ...], *, seed: int, dura
             for_s = 0.0 if kind in INSTANT else round(rng.uniform(spec.for_min_s, spec.for_max_s), 2)
             if kind is FaultKind.RESTART and rng.random() < 0.5:
                 for_s = 0.0         # a restart at once: only the graceful hand-over
+            if kind is FaultKind.CLIENT_ISOLATE:   # abandoned: the coordinators must time them out
+                for_s = round(timeout + rng.uniform(*ISOLATE_OVER_S), 2)
             faults.append(GeneratedFault(kind, rng.choice(targets), for_s, _params(kind, rng)))
             terminates += kind is FaultKind.TERMINATE
+            isolations += kind is FaultKind.CLIENT_ISOLATE
         window = GeneratedWindow(round(t, 3), tuple(faults), trigger)
         windows.append(window)
         t += window.for_s

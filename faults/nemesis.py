@@ -120,7 +120,9 @@ class Nemesis:
         brokers = len(cluster.by_role(ServiceRole.BROKER))
         self.timeline: Timeline = plan_timeline(
             config.faults, seed=config.seed, duration_s=config.phases.faults_s, txn_path=config.path,
-            source=f"scenario {config.name}", brokers=brokers, topics=len(topics) if topics else None)
+            source=f"scenario {config.name}", brokers=brokers, topics=len(topics) if topics else None,
+            load_workers=config.load.workers,
+            txn_timeout_s=config.workload.txn_timeout_s)
         if environment is None:
             from faults.environment import for_run
 

@@ -157,7 +157,8 @@ def _occurrences(every_s: float, duration_s: float) -> list[float]:
 
 def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_path: TxnPath,
                   source: str = "scenario", brokers: int | None = None,
-                  topics: int | None = None) -> Timeline:
+                  topics: int | None = None, load_workers: int | None = None,
+                  txn_timeout_s: float | None = None) -> Timeline:
     """The faults a run injects and when. Raises ConfigError for a bad target or parameter.
 
     Args:
@@ -167,6 +168,9 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
         txn_path: the run's transaction path (kinds that do not apply to it are left out).
         source: names the scenario in error messages.
         brokers, topics: when given, fixed broker and topic numbers are checked against them.
+        load_workers: the load's Locust workers (`load.workers`); 0 leaves a generated schedule's
+            client kills out (nothing to kill). None: not known, kept.
+        txn_timeout_s: the workload's transaction timeout, which a generated client-isolate outlasts.
     """
     notes: list[str] = []
     candidates: list[_Candidate] = []
@@ -207,14 +211,16 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
         order += len(candidates)
     if faults.generated is not None:
         candidates.extend(_generated_candidates(faults, seed, duration_s, txn_path, source, order, notes,
-                                                brokers, topics))
+                                                brokers, topics, load_workers, txn_timeout_s))
     return _place(candidates, duration_s, faults.quiet_s, notes)
 
 
 def _generated_candidates(faults: FaultsConfig, seed: int, duration_s: float, txn_path: TxnPath, source: str,
                           order: int, notes: list[str], brokers: int | None,
-                          topics: int | None) -> list[_Candidate]:
-    """The seed's generated windows (faults.generate) as candidates, without the kinds `txn_path` lacks."""
+                          topics: int | None, load_workers: int | None = None,
+                          txn_timeout_s: float | None = None) -> list[_Candidate]:
+    """The seed's generated windows (faults.generate) as candidates, without the kinds `txn_path` lacks
+    (and without client kills when the load has no worker to kill)."""
     from faults.generate import draw
 
     spec = faults.generated
@@ -223,11 +229,15 @@ def _generated_candidates(faults: FaultsConfig, seed: int, duration_s: float, tx
                                 for i, text in enumerate(spec.kinds)))
     out = []
     dropped: dict[str, int] = {}
-    for n, window in enumerate(draw(spec, named, seed=seed, duration_s=duration_s)):
+    no_workers = 0
+    for n, window in enumerate(draw(spec, named, seed=seed, duration_s=duration_s, txn_timeout_s=txn_timeout_s)):
         drafts = []
         for fault in window.faults:
             if txn_path not in kinds.spec(fault.kind).paths:
                 dropped[fault.kind.value] = dropped.get(fault.kind.value, 0) + 1
+                continue
+            if fault.kind is FaultKind.CLIENT_KILL and load_workers == 0:
+                no_workers += 1
                 continue
             draft = _draft(fault.kind, fault.target, fault.params, txn_path, source, f"{GENERATED_SOURCE}[{n}]",
                            brokers, topics)
@@ -238,6 +248,9 @@ def _generated_candidates(faults: FaultsConfig, seed: int, duration_s: float, tx
                                   window.trigger))
     for kind, count in sorted(dropped.items()):
         notes.append(f"{GENERATED_SOURCE}: {count} {kind} fault(s) do not apply to {txn_path.value}; left out")
+    if no_workers:
+        notes.append(f"{GENERATED_SOURCE}: {no_workers} client-kill fault(s) need Locust workers (load.workers 0); "
+                     "left out")
     return out
 
 

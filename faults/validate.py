@@ -31,7 +31,9 @@ def check_scenario(config: RunConfig, source: str | None = None) -> dict[TxnPath
     for txn_path in paths:
         timeline = plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s,
                                  txn_path=txn_path, source=f"scenario {config.name}",
-                                 brokers=config.cluster.brokers, topics=None)
+                                 brokers=config.cluster.brokers, topics=None,
+                                 load_workers=config.load.workers,
+                                 txn_timeout_s=config.workload.txn_timeout_s)
         _check_target(config, timeline)
         timelines[txn_path] = timeline
     return timelines

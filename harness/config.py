@@ -355,7 +355,8 @@ class GeneratedFaults:
 
     kinds: tuple[str, ...] = ()
     """Fault kinds to draw from; empty: every kind but slow-participant (whose delay must fit the
-    GC and session settings). Kinds that do not apply to the run's path are left out."""
+    GC and session settings), client faults included (client-kill is left out of a run without
+    load.workers). Kinds that do not apply to the run's path are left out."""
     gap_min_s: float = bounded(1.0, min=0, max=3600, help="shortest fault-free gap before a window")
     gap_max_s: float = bounded(6.0, min=0, max=3600, help="longest fault-free gap before a window")
     for_min_s: float = bounded(0.5, min=0, max=3600, help="shortest time a healable fault stays")
@@ -366,6 +367,8 @@ class GeneratedFaults:
                                                        "transactional send) and aimed at what it touched")
     terminates: int = bounded(1, min=0, max=100, help="at most this many terminates (a terminated v4 topic "
                                                       "refuses every later send)")
+    isolations: int = bounded(1, min=0, max=100, help="at most this many client-isolate faults (each held "
+                                                      "longer than the transaction timeout)")
 
     def check(self) -> None:
         if self.gap_min_s > self.gap_max_s:

@@ -118,6 +118,23 @@ def embedded_zookeeper(settings: Mapping[str, Any]) -> bool:
     return settings.get("metadataStoreUrl") in ("zk", "zk:", "zk://")
 
 
+METADATA_SNAPSHOT_SETTING = "txnbenchMetadataSnapshotEveryRecords"
+"""Cluster setting (ours): our metadata store snapshots its state every this many log records
+(default 50,000, as ZooKeeper's snapCount is 100,000). A chaos run writes about 25,000 in two
+minutes, so without it a store kill only ever replays the log and snapshot restore never runs
+(as GC within the run needs its interval lowered). ZooKeeper (v4) and Oxia ignore it."""
+
+
+def metadata_store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What of the cluster settings goes into our metadata store's config."""
+    value = settings.get(METADATA_SNAPSHOT_SETTING)
+    if value is None:
+        return {}
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise EnvironmentProblem(f"{METADATA_SNAPSHOT_SETTING} must be a positive integer, got {value!r}")
+    return {"snapshot_every_records": value}
+
+
 def path_settings(txn_path: TxnPath) -> dict[str, Any]:
     """Broker settings (Pulsar names) that select a transaction path, and its store as Pulsar ships it.
 
@@ -430,7 +447,7 @@ class EmbeddedCluster(LocalProcessControl):
                       "proxies": [{"name": link.name, "listen": link.listen, "upstream": link.upstream,
                                    "enabled": True} for link in self.links]},
             "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports,
-                         "planted_bugs": planted},
+                         "planted_bugs": planted, **metadata_store_settings(settings)},
             "ledger": {**common, "name": "ledger", "data_dir": str(data_dir / "ledger"), **ledger.ports,
                        "planted_bugs": planted},
         }

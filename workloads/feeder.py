@@ -5,15 +5,27 @@ A feeder sends one message at a time, non-transactionally (recorded `send` ops w
 of this load process is furthest below its demand (workloads.shared.FeedCredit).
 With no demand it waits. Feeders are not paced by `rate_per_user`: they follow the
 consumers, whose transactions are the measured load.
+
+A send that certainly failed (a terminated topic, a sealed segment with no successor, a
+refused producer) comes back at once, and the topic is still the one furthest below its
+demand: without a pause the feeder would retry it in a tight loop, filling the history
+with failed sends and taking the CPU the run measures. So a definite failure pauses the
+feeder, per topic, 0.1 s doubling to 5 s (as the client's reconnect backoff), and an ok
+send to that topic starts the pause over. Indeterminate failures already took their
+operation timeout.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
+from workloads.context import LoadContext
 from workloads.workload import UserKind, Workload
 
 IDLE_WAIT_S = 0.5
+FAIL_BACKOFF_S = (0.1, 5.0)
+"""The pause after a definite send failure to a topic: first, and at most (doubling)."""
 
 
 class Feeder(Workload):
@@ -22,6 +34,12 @@ class Feeder(Workload):
     idle_wait_s: float = IDLE_WAIT_S
     """How long a feeder waits for demand before its iteration ends empty."""
 
+    def __init__(self, ctx: LoadContext) -> None:
+        super().__init__(ctx)
+        self._fail_pause_s: dict[str, float] = {}
+        self.pause: Callable[[float], object] = self.ctx.stopping.wait
+        """Waits the backoff (returns early on stop); tests replace it to record the pauses."""
+
     def iterate(self) -> None:
         topic = self.ctx.feed.take(self.idle_wait_s, choose=self.rng.choice)
         if topic is None or self.ctx.stopping.is_set():
@@ -29,5 +47,10 @@ class Feeder(Workload):
                 self.ctx.feed.unreserve(topic)
             return
         sent = self.send(topic, txn=None, key=self.pick_key())
-        if sent.definite:
+        if sent.ok:
+            self._fail_pause_s.pop(topic, None)
+        elif sent.definite:
             self.ctx.feed.unreserve(topic)
+            pause = self._fail_pause_s.get(topic, FAIL_BACKOFF_S[0])
+            self._fail_pause_s[topic] = min(pause * 2, FAIL_BACKOFF_S[1])
+            self.pause(pause)

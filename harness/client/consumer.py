@@ -466,6 +466,8 @@ class TopicConsumer(ReconnectingHandler):
             txn.check_open()
             txn.register_acked(self.topic, self.subscription, deadline)
         conn = self.ready(deadline)
+        if txn is not None:
+            txn.check_open()   # waiting for a connection may have outlasted the transaction's timeout
         message_id = message.message_id
         ack_sets = None
         if message_id.is_batched and message_id.batch_size > 0:

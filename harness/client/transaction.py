@@ -17,6 +17,12 @@ transaction then mirrors Java's `TransactionImpl`:
   `TransactionOpFailedError` (definite: COMMIT was never sent, so the transaction
   cannot commit), as Java 4.x does. Otherwise it sends END_TXN COMMIT.
 * `abort()` sends END_TXN ABORT.
+* past its timeout (counted from NEW_TXN's answer) the transaction takes no new send or
+  ack (`check_open` refuses, definitely), as Java's `TransactionImpl` goes TIME_OUT on its
+  own timer: by then the coordinator may have aborted it, and an ack that reaches a
+  subscription after the abort was delivered there is held until a low watermark past it
+  arrives, which a transaction stuck in COMMITTING (e.g. on a terminated v4 topic) can
+  hold back for good. commit() and abort() still go to the coordinator, which decides.
 
 States: OPEN -> COMMITTING / ABORTING -> COMMITTED / ABORTED, or ERROR (END_TXN failed
 definitely) or UNKNOWN (END_TXN ended without a decisive answer). From ERROR and
@@ -84,6 +90,7 @@ class Transaction:
         self._ops: list[Future[object]] = []
         self._failures: list[BaseException] = []
         self._record = AttemptRecord()
+        self._expires = Deadline.after(timeout_s)
 
     @property
     def state(self) -> TxnState:
@@ -99,9 +106,12 @@ class Transaction:
     # ---- participation --------------------------------------------------------------
 
     def check_open(self) -> None:
-        """Raise `InvalidStateError` (definite) unless the transaction is OPEN."""
+        """Raise `InvalidStateError` (definite) unless the transaction is OPEN and within its timeout."""
         if self._state is not TxnState.OPEN:
             raise InvalidStateError(f"transaction {self.id} is {self._state.value}, not open")
+        if self._expires.expired:
+            raise InvalidStateError(f"transaction {self.id} timed out on the client ({self.timeout_s:g} s "
+                                    "since it opened; its coordinator aborts it)")
 
     def register_produced(self, topic: str, deadline: Deadline) -> None:
         """ADD_PARTITION_TO_TXN for `topic`, once per transaction.

@@ -193,3 +193,21 @@ def test_the_stores_get_the_planted_bugs_the_spec_hands_them(tmp_path: Path) -> 
     assert "planted_bugs" not in _config(cluster, "broker-0")   # a broker reads its own from its settings
     plain = _planned(tmp_path / "b", TxnPath.V5, brokers=1)
     assert _config(plain, "metadata")["planted_bugs"] == [] and _config(plain, "ledger")["planted_bugs"] == []
+
+
+def test_the_metadata_stores_snapshot_interval_is_a_cluster_setting(tmp_path: Path) -> None:
+    from embedded.metadata.server import MetadataConfig
+    from targets.embedded import METADATA_SNAPSHOT_SETTING
+
+    cluster = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V5, brokers=2, directory=tmp_path,
+                                           settings={METADATA_SNAPSHOT_SETTING: 3000}))
+    cluster._plan()
+    config = _config(cluster, "metadata")
+    assert config["snapshot_every_records"] == 3000
+    assert MetadataConfig.from_dict(config).snapshot_every_records == 3000
+    default = _planned(tmp_path / "default", TxnPath.V5, brokers=2)
+    assert "snapshot_every_records" not in _config(default, "metadata")   # the store's own default
+    bad = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V5, brokers=2, directory=tmp_path / "bad",
+                                       settings={METADATA_SNAPSHOT_SETTING: "often"}))
+    with pytest.raises(EnvironmentProblem, match=METADATA_SNAPSHOT_SETTING):
+        bad._plan()

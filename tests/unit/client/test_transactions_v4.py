@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -17,6 +18,7 @@ from harness.client import (
 )
 from harness.client.coordinator import ASSIGN_TOPIC
 from harness.client.errors import (
+    InvalidStateError,
     ServerRejectedError,
     TransactionNotFoundError,
 )
@@ -415,3 +417,27 @@ def test_coordinator_broker_dies_with_end_txn_in_flight(
     assert txn.state is TxnState.COMMITTED
     assert [name for name, _, c in cluster.log if c.type is T.END_TXN] == ["b0", "b1"]
     assert cluster.txns[txn.id].state == "committed"
+
+
+def test_an_ack_that_outlasts_the_transactions_timeout_is_not_sent(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    """The chaos baseline's stuck-ack: an ack whose registration (or reconnect) outlasted the
+    transaction's timeout reached the subscription after the coordinator's abort and stayed
+    held. Past its timeout the transaction takes no ack (Java's TransactionImpl TIME_OUT)."""
+    producer = client.create_producer(TOPIC)
+    producer.send(b"m")
+    consumer = client.subscribe(TOPIC, "sub", sub_type="Shared")
+    message = consumer.receive(2)
+    txn = client.new_transaction(timeout_s=1)
+
+    def slow(conn: BrokerConnection, event: Command) -> bool:
+        time.sleep(1.3)   # the registration answers after the transaction's timeout
+        return False
+
+    cluster.brokers[0].intercept(T.ADD_SUBSCRIPTION_TO_TXN, once(slow))
+    with pytest.raises(InvalidStateError) as info:
+        consumer.acknowledge(message, txn=txn)
+    assert info.value.definite and "timed out" in str(info.value)
+    assert not cluster.commands(T.ACK)
+    with pytest.raises(InvalidStateError):   # and nothing later either
+        producer.send(b"late", txn=txn)

@@ -28,13 +28,14 @@ def test_windows_stay_in_bounds_use_every_kind_and_overlap() -> None:
     kinds = {f.kind for w in windows for f in w.faults}
     assert kinds == set(DEFAULT_KINDS) and FaultKind.SLOW_PARTICIPANT not in kinds
     assert sum(f.kind is FaultKind.TERMINATE for w in windows for f in w.faults) == 1
+    assert sum(f.kind is FaultKind.CLIENT_ISOLATE for w in windows for f in w.faults) == 1
     previous_end = 0.0
     for w in windows:
         assert 1 <= len(w.faults) <= 3 and len({f.kind for f in w.faults}) == len(w.faults)
         assert w.at_s - previous_end >= 1 - 1e-6 and w.at_s < 600
         previous_end = w.at_s + w.for_s
         for f in w.faults:
-            assert f.for_s == 0 or 0.5 <= f.for_s <= 4
+            assert f.for_s == 0 or 0.5 <= f.for_s <= 4 or (f.kind is FaultKind.CLIENT_ISOLATE and f.for_s > 30)
             aimed = f.target.endswith(":trigger")
             assert f.target in TARGETS[f.kind] + AIMED.get(f.kind, ())
             assert not aimed or w.trigger is not None, "an aimed target only in a triggered window"
@@ -68,3 +69,27 @@ def test_bounds_are_checked() -> None:
 def test_the_reproduce_command() -> None:
     assert reproduce_command("chaos-generated", "v5", 202611271, 120.0) == \
         "txnbench run chaos-generated --path v5 --seed 202611271 --duration 120"
+
+
+def test_client_faults_are_drawn_by_default_and_an_isolation_outlasts_the_transaction_timeout() -> None:
+    spec = GeneratedFaults(gap_min_s=1, gap_max_s=3, for_min_s=0.5, for_max_s=4, together=3, isolations=2)
+    windows = draw(spec, (), seed=3, duration_s=900, txn_timeout_s=15)
+    faults = [f for w in windows for f in w.faults]
+    assert FaultKind.CLIENT_KILL in {f.kind for f in faults}
+    isolations = [f for f in faults if f.kind is FaultKind.CLIENT_ISOLATE]
+    assert 1 <= len(isolations) <= 2
+    assert all(15 + 2 <= f.for_s <= 15 + 6 and f.target == "clients" for f in isolations)
+    assert all(f.for_s <= 4 for f in faults if f.kind is FaultKind.CLIENT_KILL)
+
+
+def test_a_load_without_workers_leaves_the_drawn_client_kills_out() -> None:
+    cfg = FaultsConfig(quiet_s=0, generated=GeneratedFaults(kinds=("client-kill", "kill")))
+    with_workers = plan_timeline(cfg, seed=5, duration_s=120, txn_path=TxnPath.V4, brokers=2, load_workers=2,
+                                 txn_timeout_s=15)
+    without = plan_timeline(cfg, seed=5, duration_s=120, txn_path=TxnPath.V4, brokers=2, load_workers=0,
+                            txn_timeout_s=15)
+    assert FaultKind.CLIENT_KILL in {f.kind for f in with_workers.faults}
+    assert FaultKind.CLIENT_KILL not in {f.kind for f in without.faults}
+    assert any("client-kill fault(s) need Locust workers" in n for n in without.notes)
+    kills = [(f.kind, f.target) for f in with_workers.faults if f.kind is FaultKind.KILL]
+    assert kills == [(f.kind, f.target) for f in without.faults if f.kind is FaultKind.KILL]

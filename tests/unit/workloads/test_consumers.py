@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.client.errors import ConnectionLostError
+from harness.client.errors import ConnectionLostError, Op, TopicTerminatedError
 from harness.config import ConfigError
+from harness.wire import ServerError
 from tests.unit.workloads.conftest import Harness
 from tests.unit.workloads.history_checks import (
     assert_unique_values,
@@ -245,3 +246,36 @@ def test_ack_only_ack_hold_and_a_stop_during_it_aborts(make_harness: Callable[[s
 def test_an_ack_hold_as_long_as_the_transaction_timeout_is_refused(make_harness: Callable[[str], Harness]) -> None:
     with pytest.raises(ConfigError, match=r"ack_hold_s.*txn_timeout_s"):
         make_harness(ACK.format(conflict=0.0) + "  ack_hold_s: 30\n  txn_timeout_s: 30\n")
+
+
+TERMINATED = TopicTerminatedError(Op.SEND, ServerError.TopicTerminatedError, "terminated")
+
+
+def test_a_feeder_backs_off_a_topic_that_refuses_its_sends(make_harness: Callable[[str], Harness]) -> None:
+    """A terminated input topic refused the feeders' sends at once and they retried it in a
+    tight loop; now each definite failure pauses the feeder, doubling to 5 s, reset by an ok."""
+    h = make_harness(ACK.format(conflict=0.0))
+    feeder = Feeder(h.ctx)
+    pauses: list[float] = []
+    feeder.pause = pauses.append
+    AckOnly(h.ctx).step()                           # demand on its topic
+    h.client.fail_next("send", TERMINATED, times=8)
+    feed(feeder, 8)
+    assert pauses == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+    feed(feeder, 1)                                 # sent ok: the pause starts over
+    h.client.fail_next("send", TERMINATED)
+    feed(feeder, 1)
+    assert pauses[-1] == 0.1 and len(pauses) == 9
+    sends = h.ops_of(f="send")
+    assert sum(op["type"] == "fail" for op in sends) == 9
+
+
+def test_an_indeterminate_feed_failure_is_not_paused(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ACK.format(conflict=0.0))
+    feeder = Feeder(h.ctx)
+    pauses: list[float] = []
+    feeder.pause = pauses.append
+    AckOnly(h.ctx).step()
+    h.client.fail_next("send-after", ConnectionLostError("maybe sent"))
+    feed(feeder, 1)
+    assert pauses == []
