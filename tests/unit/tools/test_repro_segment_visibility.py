@@ -40,6 +40,15 @@ def test_the_standing_subscription_is_judged_on_all_it_ever_delivered() -> None:
     assert lines[0].endswith("hidden 1") and lines[1].endswith("hidden 0")
 
 
+def test_a_standing_subscription_with_nothing_new_still_counts_what_it_delivered_before() -> None:
+    history = [sent(0, "committed"), sent(1, "committed")]
+    probes = [Probe(0.0, "standing-subscription", {SEG: [(7, 0), (7, 1)]}),
+              Probe(30.0, "standing-subscription", {})]
+    lines = summarize(history, probes)
+    assert len(lines) == 2 and lines[1].startswith("+   30s standing-subscription")
+    assert lines[1].endswith("highest entry read None, first hidden None, hidden 0")
+
+
 def test_a_probe_that_got_nothing_says_so() -> None:
     assert summarize([sent(0, "committed")], [Probe(0.0, "fresh-reader", {})]) == [
         "+    0s fresh-reader           nothing delivered"]
