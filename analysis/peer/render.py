@@ -67,11 +67,22 @@ def bottleneck_text(doc: Mapping[str, Any]) -> str:
             f"txnbench {_num(b.get('txnbench_ms_per_txn_per_client'))} ms.")
     if b.get("txnbench_serial_ms") is not None:
         ops = " + ".join(f"{n} {op}" for op, n in b["txnbench_serial_ops"].items())
-        text += (f" txnbench runs {ops} one after another and waits for the commit: their mean latencies add up "
-                 f"to {_num(b['txnbench_serial_ms'])} ms; pulsar-perf sends a transaction's messages concurrently "
-                 "and does not wait for its commit.")
+        text += (f" txnbench (txn_pipeline serial) runs {ops} one after another and waits for the commit: their "
+                 f"mean latencies add up to {_num(b['txnbench_serial_ms'])} ms; pulsar-perf sends a transaction's "
+                 "messages concurrently and does not wait for its commit.")
+    elif b.get("txnbench_cycle_ms") is not None:
+        ops = " + ".join(f"{n} {op}" for op, n in b["txnbench_cycle_ops"].items())
+        text += (f" txnbench overlaps transactions as pulsar-perf does (txn_pipeline {b.get('txnbench_txn_pipeline')}, "
+                 f"send_concurrency {b.get('txnbench_send_concurrency')}): a user waits only for {ops}, whose mean "
+                 f"latencies add up to {_num(b['txnbench_cycle_ms'])} ms.")
+    if b.get("txnbench_sends_in_flight") is not None:
+        text += (f" In flight (Little's law, rate x mean latency): sends, pulsar-perf "
+                 f"{_num(b.get('pulsar-perf_sends_in_flight'))} and txnbench {_num(b.get('txnbench_sends_in_flight'))}")
+        if b.get("txnbench_txns_in_flight") is not None:
+            text += f"; txnbench transactions {_num(b['txnbench_txns_in_flight'])} (pulsar-perf times no commit)"
+        text += "."
     if b.get("txnbench_cpu_bound") is False:
-        text += " txnbench's load process was not CPU-bound (under 80% of a core): the limit is the serial wait, not Python."
+        text += " txnbench's load process was not CPU-bound (under 80% of a core): the limit is the waits, not Python."
     elif b.get("txnbench_cpu_bound"):
         text += " txnbench's load process was CPU-bound (80% of a core or more)."
     return "Bottleneck: " + text
