@@ -178,6 +178,14 @@ def bottleneck(plan: Mapping[str, Any], perf: Mapping[str, Any], txnbench: Mappi
             out["txnbench_cycle_ms"] = round(sum(n * means[op] for op, n in cycle.items()), 1)
     cpu = txnbench.get("cpu_percent_of_core")
     out["txnbench_cpu_bound"] = None if cpu is None else cpu >= 80.0
+    # One gevent load process runs on one core at most: its CPU per transaction caps its rate.
+    cpu_ms = txnbench.get("cpu_s_per_1000_txn")
+    perf_rate = perf.get("committed_txn_per_s")
+    if isinstance(cpu_ms, int | float) and cpu_ms > 0:
+        out["txnbench_ceiling_txn_per_s_per_core"] = round(1000.0 / cpu_ms, 1)
+        if isinstance(perf_rate, int | float) and perf_rate:
+            out["txnbench_cores_to_match_pulsar_perf"] = round(perf_rate * cpu_ms / 1000.0, 2)
+            out["txnbench_cpu_caps_below_goal"] = 1000.0 / cpu_ms < GOAL * perf_rate
     return out
 
 

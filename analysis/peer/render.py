@@ -81,9 +81,14 @@ def bottleneck_text(doc: Mapping[str, Any]) -> str:
         if b.get("txnbench_txns_in_flight") is not None:
             text += f"; txnbench transactions {_num(b['txnbench_txns_in_flight'])} (pulsar-perf times no commit)"
         text += "."
-    if b.get("txnbench_cpu_bound") is False:
-        text += " txnbench's load process was not CPU-bound (under 80% of a core): the limit is the waits, not Python."
-    elif b.get("txnbench_cpu_bound"):
+    if b.get("txnbench_cpu_caps_below_goal"):
+        text += (f" CPU per transaction caps txnbench: one load process (one core at most) at its measured CPU per "
+                 f"transaction cannot exceed {_num(b.get('txnbench_ceiling_txn_per_s_per_core'))} txn/s, and "
+                 f"matching pulsar-perf's rate would take {_num(b.get('txnbench_cores_to_match_pulsar_perf'))} cores.")
+    elif b.get("txnbench_cpu_bound") is False:
+        text += (" txnbench's load process used under 80% of a core: the limit is the waits (on a busy machine also "
+                 "the wait for a core), not its own CPU.")
+    if b.get("txnbench_cpu_bound"):
         text += " txnbench's load process was CPU-bound (80% of a core or more)."
     return "Bottleneck: " + text
 

@@ -207,4 +207,20 @@ def test_the_bottleneck_of_a_pipelined_txnbench_is_its_open_cycle_and_both_sides
     commit_async = dict(txnbench, concurrency={"send_concurrency": 4, "txn_pipeline": "commit-async"})
     assert bottleneck({"threads": 8, "messages_per_txn": 4}, perf, commit_async)["txnbench_cycle_ms"] == 30.0
     text = bottleneck_text({"bottleneck": out})
-    assert "txn_pipeline sends-async" in text and "pulsar-perf 16" in text and "not CPU-bound" in text
+    assert "txn_pipeline sends-async" in text and "pulsar-perf 16" in text and "under 80% of a core" in text
+
+
+def test_the_bottleneck_names_cpu_per_transaction_when_one_core_cannot_reach_the_goal() -> None:
+    from analysis.peer.compare import bottleneck
+    from analysis.peer.render import bottleneck_text
+
+    lat = {"txn-open": {"mean": 18.0}, "send": {"mean": 31.0}, "txn-commit": {"mean": 25.0}}
+    txnbench = {"committed_txn_per_s": 141.5, "latency_ms": lat, "cpu_percent_of_core": 32.7, "cpu_s_per_1000_txn": 2.5,
+                "concurrency": {"send_concurrency": 4, "txn_pipeline": "sends-async"}}
+    out = bottleneck({"threads": 8, "messages_per_txn": 4}, {"committed_txn_per_s": 885.0}, txnbench)
+    # 2.5 ms of CPU per transaction: 400 txn/s on a whole core, under 80% of 885; 2.21 cores to match
+    assert out["txnbench_ceiling_txn_per_s_per_core"] == 400.0 and out["txnbench_cpu_caps_below_goal"] is True
+    assert out["txnbench_cores_to_match_pulsar_perf"] == 2.21
+    assert "cannot exceed 400 txn/s" in bottleneck_text({"bottleneck": out})
+    fast = bottleneck({"threads": 8, "messages_per_txn": 4}, {"committed_txn_per_s": 100.0}, txnbench)
+    assert fast["txnbench_cpu_caps_below_goal"] is False
