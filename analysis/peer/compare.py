@@ -71,9 +71,15 @@ def perf_side(result: PerfResult, run_json: Mapping[str, Any], before: Mapping[s
     samples = run_json.get("cpu_samples") or []
     latency = {op: _latency(result.latency_ms.get(op)) for op in ("send", "ack")}
     latency["txn-commit"] = None
+    created, ended = counts.get("pulsar_txn_created_total"), [counts.get("pulsar_txn_committed_total"),
+                                                                   counts.get("pulsar_txn_aborted_total")]
+    left_open = (round(created - sum(e or 0.0 for e in ended)) if created is not None
+                 and any(e is not None for e in ended) else None)
     return {
         "committed_txn_per_s": 0.0 if abort else result.txn_per_s,
         "ended_txn_per_s": result.txn_per_s,
+        # pulsar-perf exits with transactions open; they time out during the txnbench run that follows
+        "left_open_at_exit": left_open,
         "source": "pulsar-perf's 10 s interval lines over the measured window",
         "latency_ms": latency,
         "cpu_percent_of_core": cpu_pct,

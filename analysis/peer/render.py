@@ -41,6 +41,9 @@ def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     failed_t = (txns.get("failed") or 0) + (txns.get("unknown") or 0) if txns else None
     out.append(("transactions that failed to end (pulsar-perf: whole run; txnbench: window)",
                 _num(agg.get("end_fail")), _num(failed_t)))
+    if p.get("left_open_at_exit") is not None:
+        out.append(("transactions left open at exit (broker: created - committed - aborted); they time out "
+                    "in the next run's window", _num(p.get("left_open_at_exit")), "n/a"))
     for name in HEADLINE:
         if name in p.get("broker_counts", {}) or name in t.get("broker_counts", {}):
             out.append((f"broker: {name} (whole run)", _num(p["broker_counts"].get(name)),

@@ -167,6 +167,11 @@ def test_the_comparison_has_both_sides_the_ratio_and_what_pulsar_perf_cannot_tel
     assert perf["committed_txn_per_s"] == 75.0 and perf["cpu_percent_of_core"] == 50.0
     assert perf["cpu_s_per_1000_txn"] == pytest.approx(1000 * 0.5 / 75, abs=1e-3)
     assert perf["latency_ms"]["txn-commit"] is None
+    assert perf["left_open_at_exit"] is None           # no created count: not guessed
+    counted = perf_side(result, run_json, {}, {"broker-0": "pulsar_txn_created_total 160\n"
+                                                "pulsar_txn_committed_total 150\npulsar_txn_aborted_total 2\n"},
+                        abort=False)
+    assert counted["left_open_at_exit"] == 8
     txnbench = {"committed_txn_per_s": 60.0, "cpu_s_per_1000_txn": 20.0, "cpu_percent_of_core": 120.0,
                 "latency_ms": {"send": {"count": 1, "p50": 1.0, "p99": 2.0, "max": 3.0}, "ack": None,
                                "txn-commit": None},
