@@ -49,6 +49,14 @@ class WorkloadKind(StrEnum):
     MIXED = "mixed"
 
 
+class TxnPipeline(StrEnum):
+    """When an atomic-produce user starts its next transaction (see WorkloadConfig.txn_pipeline)."""
+
+    SERIAL = "serial"              # after the previous one's commit or abort returned
+    COMMIT_ASYNC = "commit-async"  # once the previous one's sends completed; its commit goes on meanwhile
+    SENDS_ASYNC = "sends-async"    # as soon as the previous one opened; its sends and commit go on meanwhile
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     brokers: int = bounded(2, min=1, max=5, help="embedded brokers")
@@ -189,6 +197,19 @@ class WorkloadConfig:
                                      "across topic unloads and broker restarts")
     op_timeout_s: float = bounded(30.0, min=0.1, max=3600,
                                   help="client timeout of each operation (send, receive, ack, commit, abort)")
+    send_concurrency: int = bounded(1, min=1, max=1000,
+                                    help="atomic-produce and consume-transform-produce: sends of one transaction "
+                                         "in flight at once, each recorded under its own process lane "
+                                         "(`w0/u7/l1` ...); 1 sends one after another")
+    txn_pipeline: TxnPipeline = TxnPipeline.SERIAL
+    """atomic-produce: when a user opens its next transaction. `serial`: after the previous one's commit or
+    abort returned. `commit-async`: once the previous one's sends completed, its commit going on in the
+    background (pulsar-perf's V5 client). `sends-async`: as soon as the previous one opened, its sends and
+    commit going on in the background (pulsar-perf's v4 client, whose commit waits for the sends). Every
+    operation still has its own process lane, at most `open_txns_per_user` transactions per user in flight."""
+    open_txns_per_user: int = bounded(16, min=1, max=1000,
+                                      help="atomic-produce with a txn_pipeline other than serial: transactions "
+                                           "one user has in flight (opened, not yet ended) at most")
     batching: bool = False
     """Batch messages in the client's producers (not the coordinator's log: that is the v4-batched path)."""
     consumers_per_subscription: int = bounded(2, min=1, max=100,
@@ -240,6 +261,10 @@ class WorkloadConfig:
             raise Invalid("ack_hold_s", f"{self.ack_hold_s:g} s is not below txn_timeout_s "
                           f"({self.txn_timeout_s:g} s): the coordinator would time every held transaction out",
                           "lower ack_hold_s or raise txn_timeout_s")
+        if self.txn_pipeline is not TxnPipeline.SERIAL and self.kind not in (WorkloadKind.ATOMIC_PRODUCE,
+                                                                            WorkloadKind.MIXED):
+            raise Invalid("txn_pipeline", f"{self.txn_pipeline.value} applies to atomic-produce users only, and "
+                          f"this workload is {self.kind.value}", "use txn_pipeline: serial")
         if self.kind is WorkloadKind.MIXED and not self.mix:
             raise Invalid("mix", "a mixed workload needs weights",
                           "add e.g. `mix: {atomic-produce: 2, ack-only: 1}`")

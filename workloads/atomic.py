@@ -10,15 +10,39 @@ with many open); a stop during the hold aborts it.
 A send that fails ends the transaction early with an abort: the application knows
 it cannot commit. The checker then expects every value of a committed transaction
 in the final reads and none of an aborted one.
+
+How much of it runs at once (each operation under its own process lane, see
+workloads.session): `send_concurrency` sends of the transaction in flight together
+(all are issued; any failed one makes it abort), and `txn_pipeline` says when the user
+opens its next transaction: `serial` after this one ended; `commit-async` once this one's
+sends completed, the commit going on in the background; `sends-async` as soon as this one
+opened, its sends and commit going on in the background. Those two are what
+`pulsar-perf transaction` does with the V5 and the v4 client (its threads block only on
+opening a transaction), bounded here by `open_txns_per_user`. The random choices (abort,
+topics, keys, values) are drawn by the user in order before anything goes to the
+background, so a run's choices do not depend on timing.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from harness.config import TxnPipeline
+from workloads.concurrent import run_all
 from workloads.context import LoadContext
+from workloads.session import Outcome
 from workloads.topology import TopicRole
-from workloads.workload import UserKind, Workload
+from workloads.workload import OpenTxn, UserKind, Workload
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One transaction's choices, drawn before its operations start."""
+
+    abort: bool
+    sends: tuple[tuple[str, str, str], ...]   # (topic, key, value)
 
 
 class AtomicProduce(Workload):
@@ -30,23 +54,72 @@ class AtomicProduce(Workload):
         if not self.topics:
             raise ValueError("the topology has no atomic-produce topics")
         self.per_txn = min(self.w.topics_per_txn, len(self.topics))
+        self.pipeline = self.w.txn_pipeline
 
     def iterate(self) -> None:
-        if not self.session.begin_iteration():
+        if self.pipeline is TxnPipeline.SERIAL:
+            if not self.session.begin_iteration():
+                return
+            txn = self.open_txn()
+            if txn is None:
+                return
+            self._finish(txn, self._plan(), sent=False)
             return
-        txn = self.open_txn()
-        if txn is None:
+        # pipelined: a slot for one more transaction in flight, then open it and move on
+        if not self.background.acquire(self.ctx.stopping, self.finish_timeout_s()):
             return
+        spawned = False
+        try:
+            if not self.session.begin_iteration():
+                return
+            txn = self.open_txn()
+            if txn is None:
+                return
+            plan = self._plan()
+            sent = False
+            if self.pipeline is TxnPipeline.COMMIT_ASYNC:
+                plan = self._send_all(txn, plan)
+                sent = True
+            self.background.spawn(lambda: self._finish(txn, plan, sent=sent))
+            spawned = True
+        finally:
+            if not spawned:
+                self.background.release()
+
+    def _plan(self) -> _Plan:
         abort = self.rng.random() < self.w.abort_ratio
         chosen = self.rng.sample(self.topics, self.per_txn)
-        for index in range(self.w.messages_per_txn):
-            if self.ctx.stopping.is_set():
-                abort = True
-                break
-            sent = self.send(chosen[index % len(chosen)], txn=txn, key=self.pick_key())
-            if not sent.ok:
-                abort = True
-                break
+        sends = tuple((chosen[i % len(chosen)], self.pick_key(), self.values.next())
+                      for i in range(self.w.messages_per_txn))
+        return _Plan(abort, sends)
+
+    def _send_all(self, txn: OpenTxn, plan: _Plan) -> _Plan:
+        """The plan's sends (`send_concurrency` at once); the plan to end with (abort if any failed)."""
+        abort = plan.abort
+        if self.w.send_concurrency <= 1:
+            for topic, key, value in plan.sends:
+                if self.ctx.stopping.is_set():
+                    abort = True
+                    break
+                if not self.send(topic, txn=txn, key=key, value=value).ok:
+                    abort = True
+                    break
+        elif self.ctx.stopping.is_set():
+            abort = True
+        else:
+            outcomes = run_all([self._sender(txn, topic, key, value) for topic, key, value in plan.sends],
+                               self.w.send_concurrency, self.op_timeout_s)
+            abort = abort or not all(o.ok for o in outcomes)
+        return _Plan(abort, plan.sends)
+
+    def _sender(self, txn: OpenTxn, topic: str, key: str, value: str) -> Callable[[], Outcome[Any]]:
+        return lambda: self.send(topic, txn=txn, key=key, value=value)
+
+    def _finish(self, txn: OpenTxn, plan: _Plan, *, sent: bool) -> None:
+        """Send (unless done), hold, then commit or abort."""
+        if not sent:
+            plan = self._send_all(txn, plan)
+        abort = plan.abort
         if not abort and self.w.hold_s > 0 and self.ctx.stopping.wait(self.w.hold_s):
             abort = True
         self.end_txn(txn, abort=abort)

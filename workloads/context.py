@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from typing import Any
 from harness.config import RunConfig
 from harness.history import HistoryRecorder, OpF, RunClock
 from workloads.api import ClientApi
+from workloads.concurrent import Background
 from workloads.session import StatsSink
 from workloads.shared import AckGroups, FeedCredit, ProducerCache
 from workloads.topology import Topology
@@ -96,6 +98,28 @@ class LoadContext:
         self._ordinals: dict[str, itertools.count[int]] = {}
         self._lock = threading.Lock()
         self.on_fatal: Callable[[BaseException], None] | None = None
+        self._backgrounds: list[Background] = []
+
+    # ---- users' background work -----------------------------------------------------------
+
+    def add_background(self, background: Background) -> None:
+        with self._lock:
+            self._backgrounds.append(background)
+
+    def join_background(self, timeout_s: float) -> bool:
+        """Wait, `timeout_s` in all, for every user's transactions still ending; True when none is left.
+
+        The load process calls it before closing the client and the history, so no
+        background finisher writes into a closed history."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            backgrounds = list(self._backgrounds)
+        return all(b.join(max(0.0, deadline - time.monotonic())) for b in backgrounds)
+
+    def most_in_flight(self) -> int:
+        """The most transactions one user had ending in the background at once."""
+        with self._lock:
+            return max((b.most_in_flight for b in self._backgrounds), default=0)
 
     # ---- lookup from a Locust environment -----------------------------------------------
 

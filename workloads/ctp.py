@@ -9,7 +9,8 @@ Each user consumes one `ctp-input` topic through the Shared subscription `ctp`
 3. sends min(`messages_per_txn`, inputs) outputs to `ctp-output` topics (spread over
    `topics_per_txn` of them); output j carries the inputs j, j+k, j+2k ... in its
    payload and in the history's `inputs`, so every input is carried by exactly one
-   output of the transaction;
+   output of the transaction (`send_concurrency` of them in flight at once, each on its
+   own process lane; any failed one makes the transaction abort);
 4. acks every input in the transaction;
 5. with `ack_hold_s`, keeps the transaction open that long (its acks pending) and
    aborts it if the load stops meanwhile;
@@ -28,10 +29,13 @@ Inputs are supplied by feeder users (workloads.feeder) with non-transactional se
 from __future__ import annotations
 
 import contextlib
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from workloads.api import ConsumerApi
+from workloads.concurrent import run_all
 from workloads.context import LoadContext
+from workloads.session import Outcome
 from workloads.topology import SubscriptionRole, TopicRole
 from workloads.workload import OpenTxn, Received, UserKind, Workload
 
@@ -94,7 +98,9 @@ class ConsumeTransformProduce(Workload):
         failed = False
         groups = min(self.w.messages_per_txn, len(inputs))
         topics = self.rng.sample(self.outputs, self.per_txn_topics)
-        for j in range(groups):
+        if self.w.send_concurrency > 1 and groups > 1:
+            failed = not self._send_at_once(txn, inputs, groups, topics)
+        for j in range(groups if self.w.send_concurrency <= 1 else 0):
             carried = inputs[j::groups]
             if self.ctx.stopping.is_set():
                 failed = True
@@ -120,6 +126,19 @@ class ConsumeTransformProduce(Workload):
             failed = True   # the load stops during the hold: end it now, by abort
         ended = self.end_txn(txn, abort=failed or on_purpose)
         return ended.ok and not (failed or on_purpose)
+
+    def _send_at_once(self, txn: OpenTxn, inputs: list[Received], groups: int, topics: list[str]) -> bool:
+        """The outputs with `send_concurrency` in flight together (each on its own lane); True if all ok."""
+        if self.ctx.stopping.is_set():
+            return False
+        planned = [(topics[j % len(topics)], inputs[j::groups][0].message.key,
+                    tuple(r.value for r in inputs[j::groups] if r.value is not None), self.values.next())
+                   for j in range(groups)]
+        def sender(topic: str, key: str | None, carried: tuple[str, ...], value: str) -> Callable[[], Outcome[Any]]:
+            return lambda: self.send(topic, txn=txn, key=key, inputs=carried, value=value)
+
+        outcomes = run_all([sender(*p) for p in planned], self.w.send_concurrency, self.op_timeout_s)
+        return all(o.ok for o in outcomes)
 
     def _give_back(self, inputs: list[Received]) -> None:
         """Ask for redelivery of inputs no transaction acked (not a history op).

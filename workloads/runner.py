@@ -587,6 +587,10 @@ class LoadProcess:
                           lost["writer"], lost["host"], lost["reason"], lost["bytes"],
                           "arrived complete" if lost["complete"] else "arrived")
         if self.ctx is not None:
+            # transactions users left ending in the background (workload.txn_pipeline) write into
+            # the history until they end: wait for them (bounded) before anything is closed
+            if not self.ctx.join_background(self.stop_timeout_s):
+                log.warning("transactions were still ending in the background after %.0f s", self.stop_timeout_s)
             with gevent.Timeout(CLIENT_CLOSE_TIMEOUT_S, False):
                 self.ctx.producers.close(CLIENT_CLOSE_TIMEOUT_S)
         if self.client is not None:

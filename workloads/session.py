@@ -17,17 +17,29 @@ iteration carries `extra.intended_ns`: the time it was meant to start, i.e. the
 iteration's slot plus how long after the iteration's first invocation it was
 invoked (its actual time minus the iteration's lag). Latency measured from there
 charges a stall to every operation it delayed (no coordinated omission).
+
+Lanes. A user may run several operations at once (a transaction's sends, with
+`workload.send_concurrency`; transactions overlapping, with `workload.txn_pipeline`).
+Each operation is recorded under a process *lane* it holds from its invocation to its
+completion: the user's own name `<writer>/u<n>` when free, else `<writer>/u<n>/l1`,
+`/l2` ..., the lowest free one. So every history process (lane) still has at most one
+outstanding operation, and a user running one operation at a time records under its own
+name only, exactly as before lanes existed. Each iteration's timing is an `Iteration`
+object, so operations of an earlier transaction still running in the background are
+paced and timed against their own iteration.
 """
 
 from __future__ import annotations
 
+import heapq
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from harness.errors import OperationError, is_definite
-from harness.history import HistoryRecorder, OpF, RunClock
+from harness.history import HistoryRecorder, Invocation, OpF, RunClock
 from workloads.api import delivery_extra
 
 if TYPE_CHECKING:
@@ -75,53 +87,92 @@ class Pacer:
         return slot
 
 
+class Iteration:
+    """One iteration's timing: when it started and, when paced, its slot on the schedule."""
+
+    __slots__ = ("_first_op_ns", "slot_ns", "started")
+
+    def __init__(self, slot_ns: int | None = None) -> None:
+        self.slot_ns = slot_ns                  # the paced iteration's intended start
+        self._first_op_ns: int | None = None    # when its first op was invoked
+        self.started = time.perf_counter()
+
+    def intended_ns(self, now_ns: int) -> int:
+        """The intended start of an op invoked at `now_ns`: the slot plus how far into the iteration it is."""
+        if self._first_op_ns is None:
+            self._first_op_ns = now_ns
+        assert self.slot_ns is not None
+        return self.slot_ns + (now_ns - self._first_op_ns)
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
+
+
+class Lanes:
+    """The process lanes of one user: its own name, then `/l1`, `/l2` ... (lowest free first)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self._free: list[int] = []
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def name(self, lane: int) -> str:
+        return self.base if lane == 0 else f"{self.base}/l{lane}"
+
+    def take(self) -> int:
+        with self._lock:
+            if self._free:
+                return heapq.heappop(self._free)
+            self._count += 1
+            return self._count - 1
+
+    def give(self, lane: int) -> None:
+        with self._lock:
+            heapq.heappush(self._free, lane)
+
+    @property
+    def used(self) -> int:
+        """How many lanes this user has needed at once, at most."""
+        return self._count
+
+
 class Session:
-    """The recorded operations of one process (`<writer>/u<n>`)."""
+    """The recorded operations of one user (`<writer>/u<n>` and its lanes)."""
 
     def __init__(self, ctx: LoadContext, number: int, name: str, *, paced: bool = True) -> None:
         self.ctx = ctx
         self.number = number
         self.process = f"{ctx.writer}/u{number}"
+        self.lanes = Lanes(self.process)
         self.name = name
         self.recorder: HistoryRecorder = ctx.recorder
         self.clock = ctx.clock
         rate = ctx.config.load.rate_per_user
         self.pacer = Pacer(rate, ctx.clock) if (paced and rate) else None
-        self._slot_ns: int | None = None        # the current paced iteration's intended start
-        self._first_op_ns: int | None = None    # when its first op was invoked
-        self._iteration_start = time.perf_counter()
+        self.iteration = Iteration()
 
     # ---- iterations ------------------------------------------------------------------
 
     def begin_iteration(self) -> bool:
         """Wait for this iteration's turn (when paced). False when the load is stopping."""
-        self._iteration_start = time.perf_counter()
         if self.pacer is None:
+            self.iteration = Iteration()
             return not self.ctx.stopping.is_set()
         slot = self.pacer.next_slot()
         early_ns = slot - self.clock.now_ns()
         if early_ns > 0 and self.ctx.stopping.wait(early_ns / NS_PER_S):
             return False
-        self._slot_ns = slot
-        self._first_op_ns = None
-        self._iteration_start = time.perf_counter()
+        self.iteration = Iteration(slot)
         return not self.ctx.stopping.is_set()
 
-    def _intended_ns(self) -> int:
-        """The intended start of an op: its slot plus how far into the iteration it is."""
-        now = self.clock.now_ns()
-        if self._first_op_ns is None:
-            self._first_op_ns = now
-        assert self._slot_ns is not None
-        return self._slot_ns + (now - self._first_op_ns)
-
     def iteration_ms(self) -> float:
-        return (time.perf_counter() - self._iteration_start) * 1000.0
+        return self.iteration.elapsed_ms()
 
     # ---- operations ------------------------------------------------------------------
 
     def op(self, f: OpF, call: Callable[[], T], *, result: Callable[[T], dict[str, Any]] | None = None,
-           length: int = 0, **fields: Any) -> Outcome[T]:
+           length: int = 0, iteration: Iteration | None = None, **fields: Any) -> Outcome[T]:
         """Record `f`, run `call()`, record its completion; never raises an OperationError.
 
         Args:
@@ -129,17 +180,32 @@ class Session:
             call: does it; its return value goes to `result`.
             result: the completion's extra fields from the return value (e.g. msg_id).
             length: bytes, for Locust's statistics.
+            iteration: the iteration it belongs to (default: the current one).
             fields: the invocation's fields (txn, topic, key, value, inputs, ...).
 
         Raises:
             Whatever is not an OperationError (a bug, a killed greenlet), after
             recording it as `info`: the operation may have happened.
         """
-        if self._slot_ns is not None:
+        iteration = iteration or self.iteration
+        if iteration.slot_ns is not None:
             extra = dict(fields.pop("extra", None) or {})
-            extra["intended_ns"] = self._intended_ns()
+            extra["intended_ns"] = iteration.intended_ns(self.clock.now_ns())
             fields["extra"] = extra
-        inv = self.recorder.invoke(self.process, f, **fields)
+        lane = self.lanes.take()
+        try:
+            inv = self.recorder.invoke(self.lanes.name(lane), f, **fields)
+        except BaseException:
+            self.lanes.give(lane)
+            raise
+        try:
+            return self._run(f, inv, call, result, length)
+        finally:
+            if inv.completed:   # a lane whose op was never completed (the history closed) is not reused
+                self.lanes.give(lane)
+
+    def _run(self, f: OpF, inv: Invocation, call: Callable[[], T], result: Callable[[T], dict[str, Any]] | None,
+             length: int) -> Outcome[T]:
         started = time.perf_counter()
         try:
             value = call()

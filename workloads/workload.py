@@ -9,11 +9,18 @@ records, so it is reported to Locust only), then runs one iteration per `step()`
 Stopping: every iteration checks the load's stop flag between operations. A
 transaction still open when the load stops is aborted (with a short timeout) instead
 of being continued, so a graceful stop ends within one operation timeout.
+
+Operations at once (workloads.concurrent): `run_all` runs a transaction's sends together
+(`send_concurrency`), and `background` holds the user's transactions still ending after it
+moved on (`txn_pipeline`); each operation records under its own process lane
+(workloads.session). A user joins its background before it is closed, and the load
+process joins every user's (`LoadContext.join_background`) before it closes the history.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
@@ -22,9 +29,12 @@ from typing import Any, ClassVar
 from harness.errors import OperationError
 from harness.history import HistoryMisuse, HistoryWriteError, OpF
 from workloads.api import ConsumerApi, TransactionApi
+from workloads.concurrent import JOIN_GRACE_S, Background
 from workloads.context import LoadContext
 from workloads.payload import Decoded, PayloadError, ValueSource, decode, encode
-from workloads.session import Outcome, Session
+from workloads.session import Iteration, Outcome, Session
+
+log = logging.getLogger(__name__)
 
 # How long a consumer waits for the first message of an iteration, then for the rest.
 FIRST_RECEIVE_WAIT_S = 1.0
@@ -60,6 +70,8 @@ class Received:
 class OpenTxn:
     txn: TransactionApi
     id: str
+    iteration: Iteration | None = None
+    """The iteration that opened it: its ops are paced and timed against it, also in the background."""
 
 
 class Workload(ABC):
@@ -79,6 +91,8 @@ class Workload(ABC):
         self._ready = False
         self._backoff_s = SETUP_BACKOFF_S[0]
         self.closed = False
+        self.background = Background(self.w.open_txns_per_user, self._background_failed)
+        ctx.add_background(self.background)
 
     @property
     def process(self) -> str:
@@ -88,12 +102,17 @@ class Workload(ABC):
 
     def step(self) -> None:
         """Set up if needed, then run one iteration. History failures stop the whole load."""
-        if self.ctx.stopping.is_set() or self.closed:
+        if self.closed:
+            return
+        if self.ctx.stopping.is_set():
+            self.join_background()
             return
         try:
             if not self._ready and not self._try_setup():
                 return
             self.iterate()
+            if self.ctx.stopping.is_set():
+                self.join_background()
         except (HistoryWriteError, HistoryMisuse) as err:
             self.ctx.fail_fatally(err)
             raise
@@ -108,7 +127,25 @@ class Workload(ABC):
         if self.closed:
             return
         self.closed = True
+        self.join_background()
         self.teardown()
+
+    def join_background(self) -> None:
+        """Wait (bounded) for the transactions this user left ending in the background."""
+        if not self.background.join(self.finish_timeout_s()):
+            log.warning("%s: transactions still ending after %.0f s", self.process, self.finish_timeout_s())
+
+    def finish_timeout_s(self) -> float:
+        """How long a background transaction may take to end: its sends, then its commit or abort."""
+        return 2 * self.op_timeout_s + JOIN_GRACE_S
+
+    def _background_failed(self, err: BaseException) -> None:
+        if isinstance(err, (HistoryWriteError, HistoryMisuse)):
+            self.ctx.fail_fatally(err)
+            return
+        self.ctx.counters.exceptions += 1
+        log.error("%s: a transaction ending in the background failed: %s: %s", self.process,
+                  type(err).__name__, err, exc_info=err)
 
     # ---- what each kind implements ---------------------------------------------------------
 
@@ -148,21 +185,25 @@ class Workload(ABC):
         if not outcome.ok:
             return None
         assert outcome.value is not None
-        return OpenTxn(outcome.value, str(outcome.value.id))
+        return OpenTxn(outcome.value, str(outcome.value.id), self.session.iteration)
 
     def end_txn(self, txn: OpenTxn, *, abort: bool) -> Outcome[None]:
         """Commit or abort; fires a `txn` request event for the whole transaction."""
         timeout = self.stop_timeout_s() if self.ctx.stopping.is_set() else self.op_timeout_s
+        iteration = txn.iteration or self.session.iteration
         if abort:
-            outcome = self.session.op(OpF.TXN_ABORT, lambda: txn.txn.abort(timeout), txn=txn.id)
+            outcome = self.session.op(OpF.TXN_ABORT, lambda: txn.txn.abort(timeout), txn=txn.id,
+                                      iteration=iteration)
         else:
-            outcome = self.session.op(OpF.TXN_COMMIT, lambda: txn.txn.commit(timeout), txn=txn.id)
-        self.session.fire("txn", self.session.iteration_ms(), outcome.error)
+            outcome = self.session.op(OpF.TXN_COMMIT, lambda: txn.txn.commit(timeout), txn=txn.id,
+                                      iteration=iteration)
+        self.session.fire("txn", iteration.elapsed_ms(), outcome.error)
         return outcome
 
     def send(self, topic: str, *, txn: OpenTxn | None, key: str | None,
-             inputs: tuple[str, ...] = ()) -> Outcome[Any]:
-        value = self.values.next()
+             inputs: tuple[str, ...] = (), value: str | None = None) -> Outcome[Any]:
+        """One recorded send; `value` drawn here unless the caller drew it (before running sends at once)."""
+        value = value if value is not None else self.values.next()
         payload = encode(value, inputs, self.w.message_size)
         producers = self.ctx.producers
         handle = txn.txn if txn is not None else None
@@ -171,7 +212,7 @@ class Workload(ABC):
             lambda: producers.get(topic).send(payload, key=key, txn=handle, timeout_s=self.op_timeout_s),
             result=lambda receipt: {"msg_id": receipt.msg_id, "segment": receipt.segment},
             length=len(payload), txn=txn.id if txn is not None else None, topic=topic, key=key, value=value,
-            inputs=list(inputs) if inputs else None)
+            inputs=list(inputs) if inputs else None, iteration=txn.iteration if txn is not None else None)
 
     def ack(self, consumer: ConsumerApi, received: Received, subscription: str, *,
             txn: OpenTxn | None, cumulative: bool = False) -> Outcome[None]:

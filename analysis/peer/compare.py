@@ -34,7 +34,8 @@ CANNOT_TELL = (
     "how the cluster behaves under faults: it injects none (txnbench's nemesis kills, pauses, partitions "
     "and seals while the load runs)",
     "commit latency: it fires commit() without waiting and opens the next transaction, so commits are "
-    "neither timed nor bounded in flight (txnbench times every commit, one outstanding operation per user)",
+    "neither timed nor bounded in flight (txnbench overlaps its transactions the same way but times every "
+    "commit and records each operation on its own history lane, at most open_txns_per_user per user)",
     "a mix of commits and aborts: -abort aborts every transaction or none",
 )
 
@@ -70,9 +71,15 @@ def perf_side(result: PerfResult, run_json: Mapping[str, Any], before: Mapping[s
     samples = run_json.get("cpu_samples") or []
     latency = {op: _latency(result.latency_ms.get(op)) for op in ("send", "ack")}
     latency["txn-commit"] = None
+    created, ended = counts.get("pulsar_txn_created_total"), [counts.get("pulsar_txn_committed_total"),
+                                                                   counts.get("pulsar_txn_aborted_total")]
+    left_open = (round(created - sum(e or 0.0 for e in ended)) if created is not None
+                 and any(e is not None for e in ended) else None)
     return {
         "committed_txn_per_s": 0.0 if abort else result.txn_per_s,
         "ended_txn_per_s": result.txn_per_s,
+        # pulsar-perf exits with transactions open; they time out during the txnbench run that follows
+        "left_open_at_exit": left_open,
         "source": "pulsar-perf's 10 s interval lines over the measured window",
         "latency_ms": latency,
         "cpu_percent_of_core": cpu_pct,
@@ -97,7 +104,9 @@ def txnbench_side(run_dir: Path) -> dict[str, Any]:
     pct = None if cpu.get("absent") else cpu.get("percent_of_core")
     latency = perf.get("latency_ms") or {}
     anomalies = results.get("anomalies") or {}
+    workload = ((_read(run_dir / "manifest.json").get("config") or {}).get("workload")) or {}
     return {
+        "concurrency": {k: workload.get(k) for k in ("send_concurrency", "txn_pipeline", "open_txns_per_user")},
         "committed_txn_per_s": rate,
         "ended_txn_per_s": rate,
         "source": "txnbench's history over the steady phase",
@@ -127,27 +136,62 @@ def _ratio(a: Any, b: Any) -> float | None:
     return None
 
 
-def bottleneck(plan: Mapping[str, Any], perf: Mapping[str, Any], txnbench: Mapping[str, Any]) -> dict[str, Any]:
-    """Why txnbench is slower at the same concurrency, from the measurements of both sides.
+def _in_flight(rate: Any, per_txn: float, block: Mapping[str, Any] | None) -> float | None:
+    """Little's law: operations in flight = completions per second x mean seconds each takes."""
+    if not isinstance(rate, int | float) or not block or block.get("mean") is None:
+        return None
+    return round(rate * per_txn * block["mean"] / 1000.0, 1)
 
-    A closed loop of N clients completes N / (time per transaction) transactions a second. txnbench's
-    user runs its operations one after another (the history contract: one outstanding operation per
-    process) and waits for the commit, so its time per transaction is about the sum of its serial
-    operations' latencies; pulsar-perf sends a transaction's messages concurrently and does not wait for
-    the commit. The load generator's CPU says whether the Python process, not the wait, was the limit.
+
+def bottleneck(plan: Mapping[str, Any], perf: Mapping[str, Any], txnbench: Mapping[str, Any]) -> dict[str, Any]:
+    """Why txnbench is slower (or not) at the same concurrency, from the measurements of both sides.
+
+    A closed loop of N clients completes N / (time per transaction) transactions a second. A
+    serial txnbench user (`txn_pipeline: serial`) runs open, its sends and its commit one after
+    another, so its time per transaction is about the sum of their mean latencies. A pulsar-perf
+    thread blocks only on opening a transaction (the v4 client: sends and commit not awaited; V5:
+    sends awaited, commit not), and so does a pipelined txnbench user (`sends-async`, `commit-async`):
+    its cycle is the open (plus, commit-async, the slowest send). Little's law (rate x mean latency)
+    gives how many sends and transactions each side had in flight. The load generator's CPU says
+    whether the Python process, not the waits, was the limit.
     """
     threads = plan.get("threads") or 0
+    messages = plan.get("messages_per_txn") or 0
     out: dict[str, Any] = {"clients": threads}
     for name, side in ((PERF, perf), (TXNBENCH, txnbench)):
         rate = side.get("committed_txn_per_s")
         out[f"{name}_ms_per_txn_per_client"] = round(1000.0 * threads / rate, 1) if rate else None
+        out[f"{name}_sends_in_flight"] = _in_flight(rate, messages, (side.get("latency_ms") or {}).get("send"))
     lat = txnbench.get("latency_ms") or {}
-    parts = {"txn-open": 1, "send": plan.get("messages_per_txn") or 0, "txn-commit": 1}
-    if all((lat.get(op) or {}).get("mean") is not None for op in parts):
-        out["txnbench_serial_ops"] = parts
-        out["txnbench_serial_ms"] = round(sum(n * lat[op]["mean"] for op, n in parts.items()), 1)
+    concurrency = txnbench.get("concurrency") or {}
+    pipeline = concurrency.get("txn_pipeline") or "serial"
+    out["txnbench_txn_pipeline"] = pipeline
+    out["txnbench_send_concurrency"] = concurrency.get("send_concurrency") or 1
+    rate = txnbench.get("committed_txn_per_s")
+    found = {op: (lat.get(op) or {}).get("mean") for op in ("txn-open", "send", "txn-commit")}
+    means: dict[str, float] = {op: float(v) for op, v in found.items() if v is not None}
+    if rate and len(means) == len(found):
+        serial_sends = messages if out["txnbench_send_concurrency"] <= 1 else 1
+        life_ms = means["txn-open"] + serial_sends * means["send"] + means["txn-commit"]
+        out["txnbench_txns_in_flight"] = round(rate * life_ms / 1000.0, 1)
+        if pipeline == "serial":
+            parts = {"txn-open": 1, "send": serial_sends, "txn-commit": 1}
+            out["txnbench_serial_ops"] = parts
+            out["txnbench_serial_ms"] = round(sum(n * means[op] for op, n in parts.items()), 1)
+        else:
+            cycle = {"txn-open": 1} if pipeline == "sends-async" else {"txn-open": 1, "send": 1}
+            out["txnbench_cycle_ops"] = cycle
+            out["txnbench_cycle_ms"] = round(sum(n * means[op] for op, n in cycle.items()), 1)
     cpu = txnbench.get("cpu_percent_of_core")
     out["txnbench_cpu_bound"] = None if cpu is None else cpu >= 80.0
+    # One gevent load process runs on one core at most: its CPU per transaction caps its rate.
+    cpu_ms = txnbench.get("cpu_s_per_1000_txn")
+    perf_rate = perf.get("committed_txn_per_s")
+    if isinstance(cpu_ms, int | float) and cpu_ms > 0:
+        out["txnbench_ceiling_txn_per_s_per_core"] = round(1000.0 / cpu_ms, 1)
+        if isinstance(perf_rate, int | float) and perf_rate:
+            out["txnbench_cores_to_match_pulsar_perf"] = round(perf_rate * cpu_ms / 1000.0, 2)
+            out["txnbench_cpu_caps_below_goal"] = 1000.0 / cpu_ms < GOAL * perf_rate
     return out
 
 

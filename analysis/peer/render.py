@@ -41,6 +41,9 @@ def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     failed_t = (txns.get("failed") or 0) + (txns.get("unknown") or 0) if txns else None
     out.append(("transactions that failed to end (pulsar-perf: whole run; txnbench: window)",
                 _num(agg.get("end_fail")), _num(failed_t)))
+    if p.get("left_open_at_exit") is not None:
+        out.append(("transactions left open at exit (broker: created - committed - aborted); they time out "
+                    "in the next run's window", _num(p.get("left_open_at_exit")), "n/a"))
     for name in HEADLINE:
         if name in p.get("broker_counts", {}) or name in t.get("broker_counts", {}):
             out.append((f"broker: {name} (whole run)", _num(p["broker_counts"].get(name)),
@@ -67,12 +70,28 @@ def bottleneck_text(doc: Mapping[str, Any]) -> str:
             f"txnbench {_num(b.get('txnbench_ms_per_txn_per_client'))} ms.")
     if b.get("txnbench_serial_ms") is not None:
         ops = " + ".join(f"{n} {op}" for op, n in b["txnbench_serial_ops"].items())
-        text += (f" txnbench runs {ops} one after another and waits for the commit: their mean latencies add up "
-                 f"to {_num(b['txnbench_serial_ms'])} ms; pulsar-perf sends a transaction's messages concurrently "
-                 "and does not wait for its commit.")
-    if b.get("txnbench_cpu_bound") is False:
-        text += " txnbench's load process was not CPU-bound (under 80% of a core): the limit is the serial wait, not Python."
-    elif b.get("txnbench_cpu_bound"):
+        text += (f" txnbench (txn_pipeline serial) runs {ops} one after another and waits for the commit: their "
+                 f"mean latencies add up to {_num(b['txnbench_serial_ms'])} ms; pulsar-perf sends a transaction's "
+                 "messages concurrently and does not wait for its commit.")
+    elif b.get("txnbench_cycle_ms") is not None:
+        ops = " + ".join(f"{n} {op}" for op, n in b["txnbench_cycle_ops"].items())
+        text += (f" txnbench overlaps transactions as pulsar-perf does (txn_pipeline {b.get('txnbench_txn_pipeline')}, "
+                 f"send_concurrency {b.get('txnbench_send_concurrency')}): a user waits only for {ops}, whose mean "
+                 f"latencies add up to {_num(b['txnbench_cycle_ms'])} ms.")
+    if b.get("txnbench_sends_in_flight") is not None:
+        text += (f" In flight (Little's law, rate x mean latency): sends, pulsar-perf "
+                 f"{_num(b.get('pulsar-perf_sends_in_flight'))} and txnbench {_num(b.get('txnbench_sends_in_flight'))}")
+        if b.get("txnbench_txns_in_flight") is not None:
+            text += f"; txnbench transactions {_num(b['txnbench_txns_in_flight'])} (pulsar-perf times no commit)"
+        text += "."
+    if b.get("txnbench_cpu_caps_below_goal"):
+        text += (f" CPU per transaction caps txnbench: one load process (one core at most) at its measured CPU per "
+                 f"transaction cannot exceed {_num(b.get('txnbench_ceiling_txn_per_s_per_core'))} txn/s, and "
+                 f"matching pulsar-perf's rate would take {_num(b.get('txnbench_cores_to_match_pulsar_perf'))} cores.")
+    elif b.get("txnbench_cpu_bound") is False:
+        text += (" txnbench's load process used under 80% of a core: the limit is the waits (on a busy machine also "
+                 "the wait for a core), not its own CPU.")
+    if b.get("txnbench_cpu_bound"):
         text += " txnbench's load process was CPU-bound (80% of a core or more)."
     return "Bottleneck: " + text
 

@@ -13,7 +13,17 @@ toward what pulsar-perf can do, and every bend is written down (`PeerPlan.notes`
 * pulsar-perf's payload is 1024 bytes: txnbench's `message_size` becomes 1024.
 * pulsar-perf runs no consumer in a produce-only test: txnbench's verifying consumers
   (`verifiers`) become 0; the drain's final reads still give the checker its evidence.
-* concurrency: `-threads = load.users`, closed loop on both sides (no `-txnRate`).
+* concurrency: `-threads = load.users`, closed loop on both sides (no `-txnRate`), and the
+  same overlap inside each client (read in PerformanceTransactionBase and its V4/V5
+  subclasses of 5.0.1, and PerformanceTransaction of 4.0.8): a pulsar-perf thread blocks
+  only on opening a transaction. It issues the transaction's `-nmp` x topics sends at
+  once; with the v4 client it then fires the commit without waiting (the client's commit
+  waits for the sends) and opens the next; with the V5 client it waits for the sends, fires
+  the commit and opens the next. Matched: `send_concurrency = messages_per_txn` and
+  `txn_pipeline = sends-async` (v4 client) or `commit-async` (V5 client), so each txnbench
+  user overlaps its transactions as a pulsar-perf thread does, every operation on its own
+  history lane; pulsar-perf does not bound the transactions a thread has in flight,
+  txnbench keeps `open_txns_per_user`.
 * pulsar-perf prints its counters every 10 s, so warm-up and measured window are
   whole multiples of 10 s on both sides; the windows have the same length, and pulsar-perf's
   warm-up is at least `PERF_MIN_WARMUP_S` (its JVM compiles itself while it climbs).
@@ -35,7 +45,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from harness.config import RunConfig, WorkloadKind
+from harness.config import RunConfig, TxnPipeline, WorkloadKind
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 from targets.pulsar.versions import PulsarRelease
@@ -176,9 +186,16 @@ def plan_peer(config: RunConfig, release: PulsarRelease, tag: str) -> PeerPlan:
         scalable_segments=w.v5_segments if scalable else None,
         warmup_s=max(warmup, PERF_MIN_WARMUP_S), steady_s=steady, abort=abort,
         txn_timeout_s=max(1, math.ceil(w.txn_timeout_s)), subscription=f"peer-{tag}")
+    pipeline = TxnPipeline.COMMIT_ASYNC if scalable else TxnPipeline.SENDS_ASYNC
+    messages = per_topic * topics_per_txn
+    if (w.send_concurrency, w.txn_pipeline) != (messages, pipeline):
+        notes.append(f"send_concurrency {w.send_concurrency} -> {messages}, txn_pipeline {w.txn_pipeline.value} -> "
+                     f"{pipeline.value}: a pulsar-perf thread sends a transaction's messages at once and opens the "
+                     f"next transaction {'once they completed' if scalable else 'at once'}, its commit still going")
     matched_workload = dataclasses.replace(
-        w, topics=topics_per_txn, topics_per_txn=topics_per_txn, messages_per_txn=per_topic * topics_per_txn,
-        abort_ratio=1.0 if abort else 0.0, message_size=PERF_PAYLOAD_BYTES, verifiers=0, batching=False, hold_s=0.0)
+        w, topics=topics_per_txn, topics_per_txn=topics_per_txn, messages_per_txn=messages,
+        abort_ratio=1.0 if abort else 0.0, message_size=PERF_PAYLOAD_BYTES, verifiers=0, batching=False, hold_s=0.0,
+        send_concurrency=messages, txn_pipeline=pipeline)
     matched = dataclasses.replace(
         config, workload=matched_workload,
         load=dataclasses.replace(config.load, rate_per_user=None),

@@ -117,6 +117,35 @@ def atomic(path: str = "v4", workers: int = 0, extra: str = "") -> str:
     return ATOMIC.format(path=path, workers=workers, extra=extra)
 
 
+PIPELINED = """
+path: v4
+load: {users: 4, spawn_rate: 100}
+workload: {kind: atomic-produce, topics: 2, topics_per_txn: 2, messages_per_txn: 4, abort_ratio: 0.2,
+           verifiers: 0, op_timeout_s: 5, send_concurrency: 4, txn_pipeline: sends-async, open_txns_per_user: 4}
+"""
+
+
+def test_pipelined_users_record_on_lanes_and_a_stop_ends_every_transaction(
+        tmp_path: Path, null_broker: str, runs: list[LoadRun]) -> None:
+    """Operations at once under gevent: lanes keep one outstanding op per process, SIGTERM leaves none open."""
+    run = LoadRun(tmp_path, null_broker, PIPELINED).start()
+    runs.append(run)
+    wait_until(lambda: run.committed() >= 50, timeout_s=60, message="50 commits in the status file")
+    assert run.stop() == 0, run.log()
+    ops = run.history()
+    assert_well_formed(ops)                          # one op per process at a time, and none left open
+    assert_unique_values(ops)
+    lanes = {op["process"] for op in ops}
+    assert {f"w0/u{i}" for i in range(4)} <= lanes and any("/l" in lane for lane in lanes)
+    ended: dict[str, str] = {}
+    for op in ops:
+        if op["f"] in ("txn-commit", "txn-abort") and op["type"] != "invoke":
+            ended[op["txn"]] = op["f"]
+    opened = {op["txn"] for op in ops if op["f"] == "txn-open" and op["type"] == "ok"}
+    assert opened and opened <= set(ended), "a transaction the load opened was never ended"
+    assert run.status()["state"] == "stopped" and run.status()["fatal"] is None
+
+
 def test_local_run_writes_history_status_and_csv_and_stops_on_sigterm(
         tmp_path: Path, null_broker: str, runs: list[LoadRun]) -> None:
     run = LoadRun(tmp_path, null_broker, atomic()).start()

@@ -11,7 +11,7 @@ from analysis.peer import brokers
 from analysis.peer.compare import build_peer, perf_side
 from analysis.peer.pulsar_perf import cpu_over, parse_log, read_hgrm, read_result, window_intervals
 from analysis.peer.render import to_html, to_markdown
-from harness.config import parse_scenario
+from harness.config import TxnPipeline, parse_scenario
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 from targets.pulsar.perf_args import plan_peer
@@ -64,6 +64,17 @@ def test_v4_and_v5_on_5_0_pick_the_client_api_and_v5_creates_scalable_topics() -
     v5 = plan_peer(_config(TxnPath.V5), PULSAR_5, tag="t").perf.argv("pulsar://h:1", "http://h:2", None)
     assert _flag(v5, "--client-api") == "V5" and _flag(v5, "--scalable-segments") == "2" and "-np" not in v5
     assert _flag(v5, "--topics-p").startswith("topic://public/default/")
+
+
+def test_the_txnbench_side_overlaps_its_transactions_as_pulsar_perf_threads_do() -> None:
+    """v4 client: sends and commit not awaited; V5 client: sends awaited, commit not (PerformanceTransactionBase)."""
+    v4 = plan_peer(_config(), PULSAR_4_LTS, tag="t").config.workload
+    assert (v4.send_concurrency, v4.txn_pipeline) == (4, TxnPipeline.SENDS_ASYNC)
+    v4_on_5 = plan_peer(_config(), PULSAR_5, tag="t").config.workload
+    assert v4_on_5.txn_pipeline is TxnPipeline.SENDS_ASYNC
+    v5 = plan_peer(_config(TxnPath.V5), PULSAR_5, tag="t")
+    assert (v5.config.workload.send_concurrency, v5.config.workload.txn_pipeline) == (4, TxnPipeline.COMMIT_ASYNC)
+    assert any("txn_pipeline serial -> commit-async" in note for note in v5.notes)
 
 
 def test_uneven_messages_are_rounded_up_and_aborts_map_to_all_or_none() -> None:
@@ -156,6 +167,11 @@ def test_the_comparison_has_both_sides_the_ratio_and_what_pulsar_perf_cannot_tel
     assert perf["committed_txn_per_s"] == 75.0 and perf["cpu_percent_of_core"] == 50.0
     assert perf["cpu_s_per_1000_txn"] == pytest.approx(1000 * 0.5 / 75, abs=1e-3)
     assert perf["latency_ms"]["txn-commit"] is None
+    assert perf["left_open_at_exit"] is None           # no created count: not guessed
+    counted = perf_side(result, run_json, {}, {"broker-0": "pulsar_txn_created_total 160\n"
+                                                "pulsar_txn_committed_total 150\npulsar_txn_aborted_total 2\n"},
+                        abort=False)
+    assert counted["left_open_at_exit"] == 8
     txnbench = {"committed_txn_per_s": 60.0, "cpu_s_per_1000_txn": 20.0, "cpu_percent_of_core": 120.0,
                 "latency_ms": {"send": {"count": 1, "p50": 1.0, "p99": 2.0, "max": 3.0}, "ack": None,
                                "txn-commit": None},
@@ -177,3 +193,39 @@ def test_the_bottleneck_sets_txnbench_serial_operations_against_its_time_per_tra
                      {"committed_txn_per_s": 64.0, "latency_ms": lat, "cpu_percent_of_core": 15.0})
     assert out["pulsar-perf_ms_per_txn_per_client"] == 50.0 and out["txnbench_ms_per_txn_per_client"] == 125.0
     assert out["txnbench_serial_ms"] == 120.0 and out["txnbench_cpu_bound"] is False
+
+
+def test_the_bottleneck_of_a_pipelined_txnbench_is_its_open_cycle_and_both_sides_in_flight() -> None:
+    from analysis.peer.compare import bottleneck
+    from analysis.peer.render import bottleneck_text
+
+    lat = {"txn-open": {"mean": 10.0}, "send": {"mean": 20.0}, "txn-commit": {"mean": 30.0}}
+    txnbench = {"committed_txn_per_s": 150.0, "latency_ms": lat, "cpu_percent_of_core": 40.0,
+                "concurrency": {"send_concurrency": 4, "txn_pipeline": "sends-async", "open_txns_per_user": 16}}
+    perf = {"committed_txn_per_s": 160.0, "latency_ms": {"send": {"mean": 25.0}}}
+    out = bottleneck({"threads": 8, "messages_per_txn": 4}, perf, txnbench)
+    assert out["txnbench_cycle_ops"] == {"txn-open": 1} and out["txnbench_cycle_ms"] == 10.0
+    assert "txnbench_serial_ms" not in out
+    # Little's law: 160 txn/s x 4 sends x 25 ms = 16 sends; 150 x 4 x 20 ms = 12; 150 x (10 + 20 + 30) ms = 9
+    assert out["pulsar-perf_sends_in_flight"] == 16.0 and out["txnbench_sends_in_flight"] == 12.0
+    assert out["txnbench_txns_in_flight"] == 9.0
+    commit_async = dict(txnbench, concurrency={"send_concurrency": 4, "txn_pipeline": "commit-async"})
+    assert bottleneck({"threads": 8, "messages_per_txn": 4}, perf, commit_async)["txnbench_cycle_ms"] == 30.0
+    text = bottleneck_text({"bottleneck": out})
+    assert "txn_pipeline sends-async" in text and "pulsar-perf 16" in text and "under 80% of a core" in text
+
+
+def test_the_bottleneck_names_cpu_per_transaction_when_one_core_cannot_reach_the_goal() -> None:
+    from analysis.peer.compare import bottleneck
+    from analysis.peer.render import bottleneck_text
+
+    lat = {"txn-open": {"mean": 18.0}, "send": {"mean": 31.0}, "txn-commit": {"mean": 25.0}}
+    txnbench = {"committed_txn_per_s": 141.5, "latency_ms": lat, "cpu_percent_of_core": 32.7, "cpu_s_per_1000_txn": 2.5,
+                "concurrency": {"send_concurrency": 4, "txn_pipeline": "sends-async"}}
+    out = bottleneck({"threads": 8, "messages_per_txn": 4}, {"committed_txn_per_s": 885.0}, txnbench)
+    # 2.5 ms of CPU per transaction: 400 txn/s on a whole core, under 80% of 885; 2.21 cores to match
+    assert out["txnbench_ceiling_txn_per_s_per_core"] == 400.0 and out["txnbench_cpu_caps_below_goal"] is True
+    assert out["txnbench_cores_to_match_pulsar_perf"] == 2.21
+    assert "cannot exceed 400 txn/s" in bottleneck_text({"bottleneck": out})
+    fast = bottleneck({"threads": 8, "messages_per_txn": 4}, {"committed_txn_per_s": 100.0}, txnbench)
+    assert fast["txnbench_cpu_caps_below_goal"] is False

@@ -19,7 +19,9 @@ effect: the worst case for a checker, it happened although the client does not k
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +110,8 @@ class FakeTxn:
         self.failed = False
 
     def commit(self, timeout_s: float | None = None) -> None:
+        if self.client.on_commit is not None:
+            self.client.on_commit(self)
         if self.state != "open":
             raise InvalidStateError(f"transaction {self.id} is {self.state}")
         if self.failed:
@@ -150,18 +154,21 @@ class FakeProducer:
         if self.closed:
             raise AlreadyClosedError("producer closed")
         payload = data.encode() if isinstance(data, str) else bytes(data)
+        if self.client.on_send is not None:
+            self.client.on_send()
         try:
             self.client.maybe_fail("send")
         except OperationError:
             if txn is not None:
                 txn.failed = True
             raise
-        log = self.client.logs[self.topic]
-        entry = Entry(self.topic, f"1:{len(log)}:-1", payload, key, txn.id if txn is not None else None,
-                      "pending" if txn is not None else "committed")
-        log.append(entry)
-        if txn is not None:
-            txn.entries.append(entry)
+        with self.client.lock:   # sends of one user may run at once (workload.send_concurrency)
+            log = self.client.logs[self.topic]
+            entry = Entry(self.topic, f"1:{len(log)}:-1", payload, key, txn.id if txn is not None else None,
+                          "pending" if txn is not None else "committed")
+            log.append(entry)
+            if txn is not None:
+                txn.entries.append(entry)
         scripted = self.client.take_failure("send-after")
         if scripted is not None:  # it happened, but the client does not know
             if txn is not None:
@@ -279,6 +286,11 @@ class FakeClient:
         self.ended: list[tuple[str, str]] = []
         self.acks: list[tuple[str, str, str | None, bool]] = []
         self.closed = False
+        self.lock = threading.Lock()
+        # hooks a test sets to hold operations in flight (called before the op takes effect)
+        self.on_send: Callable[[], None] | None = None
+        self.on_commit: Callable[[FakeTxn], None] | None = None
+        self.on_new_txn: Callable[[], None] | None = None
 
     # ---- scripting --------------------------------------------------------------------------
 
@@ -316,7 +328,11 @@ class FakeClient:
 
     def new_transaction(self, timeout_s: float = 60.0, *, request_timeout_s: float | None = None) -> FakeTxn:
         self.maybe_fail("new-txn")
-        return FakeTxn(self, TxnId(1, next(self.txn_ids)))
+        with self.lock:
+            txn = FakeTxn(self, TxnId(1, next(self.txn_ids)))
+        if self.on_new_txn is not None:
+            self.on_new_txn()
+        return txn
 
     def close(self, timeout_s: float = 5.0) -> None:
         self.closed = True

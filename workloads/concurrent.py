@@ -1,0 +1,138 @@
+"""A user's operations at once: a transaction's sends together, transactions in the background.
+
+Theory of operation. A workload is written against `threading`; in the load process gevent
+has patched it (workloads.runner), so a thread here is a greenlet: cheap, and switching only
+where the client waits for the network. Tests run the same code on real threads.
+
+* `run_all(calls, limit, timeout_s)` runs `calls` with at most `limit` of them at once (the
+  caller's thread is one of the runners) and returns their results in order. Each call is
+  a `Session.op`, which records under a process lane of its own for as long as it runs
+  (workloads.session), so the history keeps one outstanding operation per process.
+* `Background` is one user's transactions still finishing after the user moved on
+  (`workload.txn_pipeline`): at most `slots` of them; `acquire` waits for a free slot (bounded
+  by the stop flag and a timeout), `spawn` runs a finisher that frees its slot when done, and
+  `join` waits for all of them, bounded, before the user is closed (the history must not be
+  closed under a finisher still writing).
+
+Every wait is bounded: a call's own operation timeouts bound it, and the joins add a grace.
+An exception a call raises (never an OperationError: `Session.op` records those) is raised
+again in the caller after the others finished; one a background finisher raises is handed
+to `on_error`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: Seconds past a call's own timeouts a join waits before it calls the call stuck.
+JOIN_GRACE_S = 10.0
+
+
+class StuckError(RuntimeError):
+    """Operations did not end within their timeouts plus a grace: a bug, not an outcome."""
+
+
+def run_all(calls: Sequence[Callable[[], T]], limit: int, timeout_s: float) -> list[T]:
+    """Run `calls`, at most `limit` at once, each bounded by `timeout_s`; their results in order."""
+    if limit <= 1 or len(calls) <= 1:
+        return [call() for call in calls]
+    results: list[T | None] = [None] * len(calls)
+    errors: list[BaseException] = []
+    pending = iter(enumerate(calls))
+    lock = threading.Lock()
+
+    def runner() -> None:
+        while True:
+            with lock:
+                item = next(pending, None)
+            if item is None:
+                return
+            index, call = item
+            try:
+                results[index] = call()
+            except BaseException as exc:  # raised again in the caller
+                with lock:
+                    errors.append(exc)
+                return
+
+    helpers = [threading.Thread(target=runner, name="txnbench-op", daemon=True)
+               for _ in range(min(limit, len(calls)) - 1)]
+    for helper in helpers:
+        helper.start()
+    runner()
+    # every call is bounded by timeout_s; the helpers' queues hold at most all of them in turn
+    bound = timeout_s * len(calls) + JOIN_GRACE_S
+    for helper in helpers:
+        helper.join(bound)
+        if helper.is_alive():
+            raise StuckError(f"an operation run at once with others did not end within {bound:.0f} s")
+    if errors:
+        raise errors[0]
+    return results  # type: ignore[return-value]  # every slot was filled (no error was raised)
+
+
+class Background:
+    """One user's finishers (transactions ending after the user moved on), at most `slots` at once."""
+
+    def __init__(self, slots: int, on_error: Callable[[BaseException], None]) -> None:
+        self.slots = slots
+        self._free = threading.BoundedSemaphore(slots)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._on_error = on_error
+        self.most_in_flight = 0
+        self._in_flight = 0
+
+    def acquire(self, stopping: threading.Event, timeout_s: float) -> bool:
+        """A free slot within `timeout_s`; False when none came (or the load is stopping)."""
+        step = 0.05
+        waited = 0.0
+        while not stopping.is_set():
+            if self._free.acquire(timeout=step):
+                return True
+            waited += step
+            if waited >= timeout_s:
+                return False
+        return False
+
+    def release(self) -> None:
+        """Give back a slot `acquire` took that no finisher was spawned for."""
+        self._free.release()
+
+    def spawn(self, finisher: Callable[[], None]) -> None:
+        """Run `finisher` in the background on a slot `acquire` took; the slot frees when it ends."""
+        def run() -> None:
+            try:
+                finisher()
+            except BaseException as exc:  # handed on: a thread has no caller
+                self._on_error(exc)
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
+                self._free.release()
+
+        thread = threading.Thread(target=run, name="txnbench-txn", daemon=True)
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+            self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
+        thread.start()
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait for every finisher, `timeout_s` in all; True when none is left running."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                return False
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            return not self._threads
