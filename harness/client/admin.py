@@ -164,6 +164,13 @@ class AdminClient:
         self._call("PUT", f"/admin/v2/namespaces/{_path(tenant, namespace)}",
                    ok_statuses=(409,) if exist_ok else ())
 
+    def unload_namespace(self, tenant: str, namespace: str) -> None:
+        """Unload every bundle of a namespace (`PUT /admin/v2/namespaces/{t}/{ns}/unload`).
+
+        Real Pulsar 5.0.1 has no per-segment unload endpoint; this is how a segment is moved
+        gracefully there (with every other topic of the namespace)."""
+        self._call("PUT", f"/admin/v2/namespaces/{_path(tenant, namespace)}/unload", expect_json=False)
+
     def delete_namespace(self, tenant: str, namespace: str, *, force: bool = False) -> None:
         """Delete a namespace."""
         self._call("DELETE", f"/admin/v2/namespaces/{_path(tenant, namespace)}",

@@ -174,3 +174,9 @@ def test_health_metrics_and_unreachable(web: Recorder, admin: AdminClient) -> No
 def test_admin_url_must_be_http() -> None:
     with pytest.raises(ValueError, match="web service"):
         AdminClient("pulsar://127.0.0.1:6650")
+
+
+def test_unload_namespace_path(web: Recorder, admin: AdminClient) -> None:
+    # 5.0.1 has no segment unload endpoint: a namespace unload is how a segment moves there
+    admin.unload_namespace("public", "default")
+    assert [(m, p, b) for m, p, _, b in web.requests] == [("PUT", "/admin/v2/namespaces/public/default/unload", None)]
