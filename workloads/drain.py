@@ -414,7 +414,9 @@ class _Drain:
                 self.notes.append(f"{topic}: {late} committed value(s) became readable only on re-reads up to "
                                   f"{waited:.0f}s after the first read (late visibility: "
                                   "docs/findings/v5-segment-visibility-lag.md)"
-                                  + (f"; {len(missing)} still missing" if missing else ""))
+                                  + (f"; {len(missing)} still missing" if missing else "")
+                                  + ("; the drain's time ran out: raise phases.drain_timeout_s"
+                                     if missing and self.remaining() <= REREAD_AFTER_S else ""))
 
     def _reread(self, process: str, topic: str) -> set[str]:
         """One fresh read of `topic` from the earliest message; records what was not read before
