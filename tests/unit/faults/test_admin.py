@@ -131,6 +131,35 @@ def test_unload_uses_pulsars_paths_for_topics_partitions_and_segments(server: Fa
         ("PUT", "/admin/v2/segments/public/txnbench/orders/0000-7fff-1/unload")]
 
 
+def test_on_real_pulsar_a_segment_moves_with_its_namespace(server: FakeAdmin) -> None:
+    """Pulsar 5.0.1 answers 404 to a segment unload (the nemesis' v5 unloads were never injected
+    on the pulsar target); a namespace unload is the move it offers."""
+    admin = ClientTopicAdmin([server.url], segments_move_with_namespace=True)
+    try:
+        admin.unload_topic(TOPIC)
+        admin.unload_segment("segment://public/txnbench/orders/0000-7fff-1")
+        admin.unload_topic("persistent://public/txnbench/plain")        # a v4 topic: itself only
+    finally:
+        admin.close()
+    assert [r for r in server.requests if r[0] == "PUT"] == [
+        ("PUT", "/admin/v2/namespaces/public/txnbench/unload"),
+        ("PUT", "/admin/v2/namespaces/public/txnbench/unload"),
+        ("PUT", "/admin/v2/persistent/public/txnbench/plain/unload")]
+
+
+def test_the_pulsar_target_gets_namespace_moves_and_the_others_do_not() -> None:
+    from harness.target import ClusterInfo
+    from harness.txn_paths import TxnPath
+
+    for target, expected in (("pulsar", True), ("embedded", False), ("external", False)):
+        cluster = ClusterInfo(target=target, txn_path=TxnPath.V5, service_url="pulsar://127.0.0.1:1",
+                              admin_url="http://127.0.0.1:2")
+        admin, why = make_topic_admin(cluster, None)
+        assert why == "" and isinstance(admin, ClientTopicAdmin)
+        assert admin._namespace_moves is expected
+        admin.close()
+
+
 def test_a_refusal_is_definite_and_no_answer_is_not(server: FakeAdmin) -> None:
     server.refuse.add("/admin/v2/scalable/public/txnbench/orders/split/1")
     admin = ClientTopicAdmin([server.url])
