@@ -35,7 +35,7 @@ Public API (stable; analysis.checks, analysis.perf and analysis.check build on i
     unclaimed_completion() -> Column   (a window column: a completion no invocation claims)
     drain_info(ops) -> DrainInfo;  lost_run_of(drain, topic, segment, msg_id)
     phase_marks(ops) -> tuple[PhaseMark, ...]
-    final_reads(ops) -> DataFrame;  receives(ops) -> DataFrame
+    final_reads(ops) -> DataFrame;  live_reads(ops) -> DataFrame;  receives(ops) -> DataFrame
     visible_values(reads) -> DataFrame                        (value, read_ns, reads, positions)
     transaction_outcomes(pairs, visible=None, covered_topics=None, *, visible_sends=None) -> DataFrame
     logical(topic) -> str;  logical_topic(column) -> Column   (drop a `-partition-N` suffix)
@@ -60,7 +60,7 @@ from harness.history.schema import FIELDS, PHASE_DRAIN_COMPLETE, OpF, OpType
 __all__ = [
     "ABORTED", "CLIENT", "COMMITTED", "LEAN_PAIR_COLUMNS", "NO_COMMIT", "OPS_COLUMNS", "PAIR_COLUMNS",
     "REDELIVERY", "ROWS_BOUND", "SINGLE_FS", "TXN_COLUMNS", "UNKNOWN", "UNKNOWN_ABORTED", "UNKNOWN_COMMITTED", "VISIBILITY",
-    "DrainInfo", "HistoryOverview", "PhaseMark", "drain_info", "final_reads", "logical", "logical_topic",
+    "DrainInfo", "HistoryOverview", "PhaseMark", "drain_info", "final_reads", "live_reads", "logical", "logical_topic",
     "lost_run_of", "one_partition", "overview", "overview_aggregates", "overview_from_row", "pair_operations",
     "phase_marks", "receives", "transaction_outcomes", "unclaimed_completion", "union_all", "visible_values",
 ]
@@ -123,6 +123,9 @@ class DrainInfo:
     subscriptions: frozenset[tuple[str, str]] = frozenset()
     time_ns: int | None = None
     lost_entries: tuple[Mapping[str, Any], ...] = ()
+    live_topics: frozenset[str] = frozenset()
+    """Topics the live reads (before the cold restart) read to the end (`extra.live_topics`)."""
+    live_lost_entries: tuple[Mapping[str, Any], ...] = ()
 
 
 # Far above the rows of any frame of a small history (analysis.spark.SMALL_INPUT_BYTES of JSONL).
@@ -160,9 +163,25 @@ def union_all(frames: Iterable[DataFrame]) -> DataFrame:
 # ---- events ---------------------------------------------------------------------------------
 
 
+LIVE_READ_PROCESS = "drain-live/"   # the live reads' processes (workloads.drain.LIVE_WRITER)
+
+
+def _live(process: Column) -> Column:
+    return F.coalesce(process.startswith(LIVE_READ_PROCESS), F.lit(False))
+
+
 def final_reads(ops: DataFrame) -> DataFrame:
-    """The drainer's `read` events (OPS_COLUMNS): the final state of each topic, in log order."""
-    return ops.filter(F.col("f") == OpF.READ.value)
+    """The drainer's `read` events (OPS_COLUMNS): the final state of each topic, in log order.
+
+    The cold reads (after every broker restarted), or the only reads of a run without them;
+    the live reads made before the restart are `live_reads`."""
+    return ops.filter((F.col("f") == OpF.READ.value) & ~_live(F.col("process")))
+
+
+def live_reads(ops: DataFrame) -> DataFrame:
+    """The live final reads (processes `drain-live/...`), made on the live system before the
+    cold restart; empty when the run made none."""
+    return ops.filter((F.col("f") == OpF.READ.value) & _live(F.col("process")))
 
 
 def receives(ops: DataFrame) -> DataFrame:
@@ -202,6 +221,8 @@ def _drain_from_phases(rows: Iterable[Any]) -> DrainInfo:
     topics: set[str] = set()
     subs: set[tuple[str, str]] = set()
     lost: list[Mapping[str, Any]] = []
+    live: set[str] = set()
+    live_lost: list[Mapping[str, Any]] = []
     for row in found:
         try:
             extra = json.loads(row["extra"]) if row["extra"] else {}
@@ -219,7 +240,14 @@ def _drain_from_phases(rows: Iterable[Any]) -> DrainInfo:
         for run in extra.get("lost_entries") or []:
             if isinstance(run, Mapping) and _position(run.get("first")) and _position(run.get("last")):
                 lost.append(dict(run))
-    return DrainInfo(True, frozenset(topics), frozenset(subs), max(int(r["time_ns"]) for r in found), tuple(lost))
+        for topic in extra.get("live_topics") or []:
+            if isinstance(topic, str):
+                live.add(topic)
+        for run in extra.get("live_lost_entries") or []:
+            if isinstance(run, Mapping) and _position(run.get("first")) and _position(run.get("last")):
+                live_lost.append(dict(run))
+    return DrainInfo(True, frozenset(topics), frozenset(subs), max(int(r["time_ns"]) for r in found), tuple(lost),
+                     frozenset(live), tuple(live_lost))
 
 
 def _position(text: Any) -> tuple[int, int] | None:

@@ -224,7 +224,7 @@ class _Attributor:
         if self._spans is None:
             spans: dict[str, TxnSpan] = {}
             for path in history_files(self.history_dir):
-                if path.stem in ("nemesis", "drain", "run"):
+                if path.stem in ("nemesis", "drain", "drain-live", "run"):
                     continue
                 pending: dict[str, str] = {}     # process -> txn of its open invocation
                 for op in iter_history_file(path):

@@ -115,7 +115,8 @@ class PhaseConfig:
                                           "after the load stops); a drain cut short makes the verdict unknown")
     cold_reads: ColdReads = ColdReads.AUTO
     """Before the final reads: restart every broker (restart) or unload every topic (unload), so the
-    drain reads what is durable, not what a broker cached; auto: restart when there are faults."""
+    drain reads what is durable, not what a broker cached; auto: restart when there are faults. The
+    drain first reads every topic on the live system too, and both reads are checked."""
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,11 @@ history (writer `run`) as each starts and a metrics snapshot of every service
     steady    the measured window
     faults    the nemesis walks the fault schedule (only when the scenario has faults)
     recovery  faults healed, load still running; then the load stops
-    drain     cold reads first (every broker restarted, or every topic unloaded, so
-              the final reads come from durable storage; `phases.cold_reads`, said in
-              the manifest's `cold_reads`), then final reads of every topic,
+    drain     when the reads are to be cold: live reads of every topic first (writer
+              `drain-live`, the manifest's `live_reads`); then cold reads (every broker
+              restarted, or every topic unloaded, so the final reads come from durable
+              storage; `phases.cold_reads`, said in the manifest's `cold_reads`), then
+              final reads of every topic,
               subscriptions consumed until empty, then the `drain-complete` event
     collect   logs and Locust statistics gathered, the cluster stopped
 
@@ -42,7 +44,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.verdicts import judge_run
 from faults.nemesis import Nemesis
@@ -68,6 +70,9 @@ from orchestrator.planted import refuse_planted_bugs
 from workloads.entrypoints import RUNNER, python_m
 from workloads.loadspec import LoadSpec
 from workloads.topology import Topology
+
+if TYPE_CHECKING:
+    from workloads.drain import DrainResult
 
 LOAD_CONTROL_TIMEOUT_S = 80.0   # a replacement worker connects within the load's own 60 s bound
 
@@ -381,6 +386,7 @@ class Run:
         from workloads.drain import drain
 
         self._begin(Phase.DRAIN)
+        live = self._live_reads() if self._cold_mode() is not ColdReads.NONE else None
         cold = self._make_reads_cold()
         self.run_dir.update_manifest(cold_reads=cold)
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "drain", self.clock,
@@ -393,9 +399,11 @@ class Run:
         if result.notes:   # e.g. a broker's last message id that lagged its data: a fact about the cluster
             self.run_dir.update_manifest(drain_notes=list(result.notes))
         if result.complete:
+            live_extra = {} if live is None else {
+                "live_topics": live.topics, "live_lost_entries": [run.to_json() for run in live.lost]}
             self.history.phase(PHASE_DRAIN_COMPLETE, topics=result.topics,
                                subscriptions=[{"topic": t, "subscription": s} for t, s in result.subscriptions],
-                               lost_entries=[run.to_json() for run in result.lost])
+                               lost_entries=[run.to_json() for run in result.lost], **live_extra)
             if result.lost:
                 self.say(f"[{self.config.path.value}] drain: {sum(r.count for r in result.lost)} acknowledged "
                          f"entries the brokers can no longer return ({len(result.lost)} runs); their values "
@@ -404,15 +412,42 @@ class Run:
             self.say(f"[{self.config.path.value}] drain incomplete: {result.reason}; the verdict will be unknown")
         self._snapshot(Phase.DRAIN)
 
+    def _cold_mode(self) -> ColdReads:
+        """`phases.cold_reads` with `auto` resolved: restart when the run has faults."""
+        mode = self.config.phases.cold_reads
+        if mode is ColdReads.AUTO:
+            mode = ColdReads.RESTART if self.config.faults.enabled else ColdReads.NONE
+        return mode
+
+    def _live_reads(self) -> DrainResult:
+        """Before the cold restart: the final reads on the live system (writer `drain-live`).
+
+        The checker holds both reads to the same rules (docs/checks.md, "Live and cold final
+        reads"): what a broker shows from memory must be what it shows once restarted from
+        durable state. The topics read to the end go into `drain-complete`'s `live_topics`."""
+        from workloads.drain import LIVE_WRITER, drain
+
+        recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, LIVE_WRITER, self.clock,
+                                   txn_path=self.config.path.value)
+        try:
+            result = drain(self._cluster, self.config, self._topology, recorder,
+                           timeout_s=self.config.phases.drain_timeout_s, live=True)
+        finally:
+            recorder.close()
+        self.run_dir.update_manifest(live_reads={"complete": result.complete, "reason": result.reason,
+                                                 "topics": result.topics})
+        if not result.complete:
+            self.say(f"[{self.config.path.value}] live reads incomplete: {result.reason}; only the topics read "
+                     "to the end are compared")
+        return result
+
     def _make_reads_cold(self) -> dict[str, Any]:
         """Before the final reads: restart every broker (or unload every topic), so what the drain
         reads comes from the ledger store, not from a broker's cache (a write acknowledged before
         it was durable stays visible while the broker that cached it lives). What was done goes
         into the manifest's `cold_reads`; a step that fails is recorded there, and the drain
         goes on (its reads are then not known to be cold)."""
-        mode = self.config.phases.cold_reads
-        if mode is ColdReads.AUTO:
-            mode = ColdReads.RESTART if self.config.faults.enabled else ColdReads.NONE
+        mode = self._cold_mode()
         if mode is ColdReads.NONE:
             return {"mode": mode.value, "cold": False}
         control = self.target.process_control() if self.target is not None else None

@@ -72,6 +72,15 @@ ever make visible, and must say so only when that is true.
 
 Everything is bounded by one deadline (`timeout_s`). Reads and subscriptions run on
 a few threads, each its own history process (`drain/r<k>`, `drain/s<k>`).
+
+*Live reads* (`live=True`, writer `drain-live`, processes `drain-live/r<k>`). When the
+run makes its final reads cold (every broker restarted), it first drains once on the
+live system, as Jepsen's final read does: settle (1), then only the reads (2, 2b), no
+coordinators' view and no subscriptions (consuming would change what the cold drain
+finds). What the live system shows must be what it shows after the restart: the checker
+judges both reads (docs/checks.md, "Live and cold final reads"), so state a broker holds
+in memory that disagrees with durable state (a cache, a listener that stopped, a horizon
+that did not move) is an anomaly, not something the restart quietly repairs.
 """
 
 from __future__ import annotations
@@ -101,6 +110,7 @@ log = logging.getLogger(__name__)
 IDLE_S = 2.0                 # a subscription silent this long (after settling) is empty
 MAX_TXN_STATES = 2000        # transactions whose coordinator view the drain asks for, at most
 TXN_STATE_PROCESS = "drain/coordinator"
+LIVE_WRITER = "drain-live"   # the live reads' writer and process prefix (`drain-live/r<k>`)
 THREADS = 4
 READ_STALL_S = 10.0          # a read round that brings nothing for this long is stuck
 UNANSWERED_PAUSE_S = 0.5     # before asking again after a round the broker did not answer (growing)
@@ -245,7 +255,9 @@ def committed_values(history_dir: Path, skip: Iterable[Path]) -> dict[str, set[s
 
 class _Drain:
     def __init__(self, cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder: HistoryRecorder,
-                 timeout_s: float, client: Any = None, admin: Any = None) -> None:
+                 timeout_s: float, client: Any = None, admin: Any = None, *, live: bool = False) -> None:
+        self.live = live
+        self.prefix = LIVE_WRITER if live else "drain"
         self.cluster = cluster
         self.config = config
         self.topology = topology
@@ -330,7 +342,7 @@ class _Drain:
     def read_topic(self, index: int, topic: str) -> None:
         from harness.client import ReadIncompleteError
 
-        process = f"drain/r{index}"
+        process = f"{self.prefix}/r{index}"
         if self.remaining() <= 0:
             self.problem(f"{topic}: not read (no time left)")
             return
@@ -681,7 +693,7 @@ class _Drain:
     # ---- 3. subscriptions -----------------------------------------------------------------
 
     def consume(self, index: int, sub: SubscriptionPlan) -> None:
-        process = f"drain/s{index}"
+        process = f"{self.prefix}/s{index}"
         if self.remaining() <= 0:
             self.problem(f"{sub.name!r} on {sub.topic}: not consumed (no time left)")
             return
@@ -742,11 +754,12 @@ class _Drain:
 
     def run(self) -> DrainResult:
         if self.settle():
-            self.ask_coordinators()
+            if not self.live:
+                self.ask_coordinators()
             self.expected = committed_values(self.recorder.file_path.parent, [self.recorder.file_path])
             reads: list[tuple[Any, ...]] = [(self.read_topic, i, t) for i, t in enumerate(self.topology.topics)]
-            consumes: list[tuple[Any, ...]] = [(self.consume, i, s)
-                                               for i, s in enumerate(self.topology.subscription_plans)]
+            consumes: list[tuple[Any, ...]] = [] if self.live else [
+                (self.consume, i, s) for i, s in enumerate(self.topology.subscription_plans)]
             # the subscriptions after the reads: by then what the brokers will make visible is
             # visible (late values included), so an idle subscription is an empty one
             with ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="drain") as pool:
@@ -759,13 +772,16 @@ class _Drain:
                             self.problem(f"{type(err).__name__}: {err}")
         topics = [t for t in self.topology.topics if t in set(self.read_done)]
         subs = [s for s in self.topology.subscriptions if s in set(self.subs_done)]
+        wanted_subs = [] if self.live else self.topology.subscriptions
         complete = not self.problems and len(topics) == len(self.topology.topics) and \
-            len(subs) == len(self.topology.subscriptions)
-        if complete:
+            len(subs) == len(wanted_subs)
+        if complete and self.live:
+            reason = f"read {len(topics)} topic(s) to the end on the live system"
+        elif complete:
             reason = (f"read {len(topics)} topic(s) to the end and consumed {len(subs)} subscription(s) until "
                       f"{self.idle_s:.0f}s of silence")
         else:
-            missing = len(self.topology.topics) - len(topics) + len(self.topology.subscriptions) - len(subs)
+            missing = len(self.topology.topics) - len(topics) + len(wanted_subs) - len(subs)
             shown = self.problems[:MAX_REASONS]
             more = len(self.problems) - len(shown)
             reason = "; ".join(shown) + (f"; and {more} more" if more > 0 else "") if shown else \
@@ -837,8 +853,10 @@ def _backlog_in(stats: Any, subscription: str) -> int | None:
 
 
 def drain(cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder: HistoryRecorder,
-          timeout_s: float, *, client: Any = None, admin: Any = None) -> DrainResult:
+          timeout_s: float, *, client: Any = None, admin: Any = None, live: bool = False) -> DrainResult:
     """Final reads and subscriptions consumed until empty, within `timeout_s` (see the module docstring).
+
+    `live`: the live reads before a cold restart: settle and read every topic, nothing else.
 
     `client` and `admin` default to a new `harness.client.PulsarClient` and
     `AdminClient` for the cluster (tests pass fakes).
@@ -855,7 +873,7 @@ def drain(cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder:
 
         admin = AdminClient(cluster.admin_url, timeout_s=10.0)
     try:
-        result = _Drain(cluster, config, topology, recorder, timeout_s, client, admin).run()
+        result = _Drain(cluster, config, topology, recorder, timeout_s, client, admin, live=live).run()
     finally:
         if own_client:
             with contextlib.suppress(Exception):

@@ -10,9 +10,12 @@ examples are built by the checks on anomaly rows only.
 
 Vocabulary used by the checks:
 
-* visible: the value is present in the drainer's final `read` events;
+* visible: the value is present in the drainer's final `read` events (the cold ones
+  when the run made both);
 * covered: the send's topic is in `drain-complete`'s `topics` (read to the end),
   so a value missing from the reads is really missing;
+* live visible, live covered: the same for the live reads made before the cold restart
+  (`drain-live/...` reads, `drain-complete`'s `live_topics`); both false without them;
 * drained: the (topic, subscription) pair is in `drain-complete`'s
   `subscriptions` (consumed until empty), so a message not delivered again
   there was really not deliverable;
@@ -44,6 +47,7 @@ from analysis.model import (
     DrainInfo,
     HistoryOverview,
     final_reads,
+    live_reads,
     logical,
     logical_topic,
     one_partition,
@@ -212,8 +216,9 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
       txns          transaction_outcomes() (TXN_COLUMNS).
       sends         one row per send: value, writer, index, process, type, completed, txn, topic,
                     segment, key, inputs, msg_id, invoke_ns, complete_ns, visible, read_ns and
-                    read_pos (first read: time, then the drainer's writer and index), covered, outcome, client_outcome, decided_by, commit_invoke_ns, end_ns,
-                    ctp, txn_uncovered.
+                    read_pos (first read: time, then the drainer's writer and index), covered,
+                    live_visible, live_read_ns, live_covered (the live reads), outcome,
+                    client_outcome, decided_by, commit_invoke_ns, end_ns, ctp, txn_uncovered.
       receives      receive events: value, topic, segment, subscription, msg_id, time_ns, writer,
                     index, process, delivered_ns (extra.delivered_ns, at most time_ns).
       observations  every receive, its fields prefixed `o_` (`o_delivered_ns`: when its frame reached
@@ -248,13 +253,25 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
     covered_col = (F.coalesce(logical_topic(F.col("topic")).isin(*sorted({logical(t) for t in covered})),
                               F.lit(False)) if covered else F.lit(False))
 
-    send_vis = keep(
+    send_rows = (
         pairs.filter(F.col("f") == OpF.SEND.value)
         .select("value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
                 "inputs", "msg_id", "invoke_ns", "complete_ns")
         .join(visible.select("value", "read_ns", "read_pos"), "value", "left")
         .withColumn("visible", F.col("read_ns").isNotNull())
         .withColumn("covered", covered_col))
+    live_covered = sorted(drain.live_topics) if drain.complete else []
+    if live_covered:
+        live = live_reads(ops).filter(F.col("value").isNotNull()).groupBy("value").agg(
+            F.min("time_ns").alias("live_read_ns"))
+        send_rows = (send_rows.join(live, "value", "left")
+                     .withColumn("live_visible", F.col("live_read_ns").isNotNull())
+                     .withColumn("live_covered", F.coalesce(logical_topic(F.col("topic")).isin(
+                         *sorted({logical(t) for t in live_covered})), F.lit(False))))
+    else:
+        send_rows = (send_rows.withColumn("live_read_ns", F.lit(None).cast("long"))
+                     .withColumn("live_visible", F.lit(False)).withColumn("live_covered", F.lit(False)))
+    send_vis = keep(send_rows)
     recv = keep(receives(ops).select("value", "topic", "segment", "subscription", "msg_id", "time_ns",
                                      "writer", "index", "process",
                                      # The earliest evidence of a delivery: the frame's arrival, or the
@@ -279,6 +296,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
     sends = keep(send_vis.join(txn_cols, "txn", "left").select(
         "value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
         "inputs", "msg_id", "invoke_ns", "complete_ns", "visible", "read_ns", "read_pos", "covered",
+        "live_visible", "live_read_ns", "live_covered",
         F.when(is_lone, lone).otherwise(F.coalesce(F.col("outcome"), F.lit(UNKNOWN))).alias("outcome"),
         F.when(is_lone, lone_client).otherwise(F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)))
         .alias("client_outcome"),

@@ -77,8 +77,11 @@ def plan_aborted_read(ctx: CheckContext) -> Plan:
                     .otherwise(F.lit("transaction aborted")))
     by_receive = received.select("value", "txn", why_received.alias("why"), _send(obs, "s_").alias("send"),
                                  _observed(obs).alias("observed"), F.lit(1).alias("_n"))
-    sends = ctx.sends
-    read = sends.filter(F.col("visible") & ((F.col("outcome") == ABORTED) | (F.col("type") == OpType.FAIL.value)))
+    # Final reads, live (before the cold restart) or cold: an aborted value the live system
+    # shows is as wrong as one it shows after the restart. The first read of either names it.
+    sends = ctx.sends.withColumn("read_ns", F.least(F.col("read_ns"), F.col("live_read_ns")))
+    seen_read = F.col("visible") | F.col("live_visible")
+    read = sends.filter(seen_read & ((F.col("outcome") == ABORTED) | (F.col("type") == OpType.FAIL.value)))
     why_read = (F.when(F.col("type") == OpType.FAIL.value, F.lit("send failed definitively"))
                 .when(_no_commit(), F.lit(_NEVER_COMMITTED)).otherwise(F.lit("transaction aborted")))
     by_read = read.select("value", "txn", why_read.alias("why"), _send(sends, "").alias("send"),

@@ -3,6 +3,12 @@
 All three need `drain-complete`; without it they are skipped. A value is only
 called missing when its topic is covered (read to the end by the drain); sends
 to other topics are counted as unjudged.
+
+When the run read every topic twice, live (before the cold restart) and cold,
+lost-write judges both reads: a committed value missing from either read of a
+topic that read covered is lost (`missing_from`: `cold`, `live` or both). What
+the live system hides, and its restart brings back, is a broker whose memory
+disagrees with durable state: a reader of the live system would never see it.
 """
 
 from __future__ import annotations
@@ -53,9 +59,13 @@ def plan_lost_write(ctx: CheckContext) -> Plan:
     if ctx.count("sends") == 0:
         return clean(AnomalyClass.LOST_WRITE)
     committed = ctx.sends.filter((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED))
-    missing = committed.filter(F.col("covered") & ~F.col("visible"))
+    cold_missing = F.col("covered") & ~F.col("visible")
+    live_missing = F.col("live_covered") & ~F.col("live_visible")
+    missing = committed.filter(cold_missing | live_missing)
+    missing_from = (F.when(cold_missing & live_missing, F.lit("live and cold"))
+                    .when(cold_missing, F.lit("cold")).otherwise(F.lit("live")))
     lost = missing.select("value", "txn", F.coalesce(F.col("decided_by"), F.lit("client")).alias("decided_by"),
-                          _send_ref(missing).alias("send"))
+                          missing_from.alias("missing_from"), _send_ref(missing).alias("send"))
     # What no check can judge: a committed value that is not visible on a topic the drain did
     # not read to the end, and any possible value of a transaction whose outcome stayed unknown
     # (its commit's outcome is unknown to the client and nothing of it is visible).

@@ -148,6 +148,16 @@ def assert_cold_reads(run_dir: Path, ops: list[dict[str, Any]], mode: str, stder
         assert cold["topics"] and all(t.startswith("topic://") for t in cold["topics"])
     starts = [op for op in ops if op["f"] == "phase" and op["extra"]["name"] == "subscription-start"]
     assert starts and all(op["topic"] and op["subscription"] for op in starts)
+    # before the restart the drain read every topic on the live system too (writer drain-live),
+    # and the checker judged both reads (the run's verdict is valid: they agree)
+    live = json.loads((run_dir / "manifest.json").read_text())["live_reads"]
+    assert live["complete"] is True and live["topics"], live
+    live_reads = [op for op in ops if op["f"] == "read" and op["writer"] == "drain-live"]
+    assert live_reads and all(op["process"].startswith("drain-live/r") for op in live_reads)
+    complete = [op for op in ops if op["f"] == "phase" and op["extra"]["name"] == "drain-complete"]
+    assert complete and sorted(complete[-1]["extra"]["live_topics"]) == sorted(live["topics"])
+    cold_values = {op["value"] for op in ops if op["f"] == "read" and op["writer"] == "drain"}
+    assert {op["value"] for op in live_reads} == cold_values
 
 
 @pytest.mark.slow

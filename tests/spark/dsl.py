@@ -118,6 +118,14 @@ class History:
                       segment=segment if segment is not None else known.get("segment"))
         return self
 
+    def live_read(self, topic: str, *values: str) -> History:
+        """Live final reads of `topic` (before the cold restart: writer `drain-live`)."""
+        for value in values:
+            known = self.sent.get(value, {})
+            self.emit("drain-live", "drain-live/r0", OpType.OK, OpF.READ, topic=topic, value=value,
+                      msg_id=known.get("msg_id") or self.new_msg_id(topic), segment=known.get("segment"))
+        return self
+
     def txn_state(self, txn: str, status: str, error: str | None = None) -> History:
         """The drain's reading of the coordinator's view of `txn` (`txn-state`)."""
         self.emit("drain", "drain/coordinator", OpType.OK, OpF.TXN_STATE, txn=txn, extra={"status": status},
@@ -131,13 +139,17 @@ class History:
 
     def drain_complete(self, topics: Iterable[str] | None = None,
                        subscriptions: Iterable[tuple[str, str]] | None = None, *,
-                       lost_entries: Sequence[Mapping[str, Any]] | None = None) -> History:
+                       lost_entries: Sequence[Mapping[str, Any]] | None = None,
+                       live_topics: Iterable[str] | None = None) -> History:
         """`drain-complete`; by default every topic sent to and every subscription used.
 
-        `lost_entries`: runs of entries the brokers said were lost after their ack."""
+        `lost_entries`: runs of entries the brokers said were lost after their ack;
+        `live_topics`: topics the live reads (before the cold restart) read to the end."""
         topic_list = list(topics) if topics is not None else list(self.topics)
         subs = list(subscriptions) if subscriptions is not None else list(self.subscriptions)
         extra: dict[str, Any] = {"lost_entries": [dict(r) for r in lost_entries]} if lost_entries else {}
+        if live_topics is not None:
+            extra["live_topics"] = list(live_topics)
         return self.phase(PHASE_DRAIN_COMPLETE, topics=topic_list,
                           subscriptions=[{"topic": t, "subscription": s} for t, s in subs], **extra)
 

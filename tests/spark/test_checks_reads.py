@@ -130,3 +130,15 @@ def test_read_checks_run_without_a_drain(run_check: RunCheck) -> None:
     h.process("c1").receive("a")
     result = run_check(h, AnomalyClass.ABORTED_READ)
     assert result.status is CheckStatus.RAN and result.count == 1
+
+
+def test_an_aborted_value_only_the_live_system_showed_is_an_aborted_read(run_check: RunCheck) -> None:
+    # live (before the cold restart) a broker showed an aborted value; the restart hid it again
+    h = History()
+    h.process("w0/u1").open().send("a").commit()
+    h.process("w0/u2").open().send("b").abort()
+    h.phase("drain").live_read("t1", "a", "b").read("t1", "a")
+    h.drain_complete(live_topics=["t1"])
+    result = run_check(h, AnomalyClass.ABORTED_READ)
+    assert result.count == 1
+    assert result.examples[0]["value"] == "b" and result.examples[0]["observed"]["f"] == "read"

@@ -165,3 +165,36 @@ def test_partition_names_match_the_drained_logical_topic(run_check: RunCheck) ->
     h.drain(reads={"t1-partition-0": ["a"]}, topics=["t1"])
     result = run_check(h, AnomalyClass.LOST_WRITE)
     assert result.count == 1 and result.unjudged == 0 and result.examples[0]["value"] == "b"
+
+
+def test_a_committed_value_the_live_system_hid_is_a_lost_write_though_the_cold_read_has_it(
+        run_check: RunCheck) -> None:
+    # A broker's memory disagreed with durable state (a sealed segment that stopped applying
+    # decisions): live, "b" was hidden; after every broker restarted it was visible.
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").commit()
+    h.phase("drain").live_read("t1", "a").read("t1", "a", "b")
+    h.drain_complete(live_topics=["t1"])
+    result = run_check(h, AnomalyClass.LOST_WRITE)
+    assert result.count == 1 and result.unjudged == 0
+    assert result.examples[0]["value"] == "b" and result.examples[0]["missing_from"] == "live"
+    # the cold read alone decides transactions and partial ones: it shows all of this one
+    assert run_check(h, AnomalyClass.PARTIAL_TXN).count == 0
+
+
+def test_live_reads_are_judged_only_on_topics_they_read_to_the_end(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").send("c", topic="t2").commit()
+    h.phase("drain").live_read("t1", "a", "b").read("t1", "a", "b").read("t2", "c")
+    h.drain_complete(live_topics=["t1"])          # the live read of t2 did not reach its end
+    result = run_check(h, AnomalyClass.LOST_WRITE)
+    assert result.count == 0 and result.unjudged == 0
+
+
+def test_a_value_missing_from_both_reads_is_one_lost_write(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").commit()
+    h.phase("drain").live_read("t1", "a").read("t1", "a")
+    h.drain_complete(live_topics=["t1"])
+    result = run_check(h, AnomalyClass.LOST_WRITE)
+    assert result.count == 1 and result.examples[0]["missing_from"] == "live and cold"

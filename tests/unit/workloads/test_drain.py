@@ -568,3 +568,29 @@ def test_positions_after_walks_the_ledger_list_in_order() -> None:
     assert positions_after(ledgers, (3, 1), 10) == [(3, 2), (7, 0), (7, 1)]
     assert positions_after(ledgers, (3, 2), 1) == [(7, 0)]
     assert positions_after(ledgers, (7, 1), 10) == []
+
+
+def test_the_live_reads_read_every_topic_and_change_nothing(make_harness: Callable[[str], Harness]) -> None:
+    # Before the cold restart: every topic read to the end under `drain-live/...` processes,
+    # no subscription consumed (no receive, no ack) and no coordinator asked; the cold drain
+    # after it still finds every message to deliver.
+    h = make_harness(ATOMIC)
+    user = AtomicProduce(h.ctx)
+    for _ in range(10):
+        user.step()
+    live_recorder = HistoryRecorder(h.recorder.file_path.parent, "run1", "drain-live", h.clock,  # type: ignore[arg-type]
+                                    txn_path="v4")
+    live = drain(CLUSTER, h.config, h.topology, live_recorder, timeout_s=30, client=h.client, live=True)
+    assert live.complete, live.reason
+    assert live.topics == h.topology.topics and live.subscriptions == []
+    live_ops = lines(live_recorder)
+    assert live_ops and {op["f"] for op in live_ops} == {"read"}
+    assert all(op["process"].startswith("drain-live/r") and op["writer"] == "drain-live" for op in live_ops)
+    recorder = drain_recorder(h)
+    cold = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=h.client)
+    assert cold.complete, cold.reason
+    ops = lines(recorder)
+    cold_reads = sorted(op["value"] for op in ops if op["f"] == "read")
+    assert cold_reads == sorted(op["value"] for op in live_ops)
+    assert sorted(op["value"] for op in ops if op["f"] == "receive") == cold_reads
+    assert all(op["process"].startswith("drain/") for op in ops)
