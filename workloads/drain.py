@@ -447,17 +447,7 @@ class _Drain:
                 messages = list(err.messages)
             except OperationError:
                 return set()
-            read_next = getattr(reader, "read_next", None)
-            quiet_until = time.monotonic() + self.idle_s
-            while read_next is not None and len(messages) < MAX_PAST_END and self.remaining() > 0:
-                wait_s = min(quiet_until - time.monotonic(), self.remaining())
-                if wait_s <= 0:
-                    break
-                message = read_next(timeout_s=wait_s)
-                if message is None:
-                    break
-                messages.append(message)
-                quiet_until = time.monotonic() + self.idle_s
+            messages += self._until_quiet(reader)
         finally:
             with contextlib.suppress(Exception):
                 reader.close(1.0)
@@ -466,6 +456,23 @@ class _Drain:
         fresh = [m for m in messages if f"{m.segment or topic}@{m.msg_id}" not in known]
         self._record_reads(process, topic, fresh)
         return {v for v in (_value_of(m)[0] for m in fresh) if v is not None}
+
+    def _until_quiet(self, reader: Any) -> list[Any]:
+        """What `reader` still receives until `idle_s` pass without a message (at most
+        `MAX_PAST_END` messages, never past the drain's deadline)."""
+        read_next = getattr(reader, "read_next", None)
+        got: list[Any] = []
+        quiet_until = time.monotonic() + self.idle_s
+        while read_next is not None and len(got) < MAX_PAST_END and self.remaining() > 0:
+            wait_s = min(quiet_until - time.monotonic(), self.remaining())
+            if wait_s <= 0:
+                break
+            message = read_next(timeout_s=wait_s)
+            if message is None:
+                break
+            got.append(message)
+            quiet_until = time.monotonic() + self.idle_s
+        return got
 
     def _listen_past_end(self, reader: Any, process: str, topic: str, last: dict[str, tuple[int, int]]) -> None:
         """Keep the reader listening for `idle_s` after it reached the end the broker named.
@@ -478,20 +485,7 @@ class _Drain:
         stale answer stays visible in every run it happens in. Bounded by `idle_s` of silence,
         `MAX_PAST_END` messages and the drain's deadline.
         """
-        read_next = getattr(reader, "read_next", None)
-        if read_next is None:
-            return
-        past: list[Any] = []
-        quiet_until = time.monotonic() + self.idle_s
-        while len(past) < MAX_PAST_END and self.remaining() > 0:
-            wait_s = min(quiet_until - time.monotonic(), self.remaining())
-            if wait_s <= 0:
-                break
-            message = read_next(timeout_s=wait_s)
-            if message is None:
-                break
-            past.append(message)
-            quiet_until = time.monotonic() + self.idle_s
+        past = self._until_quiet(reader)
         if not past:
             return
         self._record_reads(process, topic, past, last)
