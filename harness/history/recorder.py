@@ -38,6 +38,7 @@ class HistoryWriteError(RuntimeError):
 
 
 _OP_FIELDS = ("txn", "topic", "segment", "subscription", "key", "value", "inputs", "msg_id", "extra")
+_ALLOWED_FIELDS = frozenset((*_OP_FIELDS, "path", "error"))
 
 
 @dataclass
@@ -198,9 +199,8 @@ class HistoryRecorder:
             raise HistoryMisuse(f"history {self.file_path} is closed")
         if self.write_error is not None:
             raise HistoryWriteError(f"history {self.file_path} failed earlier: {self.write_error}")
-        unknown = set(fields) - set(_OP_FIELDS) - {"path", "error"}
-        if unknown:
-            raise HistoryMisuse(f"unknown history fields: {sorted(unknown)}")
+        if not _ALLOWED_FIELDS.issuperset(fields):
+            raise HistoryMisuse(f"unknown history fields: {sorted(set(fields) - _ALLOWED_FIELDS)}")
         inputs = fields.get("inputs")
         op = Op(run=self.run, writer=self.writer, process=process, index=self._index,
                 time_ns=self.clock.now_ns(), wall_ms=self.clock.wall_ms(), type=type_, f=f,

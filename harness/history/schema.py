@@ -60,9 +60,14 @@ PHASE_DRAIN_COMPLETE = "drain-complete"
 PHASE_SUBSCRIPTION_START = "subscription-start"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Op:
-    """One history line. Optional fields are None when they do not apply."""
+    """One history line. Optional fields are None when they do not apply.
+
+    Treat it as immutable (it is hashed and compared by value). Not `frozen=True`: a
+    frozen dataclass sets each of its 20 fields through `object.__setattr__`, which made
+    building one 2-3x slower, and the load process builds two per operation (issue #27).
+    """
 
     run: str
     writer: str
