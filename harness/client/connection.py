@@ -12,9 +12,18 @@ dispatches each command:
   WATCH_TC_ASSIGNMENTS_UPDATE ...) go to the handler registered under their id;
 * PING is answered with PONG; any received frame counts as a sign of life.
 
-Writes happen in the caller's thread under a write lock, one whole frame per
-`sendall`, so a failed write means the frame never fully left (definite) while a
-written frame whose answer never comes is indeterminate. When the connection ends
+Writes are coalesced: `send` encodes the frame under a write lock (so frames keep the
+order of their `send` calls) and queues its bytes; one writer thread per connection
+hands everything queued to the kernel in one `sendall`. Under gevent a thread is a
+greenlet, so every frame the load's greenlets send before the next switch leaves in
+one write (as the Java client flushes its channel once per batch of writes), instead
+of one syscall per frame: the loopback write was the load process's largest single
+cost (issue #27). `send` fails definitely (`NotSentError`, `NotReadyError`) only when
+the frame was never queued (a closed connection, a frame the protocol refuses); a
+queued frame whose write fails closes the connection, and every request waiting on it
+fails with `ConnectionLostError`, indeterminate, as for a frame written and then lost.
+`close` hands what is still queued to the kernel before it shuts the socket (a
+fire-and-forget ACK sent just before a close still leaves). When the connection ends
 (end of stream, socket error, protocol violation, keep-alive timeout, `close()`),
 every pending request fails with `ConnectionLostError` and every registered listener
 (producer, consumer, coordinator handler, watch) is told, once, so it can reconnect.
@@ -148,6 +157,9 @@ class ClientConnection:
         self.close_reason: str | None = None
         self._waiting_for_pong = False
         self._early_events: list[Command] = []
+        self._out: list[bytes] = []          # encoded frames not yet handed to the kernel
+        self._out_ready = threading.Event()  # set while `_out` holds frames (or on close)
+        self._sock_lock = threading.Lock()   # held while bytes go to the socket: no two writes interleave
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -180,6 +192,7 @@ class ClientConnection:
             raise
         self._sock = sock
         spawn(self._read_loop, f"pulsar-reader-{self.physical_url}")
+        spawn(self._write_loop, f"pulsar-writer-{self.physical_url}")
 
     def _handshake(self, sock: socket.socket, deadline: Deadline) -> None:
         while self._wire.state is ConnectionState.CONNECTING:
@@ -240,7 +253,20 @@ class ClientConnection:
             self._consumers.clear()
             self._sessions.clear()
         sock = self._sock
+        with self._write_lock:
+            queued = b"".join(self._out)
+            self._out.clear()
+        self._out_ready.set()   # the writer wakes, sees the connection closed, and ends
         if sock is not None:
+            # Best effort: what was sent before the close still leaves, after what the writer
+            # is writing (never interleaved with it), bounded by a second.
+            if queued and self._sock_lock.acquire(timeout=1.0):
+                try:
+                    with contextlib.suppress(OSError):
+                        sock.settimeout(1.0)
+                        sock.sendall(queued)
+                finally:
+                    self._sock_lock.release()
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
@@ -321,27 +347,48 @@ class ClientConnection:
     # ---- writing --------------------------------------------------------------------------
 
     def send(self, command: Command) -> None:
-        """Write one command.
+        """Queue one command for the writer (frames leave in the order of their `send` calls).
 
         Raises:
-            NotReadyError: the connection is closed (nothing written).
-            NotSentError: the command is not allowed, or the write failed before the
-                frame was fully handed to the kernel.
+            NotReadyError: the connection is closed (nothing queued).
+            NotSentError: the command is not allowed (nothing queued).
         """
-        sock = self._sock
-        if self._closed or sock is None:
+        if self._closed or self._sock is None:
             self._check_open()
             raise NotReadyError(f"connection to {self.physical_url} is not open")
         try:
             with self._write_lock:
-                data = self._wire.send(command)
-                sock.sendall(data)
+                if self._closed:
+                    raise NotReadyError(f"connection to {self.physical_url} is closed "
+                                        f"({self.close_reason})")
+                self._out.append(self._wire.send(command))
         except LocalProtocolError as exc:
             raise NotSentError(f"cannot send {command.type.name}: {exc}") from None
-        except OSError as exc:
-            self.close(f"write failed: {exc}")
-            raise NotSentError(
-                f"writing {command.type.name} to {self.physical_url} failed: {exc}") from None
+        self._out_ready.set()
+
+    def _write_loop(self) -> None:
+        """Hand the queued frames to the kernel, all that are queued in one `sendall`, until closed."""
+        idle_s = max(1.0, self._config.keepalive_interval_s)
+        while not self._closed:
+            # bounded: a keep-alive check queues a PING at least this often while open
+            self._out_ready.wait(idle_s)
+            with self._write_lock:
+                data = b"".join(self._out) if len(self._out) != 1 else self._out[0]
+                self._out.clear()
+                self._out_ready.clear()
+            if not data or self._closed:
+                continue
+            error: OSError | None = None
+            sock = self._sock
+            assert sock is not None
+            with self._sock_lock:
+                try:
+                    sock.sendall(data)
+                except OSError as exc:
+                    error = exc
+            if error is not None:
+                self.close(f"write failed: {error}")
+                return
 
     def start_request(self, command: Command, request_id: int) -> Future[Command]:
         """Register a waiter for `request_id`, then write `command`.

@@ -135,6 +135,11 @@ class ReconnectingHandler(abc.ABC):
             OperationError: the handler is TERMINATED (e.g. TopicTerminatedError).
             NotReadyError: not attached before the deadline.
         """
+        # The common case without the condition's lock (every send and request asks): a
+        # connection read here may close at once, as one returned under the lock may.
+        conn = self._conn
+        if self._state is HandlerState.READY and conn is not None:
+            return conn
         with self._cond:
             while True:
                 state = self._state

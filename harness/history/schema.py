@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 SCHEMA_VERSION = 1
 
 
@@ -58,9 +60,14 @@ PHASE_DRAIN_COMPLETE = "drain-complete"
 PHASE_SUBSCRIPTION_START = "subscription-start"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Op:
-    """One history line. Optional fields are None when they do not apply."""
+    """One history line. Optional fields are None when they do not apply.
+
+    Treat it as immutable (it is hashed and compared by value). Not `frozen=True`: a
+    frozen dataclass sets each of its 20 fields through `object.__setattr__`, which made
+    building one 2-3x slower, and the load process builds two per operation (issue #27).
+    """
 
     run: str
     writer: str
@@ -83,15 +90,35 @@ class Op:
     extra: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION
 
-    def to_json(self) -> str:
+    def to_dict(self) -> dict[str, Any]:
+        """The line's fields in `FIELDS` order (enums as their values, `inputs` a list)."""
         # Field by field, not dataclasses.asdict: that deep-copies `extra` and costs more
         # than the rest of a line's write (every operation of the load writes two lines).
-        data = {name: getattr(self, name) for name in FIELDS}
-        data["type"] = self.type.value
-        data["f"] = self.f.value
-        if self.inputs is not None:
-            data["inputs"] = list(self.inputs)
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        return {"schema": self.schema, "run": self.run, "writer": self.writer, "process": self.process,
+                "index": self.index, "time_ns": self.time_ns, "wall_ms": self.wall_ms,
+                "type": self.type.value, "f": self.f.value, "path": self.path, "txn": self.txn,
+                "topic": self.topic, "segment": self.segment, "subscription": self.subscription,
+                "key": self.key, "value": self.value,
+                "inputs": list(self.inputs) if self.inputs is not None else None,
+                "msg_id": self.msg_id, "error": self.error, "extra": self.extra}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+
+    def to_json_bytes(self) -> bytes:
+        """The line as UTF-8 JSON without the newline: what the recorder writes.
+
+        orjson, not `json`: the load process writes two lines per operation, and encoding
+        them with `json` was about 7% of its CPU (py-spy, issue #27). The two agree on every
+        value a line holds but the spelling of a float's exponent (`1e-7` / `1e-07`), which
+        reads back the same, and a NaN or infinity, which orjson writes as null (no writer
+        records one). What orjson refuses (an integer past 64 bits) falls back to `json`.
+        """
+        data = self.to_dict()
+        try:
+            return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+        except (TypeError, orjson.JSONEncodeError):
+            return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Op:

@@ -193,3 +193,32 @@ def test_optypes_are_the_contract() -> None:
     assert {t.value for t in OpType} == {"invoke", "ok", "fail", "info"}
     assert {f.value for f in OpF} == {"txn-open", "send", "ack", "txn-commit", "txn-abort", "receive",
                                       "read", "fault", "heal", "phase", "txn-state"}
+
+
+def test_orjson_lines_read_back_as_the_json_lines() -> None:
+    """The recorder's encoder (orjson) writes what `json` would: every field, the same values."""
+    from harness.history.schema import Op
+
+    ops = [
+        Op(run="r", writer="w0", process="w0/u1/l2", index=3, time_ns=123456789012, wall_ms=1764200000000.125,
+           type=OpType.OK, f=OpF.SEND, path="v4", txn="1:2", topic="persistent://t/n/é", key="k", value="v-1",
+           inputs=("a", "b"), msg_id="1:2:-1", error=None, extra={"n": 1, "ratio": 1.5e-7, 7: "int key"}),
+        Op(run="r", writer="w0", process="w0/u1", index=4, time_ns=1, wall_ms=2.0, type=OpType.INFO,
+           f=OpF.TXN_COMMIT, path="v5", error="timeout", extra={"big": 1 << 70}),   # past 64 bits: json fallback
+    ]
+    for op in ops:
+        assert json.loads(op.to_json_bytes()) == json.loads(op.to_json())
+        assert list(json.loads(op.to_json_bytes())) == list(json.loads(op.to_json()))   # field order too
+
+
+def test_recorder_lines_are_whole_and_in_order(tmp_path: Path) -> None:
+    rec = HistoryRecorder(tmp_path, "r", "w0", RunClock.start(), txn_path="v4")
+    for i in range(50):
+        inv = rec.invoke(f"w0/u{i % 3}", OpF.SEND, topic="t", value=f"v{i}", extra={"i": i})
+        rec.ok(inv, msg_id=f"1:{i}:-1")
+    rec.close()
+    lines = (tmp_path / "w0.jsonl").read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    ops = [json.loads(line) for line in lines[:-1]]
+    assert [op["index"] for op in ops] == list(range(100))
+    assert [op["value"] for op in ops if op["type"] == "ok"] == [f"v{i}" for i in range(50)]

@@ -279,3 +279,68 @@ def test_lookups_carry_the_advertised_listener_name(
     names = [c.body.advertised_listener_name if c.body.HasField("advertised_listener_name") else None
              for c in cluster.commands(T.LOOKUP)]
     assert names == ["external", None]
+
+
+def test_frames_sent_together_arrive_whole_and_in_order(cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+    """Coalesced writes: frames queued by several threads at once reach the broker decoded, each
+    thread's in the order it sent them, and every request is answered."""
+    _, pool = pool_parts
+    conn = pool.get(cluster.url, None, Deadline.after(2))
+    answers: dict[int, list[int]] = {}
+
+    def sender(thread: int) -> None:
+        futures = []
+        for i in range(40):
+            rid = next_request_id()
+            futures.append((rid, conn.start_request(
+                commands.lookup(f"persistent://public/default/t{thread}-{i}", rid), rid)))
+        answers[thread] = [f.result(5.0).body.request_id for _, f in futures]
+        assert answers[thread] == [rid for rid, _ in futures]
+
+    threads = [threading.Thread(target=sender, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(answers) == [0, 1, 2, 3]
+    seen = [c.body.topic for c in cluster.commands(T.LOOKUP)]
+    for thread in range(4):
+        mine = [topic for topic in seen if f"/t{thread}-" in topic]
+        assert mine == [f"persistent://public/default/t{thread}-{i}" for i in range(40)]
+
+
+def test_frames_queued_before_a_close_still_leave(cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+    """A fire-and-forget frame (an ACK, a PING) sent just before `close` is handed over, not dropped."""
+    _, pool = pool_parts
+    conn = pool.get(cluster.url, None, Deadline.after(2))
+    before = len(cluster.commands(T.PING))
+    for _ in range(5):
+        conn.send(commands.ping())
+    conn.close("test")
+    wait_for(lambda: len(cluster.commands(T.PING)) >= before + 5, what="the pings sent before the close")
+
+
+def test_a_failed_write_closes_the_connection_and_fails_requests_as_indeterminate(
+        cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+    _, pool = pool_parts
+    cluster.brokers[0].intercept(T.LOOKUP, silent)
+    conn = pool.get(cluster.url, None, Deadline.after(2))
+
+    class FailingWrites:
+        """The connection's socket, but every write fails as a reset connection's would."""
+
+        def __init__(self, real: socket.socket) -> None:
+            self.real = real
+
+        def sendall(self, data: bytes) -> None:
+            raise ConnectionResetError("reset by the test")
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.real, name)
+
+    conn._sock = FailingWrites(conn._sock)  # type: ignore[assignment]
+    rid = next_request_id()
+    with pytest.raises(ConnectionLostError) as info:
+        conn.request(commands.lookup("persistent://public/default/x", rid), rid, 2.0)
+    assert not info.value.definite
+    assert conn.closed
