@@ -211,6 +211,7 @@ class BrokerService:
                 await asyncio.wait_for(part.stop(), 5.0)
             except Exception:
                 log.exception("stopping %r failed", part)
+        await self._ownership.close()
         await self._peers.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._live.stop(), 2.0)
