@@ -24,7 +24,9 @@ Meanwhile two brokers may both believe they own a topic: the one that lost its s
 ledger store's fencing keeps that safe, as BookKeeper's does in Pulsar: the new owner's
 open fences the last ledger of every managed ledger of the topic, so the zombie's next
 append fails `Fenced` and it lets the topic go (`ManagedLedger._fence`, the topic's and
-the v4 coordinator's fenced listeners). A zombie never deletes a record by CAS on a
+the v4 coordinator's fenced listeners). With `zookeeperSessionExpiredPolicy=shutdown` (Pulsar: the broker exits and is restarted)
+every topic of the lost session is given up at once instead (listeners told), as before.
+A zombie never deletes a record by CAS on a
 version of a lost session (a new owner's record may carry the same version number).
 """
 
@@ -71,7 +73,7 @@ def parse_owner(result: GetResult) -> OwnerInfo:
 
 class OwnershipService:
     def __init__(self, metadata: MetadataBackend, broker_id: int, service_url: str, web_url: str,
-                 metrics: BrokerMetrics) -> None:
+                 metrics: BrokerMetrics, *, shutdown_on_session_loss: bool = False) -> None:
         self.metadata = metadata
         self.broker_id = broker_id
         self.service_url = service_url
@@ -85,6 +87,7 @@ class OwnershipService:
         self._stale: set[TopicName] = set()      # held under a lost session: revalidate on the next one
         self._revalidating: asyncio.Task[None] | None = None
         self._closed = False
+        self.shutdown_on_session_loss = shutdown_on_session_loss
         metadata.add_session_listener(self._on_session_lost)
 
     # ---- OwnershipApi -------------------------------------------------------------------------
@@ -199,6 +202,17 @@ class OwnershipService:
     def _on_session_lost(self, session_id: int) -> None:
         held = [t for t, info in self._owned.items() if info.session_id == session_id]
         if not held or self._closed:
+            return
+        if self.shutdown_on_session_loss:   # Pulsar's `shutdown` policy: the broker gives up everything
+            log.warning("metadata session %d lost: giving up %d topics (zookeeperSessionExpiredPolicy=shutdown)",
+                        session_id, len(held))
+            for topic in held:
+                del self._owned[topic]
+            self.metrics.ownership_changes.inc(len(held), event="lost")
+            for topic in held:
+                for listener in list(self._listeners):
+                    task = asyncio.ensure_future(call_listener(listener.on_released, topic))
+                    task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
             return
         log.warning("metadata session %d lost: keeping %d topics until the next session revalidates them",
                     session_id, len(held))

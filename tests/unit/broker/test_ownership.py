@@ -230,3 +230,23 @@ def test_releasing_under_a_lost_session_never_deletes_the_new_owners_record() ->
         await zombie.close()
 
     asyncio.run(run())
+
+
+def test_the_shutdown_policy_gives_every_topic_up_at_once() -> None:
+    """`zookeeperSessionExpiredPolicy=shutdown`: Pulsar's broker exits on a lost session; here it
+    gives up what it owned at once, listeners told, and revalidates nothing."""
+    async def run() -> None:
+        store = MemoryStore()
+        client = BrokerClient(store)
+        service = OwnershipService(client, 0, "pulsar://b0", "http://b0", BrokerMetrics(),  # type: ignore[arg-type]
+                                   shutdown_on_session_loss=True)
+        told = Listener()
+        service.add_listener(told)
+        await service.try_acquire(TOPIC)
+        client.lose_session()
+        assert not service.is_owned(TOPIC)
+        await asyncio.sleep(0.01)
+        assert told.released == [TOPIC] and service._revalidating is None
+        await service.close()
+
+    asyncio.run(run())
