@@ -30,7 +30,7 @@ from aiohttp import web
 from embedded import planted_bugs, tracing
 from embedded.broker import admin
 from embedded.broker.brokers_registry import LiveBrokers
-from embedded.broker.config import BrokerConfig, Settings
+from embedded.broker.config import BrokerConfig, SettingError, Settings
 from embedded.broker.lookup_policy import LookupAction, LookupAnswer, decide
 from embedded.broker.managed_ledger.api import ManagedLedgerError
 from embedded.broker.managed_ledger.factory import ManagedLedgerFactory
@@ -90,7 +90,8 @@ class BrokerService:
         self._ml_factory = ManagedLedgerFactory(self._ledgers, self._metadata, self._metrics, self._settings)
         self.resources = ClusterResources(self._metadata, cfg.cluster_name)
         self._ownership = OwnershipService(self._metadata, cfg.broker_id, cfg.advertised_service_url,
-                                           cfg.advertised_web_url, self._metrics)
+                                           cfg.advertised_web_url, self._metrics,
+                                           shutdown_on_session_loss=self._session_policy() == "shutdown")
         self._ownership.assign = self.assign_owner
         self._ownership.add_listener(self)
         self._live = LiveBrokers(self._metadata, BrokerInfo(cfg.broker_id, cfg.advertised_service_url,
@@ -147,6 +148,12 @@ class BrokerService:
     @property
     def managed_ledgers(self) -> ManagedLedgerFactory:
         return self._ml_factory
+
+    def _session_policy(self) -> str:
+        policy = self._settings.str("zookeeperSessionExpiredPolicy", "reconnect")
+        if policy not in ("reconnect", "shutdown"):
+            raise SettingError(f"zookeeperSessionExpiredPolicy is {policy!r}; use reconnect or shutdown")
+        return policy
 
     @property
     def ownership(self) -> OwnershipService:
@@ -211,6 +218,7 @@ class BrokerService:
                 await asyncio.wait_for(part.stop(), 5.0)
             except Exception:
                 log.exception("stopping %r failed", part)
+        await self._ownership.close()
         await self._peers.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._live.stop(), 2.0)

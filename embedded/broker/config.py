@@ -20,6 +20,10 @@ DEFAULTS: dict[str, Any] = {
     # Pulsar's names and defaults (ServiceConfiguration), except where noted
     "metadataStoreSessionTimeoutMillis": 30_000,
     "keepAliveIntervalSeconds": 30,
+    # what a broker does when its metadata session is lost: `reconnect` keeps serving its topics
+    # and revalidates them on the next session; `shutdown` (Pulsar: the broker exits and is
+    # restarted) is modelled as giving up every topic at once (embedded/broker/ownership.py)
+    "zookeeperSessionExpiredPolicy": "reconnect",
     "maxMessageSize": 5 * 1024 * 1024,
     "allowAutoTopicCreation": True,
     "managedLedgerMaxEntriesPerLedger": 50_000,

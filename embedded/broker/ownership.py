@@ -9,16 +9,31 @@ our broker id but an older session is ours from before a restart: we replace it 
 CAS on its version. Releasing deletes it by CAS.
 
 When the metadata client reports the session lost, the store will (or did) delete our
-records, so this broker owns nothing any more: every owned topic is dropped and the
-listeners run (the broker unloads the topics and closes their producers and
-consumers so clients look the topics up again). The metadata client declares a
-session lost no later than the store can expire it, so no two brokers ever both
-believe they own a topic; fencing in the ledger store covers the rest.
+records, but this broker keeps serving what it owns, as Pulsar's brokers do under their
+default `zookeeperSessionExpiredPolicy=reconnect` ("the broker will keep serving the
+topics, while attempting to recreate a new session"): Pulsar's `LockManagerImpl` does
+nothing on `SessionLost` and revalidates every lock on `SessionReestablished`
+(`ResourceLockImpl.revalidate`). So here each topic held under a lost session is
+revalidated on the next session (`_revalidate_loop`, retried while the store is out of
+reach): a record that is gone is acquired again, one of ours from the old session is
+replaced, and one naming another broker means the topic was taken over: it is dropped
+and the listeners run (the broker unloads it; clients look it up again).
+
+Meanwhile two brokers may both believe they own a topic: the one that lost its session
+(a zombie: paused, or cut off from the store) and the one that took the topic over. The
+ledger store's fencing keeps that safe, as BookKeeper's does in Pulsar: the new owner's
+open fences the last ledger of every managed ledger of the topic, so the zombie's next
+append fails `Fenced` and it lets the topic go (`ManagedLedger._fence`, the topic's and
+the v4 coordinator's fenced listeners). With `zookeeperSessionExpiredPolicy=shutdown` (Pulsar: the broker exits and is restarted)
+every topic of the lost session is given up at once instead (listeners told), as before.
+A zombie never deletes a record by CAS on a
+version of a lost session (a new owner's record may carry the same version number).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -27,7 +42,14 @@ from typing import TYPE_CHECKING
 from embedded.broker.topic_name import TopicName
 from embedded.broker.txn_api import OwnerInfo, OwnershipListener, call_listener
 from embedded.metadata.backend import MetadataBackend
-from embedded.metadata.model import MUST_NOT_EXIST, BadVersion, GetResult, KeyNotFound
+from embedded.metadata.model import (
+    MUST_NOT_EXIST,
+    BadVersion,
+    GetResult,
+    KeyNotFound,
+    MetadataError,
+    MetadataUnavailable,
+)
 
 if TYPE_CHECKING:
     from embedded.broker.metrics import BrokerMetrics
@@ -35,6 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("embedded.broker.ownership")
 
 ROOT = "/topic-owners/"
+_PAUSES = (0.1, 0.25, 0.5, 1.0, 2.0)   # between revalidation rounds while the store is out of reach
 
 
 def owner_key(topic: TopicName) -> str:
@@ -50,7 +73,7 @@ def parse_owner(result: GetResult) -> OwnerInfo:
 
 class OwnershipService:
     def __init__(self, metadata: MetadataBackend, broker_id: int, service_url: str, web_url: str,
-                 metrics: BrokerMetrics) -> None:
+                 metrics: BrokerMetrics, *, shutdown_on_session_loss: bool = False) -> None:
         self.metadata = metadata
         self.broker_id = broker_id
         self.service_url = service_url
@@ -61,11 +84,20 @@ class OwnershipService:
         self._value = json.dumps({"broker_id": broker_id, "service_url": service_url, "web_url": web_url},
                                  separators=(",", ":"), sort_keys=True)
         self.assign: Callable[[TopicName], Awaitable[OwnerInfo]] | None = None   # set by the broker
+        self._stale: set[TopicName] = set()      # held under a lost session: revalidate on the next one
+        self._revalidating: asyncio.Task[None] | None = None
+        self._closed = False
+        self.shutdown_on_session_loss = shutdown_on_session_loss
         metadata.add_session_listener(self._on_session_lost)
 
     # ---- OwnershipApi -------------------------------------------------------------------------
 
     def is_owned(self, topic: TopicName) -> bool:
+        """Whether this broker serves `topic`: also while a lost session's record awaits revalidation."""
+        return topic in self._owned
+
+    def is_confirmed(self, topic: TopicName) -> bool:
+        """Owned, and the owner record is of the live session (not awaiting revalidation)."""
         held = self._owned.get(topic)
         return held is not None and held.session_id == self.metadata.current_session
 
@@ -142,11 +174,13 @@ class OwnershipService:
     async def release(self, topic: TopicName) -> None:
         """Stop owning `topic` and delete its record (by CAS) so another broker can take it."""
         held = self._owned.pop(topic, None)
+        self._stale.discard(topic)
         if held is None:
             return
         self.metrics.ownership_changes.inc(event="released")
         try:
-            await self.metadata.delete(owner_key(topic), expected_version=held.version_id)
+            if held.session_id == self.metadata.current_session:   # else the store removed it with the session
+                await self.metadata.delete(owner_key(topic), expected_version=held.version_id)
         except (BadVersion, KeyNotFound):
             pass
         except Exception as err:   # the session going away removes it anyway
@@ -154,15 +188,96 @@ class OwnershipService:
         for listener in list(self._listeners):
             await call_listener(listener.on_released, topic)
 
+    async def close(self) -> None:
+        """Stop revalidating (the broker is stopping)."""
+        self._closed = True
+        task, self._revalidating = self._revalidating, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+    # ---- a lost session: keep serving, revalidate on the next one ---------------------------------
+
     def _on_session_lost(self, session_id: int) -> None:
-        lost = [t for t, info in self._owned.items() if info.session_id == session_id]
-        if not lost:
+        held = [t for t, info in self._owned.items() if info.session_id == session_id]
+        if not held or self._closed:
             return
-        log.warning("metadata session %d lost: dropping ownership of %d topics", session_id, len(lost))
-        for topic in lost:
-            del self._owned[topic]
-        self.metrics.ownership_changes.inc(len(lost), event="lost")
-        for topic in lost:
-            for listener in list(self._listeners):
-                task = asyncio.ensure_future(call_listener(listener.on_released, topic))
-                task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        if self.shutdown_on_session_loss:   # Pulsar's `shutdown` policy: the broker gives up everything
+            log.warning("metadata session %d lost: giving up %d topics (zookeeperSessionExpiredPolicy=shutdown)",
+                        session_id, len(held))
+            for topic in held:
+                del self._owned[topic]
+            self.metrics.ownership_changes.inc(len(held), event="lost")
+            for topic in held:
+                for listener in list(self._listeners):
+                    task = asyncio.ensure_future(call_listener(listener.on_released, topic))
+                    task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+            return
+        log.warning("metadata session %d lost: keeping %d topics until the next session revalidates them",
+                    session_id, len(held))
+        self.metrics.ownership_changes.inc(len(held), event="session-lost")
+        self._stale.update(held)
+        if self._revalidating is None or self._revalidating.done():
+            self._revalidating = asyncio.ensure_future(self._revalidate_loop())
+
+    async def _revalidate_loop(self) -> None:
+        """Revalidate every stale topic on the live session, retrying while the store is out of reach
+        (bounded by the broker's life: `close` cancels it)."""
+        attempt = 0
+        while self._stale and not self._closed:
+            try:
+                session = await self.metadata.session_id()
+                for topic in sorted(self._stale, key=str):
+                    await self._revalidate(topic, session)
+                if not self._stale:
+                    return
+            except (MetadataUnavailable, MetadataError) as err:
+                log.info("cannot revalidate %d topics yet (%s)", len(self._stale), err)
+            await asyncio.sleep(_PAUSES[min(attempt, len(_PAUSES) - 1)])
+            attempt += 1
+
+    async def _revalidate(self, topic: TopicName, session: int) -> None:
+        """Pulsar's `ResourceLockImpl.revalidate`: still ours (acquired again, or our stale record
+        replaced), or taken over by another broker (dropped, the listeners run)."""
+        held = self._owned.get(topic)
+        if held is None or held.session_id == session:
+            self._stale.discard(topic)
+            return
+        key = owner_key(topic)
+        for _ in range(3):   # bounded: each round either decides or saw the record change under it
+            try:
+                current: OwnerInfo | None = parse_owner(await self.metadata.get(key))
+            except KeyNotFound:
+                current = None
+            if self._owned.get(topic) is not held:   # released or taken again meanwhile
+                self._stale.discard(topic)
+                return
+            if current is not None and current.broker_id != self.broker_id:
+                self._stale.discard(topic)
+                await self._lost(topic, f"broker {current.broker_id} took it over")
+                return
+            if current is not None and current.session_id == session:
+                version = current.version_id
+            else:
+                expected = MUST_NOT_EXIST if current is None else current.version_id
+                try:
+                    result = await self.metadata.put(key, self._value, expected_version=expected, ephemeral=True)
+                except BadVersion:
+                    continue
+                version = result.version.version_id
+            if self._owned.get(topic) is held:
+                self._owned[topic] = OwnerInfo(self.broker_id, self.service_url, self.web_url, session, version)
+                self.metrics.ownership_changes.inc(event="revalidated")
+                log.info("still owning %s on metadata session %d", topic, session)
+            self._stale.discard(topic)
+            return
+        log.info("the owner record of %s kept changing while revalidating it; trying again", topic)
+
+    async def _lost(self, topic: TopicName, why: str) -> None:
+        if self._owned.pop(topic, None) is None:
+            return
+        log.warning("lost the ownership of %s: %s", topic, why)
+        self.metrics.ownership_changes.inc(event="lost")
+        for listener in list(self._listeners):
+            await call_listener(listener.on_released, topic)

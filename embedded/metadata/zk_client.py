@@ -14,12 +14,13 @@ Theory of operation, after Pulsar's `ZKMetadataStore` (pulsar-metadata, impl/):
   as Pulsar's `ZKSessionWatcher` does, when ZooKeeper has not answered a probe (`exists /`
   every 1/15 of the session timeout, each allowed one such tick) for 5/6 of the session
   timeout, counted from the last answered probe: before the server can expire the session
-  and hand our ephemeral records to another broker, so no two brokers believe they own one
-  topic. A session declared lost stays lost: if ZooKeeper had not expired it (a restarted
-  server restores its sessions) and kazoo reconnects on it, this client closes it (its
-  ephemeral records go, as the listeners were told) and opens a new one. Pulsar instead
-  revalidates its locks on `SessionReestablished`; the brokers here, like our own store's
-  clients, take their records again on a new session.
+  and hand our ephemeral records to another broker. The brokers keep serving what they own
+  meanwhile and revalidate it on the next session (embedded/broker/ownership.py), as
+  Pulsar's brokers revalidate their locks on `SessionReestablished`. A session declared
+  lost stays lost: if ZooKeeper had not expired it (a restarted server restores its
+  sessions) and kazoo reconnects on it, this client closes it (its ephemeral records go,
+  as the listeners were told) and opens a new one, on which the brokers take their records
+  again.
 - Watches are one persistent recursive watch on "/" (ZooKeeper >= 3.6 `addWatch`), which
   kazoo 2.11 does not offer: `_AddWatch` is that request and `_route_events` hooks the
   connection's event reader to deliver its events (see `_install_event_hook`). After a

@@ -1,0 +1,252 @@
+"""Topic ownership across a lost metadata session, as Pulsar's brokers keep it (reconnect policy).
+
+A broker whose session is lost (paused, or cut off from the store) keeps serving what it owns
+and revalidates each record on its next session (Pulsar's `ResourceLockImpl.revalidate`):
+acquired again when gone, replaced when ours from the old session, dropped (listeners told)
+when another broker took it over. Meanwhile it never CAS-deletes with a lost session's
+version. No sockets: an in-memory store with ZooKeeper-like per-record versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+from embedded.broker.metrics import BrokerMetrics
+from embedded.broker.ownership import OwnershipService, owner_key
+from embedded.broker.topic_name import TopicName
+from embedded.metadata.model import (
+    MUST_NOT_EXIST,
+    BadVersion,
+    GetResult,
+    KeyNotFound,
+    MetadataUnavailable,
+    PutResult,
+    Version,
+)
+
+TOPIC = TopicName.parse("persistent://public/default/t-partition-0")
+
+
+class MemoryStore:
+    """Records with per-record versions (ZooKeeper's: a new record starts at 0), ephemeral ones
+    tied to a session; `reachable` False makes every call raise MetadataUnavailable."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, tuple[str, int, int | None]] = {}   # key -> (value, version, session)
+        self.next_session = 100
+        self.reachable = True
+        self.deletes: list[tuple[str, int | None]] = []
+
+    def open_session(self) -> int:
+        self.next_session += 1
+        return self.next_session
+
+    def expire(self, session: int) -> None:
+        self.records = {k: r for k, r in self.records.items() if r[2] != session}
+
+    def _check(self) -> None:
+        if not self.reachable:
+            raise MetadataUnavailable("the store is out of reach")
+
+    def get(self, key: str) -> GetResult:
+        self._check()
+        if key not in self.records:
+            raise KeyNotFound(key)
+        value, version, session = self.records[key]
+        return GetResult(key, value, Version(version, 0, 0, version, session is not None, session))
+
+    def put(self, key: str, value: str, expected: int | None, session: int | None) -> PutResult:
+        self._check()
+        current = self.records.get(key)
+        if expected == MUST_NOT_EXIST and current is not None:
+            raise BadVersion(key)
+        if expected is not None and expected != MUST_NOT_EXIST and (current is None or current[1] != expected):
+            raise BadVersion(key)
+        version = 0 if current is None else current[1] + 1
+        self.records[key] = (value, version, session)
+        return PutResult(key, Version(version, 0, 0, version, session is not None, session))
+
+    def delete(self, key: str, expected: int | None) -> None:
+        self._check()
+        self.deletes.append((key, expected))
+        current = self.records.get(key)
+        if current is None:
+            raise KeyNotFound(key)
+        if expected is not None and current[1] != expected:
+            raise BadVersion(key)
+        del self.records[key]
+
+
+class BrokerClient:
+    """One broker's metadata client on the shared store: its own session, lost on demand."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.session: int | None = None
+        self.listeners: list[Callable[[int], None]] = []
+
+    @property
+    def current_session(self) -> int | None:
+        return self.session
+
+    async def session_id(self) -> int:
+        self.store._check()
+        if self.session is None:
+            self.session = self.store.open_session()
+        return self.session
+
+    def add_session_listener(self, callback: Callable[[int], None]) -> None:
+        self.listeners.append(callback)
+
+    def lose_session(self) -> None:
+        lost, self.session = self.session, None
+        assert lost is not None
+        for listener in self.listeners:
+            listener(lost)
+
+    async def get(self, key: str) -> GetResult:
+        return self.store.get(key)
+
+    async def put(self, key: str, value: str, *, expected_version: int | None = None,
+                  ephemeral: bool = False) -> PutResult:
+        session = await self.session_id() if ephemeral else None
+        return self.store.put(key, value, expected_version, session)
+
+    async def delete(self, key: str, *, expected_version: int | None = None) -> bool:
+        self.store.delete(key, expected_version)
+        return True
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.released: list[TopicName] = []
+
+    def on_owned(self, topic: TopicName) -> None:
+        return None
+
+    def on_released(self, topic: TopicName) -> None:
+        self.released.append(topic)
+
+
+def broker(store: MemoryStore, broker_id: int) -> tuple[OwnershipService, BrokerClient, Listener]:
+    client = BrokerClient(store)
+    service = OwnershipService(client, broker_id, f"pulsar://b{broker_id}", f"http://b{broker_id}",  # type: ignore[arg-type]
+                               BrokerMetrics())
+    listener = Listener()
+    service.add_listener(listener)
+    return service, client, listener
+
+
+async def settle(service: OwnershipService) -> None:
+    for _ in range(200):   # bounded: the revalidation loop finishes or we give up
+        task = service._revalidating
+        if task is None or task.done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("revalidation did not finish")
+
+
+def owner_id(store: MemoryStore) -> int:
+    return int(json.loads(store.records[owner_key(TOPIC)][0])["broker_id"])
+
+
+def test_a_lost_session_keeps_the_topic_served_and_a_new_owner_takes_it_away() -> None:
+    async def run() -> None:
+        store = MemoryStore()
+        zombie, zombie_client, told = broker(store, 0)
+        other, _, _ = broker(store, 1)
+        await zombie.try_acquire(TOPIC)
+        old_session = zombie_client.session
+        assert old_session is not None
+        store.reachable = False                       # cut off from the store (or paused) ...
+        zombie_client.lose_session()
+        assert zombie.is_owned(TOPIC) and not zombie.is_confirmed(TOPIC)   # ... still serving
+        assert told.released == []
+        store.expire(old_session)                     # the store expires the session ...
+        await asyncio.sleep(0.05)                     # revalidation retries while out of reach
+        assert zombie.is_owned(TOPIC)
+        store.reachable = True
+        await other.try_acquire(TOPIC)                # ... and another broker takes the topic over
+        await settle(zombie)
+        assert not zombie.is_owned(TOPIC)
+        assert told.released == [TOPIC]
+        assert owner_id(store) == 1
+        await zombie.close()
+
+    asyncio.run(run())
+
+
+def test_a_record_nobody_took_is_acquired_again_on_the_next_session() -> None:
+    async def run() -> None:
+        store = MemoryStore()
+        service, client, told = broker(store, 0)
+        await service.try_acquire(TOPIC)
+        old = client.session
+        assert old is not None
+        store.expire(old)
+        client.lose_session()
+        await settle(service)
+        assert service.is_confirmed(TOPIC) and told.released == []
+        assert store.records[owner_key(TOPIC)][2] == client.session != old
+        await service.close()
+
+    asyncio.run(run())
+
+
+def test_our_record_of_the_old_session_is_replaced() -> None:
+    async def run() -> None:
+        store = MemoryStore()
+        service, client, told = broker(store, 0)
+        await service.try_acquire(TOPIC)
+        old = client.session
+        client.lose_session()            # declared lost before the store expired it
+        await settle(service)
+        assert service.is_confirmed(TOPIC) and told.released == []
+        assert store.records[owner_key(TOPIC)][2] == client.session != old
+        await service.close()
+
+    asyncio.run(run())
+
+
+def test_releasing_under_a_lost_session_never_deletes_the_new_owners_record() -> None:
+    """The new owner's record may carry the version number our lost one had (ZooKeeper starts
+    every znode at 0): a CAS delete with it would remove the new owner's ownership."""
+    async def run() -> None:
+        store = MemoryStore()
+        zombie, zombie_client, _ = broker(store, 0)
+        other, _, _ = broker(store, 1)
+        await zombie.try_acquire(TOPIC)
+        old = zombie_client.session
+        assert old is not None
+        store.reachable = False
+        zombie_client.lose_session()
+        store.expire(old)
+        store.reachable = True
+        await other.try_acquire(TOPIC)   # same version number (0) as the zombie's old record
+        await zombie.release(TOPIC)      # e.g. its managed ledger was fenced: it lets the topic go
+        assert store.deletes == [] and owner_id(store) == 1
+        await zombie.close()
+
+    asyncio.run(run())
+
+
+def test_the_shutdown_policy_gives_every_topic_up_at_once() -> None:
+    """`zookeeperSessionExpiredPolicy=shutdown`: Pulsar's broker exits on a lost session; here it
+    gives up what it owned at once, listeners told, and revalidates nothing."""
+    async def run() -> None:
+        store = MemoryStore()
+        client = BrokerClient(store)
+        service = OwnershipService(client, 0, "pulsar://b0", "http://b0", BrokerMetrics(),  # type: ignore[arg-type]
+                                   shutdown_on_session_loss=True)
+        told = Listener()
+        service.add_listener(told)
+        await service.try_acquire(TOPIC)
+        client.lose_session()
+        assert not service.is_owned(TOPIC)
+        await asyncio.sleep(0.01)
+        assert told.released == [TOPIC] and service._revalidating is None
+        await service.close()
+
+    asyncio.run(run())
