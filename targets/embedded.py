@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import random
 import shutil
 import time
 from collections.abc import Mapping
@@ -48,6 +50,7 @@ from harness.target import (
 )
 from harness.txn_paths import PIP_160_BATCHED_WRITES, TxnPath
 from targets.local import LocalProcessControl
+from targets.power_loss import crash_store_files, mark_directories, unsynced_bytes
 from targets.processes import (
     HOST,
     ProcessState,
@@ -348,6 +351,23 @@ class EmbeddedCluster(LocalProcessControl):
         """Start a stopped service with its original config and wait until it is healthy."""
         self._start(service)
         self._wait_healthy([service], time.monotonic() + self.spec.ready_timeout_s)
+
+    # ---- PowerLossControl (the `crash` fault kind: targets/power_loss.py) ----------------------
+
+    def crash(self, service: str, seed: int, aim_s: float) -> str:
+        """kill -9 `service`, at a moment its store has a write in flight when one comes within
+        `aim_s` (a crash between whole fsyncs tears nothing), then lose what it never fsynced."""
+        proc = self._proc(service)
+        data_dir = self.directory / "data" / service
+        stores = mark_directories(data_dir)
+        deadline = time.monotonic() + aim_s
+        while stores and time.monotonic() < deadline and not any(unsynced_bytes(d) for d in stores):
+            time.sleep(0.0005)
+        proc.kill()
+        lost = crash_store_files(data_dir, random.Random(seed))
+        what = "; ".join(lost) if lost else "nothing unsynced to lose"
+        logging.getLogger("targets.embedded").info("power-loss crash of %s: %s", service, what)
+        return what
 
     # ---- internals ----------------------------------------------------------------------------
 
