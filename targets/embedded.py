@@ -138,6 +138,24 @@ def metadata_store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {"snapshot_every_records": value}
 
 
+LEDGER_SEGMENT_SETTING = "txnbenchLedgerJournalSegmentBytes"
+"""Cluster setting (ours): the ledger store starts a new journal segment after this many bytes
+(default 64 MiB, which a chaos run never fills; BookKeeper rolls its journal at 2 GB). Small
+segments roll over and are reclaimed within a run, as they do over days in production, so a
+restart replays a journal whose deleted ledgers lost their older segments, and a crash may
+land on a segment being created."""
+
+
+def ledger_store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What of the cluster settings goes into our ledger store's config."""
+    value = settings.get(LEDGER_SEGMENT_SETTING)
+    if value is None:
+        return {}
+    if isinstance(value, bool) or not isinstance(value, int) or value < 4096:
+        raise EnvironmentProblem(f"{LEDGER_SEGMENT_SETTING} must be an integer of at least 4096 bytes, got {value!r}")
+    return {"segment_bytes": value}
+
+
 def path_settings(txn_path: TxnPath) -> dict[str, Any]:
     """Broker settings (Pulsar names) that select a transaction path, and its store as Pulsar ships it.
 
@@ -469,6 +487,7 @@ class EmbeddedCluster(LocalProcessControl):
             "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports,
                          "planted_bugs": planted, **metadata_store_settings(settings)},
             "ledger": {**common, "name": "ledger", "data_dir": str(data_dir / "ledger"), **ledger.ports,
+                       **ledger_store_settings(settings),
                        "planted_bugs": planted},
         }
         if oxia:
