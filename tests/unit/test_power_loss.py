@@ -12,7 +12,8 @@ import pytest
 from embedded.ledger.journal import _pwrite_all, list_segments
 from embedded.ledger.journal_format import SEGMENT_HEADER_SIZE
 from embedded.ledger.model import LedgerKind, LedgerMetadata
-from embedded.ledger.records import CreateRecord, EntryRecord, encode_record as ledger_record
+from embedded.ledger.records import CreateRecord, EntryRecord
+from embedded.ledger.records import encode_record as ledger_record
 from embedded.ledger.recovery import recover
 from embedded.ledger.store import LedgerStore
 from embedded.metadata.durable import DurabilityConfig, DurableStore
