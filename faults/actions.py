@@ -13,7 +13,7 @@ embedded fault proxy and the compose target's real Toxiproxy behave the same:
 
 Toxics are named `txnbench-<fault id>-<type>-<stream>`, so a heal removes exactly
 its own. Process faults go through `ProcessControl` (kill -9 then start; SIGTERM
-then start; SIGSTOP then SIGCONT). Topic faults go through `TopicAdmin` and are not healable: a split,
+then start; SIGSTOP then SIGCONT; a power-loss crash: kill -9, tear what was never fsynced, start). Topic faults go through `TopicAdmin` and are not healable: a split,
 merge, seal or termination stays.
 
 Which action serves which kind, and what it acts through, is the kind's registry entry
@@ -41,7 +41,7 @@ from faults.selectors import (
     ServiceTarget,
     TopicTarget,
 )
-from harness.target import ProcessControl
+from harness.target import PowerLossControl, ProcessControl
 from harness.toxiproxy.client import NotFound
 from harness.toxiproxy.model import ToxicType
 
@@ -126,6 +126,27 @@ class KillAction:
     def inject(self, fault: Fault) -> None:
         for name in _services(fault):
             self.control.kill(name)
+
+    def heal(self, fault: Fault) -> None:
+        for name in _services(fault):
+            self.control.start(name)
+
+
+class CrashAction:
+    """A power-loss crash (LazyFS-like): kill -9 at a moment the store has a write in flight, then
+    lose what it never fsynced (targets/power_loss.py); healed by starting the process again,
+    which recovers from what is left. Only what the store never acknowledged is lost."""
+
+    def __init__(self, control: ProcessControl) -> None:
+        self.control = control
+
+    def inject(self, fault: Fault) -> Mapping[str, Any]:
+        if not isinstance(self.control, PowerLossControl):
+            raise NotInjected("this target cannot crash a store's files (only the embedded cluster's stores "
+                              "record what they fsynced)")
+        seed = zlib.crc32(f"{fault.fault_id}/{fault.source}".encode())
+        aim_s = int(fault.params.get("aim_ms", 0)) / 1000
+        return {"lost": {name: self.control.crash(name, seed, aim_s) for name in _services(fault)}}
 
     def heal(self, fault: Fault) -> None:
         for name in _services(fault):

@@ -55,6 +55,8 @@ TARGETS: Mapping[FaultKind, tuple[str, ...]] = {
     FaultKind.SLOW_PARTICIPANT: ("broker:random",),
     FaultKind.CLIENT_KILL: ("load:random",),
     FaultKind.CLIENT_ISOLATE: ("clients",),
+    # a power loss matters where a process keeps a log: the two stores (a broker loses nothing)
+    FaultKind.CRASH: ("ledger", "metadata"),
 }
 AIMED: Mapping[FaultKind, tuple[str, ...]] = {
     FaultKind.KILL: ("coordinator:trigger",),

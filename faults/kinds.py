@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from faults.actions import (
     ClientKillAction,
+    CrashAction,
     KillAction,
     MergeAction,
     PartitionAction,
@@ -85,6 +86,7 @@ class FaultKind(StrEnum):
     UNLOAD = "unload"                # unload a topic, partition or v5 segment: its ownership moves, no crash
     CLIENT_KILL = "client-kill"      # kill -9 a Locust worker of the load: its open transactions are abandoned
     CLIENT_ISOLATE = "client-isolate"  # cut every client off from every broker for longer than the txn timeout
+    CRASH = "crash"                  # power loss of a store: kill -9, its unsynced writes lost or torn; restart
 
 
 def kind_of(text: str, source: str, key: str) -> FaultKind:
@@ -290,6 +292,13 @@ KINDS: Mapping[FaultKind, KindSpec] = MappingProxyType({
         (ClientsSelector,), lambda _p: "clients", _through_network(PartitionAction),
         MappingProxyType({"direction": _direction(Direction.BOTH)}), needs=frozenset({Capability.NETWORK}),
         network=True, client_fault=True),
+    FaultKind.CRASH: KindSpec(
+        FaultKind.CRASH, "power-loss crash (LazyFS-like): kill -9 while the store has a write in flight, lose or "
+                         "tear what it never fsynced (never what it acknowledged); start it again when healed",
+        (ServiceSelector,), lambda _p: "ledger", _through_processes(CrashAction),
+        MappingProxyType({"aim_ms": Param(2000, "how long to wait for a write in flight before the kill", 0,
+                                          10_000)}),
+        needs=frozenset({Capability.PROCESSES}), process_fault=True, waits_healthy_on_heal=True),
 })
 
 

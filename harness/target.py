@@ -131,6 +131,18 @@ class ProcessControl(Protocol):
 
 
 @runtime_checkable
+class PowerLossControl(Protocol):
+    """A crash that also loses what a store wrote but never fsynced (the `crash` fault kind).
+
+    Only a target whose stores record their fsync marks (harness.sync_mark) can do it: the
+    embedded cluster. A service without a mark is killed with nothing lost."""
+
+    def crash(self, service: str, seed: int, aim_s: float) -> str:
+        """Wait up to `aim_s` for a write in flight, kill -9, then tear the store's unsynced
+        bytes (drawn from `seed`); returns what was lost, in words. Start it again with `start`."""
+
+
+@runtime_checkable
 class ClusterTarget(Protocol):
     """How a run gets a cluster. `up()` returns once the cluster serves clients."""
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import random
 import shutil
 import time
 from collections.abc import Mapping
@@ -48,6 +50,7 @@ from harness.target import (
 )
 from harness.txn_paths import PIP_160_BATCHED_WRITES, TxnPath
 from targets.local import LocalProcessControl
+from targets.power_loss import crash_store_files, mark_directories, unsynced_bytes
 from targets.processes import (
     HOST,
     ProcessState,
@@ -133,6 +136,24 @@ def metadata_store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise EnvironmentProblem(f"{METADATA_SNAPSHOT_SETTING} must be a positive integer, got {value!r}")
     return {"snapshot_every_records": value}
+
+
+LEDGER_SEGMENT_SETTING = "txnbenchLedgerJournalSegmentBytes"
+"""Cluster setting (ours): the ledger store starts a new journal segment after this many bytes
+(default 64 MiB, which a chaos run never fills; BookKeeper rolls its journal at 2 GB). Small
+segments roll over and are reclaimed within a run, as they do over days in production, so a
+restart replays a journal whose deleted ledgers lost their older segments, and a crash may
+land on a segment being created."""
+
+
+def ledger_store_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What of the cluster settings goes into our ledger store's config."""
+    value = settings.get(LEDGER_SEGMENT_SETTING)
+    if value is None:
+        return {}
+    if isinstance(value, bool) or not isinstance(value, int) or value < 4096:
+        raise EnvironmentProblem(f"{LEDGER_SEGMENT_SETTING} must be an integer of at least 4096 bytes, got {value!r}")
+    return {"segment_bytes": value}
 
 
 def path_settings(txn_path: TxnPath) -> dict[str, Any]:
@@ -349,6 +370,23 @@ class EmbeddedCluster(LocalProcessControl):
         self._start(service)
         self._wait_healthy([service], time.monotonic() + self.spec.ready_timeout_s)
 
+    # ---- PowerLossControl (the `crash` fault kind: targets/power_loss.py) ----------------------
+
+    def crash(self, service: str, seed: int, aim_s: float) -> str:
+        """kill -9 `service`, at a moment its store has a write in flight when one comes within
+        `aim_s` (a crash between whole fsyncs tears nothing), then lose what it never fsynced."""
+        proc = self._proc(service)
+        data_dir = self.directory / "data" / service
+        stores = mark_directories(data_dir)
+        deadline = time.monotonic() + aim_s
+        while stores and time.monotonic() < deadline and not any(unsynced_bytes(d) for d in stores):
+            time.sleep(0.0005)
+        proc.kill()
+        lost = crash_store_files(data_dir, random.Random(seed))
+        what = "; ".join(lost) if lost else "nothing unsynced to lose"
+        logging.getLogger("targets.embedded").info("power-loss crash of %s: %s", service, what)
+        return what
+
     # ---- internals ----------------------------------------------------------------------------
 
     def _argv(self, record: ServiceRecord) -> list[str]:
@@ -449,6 +487,7 @@ class EmbeddedCluster(LocalProcessControl):
             "metadata": {**common, "name": "metadata", "data_dir": str(data_dir / "metadata"), **meta.ports,
                          "planted_bugs": planted, **metadata_store_settings(settings)},
             "ledger": {**common, "name": "ledger", "data_dir": str(data_dir / "ledger"), **ledger.ports,
+                       **ledger_store_settings(settings),
                        "planted_bugs": planted},
         }
         if oxia:

@@ -11,6 +11,10 @@ deletion gets a clean error instead of another file's bytes.
 
 A segment is named `segment-<number>.log`. The layout inside is `journal_format`.
 The data directory is locked (flock on `LOCK`) so two stores never share it.
+
+After each fsync returns, and before the batch it covered is acknowledged, the journal
+records the segment and its durable length in the fsync mark (`harness.sync_mark`): the
+power-loss crash fault reads it to destroy only what was never fsynced.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from embedded.ledger.journal_format import (
     encode_batch_header,
     encode_segment_header,
 )
+from harness.sync_mark import SyncMarkWriter
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 _SEGMENT_NAME = re.compile(r"^segment-(\d{12})\.log$")
@@ -169,6 +174,7 @@ class Journal:
         self._segments = dict(segments)
         self.next_seq = next_seq
         self.active: SegmentFile | None = None
+        self._mark = SyncMarkWriter(directory)
 
     @staticmethod
     def open_segment(segment_no: int, path: Path, size: int) -> SegmentFile:
@@ -192,6 +198,7 @@ class Journal:
         segment = SegmentFile(segment_no, path, fd, len(header))
         self._segments[segment_no] = segment
         self.active = segment
+        self._mark.record(path.name, segment.size)
         return segment, 2
 
     def write_batch(self, records: Sequence[bytes], next_ledger_id: int) -> BatchWritten:
@@ -208,6 +215,7 @@ class Journal:
         _pwrite_all(segment.fd, data, offset)
         os.fdatasync(segment.fd)
         segment.size += len(data)
+        self._mark.record(segment.path.name, segment.size)
         written = BatchWritten(segment.segment_no, offset + BATCH_HEADER_SIZE, self.next_seq,
                                len(data), syncs + 1, new_segment)
         self.next_seq += 1
@@ -246,3 +254,4 @@ class Journal:
             segment.retire()
         self._segments.clear()
         self.active = None
+        self._mark.close()

@@ -6,7 +6,10 @@ Every record of every intact batch is replayed through the pure `LedgerBook` in
 journal order, entries are indexed by location (never copied), and `SegmentUsage`
 learns which ledgers live in which segment. A torn tail is cut off the file (and the
 truncation fsynced) so later batches are never written after garbage, and a newest
-segment whose header was torn is removed. The next ledger id is the largest of every
+segment whose header was torn is removed. Every segment kept is fsynced: after a kill -9
+its last batches may sit in the page cache unsynced (their fsync never returned), and
+recovery replays them, so they must be durable before anything that builds on them
+(a seal at their last entry, in the next segment) is acknowledged. The next ledger id is the largest of every
 segment header's high-water mark and every ledger id seen, plus one where needed, so
 ids are never reused even after the segments that created them were reclaimed.
 Writing then continues in a fresh segment.
@@ -151,7 +154,9 @@ def recover(directory: Path, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Reco
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            segments[segment_no] = Journal.open_segment(segment_no, path, scan.valid_end)
+            segments[segment_no] = segment = Journal.open_segment(segment_no, path, scan.valid_end)
+            if is_last:
+                os.fsync(segment.fd)   # older segments were fsynced before the next was created
             del buf
     except BaseException:
         for segment in segments.values():

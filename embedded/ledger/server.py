@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from embedded import planted_bugs
+from embedded.ledger.journal import DEFAULT_SEGMENT_BYTES
 from embedded.ledger.model import InvalidRequest, LedgerError, LedgerKind, LedgerMetadata
 from embedded.ledger.stats import LedgerStats
 from embedded.ledger.store import READ_MAX_BYTES, LedgerStore
@@ -42,6 +43,7 @@ class LedgerServiceConfig:
     host: str = "127.0.0.1"
     log_level: str = "INFO"
     parent_pid: int | None = None
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> LedgerServiceConfig:
@@ -57,9 +59,12 @@ class LedgerServiceConfig:
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
                 raise SystemExit(f"ledger config {key} must be a port number (0 picks a free one), not {value!r}")
         parent = raw.get("parent_pid")
+        segment_bytes = raw.get("segment_bytes", DEFAULT_SEGMENT_BYTES)
+        if not isinstance(segment_bytes, int) or isinstance(segment_bytes, bool) or segment_bytes < 4096:
+            raise SystemExit(f"ledger config segment_bytes must be an integer of at least 4096, not {segment_bytes!r}")
         return cls(name=str(raw["name"]), data_dir=Path(raw["data_dir"]), rpc_port=raw["rpc_port"],
                    http_port=raw["http_port"], host=host, log_level=str(raw.get("log_level", "INFO")),
-                   parent_pid=int(parent) if parent else None)
+                   parent_pid=int(parent) if parent else None, segment_bytes=segment_bytes)
 
 
 def _ledger_id(header: dict[str, Any]) -> int:
@@ -180,7 +185,8 @@ class LedgerService:
         cfg = self.config
         self._http = await start_http(http_app(self.registry, lambda: self.ready), cfg.http_port, cfg.host)
         self.http_port = self._http.addresses[0][1] if self._http.addresses else cfg.http_port
-        self.store = await LedgerStore.open(cfg.data_dir, stats=self.stats, on_fatal=_exit_on_journal_failure)
+        self.store = await LedgerStore.open(cfg.data_dir, stats=self.stats, on_fatal=_exit_on_journal_failure,
+                                           segment_bytes=cfg.segment_bytes)
         self.rpc = RpcServer(LedgerHandlers(self.store, self.stats).table(), host=cfg.host, port=cfg.rpc_port)
         self.rpc_port = await self.rpc.start()
         log.info("ledger store %s ready: rpc %s:%d, http %s:%d, data %s", cfg.name, cfg.host, self.rpc_port,

@@ -16,8 +16,9 @@ immutable, so the copy is shallow and fast), the log is rotated at that lsn by a
 marker in the pending buffer, the copy is written to a snapshot file by another
 thread, and segments wholly covered by the snapshot are deleted. Recovery loads the
 newest snapshot, replays the newer log records through the same state machine
-(commands are deterministic given their logged `ms`), truncates a torn tail and
-gives every session a fresh deadline. An fsync failure is fatal: the store stops
+(commands are deterministic given their logged `ms`), truncates a torn tail, fsyncs
+the newest segment (a kill -9 leaves its unsynced records in the page cache, and they
+were just replayed) and gives every session a fresh deadline. An fsync failure is fatal: the store stops
 accepting and acknowledging (`StoreFailed`), because the page cache may no longer
 match the disk.
 """
@@ -60,6 +61,7 @@ from embedded.metadata.wal import (
     decode_records,
     encode_record,
     fsync_dir,
+    fsync_file,
     list_segments,
     truncate_file,
 )
@@ -202,6 +204,10 @@ class DurableStore:
                 if applied.notifications:
                     self._replayed.append((lsn, int(entry["ms"]), applied.notifications,
                                            (cmd.min, cmd.max) if isinstance(cmd, DeleteRange) else None))
+        if segments:
+            # after a kill -9 its last records may be in the page cache only (their fsync never
+            # returned) and were replayed: make them durable before anything builds on them
+            fsync_file(segments[-1][1])
         self.state.reset_session_deadlines(self._clock())
         self.applied_lsn = self.durable_lsn = lsn
         self._writer.open(lsn + 1)

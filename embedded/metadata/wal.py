@@ -10,7 +10,11 @@ prefix ends, and recovery truncates the file there (those bytes were never
 acknowledged). Segments wholly covered by a snapshot are deleted after the snapshot
 is durable, which bounds recovery time.
 
-`SegmentWriter` is used from one thread at a time (the store's WAL thread).
+`SegmentWriter` is used from one thread at a time (the store's WAL thread). After each
+fsync returns (and before the store acknowledges what it covered) it records the segment
+and its durable length in the fsync mark (`harness.sync_mark`), which the power-loss crash
+fault reads to destroy only what was never fsynced. Opening a segment fsyncs it, so a
+segment recovery appends to holds nothing that is only in the page cache.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.sync_mark import SyncMarkWriter
 
 HEADER = struct.Struct(">II")
 MAX_RECORD = 64 * 1024 * 1024
@@ -97,6 +103,9 @@ class SegmentWriter:
         self.directory = directory
         self._fd: int | None = None
         self.first_lsn = 0
+        self._name = ""
+        self._size = 0
+        self._mark: SyncMarkWriter | None = None
 
     def open(self, first_lsn: int) -> None:
         """Append to segment `first_lsn` (created if missing; an existing one must be empty)."""
@@ -105,7 +114,12 @@ class SegmentWriter:
         path = self.directory / segment_name(first_lsn)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.first_lsn = first_lsn
+        _sync(self._fd)
         fsync_dir(self.directory)
+        self._name, self._size = path.name, os.fstat(self._fd).st_size
+        if self._mark is None:
+            self._mark = SyncMarkWriter(self.directory)
+        self._mark.record(self._name, self._size)
 
     def write(self, data: bytes) -> None:
         if self._fd is None:
@@ -114,10 +128,13 @@ class SegmentWriter:
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
+            self._size += written
 
     def sync(self) -> None:
         if self._fd is not None:
             _sync(self._fd)
+            if self._mark is not None:
+                self._mark.record(self._name, self._size)
 
     def rotate(self, first_lsn: int) -> None:
         """Seal the current segment (fsync) and start `first_lsn`."""
@@ -128,6 +145,17 @@ class SegmentWriter:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._mark is not None:
+            self._mark.close()
+            self._mark = None
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def truncate_file(path: Path, size: int) -> None:

@@ -211,3 +211,20 @@ def test_the_metadata_stores_snapshot_interval_is_a_cluster_setting(tmp_path: Pa
                                        settings={METADATA_SNAPSHOT_SETTING: "often"}))
     with pytest.raises(EnvironmentProblem, match=METADATA_SNAPSHOT_SETTING):
         bad._plan()
+
+
+def test_the_ledger_stores_journal_segment_size_is_a_cluster_setting(tmp_path: Path) -> None:
+    from embedded.ledger.server import LedgerServiceConfig
+    from targets.embedded import LEDGER_SEGMENT_SETTING
+
+    cluster = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V4, brokers=2, directory=tmp_path,
+                                           settings={LEDGER_SEGMENT_SETTING: 262_144}))
+    cluster._plan()
+    config = _config(cluster, "ledger")
+    assert LedgerServiceConfig.from_dict(config).segment_bytes == 262_144
+    default = _planned(tmp_path / "default", TxnPath.V4, brokers=2)
+    assert "segment_bytes" not in _config(default, "ledger")   # the store's own default
+    bad = EmbeddedCluster(EmbeddedSpec(txn_path=TxnPath.V4, brokers=2, directory=tmp_path / "bad",
+                                       settings={LEDGER_SEGMENT_SETTING: 10}))
+    with pytest.raises(EnvironmentProblem, match=LEDGER_SEGMENT_SETTING):
+        bad._plan()
