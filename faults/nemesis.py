@@ -144,6 +144,7 @@ class Nemesis:
         self._phase_start: float | None = None
         self._closed = False
         self._tail: HistoryTail | None = None     # follows the load's history, for triggers
+        self._started_at: dict[int, float] = {}   # window index -> seconds into the phase it began
 
     # ---- validation ------------------------------------------------------------------------------
 
@@ -224,6 +225,19 @@ class Nemesis:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def progress(self) -> dict[str, Any]:
+        """How far the timeline got: which windows began and how late, which never did.
+
+        Why: a heal (a restart, a store's recovery) takes seconds the plan does not count and a
+        trigger waits for the load, so the timeline slips; windows still ahead when the faults
+        phase ends never run, and a chaos run that silently skipped its late faults (a client
+        isolation, a store kill) would claim paths it never exercised. The run writes this into
+        its manifest and report (`faults_progress`).
+        """
+        with self._lock:
+            started = dict(self._started_at)
+        return timeline_progress(self.timeline, started)
+
     def in_effect(self) -> list[Fault]:
         """Faults that may be in effect now (injected or being injected, not yet healed)."""
         with self._lock:
@@ -254,7 +268,7 @@ class Nemesis:
             assert self._phase_start is not None
             phase_end = self._phase_start + self.timeline.duration_s
             quiet_until = self._phase_start
-            for window in self.timeline.windows:
+            for number, window in enumerate(self.timeline.windows):
                 start_at = max(self._phase_start + window.start_s, quiet_until)
                 if start_at >= phase_end or not self._sleep_until(start_at):
                     return
@@ -262,6 +276,8 @@ class Nemesis:
                 if self._stop.is_set() or time.monotonic() >= phase_end:
                     return
                 started = time.monotonic()
+                with self._lock:
+                    self._started_at[number] = started - self._phase_start
                 faults = self._inject_window(window, trigger)
                 # each fault is healed after its own duration (a generated window's overlap), the
                 # shortest first; faults of one duration in the reverse order of their injection
@@ -448,6 +464,18 @@ class Nemesis:
             if heal_failure:
                 self.stats.heal_failures += 1
         self.say(f"{self.label}: {message.splitlines()[0]}")
+
+
+def timeline_progress(timeline: Timeline, started_at: Mapping[int, float]) -> dict[str, Any]:
+    """The windows that began (with their lateness against the plan) and those that never did."""
+    late = [started_at[n] - w.start_s for n, w in enumerate(timeline.windows) if n in started_at]
+    unreached = [{"window": n + 1, "at_s": w.start_s,
+                  "faults": [f"{f.kind.value} {f.target}" for f in w.faults]}
+                 for n, w in enumerate(timeline.windows) if n not in started_at]
+    return {"windows": len(timeline.windows), "started": len(started_at),
+            "max_late_s": round(max(late), 1) if late else 0.0,
+            "last_late_s": round(late[-1], 1) if late else 0.0,
+            "unreached": unreached}
 
 
 def _error(err: BaseException) -> str:

@@ -18,6 +18,7 @@ summary into `compare.md`; `GOAL_PERCENT` is the issue's goal for `make chaos`.
 from __future__ import annotations
 
 import ast
+import json
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -193,8 +194,19 @@ def measure(runs: Mapping[str, Path], root: Path) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="txnbench-coverage-") as tmp:
             one = report(_Measured(files, root, Path(tmp)), areas, loaded_only=True)
         result["runs"][label] = {k: v for k, v in one.items() if k != "areas"} | {
-            "areas": [{k: v for k, v in a.items() if k != "functions"} for a in one["areas"]]}
+            "areas": [{k: v for k, v in a.items() if k != "functions"} for a in one["areas"]],
+            "faults_progress": _faults_progress(runs[label])}
     return result
+
+
+def _faults_progress(run: Path) -> dict[str, Any] | None:
+    """The run's fault timeline progress (manifest): a figure is only as good as the faults that ran."""
+    try:
+        manifest = json.loads((run / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    progress = manifest.get("faults_progress")
+    return progress if isinstance(progress, dict) else None
 
 
 def summary_lines(result: Mapping[str, Any]) -> list[str]:
@@ -206,8 +218,12 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
              f"{everything['branch_percent']:.1f}% of branches ({everything['branches_hit']}/{everything['branches']}) "
              f"across the runs; {verdict} the goal of {result['goal_percent']:g}% of lines."]
     for label, run in result["runs"].items():
+        progress = run.get("faults_progress") or {}
+        ran = (f"; {progress['started']} of {progress['windows']} fault windows ran"
+               + (f" (the rest never did: the timeline ran {progress['last_late_s']:g} s late)"
+                  if progress.get("unreached") else "")) if progress.get("windows") else ""
         lines.append(f"- {label}: {run['line_percent']:.1f}% of lines ({run['lines_hit']}/{run['lines']}), "
-                     f"{run['branch_percent']:.1f}% of branches, of the listed code its processes loaded")
+                     f"{run['branch_percent']:.1f}% of branches, of the listed code its processes loaded{ran}")
     return lines
 
 

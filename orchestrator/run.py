@@ -349,8 +349,19 @@ class Run:
                 self._wait(self.config.phases.faults_s)
         finally:
             recorder.close()
+            self._record_faults_progress(self.nemesis.progress())
         self.nemesis = None
         self._snapshot(Phase.FAULTS)
+
+    def _record_faults_progress(self, progress: dict[str, Any]) -> None:
+        """Into the manifest; and said aloud when planned faults never ran (the report repeats it)."""
+        self.run_dir.update_manifest(faults_progress=progress)
+        missed = progress["unreached"]
+        if missed:
+            self.say(f"[{self.config.path.value}] nemesis: {len(missed)} of {progress['windows']} planned fault "
+                     f"windows never ran (from at_s {missed[0]['at_s']:g} on): the timeline ran "
+                     f"{progress['last_late_s']:g} s behind its plan when the faults phase ended "
+                     f"(heals and triggers take time); raise phases.faults_s to run them")
 
     def _stop_load(self, timeout_s: float | None = None) -> None:
         if self.load is None:

@@ -338,11 +338,27 @@ def run_sections(perf: Mapping[str, Any], results: Mapping[str, Any] | None, cha
                          "brokers) at the end of each phase: "
                          + ", ".join(f"{k} {fmt_num(v)} s" for k, v in recovery.items()) if not recovery.get("absent")
                          else str(recovery.get("reason", "")))
-        sections.append(Section("Phases and faults", "phases", paragraphs=(recovery_text,),
+        progress_text = _faults_progress_text((manifest or {}).get("faults_progress"))
+        sections.append(Section("Phases and faults", "phases",
+                                paragraphs=(recovery_text, *([progress_text] if progress_text else [])),
                                 tables=tuple(phase_tables)))
     sections.append(_loadgen_section(perf))
     sections.append(_inputs_section(perf, run))
     return sections
+
+
+def _faults_progress_text(progress: Mapping[str, Any] | None) -> str | None:
+    """How far the fault timeline got (manifest `faults_progress`); a warning when windows never ran."""
+    if not progress or not progress.get("windows"):
+        return None
+    head = (f"Fault timeline: {progress['started']} of {progress['windows']} planned windows ran, the last "
+            f"{float(progress.get('last_late_s') or 0.0):g} s behind its plan (heals and triggers take time).")
+    missed = progress.get("unreached") or []
+    if not missed:
+        return head
+    names = "; ".join(f"at {m['at_s']:g} s: {', '.join(m['faults'])}" for m in missed)
+    return (f"⚠ {head} {len(missed)} windows never ran, the faults phase ended first, so this run says "
+            f"nothing about them: {names}. Raise phases.faults_s to run them.")
 
 
 def _intro(perf: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:

@@ -55,6 +55,11 @@ def test_the_report_says_the_figure_against_the_goal() -> None:
     assert head[1] == "- v4: 80.0% of lines (8/10), 40.0% of branches, of the listed code its processes loaded"
     md = render_markdown(result)
     assert "| `embedded/x.py` `X.replay` | 9/10 | 2/4 | 12 |" in md
+    # a run whose late fault windows never ran says so beside its figure
+    result["runs"]["v4"]["faults_progress"] = {"windows": 27, "started": 22, "last_late_s": 61.5,
+                                               "unreached": [{"window": 23, "at_s": 84.0, "faults": ["kill ledger"]}]}
+    assert summary_lines(result)[1].endswith(
+        "loaded; 22 of 27 fault windows ran (the rest never did: the timeline ran 61.5 s late)")
 
 
 def test_a_service_under_coverage_is_started_through_the_launcher() -> None:

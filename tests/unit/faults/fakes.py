@@ -5,6 +5,7 @@ can assert what is in effect, and each can be told to fail."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,12 +112,15 @@ class FakeControl:
     names: Sequence[str]
     fail_on: set[str] = field(default_factory=set)   # kill, start, pause, resume
     calls: list[tuple[str, str]] = field(default_factory=list)
+    delays: dict[str, float] = field(default_factory=dict)   # op -> seconds it takes (a slow restart)
 
     def __post_init__(self) -> None:
         self.state = {n: "running" for n in self.names}
 
     def _do(self, op: str, name: str, new_state: str) -> None:
         self.calls.append((op, name))
+        if op in self.delays:
+            time.sleep(self.delays[op])
         if op in self.fail_on:
             raise Boom(f"{op} {name} failed on purpose")
         if name not in self.state:

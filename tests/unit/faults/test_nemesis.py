@@ -473,3 +473,42 @@ def test_a_trigger_that_never_comes_injects_at_its_deadline(tmp_path: Path) -> N
         assert wait_for(lambda: nemesis.stats.healed == 1)
     trigger = world.history()[0]["extra"]["trigger"]
     assert trigger["fired"] is False and trigger["waited_s"] >= 0.2 and "seen" not in trigger
+
+
+def test_windows_the_faults_phase_ends_before_are_reported_as_never_run(tmp_path: Path) -> None:
+    # the first kill's heal (a restart) takes longer than the plan counts, so the timeline
+    # slips and the last window is still ahead when the phase ends: the run must say so
+    world = World(tmp_path)
+    assert world.control is not None
+    world.control.delays["start"] = 0.5
+    cfg = config("""
+quiet_s: 0
+schedule:
+  - {kind: kill, target: coordinator:1, at_s: 0, for_s: 0.1, quiet_s: 0}
+  - {kind: partition, target: client-broker:1, at_s: 0.2, for_s: 0.4, quiet_s: 0}
+  - {kind: pause, target: metadata, at_s: 0.8, for_s: 0.05}
+""", faults_s=1.0)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: not nemesis.running, timeout_s=10)
+        progress = nemesis.progress()
+    assert progress["windows"] == 3 and progress["started"] == 2
+    assert progress["last_late_s"] >= 0.3       # the partition began after the restart, not at 0.2 s
+    # planned at 0.8 s of a 1 s phase; the slip put it past the end
+    assert progress["unreached"] == [{"window": 3, "at_s": 0.8, "faults": ["pause metadata"]}]
+    assert world.clean()
+
+
+def test_a_timeline_that_ran_whole_has_nothing_unreached(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    cfg = config("""
+quiet_s: 0
+schedule:
+  - {kind: partition, target: client-broker:1, at_s: 0, for_s: 0.05}
+  - {kind: partition, target: client-broker:0, at_s: 0.1, for_s: 0.05}
+""", faults_s=2.0)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.healed == 2)
+        progress = nemesis.progress()
+    assert progress["started"] == 2 and progress["unreached"] == [] and progress["max_late_s"] < 0.5
