@@ -85,12 +85,17 @@ def list_segments(directory: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_file(path: Path) -> None:
+    """fsync a file or a directory by its path (a directory: its entries, after a create or rename)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    fsync_file(directory)
 
 
 _sync = getattr(os, "fdatasync", os.fsync)
@@ -149,13 +154,6 @@ class SegmentWriter:
             self._mark.close()
             self._mark = None
 
-
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def truncate_file(path: Path, size: int) -> None:

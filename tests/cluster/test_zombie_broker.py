@@ -59,12 +59,18 @@ def read_all(url: str, topic: str) -> list[str]:
         return [json.loads(m.data)["v"] for m in client.create_reader(topic).read_to_end(timeout_s=20)]
 
 
-def test_a_paused_owner_resumes_as_a_zombie_and_its_writes_are_fenced(cluster_factory: ClusterFactory) -> None:
+def owner_and_other(cluster_factory: ClusterFactory) -> tuple[Any, str, str]:
+    """A 2-broker v4 cluster with TOPIC created: the cluster, the topic's owner (the zombie to be)
+    and the other broker (the survivor that will take the topic over)."""
     cluster = cluster_factory(path="v4", brokers=2)
     AdminClient(cluster.info().admin_url, timeout_s=10).create_topic(TOPIC)
     zombie = owner_seen_by(cluster, "broker-0", TOPIC)
     assert zombie is not None
-    survivor = "broker-1" if zombie == "broker-0" else "broker-0"
+    return cluster, zombie, "broker-1" if zombie == "broker-0" else "broker-0"
+
+
+def test_a_paused_owner_resumes_as_a_zombie_and_its_writes_are_fenced(cluster_factory: ClusterFactory) -> None:
+    cluster, zombie, survivor = owner_and_other(cluster_factory)
     info = cluster.info()
     process = cluster.processes[zombie]
     queued: list[Future[Any]] = []
@@ -107,11 +113,7 @@ def test_a_broker_cut_off_from_the_store_keeps_serving_until_the_new_owner_fence
     """A live broker that cannot reach the metadata store past its session keeps its topics, as
     Pulsar's does (it used to drop them the moment its client declared the session lost, so no
     fault ever made a zombie write); the broker that takes a topic over fences it."""
-    cluster = cluster_factory(path="v4", brokers=2)
-    AdminClient(cluster.info().admin_url, timeout_s=10).create_topic(TOPIC)
-    zombie = owner_seen_by(cluster, "broker-0", TOPIC)
-    assert zombie is not None
-    survivor = "broker-1" if zombie == "broker-0" else "broker-0"
+    cluster, zombie, survivor = owner_and_other(cluster_factory)
     info = cluster.info()
     process = cluster.processes[zombie]
     recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v4")
