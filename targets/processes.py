@@ -17,11 +17,13 @@ stopping and the log tail in errors are written once.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,18 +42,42 @@ from harness.results import write_json_atomic
 HOST = "127.0.0.1"
 
 
+#: ports this process handed out lately, never handed out again while remembered
+_RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=4096)
+_PORTS_LOCK = threading.Lock()
+_PORT_DRAWS_PER_PORT = 64
+
+
 def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free on 127.0.0.1 right now (all held open together, so distinct)."""
+    """`count` distinct ports free on 127.0.0.1 right now, none handed out by this process lately.
+
+    Why the memory: a port is free only until someone binds it, and the services given ports
+    bind them later, when they start. Two services planned one after the other (a metadata store
+    and a ledger store) could be handed the same port by the kernel; the second then failed to
+    bind, and its readiness check, asking that port, got the first one's answer (a test saw a
+    "ready" ledger store refuse every connection). Each draw's sockets stay bound until the
+    draw ends, so the kernel does not repeat a port within it.
+    """
     sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    chosen: list[int] = []
+    with _PORTS_LOCK:
+        try:
+            for _ in range(count * _PORT_DRAWS_PER_PORT):
+                if len(chosen) == count:
+                    break
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(s)
+                s.bind((HOST, 0))
+                port = s.getsockname()[1]
+                if port not in _RECENT_PORTS:
+                    chosen.append(port)
+            if len(chosen) < count:
+                raise OSError(f"found only {len(chosen)} of {count} free ports on {HOST} not handed out lately")
+            _RECENT_PORTS.extend(chosen)
+            return chosen
+        finally:
+            for s in sockets:
+                s.close()
 
 
 def free_port() -> int:
