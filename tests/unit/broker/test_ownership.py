@@ -13,6 +13,8 @@ import asyncio
 import json
 from collections.abc import Callable
 
+import pytest
+
 from embedded.broker.metrics import BrokerMetrics
 from embedded.broker.ownership import OwnershipService, owner_key
 from embedded.broker.topic_name import TopicName
@@ -178,30 +180,19 @@ def test_a_lost_session_keeps_the_topic_served_and_a_new_owner_takes_it_away() -
     asyncio.run(run())
 
 
-def test_a_record_nobody_took_is_acquired_again_on_the_next_session() -> None:
+@pytest.mark.parametrize("expired_first", [True, False], ids=["store-expired-it", "declared-lost-first"])
+def test_our_record_of_a_lost_session_is_acquired_again_on_the_next_session(expired_first: bool) -> None:
+    """Whether the store expired the old session (nobody took the record) or the client declared it
+    lost first (our stale record still there), the next session holds the topic again."""
     async def run() -> None:
         store = MemoryStore()
         service, client, told = broker(store, 0)
         await service.try_acquire(TOPIC)
         old = client.session
         assert old is not None
-        store.expire(old)
+        if expired_first:
+            store.expire(old)
         client.lose_session()
-        await settle(service)
-        assert service.is_confirmed(TOPIC) and told.released == []
-        assert store.records[owner_key(TOPIC)][2] == client.session != old
-        await service.close()
-
-    asyncio.run(run())
-
-
-def test_our_record_of_the_old_session_is_replaced() -> None:
-    async def run() -> None:
-        store = MemoryStore()
-        service, client, told = broker(store, 0)
-        await service.try_acquire(TOPIC)
-        old = client.session
-        client.lose_session()            # declared lost before the store expired it
         await settle(service)
         assert service.is_confirmed(TOPIC) and told.released == []
         assert store.records[owner_key(TOPIC)][2] == client.session != old

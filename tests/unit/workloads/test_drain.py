@@ -295,26 +295,38 @@ class LateVisibilityReaders:
         return StaleEndReader(shown, stated_end=len(shown))
 
 
-def test_committed_values_that_become_readable_late_are_read_on_re_reads_and_noted(
-        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seen on real Pulsar 5.0.1 (docs/findings/v5-segment-visibility-lag.md): the drain read right
-    after the load and reported hundreds of late-visible committed values as lost writes."""
+def committed_on_one_topic(make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch,
+                           transactions: int) -> tuple[Harness, str, list[Any]]:
+    """A harness after `transactions` committed atomic-produce transactions (no aborts, no waits
+    between re-reads): it, the first topic and everything on that topic."""
     monkeypatch.setattr(drain_module, "_sleep", lambda s: None)
     h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
     user = AtomicProduce(h.ctx)
-    for _ in range(6):
+    for _ in range(transactions):
         user.step()
     first = h.topology.topics[0]
+    return h, first, h.client.create_reader(first).read_to_end()
+
+
+def late_on_first_topic(h: Harness, first: str, late: LateVisibilityReaders) -> LateVisibilityReaders:
+    """The drain's readers of `first` come from `late`; every other topic reads as it is."""
     real = h.client.create_reader
-    everything = real(first).read_to_end()
-    n = len(everything)
-    assert n >= 4
-    late = LateVisibilityReaders(everything, [1, 2, 2, n])     # a re-read without progress in between
 
     def reader(topic: str, **kw: Any) -> Any:
         return late(topic, **kw) if topic == first else real(topic, **kw)
 
     h.client.create_reader = reader  # type: ignore[method-assign]
+    return late
+
+
+def test_committed_values_that_become_readable_late_are_read_on_re_reads_and_noted(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen on real Pulsar 5.0.1 (docs/findings/v5-segment-visibility-lag.md): the drain read right
+    after the load and reported hundreds of late-visible committed values as lost writes."""
+    h, first, everything = committed_on_one_topic(make_harness, monkeypatch, transactions=6)
+    n = len(everything)
+    assert n >= 4
+    late = late_on_first_topic(h, first, LateVisibilityReaders(everything, [1, 2, 2, n]))  # a re-read without progress
     recorder = drain_recorder(h)
     result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=60, client=h.client)
     assert result.complete, result.reason
@@ -328,20 +340,8 @@ def test_committed_values_that_become_readable_late_are_read_on_re_reads_and_not
 
 def test_a_value_lost_for_good_costs_a_bounded_number_of_re_reads(
         make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(drain_module, "_sleep", lambda s: None)
-    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
-    user = AtomicProduce(h.ctx)
-    for _ in range(3):
-        user.step()
-    first = h.topology.topics[0]
-    real = h.client.create_reader
-    everything = real(first).read_to_end()
-    never = LateVisibilityReaders(everything, [len(everything) - 1])    # the last one never shows
-
-    def reader(topic: str, **kw: Any) -> Any:
-        return never(topic, **kw) if topic == first else real(topic, **kw)
-
-    h.client.create_reader = reader  # type: ignore[method-assign]
+    h, first, everything = committed_on_one_topic(make_harness, monkeypatch, transactions=3)
+    never = late_on_first_topic(h, first, LateVisibilityReaders(everything, [len(everything) - 1]))  # the last never shows
     recorder = drain_recorder(h)
     result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=60, client=h.client)
     assert result.complete, result.reason
