@@ -278,13 +278,8 @@ class Nemesis:
                 started = time.monotonic()
                 with self._lock:
                     self._started_at[number] = started - self._phase_start
-                faults = self._inject_window(window, trigger)
-                # each fault is healed after its own duration (a generated window's overlap), the
-                # shortest first; faults of one duration in the reverse order of their injection
-                for active in sorted(reversed(faults), key=lambda a: a.fault.for_s):
-                    if not self._sleep_until(min(started + active.fault.for_s, phase_end)):
-                        return
-                    self._heal(active)
+                if not self._play_window(window, trigger, started, phase_end):
+                    return
                 quiet_until = time.monotonic() + window.quiet_s
         except BaseException as err:  # a bug here must not pass silently
             self._fail(f"the nemesis thread crashed: {type(err).__name__}: {err}\n{traceback.format_exc()}")
@@ -318,16 +313,33 @@ class Nemesis:
                           if seen.get(k) is not None}
         return info
 
-    def _inject_window(self, window: Window, trigger: dict[str, Any] | None = None) -> list[_Active]:
-        injected: list[_Active] = []
-        for planned in window.faults:
-            if self._stop.is_set():
-                break
-            for_s = window.for_s if planned.for_s is None else min(planned.for_s, window.for_s)
-            active = self._inject(planned, for_s, trigger)
-            if active is not None:
-                injected.append(active)
-        return injected
+    def _play_window(self, window: Window, trigger: dict[str, Any] | None, started: float,
+                     phase_end: float) -> bool:
+        """Inject the window's faults, each `after_s` into it (stacked: `overlap`), and heal each
+        after its own duration: the earliest heal first; faults healed at one moment in the reverse
+        order of their injection; an injection due at the moment of a heal after it. False when
+        stopped first (heal_all heals what is left)."""
+        waiting = sorted(enumerate(window.faults), key=lambda item: (item[1].after_s, item[0]))
+        healing: list[tuple[float, int, _Active]] = []     # (heal at, -injection order, fault)
+        while waiting or healing:
+            next_heal = min(healing, key=lambda h: (h[0], h[1])) if healing else None
+            if waiting and (next_heal is None or started + waiting[0][1].after_s < next_heal[0]):
+                number, planned = waiting.pop(0)
+                if not self._sleep_until(min(started + planned.after_s, phase_end)):
+                    return False
+                if time.monotonic() >= phase_end:   # the phase ended before its turn: it never runs
+                    continue
+                end = window.for_s if planned.for_s is None else min(planned.after_s + planned.for_s, window.for_s)
+                active = self._inject(planned, max(0.0, end - planned.after_s), trigger)
+                if active is not None:
+                    healing.append((started + planned.after_s + active.fault.for_s, -number, active))
+                continue
+            assert next_heal is not None
+            healing.remove(next_heal)
+            if not self._sleep_until(min(next_heal[0], phase_end)):
+                return False
+            self._heal(next_heal[2])
+        return True
 
     def _busy(self) -> frozenset[str]:
         with self._lock:

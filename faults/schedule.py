@@ -26,6 +26,9 @@ partitions); a burst is placed whole (nothing else starts inside it, and when it
 first window is postponed the whole burst moves with it), and a burst postponed
 past the series' next burst is skipped instead of piling up. A `trigger` is carried on the window: the
 nemesis then injects at the load's next matching operation (faults.triggers).
+An entry's `overlap` stacks more faults inside its window, each injected `after_s` into it
+and healed after its own `for_s` (a store down while a coordinator moves: failures that
+reach the recovery paths only together); the window lasts until the last heal.
 A `generated` section (faults.generate) adds windows drawn from the seed; their faults
 carry their own durations (`PlannedFault.for_s`), so the faults of one window overlap and
 are healed one by one, the window lasting as long as the longest.
@@ -47,7 +50,7 @@ from typing import Any
 from faults import kinds
 from faults.kinds import FaultKind, ParamError
 from faults.selectors import Selector, SelectorError, check_against_cluster, uses_trigger
-from harness.config import FaultsConfig, TriggerSpec
+from harness.config import FaultsConfig, FaultSpec, TriggerSpec
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 
@@ -65,7 +68,8 @@ class PlannedFault:
     selector: Selector
     params: Mapping[str, Any]
     source: str                     # the scenario key it came from, e.g. faults.schedule[2]
-    for_s: float | None = None      # its own duration within its window (generated); None: the window's
+    for_s: float | None = None      # its own duration within its window (generated, overlap); None: the window's
+    after_s: float = 0.0            # injected this long after the window's start (overlap)
 
     @property
     def healable(self) -> bool:
@@ -109,6 +113,7 @@ class _Draft:
     params: Mapping[str, Any]
     source: str
     for_s: float | None = None
+    after_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,12 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
         if txn_path not in kinds.spec(kind).paths:
             notes.append(f"{key}: {kind.value} does not apply to {txn_path.value}; left out")
             continue
+        drafts: tuple[_Draft, ...] = (draft,)
+        length = entry.for_s
+        stacked = _overlap_drafts(entry, key, txn_path, source, notes, brokers, topics)
+        if stacked:   # each fault keeps its own duration; the window lasts until the last heal
+            drafts = (dataclasses.replace(draft, for_s=entry.for_s), *stacked)
+            length = max(d.after_s + (d.for_s or 0.0) for d in drafts)
         if entry.at_s is not None:
             times, repeating = [entry.at_s], False
         else:
@@ -193,7 +204,7 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
             times, repeating = _occurrences(entry.every_s, duration_s), True
         for t in times:
             if entry.flap is None:
-                candidates.append(_Candidate(t, order, key, repeating, entry.for_s, (draft,), entry.quiet_s,
+                candidates.append(_Candidate(t, order, key, repeating, length, drafts, entry.quiet_s,
                                              entry.trigger))
                 order += 1
                 continue
@@ -213,6 +224,26 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
         candidates.extend(_generated_candidates(faults, seed, duration_s, txn_path, source, order, notes,
                                                 brokers, topics, load_workers, txn_timeout_s))
     return _place(candidates, duration_s, faults.quiet_s, notes)
+
+
+def _overlap_drafts(entry: FaultSpec, key: str, txn_path: TxnPath, source: str, notes: list[str],
+                    brokers: int | None, topics: int | None) -> tuple[_Draft, ...]:
+    """The faults stacked inside `entry`'s window (`overlap`), without those `txn_path` lacks."""
+    out = []
+    for j, extra in enumerate(entry.overlap):
+        sub = f"{key}.overlap[{j}]"
+        kind = kinds.kind_of(extra.kind, source, f"{sub}.kind")
+        draft = _draft(kind, extra.target, extra.params, txn_path, source, sub, brokers, topics)
+        if entry.trigger is None and uses_trigger(draft.selector):
+            raise ConfigError(source, f"{sub}.target", f"{extra.target!r} aims at what a trigger saw, and "
+                              f"{key} has no trigger", "add a trigger to the entry, or name the target "
+                              "another way (topic:random, coordinator)")
+        if txn_path not in kinds.spec(kind).paths:
+            notes.append(f"{sub}: {kind.value} does not apply to {txn_path.value}; left out")
+            continue
+        for_s = 0.0 if not kinds.spec(kind).healable else extra.for_s
+        out.append(dataclasses.replace(draft, for_s=for_s, after_s=extra.after_s))
+    return tuple(out)
 
 
 def _generated_candidates(faults: FaultsConfig, seed: int, duration_s: float, txn_path: TxnPath, source: str,
@@ -324,7 +355,7 @@ def _place(candidates: list[_Candidate], duration_s: float, quiet_s: float, note
         planned = []
         for draft in cand.drafts:
             planned.append(PlannedFault(f"f{next_id}", draft.kind, draft.target, draft.selector,
-                                        draft.params, draft.source, draft.for_s))
+                                        draft.params, draft.source, draft.for_s, draft.after_s))
             next_id += 1
         quiet = quiet_s if cand.quiet_s is None else cand.quiet_s
         windows.append(Window(round(start, 9), round(heal, 9), tuple(planned), cand.nominal_s, quiet,
@@ -337,8 +368,8 @@ def describe(timeline: Timeline) -> list[str]:
     """One line per window, for logs and `--dry-run`-style output."""
     lines = []
     for w in timeline.windows:
-        what = ", ".join(f"{f.fault_id} {f.kind.value} {f.target}" + (f" ({f.for_s:g}s)" if f.for_s is not None else "")
-                         for f in w.faults)
+        what = ", ".join(f"{f.fault_id} {f.kind.value} {f.target}" + (f" (+{f.after_s:g}s)" if f.after_s else "")
+                         + (f" ({f.for_s:g}s)" if f.for_s is not None else "") for f in w.faults)
         when = f"  (at the next {w.trigger.op.value} {w.trigger.type.value})" if w.trigger is not None else ""
         lines.append(f"{w.start_s:7.1f}s - {w.heal_s:7.1f}s  {what}{when}")
     return lines

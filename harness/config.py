@@ -320,6 +320,23 @@ class FlapSpec:
 
 
 @dataclass(frozen=True)
+class OverlapSpec:
+    """A fault stacked inside another's window: injected `after_s` into it, healed after its own
+    `for_s` (a store down while a coordinator moves; several failures at once, as outages are)."""
+
+    kind: str
+    """The fault kind, as in `faults.schedule[].kind`."""
+    target: str = "random"
+    """What to break; a `...:trigger` target aims at what the window's trigger saw."""
+    after_s: float = bounded(0.0, min=0, max=3600, help="seconds after the window's start (its first "
+                                                        "fault's injection) to inject this one")
+    for_s: float = bounded(5.0, min=0, max=3600, help="seconds until this fault is healed (0 for the "
+                                                      "instant kinds and a restart at once)")
+    params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """Settings of the kind, as in `faults.schedule[].params`."""
+
+
+@dataclass(frozen=True)
 class FaultSpec:
     """One scheduled fault: what, where, when and for how long.
 
@@ -348,11 +365,17 @@ class FaultSpec:
     """Repeat the fault as a burst of short windows (count, off_s); null: one window."""
     trigger: TriggerSpec | None = None
     """Wait for a moment of the load (op, type, within_s) before injecting; null: inject when due."""
+    overlap: tuple[OverlapSpec, ...] = ()
+    """Faults stacked inside this one's window, each `after_s` into it and held its own `for_s`;
+    the window lasts until the last is healed. Empty: this fault alone."""
 
     def check(self) -> None:
         if (self.at_s is None) == (self.every_s is None):
             raise Invalid("at_s", "give exactly one of at_s (once) and every_s (repeating)",
                           "e.g. `at_s: 10` or `every_s: 20`")
+        if self.overlap and self.flap is not None:
+            raise Invalid("overlap", "a flapping fault cannot carry overlapping ones",
+                          "give the overlapping faults their own entry, or drop flap")
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ _EXAMPLE_TEXT = "workload:\n  hold_sec: 2\n"
 # Keys whose values are a vocabulary another package owns (harness.config keeps them as text).
 _VOCABULARIES: Mapping[str, type[enum.Enum]] = {
     "faults.schedule[].kind": FaultKind,
+    "faults.schedule[].overlap[].kind": FaultKind,
     "faults.random.kinds": FaultKind,
 }
 

@@ -69,7 +69,9 @@ def test_every_field_of_every_config_class_has_a_row() -> None:
 def test_sections_follow_the_yaml_blocks() -> None:
     titles = list(_sections(render_scenario_reference()))
     assert titles == ["Top level", "`cluster`", "`phases`", "`load`", "`workload`", "`faults`",
-                      "`faults.schedule[]`", "`faults.schedule[].flap`", "`faults.schedule[].trigger`", "`faults.random`", "`faults.generated`", "`checks`", "`checks.expected[]`",
+                      "`faults.schedule[]`", "`faults.schedule[].flap`", "`faults.schedule[].trigger`",
+                      "`faults.schedule[].overlap[]`", "`faults.random`", "`faults.generated`", "`checks`",
+                      "`checks.expected[]`",
                       "Shipped scenarios"]
 
 

@@ -499,3 +499,29 @@ schedule:
     # planned at 0.8 s of a 1 s phase; the slip put it past the end
     assert progress["unreached"] == [{"window": 3, "at_s": 0.8, "faults": ["pause metadata"]}]
     assert world.clean()
+
+
+def test_overlapping_faults_are_injected_at_their_offsets_and_healed_each_after_its_own_time(
+        tmp_path: Path) -> None:
+    world = World(tmp_path)
+    cfg = config("""
+schedule:
+  - {kind: pause, target: ledger, at_s: 0, for_s: 0.6,
+     overlap: [{kind: restart, target: "broker:1", after_s: 0.1, for_s: 0},
+               {kind: kill, target: "broker:2", after_s: 0.2, for_s: 0.1}]}
+""", faults_s=3)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.healed == 3)
+        nemesis.raise_if_failed()
+    assert world.control is not None and world.clean()
+    # the ledger store stays paused while broker 1 restarts and broker 2 dies and comes back
+    assert world.control.calls == [("pause", "ledger"), ("stop", "broker-1"), ("start", "broker-1"),
+                                   ("kill", "broker-2"), ("start", "broker-2"), ("resume", "ledger")]
+    steps = [(h["process"], h["f"], h["type"]) for h in world.history() if h["type"] == "invoke"]
+    assert steps == [("nemesis/f1", "fault", "invoke"), ("nemesis/f2", "fault", "invoke"),
+                     ("nemesis/f2", "heal", "invoke"), ("nemesis/f3", "fault", "invoke"),
+                     ("nemesis/f3", "heal", "invoke"), ("nemesis/f1", "heal", "invoke")]
+    invoked = {(h["process"], h["f"]): h["time_ns"] / 1e9 for h in world.history() if h["type"] == "invoke"}
+    assert invoked[("nemesis/f3", "fault")] - invoked[("nemesis/f1", "fault")] >= 0.19
+    assert invoked[("nemesis/f1", "heal")] - invoked[("nemesis/f1", "fault")] >= 0.59

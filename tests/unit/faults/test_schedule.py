@@ -258,3 +258,36 @@ schedule:
         plan(faults_of("schedule:\n  - {kind: unload, target: 'segment:trigger', at_s: 1, for_s: 0}"))
     with pytest.raises(ConfigError, match=r"faults\.random\.target"):
         plan(faults_of("random: {kinds: [kill], target: 'coordinator:trigger'}"))
+
+
+def test_overlapping_faults_share_one_window_each_with_its_own_offset_and_duration() -> None:
+    cfg = faults_of("""
+quiet_s: 2
+schedule:
+  - {kind: partition, target: ledger, at_s: 5, for_s: 8,
+     overlap: [{kind: restart, target: coordinator, after_s: 1, for_s: 0},
+               {kind: kill, target: "broker:random", after_s: 6, for_s: 4},
+               {kind: split, target: "segment:random", after_s: 2}]}
+  - {kind: kill, target: metadata, at_s: 6, for_s: 1}
+""", faults_s=60)
+    stacked, later = plan(cfg).windows
+    assert [(f.kind, f.after_s, f.for_s) for f in stacked.faults] == [
+        (FaultKind.PARTITION, 0, 8), (FaultKind.RESTART, 1, 0), (FaultKind.KILL, 6, 4)]   # no split on v4
+    assert (stacked.start_s, stacked.heal_s) == (5, 15)          # until the last heal: 6 + 4 s
+    assert later.start_s == 17                                    # after the whole window and its quiet
+    assert "f3 kill broker:random (+6s) (4s)" in describe(plan(cfg))[0]
+    assert any("overlap[2]: split does not apply to v4" in n for n in plan(cfg).notes)
+    v5 = plan(cfg, TxnPath.V5).windows[0]
+    assert [(f.kind, f.for_s) for f in v5.faults][-1] == (FaultKind.SPLIT, 0)   # instant: nothing to heal
+
+
+def test_a_bad_overlapping_fault_is_one_config_error_naming_its_key() -> None:
+    with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.overlap\[0\]\.target.*no trigger"):
+        plan(faults_of("schedule:\n  - {kind: kill, target: ledger, at_s: 1, "
+                       "overlap: [{kind: unload, target: 'topic:trigger'}]}"))
+    with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.overlap\[0\]\.after_s"):
+        faults_of("schedule:\n  - {kind: kill, at_s: 1, overlap: [{kind: kill, after_s: -1}]}")
+    with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.overlap.*flapping"):
+        faults_of("schedule:\n  - {kind: kill, at_s: 1, flap: {count: 2}, overlap: [{kind: pause}]}")
+    with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.overlap\[0\]\.kind"):
+        plan(faults_of("schedule:\n  - {kind: kill, at_s: 1, overlap: [{kind: explode}]}"))
