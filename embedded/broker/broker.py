@@ -186,7 +186,12 @@ class BrokerService:
         self._http = await start_http(app, cfg.http_port, cfg.host)
         await self._metadata.connect()
         await self._metadata.session_id()
-        await self._ledgers.connect()
+        try:
+            await self._ledgers.connect()
+        except LedgerUnavailable as err:
+            # Pulsar's broker starts without its bookies (the BookKeeper client connects to a
+            # bookie when a ledger is created or opened); topics and logs load once it answers
+            log.warning("starting without the ledger store (%s); ledgers open once it answers", err)
         await self._live.start()
         coordinators = self._settings.int("transactionCoordinatorCount") if self._settings.bool(
             "transactionCoordinatorEnabled") else 0
