@@ -321,6 +321,7 @@ class Nemesis:
         stopped first (heal_all heals what is left)."""
         waiting = sorted(enumerate(window.faults), key=lambda item: (item[1].after_s, item[0]))
         healing: list[tuple[float, int, _Active]] = []     # (heal at, -injection order, fault)
+        deferred: list[_Active] = []    # heals that failed while other faults of the window held
         while waiting or healing:
             next_heal = min(healing, key=lambda h: (h[0], h[1])) if healing else None
             if waiting and (next_heal is None or started + waiting[0][1].after_s < next_heal[0]):
@@ -338,7 +339,17 @@ class Nemesis:
             healing.remove(next_heal)
             if not self._sleep_until(min(next_heal[0], phase_end)):
                 return False
-            self._heal(next_heal[2])
+            # A stacked fault's heal can need another's: a broker cannot start while its metadata
+            # store is down. A heal that fails while others still hold is tried again after each
+            # later heal (as a supervisor restarts a process), and fails the run only when nothing
+            # of the window is left to heal.
+            last = not healing and not waiting
+            if not self._heal(next_heal[2], last_chance=last):
+                deferred.append(next_heal[2])
+                continue
+            for active in list(deferred):
+                if self._heal(active, last_chance=last):
+                    deferred.remove(active)
         return True
 
     def _busy(self) -> frozenset[str]:
@@ -408,13 +419,16 @@ class Nemesis:
         self.say(f"{self.label}: {what} in effect for {fault.for_s:g}s")
         return active
 
-    def _heal(self, active: _Active) -> None:
+    def _heal(self, active: _Active, *, last_chance: bool = True) -> bool:
+        """Heal one fault, with retries. True when healed (or healed meanwhile). Otherwise the
+        attempt is recorded as unknown; with `last_chance` the nemesis fails, without it the
+        fault stays in effect for a later try (False)."""
         fault = active.fault
         what = f"{fault.fault_id} {fault.kind.value} {', '.join(map(str, fault.targets))}"
         with self._heal_lock:
             with self._lock:
                 if fault.fault_id not in self._active:
-                    return   # healed meanwhile (heal_all and the thread both got here)
+                    return True   # healed meanwhile (heal_all and the thread both got here)
             recording = not self.recorder.closed
             inv = self.recorder.invoke(fault.process, OpF.HEAL, extra=fault.extra()) if recording else None
             error: BaseException | None = None
@@ -439,12 +453,17 @@ class Nemesis:
                     del self._active[fault.fault_id]
                     self.stats.healed += 1
                 self.say(f"{self.label}: {what} healed")
-                return
+                return True
             if inv is not None:
                 self.recorder.info(inv, _error(error))
+            if not last_chance:
+                self.say(f"{self.label}: {what} not healed yet ({_error(error)}); tried again after "
+                         "the next fault of its window is healed")
+                return False
             self._fail(f"could not heal {what} after {HEAL_ATTEMPTS} attempts: {_error(error)}; the cluster "
                        "may still be broken (`txnbench cluster heal` repairs an embedded cluster)",
                        heal_failure=True)
+            return False
 
     # ---- helpers --------------------------------------------------------------------------------
 
