@@ -43,6 +43,7 @@ class _Plan:
 
     abort: bool
     sends: tuple[tuple[str, str, str], ...]   # (topic, key, value)
+    hold_s: float = 0.0                       # open this long after the sends (hold_s, or a long one)
 
 
 class AtomicProduce(Workload):
@@ -91,7 +92,7 @@ class AtomicProduce(Workload):
         chosen = self.rng.sample(self.topics, self.per_txn)
         sends = tuple((chosen[i % len(chosen)], self.pick_key(), self.values.next())
                       for i in range(self.w.messages_per_txn))
-        return _Plan(abort, sends)
+        return _Plan(abort, sends, self.draw_hold_s(self.w.hold_s))
 
     def _send_all(self, txn: OpenTxn, plan: _Plan) -> _Plan:
         """The plan's sends (`send_concurrency` at once); the plan to end with (abort if any failed)."""
@@ -110,7 +111,7 @@ class AtomicProduce(Workload):
             outcomes = run_all([self._sender(txn, topic, key, value) for topic, key, value in plan.sends],
                                self.w.send_concurrency, self.op_timeout_s)
             abort = abort or not all(o.ok for o in outcomes)
-        return _Plan(abort, plan.sends)
+        return _Plan(abort, plan.sends, plan.hold_s)
 
     def _sender(self, txn: OpenTxn, topic: str, key: str, value: str) -> Callable[[], Outcome[Any]]:
         return lambda: self.send(topic, txn=txn, key=key, value=value)
@@ -120,6 +121,6 @@ class AtomicProduce(Workload):
         if not sent:
             plan = self._send_all(txn, plan)
         abort = plan.abort
-        if not abort and self.w.hold_s > 0 and self.ctx.stopping.wait(self.w.hold_s):
+        if not abort and plan.hold_s > 0 and self.ctx.stopping.wait(plan.hold_s):
             abort = True
         self.end_txn(txn, abort=abort)

@@ -98,6 +98,7 @@ class ConsumeTransformProduce(Workload):
         failed = False
         groups = min(self.w.messages_per_txn, len(inputs))
         topics = self.rng.sample(self.outputs, self.per_txn_topics)
+        hold_s = self.draw_hold_s(self.w.ack_hold_s)
         if self.w.send_concurrency > 1 and groups > 1:
             failed = not self._send_at_once(txn, inputs, groups, topics)
         for j in range(groups if self.w.send_concurrency <= 1 else 0):
@@ -122,7 +123,7 @@ class ConsumeTransformProduce(Workload):
                 if not acked.ok:
                     failed = True
                     break
-        if not failed and self.w.ack_hold_s > 0 and self.ctx.stopping.wait(self.w.ack_hold_s):
+        if not failed and hold_s > 0 and self.ctx.stopping.wait(hold_s):
             failed = True   # the load stops during the hold: end it now, by abort
         ended = self.end_txn(txn, abort=failed or on_purpose)
         return ended.ok and not (failed or on_purpose)

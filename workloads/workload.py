@@ -98,6 +98,15 @@ class Workload(ABC):
     def process(self) -> str:
         return self.session.process
 
+    def draw_hold_s(self, usual_s: float) -> float:
+        """How long the next transaction stays open after its sends or acks: `usual_s`, or with
+        probability `long_txn_ratio` the long hold. Drawn with the user's seeded rng when the
+        transaction is planned, and only when long transactions are asked for (a run without
+        them draws exactly what it drew before)."""
+        if self.w.long_txn_ratio > 0 and self.rng.random() < self.w.long_txn_ratio:
+            return self.w.long_hold_s
+        return usual_s
+
     # ---- the user's entry points --------------------------------------------------------
 
     def step(self) -> None:

@@ -183,3 +183,22 @@ def test_a_stop_during_the_hold_aborts(make_harness: Callable[[str], Harness]) -
 def test_a_hold_as_long_as_the_transaction_timeout_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"hold_s.*txn_timeout_s"):
         scenario(BASE.format(abort=0.0) + "  hold_s: 30\n  txn_timeout_s: 30\n")
+
+
+def test_long_transactions_are_a_seeded_share_held_open_long(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0) + "  long_txn_ratio: 0.5\n  long_hold_s: 7\n")
+    user = AtomicProduce(h.ctx)
+    for _ in range(40):
+        user.step()
+    long_holds = h.stop.waits.count(7)
+    assert 8 <= long_holds <= 32                    # about half of 40, drawn from the user's seeded rng
+    assert all(w in (7, None) or w < 1 for w in h.stop.waits)   # the others are not held (hold_s 0)
+    held = [t for t in transactions(h.ops()).values()
+            if t[-1]["time_ns"] - max(op["time_ns"] for op in t if op["f"] == "send") >= 7_000_000_000]
+    assert len(held) == long_holds and all(t[-1]["f"] == "txn-commit" for t in held)
+
+
+def test_a_long_hold_as_long_as_the_transaction_timeout_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"long_hold_s.*txn_timeout_s"):
+        scenario(BASE.format(abort=0.0) + "  long_txn_ratio: 0.1\n  long_hold_s: 30\n  txn_timeout_s: 30\n")
+    scenario(BASE.format(abort=0.0) + "  long_hold_s: 30\n  txn_timeout_s: 30\n")   # no long ones: no limit
