@@ -340,14 +340,19 @@ class Nemesis:
             if not self._sleep_until(min(next_heal[0], phase_end)):
                 return False
             # A stacked fault's heal can need another's: a broker cannot start while its metadata
-            # store is down. A heal that fails while others still hold is tried again after each
-            # later heal (as a supervisor restarts a process), and fails the run only when nothing
-            # of the window is left to heal.
+            # store is down or out of its reach (Pulsar's broker exits), so its start waits for
+            # that heal, as a supervisor's restarts would only succeed then. A heal that fails
+            # while others still hold is tried again after each later heal, and fails the run
+            # only when nothing of the window is left to heal.
+            others = [h[2] for h in healing]
             last = not healing and not waiting
-            if not self._heal(next_heal[2], last_chance=last):
+            if (not last and _needs_healed_first(next_heal[2].fault, others) is not None) or \
+                    not self._heal(next_heal[2], last_chance=last):
                 deferred.append(next_heal[2])
                 continue
             for active in list(deferred):
+                if not last and _needs_healed_first(active.fault, others) is not None:
+                    continue
                 if self._heal(active, last_chance=last):
                     deferred.remove(active)
         return True
@@ -495,6 +500,21 @@ class Nemesis:
             if heal_failure:
                 self.stats.heal_failures += 1
         self.say(f"{self.label}: {message.splitlines()[0]}")
+
+
+def _needs_healed_first(fault: Fault, others: list[_Active]) -> _Active | None:
+    """Another fault still in effect that `fault`'s heal needs healed first: a heal that starts a
+    broker (kill, crash, restart) needs the metadata store running and reachable from it."""
+    if not kinds.spec(fault.kind).waits_healthy_on_heal:
+        return None
+    brokers = {str(t) for t in fault.targets if str(t).startswith("broker-")}
+    if not brokers:
+        return None
+    cuts = {"metadata"} | {f"{broker}-metadata" for broker in brokers}
+    for other in others:
+        if any(str(t) in cuts for t in other.fault.targets):
+            return other
+    return None
 
 
 def timeline_progress(timeline: Timeline, started_at: Mapping[int, float]) -> dict[str, Any]:
