@@ -89,7 +89,7 @@ class AtomicProduce(Workload):
 
     def _plan(self) -> _Plan:
         abort = self.rng.random() < self.w.abort_ratio
-        chosen = self.rng.sample(self.topics, self.per_txn)
+        chosen = self.rng.sample(self.ctx.writable(self.topics, self.per_txn), self.per_txn)
         sends = tuple((chosen[i % len(chosen)], self.pick_key(), self.values.next())
                       for i in range(self.w.messages_per_txn))
         return _Plan(abort, sends, self.draw_hold_s(self.w.hold_s))

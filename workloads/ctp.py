@@ -97,7 +97,7 @@ class ConsumeTransformProduce(Workload):
         on_purpose = self.rng.random() < self.w.abort_ratio
         failed = False
         groups = min(self.w.messages_per_txn, len(inputs))
-        topics = self.rng.sample(self.outputs, self.per_txn_topics)
+        topics = self.rng.sample(self.ctx.writable(self.outputs, self.per_txn_topics), self.per_txn_topics)
         hold_s = self.draw_hold_s(self.w.ack_hold_s)
         if self.w.send_concurrency > 1 and groups > 1:
             failed = not self._send_at_once(txn, inputs, groups, topics)

@@ -216,12 +216,15 @@ class Workload(ABC):
         payload = encode(value, inputs, self.w.message_size)
         producers = self.ctx.producers
         handle = txn.txn if txn is not None else None
-        return self.session.op(
+        outcome = self.session.op(
             OpF.SEND,
             lambda: producers.get(topic).send(payload, key=key, txn=handle, timeout_s=self.op_timeout_s),
             result=lambda receipt: {"msg_id": receipt.msg_id, "segment": receipt.segment},
             length=len(payload), txn=txn.id if txn is not None else None, topic=topic, key=key, value=value,
             inputs=list(inputs) if inputs else None, iteration=txn.iteration if txn is not None else None)
+        if not outcome.ok and getattr(outcome.error, "topic_terminated", False):
+            self.ctx.note_terminated(topic)
+        return outcome
 
     def ack(self, consumer: ConsumerApi, received: Received, subscription: str, *,
             txn: OpenTxn | None, cumulative: bool = False) -> Outcome[None]:
