@@ -89,9 +89,14 @@ class V4CoordinatorService:
             task.cancel()
 
     async def _give_up(self, tc_id: int) -> None:
-        await self.unload(tc_id)
-        if self.broker.ownership.is_owned(assign_partition(tc_id)):
-            await self.broker.ownership.release(assign_partition(tc_id))
+        """Close coordinator `tc_id`, then release its partition: also when the broker's stop
+        deadline cancels the close (a coordinator still loading checks its ownership when done
+        and closes itself; a stale one is fenced by the next owner's open of its log)."""
+        try:
+            await self.unload(tc_id)
+        finally:
+            if self.broker.ownership.is_owned(assign_partition(tc_id)):
+                await self.broker.ownership.release(assign_partition(tc_id))
 
     # ---- ownership ----------------------------------------------------------------------------
 
