@@ -211,9 +211,15 @@ class BrokerService:
                  cfg.txn_path, self.txn_registry.installed or "none")
 
     async def stop(self) -> None:
+        """A graceful stop, in Pulsar's order (`unloadNamespaceBundlesGracefully`): leave the live
+        set first ("make broker-node unavailable from the cluster"), so the topics and coordinator
+        partitions released next are assigned to another broker by the next lookup, not
+        redirected back here while this one is still stopping; then unload and release them."""
         self._ready = False
         if self._binary is not None:
             await self._binary.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._live.stop(), 2.0)
         if self.topics:   # in parallel: each persists its cursors and closes its ledger (bounded)
             unloads = [self.unload_topic(name, release=True) for name in list(self.topics)]
             with contextlib.suppress(Exception):
@@ -225,8 +231,6 @@ class BrokerService:
                 log.exception("stopping %r failed", part)
         await self._ownership.close()
         await self._peers.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._live.stop(), 2.0)
         await self._ml_factory.close_all()
         await self._ledgers.close()
         await self._metadata.close()

@@ -5,8 +5,12 @@ Theory of operation. `/topic-owners/<domain>/<t>/<ns>/<encoded topic>` holds the
 (Pulsar keeps one such record per namespace bundle; per-topic records are our
 simplification). Acquiring is a put with `expected_version=-1`; when the put's answer
 was lost, reading the record back tells whether our session holds it. A record with
-our broker id but an older session is ours from before a restart: we replace it by
-CAS on its version. Releasing deletes it by CAS.
+our broker id but an older session is ours from before a restart: we replace it as
+Pulsar's `ResourceLockImpl.revalidate` does ("Deleting stale lock"): delete it by CAS on
+its version, then create ours. Not a versioned put: on ZooKeeper an ephemeral znode
+belongs to the session that created it (setData keeps that owner, so `ZkMetadataClient`
+refuses it), and a restarted broker could then not serve its own topics (nor v4
+coordinators) until its killed predecessor's session expired. Releasing deletes by CAS.
 
 When the metadata client reports the session lost, the store will (or did) delete our
 records, but this broker keeps serving what it owns, as Pulsar's brokers do under their
@@ -49,6 +53,7 @@ from embedded.metadata.model import (
     KeyNotFound,
     MetadataError,
     MetadataUnavailable,
+    PutResult,
 )
 
 if TYPE_CHECKING:
@@ -150,8 +155,7 @@ class OwnershipService:
         """Replace a record of ours from an earlier session (this broker restarted)."""
         session = await self.metadata.session_id()
         try:
-            result = await self.metadata.put(owner_key(topic), self._value, expected_version=stale.version_id,
-                                             ephemeral=True)
+            result = await self._recreate(owner_key(topic), stale.version_id)
         except BadVersion:
             current = await self.owner_of(topic)
             if current is None:
@@ -159,6 +163,19 @@ class OwnershipService:
             return current
         log.info("took over %s from this broker's earlier session %s", topic, stale.session_id)
         return await self._owned_now(topic, result.version.version_id, session)
+
+    async def _recreate(self, key: str, stale_version: int | None) -> PutResult:
+        """Replace our record of an earlier session: delete it by CAS on `stale_version`, then
+        create ours (Pulsar's "Deleting stale lock" ... "re-acquired stale lock").
+
+        Raises:
+            BadVersion: the record changed in between (another broker may have taken it).
+        """
+        if stale_version is None:
+            raise BadVersion(f"{key}: the stale record's version is unknown")
+        with contextlib.suppress(KeyNotFound):   # gone meanwhile (its session expired): just create
+            await self.metadata.delete(key, expected_version=stale_version)
+        return await self.metadata.put(key, self._value, expected_version=MUST_NOT_EXIST, ephemeral=True)
 
     async def _owned_now(self, topic: TopicName, version_id: int | None, session: int) -> OwnerInfo:
         info = OwnerInfo(self.broker_id, self.service_url, self.web_url, session, version_id)
@@ -260,9 +277,12 @@ class OwnershipService:
             if current is not None and current.session_id == session:
                 version = current.version_id
             else:
-                expected = MUST_NOT_EXIST if current is None else current.version_id
                 try:
-                    result = await self.metadata.put(key, self._value, expected_version=expected, ephemeral=True)
+                    if current is None:
+                        result = await self.metadata.put(key, self._value, expected_version=MUST_NOT_EXIST,
+                                                         ephemeral=True)
+                    else:   # ours, of the lost session: delete it and create ours (not a versioned put)
+                        result = await self._recreate(key, current.version_id)
                 except BadVersion:
                     continue
                 version = result.version.version_id

@@ -149,6 +149,10 @@ class OwnershipApi(Protocol):
 
     def add_listener(self, listener: OwnershipListener) -> None: ...
 
+    async def release(self, topic: TopicName) -> None:
+        """Stop owning `topic` and delete its owner record, so the next lookup assigns another broker."""
+        ...
+
 
 class PeerUnavailable(Exception):
     """A broker-to-broker request got no answer (peer down, link cut, timeout): outcome unknown."""

@@ -22,6 +22,7 @@ from embedded.metadata.model import (
     MUST_NOT_EXIST,
     BadVersion,
     GetResult,
+    InvalidOptions,
     KeyNotFound,
     MetadataUnavailable,
     PutResult,
@@ -33,7 +34,11 @@ TOPIC = TopicName.parse("persistent://public/default/t-partition-0")
 
 class MemoryStore:
     """Records with per-record versions (ZooKeeper's: a new record starts at 0), ephemeral ones
-    tied to a session; `reachable` False makes every call raise MetadataUnavailable."""
+    tied to a session; `reachable` False makes every call raise MetadataUnavailable.
+
+    ZooKeeper's rule for ephemeral records, as `ZkMetadataClient` enforces it: one is only
+    created (a versioned put of one raises InvalidOptions), since a znode's setData keeps the
+    session that created it, whose expiry would still delete it."""
 
     def __init__(self) -> None:
         self.records: dict[str, tuple[str, int, int | None]] = {}   # key -> (value, version, session)
@@ -61,6 +66,8 @@ class MemoryStore:
 
     def put(self, key: str, value: str, expected: int | None, session: int | None) -> PutResult:
         self._check()
+        if session is not None and expected is not None and expected != MUST_NOT_EXIST:
+            raise InvalidOptions(f"{key!r}: an ephemeral record is only created; its version is its owner's")
         current = self.records.get(key)
         if expected == MUST_NOT_EXIST and current is not None:
             raise BadVersion(key)
@@ -239,5 +246,35 @@ def test_the_shutdown_policy_gives_every_topic_up_at_once() -> None:
         await asyncio.sleep(0.01)
         assert told.released == [TOPIC] and service._revalidating is None
         await service.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("path", ["lookup-take-over", "acquire"])
+def test_a_restarted_broker_takes_its_predecessors_record_over_before_that_session_expires(path: str) -> None:
+    """A broker killed and started again (same id, new session) finds its old process's record,
+    whose session the store has not expired yet (a kill: nobody closed it). It must serve the
+    topic at once, as Pulsar's `ResourceLockImpl.revalidate` does (delete the stale lock by
+    version, create it anew), and the old session's expiry must not take the new record along.
+    Found in chaos run 20261127-163805-chaos-chaos (v4, ZooKeeper): a versioned put was refused
+    ("an ephemeral record is only created"), so broker 1, restarted, answered
+    TransactionCoordinatorNotFound for coordinators 0-2 until its killed predecessor's session
+    expired, and three commits stalled 30 s."""
+    async def run() -> None:
+        store = MemoryStore()
+        before, old_client, _ = broker(store, 1)
+        await before.try_acquire(TOPIC)
+        old_session = old_client.session
+        assert old_session is not None                 # ... then kill -9: the session lingers
+        after, new_client, _ = broker(store, 1)
+        stale = await after.owner_of(TOPIC)
+        assert stale is not None and stale.session_id == old_session
+        got = await (after.take_over(TOPIC, stale) if path == "lookup-take-over" else after.try_acquire(TOPIC))
+        assert got.broker_id == 1 and after.is_confirmed(TOPIC)
+        assert store.records[owner_key(TOPIC)][2] == new_client.session != old_session
+        assert store.deletes == [(owner_key(TOPIC), stale.version_id)]   # by CAS on the stale version
+        store.expire(old_session)                      # the killed process's session ends at last
+        assert store.records[owner_key(TOPIC)][2] == new_client.session
+        await after.close()
 
     asyncio.run(run())

@@ -99,3 +99,42 @@ def test_a_restarted_broker_takes_its_old_sessions_coordinator_back_on_connect()
         await service.stop()
 
     asyncio.run(run())
+
+
+def test_a_graceful_stop_gives_every_assign_partition_up() -> None:
+    """Pulsar's shutdown unloads its bundles and deletes their ownership locks, so another broker
+    serves the coordinators while this one is still stopping (and after it, should the stop be
+    cut short by a kill: the old session's records would otherwise linger a session timeout)."""
+    async def run() -> None:
+        broker = FakeBroker(peers=FakePeers(), settings={"transactionCoordinatorCount": 4})
+        service = V4CoordinatorService(broker, v4_settings(transactionCoordinatorCount=4),   # type: ignore[arg-type]
+                                       v4_metrics(broker))
+        broker.ownership.add_listener(service)
+        broker.ownership.owned.update({assign_partition(1), assign_partition(3)})
+        service.on_owned(assign_partition(1))
+        await service.tc_client_connect(1)             # coordinator 1 loaded; 3 owned, not loaded yet
+        await service.stop()
+        assert sorted(broker.ownership.released, key=str) == [assign_partition(1), assign_partition(3)]
+        assert not broker.ownership.owned and service.coordinators == {}
+
+    asyncio.run(run())
+
+
+def test_a_stop_cut_short_by_its_deadline_still_releases_the_partitions() -> None:
+    """The broker bounds each part's stop (5 s); a coordinator whose close outlasts it (a slow
+    ledger store) must not keep its partition until the session ends."""
+    async def run() -> None:
+        broker = FakeBroker(peers=FakePeers(), settings={"transactionCoordinatorCount": 4})
+        service = V4CoordinatorService(broker, v4_settings(transactionCoordinatorCount=4),   # type: ignore[arg-type]
+                                       v4_metrics(broker))
+        broker.ownership.owned.add(assign_partition(2))
+
+        async def slow_unload(tc_id: int) -> None:
+            await asyncio.sleep(60)
+
+        service.unload = slow_unload   # type: ignore[method-assign]
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(service.stop(), 0.1)
+        assert broker.ownership.released == [assign_partition(2)]
+
+    asyncio.run(run())
