@@ -2,9 +2,13 @@
 
 Why not `concurrent.futures.Future`: that one allocates a `Condition` (an RLock and a
 waiter list) per future; a client makes one future per request, so this one is a
-single lock used as a latch. Completion and callback registration are ordered by one
-module-wide guard held for a few instructions. Callbacks run in the completing thread
-(usually a connection's reader thread): they must be quick and never block.
+single lock used as a latch, and only when someone has to wait: most futures of the load
+(a request's answer already read, a registration already done) complete before anyone
+waits on them, and under gevent a lock is a Python semaphore object whose allocation was
+~2% of the load process (issue #27). Completion, callback registration and the latch's
+creation are ordered by one module-wide guard held for a few instructions. Callbacks run
+in the completing thread (usually a connection's reader thread): they must be quick and
+never block.
 """
 
 from __future__ import annotations
@@ -31,8 +35,7 @@ class Future(Generic[T]):
     __slots__ = ("_callbacks", "_done", "_error", "_latch", "_result")
 
     def __init__(self) -> None:
-        self._latch = threading.Lock()
-        self._latch.acquire()
+        self._latch: threading.Lock | None = None   # made (held) by the first waiter that must block
         self._done = False
         self._result: T | None = None
         self._error: BaseException | None = None
@@ -59,7 +62,9 @@ class Future(Generic[T]):
             self._done = True
             callbacks = self._callbacks
             self._callbacks = None
-        self._latch.release()
+            latch = self._latch
+        if latch is not None:
+            latch.release()
         if callbacks:
             for callback in callbacks:
                 self._run(callback)
@@ -85,12 +90,19 @@ class Future(Generic[T]):
         """Wait for completion; returns whether it completed."""
         if self._done:
             return True
+        with _GUARD:
+            if self._done:
+                return True
+            latch = self._latch
+            if latch is None:
+                latch = self._latch = threading.Lock()
+                latch.acquire()   # released once, by the completion
         if timeout_s is None:
-            acquired = self._latch.acquire()
+            acquired = latch.acquire()
         else:
-            acquired = self._latch.acquire(timeout=max(0.0, timeout_s))
+            acquired = latch.acquire(timeout=max(0.0, timeout_s))
         if acquired:
-            self._latch.release()  # let other waiters through
+            latch.release()  # let other waiters through
         return self._done
 
     def result(self, timeout_s: float | None = None) -> T:
