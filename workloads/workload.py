@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -32,6 +33,7 @@ from workloads.api import ConsumerApi, TransactionApi
 from workloads.concurrent import JOIN_GRACE_S, Background
 from workloads.context import LoadContext
 from workloads.payload import Decoded, PayloadError, ValueSource, decode, encode
+from workloads.sends import SendSpec, send_together
 from workloads.session import Iteration, Outcome, Session
 
 log = logging.getLogger(__name__)
@@ -213,6 +215,15 @@ class Workload(ABC):
             result=lambda receipt: {"msg_id": receipt.msg_id, "segment": receipt.segment},
             length=len(payload), txn=txn.id if txn is not None else None, topic=topic, key=key, value=value,
             inputs=list(inputs) if inputs else None, iteration=txn.iteration if txn is not None else None)
+
+    def send_together(self, txn: OpenTxn, planned: Sequence[tuple[str, str | None, str, tuple[str, ...]]],
+                      ) -> list[Outcome[Any]]:
+        """Recorded sends of `txn` (topic, key, value, inputs each), `send_concurrency` of them in
+        flight at once without a thread each (workloads.sends); their outcomes in order."""
+        specs = [SendSpec(topic, key, value, encode(value, inputs, self.w.message_size), txn.txn, txn.id, inputs)
+                 for topic, key, value, inputs in planned]
+        return send_together(self.session, self.ctx.producers.get, specs, self.w.send_concurrency,
+                             self.op_timeout_s, txn.iteration)
 
     def ack(self, consumer: ConsumerApi, received: Received, subscription: str, *,
             txn: OpenTxn | None, cumulative: bool = False) -> Outcome[None]:

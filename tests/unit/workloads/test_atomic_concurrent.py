@@ -73,6 +73,53 @@ def test_a_failed_send_among_concurrent_ones_aborts(make_harness: Callable[[str]
     assert sum(1 for op in done if op["f"] == "send") == 4    # all were issued
 
 
+def test_a_send_past_its_deadline_is_given_up_recorded_info_and_the_txn_aborts(
+        make_harness: Callable[[str], Harness]) -> None:
+    """Sends started together wait no thread each (workloads.sends): one whose receipt does not
+    come by its deadline is given up by its producer and recorded `info`; the others are not held."""
+    h = make_harness(config(sends=4).replace("op_timeout_s: 5", "op_timeout_s: 0.3"))
+    release = threading.Event()
+    calls = [0]
+    lock = threading.Lock()
+
+    def hang_the_first() -> None:
+        with lock:
+            calls[0] += 1
+            first = calls[0] == 1
+        if first:
+            release.wait(5)
+
+    h.client.on_send = hang_the_first
+    user = AtomicProduce(h.ctx)
+    started = time.monotonic()
+    user.step()
+    assert time.monotonic() - started < 3.0      # waited about the op timeout, not the hang
+    release.set()
+    ops = h.ops()
+    assert_well_formed(ops)
+    done = next(iter(transactions(ops).values()))
+    sends = [op for op in done if op["f"] == "send" and op["type"] != "invoke"]
+    assert sorted(op["type"] for op in sends) == ["info", "ok", "ok", "ok"]
+    assert next(op for op in sends if op["type"] == "info")["error"].startswith("OperationTimeoutError")
+    assert done[-1]["f"] == "txn-abort"
+    assert sum(len(p.given_up) for p in h.ctx.producers._producers.values()) == 1  # type: ignore[attr-defined]
+
+
+def test_a_producer_that_cannot_be_made_fails_its_send_only(make_harness: Callable[[str], Harness]) -> None:
+    from harness.client.errors import NotReadyError
+
+    h = make_harness(config(sends=4))
+    h.client.fail_next("create-producer", NotReadyError("planted"))
+    user = AtomicProduce(h.ctx)
+    user.step()
+    ops = h.ops()
+    assert_well_formed(ops)
+    done = next(iter(transactions(ops).values()))
+    sends = [op for op in done if op["f"] == "send" and op["type"] != "invoke"]
+    assert len(sends) == 4 and sum(op["type"] == "fail" for op in sends) >= 1
+    assert done[-1]["f"] == "txn-abort"
+
+
 def test_commit_async_opens_the_next_transaction_before_the_commit_returns(
         make_harness: Callable[[str], Harness]) -> None:
     h = make_harness(config(sends=4, pipeline="commit-async"))
