@@ -105,6 +105,32 @@ def test_a_send_past_its_deadline_is_given_up_recorded_info_and_the_txn_aborts(
     assert sum(len(p.given_up) for p in h.ctx.producers._producers.values()) == 1  # type: ignore[attr-defined]
 
 
+def test_at_most_send_concurrency_sends_are_in_flight(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(config(sends=2))
+    lock = threading.Lock()
+    in_flight = [0, 0]   # now, most
+
+    def note() -> None:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+        time.sleep(0.02)
+        with lock:
+            in_flight[0] -= 1
+
+    h.client.on_send = note
+    user = AtomicProduce(h.ctx)
+    for _ in range(3):
+        user.step()
+    ops = h.ops()
+    assert_well_formed(ops)
+    assert in_flight[1] == 2                       # the window is full, never over
+    for done in transactions(ops).values():
+        assert [op["type"] for op in done if op["f"] == "send"].count("ok") == 4
+        assert done[-1]["f"] == "txn-commit"
+    assert {op["process"] for op in ops} == {"w0/u0", "w0/u0/l1"}
+
+
 def test_a_producer_that_cannot_be_made_fails_its_send_only(make_harness: Callable[[str], Harness]) -> None:
     from harness.client.errors import NotReadyError
 
