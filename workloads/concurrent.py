@@ -134,6 +134,8 @@ class Background:
 
     def acquire(self, stopping: threading.Event, timeout_s: float) -> bool:
         """A free slot within `timeout_s`; False when none came (or the load is stopping)."""
+        if not stopping.is_set() and self._free.acquire(blocking=False):
+            return True   # the common case: a free slot, no timed wait
         step = 0.05
         waited = 0.0
         while not stopping.is_set():
@@ -161,7 +163,8 @@ class Background:
                 self._free.release()
 
         with self._lock:
-            self._threads = [t for t in self._threads if t.is_alive()]
+            if len(self._threads) >= 2 * self.slots:   # forget ended finishers now and then, not per spawn
+                self._threads = [t for t in self._threads if t.is_alive()]
             self._in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self._in_flight)
         task = start_task(run, "txnbench-txn")
