@@ -25,12 +25,11 @@ come within `JOIN_GRACE_S` after that is a bug (`StuckError`), as a stuck helper
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.client.futures import Future
+from harness.client.futures import Future, raw_lock
 from harness.errors import OperationError
 from harness.history import OpF
 from workloads.api import ProducerApi, SendFuture
@@ -105,7 +104,7 @@ class _Group:
     __slots__ = ("_lock", "_signal", "_want", "unrecorded")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = raw_lock()
         self.unrecorded = 0
         self._want = -1
         self._signal: Future[None] | None = None

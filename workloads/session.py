@@ -32,12 +32,12 @@ paced and timed against their own iteration.
 from __future__ import annotations
 
 import heapq
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from harness.client.futures import raw_lock
 from harness.errors import OperationError, is_definite
 from harness.history import HistoryRecorder, Invocation, OpF, RunClock
 from workloads.api import delivery_extra
@@ -115,7 +115,7 @@ class Lanes:
         self.base = base
         self._free: list[int] = []
         self._count = 0
-        self._lock = threading.Lock()
+        self._lock = raw_lock()
 
     def name(self, lane: int) -> str:
         return self.base if lane == 0 else f"{self.base}/l{lane}"

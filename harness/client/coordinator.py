@@ -60,7 +60,7 @@ from harness.client.errors import (
     server_error,
     setup_error,
 )
-from harness.client.futures import Future
+from harness.client.futures import Future, raw_lock
 from harness.client.handler import ClientContext, HandlerState, ReconnectingHandler
 from harness.client.lookup import BrokerAddress
 from harness.client.timers import Backoff, Deadline, spawn
@@ -479,6 +479,7 @@ class CoordinatorClient:
     _discovery: Discovery | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _in_flight: dict[int, _AsyncRequest] = field(default_factory=dict)
+    _flight_lock: threading.Lock = field(default_factory=raw_lock)
 
     @property
     def scalable(self) -> bool:
@@ -491,6 +492,9 @@ class CoordinatorClient:
         Raises:
             SetupError, NotReadyError: discovery failed (definite: nothing transactional sent).
         """
+        found = self._discovery   # started once; read without the lock afterwards
+        if found is not None:
+            return found
         with self._lock:
             if self._discovery is not None:
                 return self._discovery
@@ -563,14 +567,14 @@ class CoordinatorClient:
             self._call_in_thread(handler, op, build, deadline, result, delay_s=0.0)
             return result
         pending = _AsyncRequest(conn, request_id, deadline, result)
-        with self._lock:
+        with self._flight_lock:
             self._in_flight[request_id] = pending
         answer.add_done_callback(lambda f: self._answered(handler, op, build, pending, f))
         return result
 
     def _answered(self, handler: CoordinatorHandler, op: Op, build: Callable[[int], Command],
                   pending: _AsyncRequest, answer: Future[Command]) -> None:
-        with self._lock:
+        with self._flight_lock:
             self._in_flight.pop(pending.request_id, None)
         result = pending.result
         if result.done():   # timed out by the sweep
@@ -624,7 +628,7 @@ class CoordinatorClient:
 
     def expire(self, now: float) -> None:
         """Fail the requests of `call_async` still unanswered at their deadline (the client's sweep)."""
-        with self._lock:
+        with self._flight_lock:
             overdue = [p for p in self._in_flight.values() if p.deadline.at <= now]
             for pending in overdue:
                 del self._in_flight[pending.request_id]

@@ -33,7 +33,6 @@ over, so once an END_TXN may have landed every later failure stays indeterminate
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,7 @@ from harness.client.errors import (
     NotReadyError,
     TransactionOpFailedError,
 )
-from harness.client.futures import Future
+from harness.client.futures import Future, raw_lock
 from harness.client.timers import Deadline
 from harness.errors import DefiniteError, OperationError
 from harness.wire import TxnAction, TxnId
@@ -83,7 +82,7 @@ class Transaction:
         self.timeout_s = timeout_s
         self._coordinator = coordinator
         self._config = config
-        self._lock = threading.Lock()
+        self._lock = raw_lock()   # never held across a wait
         self._state = TxnState.OPEN
         self._partitions: dict[str, Future[None]] = {}
         self._subscriptions: dict[tuple[str, str], Future[None]] = {}

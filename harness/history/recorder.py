@@ -16,7 +16,9 @@ raises, and `write_error` stays set so the orchestrator can fail the run.
 
 from __future__ import annotations
 
+import _thread
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +29,16 @@ from typing import Any
 from harness.errors import is_definite
 from harness.history.clock import RunClock
 from harness.history.schema import SINGLE_EVENT_FS, Op, OpF, OpType
+
+
+def _raw_lock() -> threading.Lock:
+    """The interpreter's own lock, also after gevent patched `threading` (whose Lock is Python
+    code, taken twice per operation here; issue #27). A line's write never switches greenlets
+    (a regular file is not cooperative), so no greenlet can find it held."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("threading"):
+        return monkey.get_original("_thread", "allocate_lock")()
+    return _thread.allocate_lock()
 
 
 class HistoryMisuse(RuntimeError):
@@ -78,7 +90,7 @@ class HistoryRecorder:
         self.clock = clock
         self.txn_path = txn_path
         self.write_error: BaseException | None = None
-        self._lock = threading.Lock()
+        self._lock = _raw_lock()   # held for one line's write, never across a wait
         self._index = 0
         self._outstanding: dict[str, Invocation] = {}
         self._closed = False

@@ -74,3 +74,37 @@ def test_helpers() -> None:
     assert completed(5).result(0) == 5
     error = KeyError("k")
     assert failed(error).exception() is error
+
+
+RAW_LOCK_CHILD = r"""
+from gevent import monkey
+monkey.patch_all()
+import _thread, threading
+import gevent
+from harness.client.futures import Future, raw_lock
+assert type(threading.Lock()) is not type(raw_lock())        # patched: gevent's lock is not the raw one
+assert type(raw_lock()).__module__ == "_thread"               # the interpreter's own
+# futures under gevent: many greenlets wait, one completes them all
+futures = [Future() for _ in range(100)]
+woke = []
+waiters = [gevent.spawn(lambda f=f: woke.append(f.wait(5.0))) for f in futures]
+gevent.sleep(0.01)
+for f in futures:
+    f.set_result(1)
+gevent.joinall(waiters, timeout=10)
+assert woke == [True] * 100, woke
+print("OK")
+"""
+
+
+def test_raw_lock_is_the_interpreters_lock_also_under_gevent() -> None:
+    import _thread
+    import subprocess
+    import sys
+
+    from harness.client.futures import raw_lock
+
+    assert type(raw_lock()) is type(_thread.allocate_lock())
+    out = subprocess.run([sys.executable, "-c", RAW_LOCK_CHILD], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "OK"
