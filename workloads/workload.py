@@ -10,7 +10,7 @@ Stopping: every iteration checks the load's stop flag between operations. A
 transaction still open when the load stops is aborted (with a short timeout) instead
 of being continued, so a graceful stop ends within one operation timeout.
 
-Operations at once (workloads.concurrent): `run_all` runs a transaction's sends together
+Operations at once: `send_together` (workloads.sends) runs a transaction's sends together
 (`send_concurrency`), and `background` holds the user's transactions still ending after it
 moved on (`txn_pipeline`); each operation records under its own process lane
 (workloads.session). A user joins its background before it is closed, and the load
