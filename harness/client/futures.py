@@ -18,7 +18,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -34,12 +34,17 @@ def raw_lock() -> threading.Lock:
     few tens of nanoseconds. Under gevent it is safe because such a section never switches
     greenlets, so no greenlet can find it held; with real threads it is an ordinary lock.
     """
-    monkey = sys.modules.get("gevent.monkey")
-    if monkey is not None and monkey.is_module_patched("threading"):
-        return monkey.get_original("_thread", "allocate_lock")()
-    return _thread.allocate_lock()
+    global _allocate
+    if _allocate is None:   # asked once: gevent's get_original is slow, and a lock is made per transaction
+        monkey = sys.modules.get("gevent.monkey")
+        if monkey is not None and monkey.is_module_patched("threading"):
+            _allocate = monkey.get_original("_thread", "allocate_lock")
+        else:
+            _allocate = _thread.allocate_lock
+    return _allocate()
 
 
+_allocate: Callable[[], Any] | None = None
 _GUARD = raw_lock()
 
 
