@@ -11,7 +11,10 @@ An expectation scoped to `terminated-topics` covers a class only when every inst
 it is attributed, instance by instance, to a transaction the terminate could have
 affected: one with the terminated topic or segment as a participant whose operations
 reach into the fault's window (from the terminate's injection on; it stays for the rest
-of the run). Each example names its operations (topics, segments, transactions, times);
+of the run), or one whose missing values lie, in a terminated partition, after an entry
+of such a transaction (PIP-31's read horizon never passes an undecided transaction, and
+the terminate keeps it undecided: a transaction held open across the terminate hides
+what others committed after it in that partition, even before the terminate). Each example names its operations (topics, segments, transactions, times);
 a transaction's participants and span come from the history, the fault's targets and
 window from the nemesis's `fault` and `heal` ops. A class with more instances than
 examples, or with one example outside every window or on another topic, stays
@@ -148,6 +151,7 @@ class TxnSpan:
     first_ns: int | None = None
     last_ns: int | None = None
     open_invokes: int = 0     # invocations without completion: its client died or gave up waiting
+    sends: list[tuple[str, tuple[int, int]]] = field(default_factory=list)   # (partition, entry) written
 
     def note(self, op: Mapping[str, Any]) -> None:
         t = int(op.get("time_ns") or 0)
@@ -157,6 +161,8 @@ class TxnSpan:
             for key in ("topic", "segment"):
                 if op.get(key):
                     self.participants.add(str(op[key]))
+        if op.get("f") == "send" and op.get("type") == "ok":
+            self.sends.extend(_sends(op))
 
 
 def fault_windows(history_dir: Path, kinds: Iterable[str] = ("terminate",)) -> list[FaultWindow]:
@@ -199,6 +205,7 @@ class _Attributor:
         self.history_dir = history_dir
         self.windows = fault_windows(history_dir)
         self._spans: dict[str, TxnSpan] | None = None
+        self._floors: dict[str, tuple[int, int]] | None = None
 
     def attribute(self, name: str, entry: Mapping[str, Any]) -> tuple[int, int]:
         examples = list(entry.get("examples") or [])
@@ -213,12 +220,44 @@ class _Attributor:
         _collect(example, names, txns)
         spans = self._txn_spans()
         known = [spans[t] for t in txns if t in spans]
-        if known:    # the example's own operations are its transactions' too
-            return any(w.covers(span.participants | names, span.first_ns or 0,
-                                None if span.open_invokes else span.last_ns)
-                       for span in known for w in self.windows)
+        if known and any(self._covers(span, names) for span in known):
+            return True   # the example's own operations are its transactions' too
+        if self._behind_a_stuck_transaction(example):
+            return True
+        if known:
+            return False
         times = [int(t) for t in _times(example)]
         return any(w.covers(names, t, t) for t in times for w in self.windows)
+
+    def _covers(self, span: TxnSpan, names: set[str]) -> bool:
+        return any(w.covers(span.participants | names, span.first_ns or 0,
+                            None if span.open_invokes else span.last_ns) for w in self.windows)
+
+    def _behind_a_stuck_transaction(self, example: Any) -> bool:
+        """Every send the example names lies, in a partition of a terminated topic, after an entry
+        of a transaction the terminate left undecided. PIP-31's read horizon (max read position)
+        never passes an open transaction's first entry, and a terminated partition cannot take the
+        marker that would end it, so everything written after that entry stays invisible, also
+        values of transactions that committed before the terminate."""
+        sends = _sends(example)
+        if not sends:
+            return False
+        floors = self._stuck_floors()
+        return all(segment in floors and position > floors[segment] for segment, position in sends)
+
+    def _stuck_floors(self) -> dict[str, tuple[int, int]]:
+        """Partition -> the earliest entry in it of a transaction undecided when its topic was
+        terminated (one whose operations reach into the terminate's window)."""
+        if self._floors is None:
+            floors: dict[str, tuple[int, int]] = {}
+            for span in self._txn_spans().values():
+                if not span.sends or not self._covers(span, set()):
+                    continue
+                for segment, position in span.sends:
+                    if any(_is_terminated(segment, w.targets) for w in self.windows):
+                        floors[segment] = min(floors.get(segment, position), position)
+            self._floors = floors
+        return self._floors
 
     def _txn_spans(self) -> dict[str, TxnSpan]:
         if self._spans is None:
@@ -241,6 +280,24 @@ class _Attributor:
                     spans.setdefault(txn, TxnSpan()).open_invokes += 1
             self._spans = spans
         return self._spans
+
+
+def _sends(value: Any) -> list[tuple[str, tuple[int, int]]]:
+    """(partition or segment, (ledger, entry)) of every acknowledged send an example names."""
+    out: list[tuple[str, tuple[int, int]]] = []
+    if isinstance(value, Mapping):
+        if value.get("f") == "send" and value.get("msg_id"):
+            where = value.get("segment") or value.get("topic")
+            parts = str(value["msg_id"]).split(":")
+            if where and len(parts) >= 2 and all(p.lstrip("-").isdigit() for p in parts[:2]):
+                out.append((str(where), (int(parts[0]), int(parts[1]))))
+            return out
+        for item in value.values():
+            out.extend(_sends(item))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            out.extend(_sends(item))
+    return out
 
 
 def _times(value: Any) -> list[int]:

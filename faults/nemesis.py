@@ -321,6 +321,7 @@ class Nemesis:
         stopped first (heal_all heals what is left)."""
         waiting = sorted(enumerate(window.faults), key=lambda item: (item[1].after_s, item[0]))
         healing: list[tuple[float, int, _Active]] = []     # (heal at, -injection order, fault)
+        deferred: list[_Active] = []    # heals that failed while other faults of the window held
         while waiting or healing:
             next_heal = min(healing, key=lambda h: (h[0], h[1])) if healing else None
             if waiting and (next_heal is None or started + waiting[0][1].after_s < next_heal[0]):
@@ -338,7 +339,22 @@ class Nemesis:
             healing.remove(next_heal)
             if not self._sleep_until(min(next_heal[0], phase_end)):
                 return False
-            self._heal(next_heal[2])
+            # A stacked fault's heal can need another's: a broker cannot start while its metadata
+            # store is down or out of its reach (Pulsar's broker exits), so its start waits for
+            # that heal, as a supervisor's restarts would only succeed then. A heal that fails
+            # while others still hold is tried again after each later heal, and fails the run
+            # only when nothing of the window is left to heal.
+            others = [h[2] for h in healing]
+            last = not healing and not waiting
+            if (not last and _needs_healed_first(next_heal[2].fault, others) is not None) or \
+                    not self._heal(next_heal[2], last_chance=last):
+                deferred.append(next_heal[2])
+                continue
+            for active in list(deferred):
+                if not last and _needs_healed_first(active.fault, others) is not None:
+                    continue
+                if self._heal(active, last_chance=last):
+                    deferred.remove(active)
         return True
 
     def _busy(self) -> frozenset[str]:
@@ -408,13 +424,16 @@ class Nemesis:
         self.say(f"{self.label}: {what} in effect for {fault.for_s:g}s")
         return active
 
-    def _heal(self, active: _Active) -> None:
+    def _heal(self, active: _Active, *, last_chance: bool = True) -> bool:
+        """Heal one fault, with retries. True when healed (or healed meanwhile). Otherwise the
+        attempt is recorded as unknown; with `last_chance` the nemesis fails, without it the
+        fault stays in effect for a later try (False)."""
         fault = active.fault
         what = f"{fault.fault_id} {fault.kind.value} {', '.join(map(str, fault.targets))}"
         with self._heal_lock:
             with self._lock:
                 if fault.fault_id not in self._active:
-                    return   # healed meanwhile (heal_all and the thread both got here)
+                    return True   # healed meanwhile (heal_all and the thread both got here)
             recording = not self.recorder.closed
             inv = self.recorder.invoke(fault.process, OpF.HEAL, extra=fault.extra()) if recording else None
             error: BaseException | None = None
@@ -439,12 +458,17 @@ class Nemesis:
                     del self._active[fault.fault_id]
                     self.stats.healed += 1
                 self.say(f"{self.label}: {what} healed")
-                return
+                return True
             if inv is not None:
                 self.recorder.info(inv, _error(error))
+            if not last_chance:
+                self.say(f"{self.label}: {what} not healed yet ({_error(error)}); tried again after "
+                         "the next fault of its window is healed")
+                return False
             self._fail(f"could not heal {what} after {HEAL_ATTEMPTS} attempts: {_error(error)}; the cluster "
                        "may still be broken (`txnbench cluster heal` repairs an embedded cluster)",
                        heal_failure=True)
+            return False
 
     # ---- helpers --------------------------------------------------------------------------------
 
@@ -476,6 +500,21 @@ class Nemesis:
             if heal_failure:
                 self.stats.heal_failures += 1
         self.say(f"{self.label}: {message.splitlines()[0]}")
+
+
+def _needs_healed_first(fault: Fault, others: list[_Active]) -> _Active | None:
+    """Another fault still in effect that `fault`'s heal needs healed first: a heal that starts a
+    broker (kill, crash, restart) needs the metadata store running and reachable from it."""
+    if not kinds.spec(fault.kind).waits_healthy_on_heal:
+        return None
+    brokers = {str(t) for t in fault.targets if str(t).startswith("broker-")}
+    if not brokers:
+        return None
+    cuts = {"metadata"} | {f"{broker}-metadata" for broker in brokers}
+    for other in others:
+        if any(str(t) in cuts for t in other.fault.targets):
+            return other
+    return None
 
 
 def timeline_progress(timeline: Timeline, started_at: Mapping[int, float]) -> dict[str, Any]:

@@ -196,6 +196,12 @@ class WorkloadConfig:
                                 help="consume-transform-produce and ack-only: seconds a transaction stays open "
                                      "after its acks before it ends, so its acknowledgements are held (pending) "
                                      "across topic unloads and broker restarts")
+    long_txn_ratio: float = bounded(0.0, min=0.0, max=1.0,
+                                    help="share of transactions held open `long_hold_s` after their sends or "
+                                         "acks (a stream processor's checkpoint-long transaction), so some "
+                                         "are open across ledger rollovers, moves, splits and failovers")
+    long_hold_s: float = bounded(8.0, min=0, max=600,
+                                 help="seconds a long transaction (`long_txn_ratio`) stays open before it ends")
     op_timeout_s: float = bounded(30.0, min=0.1, max=3600,
                                   help="client timeout of each operation (send, receive, ack, commit, abort)")
     send_concurrency: int = bounded(1, min=1, max=1000,
@@ -262,6 +268,10 @@ class WorkloadConfig:
             raise Invalid("ack_hold_s", f"{self.ack_hold_s:g} s is not below txn_timeout_s "
                           f"({self.txn_timeout_s:g} s): the coordinator would time every held transaction out",
                           "lower ack_hold_s or raise txn_timeout_s")
+        if self.long_txn_ratio and self.long_hold_s >= self.txn_timeout_s:
+            raise Invalid("long_hold_s", f"{self.long_hold_s:g} s is not below txn_timeout_s "
+                          f"({self.txn_timeout_s:g} s): the coordinator would time every long transaction out",
+                          "lower long_hold_s or raise txn_timeout_s")
         if self.txn_pipeline is not TxnPipeline.SERIAL and self.kind not in (WorkloadKind.ATOMIC_PRODUCE,
                                                                             WorkloadKind.MIXED):
             raise Invalid("txn_pipeline", f"{self.txn_pipeline.value} applies to atomic-produce users only, and "

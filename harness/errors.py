@@ -53,6 +53,9 @@ class OperationError(Exception):
     """
 
     definite: bool = False
+    topic_terminated: bool = False
+    """True when the topic refused the write because it is terminated: it never takes one again, so
+    a load stops choosing it (a sealed v5 segment is not its topic's end: its client moves on)."""
 
     @property
     def error_name(self) -> str:

@@ -65,7 +65,8 @@ def http_app(registry: Registry, health: Callable[[], bool] = lambda: True) -> w
     """An aiohttp app with /health and /metrics; services add their own routes."""
 
     async def health_handler(_: web.Request) -> web.Response:
-        return web.Response(text="ok") if health() else web.Response(status=503, text="starting")
+        # the pid lets a readiness check tell this service from another one answering on its port
+        return web.Response(text=f"ok pid={os.getpid()}") if health() else web.Response(status=503, text="starting")
 
     async def metrics_handler(_: web.Request) -> web.Response:
         return web.Response(text=registry.render(), content_type="text/plain", charset="utf-8")

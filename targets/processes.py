@@ -292,14 +292,20 @@ class ServiceProcess(ManagedProcess):
                                   f"{self.tail()}", [self]) from None
 
     def healthy(self, session: requests.Session | None = None) -> bool:
-        """Ready to serve: `GET health_url` answers 200 (False without a health URL)."""
+        """Ready to serve: `GET health_url` answers 200 (False without a health URL), and, when the
+        answer names a pid (our services: `ok pid=N`), it is this process's: a port that another
+        process bound meanwhile (one of our own services, planned on the same port) must not
+        pass for this service's readiness."""
         if self.health_url is None:
             return False
         try:
             response = (session or requests).get(self.health_url, timeout=2)
         except requests.RequestException:
             return False
-        return response.status_code == 200
+        if response.status_code != 200:
+            return False
+        answered = answering_pid(response.text)
+        return answered is None or answered == self.pid
 
     def metrics_text(self) -> str:
         """Its `/metrics` now (Prometheus text); raises requests' errors."""
@@ -319,6 +325,14 @@ class ServiceProcess(ManagedProcess):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def answering_pid(health_body: str) -> int | None:
+    """The pid an `ok pid=N` health answer names; None for any other answer (a foreign service)."""
+    head, _, rest = health_body.strip().partition(" pid=")
+    if head != "ok" or not rest.isdigit():
+        return None
+    return int(rest)
 
 
 def wait_ready(services: Sequence[ServiceProcess], deadline: float, poll_s: float = 0.05) -> None:

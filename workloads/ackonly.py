@@ -92,6 +92,7 @@ class AckOnly(Workload):
             self._give_back(own)
             return
         abort = self.rng.random() < self.w.abort_ratio
+        hold_s = self.draw_hold_s(self.w.ack_hold_s)
         acked_stolen = False
         held: list[Received] = []
         for received in to_ack:
@@ -105,7 +106,7 @@ class AckOnly(Workload):
                 abort = True  # the transaction cannot commit now
                 break
             acked_stolen = acked_stolen or received is stolen
-        if not abort and self.w.ack_hold_s > 0 and self.ctx.stopping.wait(self.w.ack_hold_s):
+        if not abort and hold_s > 0 and self.ctx.stopping.wait(hold_s):
             abort = True   # the load stops during the hold: end it now, by abort
         ended = self.end_txn(txn, abort=abort)
         if ended.ok and not abort:

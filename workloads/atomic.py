@@ -40,6 +40,7 @@ class _Plan:
 
     abort: bool
     sends: tuple[tuple[str, str, str], ...]   # (topic, key, value)
+    hold_s: float = 0.0                       # open this long after the sends (hold_s, or a long one)
 
 
 class AtomicProduce(Workload):
@@ -85,10 +86,10 @@ class AtomicProduce(Workload):
 
     def _plan(self) -> _Plan:
         abort = self.rng.random() < self.w.abort_ratio
-        chosen = self.rng.sample(self.topics, self.per_txn)
+        chosen = self.rng.sample(self.ctx.writable(self.topics, self.per_txn), self.per_txn)
         sends = tuple((chosen[i % len(chosen)], self.pick_key(), self.values.next())
                       for i in range(self.w.messages_per_txn))
-        return _Plan(abort, sends)
+        return _Plan(abort, sends, self.draw_hold_s(self.w.hold_s))
 
     def _send_all(self, txn: OpenTxn, plan: _Plan) -> _Plan:
         """The plan's sends (`send_concurrency` at once); the plan to end with (abort if any failed)."""
@@ -106,13 +107,13 @@ class AtomicProduce(Workload):
         else:
             outcomes = self.send_together(txn, [(topic, key, value, ()) for topic, key, value in plan.sends])
             abort = abort or not all(o.ok for o in outcomes)
-        return _Plan(abort, plan.sends)
+        return _Plan(abort, plan.sends, plan.hold_s)
 
     def _finish(self, txn: OpenTxn, plan: _Plan, *, sent: bool) -> None:
         """Send (unless done), hold, then commit or abort."""
         if not sent:
             plan = self._send_all(txn, plan)
         abort = plan.abort
-        if not abort and self.w.hold_s > 0 and self.ctx.stopping.wait(self.w.hold_s):
+        if not abort and plan.hold_s > 0 and self.ctx.stopping.wait(plan.hold_s):
             abort = True
         self.end_txn(txn, abort=abort)

@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,27 @@ class LoadContext:
         self._lock = threading.Lock()
         self.on_fatal: Callable[[BaseException], None] | None = None
         self._backgrounds: list[Background] = []
+        self._terminated: frozenset[str] = frozenset()
+
+    # ---- topics that refuse writes for good -------------------------------------------------
+
+    def note_terminated(self, topic: str) -> None:
+        """`topic` answered a send with "terminated": v4 topics stay terminated, so the users of
+        this process stop choosing it, as an application would (each choice would stall a user on
+        an end-transaction the terminated topic cannot take). v5 segments seal and their topic
+        goes on in new segments: `topic://` names are never noted."""
+        if topic.startswith("topic://"):
+            return
+        with self._lock:
+            self._terminated = self._terminated | {topic}
+
+    def writable(self, topics: Sequence[str], at_least: int) -> Sequence[str]:
+        """`topics` without the terminated ones, unless fewer than `at_least` would be left."""
+        terminated = self._terminated
+        if not terminated:
+            return topics
+        left = [t for t in topics if t not in terminated]
+        return left if len(left) >= at_least else topics
 
     # ---- users' background work -----------------------------------------------------------
 

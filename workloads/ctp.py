@@ -94,7 +94,8 @@ class ConsumeTransformProduce(Workload):
         on_purpose = self.rng.random() < self.w.abort_ratio
         failed = False
         groups = min(self.w.messages_per_txn, len(inputs))
-        topics = self.rng.sample(self.outputs, self.per_txn_topics)
+        topics = self.rng.sample(self.ctx.writable(self.outputs, self.per_txn_topics), self.per_txn_topics)
+        hold_s = self.draw_hold_s(self.w.ack_hold_s)
         if self.w.send_concurrency > 1 and groups > 1:
             failed = not self._send_at_once(txn, inputs, groups, topics)
         for j in range(groups if self.w.send_concurrency <= 1 else 0):
@@ -119,7 +120,7 @@ class ConsumeTransformProduce(Workload):
                 if not acked.ok:
                     failed = True
                     break
-        if not failed and self.w.ack_hold_s > 0 and self.ctx.stopping.wait(self.w.ack_hold_s):
+        if not failed and hold_s > 0 and self.ctx.stopping.wait(hold_s):
             failed = True   # the load stops during the hold: end it now, by abort
         ended = self.end_txn(txn, abort=failed or on_purpose)
         return ended.ok and not (failed or on_purpose)

@@ -100,6 +100,15 @@ class Workload(ABC):
     def process(self) -> str:
         return self.session.process
 
+    def draw_hold_s(self, usual_s: float) -> float:
+        """How long the next transaction stays open after its sends or acks: `usual_s`, or with
+        probability `long_txn_ratio` the long hold. Drawn with the user's seeded rng when the
+        transaction is planned, and only when long transactions are asked for (a run without
+        them draws exactly what it drew before)."""
+        if self.w.long_txn_ratio > 0 and self.rng.random() < self.w.long_txn_ratio:
+            return self.w.long_hold_s
+        return usual_s
+
     # ---- the user's entry points --------------------------------------------------------
 
     def step(self) -> None:
@@ -209,12 +218,15 @@ class Workload(ABC):
         payload = encode(value, inputs, self.w.message_size)
         producers = self.ctx.producers
         handle = txn.txn if txn is not None else None
-        return self.session.op(
+        outcome = self.session.op(
             OpF.SEND,
             lambda: producers.get(topic).send(payload, key=key, txn=handle, timeout_s=self.op_timeout_s),
             result=lambda receipt: {"msg_id": receipt.msg_id, "segment": receipt.segment},
             length=len(payload), txn=txn.id if txn is not None else None, topic=topic, key=key, value=value,
             inputs=list(inputs) if inputs else None, iteration=txn.iteration if txn is not None else None)
+        if not outcome.ok and getattr(outcome.error, "topic_terminated", False):
+            self.ctx.note_terminated(topic)
+        return outcome
 
     def send_together(self, txn: OpenTxn, planned: Sequence[tuple[str, str | None, str, tuple[str, ...]]],
                       ) -> list[Outcome[Any]]:

@@ -210,6 +210,8 @@ class ServerRejectedError(DefiniteError):
 class TopicTerminatedError(ServerRejectedError):
     """The topic (or v5 segment) is terminated/sealed and takes no more writes."""
 
+    topic_terminated = True
+
 
 class TransactionConflictError(ServerRejectedError):
     """An ack conflicts with another transaction's (or an earlier) ack."""

@@ -113,6 +113,7 @@ class FakeControl:
     fail_on: set[str] = field(default_factory=set)   # kill, start, pause, resume
     calls: list[tuple[str, str]] = field(default_factory=list)
     delays: dict[str, float] = field(default_factory=dict)   # op -> seconds it takes (a slow restart)
+    needs: dict[str, str] = field(default_factory=dict)      # service -> one that must run for it to start
 
     def __post_init__(self) -> None:
         self.state = {n: "running" for n in self.names}
@@ -131,6 +132,10 @@ class FakeControl:
         self._do("kill", service, "stopped")
 
     def start(self, service: str) -> None:
+        needed = self.needs.get(service)
+        if needed is not None and self.state.get(needed) != "running":
+            self.calls.append(("start", service))
+            raise Boom(f"{service} exited during start-up: {needed} is down")
         self._do("start", service, "running")
 
     def stop(self, service: str) -> None:

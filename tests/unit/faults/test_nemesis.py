@@ -525,3 +525,64 @@ schedule:
     invoked = {(h["process"], h["f"]): h["time_ns"] / 1e9 for h in world.history() if h["type"] == "invoke"}
     assert invoked[("nemesis/f3", "fault")] - invoked[("nemesis/f1", "fault")] >= 0.19
     assert invoked[("nemesis/f1", "heal")] - invoked[("nemesis/f1", "fault")] >= 0.59
+
+
+def test_a_broker_is_started_only_once_the_metadata_store_it_needs_is_back(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assert world.control is not None
+    world.control.needs["broker-1"] = "metadata"      # a broker cannot start without its metadata store
+    cfg = config("""
+schedule:
+  - {kind: kill, target: metadata, at_s: 0, for_s: 0.5,
+     overlap: [{kind: kill, target: "broker:1", after_s: 0.1, for_s: 0.1}]}
+""", faults_s=4)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.healed == 2)
+        nemesis.raise_if_failed()
+    assert world.clean()
+    # the broker's heal came due first, and waited for the store's: no start of it ever failed
+    assert world.control.calls[-2:] == [("start", "metadata"), ("start", "broker-1")]
+    assert world.control.calls.count(("start", "broker-1")) == 1
+    broker = [(h["f"], h["type"]) for h in world.history() if h["process"] == "nemesis/f2"]
+    assert broker == [("fault", "invoke"), ("fault", "ok"), ("heal", "invoke"), ("heal", "ok")]
+
+
+def test_a_heal_that_fails_while_other_stacked_faults_hold_is_tried_again_after_them(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assert world.control is not None
+    world.control.needs["broker-1"] = "ledger"        # a dependency the nemesis does not know of
+    cfg = config("""
+schedule:
+  - {kind: kill, target: ledger, at_s: 0, for_s: 0.5,
+     overlap: [{kind: kill, target: "broker:1", after_s: 0.1, for_s: 0.1}]}
+""", faults_s=4)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.healed == 2, timeout_s=15)
+        nemesis.raise_if_failed()
+        assert nemesis.stats.heal_failures == 0
+    assert world.clean()
+    assert world.control.calls[-2:] == [("start", "ledger"), ("start", "broker-1")]
+    broker = [(h["f"], h["type"]) for h in world.history() if h["process"] == "nemesis/f2"]
+    assert broker == [("fault", "invoke"), ("fault", "ok"), ("heal", "invoke"), ("heal", "info"),
+                      ("heal", "invoke"), ("heal", "ok")]
+    assert any("not healed yet" in line for line in world.lines)
+
+
+def test_a_heal_that_still_fails_when_its_window_is_over_fails_the_nemesis(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assert world.control is not None
+    world.control.needs["broker-1"] = "ledger"        # never down here: the start fails for another reason
+    world.control.state["ledger"] = "stopped"
+    cfg = config("""
+schedule:
+  - {kind: kill, target: metadata, at_s: 0, for_s: 0.3,
+     overlap: [{kind: kill, target: "broker:1", after_s: 0.1, for_s: 0.1}]}
+""", faults_s=4)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.heal_failures == 1, timeout_s=15)
+        with pytest.raises(NemesisError, match="could not heal f2 kill broker-1"):
+            nemesis.raise_if_failed()
+    world.control.state["ledger"] = "running"

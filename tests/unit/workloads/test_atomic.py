@@ -7,8 +7,15 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.client.errors import ConnectionLostError, NotReadyError, OperationTimeoutError
+from harness.client.errors import (
+    ConnectionLostError,
+    NotReadyError,
+    Op,
+    OperationTimeoutError,
+    TopicTerminatedError,
+)
 from harness.config import ConfigError
+from harness.wire import ServerError
 from tests.unit.workloads.conftest import Harness, scenario
 from tests.unit.workloads.history_checks import (
     assert_unique_values,
@@ -183,3 +190,53 @@ def test_a_stop_during_the_hold_aborts(make_harness: Callable[[str], Harness]) -
 def test_a_hold_as_long_as_the_transaction_timeout_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"hold_s.*txn_timeout_s"):
         scenario(BASE.format(abort=0.0) + "  hold_s: 30\n  txn_timeout_s: 30\n")
+
+
+def test_long_transactions_are_a_seeded_share_held_open_long(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0) + "  long_txn_ratio: 0.5\n  long_hold_s: 7\n")
+    user = AtomicProduce(h.ctx)
+    for _ in range(40):
+        user.step()
+    long_holds = h.stop.waits.count(7)
+    assert 8 <= long_holds <= 32                    # about half of 40, drawn from the user's seeded rng
+    assert all(w in (7, None) or w < 1 for w in h.stop.waits)   # the others are not held (hold_s 0)
+    held = [t for t in transactions(h.ops()).values()
+            if t[-1]["time_ns"] - max(op["time_ns"] for op in t if op["f"] == "send") >= 7_000_000_000]
+    assert len(held) == long_holds and all(t[-1]["f"] == "txn-commit" for t in held)
+
+
+def test_a_long_hold_as_long_as_the_transaction_timeout_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"long_hold_s.*txn_timeout_s"):
+        scenario(BASE.format(abort=0.0) + "  long_txn_ratio: 0.1\n  long_hold_s: 30\n  txn_timeout_s: 30\n")
+    scenario(BASE.format(abort=0.0) + "  long_hold_s: 30\n  txn_timeout_s: 30\n")   # no long ones: no limit
+
+
+def test_a_terminated_topic_is_never_chosen_again(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    user = AtomicProduce(h.ctx)
+    user.step()
+    first = next(iter(transactions(h.ops()).values()))
+    refused = next(op["topic"] for op in first if op["f"] == "send")
+    h.client.fail_next("send", TopicTerminatedError(Op.SEND, ServerError.TopicTerminatedError,
+                                                          "topic was already terminated"))
+    user.step()                                      # its first send meets the terminated topic
+    for _ in range(30):
+        user.step()
+    txns = list(transactions(h.ops()).values())
+    assert txns[1][-1]["f"] == "txn-abort"           # the transaction that met it aborted
+    later = {op["topic"] for t in txns[2:] for op in t if op["f"] == "send"}
+    refused_second = next(op["topic"] for op in txns[1] if op["f"] == "send")
+    assert refused_second not in later and len(later) == 3   # the three others, never it again
+    assert refused in {op["topic"] for t in txns for op in t if op["f"] == "send"}
+
+
+def test_a_sealed_v5_segment_does_not_take_its_topic_out_of_the_load(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(BASE.format(abort=0.0))
+    h.ctx.note_terminated("topic://public/txnbench/t0")      # a v5 seal: the topic goes on in new segments
+    assert list(h.ctx.writable(["topic://public/txnbench/t0", "topic://public/txnbench/t1"], 2)) == [
+        "topic://public/txnbench/t0", "topic://public/txnbench/t1"]
+    h.ctx.note_terminated("persistent://public/txnbench/t1")
+    assert list(h.ctx.writable(["persistent://public/txnbench/t0", "persistent://public/txnbench/t1"], 1)) == [
+        "persistent://public/txnbench/t0"]
+    # never fewer than a transaction needs: then every topic stays a choice
+    assert len(h.ctx.writable(["persistent://public/txnbench/t0", "persistent://public/txnbench/t1"], 2)) == 2

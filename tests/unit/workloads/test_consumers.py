@@ -279,3 +279,15 @@ def test_an_indeterminate_feed_failure_is_not_paused(make_harness: Callable[[str
     h.client.fail_next("send-after", ConnectionLostError("maybe sent"))
     feed(feeder, 1)
     assert pauses == []
+
+
+def test_ctp_long_transactions_hold_their_acks_long(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(CTP.format(abort=0.0) + "  ack_hold_s: 1\n  long_txn_ratio: 1\n  long_hold_s: 9\n")
+    worker = ConsumeTransformProduce(h.ctx)
+    worker.step()
+    feed(Feeder(h.ctx), 3)
+    worker.step()
+    assert 9 in h.stop.waits and 1 not in h.stop.waits   # every transaction is a long one here
+    done = next(iter(transactions(h.ops()).values()))
+    last_ack = max(op["time_ns"] for op in done if op["f"] == "ack")
+    assert done[-1]["f"] == "txn-commit" and done[-1]["time_ns"] - last_ack >= 9_000_000_000
