@@ -234,8 +234,12 @@ class Workload(ABC):
         flight at once without a thread each (workloads.sends); their outcomes in order."""
         specs = [SendSpec(topic, key, value, encode(value, inputs, self.w.message_size), txn.txn, txn.id, inputs)
                  for topic, key, value, inputs in planned]
-        return send_together(self.session, self.ctx.producers.get, specs, self.w.send_concurrency,
-                             self.op_timeout_s, txn.iteration)
+        outcomes = send_together(self.session, self.ctx.producers.get, specs, self.w.send_concurrency,
+                                 self.op_timeout_s, txn.iteration)
+        for spec, outcome in zip(specs, outcomes, strict=True):
+            if not outcome.ok and getattr(outcome.error, "topic_terminated", False):
+                self.ctx.note_terminated(spec.topic)   # as `send` does
+        return outcomes
 
     def ack(self, consumer: ConsumerApi, received: Received, subscription: str, *,
             txn: OpenTxn | None, cumulative: bool = False) -> Outcome[None]:

@@ -131,6 +131,26 @@ def test_at_most_send_concurrency_sends_are_in_flight(make_harness: Callable[[st
     assert {op["process"] for op in ops} == {"w0/u0", "w0/u0/l1"}
 
 
+def test_a_terminated_topic_met_by_concurrent_sends_is_never_chosen_again(
+        make_harness: Callable[[str], Harness]) -> None:
+    from harness.client.errors import Op, TopicTerminatedError
+    from harness.wire import ServerError
+
+    h = make_harness(config(sends=4))
+    user = AtomicProduce(h.ctx)
+    user.step()
+    h.client.fail_next("send", TopicTerminatedError(Op.SEND, ServerError.TopicTerminatedError,
+                                                          "topic was already terminated"))
+    user.step()                                      # one of its sends meets the terminated topic
+    txns = list(transactions(h.ops()).values())
+    refused = next(op["topic"] for op in txns[1] if op["f"] == "send" and op["type"] == "fail")
+    for _ in range(20):
+        user.step()
+    txns = list(transactions(h.ops()).values())
+    assert txns[1][-1]["f"] == "txn-abort"
+    assert refused not in {op["topic"] for t in txns[2:] for op in t if op["f"] == "send"}
+
+
 def test_a_producer_that_cannot_be_made_fails_its_send_only(make_harness: Callable[[str], Harness]) -> None:
     from harness.client.errors import NotReadyError
 
