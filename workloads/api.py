@@ -12,7 +12,7 @@ Errors: every call that the history records raises a `harness.errors.DefiniteErr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 
@@ -77,10 +77,31 @@ def delivery_extra(message: MessageApi, clock_base_ns: int) -> dict[str, int]:
     return extra
 
 
+class SendFuture(Protocol):
+    """The outcome of `ProducerApi.send_async`: a receipt, or the error `send` would raise."""
+
+    def done(self) -> bool: ...
+
+    def exception(self) -> BaseException | None: ...
+
+    def result(self, timeout_s: float | None = None) -> Any: ...
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        """`callback(future)` on completion, in the completing thread (at once if done)."""
+
+
 class ProducerApi(Protocol):
     def send(self, data: bytes | str, *, key: str | None = None,
              properties: Mapping[str, str] | None = None, txn: Any = None,
              event_time_ms: int | None = None, timeout_s: float | None = None) -> ReceiptApi: ...
+
+    def send_async(self, data: bytes | str, *, key: str | None = None,
+                   properties: Mapping[str, str] | None = None, txn: Any = None,
+                   event_time_ms: int | None = None, timeout_s: float | None = None) -> SendFuture:
+        """Send without waiting for the receipt; failures come in the future, never raised."""
+
+    def give_up(self, future: Any) -> None:
+        """Stop waiting for a `send_async` at its deadline: the future fails as `send` would."""
 
     def close(self, timeout_s: float | None = None) -> None: ...
 

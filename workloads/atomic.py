@@ -25,14 +25,11 @@ background, so a run's choices do not depend on timing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from harness.config import TxnPipeline
-from workloads.concurrent import run_all
 from workloads.context import LoadContext
-from workloads.session import Outcome
 from workloads.topology import TopicRole
 from workloads.workload import OpenTxn, UserKind, Workload
 
@@ -108,13 +105,9 @@ class AtomicProduce(Workload):
         elif self.ctx.stopping.is_set():
             abort = True
         else:
-            outcomes = run_all([self._sender(txn, topic, key, value) for topic, key, value in plan.sends],
-                               self.w.send_concurrency, self.op_timeout_s)
+            outcomes = self.send_together(txn, [(topic, key, value, ()) for topic, key, value in plan.sends])
             abort = abort or not all(o.ok for o in outcomes)
         return _Plan(abort, plan.sends, plan.hold_s)
-
-    def _sender(self, txn: OpenTxn, topic: str, key: str, value: str) -> Callable[[], Outcome[Any]]:
-        return lambda: self.send(topic, txn=txn, key=key, value=value)
 
     def _finish(self, txn: OpenTxn, plan: _Plan, *, sent: bool) -> None:
         """Send (unless done), hold, then commit or abort."""

@@ -1,23 +1,21 @@
-"""A user's operations at once: a transaction's sends together, transactions in the background.
+"""A user's transactions in the background, on greenlets in the load process.
 
 Theory of operation. A workload is written against `threading`; in the load process gevent
 has patched it (workloads.runner), so a thread here is a greenlet: cheap, and switching only
 where the client waits for the network. Tests run the same code on real threads.
 
-* `run_all(calls, limit, timeout_s)` runs `calls` with at most `limit` of them at once (the
-  caller's thread is one of the runners) and returns their results in order. Each call is
-  a `Session.op`, which records under a process lane of its own for as long as it runs
-  (workloads.session), so the history keeps one outstanding operation per process.
+A transaction's sends in flight together need no thread each (workloads.sends); a helper
+thread per send (`run_all`, here before issue #27) cost a large share of the load process.
+
 * `Background` is one user's transactions still finishing after the user moved on
   (`workload.txn_pipeline`): at most `slots` of them; `acquire` waits for a free slot (bounded
   by the stop flag and a timeout), `spawn` runs a finisher that frees its slot when done, and
   `join` waits for all of them, bounded, before the user is closed (the history must not be
   closed under a finisher still writing).
 
-Every wait is bounded: a call's own operation timeouts bound it, and the joins add a grace.
-An exception a call raises (never an OperationError: `Session.op` records those) is raised
-again in the caller after the others finished; one a background finisher raises is handed
-to `on_error`.
+Every wait is bounded: a finisher's own operation timeouts bound it, and the joins add a
+grace. An exception a background finisher raises (never an OperationError: `Session.op`
+records those) is handed to `on_error`.
 """
 
 from __future__ import annotations
@@ -25,12 +23,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Protocol
 
-T = TypeVar("T")
-
-#: Seconds past a call's own timeouts a join waits before it calls the call stuck.
+#: Seconds past an operation's own timeouts a join waits before it calls it stuck.
 JOIN_GRACE_S = 10.0
 
 
@@ -84,42 +80,6 @@ def start_task(target: Callable[[], None], name: str) -> Task:
     return thread
 
 
-def run_all(calls: Sequence[Callable[[], T]], limit: int, timeout_s: float) -> list[T]:
-    """Run `calls`, at most `limit` at once, each bounded by `timeout_s`; their results in order."""
-    if limit <= 1 or len(calls) <= 1:
-        return [call() for call in calls]
-    results: list[T | None] = [None] * len(calls)
-    errors: list[BaseException] = []
-    pending = iter(enumerate(calls))
-    lock = threading.Lock()
-
-    def runner() -> None:
-        while True:
-            with lock:
-                item = next(pending, None)
-            if item is None:
-                return
-            index, call = item
-            try:
-                results[index] = call()
-            except BaseException as exc:  # raised again in the caller
-                with lock:
-                    errors.append(exc)
-                return
-
-    helpers = [start_task(runner, "txnbench-op") for _ in range(min(limit, len(calls)) - 1)]
-    runner()
-    # every call is bounded by timeout_s; the helpers' queues hold at most all of them in turn
-    bound = timeout_s * len(calls) + JOIN_GRACE_S
-    for helper in helpers:
-        helper.join(bound)
-        if helper.is_alive():
-            raise StuckError(f"an operation run at once with others did not end within {bound:.0f} s")
-    if errors:
-        raise errors[0]
-    return results  # type: ignore[return-value]  # every slot was filled (no error was raised)
-
-
 class Background:
     """One user's finishers (transactions ending after the user moved on), at most `slots` at once."""
 
@@ -134,6 +94,8 @@ class Background:
 
     def acquire(self, stopping: threading.Event, timeout_s: float) -> bool:
         """A free slot within `timeout_s`; False when none came (or the load is stopping)."""
+        if not stopping.is_set() and self._free.acquire(blocking=False):
+            return True   # the common case: a free slot, no timed wait
         step = 0.05
         waited = 0.0
         while not stopping.is_set():
@@ -161,7 +123,8 @@ class Background:
                 self._free.release()
 
         with self._lock:
-            self._threads = [t for t in self._threads if t.is_alive()]
+            if len(self._threads) >= 2 * self.slots:   # forget ended finishers now and then, not per spawn
+                self._threads = [t for t in self._threads if t.is_alive()]
             self._in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self._in_flight)
         task = start_task(run, "txnbench-txn")

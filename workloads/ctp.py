@@ -29,13 +29,10 @@ Inputs are supplied by feeder users (workloads.feeder) with non-transactional se
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from workloads.api import ConsumerApi
-from workloads.concurrent import run_all
 from workloads.context import LoadContext
-from workloads.session import Outcome
 from workloads.topology import SubscriptionRole, TopicRole
 from workloads.workload import OpenTxn, Received, UserKind, Workload
 
@@ -135,10 +132,7 @@ class ConsumeTransformProduce(Workload):
         planned = [(topics[j % len(topics)], inputs[j::groups][0].message.key,
                     tuple(r.value for r in inputs[j::groups] if r.value is not None), self.values.next())
                    for j in range(groups)]
-        def sender(topic: str, key: str | None, carried: tuple[str, ...], value: str) -> Callable[[], Outcome[Any]]:
-            return lambda: self.send(topic, txn=txn, key=key, inputs=carried, value=value)
-
-        outcomes = run_all([sender(*p) for p in planned], self.w.send_concurrency, self.op_timeout_s)
+        outcomes = self.send_together(txn, [(topic, key, value, carried) for topic, key, carried, value in planned])
         return all(o.ok for o in outcomes)
 
     def _give_back(self, inputs: list[Received]) -> None:

@@ -13,6 +13,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import orjson
+
 
 class PayloadError(ValueError):
     """A received payload is not one of ours."""
@@ -25,9 +27,12 @@ class Decoded:
 
 
 def encode(value: str, inputs: Sequence[str] = (), size: int = 0) -> bytes:
-    """The payload carrying `value` (and `inputs`), padded to `size` bytes when it is shorter."""
-    head = json.dumps({"v": value, "i": list(inputs), "p": ""}, separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8")
+    """The payload carrying `value` (and `inputs`), padded to `size` bytes when it is shorter.
+
+    orjson writes the same bytes as `json.dumps(..., separators=(",", ":"), ensure_ascii=False)`
+    for these string fields, at a fraction of the cost (one payload per send; issue #27).
+    """
+    head = orjson.dumps({"v": value, "i": list(inputs), "p": ""})
     missing = size - len(head)
     if missing <= 0:
         return head

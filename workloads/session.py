@@ -32,12 +32,12 @@ paced and timed against their own iteration.
 from __future__ import annotations
 
 import heapq
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from harness.client.futures import raw_lock
 from harness.errors import OperationError, is_definite
 from harness.history import HistoryRecorder, Invocation, OpF, RunClock
 from workloads.api import delivery_extra
@@ -115,7 +115,7 @@ class Lanes:
         self.base = base
         self._free: list[int] = []
         self._count = 0
-        self._lock = threading.Lock()
+        self._lock = raw_lock()
 
     def name(self, lane: int) -> str:
         return self.base if lane == 0 else f"{self.base}/l{lane}"
@@ -135,6 +135,19 @@ class Lanes:
     def used(self) -> int:
         """How many lanes this user has needed at once, at most."""
         return self._count
+
+
+class PendingOp:
+    """An operation `Session.begin` recorded as invoked, until `Session.finish` records its end."""
+
+    __slots__ = ("f", "inv", "lane", "length", "started")
+
+    def __init__(self, f: OpF, inv: Invocation, lane: int, length: int) -> None:
+        self.f = f
+        self.inv = inv
+        self.lane = lane
+        self.length = length
+        self.started = time.perf_counter()
 
 
 class Session:
@@ -187,6 +200,23 @@ class Session:
             Whatever is not an OperationError (a bug, a killed greenlet), after
             recording it as `info`: the operation may have happened.
         """
+        pending = self.begin(f, length=length, iteration=iteration, **fields)
+        try:
+            value = call()
+        except OperationError as exc:
+            return self.finish(pending, error=exc)
+        except BaseException as exc:
+            self.finish(pending, error=exc)
+            raise
+        return self.finish(pending, value=value, result=result)
+
+    def begin(self, f: OpF, *, length: int = 0, iteration: Iteration | None = None,
+              **fields: Any) -> PendingOp:
+        """Record the invocation of `f` (on a free lane) before it starts; `finish` records its end.
+
+        `op` is `begin`, the call, `finish`; an operation whose outcome arrives elsewhere (a
+        send's receipt, in the connection's reader) is begun here and finished there.
+        """
         iteration = iteration or self.iteration
         if iteration.slot_ns is not None:
             extra = dict(fields.pop("extra", None) or {})
@@ -198,35 +228,33 @@ class Session:
         except BaseException:
             self.lanes.give(lane)
             raise
+        return PendingOp(f, inv, lane, length)
+
+    def finish(self, pending: PendingOp, *, value: T | None = None, error: BaseException | None = None,
+               result: Callable[[T], dict[str, Any]] | None = None) -> Outcome[T]:
+        """Record how a begun operation ended: `ok` (with `result(value)`), or by `error`'s kind.
+
+        An `error` that is not an OperationError (a bug, a killed greenlet) is recorded as
+        `info` (the operation may have happened); the caller raises it again.
+        """
+        f, inv = pending.f, pending.inv
+        elapsed_ms = (time.perf_counter() - pending.started) * 1000.0
         try:
-            return self._run(f, inv, call, result, length)
+            if error is None:
+                self.recorder.ok(inv, **(result(value) if result is not None else {}))  # type: ignore[arg-type]
+                self.ctx.counters.count(f, ok=True)
+                self.ctx.fire(f.value, self.name, elapsed_ms, pending.length, None)
+                return Outcome(ok=True, value=value)
+            if isinstance(error, OperationError):
+                self.recorder.complete_with_error(inv, error)
+            elif not inv.completed and not self.recorder.closed:
+                self.recorder.info(inv, f"{type(error).__name__}: {error}")
+            self.ctx.counters.count(f, ok=False)
+            self.ctx.fire(f.value, self.name, elapsed_ms, pending.length, error)
+            return Outcome(ok=False, error=error)
         finally:
             if inv.completed:   # a lane whose op was never completed (the history closed) is not reused
-                self.lanes.give(lane)
-
-    def _run(self, f: OpF, inv: Invocation, call: Callable[[], T], result: Callable[[T], dict[str, Any]] | None,
-             length: int) -> Outcome[T]:
-        started = time.perf_counter()
-        try:
-            value = call()
-        except OperationError as exc:
-            elapsed_ms = (time.perf_counter() - started) * 1000.0
-            self.recorder.complete_with_error(inv, exc)
-            self.ctx.counters.count(f, ok=False)
-            self.ctx.fire(f.value, self.name, elapsed_ms, length, exc)
-            return Outcome(ok=False, error=exc)
-        except BaseException as exc:
-            elapsed_ms = (time.perf_counter() - started) * 1000.0
-            if not inv.completed and not self.recorder.closed:
-                self.recorder.info(inv, f"{type(exc).__name__}: {exc}")
-            self.ctx.counters.count(f, ok=False)
-            self.ctx.fire(f.value, self.name, elapsed_ms, length, exc)
-            raise
-        elapsed_ms = (time.perf_counter() - started) * 1000.0
-        self.recorder.ok(inv, **(result(value) if result is not None else {}))
-        self.ctx.counters.count(f, ok=True)
-        self.ctx.fire(f.value, self.name, elapsed_ms, length, None)
-        return Outcome(ok=True, value=value)
+                self.lanes.give(pending.lane)
 
     def receive_event(self, message: Any, subscription: str, *, value: str | None,
                       extra: dict[str, Any] | None = None) -> None:

@@ -10,7 +10,7 @@ Stopping: every iteration checks the load's stop flag between operations. A
 transaction still open when the load stops is aborted (with a short timeout) instead
 of being continued, so a graceful stop ends within one operation timeout.
 
-Operations at once (workloads.concurrent): `run_all` runs a transaction's sends together
+Operations at once: `send_together` (workloads.sends) runs a transaction's sends together
 (`send_concurrency`), and `background` holds the user's transactions still ending after it
 moved on (`txn_pipeline`); each operation records under its own process lane
 (workloads.session). A user joins its background before it is closed, and the load
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -32,6 +33,7 @@ from workloads.api import ConsumerApi, TransactionApi
 from workloads.concurrent import JOIN_GRACE_S, Background
 from workloads.context import LoadContext
 from workloads.payload import Decoded, PayloadError, ValueSource, decode, encode
+from workloads.sends import SendSpec, send_together
 from workloads.session import Iteration, Outcome, Session
 
 log = logging.getLogger(__name__)
@@ -225,6 +227,19 @@ class Workload(ABC):
         if not outcome.ok and getattr(outcome.error, "topic_terminated", False):
             self.ctx.note_terminated(topic)
         return outcome
+
+    def send_together(self, txn: OpenTxn, planned: Sequence[tuple[str, str | None, str, tuple[str, ...]]],
+                      ) -> list[Outcome[Any]]:
+        """Recorded sends of `txn` (topic, key, value, inputs each), `send_concurrency` of them in
+        flight at once without a thread each (workloads.sends); their outcomes in order."""
+        specs = [SendSpec(topic, key, value, encode(value, inputs, self.w.message_size), txn.txn, txn.id, inputs)
+                 for topic, key, value, inputs in planned]
+        outcomes = send_together(self.session, self.ctx.producers.get, specs, self.w.send_concurrency,
+                                 self.op_timeout_s, txn.iteration)
+        for spec, outcome in zip(specs, outcomes, strict=True):
+            if not outcome.ok and getattr(outcome.error, "topic_terminated", False):
+                self.ctx.note_terminated(spec.topic)   # as `send` does
+        return outcomes
 
     def ack(self, consumer: ConsumerApi, received: Received, subscription: str, *,
             txn: OpenTxn | None, cumulative: bool = False) -> Outcome[None]:

@@ -149,6 +149,7 @@ class PulsarClient:
             producers = list(self._producers)
         for producer in producers:
             producer.expire(now)
+        self._coordinator.expire(now)
 
     # ---- consumers ------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ from harness.client.errors import (
     OperationTimeoutError,
     SetupError,
 )
-from harness.client.futures import Future
+from harness.client.futures import Future, raw_lock
 from harness.client.timers import Deadline, Scheduler, TimerHandle, spawn
 from harness.client.topics import address_of
 from harness.wire import (
@@ -146,8 +146,8 @@ class ClientConnection:
         self._on_closed = on_closed
         self._wire = Connection(Role.CLIENT, max_message_size=config.max_message_size)
         self._sock: socket.socket | None = None
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
+        self._lock = raw_lock()         # these two guard tables and the queue: never held across a wait
+        self._write_lock = raw_lock()
         self._pending: dict[int, Future[Command]] = {}
         self._producers: dict[int, ProducerEndpoint] = {}
         self._consumers: dict[int, ConsumerEndpoint] = {}

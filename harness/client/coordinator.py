@@ -60,10 +60,10 @@ from harness.client.errors import (
     server_error,
     setup_error,
 )
-from harness.client.futures import Future
+from harness.client.futures import Future, raw_lock
 from harness.client.handler import ClientContext, HandlerState, ReconnectingHandler
 from harness.client.lookup import BrokerAddress
-from harness.client.timers import Backoff, Deadline
+from harness.client.timers import Backoff, Deadline, spawn
 from harness.errors import IndeterminateError, OperationError
 from harness.wire import Command, CommandType, ServerError, TxnAction, TxnId, commands
 
@@ -129,13 +129,16 @@ class CoordinatorHandler(ReconnectingHandler):
             self._detach_voluntarily(conn, f"coordinator {self.tc_id} moved to {url}")
 
     def call(self, op: Op, build: Callable[[int], Command], deadline: Deadline,
-             record: AttemptRecord | None = None) -> Command:
+             record: AttemptRecord | None = None, *, first_attempt: int = 1,
+             last: OperationError | None = None) -> Command:
         """Send a coordinator request and return its successful answer.
 
         Args:
             op: which request (selects the rows of the failure table).
             build: makes the command for a request id (a resend gets a new id).
             record: END_TXN only: the transaction's attempt record (read and updated).
+            first_attempt, last: where a request whose first attempts were made elsewhere
+                (`CoordinatorClient.call_async`) goes on, and how its last one failed.
 
         Raises:
             harness.errors.DefiniteError: the request certainly had no effect.
@@ -146,8 +149,7 @@ class CoordinatorHandler(ReconnectingHandler):
         max_attempts = self.ctx.config.max_end_txn_attempts
         backoff = Backoff(self.ctx.config.initial_backoff_s, self.ctx.config.max_backoff_s / 10)
         pause: threading.Event | None = None
-        last: OperationError | None = None
-        for attempt in range(1, max_attempts + 1):
+        for attempt in range(first_attempt, max_attempts + 1):
             try:
                 conn = self.ready(deadline)
             except OperationError as exc:
@@ -432,18 +434,52 @@ class WatchTcAssignmentsDiscovery(ReconnectingHandler):
             handler.shutdown()
 
 
+def _copy_outcome(source: Future[Command], target: Future[None]) -> None:
+    error = source.exception()
+    if error is not None:
+        target.set_exception(error)
+    else:
+        target.set_result(None)
+
+
 def _fixed(url: str) -> Callable[[Deadline], BrokerAddress]:
     address = BrokerAddress(url, url)
     return lambda _deadline: address
 
 
+class _AsyncRequest:
+    """A coordinator request sent without a thread waiting for it (`CoordinatorClient.call_async`)."""
+
+    __slots__ = ("conn", "deadline", "request_id", "result")
+
+    def __init__(self, conn: ClientConnection, request_id: int, deadline: Deadline,
+                 result: Future[Command]) -> None:
+        self.conn = conn
+        self.request_id = request_id
+        self.deadline = deadline
+        self.result = result
+
+
 @dataclass
 class CoordinatorClient:
-    """The client's view of all coordinators: discovery on first use, routing, requests."""
+    """The client's view of all coordinators: discovery on first use, routing, requests.
+
+    `add_partitions_async` is the one request sent without a thread waiting on it (every
+    transactional send to a new partition needs one, and a thread or greenlet per
+    registration was a large share of the load process's CPU, issue #27). Its first attempt
+    goes on the coordinator's connection when it is ready, and the answer completes a future
+    in the connection's reader. Anything but a plain answer (not connected, a connection lost
+    with the request in flight, an answer whose error says resend) hands the request to
+    `CoordinatorHandler.call` in a thread, which resends it as the blocking path does; a
+    request still unanswered at its deadline is failed as timed out by the client's
+    one-second sweep (`expire`), as a blocking request would have been at its deadline.
+    """
 
     ctx: ClientContext
     _discovery: Discovery | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _in_flight: dict[int, _AsyncRequest] = field(default_factory=dict)
+    _flight_lock: threading.Lock = field(default_factory=raw_lock)
 
     @property
     def scalable(self) -> bool:
@@ -456,6 +492,9 @@ class CoordinatorClient:
         Raises:
             SetupError, NotReadyError: discovery failed (definite: nothing transactional sent).
         """
+        found = self._discovery   # started once; read without the lock afterwards
+        if found is not None:
+            return found
         with self._lock:
             if self._discovery is not None:
                 return self._discovery
@@ -495,6 +534,109 @@ class CoordinatorClient:
         """ADD_PARTITION_TO_TXN."""
         self._route(txn, deadline).call(Op.ADD_PARTITION, lambda rid: commands.add_partition_to_txn(
             rid, txn, topics, scalable=self.scalable), deadline)
+
+    def add_partitions_async(self, txn: TxnId, topics: list[str], deadline: Deadline) -> Future[None]:
+        """ADD_PARTITION_TO_TXN without waiting: a future that completes (or fails, with the
+        errors `add_partitions` raises) when the coordinator answers."""
+        done: Future[None] = Future()
+        try:
+            handler = self._route(txn, deadline)
+        except OperationError as exc:
+            done.set_exception(exc)
+            return done
+        answer = self.call_async(handler, Op.ADD_PARTITION, lambda rid: commands.add_partition_to_txn(
+            rid, txn, topics, scalable=self.scalable), deadline)
+        answer.add_done_callback(lambda f: _copy_outcome(f, done))
+        return done
+
+    def call_async(self, handler: CoordinatorHandler, op: Op, build: Callable[[int], Command],
+                   deadline: Deadline) -> Future[Command]:
+        """`handler.call(op, build, deadline)` without a waiting thread on its common path.
+
+        Not for END_TXN: its attempt record must see every attempt in order.
+        """
+        result: Future[Command] = Future()
+        conn = handler.connection
+        if conn is None or deadline.expired:
+            self._call_in_thread(handler, op, build, deadline, result, delay_s=0.0)
+            return result
+        request_id = next_request_id()
+        try:
+            answer = conn.start_request(build(request_id), request_id)
+        except (NotReadyError, NotSentError):   # nothing left: the blocking path retries
+            self._call_in_thread(handler, op, build, deadline, result, delay_s=0.0)
+            return result
+        pending = _AsyncRequest(conn, request_id, deadline, result)
+        with self._flight_lock:
+            self._in_flight[request_id] = pending
+        answer.add_done_callback(lambda f: self._answered(handler, op, build, pending, f))
+        return result
+
+    def _answered(self, handler: CoordinatorHandler, op: Op, build: Callable[[int], Command],
+                  pending: _AsyncRequest, answer: Future[Command]) -> None:
+        with self._flight_lock:
+            self._in_flight.pop(pending.request_id, None)
+        result = pending.result
+        if result.done():   # timed out by the sweep
+            return
+        lost = answer.exception()
+        if lost is not None:   # the connection was lost with it in flight: it may have landed
+            failed: OperationError = (lost if isinstance(lost, OperationError)
+                                      else ConnectionLostError(str(lost)))
+            self._call_in_thread(handler, op, build, pending.deadline, result, delay_s=0.0,
+                                 record=AttemptRecord(may_have_landed=True), last=failed)
+            return
+        command = answer.result(0)
+        error = commands.error_of(command)
+        if error is None:
+            result.set_result(command)
+            return
+        code, message = error
+        if outcome_of(op, code) is not Outcome.RETRY:
+            result.set_exception(server_error(op, code, message))
+            return
+        # the coordinator moved or is not ready: re-resolve and resend, as `call` does
+        handler._detach_voluntarily(pending.conn, f"{code.name}: {message}")
+        self._call_in_thread(handler, op, build, pending.deadline, result,
+                             delay_s=self.ctx.config.initial_backoff_s, record=AttemptRecord(),
+                             last=server_error(op, code, message))
+
+    def _call_in_thread(self, handler: CoordinatorHandler, op: Op, build: Callable[[int], Command],
+                        deadline: Deadline, result: Future[Command], *, delay_s: float,
+                        record: AttemptRecord | None = None,
+                        last: OperationError | None = None) -> None:
+        """Go on with `handler.call` in a thread: from its first attempt when none was made
+        (`last` None), else from its second, as the blocking path would after `last`."""
+        first_attempt = 1 if last is None else 2
+        if first_attempt > self.ctx.config.max_end_txn_attempts:
+            try:
+                handler._give_up(op, last, record or AttemptRecord())
+            except BaseException as exc:  # _give_up always raises
+                result.set_exception(exc)
+            return
+
+        def run() -> None:
+            try:
+                if delay_s > 0 and deadline.remaining() > delay_s:
+                    threading.Event().wait(delay_s)
+                result.set_result(handler.call(op, build, deadline, record,
+                                               first_attempt=first_attempt, last=last))
+            except BaseException as exc:  # handed to the waiter
+                result.set_exception(exc)
+
+        spawn(run, f"{op.value}-{handler.tc_id}")
+
+    def expire(self, now: float) -> None:
+        """Fail the requests of `call_async` still unanswered at their deadline (the client's sweep)."""
+        with self._flight_lock:
+            overdue = [p for p in self._in_flight.values() if p.deadline.at <= now]
+            for pending in overdue:
+                del self._in_flight[pending.request_id]
+        for pending in overdue:
+            pending.conn.forget(pending.request_id)
+            pending.result.set_exception(OperationTimeoutError(
+                f"no answer from the transaction coordinator within the timeout "
+                f"(request {pending.request_id} on {pending.conn.physical_url})"))
 
     def add_subscription(self, txn: TxnId, topic: str, subscription: str,
                          deadline: Deadline) -> None:

@@ -2,23 +2,50 @@
 
 Why not `concurrent.futures.Future`: that one allocates a `Condition` (an RLock and a
 waiter list) per future; a client makes one future per request, so this one is a
-single lock used as a latch. Completion and callback registration are ordered by one
-module-wide guard held for a few instructions. Callbacks run in the completing thread
-(usually a connection's reader thread): they must be quick and never block.
+single lock used as a latch, and only when someone has to wait: most futures of the load
+(a request's answer already read, a registration already done) complete before anyone
+waits on them, and under gevent a lock is a Python semaphore object whose allocation was
+~2% of the load process (issue #27). Completion, callback registration and the latch's
+creation are ordered by one module-wide guard held for a few instructions. Callbacks run
+in the completing thread (usually a connection's reader thread): they must be quick and
+never block.
 """
 
 from __future__ import annotations
 
+import _thread
 import logging
+import sys
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-_GUARD = threading.Lock()
+
+def raw_lock() -> threading.Lock:
+    """The interpreter's own lock, also after gevent's monkey-patching replaced `threading.Lock`.
+
+    For critical sections that never wait (no I/O on a socket, no sleep, no other lock that
+    can block): patched, a `threading.Lock` is gevent's, whose acquire is Python code, and the
+    load process took one about a hundred times per transaction (issue #27); the C lock costs a
+    few tens of nanoseconds. Under gevent it is safe because such a section never switches
+    greenlets, so no greenlet can find it held; with real threads it is an ordinary lock.
+    """
+    global _allocate
+    if _allocate is None:   # asked once: gevent's get_original is slow, and a lock is made per transaction
+        monkey = sys.modules.get("gevent.monkey")
+        if monkey is not None and monkey.is_module_patched("threading"):
+            _allocate = monkey.get_original("_thread", "allocate_lock")
+        else:
+            _allocate = _thread.allocate_lock
+    return _allocate()
+
+
+_allocate: Callable[[], Any] | None = None
+_GUARD = raw_lock()
 
 
 class FutureTimeout(Exception):
@@ -31,8 +58,7 @@ class Future(Generic[T]):
     __slots__ = ("_callbacks", "_done", "_error", "_latch", "_result")
 
     def __init__(self) -> None:
-        self._latch = threading.Lock()
-        self._latch.acquire()
+        self._latch: threading.Lock | None = None   # made (held) by the first waiter that must block
         self._done = False
         self._result: T | None = None
         self._error: BaseException | None = None
@@ -59,7 +85,9 @@ class Future(Generic[T]):
             self._done = True
             callbacks = self._callbacks
             self._callbacks = None
-        self._latch.release()
+            latch = self._latch
+        if latch is not None:
+            latch.release()
         if callbacks:
             for callback in callbacks:
                 self._run(callback)
@@ -85,12 +113,19 @@ class Future(Generic[T]):
         """Wait for completion; returns whether it completed."""
         if self._done:
             return True
+        with _GUARD:
+            if self._done:
+                return True
+            latch = self._latch
+            if latch is None:
+                latch = self._latch = threading.Lock()
+                latch.acquire()   # released once, by the completion
         if timeout_s is None:
-            acquired = self._latch.acquire()
+            acquired = latch.acquire()
         else:
-            acquired = self._latch.acquire(timeout=max(0.0, timeout_s))
+            acquired = latch.acquire(timeout=max(0.0, timeout_s))
         if acquired:
-            self._latch.release()  # let other waiters through
+            latch.release()  # let other waiters through
         return self._done
 
     def result(self, timeout_s: float | None = None) -> T:

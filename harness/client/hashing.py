@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import functools
+
 MAX_SEGMENT_HASH = 0xFFFF
 
 _C1 = 0xCC9E2D51
@@ -21,6 +23,11 @@ _M32 = 0xFFFFFFFF
 
 def _rotl(value: int, shift: int) -> int:
     return ((value << shift) | (value >> (32 - shift))) & _M32
+
+
+_KEY_HASH_CACHE = 4096
+"""Keys whose hash is remembered: a run's keys are few (`workload.keys`) and each message
+of the load routes by one; hashing in pure Python was ~1% of the load process (issue #27)."""
 
 
 def murmur3_32(data: bytes, seed: int = 0) -> int:
@@ -52,9 +59,15 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
     return h1
 
 
+@functools.lru_cache(maxsize=_KEY_HASH_CACHE)
+def key_hash(key: str) -> int:
+    """Murmur3 (seed 0) of the key's UTF-8 bytes, remembered for the most recent keys."""
+    return murmur3_32(key.encode("utf-8"))
+
+
 def segment_hash(key: str) -> int:
     """The 16-bit segment-routing hash of a key (high half of the raw Murmur3)."""
-    return (murmur3_32(key.encode("utf-8")) >> 16) & MAX_SEGMENT_HASH
+    return (key_hash(key) >> 16) & MAX_SEGMENT_HASH
 
 
 def partition_for_key(key: str, partitions: int) -> int:
@@ -65,4 +78,4 @@ def partition_for_key(key: str, partitions: int) -> int:
     """
     if partitions <= 0:
         raise ValueError(f"a partitioned topic has at least one partition, got {partitions}")
-    return (murmur3_32(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
+    return (key_hash(key) & 0x7FFFFFFF) % partitions

@@ -117,7 +117,8 @@ class ProducerOptions:
 class _Outgoing:
     """One message on its way: its content, its future, and where it went."""
 
-    __slots__ = ("data", "event_time_ms", "future", "key", "properties", "sequence_id", "txn")
+    __slots__ = ("abandoned", "data", "event_time_ms", "future", "key", "properties", "sequence_id",
+                 "txn")
 
     def __init__(self, data: bytes, key: str | None, properties: Mapping[str, str] | None,
                  event_time_ms: int | None, txn: Transaction | None) -> None:
@@ -127,7 +128,8 @@ class _Outgoing:
         self.event_time_ms = event_time_ms
         self.txn = txn
         self.future: Future[SendReceipt] = Future()
-        self.sequence_id = -1
+        self.sequence_id = -1     # set when written (alone or in a batch)
+        self.abandoned = False    # its caller gave up before it was written: never write it
 
 
 class _InFlight:
@@ -169,6 +171,7 @@ class TopicProducer(ReconnectingHandler):
         self._batch: list[_Outgoing] = []
         self._batch_bytes = 0
         self._batch_timer: TimerHandle | None = None
+        self._awaiting: dict[int, _Outgoing] = {}   # by id(future): sends waiting for their registration
         self._send_timeout_s = options.send_timeout_s or ctx.config.operation_timeout_s
 
     # ---- attach ---------------------------------------------------------------------
@@ -256,15 +259,37 @@ class TopicProducer(ReconnectingHandler):
                    deadline: Deadline) -> Future[SendReceipt]:
         """Write one message (or add it to the open batch); the future completes on receipt.
 
+        The first send of a transaction to this topic registers it (ADD_PARTITION_TO_TXN)
+        and is written when the coordinator's answer arrives, from the connection's reader,
+        without a thread waiting (issue #27); a failed registration fails the future with
+        the same definite error a blocking registration raises, and nothing is written.
+
         Raises (definite, nothing was written):
             NotReadyError, NotSentError, AlreadyClosedError, TopicTerminatedError,
             transaction registration errors.
         """
+        registration: Future[None] | None = None
+        owner = False
         if txn is not None:
             txn.check_open()
-            txn.register_produced(self.topic, deadline)
+            registration, owner = txn.register_produced_async(self.topic, deadline)
+            if registration.done():
+                error = registration.exception()
+                if error is not None:
+                    raise txn.registration_error(error, owner=owner, topic=self.topic)
+                registration = None
         conn = self.ready(deadline)
         message = _Outgoing(data, key, properties, event_time_ms, txn)
+        if registration is not None:
+            with self._lock:
+                self._awaiting[id(message.future)] = message
+            registration.add_done_callback(
+                lambda f: self._write_registered(message, f, owner=owner, deadline=deadline))
+            return message.future
+        self._write_message(conn, message)
+        return message.future
+
+    def _write_message(self, conn: ClientConnection, message: _Outgoing) -> None:
         batching = self.options.batching
         with self._lock:
             if self._state is HandlerState.CLOSED:
@@ -273,7 +298,36 @@ class TopicProducer(ReconnectingHandler):
                 self._write_locked(conn, [message], batched=False)
             else:
                 self._add_to_batch_locked(conn, message, batching)
-        return message.future
+
+    def _write_registered(self, message: _Outgoing, registration: Future[None], *, owner: bool,
+                          deadline: Deadline) -> None:
+        """The registration a send waited for ended: write it now, or fail it (never blocks)."""
+        error = registration.exception()
+        failure: OperationError | None = None
+        with self._lock:   # against `abandon`: a message is either written or abandoned
+            self._awaiting.pop(id(message.future), None)
+            if message.abandoned or message.future.done():
+                return
+            if error is None and not deadline.expired:
+                conn = self.connection
+                if conn is None:
+                    failure = NotReadyError(f"{self.description} not connected when its "
+                                            "transaction's registration completed")
+                else:
+                    try:
+                        self._write_message(conn, message)
+                    except OperationError as exc:
+                        failure = exc
+        if error is not None:
+            assert message.txn is not None
+            failure = message.txn.registration_error(error, owner=owner, topic=self.topic)
+        elif deadline.expired:
+            failure = NotReadyError(f"registering partition {self.topic} in {message.txn} took "
+                                    "longer than the timeout")
+        if failure is not None:
+            if message.txn is not None:
+                message.txn.note_failure(failure)
+            message.future.set_exception(failure)
 
     def _write_locked(self, conn: ClientConnection, messages: list[_Outgoing], *,
                       batched: bool) -> None:
@@ -355,14 +409,26 @@ class TopicProducer(ReconnectingHandler):
         for future in futures:
             future.wait(deadline.remaining())
 
-    def abandon(self, message_future: Future[SendReceipt]) -> None:
-        """Stop waiting for a send whose caller gave up; a late receipt is ignored."""
+    def abandon(self, message_future: Future[SendReceipt]) -> bool:
+        """Stop waiting for a send whose caller gave up; a late receipt is ignored.
+
+        Returns whether the send may have been written (False: it was still waiting for
+        its transaction's registration, and now never will be written).
+        """
         with self._lock:
             for sequence_id, inflight in list(self._pending.items()):
                 if any(m.future is message_future for m in inflight.messages):
                     if len(inflight.messages) == 1:
                         del self._pending[sequence_id]
-                    break
+                    return True
+            return self._abandon_unwritten(message_future)
+
+    def _abandon_unwritten(self, message_future: Future[SendReceipt]) -> bool:
+        message = self._awaiting.pop(id(message_future), None)
+        if message is None or message.future is not message_future:
+            return True
+        message.abandoned = True   # its registration's callback will not write it
+        return False
 
     def expire(self, now: float) -> None:
         """Fail sends that waited longer than the send timeout for their receipt."""
@@ -538,9 +604,12 @@ class Producer:
         try:
             return future.result(deadline.remaining())
         except FutureTimeout:
-            target.abandon(future)
+            written = target.abandon(future)
             if future.done():
                 return future.result(0)
+            if not written:
+                raise NotReadyError(f"{target.description}: its transaction's registration did "
+                                    "not complete before the deadline; not written") from None
             raise OperationTimeoutError(
                 f"{target.description}: no receipt before the deadline") from None
 
@@ -579,6 +648,22 @@ class Producer:
         if callback is not None:
             future.add_done_callback(callback)
         return future
+
+    def give_up(self, future: Future[SendReceipt]) -> None:
+        """The caller of `send_async` stops waiting at its deadline: complete `future` as a
+        blocking `send` fails at its deadline (`OperationTimeoutError`, or `NotReadyError`
+        when the message was still waiting for its transaction's registration and now never
+        will be written); a late receipt is ignored. Nothing happens to a completed future."""
+        if future.done():
+            return
+        written = all(producer.abandon(future) for producer in self._targets.all())
+        if written:
+            error: OperationError = OperationTimeoutError(
+                f"producer on {self.topic}: no receipt before the deadline")
+        else:
+            error = NotReadyError(f"producer on {self.topic}: its transaction's registration did "
+                                  "not complete before the deadline; not written")
+        future.set_exception(error)
 
     def _retry_on_sealed(self, first: Future[SendReceipt], payload: bytes, key: str | None,
                          properties: Mapping[str, str] | None, txn: Transaction | None,

@@ -33,7 +33,6 @@ over, so once an END_TXN may have landed every later failure stays indeterminate
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,7 @@ from harness.client.errors import (
     NotReadyError,
     TransactionOpFailedError,
 )
-from harness.client.futures import Future
+from harness.client.futures import Future, raw_lock
 from harness.client.timers import Deadline
 from harness.errors import DefiniteError, OperationError
 from harness.wire import TxnAction, TxnId
@@ -83,7 +82,7 @@ class Transaction:
         self.timeout_s = timeout_s
         self._coordinator = coordinator
         self._config = config
-        self._lock = threading.Lock()
+        self._lock = raw_lock()   # never held across a wait
         self._state = TxnState.OPEN
         self._partitions: dict[str, Future[None]] = {}
         self._subscriptions: dict[tuple[str, str], Future[None]] = {}
@@ -123,6 +122,51 @@ class Transaction:
         self._register(self._partitions, topic, deadline, lambda: self._coordinator.add_partitions(
             self.id, [topic], deadline), f"partition {topic}")
 
+    def register_produced_async(self, topic: str, deadline: Deadline) -> tuple[Future[None], bool]:
+        """ADD_PARTITION_TO_TXN for `topic`, once per transaction, without waiting for it.
+
+        Returns the registration's future, shared by every send to `topic` in this
+        transaction, and whether this call sent the request (its owner). A failed
+        registration is forgotten, so the next send to `topic` tries again, as with
+        `register_produced`; `registration_error` turns its error into what the send raises.
+
+        Raises:
+            InvalidStateError: the transaction is not open (definite).
+        """
+        with self._lock:
+            self.check_open()
+            future = self._partitions.get(topic)
+            if future is not None:
+                return future, False
+            future = Future()
+            self._partitions[topic] = future
+
+        def done(answer: Future[None]) -> None:
+            error = answer.exception()
+            if error is None:
+                future.set_result(None)
+                return
+            with self._lock:
+                if self._partitions.get(topic) is future:
+                    del self._partitions[topic]
+            future.set_exception(error)
+
+        self._coordinator.add_partitions_async(self.id, [topic], deadline).add_done_callback(done)
+        return future, True
+
+    def registration_error(self, error: BaseException, *, owner: bool, topic: str) -> OperationError:
+        """What a send raises when registering `topic` failed with `error` (always definite)."""
+        return self._registration_failure(error, owner, f"partition {topic}")
+
+    def _registration_failure(self, error: BaseException, owner: bool, what: str) -> OperationError:
+        if isinstance(error, DefiniteError) and not owner:
+            return TxnRegistrationError(f"registering {what} in {self.id} failed: {error}")
+        if isinstance(error, DefiniteError):
+            return error
+        return TxnRegistrationError(
+            f"registering {what} in {self.id} failed ({type(error).__name__}: {error}); the "
+            "send/ack was not written")
+
     def register_acked(self, topic: str, subscription: str, deadline: Deadline) -> None:
         """ADD_SUBSCRIPTION_TO_TXN for (topic, subscription), once per transaction."""
         self._register(self._subscriptions, (topic, subscription), deadline,
@@ -154,13 +198,7 @@ class Transaction:
         error = future.exception()
         if error is None:
             return
-        if isinstance(error, DefiniteError) and not owner:
-            raise TxnRegistrationError(f"registering {what} in {self.id} failed: {error}")
-        if isinstance(error, DefiniteError):
-            raise error
-        raise TxnRegistrationError(
-            f"registering {what} in {self.id} failed ({type(error).__name__}: {error}); the "
-            "send/ack was not written")
+        raise self._registration_failure(error, owner, what)
 
     def track(self, future: Future[object]) -> None:
         """Remember an op of this transaction so `commit` waits for it."""

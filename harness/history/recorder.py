@@ -16,7 +16,9 @@ raises, and `write_error` stays set so the orchestrator can fail the run.
 
 from __future__ import annotations
 
+import _thread
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +29,16 @@ from typing import Any
 from harness.errors import is_definite
 from harness.history.clock import RunClock
 from harness.history.schema import SINGLE_EVENT_FS, Op, OpF, OpType
+
+
+def _raw_lock() -> threading.Lock:
+    """The interpreter's own lock, also after gevent patched `threading` (whose Lock is Python
+    code, taken twice per operation here; issue #27). A line's write never switches greenlets
+    (a regular file is not cooperative), so no greenlet can find it held."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("threading"):
+        return monkey.get_original("_thread", "allocate_lock")()
+    return _thread.allocate_lock()
 
 
 class HistoryMisuse(RuntimeError):
@@ -78,7 +90,7 @@ class HistoryRecorder:
         self.clock = clock
         self.txn_path = txn_path
         self.write_error: BaseException | None = None
-        self._lock = threading.Lock()
+        self._lock = _raw_lock()   # held for one line's write, never across a wait
         self._index = 0
         self._outstanding: dict[str, Invocation] = {}
         self._closed = False
@@ -177,16 +189,21 @@ class HistoryRecorder:
             if self._outstanding.get(inv.process) is not inv:
                 raise HistoryMisuse(f"completion of {inv.op.f} by {inv.process} without its invocation")
             base = inv.op
-            fields = {name: getattr(base, name) for name in _OP_FIELDS}
-            extra = dict(base.extra or {})
+            # the invocation's fields, then the result's (its `extra` merged into the
+            # invocation's, its `error` the completion's); field by field, not by getattr
+            # over names: two lines per operation of the load (issue #27)
+            fields: dict[str, Any] = {
+                "txn": base.txn, "topic": base.topic, "segment": base.segment,
+                "subscription": base.subscription, "key": base.key, "value": base.value,
+                "inputs": base.inputs, "msg_id": base.msg_id}
+            extra = base.extra
             for name, value in result.items():
                 if name == "extra":
-                    extra.update(value or {})
-                elif name == "error":
-                    continue
-                else:
+                    if value:
+                        extra = {**(extra or {}), **value}
+                elif name != "error":
                     fields[name] = value
-            fields["extra"] = extra or None
+            fields["extra"] = dict(extra) if extra else None
             fields["error"] = result.get("error")
             fields["path"] = base.path
             op = self._write_locked(type_, inv.process, base.f, fields)
@@ -201,13 +218,14 @@ class HistoryRecorder:
             raise HistoryWriteError(f"history {self.file_path} failed earlier: {self.write_error}")
         if not _ALLOWED_FIELDS.issuperset(fields):
             raise HistoryMisuse(f"unknown history fields: {sorted(set(fields) - _ALLOWED_FIELDS)}")
-        inputs = fields.get("inputs")
-        op = Op(run=self.run, writer=self.writer, process=process, index=self._index,
-                time_ns=self.clock.now_ns(), wall_ms=self.clock.wall_ms(), type=type_, f=f,
-                path=str(fields.get("path") or self.txn_path),
-                **{k: v for k, v in fields.items() if k not in ("path", "inputs")},
-                inputs=tuple(inputs) if inputs is not None else None)
-        line = op.to_json_bytes() + b"\n"
+        get = fields.get
+        inputs = get("inputs")
+        # positional, in Op's field order: keyword merging was a third of a line's cost
+        op = Op(self.run, self.writer, process, self._index, self.clock.now_ns(), self.clock.wall_ms(),
+                type_, f, str(get("path") or self.txn_path), get("txn"), get("topic"), get("segment"),
+                get("subscription"), get("key"), get("value"),
+                tuple(inputs) if inputs is not None else None, get("msg_id"), get("error"), get("extra"))
+        line = op.to_json_line()
         try:
             written = self._file.write(line) or 0
             for _ in range(8):   # a short write (a regular file rarely has one): the rest, in order

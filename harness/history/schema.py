@@ -120,6 +120,24 @@ class Op:
         except (TypeError, orjson.JSONEncodeError):
             return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
+    def to_json_line(self) -> bytes:
+        """`to_json_bytes` and its newline: one history line, as the recorder writes it.
+
+        The enums and `inputs` go to orjson as they are (it writes a str enum as its value and
+        a tuple as a list), and orjson appends the newline: no intermediate dict of converted
+        values and no second bytes object per line (issue #27).
+        """
+        data = {"schema": self.schema, "run": self.run, "writer": self.writer, "process": self.process,
+                "index": self.index, "time_ns": self.time_ns, "wall_ms": self.wall_ms,
+                "type": self.type, "f": self.f, "path": self.path, "txn": self.txn,
+                "topic": self.topic, "segment": self.segment, "subscription": self.subscription,
+                "key": self.key, "value": self.value, "inputs": self.inputs,
+                "msg_id": self.msg_id, "error": self.error, "extra": self.extra}
+        try:
+            return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+        except (TypeError, orjson.JSONEncodeError):
+            return self.to_json_bytes() + b"\n"
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Op:
         inputs = data.get("inputs")

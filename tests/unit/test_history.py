@@ -209,6 +209,25 @@ def test_orjson_lines_read_back_as_the_json_lines() -> None:
     for op in ops:
         assert json.loads(op.to_json_bytes()) == json.loads(op.to_json())
         assert list(json.loads(op.to_json_bytes())) == list(json.loads(op.to_json()))   # field order too
+        assert op.to_json_line() == op.to_json_bytes() + b"\n"     # what the recorder writes: same bytes
+
+
+def test_a_completion_carries_the_invocation_fields_and_merges_extra(tmp_path: Path) -> None:
+    """The completion line: the invocation's fields, the result's on top, `extra` merged, `path` kept."""
+    rec = _recorder(tmp_path)
+    inv = rec.invoke("w0/u1", OpF.SEND, txn="1:2", topic="t", key="k", value="v", inputs=["a"],
+                     extra={"intended_ns": 5})
+    done = rec.ok(inv, msg_id="1:0:-1", segment="t-partition-0", extra={"late": True}, path="v5")
+    assert (done.txn, done.topic, done.key, done.value, done.inputs) == ("1:2", "t", "k", "v", ("a",))
+    assert (done.msg_id, done.segment, done.path) == ("1:0:-1", "t-partition-0", "v4")
+    assert done.extra == {"intended_ns": 5, "late": True} and inv.op.extra == {"intended_ns": 5}
+    inv2 = rec.invoke("w0/u1", OpF.TXN_COMMIT, txn="1:2")
+    failed = rec.info(inv2, "OperationTimeoutError: x", extra={})
+    assert failed.extra is None and failed.error == "OperationTimeoutError: x" and failed.type is OpType.INFO
+    rec.close()
+    lines = [json.loads(line) for line in (tmp_path / "w0.jsonl").read_bytes().splitlines()]
+    assert [line["type"] for line in lines] == ["invoke", "ok", "invoke", "info"]
+    assert lines[1]["inputs"] == ["a"] and lines[1]["extra"] == {"intended_ns": 5, "late": True}
 
 
 def test_recorder_lines_are_whole_and_in_order(tmp_path: Path) -> None:

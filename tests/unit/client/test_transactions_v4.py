@@ -19,10 +19,12 @@ from harness.client import (
 from harness.client.coordinator import ASSIGN_TOPIC
 from harness.client.errors import (
     InvalidStateError,
+    NotReadyError,
     ServerRejectedError,
     TransactionNotFoundError,
 )
 from harness.client.transaction import TxnRegistrationError
+from harness.errors import OperationError
 from harness.wire import Command, ServerError, TxnAction, TxnId, commands
 from harness.wire import CommandType as T
 from tests.unit.client.fake_broker import (
@@ -441,3 +443,81 @@ def test_an_ack_that_outlasts_the_transactions_timeout_is_not_sent(
     assert not cluster.commands(T.ACK)
     with pytest.raises(InvalidStateError):   # and nothing later either
         producer.send(b"late", txn=txn)
+
+
+# ---- registrations without a waiting thread (issue #27) ---------------------------------
+
+
+def test_sends_to_new_partitions_register_at_once_and_wait_for_their_registration(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    """Two first sends to two partitions: both ADD_PARTITION_TO_TXN are in flight together,
+    each SEND leaves only after its own registration's answer, and nothing blocks the caller."""
+    topics = [f"{TOPIC}-{i}" for i in range(2)]
+    producers = [client.create_producer(t) for t in topics]
+    txn = client.new_transaction()
+    held: list[tuple[BrokerConnection, Command]] = []
+    release = threading.Event()
+
+    def hold(conn: BrokerConnection, event: Command) -> bool:
+        held.append((conn, event))
+        release.wait(5)
+        return False   # then answered as usual
+
+    cluster.brokers[0].intercept(T.ADD_PARTITION_TO_TXN, hold)
+    started = time.monotonic()
+    futures = [p.send_async(b"v", txn=txn) for p in producers]
+    assert time.monotonic() - started < 1.0          # the caller did not wait for a registration
+    wait_for(lambda: len(cluster.commands(T.ADD_PARTITION_TO_TXN)) == 1, what="a registration arrived")
+    assert not cluster.commands(T.SEND)              # no SEND before its partition is registered
+    release.set()
+    for future in futures:
+        assert future.result(5) is not None
+    kinds = [c.type for _, _, c in cluster.log if c.type in (T.ADD_PARTITION_TO_TXN, T.SEND)]
+    assert kinds.count(T.ADD_PARTITION_TO_TXN) == 2 and kinds.count(T.SEND) == 2
+    assert kinds.index(T.SEND) > kinds.index(T.ADD_PARTITION_TO_TXN)
+    txn.commit()
+    assert all(cluster.values(t) == [b"v"] for t in topics)
+
+
+def test_one_registration_serves_every_send_to_its_partition(cluster: FakeCluster,
+                                                             client: PulsarClient) -> None:
+    producer = client.create_producer(TOPIC)
+    txn = client.new_transaction()
+    futures = [producer.send_async(f"{i}".encode(), txn=txn) for i in range(3)]
+    assert all(f.result(5) is not None for f in futures)
+    assert len(cluster.commands(T.ADD_PARTITION_TO_TXN)) == 1
+    txn.commit()
+    assert cluster.values(TOPIC) == [b"0", b"1", b"2"]   # in the order they were sent
+
+
+def test_an_unanswered_registration_fails_its_send_definitely_and_it_is_never_written(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    producer = client.create_producer(TOPIC)
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.ADD_PARTITION_TO_TXN, silent)
+    with pytest.raises(NotReadyError) as info:
+        producer.send(b"x", txn=txn, timeout_s=0.3)
+    assert info.value.definite
+    future = producer.send_async(b"y", txn=txn, timeout_s=0.3)   # waits on the same registration
+    if not future.wait(0.5):
+        producer.give_up(future)          # what a caller does at its deadline
+    error = future.exception()
+    assert isinstance(error, OperationError) and error.definite
+    # the client's sweep fails the request itself once its deadline passed; nothing is written
+    wait_for(lambda: not client._coordinator._in_flight, timeout_s=3, what="the request expired")
+    time.sleep(0.1)
+    assert not cluster.commands(T.SEND)
+
+
+def test_a_registration_that_meets_a_moved_coordinator_is_resent_there(
+        two_brokers: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
+    cluster = two_brokers
+    client = make_client(cluster.url)
+    producer = client.create_producer(TOPIC)
+    txn = client.new_transaction()
+    cluster.set_tc_leader(0, cluster.brokers[1])   # b0 answers NotFound; the handler re-resolves
+    producer.send(b"x", txn=txn)
+    adds = [name for name, _, c in cluster.log if c.type is T.ADD_PARTITION_TO_TXN]
+    assert adds == ["b0", "b1"]
+    txn.commit()
+    assert cluster.values(TOPIC) == [b"x"]

@@ -29,9 +29,11 @@ from harness.client.errors import (
     AlreadyClosedError,
     InvalidStateError,
     Op,
+    OperationTimeoutError,
     TransactionConflictError,
     TransactionOpFailedError,
 )
+from harness.client.futures import Future
 from harness.errors import OperationError
 from harness.wire import ServerError, TxnId
 
@@ -148,6 +150,7 @@ class FakeProducer:
         self.client = client
         self.topic = topic
         self.closed = False
+        self.given_up: list[Future[FakeReceipt]] = []
 
     def send(self, data: bytes | str, *, key: str | None = None, properties: Any = None, txn: Any = None,
              event_time_ms: int | None = None, timeout_s: float | None = None) -> FakeReceipt:
@@ -175,6 +178,26 @@ class FakeProducer:
                 txn.failed = True
             raise scripted
         return FakeReceipt(entry.msg_id, self.topic)
+
+    def send_async(self, data: bytes | str, *, key: str | None = None, properties: Any = None, txn: Any = None,
+                   event_time_ms: int | None = None, timeout_s: float | None = None) -> Future[FakeReceipt]:
+        """`send` in a thread of its own, so sends started together are in flight together (the
+        `on_send` hook can hold them); the future completes as the real client's does."""
+        future: Future[FakeReceipt] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self.send(data, key=key, properties=properties, txn=txn,
+                                             event_time_ms=event_time_ms, timeout_s=timeout_s))
+            except BaseException as exc:  # handed over in the future, as the client does
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="fake-send", daemon=True).start()
+        return future
+
+    def give_up(self, future: Future[FakeReceipt]) -> None:
+        self.given_up.append(future)
+        future.set_exception(OperationTimeoutError("fake: no receipt before the deadline"))
 
     def close(self, timeout_s: float | None = None) -> None:
         self.closed = True

@@ -73,6 +73,99 @@ def test_a_failed_send_among_concurrent_ones_aborts(make_harness: Callable[[str]
     assert sum(1 for op in done if op["f"] == "send") == 4    # all were issued
 
 
+def test_a_send_past_its_deadline_is_given_up_recorded_info_and_the_txn_aborts(
+        make_harness: Callable[[str], Harness]) -> None:
+    """Sends started together wait no thread each (workloads.sends): one whose receipt does not
+    come by its deadline is given up by its producer and recorded `info`; the others are not held."""
+    h = make_harness(config(sends=4).replace("op_timeout_s: 5", "op_timeout_s: 0.3"))
+    release = threading.Event()
+    calls = [0]
+    lock = threading.Lock()
+
+    def hang_the_first() -> None:
+        with lock:
+            calls[0] += 1
+            first = calls[0] == 1
+        if first:
+            release.wait(5)
+
+    h.client.on_send = hang_the_first
+    user = AtomicProduce(h.ctx)
+    started = time.monotonic()
+    user.step()
+    assert time.monotonic() - started < 3.0      # waited about the op timeout, not the hang
+    release.set()
+    ops = h.ops()
+    assert_well_formed(ops)
+    done = next(iter(transactions(ops).values()))
+    sends = [op for op in done if op["f"] == "send" and op["type"] != "invoke"]
+    assert sorted(op["type"] for op in sends) == ["info", "ok", "ok", "ok"]
+    assert next(op for op in sends if op["type"] == "info")["error"].startswith("OperationTimeoutError")
+    assert done[-1]["f"] == "txn-abort"
+    assert sum(len(p.given_up) for p in h.ctx.producers._producers.values()) == 1  # type: ignore[attr-defined]
+
+
+def test_at_most_send_concurrency_sends_are_in_flight(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(config(sends=2))
+    lock = threading.Lock()
+    in_flight = [0, 0]   # now, most
+
+    def note() -> None:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+        time.sleep(0.02)
+        with lock:
+            in_flight[0] -= 1
+
+    h.client.on_send = note
+    user = AtomicProduce(h.ctx)
+    for _ in range(3):
+        user.step()
+    ops = h.ops()
+    assert_well_formed(ops)
+    assert in_flight[1] == 2                       # the window is full, never over
+    for done in transactions(ops).values():
+        assert [op["type"] for op in done if op["f"] == "send"].count("ok") == 4
+        assert done[-1]["f"] == "txn-commit"
+    assert {op["process"] for op in ops} == {"w0/u0", "w0/u0/l1"}
+
+
+def test_a_terminated_topic_met_by_concurrent_sends_is_never_chosen_again(
+        make_harness: Callable[[str], Harness]) -> None:
+    from harness.client.errors import Op, TopicTerminatedError
+    from harness.wire import ServerError
+
+    h = make_harness(config(sends=4))
+    user = AtomicProduce(h.ctx)
+    user.step()
+    h.client.fail_next("send", TopicTerminatedError(Op.SEND, ServerError.TopicTerminatedError,
+                                                          "topic was already terminated"))
+    user.step()                                      # one of its sends meets the terminated topic
+    txns = list(transactions(h.ops()).values())
+    refused = next(op["topic"] for op in txns[1] if op["f"] == "send" and op["type"] == "fail")
+    for _ in range(20):
+        user.step()
+    txns = list(transactions(h.ops()).values())
+    assert txns[1][-1]["f"] == "txn-abort"
+    assert refused not in {op["topic"] for t in txns[2:] for op in t if op["f"] == "send"}
+
+
+def test_a_producer_that_cannot_be_made_fails_its_send_only(make_harness: Callable[[str], Harness]) -> None:
+    from harness.client.errors import NotReadyError
+
+    h = make_harness(config(sends=4))
+    h.client.fail_next("create-producer", NotReadyError("planted"))
+    user = AtomicProduce(h.ctx)
+    user.step()
+    ops = h.ops()
+    assert_well_formed(ops)
+    done = next(iter(transactions(ops).values()))
+    sends = [op for op in done if op["f"] == "send" and op["type"] != "invoke"]
+    assert len(sends) == 4 and sum(op["type"] == "fail" for op in sends) >= 1
+    assert done[-1]["f"] == "txn-abort"
+
+
 def test_commit_async_opens_the_next_transaction_before_the_commit_returns(
         make_harness: Callable[[str], Harness]) -> None:
     h = make_harness(config(sends=4, pipeline="commit-async"))

@@ -1,8 +1,8 @@
 """workloads.concurrent's tasks: threads in tests, bare greenlets once gevent patched `threading`.
 
 The load process runs the greenlet form (workloads.runner patches), so it is checked here
-in a child process that patches as the runner does: `run_all` keeps its results in order
-and overlaps its calls, `Background` joins its finishers and frees their slots.
+in a child process that patches as the runner does: `Background` joins its finishers and
+frees their slots.
 """
 
 from __future__ import annotations
@@ -11,32 +11,19 @@ import subprocess
 import sys
 import textwrap
 
-from workloads.concurrent import Background, run_all, start_task
+from workloads.concurrent import Background, start_task
 
 CHILD = textwrap.dedent("""
     from gevent import monkey
     monkey.patch_all()
     import threading, time
     import gevent
-    from workloads.concurrent import Background, _Greenlet, run_all, start_task
+    from workloads.concurrent import Background, _Greenlet, start_task
 
     task = start_task(lambda: None, "t")
     assert isinstance(task, _Greenlet), type(task)
     task.join(1.0)
     assert not task.is_alive()
-
-    running = []
-    most = [0]
-    def call(i):
-        def run():
-            running.append(i)
-            most[0] = max(most[0], len(running))
-            time.sleep(0.01)
-            running.remove(i)
-            return i * i
-        return run
-    assert run_all([call(i) for i in range(6)], 3, 5.0) == [i * i for i in range(6)]
-    assert most[0] == 3, most
 
     errors = []
     done = []
@@ -61,7 +48,6 @@ def test_threads_without_gevent() -> None:
     task = start_task(lambda: seen.append(1), "t")
     task.join(5.0)
     assert not task.is_alive() and seen == [1]
-    assert run_all([lambda: 1, lambda: 2, lambda: 3], 2, 5.0) == [1, 2, 3]
     bg = Background(1, lambda exc: None)
     assert bg.acquire(__import__("threading").Event(), 5.0)
     bg.spawn(lambda: seen.append(2))
