@@ -182,12 +182,8 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
     order = 0
     for i, entry in enumerate(faults.schedule):
         key = f"faults.schedule[{i}]"
-        kind = kinds.kind_of(entry.kind, source, f"{key}.kind")
-        draft = _draft(kind, entry.target, entry.params, txn_path, source, key, brokers, topics)
-        if entry.trigger is None and uses_trigger(draft.selector):
-            raise ConfigError(source, f"{key}.target", f"{entry.target!r} aims at what a trigger saw, "
-                              "and the entry has no trigger", "add e.g. `trigger: {op: txn-commit}`, "
-                              "or name the target another way (topic:random, coordinator)")
+        kind, draft = _entry_draft(entry.kind, entry.target, entry.params, entry.trigger is not None, key,
+                                   txn_path, source, brokers, topics)
         if txn_path not in kinds.spec(kind).paths:
             notes.append(f"{key}: {kind.value} does not apply to {txn_path.value}; left out")
             continue
@@ -226,18 +222,28 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
     return _place(candidates, duration_s, faults.quiet_s, notes)
 
 
+def _entry_draft(kind_text: str, target: str, params: Mapping[str, Any], has_trigger: bool, key: str,
+                 txn_path: TxnPath, source: str, brokers: int | None,
+                 topics: int | None) -> tuple[FaultKind, _Draft]:
+    """A schedule entry's (or a fault stacked in it) kind and draft; a `...:trigger` target needs
+    the entry's trigger."""
+    kind = kinds.kind_of(kind_text, source, f"{key}.kind")
+    draft = _draft(kind, target, params, txn_path, source, key, brokers, topics)
+    if not has_trigger and uses_trigger(draft.selector):
+        raise ConfigError(source, f"{key}.target", f"{target!r} aims at what a trigger saw, and the entry "
+                          "has no trigger", "add e.g. `trigger: {op: txn-commit}` to the entry, or name the "
+                          "target another way (topic:random, coordinator)")
+    return kind, draft
+
+
 def _overlap_drafts(entry: FaultSpec, key: str, txn_path: TxnPath, source: str, notes: list[str],
                     brokers: int | None, topics: int | None) -> tuple[_Draft, ...]:
     """The faults stacked inside `entry`'s window (`overlap`), without those `txn_path` lacks."""
     out = []
     for j, extra in enumerate(entry.overlap):
         sub = f"{key}.overlap[{j}]"
-        kind = kinds.kind_of(extra.kind, source, f"{sub}.kind")
-        draft = _draft(kind, extra.target, extra.params, txn_path, source, sub, brokers, topics)
-        if entry.trigger is None and uses_trigger(draft.selector):
-            raise ConfigError(source, f"{sub}.target", f"{extra.target!r} aims at what a trigger saw, and "
-                              f"{key} has no trigger", "add a trigger to the entry, or name the target "
-                              "another way (topic:random, coordinator)")
+        kind, draft = _entry_draft(extra.kind, extra.target, extra.params, entry.trigger is not None, sub,
+                                   txn_path, source, brokers, topics)
         if txn_path not in kinds.spec(kind).paths:
             notes.append(f"{sub}: {kind.value} does not apply to {txn_path.value}; left out")
             continue

@@ -527,35 +527,16 @@ schedule:
     assert invoked[("nemesis/f1", "heal")] - invoked[("nemesis/f1", "fault")] >= 0.59
 
 
-def test_a_broker_is_started_only_once_the_metadata_store_it_needs_is_back(tmp_path: Path) -> None:
+def stacked_store_and_broker_kill(tmp_path: Path, store: str) -> World:
+    """`store` killed 0.5 s with broker 1 killed inside it (0.1 s after, for 0.1 s), broker 1 unable to
+    start while `store` is down; the nemesis must heal both without failing."""
     world = World(tmp_path)
     assert world.control is not None
-    world.control.needs["broker-1"] = "metadata"      # a broker cannot start without its metadata store
-    cfg = config("""
+    world.control.needs["broker-1"] = store
+    cfg = config(f"""
 schedule:
-  - {kind: kill, target: metadata, at_s: 0, for_s: 0.5,
-     overlap: [{kind: kill, target: "broker:1", after_s: 0.1, for_s: 0.1}]}
-""", faults_s=4)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.healed == 2)
-        nemesis.raise_if_failed()
-    assert world.clean()
-    # the broker's heal came due first, and waited for the store's: no start of it ever failed
-    assert world.control.calls[-2:] == [("start", "metadata"), ("start", "broker-1")]
-    assert world.control.calls.count(("start", "broker-1")) == 1
-    broker = [(h["f"], h["type"]) for h in world.history() if h["process"] == "nemesis/f2"]
-    assert broker == [("fault", "invoke"), ("fault", "ok"), ("heal", "invoke"), ("heal", "ok")]
-
-
-def test_a_heal_that_fails_while_other_stacked_faults_hold_is_tried_again_after_them(tmp_path: Path) -> None:
-    world = World(tmp_path)
-    assert world.control is not None
-    world.control.needs["broker-1"] = "ledger"        # a dependency the nemesis does not know of
-    cfg = config("""
-schedule:
-  - {kind: kill, target: ledger, at_s: 0, for_s: 0.5,
-     overlap: [{kind: kill, target: "broker:1", after_s: 0.1, for_s: 0.1}]}
+  - {{kind: kill, target: {store}, at_s: 0, for_s: 0.5,
+     overlap: [{{kind: kill, target: "broker:1", after_s: 0.1, for_s: 0.1}}]}}
 """, faults_s=4)
     with world.nemesis(cfg) as nemesis:
         nemesis.start()
@@ -563,7 +544,21 @@ schedule:
         nemesis.raise_if_failed()
         assert nemesis.stats.heal_failures == 0
     assert world.clean()
-    assert world.control.calls[-2:] == [("start", "ledger"), ("start", "broker-1")]
+    assert world.control.calls[-2:] == [("start", store), ("start", "broker-1")]   # the broker after its store
+    return world
+
+
+def test_a_broker_is_started_only_once_the_metadata_store_it_needs_is_back(tmp_path: Path) -> None:
+    world = stacked_store_and_broker_kill(tmp_path, "metadata")   # a broker cannot start without it
+    assert world.control is not None
+    # the broker's heal came due first, and waited for the store's: no start of it ever failed
+    assert world.control.calls.count(("start", "broker-1")) == 1
+    broker = [(h["f"], h["type"]) for h in world.history() if h["process"] == "nemesis/f2"]
+    assert broker == [("fault", "invoke"), ("fault", "ok"), ("heal", "invoke"), ("heal", "ok")]
+
+
+def test_a_heal_that_fails_while_other_stacked_faults_hold_is_tried_again_after_them(tmp_path: Path) -> None:
+    world = stacked_store_and_broker_kill(tmp_path, "ledger")    # a dependency the nemesis does not know of
     broker = [(h["f"], h["type"]) for h in world.history() if h["process"] == "nemesis/f2"]
     assert broker == [("fault", "invoke"), ("fault", "ok"), ("heal", "invoke"), ("heal", "info"),
                       ("heal", "invoke"), ("heal", "ok")]

@@ -212,17 +212,23 @@ def test_setup_failure_is_retried_with_backoff_and_not_recorded(make_harness: Ca
     assert [r[0] for r in h.requests] == ["setup", "setup"]
 
 
-def test_ctp_ack_hold_keeps_the_acks_pending_before_the_commit(make_harness: Callable[[str], Harness]) -> None:
-    h = make_harness(CTP.format(abort=0.0) + "  ack_hold_s: 4\n")
+@pytest.mark.parametrize(("settings", "held_s", "not_held_s"), [
+    ("  ack_hold_s: 4\n", 4, None),
+    # long transactions (every one here): the long hold replaces ack_hold_s
+    ("  ack_hold_s: 1\n  long_txn_ratio: 1\n  long_hold_s: 9\n", 9, 1)])
+def test_ctp_ack_hold_keeps_the_acks_pending_before_the_commit(make_harness: Callable[[str], Harness],
+                                                                settings: str, held_s: int,
+                                                                not_held_s: int | None) -> None:
+    h = make_harness(CTP.format(abort=0.0) + settings)
     worker = ConsumeTransformProduce(h.ctx)
     worker.step()
     feed(Feeder(h.ctx), 3)
     worker.step()
-    assert 4 in h.stop.waits                        # a stop-aware wait, not a sleep
+    assert held_s in h.stop.waits and not_held_s not in h.stop.waits   # a stop-aware wait, not a sleep
     done = next(iter(transactions(h.ops()).values()))
     assert [op["f"] for op in done] == ["txn-open", "send", "send", "ack", "ack", "ack", "txn-commit"]
     last_ack = max(op["time_ns"] for op in done if op["f"] == "ack")
-    assert done[-1]["time_ns"] - last_ack >= 4_000_000_000
+    assert done[-1]["time_ns"] - last_ack >= held_s * 1_000_000_000
 
 
 def test_ack_only_ack_hold_and_a_stop_during_it_aborts(make_harness: Callable[[str], Harness]) -> None:
@@ -279,15 +285,3 @@ def test_an_indeterminate_feed_failure_is_not_paused(make_harness: Callable[[str
     h.client.fail_next("send-after", ConnectionLostError("maybe sent"))
     feed(feeder, 1)
     assert pauses == []
-
-
-def test_ctp_long_transactions_hold_their_acks_long(make_harness: Callable[[str], Harness]) -> None:
-    h = make_harness(CTP.format(abort=0.0) + "  ack_hold_s: 1\n  long_txn_ratio: 1\n  long_hold_s: 9\n")
-    worker = ConsumeTransformProduce(h.ctx)
-    worker.step()
-    feed(Feeder(h.ctx), 3)
-    worker.step()
-    assert 9 in h.stop.waits and 1 not in h.stop.waits   # every transaction is a long one here
-    done = next(iter(transactions(h.ops()).values()))
-    last_ack = max(op["time_ns"] for op in done if op["f"] == "ack")
-    assert done[-1]["f"] == "txn-commit" and done[-1]["time_ns"] - last_ack >= 9_000_000_000
