@@ -182,10 +182,9 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
     order = 0
     for i, entry in enumerate(faults.schedule):
         key = f"faults.schedule[{i}]"
-        kind, draft = _entry_draft(entry.kind, entry.target, entry.params, entry.trigger is not None, key,
-                                   txn_path, source, brokers, topics)
-        if txn_path not in kinds.spec(kind).paths:
-            notes.append(f"{key}: {kind.value} does not apply to {txn_path.value}; left out")
+        draft = _entry_draft(entry.kind, entry.target, entry.params, entry.trigger is not None, key,
+                             txn_path, source, notes, brokers, topics)
+        if draft is None:
             continue
         drafts: tuple[_Draft, ...] = (draft,)
         length = entry.for_s
@@ -223,17 +222,20 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
 
 
 def _entry_draft(kind_text: str, target: str, params: Mapping[str, Any], has_trigger: bool, key: str,
-                 txn_path: TxnPath, source: str, brokers: int | None,
-                 topics: int | None) -> tuple[FaultKind, _Draft]:
-    """A schedule entry's (or a fault stacked in it) kind and draft; a `...:trigger` target needs
-    the entry's trigger."""
+                 txn_path: TxnPath, source: str, notes: list[str], brokers: int | None,
+                 topics: int | None) -> _Draft | None:
+    """A schedule entry's (or a fault stacked in it) draft, checked (a `...:trigger` target needs
+    the entry's trigger); None, with a note, when its kind does not apply to `txn_path`."""
     kind = kinds.kind_of(kind_text, source, f"{key}.kind")
     draft = _draft(kind, target, params, txn_path, source, key, brokers, topics)
     if not has_trigger and uses_trigger(draft.selector):
         raise ConfigError(source, f"{key}.target", f"{target!r} aims at what a trigger saw, and the entry "
                           "has no trigger", "add e.g. `trigger: {op: txn-commit}` to the entry, or name the "
                           "target another way (topic:random, coordinator)")
-    return kind, draft
+    if txn_path not in kinds.spec(kind).paths:
+        notes.append(f"{key}: {kind.value} does not apply to {txn_path.value}; left out")
+        return None
+    return draft
 
 
 def _overlap_drafts(entry: FaultSpec, key: str, txn_path: TxnPath, source: str, notes: list[str],
@@ -242,12 +244,11 @@ def _overlap_drafts(entry: FaultSpec, key: str, txn_path: TxnPath, source: str, 
     out = []
     for j, extra in enumerate(entry.overlap):
         sub = f"{key}.overlap[{j}]"
-        kind, draft = _entry_draft(extra.kind, extra.target, extra.params, entry.trigger is not None, sub,
-                                   txn_path, source, brokers, topics)
-        if txn_path not in kinds.spec(kind).paths:
-            notes.append(f"{sub}: {kind.value} does not apply to {txn_path.value}; left out")
+        draft = _entry_draft(extra.kind, extra.target, extra.params, entry.trigger is not None, sub,
+                             txn_path, source, notes, brokers, topics)
+        if draft is None:
             continue
-        for_s = 0.0 if not kinds.spec(kind).healable else extra.for_s
+        for_s = extra.for_s if kinds.spec(draft.kind).healable else 0.0
         out.append(dataclasses.replace(draft, for_s=for_s, after_s=extra.after_s))
     return tuple(out)
 
