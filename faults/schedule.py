@@ -3,7 +3,8 @@
 Theory of operation. Every schedule entry and the `random` section produce
 *candidates*: a nominal start (seconds from the start of the faults phase) and the
 faults to inject together then. `at_s: T` gives one candidate at T; `every_s: E`
-gives candidates at 0, E, 2E, ... before the end of the phase; `random` gives one
+gives candidates at 0, E, 2E, ... before the end of the phase (or before its `until_s`:
+the timeline's end can then hold faults whose damage no later move or restart repairs); `random` gives one
 candidate every `random.every_s` (from 0), each a random non-empty subset of
 `random.kinds` (seeded per occurrence, so dropping one does not change the others).
 
@@ -196,7 +197,8 @@ def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_pat
             times, repeating = [entry.at_s], False
         else:
             assert entry.every_s is not None  # FaultSpec.check: exactly one of at_s, every_s
-            times, repeating = _occurrences(entry.every_s, duration_s), True
+            last_s = duration_s if entry.until_s is None else min(duration_s, entry.until_s)
+            times, repeating = _occurrences(entry.every_s, last_s), True
         for t in times:
             if entry.flap is None:
                 candidates.append(_Candidate(t, order, key, repeating, length, drafts, entry.quiet_s,

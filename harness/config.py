@@ -365,6 +365,9 @@ class FaultSpec:
                                                                "faults phase (give this or every_s)")
     every_s: float | None = bounded(None, min=0.1, max=86400, help="inject at 0 s and every this many "
                                                                    "seconds after (give this or at_s)")
+    until_s: float | None = bounded(None, min=0.1, max=86400, help="with every_s: no occurrence at or after "
+                                                                   "this many seconds into the faults phase; "
+                                                                   "null: repeat until the phase ends")
     for_s: float = bounded(5.0, min=0, max=3600, help="seconds until the fault is healed (split, merge "
                                                       "and terminate are instant)")
     params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
@@ -383,6 +386,9 @@ class FaultSpec:
         if (self.at_s is None) == (self.every_s is None):
             raise Invalid("at_s", "give exactly one of at_s (once) and every_s (repeating)",
                           "e.g. `at_s: 10` or `every_s: 20`")
+        if self.until_s is not None and self.every_s is None:
+            raise Invalid("until_s", "until_s ends a repeating entry; this one runs once (at_s)",
+                          "drop until_s, or give every_s instead of at_s")
         if self.overlap and self.flap is not None:
             raise Invalid("overlap", "a flapping fault cannot carry overlapping ones",
                           "give the overlapping faults their own entry, or drop flap")

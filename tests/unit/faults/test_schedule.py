@@ -62,6 +62,23 @@ schedule:
     assert any("skipped" in n for n in timeline.notes)
 
 
+def test_until_s_ends_a_repeating_entry_and_at_s_refuses_it() -> None:
+    cfg = faults_of("""
+quiet_s: 0
+schedule:
+  - {kind: restart, target: broker:random, every_s: 10, until_s: 25, for_s: 0}
+  - {kind: split, target: segment:random, at_s: 31, for_s: 0}
+""", faults_s=60)
+    # 0, 10, 20 from the repeating entry (30 is at or past until_s), then the split alone
+    assert [(w.start_s, w.faults[0].kind) for w in plan(cfg, TxnPath.V5).windows] == [
+        (0, FaultKind.RESTART), (10, FaultKind.RESTART), (20, FaultKind.RESTART), (31, FaultKind.SPLIT)]
+    with pytest.raises(ConfigError, match="until_s"):
+        faults_of("""
+schedule:
+  - {kind: kill, at_s: 3, until_s: 20, for_s: 1}
+""")
+
+
 def test_windows_are_cut_at_the_end_and_none_start_after_it() -> None:
     cfg = faults_of("""
 quiet_s: 0
