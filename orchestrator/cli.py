@@ -240,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
                           help="only the bugs that live on these paths")
     selftest.add_argument("--no-baseline", action="store_true", help="skip the clean baseline runs")
+    selftest.add_argument("--baseline-from", type=Path, metavar="DIR",
+                          help="judge the bugs against the baselines of an earlier `txnbench selftest` or "
+                               "`txnbench chaos` results folder (with --no-baseline): a class that baseline "
+                               "showed is no catch")
     selftest.add_argument("--with-chaos", action="store_true",
                           help="also run every bug under chaos.yaml alone, with its own baselines, and report "
                                "what it catches beside the tuned scenarios (make selftest does)")

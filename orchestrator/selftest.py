@@ -6,8 +6,9 @@ self-test runs, on a fresh cluster each time:
 
 * one case per catalogued bug: its catching scenario, on the first path the bug lives
   on, with the bug's setting on. The bug is **caught** when the checker's verdict is
-  invalid with at least one anomaly the scenario does not expect; a valid verdict (or
-  only expected anomalies) is **missed**, an unknown verdict is **unknown** (also not a
+  invalid with at least one anomaly the scenario does not expect and its baseline did not
+  show (`against_baseline`); a valid verdict (or only expected anomalies, or only classes
+  the baseline showed too) is **missed**, an unknown verdict is **unknown** (also not a
   catch), a run that could not finish is **failed**;
 * one baseline per (scenario, path) those cases use, with no bug on, which must be
   **clean** (valid, or only expected anomalies). A baseline with an unexpected anomaly
@@ -96,12 +97,58 @@ class CaseResult:
     unexpected: tuple[str, ...] = ()
     seconds: float = 0.0
     error: str | None = None
+    also_in_baseline: tuple[str, ...] = ()
+    """Unexpected classes of a bug's run that its baseline (same scenario and path) showed too."""
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.case.kind.value, "bug": self.case.bug, "scenario": self.case.scenario,
                 "group": self.case.group, "path": self.case.txn_path.value, "outcome": self.outcome.value, "run_dir": self.run_dir,
                 "verdict": self.verdict, "anomalies": dict(self.anomalies), "unexpected": list(self.unexpected),
-                "seconds": round(self.seconds, 1), "error": self.error}
+                "also_in_baseline": list(self.also_in_baseline), "seconds": round(self.seconds, 1), "error": self.error}
+
+
+BaselineKey = tuple[str, TxnPath]
+"""(scenario, path): a baseline speaks for the bug cases run under the same scenario on the same path."""
+
+
+def against_baseline(result: CaseResult, baseline_classes: frozenset[str] | None) -> CaseResult:
+    """A bug's catch counts only on anomaly classes its baseline did not show.
+
+    Why: a class the code without the bug also produces under that scenario (a false alarm, or
+    a liveness class a busy machine produces) says nothing about the bug; counting it made a
+    run that showed only the baseline's `stalled-commit` a catch (docs/selftest.md, fifth
+    round). Unknown baseline (None): the result stands.
+    """
+    if result.case.kind is not CaseKind.BUG or baseline_classes is None or result.outcome is not CaseOutcome.CAUGHT:
+        return result
+    shared = tuple(c for c in result.unexpected if c in baseline_classes)
+    if len(shared) < len(result.unexpected):
+        return dataclasses.replace(result, also_in_baseline=shared)
+    return dataclasses.replace(result, outcome=CaseOutcome.MISSED, also_in_baseline=shared)
+
+
+def baselines_from(folder: Path) -> dict[BaselineKey, frozenset[str]]:
+    """Baseline classes from an earlier run: a self-test's baselines (selftest.json) or a chaos
+    or bench matrix's runs (matrix-status.json, each run's judgement), so `--no-baseline` can
+    still judge against the code without a bug."""
+    import json
+
+    out: dict[BaselineKey, frozenset[str]] = {}
+    selftest_file, status_file = folder / "selftest.json", folder / "matrix-status.json"
+    if selftest_file.is_file():
+        for case in json.loads(selftest_file.read_text()).get("cases") or []:
+            if case.get("kind") == CaseKind.BASELINE.value:
+                out[(str(case["scenario"]), TxnPath(case["path"]))] = frozenset(case.get("unexpected") or ())
+        return out
+    if status_file.is_file():
+        scenario_name = str(json.loads((folder / "matrix.json").read_text()).get("scenario"))
+        for run in json.loads(status_file.read_text()).get("runs") or []:
+            judgement = run.get("judgement")
+            if run.get("status") == "complete" and judgement is not None:
+                out[(scenario_name, TxnPath(run["path"]))] = frozenset(judgement.get("unexpected") or ())
+        return out
+    raise ConfigError("txnbench selftest", "--baseline-from", f"{folder} holds neither selftest.json nor "
+                      "matrix-status.json", "name a results folder of `txnbench selftest` or `txnbench chaos`")
 
 
 def plan(bugs: Sequence[PlantedBug], *, baselines: bool = True, scenario: str | None = None) -> list[SelftestCase]:
@@ -197,7 +244,12 @@ def _anomaly_text(case: Mapping[str, Any]) -> str:
     if not anomalies:
         return "none"
     unexpected = set(case.get("unexpected") or [])
-    return ", ".join(f"{k} {v}" + ("" if k in unexpected else " (expected)") for k, v in sorted(anomalies.items()))
+    shared = set(case.get("also_in_baseline") or [])
+
+    def note(k: str) -> str:
+        return " (expected)" if k not in unexpected else " (also in the baseline)" if k in shared else ""
+
+    return ", ".join(f"{k} {v}{note(k)}" for k, v in sorted(anomalies.items()))
 
 
 def render_markdown(summary: Mapping[str, Any]) -> str:
@@ -324,8 +376,13 @@ def _check(run_dir: Path) -> tuple[str, dict[str, Any] | None, str | None]:
 
 
 def execute(cases: Sequence[SelftestCase], matrix: MatrixDir, runner: RunCase,
-            say: Callable[[str], None]) -> dict[str, Any]:
-    """Run `cases` in order, rewriting selftest.json/.md after each; stops at Ctrl-C."""
+            say: Callable[[str], None], known_baselines: Mapping[BaselineKey, frozenset[str]] | None = None,
+            ) -> dict[str, Any]:
+    """Run `cases` in order, rewriting selftest.json/.md after each; stops at Ctrl-C.
+
+    Each bug case is judged against the baseline of its scenario and path: one run before it
+    in this self-test (baselines come first), else one of `known_baselines`."""
+    baseline_classes: dict[BaselineKey, frozenset[str]] = dict(known_baselines or {})
     results: list[CaseResult] = []
     started = time.monotonic()
     interrupted = False
@@ -338,6 +395,10 @@ def execute(cases: Sequence[SelftestCase], matrix: MatrixDir, runner: RunCase,
         except KeyboardInterrupt:
             interrupted = True
             break
+        key = (case.scenario, case.txn_path)
+        if case.kind is CaseKind.BASELINE and result.outcome in (CaseOutcome.CLEAN, CaseOutcome.FALSE_ALARM):
+            baseline_classes[key] = frozenset(result.unexpected)
+        result = against_baseline(result, baseline_classes.get(key))
         results.append(result)
         say(f"selftest {index}/{len(cases)}: {label} on {case.txn_path.value}: {result.outcome.value} "
             f"({_anomaly_text(result.to_json())}, {result.seconds:.0f} s)")
@@ -388,8 +449,9 @@ def main_selftest(args: argparse.Namespace) -> int:
 
     say(f"selftest {matrix.matrix_id}: {len([c for c in cases if c.bug])} planted bugs, "
         f"{len([c for c in cases if not c.bug])} baselines -> {matrix.path}")
+    known = baselines_from(args.baseline_from) if getattr(args, "baseline_from", None) else None
     summary = execute(cases, matrix, lambda case, m: run_case(case, scenarios[case.scenario], m,
-                                                              duration=args.duration), say)
+                                                              duration=args.duration), say, known)
     print(render_table(summary))
     print(matrix.path)
     return exit_code(summary)

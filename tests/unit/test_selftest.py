@@ -18,6 +18,8 @@ from orchestrator.selftest import (
     CaseOutcome,
     CaseResult,
     SelftestCase,
+    against_baseline,
+    baselines_from,
     execute,
     exit_code,
     judge_case,
@@ -147,6 +149,50 @@ def test_execute_stops_at_ctrl_c_and_keeps_what_it_learned(tmp_path: Path) -> No
 
     summary = execute(cases, matrix, runner, lambda _: None)
     assert summary["interrupted"] and exit_code(summary) == 130 and len(summary["cases"]) == 1
+
+
+def test_a_catch_counts_only_on_classes_its_baseline_did_not_show(tmp_path: Path) -> None:
+    # the fifth round's LedgerAckBeforeJournal: stalled-commit alone, which the baseline showed too
+    matrix = new_matrix("selftest", "catalogue", root=tmp_path)
+    cases = plan([V4_BUG, ALSO_V4])
+
+    def runner(case: SelftestCase, m: MatrixDir) -> CaseResult:
+        if case.bug is None:
+            return _result(case, CaseOutcome.FALSE_ALARM, {"stalled-commit": 3})
+        if case.bug == V4_BUG.id:
+            return _result(case, CaseOutcome.CAUGHT, {"stalled-commit": 7})
+        return _result(case, CaseOutcome.CAUGHT, {"stalled-commit": 2, "lost-ack": 1})
+
+    summary = execute(cases, matrix, runner, lambda _: None)
+    by_bug = {c["bug"]: c for c in summary["cases"]}
+    assert by_bug[V4_BUG.id]["outcome"] == "missed"
+    assert by_bug[V4_BUG.id]["also_in_baseline"] == ["stalled-commit"]
+    assert by_bug[ALSO_V4.id]["outcome"] == "caught", "lost-ack is beyond the baseline"
+    assert "stalled-commit 2 (also in the baseline)" in render_markdown(summary)
+    # without a baseline the result stands; a baseline of another path does not speak for it
+    alone = _result(SelftestCase(CaseKind.BUG, "s", TxnPath.V4, V4_BUG.id), CaseOutcome.CAUGHT, {"lost-ack": 1})
+    assert against_baseline(alone, None) is alone
+    assert against_baseline(alone, frozenset({"lost-ack"})).outcome is CaseOutcome.MISSED
+
+
+def test_baselines_come_from_an_earlier_chaos_matrix_or_selftest(tmp_path: Path) -> None:
+    chaos = tmp_path / "chaos"
+    chaos.mkdir()
+    (chaos / "matrix.json").write_text(json.dumps({"scenario": "chaos"}))
+    (chaos / "matrix-status.json").write_text(json.dumps({"runs": [
+        {"path": "v4", "status": "complete", "judgement": {"unexpected": ["stalled-commit"]}},
+        {"path": "v5", "status": "complete", "judgement": {"unexpected": []}},
+        {"path": "v4-batched", "status": "failed", "judgement": None}]}))
+    assert baselines_from(chaos) == {("chaos", TxnPath.V4): frozenset({"stalled-commit"}),
+                                     ("chaos", TxnPath.V5): frozenset()}
+    st = tmp_path / "st"
+    st.mkdir()
+    (st / "selftest.json").write_text(json.dumps({"cases": [
+        {"kind": "baseline", "scenario": "s", "path": "v4", "unexpected": ["lost-ack"]},
+        {"kind": "bug", "scenario": "s", "path": "v4", "unexpected": ["lost-write"]}]}))
+    assert baselines_from(st) == {("s", TxnPath.V4): frozenset({"lost-ack"})}
+    with pytest.raises(ConfigError, match="neither"):
+        baselines_from(tmp_path)
 
 
 def test_bug_selection_and_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
