@@ -421,3 +421,130 @@ def test_late_acks_after_the_subscription_was_reloaded(tmp_path: Path, monkeypat
             finally:
                 await stop_node(node)
     run(main)
+
+
+def test_a_header_read_answered_after_the_commit_and_its_collection_hides_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """chaos.yaml's zombie coordinator (v5, `aborted-read` + `partial-txn` on one transaction).
+
+    The participant's reconcile read a tracked transaction's header; before the answer
+    came, the transaction's commit event was applied here (op records deleted) and the
+    GC collected the header (no op records left, retention over). The late answer said
+    "no header", which reads as ABORTED: the buffer then hid the committed, already
+    delivered entries on this segment while the other segments showed theirs. Now the
+    reconcile skips a transaction decided meanwhile, and a participant never replaces
+    the decision it materialized first.
+    """
+    import asyncio
+
+    from embedded.broker.v5.txn import participant
+
+    monkeypatch.setattr(participant, "RECONCILE_MIN_INTERVAL_S", 0.2)
+
+    async def main() -> None:
+        async with metadata_service(tmp_path) as address:
+            node = await start_node(address, 0, {"txnbenchV5TimeoutSweepIntervalMillis": 200})
+            try:
+                tc = node.coordinator
+                await eventually(lambda: tc.is_leader(0), what="leadership")
+                ledger = FakeLedger()
+                topic = FakeTopic(SEGMENT, ledger)
+                tb = MetadataTransactionBuffer(topic, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
+                ledger.listeners.append(tb.on_entry_added)
+                await tb.recover()
+                committed, other = await tc.new_txn(0, 60_000), await tc.new_txn(0, 60_000)
+                position = await tb.append(committed, b"c1", EntryInfo(1, committed))
+                await tb.append(other, b"o1", EntryInfo(1, other))   # stays open: the reconcile reads it after
+
+                entered, release, other_read = asyncio.Event(), asyncio.Event(), asyncio.Event()
+                get_header = node.store.get_header
+
+                async def held_once(txn: TxnId) -> tuple[TxnHeader, int] | None:
+                    if txn == committed and not entered.is_set():
+                        entered.set()              # the reconcile's read of `committed` is on its way ...
+                        await release.wait()       # ... and is answered only after the commit and the GC
+                    elif txn == other and release.is_set():
+                        other_read.set()           # the reconcile went past `committed`
+                    return await get_header(txn)
+
+                monkeypatch.setattr(node.store, "get_header", held_once)
+                await asyncio.wait_for(entered.wait(), 5.0)
+                await tc.end_txn(committed, TxnAction.COMMIT)
+                await eventually(lambda: tb.stats()["committed"] == 1, what="the commit event applied")
+                await eventually_async(lambda: node.store.writes_by_segment(str(SEGMENT)),
+                                       lambda ops: {o.txn for o in ops} == {other}, what="its op record deleted")
+                assert not tb.is_aborted(committed, position)
+                assert await tc.sweep_gc() == 1   # retention 0 and no op records left: the header goes
+                assert await node.broker.metadata.get_or_none(keys.header(committed)) is None
+
+                release.set()   # the reconcile's read now answers "no header" (ABORTED)
+                await asyncio.wait_for(other_read.wait(), 5.0)
+                assert not tb.is_aborted(committed, position)
+                assert tb.stats()["aborted"] == 0
+                assert await node.store.aborted_of(str(SEGMENT)) == []
+
+                # the narrower race (a stale answer racing the apply itself): the first decision stays
+                await tb.materialize(committed, TxnState.ABORTED)
+                assert tb.decision_of(committed) is TxnState.COMMITTED
+                assert tb.stale_decisions == 1
+                assert not tb.is_aborted(committed, position)
+                assert await node.store.aborted_of(str(SEGMENT)) == []
+                await tb.close()
+            finally:
+                await stop_node(node)
+    run(main)
+
+
+@pytest.mark.parametrize("fails", ["read", "cas", "publish"])
+def test_end_txn_says_retry_only_when_nothing_was_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          fails: str) -> None:
+    """TransactionCoordinatorNotFound tells the client "not applied, resend"; after the header CAS
+    was sent the answer is UnknownError (the outcome is unknown), as Pulsar maps a metadata-store
+    exception. In the chaos run the zombie coordinator's CAS landed unanswered, the client was
+    told to retry, the GC collected the header, and the retry's TransactionNotFound made the
+    client report a committed transaction as failed (`aborted-read` on every value it wrote)."""
+    from embedded.broker.v5.txn.records import TxnOp
+    from embedded.metadata.model import MetadataUnavailable
+
+    async def main() -> None:
+        async with metadata_service(tmp_path) as address:
+            node = await start_node(address, 0)
+            try:
+                tc = node.coordinator
+                await eventually(lambda: tc.is_leader(0), what="leadership")
+                txn = await tc.new_txn(0, 60_000)
+                await node.store.append_op(txn, TxnOp.write(str(SEGMENT)))
+                store = node.store
+                real_get, real_update, real_publish = store.get_header, store.update_header, store.publish_segment_event
+
+                async def get_header(t: TxnId) -> tuple[TxnHeader, int] | None:
+                    raise MetadataUnavailable("get timed out")
+
+                async def update_header(t: TxnId, header: TxnHeader, expected_version: int) -> int:
+                    await real_update(t, header, expected_version)    # it lands ...
+                    raise MetadataUnavailable("put timed out after 5s; the outcome is unknown")   # ... unanswered
+
+                async def publish(segment: str, event: object) -> str:
+                    raise MetadataUnavailable("put timed out")
+
+                if fails == "read":
+                    monkeypatch.setattr(store, "get_header", get_header)
+                elif fails == "cas":
+                    monkeypatch.setattr(store, "update_header", update_header)
+                else:
+                    monkeypatch.setattr(store, "publish_segment_event", publish)
+                with pytest.raises(TxnError) as failed:
+                    await tc.end_txn(txn, TxnAction.COMMIT)
+                monkeypatch.setattr(store, "get_header", real_get)
+                monkeypatch.setattr(store, "publish_segment_event", real_publish)
+                got = await store.get_header(txn)
+                assert got is not None
+                if fails == "read":
+                    assert failed.value.error is ServerError.TransactionCoordinatorNotFound
+                    assert got[0].state is TxnState.OPEN
+                else:
+                    assert failed.value.error is ServerError.UnknownError
+                    assert got[0].state is TxnState.COMMITTED
+            finally:
+                await stop_node(node)
+    run(main)

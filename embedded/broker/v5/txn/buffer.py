@@ -106,7 +106,7 @@ class MetadataTransactionBuffer(Participant):
 
     async def _cleanup_quietly(self, txn: TxnId, state: TxnState) -> None:
         try:
-            await self.apply(txn, state)
+            await self.materialize(txn, state)
         except (MetadataUnavailable, MetadataError) as err:
             log.info("%s: cleanup of %s failed (%s); the reconcile or GC retries", self._segment, txn, err)
 

@@ -22,7 +22,10 @@ Theory of operation:
   participants. A retry of a decided transaction re-publishes (idempotent). The client
   is answered once the events are written, as Pulsar 5.0's `endTransaction` completes
   (`updateHeader(...).thenCompose(fanOutEvents)`); `txnbenchV5AnswerEndTxnAfterCas`
-  answers after the CAS and publishes behind it, as the PIP text says.
+  answers after the CAS and publishes behind it, as the PIP text says. A metadata failure
+  before anything was written is answered TransactionCoordinatorNotFound (the client
+  resends); one once the CAS was sent is UnknownError (`DecisionUncertain`: it may have
+  landed, and the client must not take the attempt for "not applied").
 * Sweeps, run by the leader of partition 0: abort transactions past their deadline
   (`idx:txn-by-deadline`), and garbage-collect transactions finalized more than the
   retention window ago (`idx:txn-by-final-state`): with no op records left, delete the
@@ -92,9 +95,20 @@ def _now_ms() -> int:
 
 
 def _unavailable(what: str, err: Exception) -> TxnError:
-    # the client re-resolves the coordinator and resends on TransactionCoordinatorNotFound
+    # the client re-resolves the coordinator and resends on TransactionCoordinatorNotFound: only
+    # for a request that changed nothing (the client takes that answer for "not applied")
     return TxnError(ServerError.TransactionCoordinatorNotFound,
                     f"{what}: the metadata store did not answer ({err}); retry")
+
+
+class DecisionUncertain(MetadataUnavailable):
+    """END_TXN failed after its header CAS was sent: the transaction may be (or is) decided.
+
+    Answered UnknownError, as Pulsar's `BrokerServiceException.getClientErrorCode` answers
+    a metadata-store exception, never TransactionCoordinatorNotFound: the client would take
+    that for "not applied", and its retry, once the GC collected the header, would get
+    TransactionNotFound and report a committed transaction as failed.
+    """
 
 
 class TransactionCoordinatorV5:
@@ -296,6 +310,8 @@ class TransactionCoordinatorV5:
     async def end_txn(self, txn: TxnId, action: TxnAction) -> None:
         try:
             await self.finish(txn, TxnState.for_action(action))
+        except DecisionUncertain as err:
+            raise TxnError(ServerError.UnknownError, f"ending {txn}: {err}") from None
         except (MetadataUnavailable, MetadataError) as err:
             raise _unavailable(f"ending {txn}", err) from None
 
@@ -310,7 +326,7 @@ class TransactionCoordinatorV5:
                                                                 "collected after it ended)")
             header, version = got
             if header.state is decision:
-                await self.publish(txn, decision)   # a retry: the previous fan-out may not have happened
+                await self._publish_decided(txn, decision)   # a retry: the previous fan-out may not have happened
                 return False
             if header.state.terminal:
                 cas.inc(result="reject")
@@ -321,6 +337,9 @@ class TransactionCoordinatorV5:
             except BadVersion:
                 cas.inc(result="conflict")
                 continue
+            except MetadataUnavailable as err:
+                raise DecisionUncertain(f"the header CAS to {decision.value} got no answer ({err}); "
+                                        "the outcome is unknown") from None
             cas.inc(result="ok")
             label = str(txn.most)
             publish_later = self.settings.answer_end_txn_after_cas and not timed_out
@@ -333,9 +352,16 @@ class TransactionCoordinatorV5:
             if publish_later:   # the PIP text: the client is answered once the CAS landed
                 spawn(self._publish_quietly(txn, decision), f"publishing the decision of {txn}")
             else:               # Pulsar 5.0: endTransaction completes after the events are written
-                await self.publish(txn, decision)
+                await self._publish_decided(txn, decision)
             return True
         raise TxnError(ServerError.InvalidTxnStatus, f"transaction {txn}: its header kept changing; retry")
+
+    async def _publish_decided(self, txn: TxnId, decision: TxnState) -> None:
+        try:
+            await self.publish(txn, decision)
+        except (MetadataUnavailable, MetadataError) as err:
+            raise DecisionUncertain(f"{txn} is {decision.value} but publishing the decision failed ({err}); the "
+                                    "participants' reconcile or the GC re-drive delivers it") from None
 
     async def _publish_quietly(self, txn: TxnId, decision: TxnState) -> None:
         try:

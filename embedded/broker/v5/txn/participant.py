@@ -11,6 +11,16 @@ Pulsar (`orElse(TxnState.ABORTED)`) - which is exactly what turns the GC race of
 PIP-473 review into lost work when a header is collected before a slow participant
 read it.
 
+A participant materializes one decision per transaction: the first one it starts
+applying (`materialize`) is remembered (bounded) and any later, different one is taken
+for a stale read and replaced by it, as Pulsar's `MetadataTransactionBuffer` acts on a
+transaction only while it still holds it (`applyTerminalNow` returns for a transaction
+it dropped). A header read can be answered after this participant applied the real
+decision, deleted its op records and let the GC collect the header (a broker paused at
+the wrong moment: chaos.yaml's zombie coordinator); read as ABORTED, that answer once
+hid a committed transaction's entries on one segment while its other segments showed
+them. The reconcile therefore also skips a transaction decided while its header was read.
+
 Each event is handled by one task keyed by (key, version); it reads the event, waits
 the configured participant delay (the "slow participant" probe), lets the subclass
 `apply` the decision (idempotent), and, only with the model-only
@@ -43,6 +53,7 @@ log = logging.getLogger("embedded.broker.v5.participant")
 
 _RETRY_PAUSES = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 RECONCILE_MIN_INTERVAL_S = 5.0   # the safety net re-reads headers of txns open longer than this, this often
+DECISION_MEMORY = 10_000         # decisions remembered per participant, to refuse a stale, different one
 
 
 class Participant(ABC):
@@ -56,6 +67,8 @@ class Participant(ABC):
         self._handling: set[tuple[str, int]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tracked_since: dict[TxnId, float] = {}
+        self._decisions: dict[TxnId, TxnState] = {}   # the first decision materialized, oldest first
+        self.stale_decisions = 0
         self._reconciler: asyncio.Task[None] | None = None
         self._delay_s = settings.delay_for(name)
 
@@ -86,12 +99,33 @@ class Participant(ABC):
                 await task
 
     async def decide_slowly(self, txn: TxnId, decision: TxnState) -> None:
-        """`apply`, after the configured participant delay (0 unless probing the GC race)."""
+        """`materialize`, after the configured participant delay (0 unless probing the GC race)."""
         if self._delay_s > 0:
             await asyncio.sleep(self._delay_s)
         if not self.closed:
-            await self.apply(txn, decision)
-            self.untrack(txn)
+            await self.materialize(txn, decision)
+
+    async def materialize(self, txn: TxnId, decision: TxnState) -> None:
+        """`apply` the first decision this participant learned for `txn` (see the module docstring)."""
+        await self.apply(txn, self._first_decision(txn, decision))
+        self.untrack(txn)
+
+    def decision_of(self, txn: TxnId) -> TxnState | None:
+        """The decision this participant materialized (or is materializing) for `txn`, if it remembers one."""
+        return self._decisions.get(txn)
+
+    def _first_decision(self, txn: TxnId, decision: TxnState) -> TxnState:
+        known = self._decisions.get(txn)
+        if known is None:
+            self._decisions[txn] = decision
+            while len(self._decisions) > DECISION_MEMORY:   # bounded: forget the oldest
+                self._decisions.pop(next(iter(self._decisions)))
+            return decision
+        if known is not decision:
+            self.stale_decisions += 1
+            log.warning("%s: %s was %s here already; a later %s (a header read answered after the header was "
+                        "collected) is ignored", self.name, txn, known.value, decision.value)
+        return known
 
     # ---- events -------------------------------------------------------------------------------
 
@@ -151,6 +185,8 @@ class Participant(ABC):
             for txn in stale:
                 if self.closed:
                     return
+                if txn not in self._tracked_since:
+                    continue   # an event decided it while the earlier ones of this round were read
                 if planted_bugs.on(planted_bugs.V5_PARTICIPANT_LOCAL_TIMEOUT):
                     # DELIBERATE FAULT (txnbench self-test): a local timeout taken for the decision
                     state = TxnState.ABORTED
@@ -161,6 +197,8 @@ class Participant(ABC):
                         log.info("%s: reconcile of %s failed (%s)", self.name, txn, err)
                         continue
                     state = got[0].state if got is not None else TxnState.ABORTED
+                    if txn not in self._tracked_since:
+                        continue   # decided while its header was read: the answer may postdate its collection
                 if state.terminal:
                     log.info("%s: %s is %s but no event arrived; applying it", self.name, txn, state.value)
                     try:

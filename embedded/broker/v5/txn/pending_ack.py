@@ -113,7 +113,7 @@ class MetadataPendingAckStore(Participant):
 
     async def _apply_quietly(self, txn: TxnId, state: TxnState) -> None:
         try:
-            await self.apply(txn, state)
+            await self.materialize(txn, state)
         except (MetadataUnavailable, MetadataError) as err:
             log.info("%s: applying %s failed (%s); the reconcile retries", self.name, txn, err)
 
