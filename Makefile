@@ -22,6 +22,9 @@ matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target 
 .DEFAULT_GOAL := help
 .PHONY: help setup test test-cluster test-pulsar test-proxy-real test-oxia-real test-slow test-docker bench chaos sweep peer fidelity selftest report report-picture lint clean distclean check-java
 
+# `make test`'s pytest workers: the process-starting tests on one, every other test file on any
+TEST_WORKERS ?= 2
+
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  variables: DURATION=S (main phase seconds), TARGET=embedded|pulsar|compose, SCENARIO=name (bench/chaos/sweep), USERS=4,16,48 (sweep), RUN=DIR (report, report-picture), PYTEST_ARGS=..."
@@ -42,8 +45,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install everything (checks Java 17+)
 
-test: $(STAMP) ## run the test suite (unit, spark, cluster; skips docker and slow)
-	$(BIN)/python -m pytest -m "not slow and not docker" $(PYTEST_ARGS)
+test: $(STAMP) ## run the test suite (unit, spark, cluster; skips docker and slow); TEST_WORKERS=0 runs it in one process
+	$(BIN)/python -m pytest -m "not slow and not docker" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 test-cluster: $(STAMP) ## run only the tests that start embedded-cluster processes
 	$(BIN)/python -m pytest -m "cluster and not slow" $(PYTEST_ARGS)

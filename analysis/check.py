@@ -134,18 +134,50 @@ def killed_writers(run: RunDir) -> tuple[str, ...]:
     return tuple(sorted(killed))
 
 
+#: the store every commit of a path needs: v4's end-transaction appends to the coordinator's log
+#: and writes markers into the topics (the ledger store); v5's is a CAS of the transaction's
+#: header and its decision events (the metadata store)
+COMMIT_STORE = {"v4": "ledger", "v4-batched": "ledger", "v5": "metadata"}
+#: fault kinds that put a store out of every broker's reach while they hold (`target: ledger` or
+#: `metadata` partitions every broker's link to it; a kill, crash or pause stops the store)
+OUTAGE_KINDS = frozenset({"partition", "kill", "crash", "pause"})
+
+
+def _is_outage(extra: dict[str, Any], commit_store: str | None) -> bool:
+    """True for a fault during which no commit of the run's path could complete."""
+    kind = extra.get("kind")
+    if kind == "client-isolate":
+        return True
+    return commit_store is not None and kind in OUTAGE_KINDS and extra.get("selector") == commit_store
+
+
+def run_txn_path(run: RunDir) -> str | None:
+    try:
+        value = read_json(run.manifest_path).get("path")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def client_cut_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
-    """When the nemesis had every client cut off (`client-isolate`): (its `fault` invoke, its
-    `heal` ok or None), run clock; stalled-commit does not count that time."""
+    """When no commit could complete, whatever the system did: (a fault's `fault` invoke, its
+    `heal` ok or None), run clock; stalled-commit does not count that time.
+
+    Every client cut off from every broker (`client-isolate`), or the store every commit of the
+    run's path needs out of every broker's reach (`COMMIT_STORE`: a partition of all its links,
+    a kill, a power-loss crash or a pause of it, until healed). A commit caught by such a window
+    is slow by the fault's length; the time outside the windows still counts, so a commit that
+    stays stuck after the heal is still a stall."""
     path = run.history_dir / "nemesis.jsonl"
     if not path.is_file():
         return ()
+    commit_store = COMMIT_STORE.get(run_txn_path(run) or "")
     starts: dict[str, int] = {}
     ends: dict[str, int | None] = {}
     try:
         for op in iter_history_file(path):
             extra = op.get("extra") or {}
-            if not isinstance(extra, dict) or extra.get("kind") != "client-isolate":
+            if not isinstance(extra, dict) or not _is_outage(extra, commit_store):
                 continue
             key, t = str(op.get("process")), int(op.get("time_ns") or 0)
             if op.get("f") == "fault" and op.get("type") == "invoke":

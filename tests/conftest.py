@@ -17,7 +17,28 @@ def _docker_engine_available() -> bool:
         return False
 
 
+#: the xdist group of every test that starts processes (clusters, real Pulsar): `make test` runs
+#: them one at a time on one worker, as they ran before it had two; their timing bounds assume a
+#: machine that is not also running another cluster
+PROCESS_GROUP = "processes"
+
+
+def xdist_group_of(path: str, markers: set[str]) -> str:
+    """The group a test runs in under `pytest -n N --dist loadgroup` (`make test`).
+
+    Tests that start processes share one group, so they never run beside each other; every
+    other test is grouped by its file, so a module's fixtures (a Spark run, a history written
+    once for the module) are built once, on one worker, as without xdist.
+    """
+    if markers & {"cluster", "pulsar"} or path.startswith(("tests/cluster/", "tests/pulsar/")):
+        return PROCESS_GROUP
+    return path
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(path, {m.name for m in item.iter_markers()})))
     if any(item.get_closest_marker("docker") for item in items) and not _docker_engine_available():
         skip = pytest.mark.skip(reason="no Docker engine on this machine (docker info failed)")
         for item in items:

@@ -91,8 +91,9 @@ class CheckContext:
     lost_writers: tuple[str, ...] = ()
     """Writers whose process was lost mid-run (remote load workers): their history simply ends."""
     client_cut_windows: tuple[tuple[int, int | None], ...] = ()
-    """When every client was cut off from every broker (`client-isolate`: its `fault` invoke to
-    its `heal` ok, None: never healed): no broker could answer a client then."""
+    """When no commit could complete (analysis.check.client_cut_windows: every client cut off from
+    every broker, or the store the path's commits need out of every broker's reach; a fault's
+    `fault` invoke to its `heal` ok, None: never healed)."""
     txn_states: DataFrame | None = None
     """The drain's readings of the coordinators' view (`txn-state` events): txn, time_ns, writer,
     index, process, status (`extra.status`), error; None when the history has none."""

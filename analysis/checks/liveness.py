@@ -6,9 +6,10 @@ when it never completed although the history went on for longer than that
 after it was invoked. This needs no drain. A writer lost mid-run (a remote load
 worker that died, `CheckContext.lost_writers`) cannot complete what it invoked:
 its unfinished commits are measured to its own last line, not to the history's end.
-Time when every client was cut off from every broker (a `client-isolate` fault,
-`CheckContext.client_cut_windows`) is not counted: no broker could answer then, so a
-commit caught by the cut is slow by the fault's length, not by the system's.
+Time when no commit could complete (`CheckContext.client_cut_windows`: every client cut
+off from every broker, or the store every commit of the path needs out of every broker's
+reach) is not counted, once where windows overlap: a commit caught by such a fault is slow
+by the fault's length, not by the system's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,18 @@ from analysis.checks.base import PendingCheck, Plan, ref
 from analysis.checks.context import CheckContext
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF
+
+
+def merged_windows(windows: tuple[tuple[int, int | None], ...]) -> list[tuple[int, int | None]]:
+    """The union of (start, end or None: never healed) windows as disjoint windows, in order."""
+    merged: list[tuple[int, int | None]] = []
+    for start, end in sorted(windows):
+        if merged and (merged[-1][1] is None or start <= merged[-1][1]):
+            last_start, last_end = merged[-1]
+            merged[-1] = (last_start, None if last_end is None or end is None else max(last_end, end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def plan_stalled_commit(ctx: CheckContext) -> Plan:
@@ -33,7 +46,7 @@ def plan_stalled_commit(ctx: CheckContext) -> Plan:
         end = F.coalesce(F.col("_writer_end"), end)
     until = F.when(F.col("completed"), F.col("complete_ns")).otherwise(end)
     took = until - F.col("invoke_ns")
-    for start_ns, end_ns in ctx.client_cut_windows:
+    for start_ns, end_ns in merged_windows(ctx.client_cut_windows):
         cut_end = F.lit(end_ns).cast("long") if end_ns is not None else until
         overlap = F.least(until, cut_end) - F.greatest(F.col("invoke_ns"), F.lit(start_ns).cast("long"))
         took = took - F.greatest(overlap, F.lit(0).cast("long"))

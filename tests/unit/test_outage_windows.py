@@ -1,0 +1,51 @@
+"""Which faults' windows stalled-commit does not count (analysis.check.client_cut_windows), without Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis.check import client_cut_windows
+from analysis.checks.liveness import merged_windows
+from harness.results import RunDir
+
+
+def _fault(process: str, f: str, type_: str, t_s: float, kind: str, selector: str) -> dict[str, Any]:
+    return {"writer": "nemesis", "index": 0, "process": process, "f": f, "type": type_,
+            "time_ns": int(t_s * 1e9), "extra": {"kind": kind, "selector": selector, "targets": []}}
+
+
+def _run(tmp_path: Path, path: str) -> RunDir:
+    run = RunDir(tmp_path / path)
+    run.history_dir.mkdir(parents=True)
+    run.manifest_path.write_text(json.dumps({"path": path}))
+    lines = []
+    for n, (kind, selector) in enumerate([("client-isolate", "clients"), ("partition", "ledger"),
+                                          ("kill", "metadata"), ("partition", "broker-ledger:random"),
+                                          ("latency", "ledger"), ("crash", "ledger")]):
+        process = f"nemesis/f{n}"
+        lines += [_fault(process, "fault", "invoke", 10.0 * n, kind, selector),
+                  _fault(process, "heal", "ok", 10.0 * n + 5, kind, selector)]
+    (run.history_dir / "nemesis.jsonl").write_text("".join(json.dumps(op) + "\n" for op in lines))
+    return run
+
+
+@pytest.mark.parametrize(("path", "starts_s"), [
+    ("v4", [0, 10, 50]),          # clients cut off; the ledger store out of reach, or crashed
+    ("v4-batched", [0, 10, 50]),
+    ("v5", [0, 20]),              # clients cut off; the metadata store killed
+])
+def test_only_faults_that_stop_every_commit_of_the_path_are_left_out(tmp_path: Path, path: str,
+                                                                    starts_s: list[int]) -> None:
+    windows = client_cut_windows(_run(tmp_path, path))
+    assert [start for start, _ in windows] == [int(s * 1e9) for s in starts_s]
+    assert all(end == start + int(5e9) for start, end in windows)
+
+
+def test_overlapping_windows_count_once() -> None:
+    assert merged_windows(((0, 10), (5, 20), (30, None), (40, 50))) == [(0, 20), (30, None)]
+    assert merged_windows(((5, 8), (0, 10))) == [(0, 10)]
+    assert merged_windows(()) == []
