@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -288,6 +289,10 @@ def test_a_stop_while_the_broker_hangs_times_out_the_operations_and_ends(
         runs.append(run)
         wait_until(lambda: run.committed() >= 20, timeout_s=60, message="the load running")
         broker.send_signal(signal.SIGSTOP)              # every operation in flight now hangs
+        # users between two operations at this instant start their next one within a second, and
+        # it hangs: stopping the load at once could find none in flight on a busy machine (a
+        # make test with two workers did), so there would be nothing to time out
+        time.sleep(1.0)
         assert run.proc is not None
         run.proc.send_signal(signal.SIGTERM)
         assert run.proc.wait(timeout=2 + 30) == 0, run.log()   # within op_timeout_s + 30
