@@ -9,9 +9,12 @@ PIP-473 review's GC race with a slow participant.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +39,18 @@ from tests.unit.v5.fakes import (
     start_node,
     stop_node,
 )
+
+
+@contextlib.asynccontextmanager
+async def leading_node(tmp_path: Path, settings: dict[str, Any] | None = None) -> AsyncIterator[Node]:
+    """One node on a fresh metadata store, once it leads coordinator partition 0; stopped after."""
+    async with metadata_service(tmp_path) as address:
+        node = await start_node(address, 0, settings)
+        try:
+            await eventually(lambda: node.coordinator.is_leader(0), what="leadership")
+            yield node
+        finally:
+            await stop_node(node)
 
 
 async def leader_of(nodes: list[Node], partition: int) -> Node:
@@ -194,64 +209,54 @@ def test_buffer_writes_op_records_first_and_materializes_decisions(tmp_path: Pat
 
 def test_pending_acks_commit_abort_conflict_and_recover(tmp_path: Path) -> None:
     async def main() -> None:
-        async with metadata_service(tmp_path) as address:
-            node = await start_node(address, 0)
-            try:
-                tc = node.coordinator
-                await eventually(lambda: tc.is_leader(0), what="leadership")
-                sub = FakeSubscription(FakeTopic(SEGMENT, FakeLedger()), "sub")
-                store = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
-                await store.recover()
-                a, b = await tc.new_txn(0, 60_000), await tc.new_txn(0, 60_000)
-                await store.individual_ack(a, [TxnAck(Position(1, 0)), TxnAck(Position(1, 1))])
-                assert store.is_pending(Position(1, 0))
-                with pytest.raises(TxnError) as conflict:
-                    await store.individual_ack(b, [TxnAck(Position(1, 1))])
-                assert conflict.value.error is ServerError.TransactionConflict
-                await store.individual_ack(b, [TxnAck(Position(1, 2))])
-                ops = await node.store.acks_by_subscription(str(SEGMENT), "sub")
-                assert sorted((o.txn.least, o.op.entry_id) for o in ops) == [(0, 0), (0, 1), (1, 2)]
+        async with leading_node(tmp_path) as node:
+            tc = node.coordinator
+            sub = FakeSubscription(FakeTopic(SEGMENT, FakeLedger()), "sub")
+            store = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
+            await store.recover()
+            a, b = await tc.new_txn(0, 60_000), await tc.new_txn(0, 60_000)
+            await store.individual_ack(a, [TxnAck(Position(1, 0)), TxnAck(Position(1, 1))])
+            assert store.is_pending(Position(1, 0))
+            with pytest.raises(TxnError) as conflict:
+                await store.individual_ack(b, [TxnAck(Position(1, 1))])
+            assert conflict.value.error is ServerError.TransactionConflict
+            await store.individual_ack(b, [TxnAck(Position(1, 2))])
+            ops = await node.store.acks_by_subscription(str(SEGMENT), "sub")
+            assert sorted((o.txn.least, o.op.entry_id) for o in ops) == [(0, 0), (0, 1), (1, 2)]
 
-                await tc.end_txn(a, TxnAction.COMMIT)
-                await eventually(lambda: sub.cursor.acked == {Position(1, 0), Position(1, 1)}, what="the commit")
-                assert sub.cursor.flushes >= 1 and not store.is_pending(Position(1, 0))
-                with pytest.raises(TxnError):
-                    await store.individual_ack(a, [TxnAck(Position(1, 5))])   # a ended: late acks refused
+            await tc.end_txn(a, TxnAction.COMMIT)
+            await eventually(lambda: sub.cursor.acked == {Position(1, 0), Position(1, 1)}, what="the commit")
+            assert sub.cursor.flushes >= 1 and not store.is_pending(Position(1, 0))
+            with pytest.raises(TxnError):
+                await store.individual_ack(a, [TxnAck(Position(1, 5))])   # a ended: late acks refused
 
-                await store.close()   # another owner takes the subscription over
-                again = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
-                await again.recover()
-                assert again.is_pending(Position(1, 2))   # recovered from idx:acks-by-segment-subscription
-                await tc.end_txn(b, TxnAction.ABORT)
-                await eventually(lambda: Position(1, 2) in sub.redelivered, what="the abort's redelivery")
-                assert not again.is_pending(Position(1, 2)) and Position(1, 2) not in sub.cursor.acked
-                await eventually(lambda: again.stats()["aborted"] == 1, what="the abort")
-                await again.close()
-                remaining = await node.store.acks_by_subscription(str(SEGMENT), "sub")
-                assert remaining == []
-            finally:
-                await stop_node(node)
+            await store.close()   # another owner takes the subscription over
+            again = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
+            await again.recover()
+            assert again.is_pending(Position(1, 2))   # recovered from idx:acks-by-segment-subscription
+            await tc.end_txn(b, TxnAction.ABORT)
+            await eventually(lambda: Position(1, 2) in sub.redelivered, what="the abort's redelivery")
+            assert not again.is_pending(Position(1, 2)) and Position(1, 2) not in sub.cursor.acked
+            await eventually(lambda: again.stats()["aborted"] == 1, what="the abort")
+            await again.close()
+            remaining = await node.store.acks_by_subscription(str(SEGMENT), "sub")
+            assert remaining == []
     run(main)
 
 
 def test_timeout_sweep_aborts_expired_transactions(tmp_path: Path) -> None:
     async def main() -> None:
-        async with metadata_service(tmp_path) as address:
-            node = await start_node(address, 0)
-            try:
-                tc = node.coordinator
-                await eventually(lambda: tc.is_leader(0), what="leadership")
-                short, long_ = await tc.new_txn(0, 1), await tc.new_txn(0, 600_000)
-                created = TxnHeader.from_json((await node.broker.metadata.get(keys.header(short))).value)
-                await eventually(lambda: time.time() * 1000 > created.deadline_ms, what="the deadline")
-                assert await tc.sweep_timeouts() == 1
-                header = TxnHeader.from_json((await node.broker.metadata.get(keys.header(short))).value)
-                assert header.state is TxnState.ABORTED
-                assert node.broker.metrics.txn_timeout.get(coordinator_id="0") == 1
-                assert node.broker.metrics.txn_active.get(coordinator_id="0") == 2   # counted before the aborts
-                await tc.end_txn(long_, TxnAction.COMMIT)
-            finally:
-                await stop_node(node)
+        async with leading_node(tmp_path) as node:
+            tc = node.coordinator
+            short, long_ = await tc.new_txn(0, 1), await tc.new_txn(0, 600_000)
+            created = TxnHeader.from_json((await node.broker.metadata.get(keys.header(short))).value)
+            await eventually(lambda: time.time() * 1000 > created.deadline_ms, what="the deadline")
+            assert await tc.sweep_timeouts() == 1
+            header = TxnHeader.from_json((await node.broker.metadata.get(keys.header(short))).value)
+            assert header.state is TxnState.ABORTED
+            assert node.broker.metrics.txn_timeout.get(coordinator_id="0") == 1
+            assert node.broker.metrics.txn_active.get(coordinator_id="0") == 2   # counted before the aborts
+            await tc.end_txn(long_, TxnAction.COMMIT)
     run(main)
 
 
@@ -264,39 +269,34 @@ def test_gc_race_with_a_slow_participant(tmp_path: Path, policy: str) -> None:
     with Pulsar 5.0's re-drive the header and records stay and nothing is lost.
     """
     async def main() -> None:
-        async with metadata_service(tmp_path) as address:
-            node = await start_node(address, 0, {"txnbenchV5GcLeftoverOps": policy,
-                                                 "txnbenchV5ParticipantDelayMillis": 600,
-                                                 "txnbenchV5ParticipantDelayMatch": "|slow"})
-            try:
-                tc = node.coordinator
-                await eventually(lambda: tc.is_leader(0), what="leadership")
-                sub = FakeSubscription(FakeTopic(SEGMENT, FakeLedger()), "slow")
-                store = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
-                await store.recover()
-                txn = await tc.new_txn(0, 60_000)
-                acked = [Position(1, 0), Position(1, 1)]
-                await store.individual_ack(txn, [TxnAck(p) for p in acked])
-                await tc.end_txn(txn, TxnAction.COMMIT)
-                await tc.sweep_gc()   # retention 0: the transaction is already collectable
-                header = await node.broker.metadata.get_or_none(keys.header(txn))
-                await eventually(lambda: store.stats()["committed"] == 1, what="the slow commit")
-                if policy == "force-delete":
-                    assert header is None
-                    assert node.metrics.gc_forced_ops.get() == 2
-                    assert sub.cursor.acked == set()                  # the committed acks were never applied
-                    assert sorted(sub.redelivered) == acked            # ... and are delivered again
-                    assert node.metrics.lost_acks.get() == 2
-                else:
-                    assert header is not None and json.loads(header.value or "{}")["state"] == "COMMITTED"
-                    assert node.metrics.gc_redrives.get() == 1
-                    assert sub.cursor.acked == set(acked) and sub.redelivered == []
-                    await eventually(lambda: node.metrics.lost_acks.get() == 0, what="nothing lost")
-                    await tc.sweep_gc()   # the participant cleaned up: now the header goes
-                    assert await node.broker.metadata.get_or_none(keys.header(txn)) is None
-                await store.close()
-            finally:
-                await stop_node(node)
+        async with leading_node(tmp_path, {"txnbenchV5GcLeftoverOps": policy,
+                                           "txnbenchV5ParticipantDelayMillis": 600,
+                                           "txnbenchV5ParticipantDelayMatch": "|slow"}) as node:
+            tc = node.coordinator
+            sub = FakeSubscription(FakeTopic(SEGMENT, FakeLedger()), "slow")
+            store = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
+            await store.recover()
+            txn = await tc.new_txn(0, 60_000)
+            acked = [Position(1, 0), Position(1, 1)]
+            await store.individual_ack(txn, [TxnAck(p) for p in acked])
+            await tc.end_txn(txn, TxnAction.COMMIT)
+            await tc.sweep_gc()   # retention 0: the transaction is already collectable
+            header = await node.broker.metadata.get_or_none(keys.header(txn))
+            await eventually(lambda: store.stats()["committed"] == 1, what="the slow commit")
+            if policy == "force-delete":
+                assert header is None
+                assert node.metrics.gc_forced_ops.get() == 2
+                assert sub.cursor.acked == set()                  # the committed acks were never applied
+                assert sorted(sub.redelivered) == acked            # ... and are delivered again
+                assert node.metrics.lost_acks.get() == 2
+            else:
+                assert header is not None and json.loads(header.value or "{}")["state"] == "COMMITTED"
+                assert node.metrics.gc_redrives.get() == 1
+                assert sub.cursor.acked == set(acked) and sub.redelivered == []
+                await eventually(lambda: node.metrics.lost_acks.get() == 0, what="nothing lost")
+                await tc.sweep_gc()   # the participant cleaned up: now the header goes
+                assert await node.broker.metadata.get_or_none(keys.header(txn)) is None
+            await store.close()
     run(main)
 
 
@@ -329,23 +329,18 @@ def test_end_txn_is_answered_when_pulsar_answers_it(tmp_path: Path, after_cas: b
     async def main() -> None:
         from embedded.broker.v5.txn.records import TxnOp
 
-        async with metadata_service(tmp_path) as address:
-            node = await start_node(address, 0, {"txnbenchV5AnswerEndTxnAfterCas": after_cas})
-            try:
-                tc = node.coordinator
-                await eventually(lambda: tc.is_leader(0), what="leadership")
-                txn = await tc.new_txn(0, 60_000)
-                await node.store.append_op(txn, TxnOp.write(str(SEGMENT)))
-                parent = keys.segment_events_parent(str(SEGMENT))
-                await tc.end_txn(txn, TxnAction.COMMIT)
-                header = await node.store.get_header(txn)
-                assert header is not None and header[0].state is TxnState.COMMITTED
-                if not after_cas:
-                    assert len(await node.store.pending_events(parent)) == 1   # written before the answer
-                await eventually_async(lambda: node.store.pending_events(parent), lambda e: len(e) == 1,
-                                       what="the decision event")
-            finally:
-                await stop_node(node)
+        async with leading_node(tmp_path, {"txnbenchV5AnswerEndTxnAfterCas": after_cas}) as node:
+            tc = node.coordinator
+            txn = await tc.new_txn(0, 60_000)
+            await node.store.append_op(txn, TxnOp.write(str(SEGMENT)))
+            parent = keys.segment_events_parent(str(SEGMENT))
+            await tc.end_txn(txn, TxnAction.COMMIT)
+            header = await node.store.get_header(txn)
+            assert header is not None and header[0].state is TxnState.COMMITTED
+            if not after_cas:
+                assert len(await node.store.pending_events(parent)) == 1   # written before the answer
+            await eventually_async(lambda: node.store.pending_events(parent), lambda e: len(e) == 1,
+                                   what="the decision event")
     run(main)
 
 
@@ -363,63 +358,58 @@ def test_late_acks_after_the_subscription_was_reloaded(tmp_path: Path, monkeypat
     monkeypatch.setattr(participant, "RECONCILE_MIN_INTERVAL_S", 0.2)
 
     async def main() -> None:
-        async with metadata_service(tmp_path) as address:
-            node = await start_node(address, 0, {"txnbenchV5AckReadsHeader": reads_header,
-                                                 "txnbenchV5TimeoutSweepIntervalMillis": 200})
-            try:
-                tc = node.coordinator
-                await eventually(lambda: tc.is_leader(0), what="leadership")
-                sub = FakeSubscription(FakeTopic(SEGMENT, FakeLedger()), "sub")
-                store = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
-                await store.recover()
-                committed, aborted = await tc.new_txn(0, 60_000), await tc.new_txn(0, 60_000)
-                await store.individual_ack(committed, [TxnAck(Position(1, 0))])
-                await store.individual_ack(aborted, [TxnAck(Position(1, 1))])
-                await tc.end_txn(committed, TxnAction.COMMIT)
-                await tc.end_txn(aborted, TxnAction.ABORT)
-                await eventually(lambda: Position(1, 0) in sub.cursor.acked and Position(1, 1) in sub.redelivered,
-                                 what="both decisions")
-                await eventually(lambda: store.stats()["committed"] == 1 and store.stats()["aborted"] == 1,
-                                 what="both decisions applied")
-                await store.close()   # another owner loads the subscription: nothing of either is left
-                reloaded = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
-                await reloaded.recover()
+        async with leading_node(tmp_path, {"txnbenchV5AckReadsHeader": reads_header,
+                                           "txnbenchV5TimeoutSweepIntervalMillis": 200}) as node:
+            tc = node.coordinator
+            sub = FakeSubscription(FakeTopic(SEGMENT, FakeLedger()), "sub")
+            store = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
+            await store.recover()
+            committed, aborted = await tc.new_txn(0, 60_000), await tc.new_txn(0, 60_000)
+            await store.individual_ack(committed, [TxnAck(Position(1, 0))])
+            await store.individual_ack(aborted, [TxnAck(Position(1, 1))])
+            await tc.end_txn(committed, TxnAction.COMMIT)
+            await tc.end_txn(aborted, TxnAction.ABORT)
+            await eventually(lambda: Position(1, 0) in sub.cursor.acked and Position(1, 1) in sub.redelivered,
+                             what="both decisions")
+            await eventually(lambda: store.stats()["committed"] == 1 and store.stats()["aborted"] == 1,
+                             what="both decisions applied")
+            await store.close()   # another owner loads the subscription: nothing of either is left
+            reloaded = MetadataPendingAckStore(sub, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
+            await reloaded.recover()
 
-                header_reads = 0
-                get_header = node.store.get_header
+            header_reads = 0
+            get_header = node.store.get_header
 
-                async def counting(txn: TxnId) -> tuple[TxnHeader, int] | None:
-                    nonlocal header_reads
-                    header_reads += 1
-                    return await get_header(txn)
+            async def counting(txn: TxnId) -> tuple[TxnHeader, int] | None:
+                nonlocal header_reads
+                header_reads += 1
+                return await get_header(txn)
 
-                monkeypatch.setattr(node.store, "get_header", counting)
-                late = [(committed, Position(1, 5)), (aborted, Position(1, 6))]
-                if reads_header:
-                    for txn, position in late:
-                        with pytest.raises(TxnError) as refused:
-                            await reloaded.individual_ack(txn, [TxnAck(position)])
-                        assert refused.value.error is ServerError.TransactionConflict
-                        assert not reloaded.is_pending(position)
-                    assert header_reads == 2
-                    assert await node.store.acks_by_subscription(str(SEGMENT), "sub") == []
-                else:
-                    for txn, position in late:
-                        await reloaded.individual_ack(txn, [TxnAck(position)])   # accepted, as in 5.0
-                        assert reloaded.is_pending(position)
-                    assert header_reads == 0
-                    recorded = await node.store.acks_by_subscription(str(SEGMENT), "sub")
-                    assert sorted(o.op.entry_id for o in recorded) == [5, 6]
-                    # the headers decide: the committed transaction takes the late ack, the aborted one releases it
-                    await eventually(lambda: Position(1, 5) in sub.cursor.acked and Position(1, 6) in sub.redelivered,
-                                     what="the late acks settled by the headers")
-                    assert not reloaded.is_pending(Position(1, 5)) and not reloaded.is_pending(Position(1, 6))
-                    assert Position(1, 6) not in sub.cursor.acked
-                    await eventually_async(lambda: node.store.acks_by_subscription(str(SEGMENT), "sub"),
-                                           lambda left: left == [], what="the late op records deleted")
-                await reloaded.close()
-            finally:
-                await stop_node(node)
+            monkeypatch.setattr(node.store, "get_header", counting)
+            late = [(committed, Position(1, 5)), (aborted, Position(1, 6))]
+            if reads_header:
+                for txn, position in late:
+                    with pytest.raises(TxnError) as refused:
+                        await reloaded.individual_ack(txn, [TxnAck(position)])
+                    assert refused.value.error is ServerError.TransactionConflict
+                    assert not reloaded.is_pending(position)
+                assert header_reads == 2
+                assert await node.store.acks_by_subscription(str(SEGMENT), "sub") == []
+            else:
+                for txn, position in late:
+                    await reloaded.individual_ack(txn, [TxnAck(position)])   # accepted, as in 5.0
+                    assert reloaded.is_pending(position)
+                assert header_reads == 0
+                recorded = await node.store.acks_by_subscription(str(SEGMENT), "sub")
+                assert sorted(o.op.entry_id for o in recorded) == [5, 6]
+                # the headers decide: the committed transaction takes the late ack, the aborted one releases it
+                await eventually(lambda: Position(1, 5) in sub.cursor.acked and Position(1, 6) in sub.redelivered,
+                                 what="the late acks settled by the headers")
+                assert not reloaded.is_pending(Position(1, 5)) and not reloaded.is_pending(Position(1, 6))
+                assert Position(1, 6) not in sub.cursor.acked
+                await eventually_async(lambda: node.store.acks_by_subscription(str(SEGMENT), "sub"),
+                                       lambda left: left == [], what="the late op records deleted")
+            await reloaded.close()
     run(main)
 
 
@@ -442,56 +432,51 @@ def test_a_header_read_answered_after_the_commit_and_its_collection_hides_nothin
     monkeypatch.setattr(participant, "RECONCILE_MIN_INTERVAL_S", 0.2)
 
     async def main() -> None:
-        async with metadata_service(tmp_path) as address:
-            node = await start_node(address, 0, {"txnbenchV5TimeoutSweepIntervalMillis": 200})
-            try:
-                tc = node.coordinator
-                await eventually(lambda: tc.is_leader(0), what="leadership")
-                ledger = FakeLedger()
-                topic = FakeTopic(SEGMENT, ledger)
-                tb = MetadataTransactionBuffer(topic, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
-                ledger.listeners.append(tb.on_entry_added)
-                await tb.recover()
-                committed, other = await tc.new_txn(0, 60_000), await tc.new_txn(0, 60_000)
-                position = await tb.append(committed, b"c1", EntryInfo(1, committed))
-                await tb.append(other, b"o1", EntryInfo(1, other))   # stays open: the reconcile reads it after
+        async with leading_node(tmp_path, {"txnbenchV5TimeoutSweepIntervalMillis": 200}) as node:
+            tc = node.coordinator
+            ledger = FakeLedger()
+            topic = FakeTopic(SEGMENT, ledger)
+            tb = MetadataTransactionBuffer(topic, node.store, node.settings, node.metrics)  # type: ignore[arg-type]
+            ledger.listeners.append(tb.on_entry_added)
+            await tb.recover()
+            committed, other = await tc.new_txn(0, 60_000), await tc.new_txn(0, 60_000)
+            position = await tb.append(committed, b"c1", EntryInfo(1, committed))
+            await tb.append(other, b"o1", EntryInfo(1, other))   # stays open: the reconcile reads it after
 
-                entered, release, other_read = asyncio.Event(), asyncio.Event(), asyncio.Event()
-                get_header = node.store.get_header
+            entered, release, other_read = asyncio.Event(), asyncio.Event(), asyncio.Event()
+            get_header = node.store.get_header
 
-                async def held_once(txn: TxnId) -> tuple[TxnHeader, int] | None:
-                    if txn == committed and not entered.is_set():
-                        entered.set()              # the reconcile's read of `committed` is on its way ...
-                        await release.wait()       # ... and is answered only after the commit and the GC
-                    elif txn == other and release.is_set():
-                        other_read.set()           # the reconcile went past `committed`
-                    return await get_header(txn)
+            async def held_once(txn: TxnId) -> tuple[TxnHeader, int] | None:
+                if txn == committed and not entered.is_set():
+                    entered.set()              # the reconcile's read of `committed` is on its way ...
+                    await release.wait()       # ... and is answered only after the commit and the GC
+                elif txn == other and release.is_set():
+                    other_read.set()           # the reconcile went past `committed`
+                return await get_header(txn)
 
-                monkeypatch.setattr(node.store, "get_header", held_once)
-                await asyncio.wait_for(entered.wait(), 5.0)
-                await tc.end_txn(committed, TxnAction.COMMIT)
-                await eventually(lambda: tb.stats()["committed"] == 1, what="the commit event applied")
-                await eventually_async(lambda: node.store.writes_by_segment(str(SEGMENT)),
-                                       lambda ops: {o.txn for o in ops} == {other}, what="its op record deleted")
-                assert not tb.is_aborted(committed, position)
-                assert await tc.sweep_gc() == 1   # retention 0 and no op records left: the header goes
-                assert await node.broker.metadata.get_or_none(keys.header(committed)) is None
+            monkeypatch.setattr(node.store, "get_header", held_once)
+            await asyncio.wait_for(entered.wait(), 5.0)
+            await tc.end_txn(committed, TxnAction.COMMIT)
+            await eventually(lambda: tb.stats()["committed"] == 1, what="the commit event applied")
+            await eventually_async(lambda: node.store.writes_by_segment(str(SEGMENT)),
+                                   lambda ops: {o.txn for o in ops} == {other}, what="its op record deleted")
+            assert not tb.is_aborted(committed, position)
+            assert await tc.sweep_gc() == 1   # retention 0 and no op records left: the header goes
+            assert await node.broker.metadata.get_or_none(keys.header(committed)) is None
 
-                release.set()   # the reconcile's read now answers "no header" (ABORTED)
-                await asyncio.wait_for(other_read.wait(), 5.0)
-                assert not tb.is_aborted(committed, position)
-                assert tb.stats()["aborted"] == 0
-                assert await node.store.aborted_of(str(SEGMENT)) == []
+            release.set()   # the reconcile's read now answers "no header" (ABORTED)
+            await asyncio.wait_for(other_read.wait(), 5.0)
+            assert not tb.is_aborted(committed, position)
+            assert tb.stats()["aborted"] == 0
+            assert await node.store.aborted_of(str(SEGMENT)) == []
 
-                # the narrower race (a stale answer racing the apply itself): the first decision stays
-                await tb.materialize(committed, TxnState.ABORTED)
-                assert tb.decision_of(committed) is TxnState.COMMITTED
-                assert tb.stale_decisions == 1
-                assert not tb.is_aborted(committed, position)
-                assert await node.store.aborted_of(str(SEGMENT)) == []
-                await tb.close()
-            finally:
-                await stop_node(node)
+            # the narrower race (a stale answer racing the apply itself): the first decision stays
+            await tb.materialize(committed, TxnState.ABORTED)
+            assert tb.decision_of(committed) is TxnState.COMMITTED
+            assert tb.stale_decisions == 1
+            assert not tb.is_aborted(committed, position)
+            assert await node.store.aborted_of(str(SEGMENT)) == []
+            await tb.close()
     run(main)
 
 
@@ -507,44 +492,39 @@ def test_end_txn_says_retry_only_when_nothing_was_written(tmp_path: Path, monkey
     from embedded.metadata.model import MetadataUnavailable
 
     async def main() -> None:
-        async with metadata_service(tmp_path) as address:
-            node = await start_node(address, 0)
-            try:
-                tc = node.coordinator
-                await eventually(lambda: tc.is_leader(0), what="leadership")
-                txn = await tc.new_txn(0, 60_000)
-                await node.store.append_op(txn, TxnOp.write(str(SEGMENT)))
-                store = node.store
-                real_get, real_update, real_publish = store.get_header, store.update_header, store.publish_segment_event
+        async with leading_node(tmp_path) as node:
+            tc = node.coordinator
+            txn = await tc.new_txn(0, 60_000)
+            await node.store.append_op(txn, TxnOp.write(str(SEGMENT)))
+            store = node.store
+            real_get, real_update, real_publish = store.get_header, store.update_header, store.publish_segment_event
 
-                async def get_header(t: TxnId) -> tuple[TxnHeader, int] | None:
-                    raise MetadataUnavailable("get timed out")
+            async def get_header(t: TxnId) -> tuple[TxnHeader, int] | None:
+                raise MetadataUnavailable("get timed out")
 
-                async def update_header(t: TxnId, header: TxnHeader, expected_version: int) -> int:
-                    await real_update(t, header, expected_version)    # it lands ...
-                    raise MetadataUnavailable("put timed out after 5s; the outcome is unknown")   # ... unanswered
+            async def update_header(t: TxnId, header: TxnHeader, expected_version: int) -> int:
+                await real_update(t, header, expected_version)    # it lands ...
+                raise MetadataUnavailable("put timed out after 5s; the outcome is unknown")   # ... unanswered
 
-                async def publish(segment: str, event: object) -> str:
-                    raise MetadataUnavailable("put timed out")
+            async def publish(segment: str, event: object) -> str:
+                raise MetadataUnavailable("put timed out")
 
-                if fails == "read":
-                    monkeypatch.setattr(store, "get_header", get_header)
-                elif fails == "cas":
-                    monkeypatch.setattr(store, "update_header", update_header)
-                else:
-                    monkeypatch.setattr(store, "publish_segment_event", publish)
-                with pytest.raises(TxnError) as failed:
-                    await tc.end_txn(txn, TxnAction.COMMIT)
-                monkeypatch.setattr(store, "get_header", real_get)
-                monkeypatch.setattr(store, "publish_segment_event", real_publish)
-                got = await store.get_header(txn)
-                assert got is not None
-                if fails == "read":
-                    assert failed.value.error is ServerError.TransactionCoordinatorNotFound
-                    assert got[0].state is TxnState.OPEN
-                else:
-                    assert failed.value.error is ServerError.UnknownError
-                    assert got[0].state is TxnState.COMMITTED
-            finally:
-                await stop_node(node)
+            if fails == "read":
+                monkeypatch.setattr(store, "get_header", get_header)
+            elif fails == "cas":
+                monkeypatch.setattr(store, "update_header", update_header)
+            else:
+                monkeypatch.setattr(store, "publish_segment_event", publish)
+            with pytest.raises(TxnError) as failed:
+                await tc.end_txn(txn, TxnAction.COMMIT)
+            monkeypatch.setattr(store, "get_header", real_get)
+            monkeypatch.setattr(store, "publish_segment_event", real_publish)
+            got = await store.get_header(txn)
+            assert got is not None
+            if fails == "read":
+                assert failed.value.error is ServerError.TransactionCoordinatorNotFound
+                assert got[0].state is TxnState.OPEN
+            else:
+                assert failed.value.error is ServerError.UnknownError
+                assert got[0].state is TxnState.COMMITTED
     run(main)
