@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -96,6 +95,14 @@ class LoadRun:
     def history(self) -> list[dict[str, Any]]:
         ops, _ = read_history_dir(self.run_dir.history_dir)
         return ops
+
+
+def hanging_since(ops: list[dict[str, Any]], seen: set[tuple[str, int]]) -> bool:
+    """True when some process's last line is an invocation not among `seen` (still unanswered)."""
+    last: dict[str, dict[str, Any]] = {}
+    for op in ops:
+        last[op["process"]] = op
+    return any(op["type"] == "invoke" and (op["writer"], op["index"]) not in seen for op in last.values())
 
 
 @pytest.fixture
@@ -289,10 +296,12 @@ def test_a_stop_while_the_broker_hangs_times_out_the_operations_and_ends(
         runs.append(run)
         wait_until(lambda: run.committed() >= 20, timeout_s=60, message="the load running")
         broker.send_signal(signal.SIGSTOP)              # every operation in flight now hangs
-        # users between two operations at this instant start their next one within a second, and
-        # it hangs: stopping the load at once could find none in flight on a busy machine (a
-        # make test with two workers did), so there would be nothing to time out
-        time.sleep(1.0)
+        # stop the load only once an operation started after the broker stopped is in flight:
+        # stopped at once, it could find none (users between two operations on a busy machine:
+        # a make test with two workers did), and there would be nothing to time out
+        seen = {(op["writer"], op["index"]) for op in run.history()}
+        wait_until(lambda: hanging_since(run.history(), seen), timeout_s=10,
+                   message="an operation invoked after the broker stopped")
         assert run.proc is not None
         run.proc.send_signal(signal.SIGTERM)
         assert run.proc.wait(timeout=2 + 30) == 0, run.log()   # within op_timeout_s + 30
