@@ -152,6 +152,7 @@ def _is_outage(extra: dict[str, Any], commit_store: str | None) -> bool:
 
 
 def run_txn_path(run: RunDir) -> str | None:
+    """The run's transaction path from its manifest; None when it cannot be read."""
     try:
         value = read_json(run.manifest_path).get("path")
     except (OSError, ValueError, AttributeError):
@@ -159,7 +160,7 @@ def run_txn_path(run: RunDir) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def client_cut_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
+def no_commit_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
     """When no commit could complete, whatever the system did: (a fault's `fault` invoke, its
     `heal` ok or None), run clock; stalled-commit does not count that time.
 
@@ -382,7 +383,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
                       lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run),
                       txn_timeout_s=txn_timeout, abort_bound_s=abort_bound,
-                      client_cut_windows=client_cut_windows(run))
+                      no_commit_windows=no_commit_windows(run))
         try:
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -128,11 +129,17 @@ def against_baseline(result: CaseResult, baseline_classes: frozenset[str] | None
 
 
 def baselines_from(folder: Path) -> dict[BaselineKey, frozenset[str]]:
+    try:
+        return _baselines_from(folder)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ConfigError("txnbench selftest", "--baseline-from", f"cannot read the baselines in {folder}: {err}",
+                          "name a complete results folder of `txnbench selftest` or `txnbench chaos`") from None
+
+
+def _baselines_from(folder: Path) -> dict[BaselineKey, frozenset[str]]:
     """Baseline classes from an earlier run: a self-test's baselines (selftest.json) or a chaos
     or bench matrix's runs (matrix-status.json, each run's judgement), so `--no-baseline` can
     still judge against the code without a bug."""
-    import json
-
     out: dict[BaselineKey, frozenset[str]] = {}
     selftest_file, status_file = folder / "selftest.json", folder / "matrix-status.json"
     if selftest_file.is_file():

@@ -90,8 +90,8 @@ class CheckContext:
     persisted: tuple[DataFrame, ...] = ()
     lost_writers: tuple[str, ...] = ()
     """Writers whose process was lost mid-run (remote load workers): their history simply ends."""
-    client_cut_windows: tuple[tuple[int, int | None], ...] = ()
-    """When no commit could complete (analysis.check.client_cut_windows: every client cut off from
+    no_commit_windows: tuple[tuple[int, int | None], ...] = ()
+    """When no commit could complete (analysis.check.no_commit_windows: every client cut off from
     every broker, or the store the path's commits need out of every broker's reach; a fault's
     `fault` invoke to its `heal` ok, None: never healed)."""
     txn_states: DataFrame | None = None
@@ -197,7 +197,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
             facts: HistoryOverview | None = None, cut_lineage: bool = False,
             lost_writers: tuple[str, ...] = (), clock_slack_ns: int = 0,
             txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S, abort_bound_s: float = DEFAULT_ABORT_BOUND_S,
-            client_cut_windows: tuple[tuple[int, int | None], ...] = ()) -> CheckContext:
+            no_commit_windows: tuple[tuple[int, int | None], ...] = ()) -> CheckContext:
     """Derive the check inputs from validated ops (analysis.model.OPS_COLUMNS).
 
     `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
@@ -336,7 +336,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         history_end_ns=facts.last_ns, drain_phase_ns=marks[0].time_ns if marks else None, overview=facts,
         max_examples=max_examples, persisted=tuple(kept), lost_writers=tuple(lost_writers),
         clock_slack_ns=int(clock_slack_ns), txn_states=txn_states, txn_timeout_ns=int(txn_timeout_s * 1e9),
-        abort_bound_ns=int(abort_bound_s * 1e9), client_cut_windows=tuple(client_cut_windows),
+        abort_bound_ns=int(abort_bound_s * 1e9), no_commit_windows=tuple(no_commit_windows),
     )
 
 

@@ -1,4 +1,4 @@
-"""Which faults' windows stalled-commit does not count (analysis.check.client_cut_windows), without Spark."""
+"""Which faults' windows stalled-commit does not count (analysis.check.no_commit_windows), without Spark."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from analysis.check import client_cut_windows
+from analysis.check import no_commit_windows
 from analysis.checks.liveness import merged_windows
 from harness.results import RunDir
 
@@ -40,7 +40,7 @@ def _run(tmp_path: Path, path: str) -> RunDir:
 ])
 def test_only_faults_that_stop_every_commit_of_the_path_are_left_out(tmp_path: Path, path: str,
                                                                     starts_s: list[int]) -> None:
-    windows = client_cut_windows(_run(tmp_path, path))
+    windows = no_commit_windows(_run(tmp_path, path))
     assert [start for start, _ in windows] == [int(s * 1e9) for s in starts_s]
     assert all(end == start + int(5e9) for start, end in windows)
 

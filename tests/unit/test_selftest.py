@@ -193,6 +193,9 @@ def test_baselines_come_from_an_earlier_chaos_matrix_or_selftest(tmp_path: Path)
     assert baselines_from(st) == {("s", TxnPath.V4): frozenset({"lost-ack"})}
     with pytest.raises(ConfigError, match="neither"):
         baselines_from(tmp_path)
+    (st / "selftest.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="cannot read the baselines"):
+        baselines_from(st)
 
 
 def test_bug_selection_and_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
