@@ -33,6 +33,7 @@ from pathlib import Path
 
 from harness.errors import EnvironmentProblem
 from harness.results import write_json_atomic
+from targets.cache_lock import building
 from targets.pulsar.versions import PulsarRelease
 
 POM = Path(__file__).parent / "maven" / "pom.xml"
@@ -129,6 +130,15 @@ def _first_error(log: Path) -> str:
     return errors[0][:600] if errors else (lines[-1] if lines else "no output")
 
 
+def _cached(release: PulsarRelease, lib: Path, stamp: Path, digest: str) -> Classpath | None:
+    if stamp.is_file():
+        with contextlib.suppress(OSError, ValueError):   # an unreadable stamp: rebuild
+            recorded = json.loads(stamp.read_text())
+            if recorded.get("pom_digest") == digest and lib.is_dir():
+                return Classpath(release, lib)
+    return None
+
+
 def ensure_jars(release: PulsarRelease, say: Callable[[str], None] | None = None,
                 root: Path | None = None, *, pom: Path = POM, name: str = "") -> Classpath:
     """The release's classpath, resolved with Maven on first use and reused afterwards.
@@ -143,24 +153,23 @@ def ensure_jars(release: PulsarRelease, say: Callable[[str], None] | None = None
     # one folder per pom: a changed pom resolves beside the old jars, which a running cluster may still read
     lib = folder / f"{prefix}lib-{digest}"
     stamp = folder / f"{prefix}{STAMP.removesuffix('.json')}-{digest}.json"
-    if stamp.is_file():
-        with contextlib.suppress(OSError, ValueError):   # an unreadable stamp: rebuild
-            recorded = json.loads(stamp.read_text())
-            if recorded.get("pom_digest") == digest and lib.is_dir():
-                return Classpath(release, lib)
+    if (cached := _cached(release, lib, stamp, digest)) is not None:
+        return cached
     mvn = mvn_binary()
-    shutil.rmtree(lib, ignore_errors=True)
-    folder.mkdir(parents=True, exist_ok=True)
-    log = folder / f"{prefix}maven.log"
     what = f"Apache Pulsar {release.version}'s {name + ' ' if name else ''}jars"
-    say(f"resolving {what} with Maven into {lib} (first use: a few minutes; progress in {log})")
-    started = time.monotonic()
-    _run_mvn([mvn, "-B", "-f", str(pom), f"-Dpulsar.version={release.version}", f"-Djars.dir={lib}", "package"],
-             log, f"resolving {what}", say)
-    classpath = Classpath(release, lib)
-    if not classpath.jars:
-        raise EnvironmentProblem(f"Maven resolved no jar for Pulsar {release.version}; see {log}")
-    write_json_atomic(stamp, {"pulsar_version": release.version, "pom_digest": digest,
-                              "components": classpath.component_versions(), "jars": classpath.jars})
-    say(f"{what}: {len(classpath.jars)} jars in {time.monotonic() - started:.0f} s")
+    with building(folder / f"{prefix}lib-{digest}.lock", what, say, wait_s=MVN_TIMEOUT_S + 60):
+        if (cached := _cached(release, lib, stamp, digest)) is not None:   # built while we waited
+            return cached
+        shutil.rmtree(lib, ignore_errors=True)
+        log = folder / f"{prefix}maven.log"
+        say(f"resolving {what} with Maven into {lib} (first use: a few minutes; progress in {log})")
+        started = time.monotonic()
+        _run_mvn([mvn, "-B", "-f", str(pom), f"-Dpulsar.version={release.version}", f"-Djars.dir={lib}",
+                  "package"], log, f"resolving {what}", say)
+        classpath = Classpath(release, lib)
+        if not classpath.jars:
+            raise EnvironmentProblem(f"Maven resolved no jar for Pulsar {release.version}; see {log}")
+        write_json_atomic(stamp, {"pulsar_version": release.version, "pom_digest": digest,
+                                  "components": classpath.component_versions(), "jars": classpath.jars})
+        say(f"{what}: {len(classpath.jars)} jars in {time.monotonic() - started:.0f} s")
     return classpath

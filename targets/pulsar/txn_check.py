@@ -36,6 +36,7 @@ from typing import Any
 from harness.errors import EnvironmentProblem
 from harness.results import write_json_atomic
 from harness.txn_paths import TxnPath
+from targets.cache_lock import building
 from targets.pulsar import java as java_finder
 from targets.pulsar.jars import CLIENT_POM, Classpath, cache_root, ensure_jars, pom_digest
 from targets.pulsar.versions import PulsarRelease
@@ -155,19 +156,28 @@ def ensure_program(release: PulsarRelease, say: Callable[[str], None] | None = N
     folder = (root or cache_root()) / release.version / f"txn-check-{program_digest(release, major)}"
     classes, stamp = folder / "classes", folder / "compiled.json"
     if not stamp.is_file() or not classes.is_dir():
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        scratch = Path(tempfile.mkdtemp(prefix="classes-", dir=folder))
-        sources = [str(s) for s in _source_files(release)]
-        argv = [str(_javac(java)), "-nowarn", "-encoding", "UTF-8", "-d", str(scratch), "-cp", client.java_classpath,
-                *sources]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
-        if done.returncode != 0:
-            raise EnvironmentProblem(f"compiling the Java transaction check with {argv[0]} failed: "
-                                     f"{(done.stderr or done.stdout)[-2000:]}")
-        scratch.rename(classes)
-        write_json_atomic(stamp, {"release": release.version, "java_major": major, "sources": sources})
+        with building(folder.with_name(folder.name + ".lock"), f"the Java transaction check for {release.version}",
+                      say or (lambda _: None), wait_s=COMPILE_TIMEOUT_S + 60):
+            if not stamp.is_file() or not classes.is_dir():   # not compiled meanwhile by another process
+                _compile(release, java, major, client, folder)
     return TxnCheckProgram(release=release, java=java, java_major=major, classes=classes, client=client)
+
+
+def _compile(release: PulsarRelease, java: Path, major: int, client: Classpath, folder: Path) -> None:
+    """Compiles into a scratch folder renamed to `classes` when complete, then writes the stamp:
+    an interrupted compile leaves nothing that looks compiled."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    scratch = Path(tempfile.mkdtemp(prefix="classes-", dir=folder))
+    sources = [str(s) for s in _source_files(release)]
+    argv = [str(_javac(java)), "-nowarn", "-encoding", "UTF-8", "-d", str(scratch), "-cp", client.java_classpath,
+            *sources]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise EnvironmentProblem(f"compiling the Java transaction check with {argv[0]} failed: "
+                                 f"{(done.stderr or done.stdout)[-2000:]}")
+    scratch.rename(folder / "classes")
+    write_json_atomic(folder / "compiled.json", {"release": release.version, "java_major": major, "sources": sources})
 
 
 def run_check(program: TxnCheckProgram, *, service_url: str, txn_path: TxnPath, topics: tuple[str, str],

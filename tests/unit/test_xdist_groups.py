@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
 from tests.conftest import PROCESS_GROUP, xdist_group_of
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_process_starting_tests_share_one_group_and_others_group_by_file() -> None:
-    assert xdist_group_of("tests/cluster/test_v5_failover.py", set()) == PROCESS_GROUP
-    assert xdist_group_of("tests/pulsar/test_pulsar_smoke.py", {"pulsar"}) == PROCESS_GROUP
-    # a test elsewhere that starts a cluster is held by its marker
-    assert xdist_group_of("tests/spark/test_standalone_cluster.py", {"cluster", "spark"}) == PROCESS_GROUP
-    assert xdist_group_of("tests/unit/test_cli.py", set()) == "tests/unit/test_cli.py"
-    assert xdist_group_of("tests/spark/test_report.py", {"spark"}) == "tests/spark/test_report.py"
+    assert xdist_group_of("tests/cluster/test_v5_failover.py::test_a[v5]") == PROCESS_GROUP
+    assert xdist_group_of("tests/pulsar/test_pulsar_smoke.py::test_b") == PROCESS_GROUP
+    assert xdist_group_of("tests/unit/test_cli.py::test_c") == "tests/unit/test_cli.py"
+    assert xdist_group_of("tests/spark/test_report.py::test_d[x::y]") == "tests/spark/test_report.py"
+
+
+def test_two_workers_keep_each_group_on_one_worker() -> None:
+    """The schedule itself, not only the rule: pytest 9.2 made xdist's own `loadgroup` drop its
+    groups without a word, and two process tests then raced on the two workers (CI, 2026-11-27)."""
+    files = ["tests/unit/test_outage_windows.py", "tests/unit/pulsar/test_txn_check.py"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v",
+                           "-p", "no:cacheprovider", *files],
+                          cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    workers: dict[str, set[str]] = defaultdict(set)
+    for worker, nodeid in re.findall(r"^\[(gw\d+)\] \[\s*\d+%\] PASSED (\S+)", done.stdout, re.MULTILINE):
+        workers[xdist_group_of(nodeid)].add(worker)
+    assert set(workers) == set(files), done.stdout[-3000:]
+    assert all(len(ran_on) == 1 for ran_on in workers.values()), dict(workers)

@@ -7,6 +7,8 @@ run the program against clusters.
 from __future__ import annotations
 
 import stat
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -110,3 +112,31 @@ def test_the_outcome_names_every_failed_step_and_check() -> None:
 def test_the_parser_keeps_json_lines_and_skips_log_noise() -> None:
     parsed = txn_check._parse('SLF4J(W): No SLF4J providers\n{"kind": "done", "checks": 1, "failed": 0}\n{torn')
     assert parsed == [{"kind": "done", "checks": 1, "failed": 0}]
+
+
+def test_two_callers_at_once_compile_the_check_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """CI, 2026-11-27: two pytest workers compiled the same check into one folder at once; one
+    ran the other's half-written classes (`NoClassDefFoundError: Report$StepFailed`)."""
+    client = Classpath(PULSAR_5, tmp_path / "client-lib")
+    monkeypatch.setattr(txn_check, "ensure_jars", lambda *args, **kwargs: client)
+    monkeypatch.setattr(txn_check, "required_java", lambda _: 17)
+    monkeypatch.setattr(txn_check, "find_jdk", lambda _: (Path("java"), 17))
+    compiles: list[Path] = []
+
+    def slow_compile(release: object, java: Path, major: int, classpath: Classpath, folder: Path) -> None:
+        compiles.append(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        time.sleep(0.3)
+        (folder / "classes").mkdir()
+        (folder / "compiled.json").write_text("{}")
+
+    monkeypatch.setattr(txn_check, "_compile", slow_compile)
+    programs: list[TxnCheckProgram] = []
+    callers = [threading.Thread(target=lambda: programs.append(txn_check.ensure_program(PULSAR_5, root=tmp_path)))
+               for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(10)
+    assert len(compiles) == 1 and len(programs) == 2
+    assert programs[0].classes == programs[1].classes == compiles[0] / "classes"
