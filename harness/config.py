@@ -184,7 +184,9 @@ class WorkloadConfig:
                                 help="consume-transform-produce and ack-only: inputs each transaction "
                                      "receives and acks (at most)")
     message_size: int = bounded(256, min=64, max=4 * 1024 * 1024, help="payload bytes incl. padding")
-    keys: int = bounded(16, min=1, max=1_000_000, help="distinct message keys, drawn at random")
+    keys: int = bounded(16, min=0, max=1_000_000,
+                        help="distinct message keys, drawn at random; 0: messages carry no key (a partitioned "
+                             "topic routes them round robin, as pulsar-perf's)")
     abort_ratio: float = bounded(0.1, min=0.0, max=1.0, help="share of transactions aborted on purpose")
     txn_timeout_s: float = bounded(30.0, min=1, max=3600,
                                    help="timeout of each transaction at its coordinator; the drain waits "

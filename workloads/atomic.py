@@ -39,7 +39,7 @@ class _Plan:
     """One transaction's choices, drawn before its operations start."""
 
     abort: bool
-    sends: tuple[tuple[str, str, str], ...]   # (topic, key, value)
+    sends: tuple[tuple[str, str | None, str], ...]   # (topic, key or None, value)
     hold_s: float = 0.0                       # open this long after the sends (hold_s, or a long one)
 
 

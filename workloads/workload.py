@@ -285,8 +285,9 @@ class Workload(ABC):
             wait = GATHER_RECEIVE_WAIT_S
         return got
 
-    def pick_key(self) -> str:
-        return f"k{self.rng.randrange(self.w.keys)}"
+    def pick_key(self) -> str | None:
+        """A random key of `keys`; None (no key, no draw) when the workload sends unkeyed messages."""
+        return f"k{self.rng.randrange(self.w.keys)}" if self.w.keys else None
 
     def close_quietly(self, closable: Any) -> None:
         with contextlib.suppress(Exception):  # best effort: nothing it does is recorded

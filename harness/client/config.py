@@ -38,11 +38,22 @@ class TxnPath(Enum):
 @dataclass(frozen=True)
 class BatchingConfig:
     """Producer batching: a batch is sent when it holds `max_messages` or `max_bytes`,
-    or `max_delay_s` after its first message (Java's defaults: 1000, 128 KiB, 1 ms)."""
+    or `max_delay_s` after its first message (Java's defaults: 1000, 128 KiB, 1 ms).
+
+    On a partitioned topic, Java's batching producer sends unkeyed messages to one partition
+    for `partition_switch_every` times `max_delay_s` (its `batchingPartitionSwitchFrequency-
+    ByPublishDelay`, default 10: 10 ms), so a burst lands in one batch on one partition
+    instead of one message per partition (RoundRobinPartitionMessageRouterImpl)."""
 
     max_messages: int = 1000
     max_bytes: int = 128 * 1024
     max_delay_s: float = 0.001
+    partition_switch_every: int = 10
+
+    @property
+    def partition_switch_ms(self) -> int:
+        """How long unkeyed messages stay on one partition (Java: at least 1 ms)."""
+        return max(1, round(self.max_delay_s * 1000 * self.partition_switch_every))
 
     def __post_init__(self) -> None:
         if self.max_messages < 1:
@@ -51,6 +62,8 @@ class BatchingConfig:
             raise ValueError(f"batching max_bytes must be >= 1, got {self.max_bytes}")
         if self.max_delay_s <= 0:
             raise ValueError(f"batching max_delay_s must be > 0, got {self.max_delay_s}")
+        if self.partition_switch_every < 1:
+            raise ValueError(f"batching partition_switch_every must be >= 1, got {self.partition_switch_every}")
 
 
 @dataclass(frozen=True)

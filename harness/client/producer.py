@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -521,15 +522,27 @@ class _Targets:
 
 
 class _PartitionTargets(_Targets):
-    """Keyed messages by Murmur3 hash, others round robin."""
+    """Keyed messages by Murmur3 hash, others round robin, as Java's default router does.
 
-    def __init__(self, producers: list[TopicProducer]) -> None:
+    Without batching, one message per partition in turn. With batching, Java switches the
+    partition every `partition_switch_ms` of wall-clock time, from a random first partition:
+    messages sent together share a batch and a partition (one transaction registers fewer
+    partitions, and writes fewer commit markers, than one message per partition would).
+    """
+
+    def __init__(self, producers: list[TopicProducer], batching: BatchingConfig | None = None,
+                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
         super().__init__(producers)
-        self._round_robin = itertools.count()
+        self._start = random.randrange(len(producers))
+        self._round_robin = itertools.count(self._start)
+        self._switch_ms = batching.partition_switch_ms if batching is not None else None
+        self._clock_ms = clock_ms
 
     def pick(self, key: str | None, deadline: Deadline) -> TopicProducer:
         if key is not None:
             return self.producers[partition_for_key(key, len(self.producers))]
+        if self._switch_ms is not None:
+            return self.producers[(self._clock_ms() // self._switch_ms + self._start) % len(self.producers)]
         return self.producers[next(self._round_robin) % len(self.producers)]
 
 
@@ -763,4 +776,4 @@ def partitioned_targets(ctx: ClientContext, topic: str, partitions: int,
         for producer in producers:
             producer.close(Deadline.after(1.0))
         raise
-    return _PartitionTargets(producers)
+    return _PartitionTargets(producers, options.batching)

@@ -13,6 +13,14 @@ toward what pulsar-perf can do, and every bend is written down (`PeerPlan.notes`
 * pulsar-perf's payload is 1024 bytes: txnbench's `message_size` becomes 1024.
 * pulsar-perf runs no consumer in a produce-only test: txnbench's verifying consumers
   (`verifiers`) become 0; the drain's final reads still give the checker its evidence.
+* pulsar-perf's producers keep the Java client's default batching (its producer builder
+  sets only `sendTimeout(0)`; read in 4.0.8's and 5.0.1's class files) and send no key: a v4
+  txnbench matched to it batches too, with the same defaults and Java's batching router (a
+  partitioned topic's unkeyed messages stay on one partition for 10 ms), and sends unkeyed
+  messages (`keys: 0`). Before this (the 2026-11-27 runs) txnbench sent keyed messages one
+  per entry: 12.7 bookie writes and 5.9 coordinator-log appends per transaction against
+  pulsar-perf's 9.0 and 5.0. The V5 client's per-segment batching is not modeled: v5 runs
+  unbatched.
 * concurrency: `-threads = load.users`, closed loop on both sides (no `-txnRate`), and the
   same overlap inside each client (read in PerformanceTransactionBase and its V4/V5
   subclasses of 5.0.1, and PerformanceTransaction of 4.0.8): a pulsar-perf thread blocks
@@ -163,8 +171,18 @@ def plan_peer(config: RunConfig, release: PulsarRelease, tag: str) -> PeerPlan:
     if w.verifiers:
         notes.append(f"verifiers {w.verifiers} -> 0: pulsar-perf runs no consumer in a produce-only test "
                      "(the drain's final reads still feed the checker)")
-    if w.batching:
-        notes.append("batching -> off: pulsar-perf's transaction producers do not batch here")
+    scalable = config.path.uses_scalable_topics
+    batching = not scalable
+    if batching and not w.batching:
+        notes.append("batching off -> on: pulsar-perf's producers batch (the Java client's defaults: 1 ms, 1000 "
+                     "messages, 128 KiB) and keep a partitioned topic's unkeyed messages on one partition for 10 ms, "
+                     "so a transaction's messages to a topic share a batch and a partition; txnbench's do the same")
+    if w.batching and not batching:
+        notes.append("batching -> off: the V5 client batches per segment (its entry bucketing), which txnbench's v5 "
+                     "producer does not model")
+    if batching and w.keys:
+        notes.append(f"keys {w.keys} -> 0: pulsar-perf's messages carry no key, so its producers route them by "
+                     "batching window, not by key hash")
     if w.hold_s:
         notes.append(f"hold_s {w.hold_s:g} -> 0: pulsar-perf ends each transaction as soon as its sends complete")
     if config.load.rate_per_user is not None:
@@ -174,7 +192,6 @@ def plan_peer(config: RunConfig, release: PulsarRelease, tag: str) -> PeerPlan:
     if (warmup, steady) != (config.phases.warmup_s, config.phases.steady_s):
         notes.append(f"warmup/steady {config.phases.warmup_s:g}/{config.phases.steady_s:g} s -> {warmup}/{steady} s: "
                      f"pulsar-perf reports in {PERF_INTERVAL_S} s intervals")
-    scalable = config.path.uses_scalable_topics
     domain = "topic" if scalable else "persistent"
     topics = tuple(f"{domain}://{PERF_NAMESPACE}/peer-{tag}-{i}" for i in range(topics_per_txn))
     line5 = release.scalable_transactions
@@ -194,7 +211,8 @@ def plan_peer(config: RunConfig, release: PulsarRelease, tag: str) -> PeerPlan:
                      f"next transaction {'once they completed' if scalable else 'at once'}, its commit still going")
     matched_workload = dataclasses.replace(
         w, topics=topics_per_txn, topics_per_txn=topics_per_txn, messages_per_txn=messages,
-        abort_ratio=1.0 if abort else 0.0, message_size=PERF_PAYLOAD_BYTES, verifiers=0, batching=False, hold_s=0.0,
+        abort_ratio=1.0 if abort else 0.0, message_size=PERF_PAYLOAD_BYTES, verifiers=0, batching=batching,
+        keys=0 if batching else w.keys, hold_s=0.0,
         send_concurrency=messages, txn_pipeline=pipeline)
     matched = dataclasses.replace(
         config, workload=matched_workload,

@@ -19,6 +19,8 @@ from harness.client import (
 from harness.client.errors import ServerRejectedError
 from harness.client.handler import HandlerState
 from harness.client.hashing import partition_for_key
+from harness.client.producer import _PartitionTargets
+from harness.client.timers import Deadline
 from harness.wire import CommandType as T
 from harness.wire import MessageId, Payload, ServerError, commands, unpack_messages
 from tests.unit.client.fake_broker import (
@@ -111,6 +113,32 @@ def test_partitioned_topic_routes_keys_by_murmur_hash(
         assert key.encode() in cluster.values(f"{TOPIC}-partition-{index}")
     unkeyed = {producer.send(b"x").segment for _ in range(4)}
     assert len(unkeyed) == 4  # round robin
+
+
+def test_a_batching_producer_keeps_unkeyed_messages_on_one_partition_for_ten_batch_delays() -> None:
+    """Java's RoundRobinPartitionMessageRouterImpl with batching (read in pulsar-client 4.0.8):
+    partition = (now_ms / (10 x max delay) + random start) mod n. pulsar-perf's producers batch,
+    so a transaction's messages to a topic go to one partition; ours sent one per partition and
+    the peer's transactions registered and marked more partitions than pulsar-perf's (#27)."""
+    now = [1_000_000]
+    producers = [object() for _ in range(4)]
+    targets = _PartitionTargets(producers, BatchingConfig(max_delay_s=0.002),   # type: ignore[arg-type]
+                                clock_ms=lambda: now[0])
+    deadline = Deadline.after(1)
+    first = targets.pick(None, deadline)
+    assert all(targets.pick(None, deadline) is first for _ in range(10))   # one 20 ms window
+    now[0] += 19
+    assert targets.pick(None, deadline) is first   # the window's last millisecond
+    now[0] += 1
+    assert targets.pick(None, deadline) is not first
+    seen = set()
+    for _ in range(4):
+        now[0] += 20
+        seen.add(id(targets.pick(None, deadline)))
+    assert len(seen) == 4   # every partition in turn, one window each
+    assert targets.pick("k17", deadline) is producers[partition_for_key("k17", 4)]
+    unbatched = _PartitionTargets(producers)   # type: ignore[arg-type]
+    assert len({id(unbatched.pick(None, deadline)) for _ in range(4)}) == 4
 
 
 def test_send_error_from_a_terminated_topic_is_definite_and_sticks(

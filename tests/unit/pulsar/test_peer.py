@@ -77,6 +77,17 @@ def test_the_txnbench_side_overlaps_its_transactions_as_pulsar_perf_threads_do()
     assert any("txn_pipeline serial -> commit-async" in note for note in v5.notes)
 
 
+def test_v4_batches_as_pulsar_perf_producers_do_and_v5_does_not() -> None:
+    """pulsar-perf's producers keep the Java client's default batching (its builder sets only
+    sendTimeout); unbatched, txnbench wrote 12.7 bookie entries per transaction against 9.0 (#27)."""
+    v4 = plan_peer(_config(), PULSAR_4_LTS, tag="t")
+    assert v4.config.workload.batching and any("batching off -> on" in note for note in v4.notes)
+    assert v4.config.workload.keys == 0 and any("keys 16 -> 0" in note for note in v4.notes)
+    v5 = plan_peer(dataclasses.replace(_config(TxnPath.V5), workload=dataclasses.replace(
+        _config().workload, batching=True)), PULSAR_5, tag="t")
+    assert not v5.config.workload.batching and any("batching -> off" in note for note in v5.notes)
+
+
 def test_uneven_messages_are_rounded_up_and_aborts_map_to_all_or_none() -> None:
     config = _config()
     config = dataclasses.replace(config, workload=dataclasses.replace(
