@@ -190,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="concurrent clients: txnbench users and pulsar-perf -threads (default: the scenario's)")
     peer.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="a broker setting by its Pulsar name, over the scenario's (repeatable)")
+    peer.add_argument("--no-perf-after", dest="perf_after", action="store_false",
+                      help="skip the second pulsar-perf run after txnbench (it brackets txnbench and measures the "
+                           "cluster's drift; about two minutes)")
     peer.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                       help="results root (default: results/)")
     peer.set_defaults(handler=_cmd_peer, target="pulsar")

@@ -6,15 +6,18 @@ says how and why; every bend goes into the report). pulsar-perf runs first, on i
 topics, its JVM's CPU sampled and the brokers scraped before and after
 (targets/pulsar/perf.py); then the matched scenario runs as an ordinary txnbench run on
 the same cluster (`RunOptions.target`: the run neither starts nor stops it), with its
-history, checks and perf.json. Last, analysis/peer puts both into
+history, checks and perf.json; then pulsar-perf once more on topics of its own (unless
+`--no-perf-after`), so the report brackets txnbench between two pulsar-perf runs and says
+how far the cluster drifted meanwhile. Last, analysis/peer puts them into
 `results/<peer_id>/peer.{json,md,html}`; the txnbench run folder sits beside them and
-pulsar-perf's files in `pulsar-perf/`. The cluster is stopped on every way out, also on
+pulsar-perf's files in `pulsar-perf/` and `pulsar-perf-after/`. The cluster is stopped on every way out, also on
 Ctrl-C or an error; nothing of it outlives the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -46,6 +49,9 @@ from targets.pulsar.java import find_java
 from targets.pulsar.perf import MAIN_CLASS, run_perf
 from targets.pulsar.perf_args import plan_peer
 from targets.pulsar.versions import release
+
+#: where the second pulsar-perf run (after txnbench) writes its files, beside `pulsar-perf/`
+PERF_AFTER_DIR = "pulsar-perf-after"
 
 
 class SharedCluster:
@@ -106,6 +112,17 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
         # analysed after the cluster is stopped: Spark and four idle JVMs do not share 2 cores well
         outcome = Run(plan.config, RunOptions(results_root=peer_dir, command="peer", analyze=False,
                                               target=SharedCluster(cluster))).execute()
+        if getattr(args, "perf_after", True):
+            # pulsar-perf again, on topics of its own: the same command swung 934-1,249 txn/s between
+            # runs on one machine (2026-11-27), so a ratio against one run says little without the drift
+            say("[peer] pulsar-perf again after txnbench (the bracket: how far the cluster drifted)")
+            after = dataclasses.replace(plan.perf, producer_topics=tuple(
+                f"{topic}-after" for topic in plan.perf.producer_topics), subscription=f"{plan.perf.subscription}-after")
+            after_run = run_perf(after, java=str(java), java_major=major, classpath=classpath,
+                                 service_url=info.service_url, admin_url=info.admin_url,
+                                 listener_name=info.listener_name, out_dir=peer_dir / PERF_AFTER_DIR,
+                                 scrape=cluster.scrape_metrics, say=say)
+            write_json_atomic(peer_dir / PERF_AFTER_DIR / "run.json", after_run.to_json())
     finally:
         try:
             cluster.down()
@@ -125,7 +142,9 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
             "peer": "txnbench " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["peer"] else "txnbench peer",
             "pulsar-perf": java_cmd + " " + shlex.join(plan.perf.argv(info.service_url, info.admin_url,
                                                                        info.listener_name)),
-            "txnbench run": f"{outcome.run_dir.path.name} (scenario {plan.config.name}, matched as below)"}})
+            "txnbench run": f"{outcome.run_dir.path.name} (scenario {plan.config.name}, matched as below)",
+            **({"pulsar-perf after txnbench": "the same, on topics and a subscription suffixed `-after`"}
+               if (peer_dir / PERF_AFTER_DIR / "run.json").is_file() else {})}})
     doc = write_peer_report(peer_dir)
     say(to_markdown(doc).split("\n## Commands")[0])
     print(peer_dir)
@@ -139,15 +158,22 @@ def write_peer_report(peer_dir: Path) -> dict[str, Any]:
     """peer.{json,md,html} from what the peer folder holds (so a report can be rebuilt after a fix)."""
     saved = json.loads((peer_dir / "peer-plan.json").read_text())
     plan, perf_dir = saved["plan"], peer_dir / "pulsar-perf"
-    perf_run = json.loads((perf_dir / "run.json").read_text())
-    hgrm = perf_dir / perf_run["hgrm"] if perf_run.get("hgrm") else None
-    result = read_result((perf_dir / perf_run["log"]).read_text(errors="replace"),
-                         hgrm.read_text() if hgrm else None, plan["warmup_s"], plan["steady_s"])
-    perf = perf_side(result, perf_run, read_texts(perf_dir / "metrics", "before"),
-                     read_texts(perf_dir / "metrics", "after"), plan["abort"])
+    perf = _perf_side(perf_dir, plan)
+    after_dir = peer_dir / PERF_AFTER_DIR
+    perf_after = _perf_side(after_dir, plan) if (after_dir / "run.json").is_file() else None
     doc = build_peer(peer_id=peer_dir.name, cluster=saved["cluster"], plan=plan, notes=saved["notes"], perf=perf,
-                     txnbench=txnbench_side(peer_dir / saved["run_dir"]), commands=saved["commands"])
+                     txnbench=txnbench_side(peer_dir / saved["run_dir"]), commands=saved["commands"],
+                     perf_after=perf_after)
     write_json_atomic(peer_dir / "peer.json", doc)
     write_text_atomic(peer_dir / "peer.md", to_markdown(doc))
     write_text_atomic(peer_dir / "peer.html", to_html(doc))
     return doc
+
+
+def _perf_side(perf_dir: Path, plan: dict[str, Any]) -> dict[str, Any]:
+    perf_run = json.loads((perf_dir / "run.json").read_text())
+    hgrm = perf_dir / perf_run["hgrm"] if perf_run.get("hgrm") else None
+    result = read_result((perf_dir / perf_run["log"]).read_text(errors="replace"),
+                         hgrm.read_text() if hgrm else None, plan["warmup_s"], plan["steady_s"])
+    return perf_side(result, perf_run, read_texts(perf_dir / "metrics", "before"),
+                     read_texts(perf_dir / "metrics", "after"), plan["abort"])

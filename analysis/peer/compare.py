@@ -23,6 +23,7 @@ from analysis.peer.pulsar_perf import PerfResult, cpu_over
 PEER_SCHEMA = 1
 GOAL = 0.8
 PERF = "pulsar-perf"
+PERF_AFTER = "pulsar-perf-after"
 TXNBENCH = "txnbench"
 
 CANNOT_TELL = (
@@ -195,17 +196,45 @@ def bottleneck(plan: Mapping[str, Any], perf: Mapping[str, Any], txnbench: Mappi
     return out
 
 
+def bracket(perf: Mapping[str, Any], perf_after: Mapping[str, Any] | None,
+            txnbench: Mapping[str, Any]) -> dict[str, Any] | None:
+    """pulsar-perf before and after txnbench: the cluster's drift, and txnbench against each and their mean.
+
+    The same pulsar-perf command swung by a third between runs on one machine, so a ratio
+    against the run before alone mixes txnbench's speed with the cluster's drift; against
+    the mean of the two runs that bracket it, drift that is steady cancels.
+    """
+    before, after = perf.get("committed_txn_per_s"), (perf_after or {}).get("committed_txn_per_s")
+    if not isinstance(before, int | float) or not isinstance(after, int | float) or not before:
+        return None
+    mean = (before + after) / 2.0
+    rate = txnbench.get("committed_txn_per_s")
+    return {"pulsar_perf_before_txn_per_s": before, "pulsar_perf_after_txn_per_s": after,
+            "pulsar_perf_mean_txn_per_s": round(mean, 1), "pulsar_perf_drift": round(after / before - 1.0, 3),
+            "txnbench_vs_before": _ratio(rate, before), "txnbench_vs_after": _ratio(rate, after),
+            "txnbench_vs_mean": _ratio(rate, mean)}
+
+
 def build_peer(*, peer_id: str, cluster: Mapping[str, Any], plan: Mapping[str, Any], notes: list[str],
-               perf: Mapping[str, Any], txnbench: Mapping[str, Any], commands: Mapping[str, str]) -> dict[str, Any]:
-    """The peer.json document."""
-    rate_ratio = _ratio(txnbench.get("committed_txn_per_s"), perf.get("committed_txn_per_s"))
+               perf: Mapping[str, Any], txnbench: Mapping[str, Any], commands: Mapping[str, str],
+               perf_after: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The peer.json document; with `perf_after` (pulsar-perf again after txnbench) the rate ratio and
+    the goal are taken against the mean of the two pulsar-perf runs."""
+    brackets = bracket(perf, perf_after, txnbench)
+    rate_ratio = (brackets["txnbench_vs_mean"] if brackets is not None
+                  else _ratio(txnbench.get("committed_txn_per_s"), perf.get("committed_txn_per_s")))
     cpu_ratio = _ratio(txnbench.get("cpu_s_per_1000_txn"), perf.get("cpu_s_per_1000_txn"))
     goal_met = None if rate_ratio is None else rate_ratio >= GOAL
+    sides = {PERF: dict(perf), TXNBENCH: dict(txnbench)}
+    if perf_after is not None:
+        sides[PERF_AFTER] = dict(perf_after)
     return {
         "schema": PEER_SCHEMA, "id": peer_id, "cluster": dict(cluster), "plan": dict(plan),
         "matching_notes": list(notes), "commands": dict(commands),
-        "sides": {PERF: dict(perf), TXNBENCH: dict(txnbench)},
-        "ratios": {"committed_txn_per_s": rate_ratio, "cpu_s_per_1000_txn": cpu_ratio},
+        "sides": sides,
+        "ratios": {"committed_txn_per_s": rate_ratio, "cpu_s_per_1000_txn": cpu_ratio,
+                   "against": "the mean of pulsar-perf before and after" if brackets else "pulsar-perf"},
+        "bracket": brackets,
         "bottleneck": bottleneck(plan, perf, txnbench),
         "goal": {"txnbench_at_least": GOAL, "met": goal_met},
         "pulsar_perf_cannot_tell": list(CANNOT_TELL),

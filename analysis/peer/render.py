@@ -31,7 +31,8 @@ def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     p, t = doc["sides"][PERF], doc["sides"][TXNBENCH]
     out = [("committed txn/s (measured window)", _num(p.get("committed_txn_per_s")),
             _num(t.get("committed_txn_per_s"))),
-           ("txnbench / pulsar-perf", "1", _num(doc["ratios"].get("committed_txn_per_s")))]
+           ("txnbench / pulsar-perf" + (" (mean of before and after)" if doc.get("bracket") else ""), "1",
+            _num(doc["ratios"].get("committed_txn_per_s")))]
     for op in ("send", "ack", "txn-commit"):
         out.append((f"{op} latency p50 / p99 / max (ms)", _lat(p["latency_ms"].get(op)), _lat(t["latency_ms"].get(op))))
     out += [("load generator CPU (% of a core)", _num(p.get("cpu_percent_of_core")), _num(t.get("cpu_percent_of_core"))),
@@ -51,6 +52,18 @@ def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     out.append(("atomicity verdict", "not checked", str(t.get("verdict"))
                 + (f" ({', '.join(f'{k}: {v}' for k, v in t['anomalies'].items())})" if t.get("anomalies") else "")))
     return out
+
+
+def bracket_text(doc: Mapping[str, Any]) -> str:
+    """One line on pulsar-perf before and after txnbench (empty without the second run)."""
+    b = doc.get("bracket")
+    if not b:
+        return ""
+    return (f"pulsar-perf before txnbench {_num(b['pulsar_perf_before_txn_per_s'])} txn/s, after it "
+            f"{_num(b['pulsar_perf_after_txn_per_s'])} txn/s (the cluster drifted {b['pulsar_perf_drift']:+.0%}): "
+            f"txnbench / pulsar-perf {_num(b['txnbench_vs_before'])} against the run before, "
+            f"{_num(b['txnbench_vs_after'])} against the run after, {_num(b['txnbench_vs_mean'])} against their "
+            "mean (the ratio above and the goal).")
 
 
 def _goal(doc: Mapping[str, Any]) -> str:
@@ -100,10 +113,12 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
     c = doc["cluster"]
     lines = [f"# Peer: pulsar-perf and txnbench, {doc['plan'].get('txn_path')} on Pulsar {c.get('release')}", "",
              f"`{doc['id']}`: one `{c.get('target')}` cluster ({c.get('brokers')} brokers), pulsar-perf first, then "
-             f"txnbench, {doc['plan'].get('threads')} concurrent clients each.", "",
+             f"txnbench{', then pulsar-perf again' if doc.get('bracket') else ''}, {doc['plan'].get('threads')} "
+             "concurrent clients each.", "",
              "| measure | pulsar-perf | txnbench |", "|---|---:|---:|"]
     lines += [f"| {m} | {a} | {b} |" for m, a, b in rows(doc)]
-    lines += ["", _goal(doc), "", bottleneck_text(doc), "", "## Commands", ""]
+    lines += [""] + ([bracket_text(doc), ""] if doc.get("bracket") else [])
+    lines += [_goal(doc), "", bottleneck_text(doc), "", "## Commands", ""]
     lines += [f"* {k}: `{v}`" for k, v in doc["commands"].items()]
     lines += ["", "## How the load was matched", ""] + [f"* {n}" for n in doc["matching_notes"] or ["no changes"]]
     lines += ["", "## What pulsar-perf cannot tell", ""] + [f"* {n}" for n in doc["pulsar_perf_cannot_tell"]]
@@ -115,7 +130,8 @@ def to_html(doc: Mapping[str, Any]) -> str:
     body = [f"<h1>{e(to_markdown(doc).splitlines()[0].lstrip('# '))}</h1>",
             "<table><tr><th>measure</th><th>pulsar-perf</th><th>txnbench</th></tr>"]
     body += [f"<tr><td>{e(m)}</td><td>{e(a)}</td><td>{e(b)}</td></tr>" for m, a, b in rows(doc)]
-    body += ["</table>", f"<p>{e(_goal(doc))}</p>", f"<p>{e(bottleneck_text(doc))}</p>", "<h2>Commands</h2><ul>"]
+    body += ["</table>"] + ([f"<p>{e(bracket_text(doc))}</p>"] if doc.get("bracket") else [])
+    body += [f"<p>{e(_goal(doc))}</p>", f"<p>{e(bottleneck_text(doc))}</p>", "<h2>Commands</h2><ul>"]
     body += [f"<li>{e(k)}: <code>{e(v)}</code></li>" for k, v in doc["commands"].items()]
     body += ["</ul><h2>How the load was matched</h2><ul>"] + [f"<li>{e(n)}</li>" for n in doc["matching_notes"]]
     body += ["</ul><h2>What pulsar-perf cannot tell</h2><ul>"]

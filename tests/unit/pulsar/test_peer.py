@@ -196,6 +196,29 @@ def test_the_comparison_has_both_sides_the_ratio_and_what_pulsar_perf_cannot_tel
     assert "<table>" in to_html(doc)
 
 
+def test_pulsar_perf_after_txnbench_brackets_it_and_the_ratio_is_taken_against_their_mean() -> None:
+    """The same pulsar-perf command ran at 929.8 and 1,248.5 txn/s on one machine (2026-11-27):
+    txnbench's ratio against one run mixed its speed with the cluster's drift."""
+    perf, after = {"committed_txn_per_s": 100.0, "latency_ms": {}}, {"committed_txn_per_s": 60.0, "latency_ms": {}}
+    txnbench = {"committed_txn_per_s": 64.0, "latency_ms": {}, "broker_counts": {}, "verdict": True, "anomalies": {}}
+    perf["broker_counts"] = after["broker_counts"] = {}
+    kwargs = {"peer_id": "p", "cluster": {"target": "pulsar", "release": "4.0.8", "brokers": 2},
+              "plan": {"txn_path": "v4", "threads": 8}, "notes": [], "perf": perf, "txnbench": txnbench,
+              "commands": {}}
+    doc = build_peer(**kwargs, perf_after=after)   # type: ignore[arg-type]
+    assert doc["bracket"] == {"pulsar_perf_before_txn_per_s": 100.0, "pulsar_perf_after_txn_per_s": 60.0,
+                              "pulsar_perf_mean_txn_per_s": 80.0, "pulsar_perf_drift": -0.4,
+                              "txnbench_vs_before": 0.64, "txnbench_vs_after": 1.067, "txnbench_vs_mean": 0.8}
+    assert doc["ratios"]["committed_txn_per_s"] == 0.8 and doc["goal"]["met"] is True
+    assert doc["sides"]["pulsar-perf-after"]["committed_txn_per_s"] == 60.0
+    md = to_markdown(doc)
+    assert "after it 60 txn/s (the cluster drifted -40%)" in md and "(mean of before and after) | 1 | 0.8 |" in md
+    assert "then pulsar-perf again" in md and "drifted -40%" in to_html(doc)
+    alone = build_peer(**kwargs)   # type: ignore[arg-type]
+    assert alone["bracket"] is None and alone["ratios"]["committed_txn_per_s"] == 0.64
+    assert "drifted" not in to_markdown(alone)
+
+
 def test_the_bottleneck_sets_txnbench_serial_operations_against_its_time_per_transaction() -> None:
     from analysis.peer.compare import bottleneck
 
