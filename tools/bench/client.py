@@ -7,6 +7,12 @@ every request at once) and measures, for a few seconds each:
 * `send_async+batch`: one worker pipelining `send_async` with batching on;
 * `txn`: N workers each looping new_transaction -> 2 transactional sends -> commit
   (5 round trips per transaction: NEW_TXN, ADD_PARTITION, SEND, SEND, END_TXN);
+* `txn-pipelined`: pulsar-perf's v4 loop (`PerformanceTransaction`): each worker waits only
+  for new_transaction, sends 2 unkeyed 1024-byte messages to each of 2 topics without
+  waiting (batching as Java's defaults), fires the commit and opens the next; the rate and
+  the mean wait for an open. Against a real cluster (`--url`, `--listener`, and `--admin-url`
+  to create the 2 topics with `--partitions`) it is the bare client beside `txnbench peer`'s
+  numbers: what the client reaches without the harness's history and workload around it.
 
 once with plain threads and once with greenlets under gevent's monkey-patching (in a
 child process, since patching must come before anything imports `threading`). The
@@ -24,7 +30,9 @@ import sys
 import time
 from typing import Any
 
-SCENARIOS = ("send", "send_async+batch", "txn")
+SCENARIOS = ("send", "send_async+batch", "txn", "txn-pipelined")
+#: txn-pipelined: what pulsar-perf sends per transaction (`-nmp 2` to each of 2 topics, its fixed payload)
+PIPELINED_TOPICS, PIPELINED_PER_TOPIC, PIPELINED_PAYLOAD = 2, 2, 1024
 
 
 def _start_null_broker(tc_count: int) -> tuple[subprocess.Popen[str], int]:
@@ -57,14 +65,71 @@ def _run_workers(count: int, body: Any, mode: str) -> None:
         thread.join()
 
 
+def _pipelined(client: Any, topics: list[str], counts: list[int], opens_s: list[float], seconds: float,
+               mode: str) -> Any:
+    """The body of a `txn-pipelined` worker (see the module docstring)."""
+    producers = [client.create_producer(topic, batching=True) for topic in topics]
+    payload = b"x" * PIPELINED_PAYLOAD
+    client.new_transaction().commit()  # discovery outside the measured window
+
+    def commit_in_background(txn: Any) -> Any:
+        if mode == "gevent":
+            import gevent
+
+            return gevent.spawn(txn.commit)
+        import threading
+
+        thread = threading.Thread(target=txn.commit)
+        thread.start()
+        return thread
+
+    def body(index: int) -> None:
+        end = time.monotonic() + seconds
+        commits: list[Any] = []
+        while time.monotonic() < end:
+            started = time.perf_counter()
+            txn = client.new_transaction(timeout_s=60)
+            opens_s.append(time.perf_counter() - started)
+            for producer in producers:
+                for _ in range(PIPELINED_PER_TOPIC):
+                    producer.send_async(payload, txn=txn)
+            commits.append(commit_in_background(txn))
+            counts[index] += 1
+            if len(commits) >= 64:   # bounded: the oldest commits are done long since
+                for commit in commits[:32]:
+                    commit.join()
+                del commits[:32]
+        for commit in commits:
+            commit.join()
+
+    return body
+
+
+def create_topics(admin_url: str, partitions: int) -> list[str]:
+    """`txn-pipelined`'s topics on a real cluster, partitioned as `txnbench peer` makes them."""
+    from harness.client.admin import AdminClient
+
+    stamp = f"{os.getpid()}-{int(time.time())}"
+    topics = [f"persistent://public/default/bench-pipelined-{stamp}-{i}" for i in range(PIPELINED_TOPICS)]
+    admin = AdminClient(admin_url)
+    for topic in topics:
+        if partitions > 0:
+            admin.create_partitioned_topic(topic, partitions)
+        else:
+            admin.create_topic(topic)
+    return topics
+
+
 def measure(url: str, scenario: str, workers: int, seconds: float, mode: str,
-            payload_size: int = 100) -> dict[str, Any]:
+            payload_size: int = 100, listener: str | None = None,
+            topics: list[str] | None = None) -> dict[str, Any]:
     """Run one scenario against `url`; returns its counts and rate."""
     from harness.client import BatchingConfig, PulsarClient
 
     payload = b"x" * payload_size
     counts = [0] * workers
-    client = PulsarClient(url, txn_path="v4", operation_timeout_s=30)
+    opens_s: list[float] = []
+    client = PulsarClient(url, txn_path="v4", operation_timeout_s=30, listener_name=listener)
     try:
         if scenario == "send":
             producer = client.create_producer(f"bench-send-{os.getpid()}")
@@ -106,23 +171,35 @@ def measure(url: str, scenario: str, workers: int, seconds: float, mode: str,
                     producer.send(payload, txn=txn)
                     txn.commit()
                     counts[index] += 1
+        elif scenario == "txn-pipelined":
+            body = _pipelined(client, topics or [f"bench-pipelined-{os.getpid()}-{i}"
+                                                 for i in range(PIPELINED_TOPICS)], counts, opens_s, seconds, mode)
         else:
             raise ValueError(f"unknown scenario {scenario!r}; choose from {SCENARIOS}")
         started = time.monotonic()
+        cpu_before = time.process_time()
         _run_workers(workers, body, mode)
         elapsed = time.monotonic() - started
+        cpu_s = time.process_time() - cpu_before
     finally:
         client.close()
     total = sum(counts)
-    unit = "txn/s" if scenario == "txn" else "msg/s"
-    return {"scenario": scenario, "mode": mode, "workers": workers, "seconds": round(elapsed, 2),
-            "count": total, "rate": round(total / elapsed, 1), "unit": unit}
+    unit = "txn/s" if scenario.startswith("txn") else "msg/s"
+    row = {"scenario": scenario, "mode": mode, "workers": workers, "seconds": round(elapsed, 2),
+           "count": total, "rate": round(total / elapsed, 1), "unit": unit,
+           "cpu_ms_per_op": round(1000.0 * cpu_s / total, 3) if total else None}
+    if opens_s:
+        row["open_mean_ms"] = round(1000.0 * sum(opens_s) / len(opens_s), 2)
+    return row
 
 
-def _child(url: str, workers: int, seconds: float, scenarios: list[str]) -> list[dict[str, Any]]:
+def _child(url: str, workers: int, seconds: float, scenarios: list[str], listener: str | None,
+           topics: list[str] | None) -> list[dict[str, Any]]:
     # Patch before anything (even the harness.client package) imports threading or socket.
     argv = ["--url", url, "--workers", str(workers), "--seconds", str(seconds), "--mode",
             "gevent", "--json", "--scenarios", ",".join(scenarios)]
+    argv += ["--listener", listener] if listener else []
+    argv += ["--topics", ",".join(topics)] if topics else []
     script = ("from gevent import monkey; monkey.patch_all()\n"
               "import sys\nfrom tools.bench.client import main\n"
               f"sys.exit(main({argv!r}))\n")
@@ -142,15 +219,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--url", help="use this broker instead of starting a null broker")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--listener", help="the advertised listener to look up with (e.g. `external` on the "
+                                           "pulsar target, whose clients go through Toxiproxy)")
+    parser.add_argument("--admin-url", help="txn-pipelined on a real cluster: create its topics through this "
+                                            "admin URL")
+    parser.add_argument("--partitions", type=int, default=2, help="txn-pipelined: partitions per topic (0: none)")
+    parser.add_argument("--topics", help=argparse.SUPPRESS)   # the gevent child reuses the parent's topics
     args = parser.parse_args(argv)
     scenarios = [s for s in args.scenarios.split(",") if s]
+    topics = args.topics.split(",") if args.topics else None
+    if topics is None and args.admin_url and "txn-pipelined" in scenarios:
+        topics = create_topics(args.admin_url, args.partitions)
     if args.mode == "gevent" and args.url:
         from gevent import monkey
 
         if not monkey.is_module_patched("socket"):
             monkey.patch_all()
-        print(json.dumps([measure(args.url, s, args.workers, args.seconds, "gevent")
-                          for s in scenarios]))
+        print(json.dumps([measure(args.url, s, args.workers, args.seconds, "gevent", listener=args.listener,
+                                  topics=topics) for s in scenarios]))
         return 0
     broker = None
     url = args.url
@@ -160,9 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         if args.mode in ("both", "threads"):
-            results += [measure(url, s, args.workers, args.seconds, "threads") for s in scenarios]
+            results += [measure(url, s, args.workers, args.seconds, "threads", listener=args.listener,
+                                topics=topics) for s in scenarios]
         if args.mode in ("both", "gevent"):
-            results += _child(url, args.workers, args.seconds, scenarios)
+            results += _child(url, args.workers, args.seconds, scenarios, args.listener, topics)
     finally:
         if broker is not None:
             broker.terminate()
@@ -170,10 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(results))
     else:
-        print(f"{'scenario':<18} {'mode':<8} {'workers':>7} {'rate':>10}  unit")
+        print(f"{'scenario':<18} {'mode':<8} {'workers':>7} {'rate':>10}  {'unit':<6} {'CPU ms/op':>9} "
+              f"{'open ms':>8}")
         for row in results:
-            print(f"{row['scenario']:<18} {row['mode']:<8} {row['workers']:>7} "
-                  f"{row['rate']:>10.1f}  {row['unit']}")
+            print(f"{row['scenario']:<18} {row['mode']:<8} {row['workers']:>7} {row['rate']:>10.1f}  "
+                  f"{row['unit']:<6} {row['cpu_ms_per_op'] or 0:>9.3f} {row.get('open_mean_ms', ''):>8}")
     return 0
 
 
