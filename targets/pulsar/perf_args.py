@@ -33,8 +33,10 @@ toward what pulsar-perf can do, and every bend is written down (`PeerPlan.notes`
   history lane; pulsar-perf does not bound the transactions a thread has in flight,
   txnbench keeps `open_txns_per_user`.
 * pulsar-perf prints its counters every 10 s, so warm-up and measured window are
-  whole multiples of 10 s on both sides; the windows have the same length, and pulsar-perf's
-  warm-up is at least `PERF_MIN_WARMUP_S` (its JVM compiles itself while it climbs).
+  whole multiples of 10 s on both sides; the warm-ups and the windows have the same length,
+  the warm-up at least `PERF_MIN_WARMUP_S` (pulsar-perf's JVM compiles itself while it
+  climbs; txnbench's rate climbed too, from 463 to 739 txn/s over its first 40 s after a
+  10 s warm-up, `results/20261127-224410-peer-atomic-produce-v4-4.0.8`).
 
 Only `atomic-produce` maps: consume-transform-produce and ack-only would need pulsar-perf's
 consumer topics pre-filled (its `receive()` waits forever on an empty topic) and `mixed` has
@@ -187,11 +189,12 @@ def plan_peer(config: RunConfig, release: PulsarRelease, tag: str) -> PeerPlan:
         notes.append(f"hold_s {w.hold_s:g} -> 0: pulsar-perf ends each transaction as soon as its sends complete")
     if config.load.rate_per_user is not None:
         notes.append("rate_per_user -> closed loop: the peer compares the most each tool drives")
-    warmup = _whole_intervals(config.phases.warmup_s, PERF_INTERVAL_S)
+    warmup = max(_whole_intervals(config.phases.warmup_s, PERF_INTERVAL_S), PERF_MIN_WARMUP_S)
     steady = _whole_intervals(config.phases.steady_s, PERF_INTERVAL_S)
     if (warmup, steady) != (config.phases.warmup_s, config.phases.steady_s):
         notes.append(f"warmup/steady {config.phases.warmup_s:g}/{config.phases.steady_s:g} s -> {warmup}/{steady} s: "
-                     f"pulsar-perf reports in {PERF_INTERVAL_S} s intervals")
+                     f"pulsar-perf reports in {PERF_INTERVAL_S} s intervals and warms up at least "
+                     f"{PERF_MIN_WARMUP_S} s; both sides get the same warm-up")
     domain = "topic" if scalable else "persistent"
     topics = tuple(f"{domain}://{PERF_NAMESPACE}/peer-{tag}-{i}" for i in range(topics_per_txn))
     line5 = release.scalable_transactions
@@ -201,7 +204,7 @@ def plan_peer(config: RunConfig, release: PulsarRelease, tag: str) -> PeerPlan:
         threads=config.load.users, messages_per_topic=per_topic,
         partitions=None if scalable else (w.v4_partitions or None),
         scalable_segments=w.v5_segments if scalable else None,
-        warmup_s=max(warmup, PERF_MIN_WARMUP_S), steady_s=steady, abort=abort,
+        warmup_s=warmup, steady_s=steady, abort=abort,
         txn_timeout_s=max(1, math.ceil(w.txn_timeout_s)), subscription=f"peer-{tag}")
     pipeline = TxnPipeline.COMMIT_ASYNC if scalable else TxnPipeline.SENDS_ASYNC
     messages = per_topic * topics_per_txn

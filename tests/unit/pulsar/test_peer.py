@@ -52,7 +52,7 @@ def test_the_txnbench_side_is_bent_to_what_pulsar_perf_can_do_and_says_so() -> N
     w = plan.config.workload
     assert (w.topics, w.topics_per_txn, w.messages_per_txn, w.abort_ratio, w.message_size, w.verifiers) == (
         2, 2, 4, 0.0, 1024, 0)
-    assert (plan.config.phases.warmup_s, plan.config.phases.steady_s) == (10.0, 30.0)
+    assert (plan.config.phases.warmup_s, plan.config.phases.steady_s) == (30.0, 30.0)   # as pulsar-perf's
     text = " ".join(plan.notes)
     for word in ("abort_ratio", "message_size", "verifiers", "topics 4 -> 2", "warmup"):
         assert word in text
