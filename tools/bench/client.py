@@ -227,14 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", help=argparse.SUPPRESS)   # the gevent child reuses the parent's topics
     args = parser.parse_args(argv)
     scenarios = [s for s in args.scenarios.split(",") if s]
-    topics = args.topics.split(",") if args.topics else None
-    if topics is None and args.admin_url and "txn-pipelined" in scenarios:
-        topics = create_topics(args.admin_url, args.partitions)
     if args.mode == "gevent" and args.url:
         from gevent import monkey
 
         if not monkey.is_module_patched("socket"):
-            monkey.patch_all()
+            monkey.patch_all()   # before the admin client imports urllib3 (and ssl)
+    topics = args.topics.split(",") if args.topics else None
+    if topics is None and args.admin_url and "txn-pipelined" in scenarios:
+        topics = create_topics(args.admin_url, args.partitions)
+    if args.mode == "gevent" and args.url:
         print(json.dumps([measure(args.url, s, args.workers, args.seconds, "gevent", listener=args.listener,
                                   topics=topics) for s in scenarios]))
         return 0
