@@ -16,6 +16,7 @@ a saturated load generator (analysis/perf/loadgen.py reads it). Keys:
 | `ops` | `{"ok": {f: n}, "failed": {f: n}}` totals per operation |
 | `cpu_percent` | CPU of all load processes over the last interval, in % of one core (can exceed 100 with workers) |
 | `cpu_samples` | `[[time_ns, cpu_seconds], ...]`: cumulative CPU seconds of all load processes against the run clock |
+| `host_busy_samples` | `[[time_ns, busy_seconds], ...]`: the whole machine's cumulative non-idle CPU seconds (all cores, harness.host_cpu), so a report can tell whether the cores were saturated |
 | `capacity` | the harness's measured rate against a null broker, when measured (workloads.capacity, measured by orchestrator.capacity), else absent |
 | `fatal` | why the load stopped itself (e.g. the history could not be written), else null |
 | `workers` | a master's workers, local and remote: `[{"writer", "host", "committed_txns", "messages", "committed_txn_per_s", "msgs_per_s"}]` (rates over the last `window_s`); absent without workers |
@@ -33,6 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness import host_cpu
 from harness.history import RunClock
 from harness.results import write_json_atomic
 from workloads.context import Counters
@@ -91,6 +93,7 @@ class StatusReporter:
         self.started_ns = clock.now_ns()
         self._history: deque[tuple[int, int, int]] = deque()
         self._cpu_samples: list[list[float]] = []
+        self._host_samples: list[list[float]] = []
         self._last_cpu: tuple[int, float] | None = None
         self.fatal: str | None = None
         self._per_worker = per_worker
@@ -119,7 +122,11 @@ class StatusReporter:
             "committed_txns": committed, "messages": messages, "receives": counters.receives,
             "errors": counters.errors, "ops": {"ok": dict(counters.ok), "failed": dict(counters.failed)},
             "cpu_percent": None, "cpu_samples": self._cpu_samples, "fatal": self.fatal,
+            "host_busy_samples": self._host_samples,
         }
+        self._host_samples.append([now, round(host_cpu.busy_seconds(), 3)])
+        if len(self._host_samples) > MAX_CPU_SAMPLES:
+            self._host_samples[1:] = self._host_samples[2::2]
         if self._cpu is not None:
             cpu_s = self._cpu.total_s()
             if self._last_cpu is not None and now > self._last_cpu[0]:

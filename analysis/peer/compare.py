@@ -22,6 +22,8 @@ from analysis.peer.pulsar_perf import PerfResult, cpu_over
 
 PEER_SCHEMA = 1
 GOAL = 0.8
+#: the share of the machine's cores busy over a window from which the machine counts as saturated
+MACHINE_SATURATED = 0.9
 PERF = "pulsar-perf"
 PERF_AFTER = "pulsar-perf-after"
 TXNBENCH = "txnbench"
@@ -62,13 +64,16 @@ def perf_side(result: PerfResult, run_json: Mapping[str, Any], before: Mapping[s
               after: Mapping[str, str], abort: bool) -> dict[str, Any]:
     """pulsar-perf's column: its window's rate and latency, its JVM's CPU, the brokers' counts."""
     counts = brokers.deltas(before, after)
-    cpu_per_1000 = cpu_pct = None
+    cpu_per_1000 = cpu_pct = host_busy = None
     if result.window_wall_s and result.txn_per_s:
         start, end = result.window_wall_s
         cpu = cpu_over(run_json.get("cpu_samples") or [], start, end)
         if cpu is not None and end > start:
             cpu_pct = round(100.0 * cpu / (end - start), 1)
             cpu_per_1000 = round(1000.0 * cpu / (end - start) / result.txn_per_s, 3)
+        busy = cpu_over(run_json.get("host_busy_samples") or [], start, end)
+        if busy is not None and end > start:
+            host_busy = round(busy / (end - start), 2)
     samples = run_json.get("cpu_samples") or []
     latency = {op: _latency(result.latency_ms.get(op)) for op in ("send", "ack")}
     latency["txn-commit"] = None
@@ -86,6 +91,8 @@ def perf_side(result: PerfResult, run_json: Mapping[str, Any], before: Mapping[s
         "cpu_percent_of_core": cpu_pct,
         "cpu_s_per_1000_txn": cpu_per_1000,
         "cpu_s_total": samples[-1][1] if samples else None,
+        "host_busy_cores": host_busy,
+        "host_cpus": run_json.get("host_cpus"),
         "broker_counts": counts,
         "broker_counts_per_committed_txn": _per_txn(counts, _broker_committed(counts)),
         "exit_code": run_json.get("exit_code"),
@@ -102,6 +109,7 @@ def txnbench_side(run_dir: Path) -> dict[str, Any]:
                             brokers.read_texts(run_dir / "metrics", "recovery"))
     rate = perf.get("committed_txn_per_s")
     cpu = ((perf.get("load_generator") or {}).get("cpu")) or {}
+    host = ((perf.get("load_generator") or {}).get("host")) or {}
     pct = None if cpu.get("absent") else cpu.get("percent_of_core")
     latency = perf.get("latency_ms") or {}
     anomalies = results.get("anomalies") or {}
@@ -114,6 +122,8 @@ def txnbench_side(run_dir: Path) -> dict[str, Any]:
         "latency_ms": {op: _latency(latency.get(op)) for op in ("txn-open", "send", "ack", "txn-commit")},
         "cpu_percent_of_core": pct,
         "cpu_s_per_1000_txn": round(10.0 * pct / rate, 3) if pct is not None and rate else None,
+        "host_busy_cores": host.get("busy_cores"),
+        "host_cpus": host.get("host_cpus"),
         "broker_counts": counts,
         "broker_counts_per_committed_txn": _per_txn(counts, _broker_committed(counts)),
         "transactions": perf.get("transactions") or {},
@@ -185,6 +195,12 @@ def bottleneck(plan: Mapping[str, Any], perf: Mapping[str, Any], txnbench: Mappi
             out["txnbench_cycle_ms"] = round(sum(n * means[op] for op, n in cycle.items()), 1)
     cpu = txnbench.get("cpu_percent_of_core")
     out["txnbench_cpu_bound"] = None if cpu is None else cpu >= 80.0
+    busy, cores = txnbench.get("host_busy_cores"), txnbench.get("host_cpus")
+    if isinstance(busy, int | float) and isinstance(cores, int | float) and cores:
+        # the machine's cores all busy: the load generator's CPU is taken from the cluster it measures
+        out["machine_saturated"] = busy >= MACHINE_SATURATED * cores
+        out["txnbench_host_busy_cores"], out["host_cpus"] = busy, cores
+        out["pulsar-perf_host_busy_cores"] = perf.get("host_busy_cores")
     # One gevent load process runs on one core at most: its CPU per transaction caps its rate.
     cpu_ms = txnbench.get("cpu_s_per_1000_txn")
     perf_rate = perf.get("committed_txn_per_s")

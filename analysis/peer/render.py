@@ -20,6 +20,13 @@ def _num(value: Any, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
+def _cores(side: Mapping[str, Any]) -> str:
+    busy, cores = side.get("host_busy_cores"), side.get("host_cpus")
+    if busy is None:
+        return "not measured"
+    return f"{_num(busy)} of {cores}" if cores else _num(busy)
+
+
 def _lat(block: Mapping[str, Any] | None) -> str:
     if not block:
         return "not measured"
@@ -37,7 +44,9 @@ def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         out.append((f"{op} latency p50 / p99 / max (ms)", _lat(p["latency_ms"].get(op)), _lat(t["latency_ms"].get(op))))
     out += [("load generator CPU (% of a core)", _num(p.get("cpu_percent_of_core")), _num(t.get("cpu_percent_of_core"))),
             ("load generator CPU s per 1000 txn", _num(p.get("cpu_s_per_1000_txn")), _num(t.get("cpu_s_per_1000_txn"))),
-            ("txnbench / pulsar-perf CPU per txn", "1", _num(doc["ratios"].get("cpu_s_per_1000_txn")))]
+            ("txnbench / pulsar-perf CPU per txn", "1", _num(doc["ratios"].get("cpu_s_per_1000_txn"))),
+            ("machine busy over the window, cores (all processes: load, cluster, anything else)",
+             _cores(p), _cores(t))]
     agg, txns = p.get("aggregated") or {}, t.get("transactions") or {}
     failed_t = (txns.get("failed") or 0) + (txns.get("unknown") or 0) if txns else None
     out.append(("transactions that failed to end (pulsar-perf: whole run; txnbench: window)",
@@ -97,11 +106,16 @@ def bottleneck_text(doc: Mapping[str, Any]) -> str:
         if b.get("txnbench_txns_in_flight") is not None:
             text += f"; txnbench transactions {_num(b['txnbench_txns_in_flight'])} (pulsar-perf times no commit)"
         text += "."
+    if b.get("machine_saturated"):
+        text += (f" The machine was saturated while txnbench ran ({_num(b.get('txnbench_host_busy_cores'))} of "
+                 f"{b.get('host_cpus')} cores busy; pulsar-perf's window: "
+                 f"{_num(b.get('pulsar-perf_host_busy_cores'))}): the load generator's CPU was taken from the "
+                 "cluster, so its CPU per transaction lengthened the cluster's answers, not only its own work.")
     if b.get("txnbench_cpu_caps_below_goal"):
         text += (f" CPU per transaction caps txnbench: one load process (one core at most) at its measured CPU per "
                  f"transaction cannot exceed {_num(b.get('txnbench_ceiling_txn_per_s_per_core'))} txn/s, and "
                  f"matching pulsar-perf's rate would take {_num(b.get('txnbench_cores_to_match_pulsar_perf'))} cores.")
-    elif b.get("txnbench_cpu_bound") is False:
+    elif b.get("txnbench_cpu_bound") is False and not b.get("machine_saturated"):
         text += (" txnbench's load process used under 80% of a core: the limit is the waits (on a busy machine also "
                  "the wait for a core), not its own CPU.")
     if b.get("txnbench_cpu_bound"):

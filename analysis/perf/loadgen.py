@@ -133,6 +133,15 @@ def load_generator(locust_dir: Path, window: Mapping[str, Any] | None, achieved_
             cpu["host_cpus"] = int(status["host_cpus"])
         out["cpu"] = cpu
 
+    host = None
+    if status is not None and window is not None and status.get("host_busy_samples"):
+        host = cpu_over_window(status["host_busy_samples"], int(window["start_ns"]), int(window["end_ns"]))
+    if host is not None:
+        cores = status.get("host_cpus") if status is not None and _number(status.get("host_cpus")) else None
+        busy = round(host["percent_of_core"] / 100.0, 2)
+        out["host"] = {"busy_cores": busy, "host_cpus": cores,
+                       "busy_fraction": round(busy / cores, 3) if cores else None,
+                       "source": "locust/status.json host_busy_samples over the measured window (the whole machine)"}
     capacity = status.get("capacity") if status is not None else None
     if isinstance(capacity, Mapping) and _number(capacity.get("committed_txn_per_s")):
         cap: dict[str, Any] = {k: capacity.get(k) for k in ("committed_txn_per_s", "msgs_per_s", "against",

@@ -236,6 +236,10 @@ def _loadgen_section(perf: Mapping[str, Any]) -> Section:
          cpu.get("reason") or cpu.get("source", "")),
         ("load CPU per process, % of one core", absent if cpu.get("absent") else fmt_num(cpu.get("per_process_percent")),
          "" if cpu.get("absent") else f"{cpu.get('processes')} load process(es)"),
+        ("machine busy, cores (load, cluster and anything else)",
+         fmt_num((lg.get("host") or {}).get("busy_cores")) if lg.get("host") else absent,
+         f"of {lg['host'].get('host_cpus')}; {lg['host'].get('source')}" if lg.get("host")
+         else "status.json has no host_busy_samples"),
         ("Locust requests/s (whole run)", absent if csv.get("absent") else fmt_num(csv.get("requests_per_s")),
          csv.get("reason") or csv.get("file", "")),
     ]

@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from harness import host_cpu
 from harness.errors import EnvironmentProblem
 from targets.pulsar import conf
 from targets.pulsar.jars import Classpath
@@ -63,6 +64,8 @@ class PerfRun:
     ended_wall_s: float = 0.0
     #: [[unix seconds, cumulative CPU seconds (user + system, incl. children)], ...]
     cpu_samples: list[list[float]] = field(default_factory=list)
+    #: [[unix seconds, the machine's cumulative busy CPU seconds (harness.host_cpu)], ...]
+    host_busy_samples: list[list[float]] = field(default_factory=list)
     killed: bool = False
 
     @property
@@ -73,7 +76,8 @@ class PerfRun:
     def to_json(self) -> dict[str, Any]:
         return {"argv": self.argv, "log": self.log_path.name, "exit_code": self.exit_code,
                 "hgrm": self.hgrm_path.name if self.hgrm_path else None, "started_wall_s": self.started_wall_s,
-                "ended_wall_s": self.ended_wall_s, "cpu_samples": self.cpu_samples, "killed": self.killed}
+                "ended_wall_s": self.ended_wall_s, "cpu_samples": self.cpu_samples,
+                "host_busy_samples": self.host_busy_samples, "host_cpus": host_cpu.cpus(), "killed": self.killed}
 
 
 def client_conf(service_url: str, admin_url: str) -> str:
@@ -125,6 +129,7 @@ def run_perf(plan: PerfPlan, *, java: str, java_major: int, classpath: Classpath
             cpu = _cpu_s(proc)
             if cpu is not None:
                 run.cpu_samples.append([round(time.time(), 3), round(cpu, 3)])
+            run.host_busy_samples.append([round(time.time(), 3), round(host_cpu.busy_seconds(), 3)])
             if time.monotonic() > deadline:
                 run.killed = True
                 popen.kill()

@@ -219,6 +219,24 @@ def test_pulsar_perf_after_txnbench_brackets_it_and_the_ratio_is_taken_against_t
     assert "drifted" not in to_markdown(alone)
 
 
+def test_a_saturated_machine_is_named_as_the_mechanism_of_the_waits() -> None:
+    """2 cores, brokers and load together: the load process's CPU is taken from the cluster."""
+    from analysis.peer.compare import bottleneck
+
+    perf = {"committed_txn_per_s": 1000.0, "latency_ms": {}, "host_busy_cores": 1.7}
+    txnbench = {"committed_txn_per_s": 600.0, "latency_ms": {}, "cpu_percent_of_core": 60.0,
+                "cpu_s_per_1000_txn": 1.0, "host_busy_cores": 1.92, "host_cpus": 2}
+    b = bottleneck({"threads": 8, "messages_per_txn": 4}, perf, txnbench)
+    assert b["machine_saturated"] is True and b["txnbench_host_busy_cores"] == 1.92
+    doc = {"bottleneck": b}
+    from analysis.peer.render import bottleneck_text
+    text = bottleneck_text(doc)
+    assert "saturated while txnbench ran (1.92 of 2 cores busy; pulsar-perf's window: 1.7)" in text
+    assert "not its own CPU" not in text
+    calm = bottleneck({"threads": 8, "messages_per_txn": 4}, perf, {**txnbench, "host_busy_cores": 1.2})
+    assert calm["machine_saturated"] is False and "not its own CPU" in bottleneck_text({"bottleneck": calm})
+
+
 def test_the_bottleneck_sets_txnbench_serial_operations_against_its_time_per_transaction() -> None:
     from analysis.peer.compare import bottleneck
 

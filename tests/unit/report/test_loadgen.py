@@ -56,3 +56,12 @@ def test_nothing_reported_is_unknown_not_fine(tmp_path: Path) -> None:
     assert out["saturated"] is None and out["verdict"].startswith("unknown")
     assert "does not exist" in out["status"]["reason"] and out["capacity"]["absent"] is True
     assert out["csv"]["absent"] is True
+
+
+def test_the_machine_busy_over_the_window_says_whether_its_cores_were_saturated(tmp_path: Path) -> None:
+    locust = write_status(tmp_path, {"cpu_samples": [[0, 0.0], [30 * S, 6.0]], "host_cpus": 2,
+                                     "host_busy_samples": [[9 * S, 100.0], [21 * S, 122.8]]})
+    out = load_generator(locust, WINDOW, 200.0, None, 1)
+    assert out["host"]["busy_cores"] == 1.9 and out["host"]["busy_fraction"] == 0.95
+    assert "whole machine" in out["host"]["source"]
+    assert "host" not in load_generator(write_status(tmp_path / "old", {"cpu_percent": 5.0}), WINDOW, 1.0, None, 1)

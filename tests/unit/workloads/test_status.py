@@ -59,6 +59,9 @@ def test_rates_over_the_window_totals_and_cpu(tmp_path: Path) -> None:
     assert status["users"] == 3 and status["users_by_kind"] == {"AtomicProduceUser": 3}
     assert status["processes"] == 1 and status["host_cpus"] == (os.cpu_count() or 1)
     assert status["cpu_samples"][-1] == [clock.now, 5.0]
+    # the whole machine's busy CPU seconds, one sample a write, on the run clock
+    host = status["host_busy_samples"]
+    assert len(host) == 11 and host[-1][0] == clock.now and host[-1][1] >= host[0][1] > 0
     assert "capacity" not in status
     on_disk = json.loads(rep.path.read_text())
     assert on_disk["committed_txns"] == 1000 and on_disk["state"] == "running"
