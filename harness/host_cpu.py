@@ -16,8 +16,3 @@ def busy_seconds() -> float:
     """Cumulative CPU seconds of all cores that were neither idle nor waiting for I/O, since boot."""
     times = psutil.cpu_times()
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
-
-
-def cpus() -> int:
-    """The cores the scheduler can use."""
-    return psutil.cpu_count() or 1

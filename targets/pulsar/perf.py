@@ -16,6 +16,7 @@ always killed on the way out; nothing else is touched.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -77,7 +78,7 @@ class PerfRun:
         return {"argv": self.argv, "log": self.log_path.name, "exit_code": self.exit_code,
                 "hgrm": self.hgrm_path.name if self.hgrm_path else None, "started_wall_s": self.started_wall_s,
                 "ended_wall_s": self.ended_wall_s, "cpu_samples": self.cpu_samples,
-                "host_busy_samples": self.host_busy_samples, "host_cpus": host_cpu.cpus(), "killed": self.killed}
+                "host_busy_samples": self.host_busy_samples, "host_cpus": os.cpu_count() or 1, "killed": self.killed}
 
 
 def client_conf(service_url: str, admin_url: str) -> str:

@@ -26,6 +26,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -157,7 +158,8 @@ def ensure_program(release: PulsarRelease, say: Callable[[str], None] | None = N
     classes, stamp = folder / "classes", folder / "compiled.json"
     if not stamp.is_file() or not classes.is_dir():
         with building(folder.with_name(folder.name + ".lock"), f"the Java transaction check for {release.version}",
-                      say or (lambda _: None), wait_s=COMPILE_TIMEOUT_S + 60):
+                      say or (lambda text: print(text, file=sys.stderr, flush=True)),
+                      wait_s=COMPILE_TIMEOUT_S + 60):
             if not stamp.is_file() or not classes.is_dir():   # not compiled meanwhile by another process
                 _compile(release, java, major, client, folder)
     return TxnCheckProgram(release=release, java=java, java_major=major, classes=classes, client=client)

@@ -9,8 +9,8 @@ every request at once) and measures, for a few seconds each:
   (5 round trips per transaction: NEW_TXN, ADD_PARTITION, SEND, SEND, END_TXN);
 * `txn-pipelined`: pulsar-perf's v4 loop (`PerformanceTransaction`): each worker waits only
   for new_transaction, sends 2 unkeyed 1024-byte messages to each of 2 topics without
-  waiting (batching as Java's defaults), fires the commit and opens the next; the rate and
-  the mean wait for an open. Against a real cluster (`--url`, `--listener`, and `--admin-url`
+  waiting (batching as Java's defaults), fires the commit and opens the next; the rate of
+  committed transactions and the mean wait for an open. Against a real cluster (`--url`, `--listener`, and `--admin-url`
   to create the 2 topics with `--partitions`) it is the bare client beside `txnbench peer`'s
   numbers: what the client reaches without the harness's history and workload around it.
 
@@ -72,14 +72,21 @@ def _pipelined(client: Any, topics: list[str], counts: list[int], opens_s: list[
     payload = b"x" * PIPELINED_PAYLOAD
     client.new_transaction().commit()  # discovery outside the measured window
 
-    def commit_in_background(txn: Any) -> Any:
+    import threading
+
+    counted = threading.Lock()
+
+    def commit(txn: Any, index: int) -> None:
+        txn.commit()   # counted once committed: a failed commit raises here and counts nothing
+        with counted:
+            counts[index] += 1
+
+    def commit_in_background(txn: Any, index: int) -> Any:
         if mode == "gevent":
             import gevent
 
-            return gevent.spawn(txn.commit)
-        import threading
-
-        thread = threading.Thread(target=txn.commit)
+            return gevent.spawn(commit, txn, index)
+        thread = threading.Thread(target=commit, args=(txn, index))
         thread.start()
         return thread
 
@@ -93,8 +100,7 @@ def _pipelined(client: Any, topics: list[str], counts: list[int], opens_s: list[
             for producer in producers:
                 for _ in range(PIPELINED_PER_TOPIC):
                     producer.send_async(payload, txn=txn)
-            commits.append(commit_in_background(txn))
-            counts[index] += 1
+            commits.append(commit_in_background(txn, index))
             if len(commits) >= 64:   # bounded: the oldest commits are done long since
                 for commit in commits[:32]:
                     commit.join()
