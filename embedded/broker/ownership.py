@@ -196,8 +196,10 @@ class OwnershipService:
             return
         self.metrics.ownership_changes.inc(event="released")
         try:
-            if held.session_id == self.metadata.current_session:   # else the store removed it with the session
+            if held.session_id == self.metadata.current_session:
                 await self.metadata.delete(owner_key(topic), expected_version=held.version_id)
+            else:   # the store removes it with the lost session, but a revalidation may have re-created it
+                await self._delete_live_record(topic)
         except (BadVersion, KeyNotFound):
             pass
         except Exception as err:   # the session going away removes it anyway
@@ -286,6 +288,10 @@ class OwnershipService:
                 except BadVersion:
                     continue
                 version = result.version.version_id
+            if topic not in self._owned:   # released while we re-created its record
+                await self._undo_record(topic, key, version)
+                self._stale.discard(topic)
+                return
             if self._owned.get(topic) is held:
                 self._owned[topic] = OwnerInfo(self.broker_id, self.service_url, self.web_url, session, version)
                 self.metrics.ownership_changes.inc(event="revalidated")
@@ -293,6 +299,29 @@ class OwnershipService:
             self._stale.discard(topic)
             return
         log.info("the owner record of %s kept changing while revalidating it; trying again", topic)
+
+    async def _undo_record(self, topic: TopicName, key: str, version: int | None) -> None:
+        """Delete the record a revalidation re-created for a topic released meanwhile.
+
+        Left behind, it would name this broker under its live session for a topic it no longer
+        serves: lookups would send clients here and `get_topic` refuse them for the session's
+        whole life (a record of our live session is never taken over). It is ours and of the
+        live session, so a CAS on its version cannot remove another owner's record."""
+        try:
+            await self.metadata.delete(key, expected_version=version)
+            log.info("released %s while revalidating it: deleted the record re-created for it", topic)
+        except (BadVersion, KeyNotFound):
+            pass
+        except Exception as err:   # the live session's end removes it anyway
+            log.warning("could not delete the re-created owner record of released %s (%s)", topic, err)
+
+    async def _delete_live_record(self, topic: TopicName) -> None:
+        """On a release of a topic held under a lost session: a revalidation round whose put
+        landed but whose answer was lost left a record of the live session; remove it."""
+        current = await self.owner_of(topic)
+        if current is not None and current.broker_id == self.broker_id and \
+                current.session_id == self.metadata.current_session:
+            await self._undo_record(topic, owner_key(topic), current.version_id)
 
     async def _lost(self, topic: TopicName, why: str) -> None:
         if self._owned.pop(topic, None) is None:

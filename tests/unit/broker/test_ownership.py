@@ -278,3 +278,97 @@ def test_a_restarted_broker_takes_its_predecessors_record_over_before_that_sessi
         await after.close()
 
     asyncio.run(run())
+
+
+class GatedClient(BrokerClient):
+    """A client whose next ephemeral put waits until the test opens the gate: a release can
+    then run while a revalidation's put is in flight."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.gate: asyncio.Event | None = None
+        self.waiting = asyncio.Event()
+
+    async def put(self, key: str, value: str, *, expected_version: int | None = None,
+                  ephemeral: bool = False) -> PutResult:
+        gate, self.gate = self.gate, None
+        if ephemeral and gate is not None:
+            self.waiting.set()
+            await asyncio.wait_for(gate.wait(), 5)
+        return await super().put(key, value, expected_version=expected_version, ephemeral=ephemeral)
+
+
+@pytest.mark.parametrize("expired_first", [True, False], ids=["record-gone", "stale-record-replaced"])
+def test_a_topic_released_while_its_record_is_revalidated_leaves_no_record(expired_first: bool) -> None:
+    """Unloaded (released) while the revalidation of a lost session re-creates its record: the
+    new record must not outlive the release. Left behind, it names this broker under its live
+    session while the broker no longer serves the topic: lookups send clients here and the broker
+    refuses them ("not served by broker 0 (owner: broker 0)") for the session's whole life.
+    Seen in chaos experiment 20261127-224817-chaos-cov90-exp (v5: a segment stayed unserved until
+    the drain restarted the brokers)."""
+    async def run() -> None:
+        store = MemoryStore()
+        client = GatedClient(store)
+        service = OwnershipService(client, 0, "pulsar://b0", "http://b0", BrokerMetrics())  # type: ignore[arg-type]
+        await service.try_acquire(TOPIC)
+        old = client.session
+        assert old is not None
+        if expired_first:
+            store.expire(old)
+        gate = client.gate = asyncio.Event()
+        client.lose_session()                          # revalidation starts: its put waits at the gate
+        await asyncio.wait_for(client.waiting.wait(), 5)
+        await service.release(TOPIC)                   # the topic is unloaded meanwhile
+        gate.set()
+        await settle(service)
+        assert not service.is_owned(TOPIC)
+        assert owner_key(TOPIC) not in store.records   # free for any broker to acquire
+        other, _, _ = broker(store, 1)
+        assert (await other.try_acquire(TOPIC)).broker_id == 1
+        await service.close()
+
+    asyncio.run(run())
+
+
+class AnswerLostClient(BrokerClient):
+    """The next ephemeral put lands in the store but its answer is lost (the store went out of
+    reach before it answered): the caller sees MetadataUnavailable."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.lose_next_answer = False
+
+    async def put(self, key: str, value: str, *, expected_version: int | None = None,
+                  ephemeral: bool = False) -> PutResult:
+        result = await super().put(key, value, expected_version=expected_version, ephemeral=ephemeral)
+        if ephemeral and self.lose_next_answer:
+            self.lose_next_answer = False
+            raise MetadataUnavailable("the answer was lost")
+        return result
+
+
+def test_a_topic_released_after_a_revalidation_put_whose_answer_was_lost_leaves_no_record() -> None:
+    """The revalidation's put landed, its answer did not; before the next round the topic is
+    released. The record of the live session must go with the release."""
+    async def run() -> None:
+        store = MemoryStore()
+        client = AnswerLostClient(store)
+        service = OwnershipService(client, 0, "pulsar://b0", "http://b0", BrokerMetrics())  # type: ignore[arg-type]
+        await service.try_acquire(TOPIC)
+        old = client.session
+        assert old is not None
+        store.expire(old)
+        client.lose_next_answer = True
+        client.lose_session()
+        for _ in range(100):   # bounded: until the landed put is in the store
+            if owner_key(TOPIC) in store.records:
+                break
+            await asyncio.sleep(0.01)
+        assert store.records[owner_key(TOPIC)][2] == client.session != old
+        await service.release(TOPIC)
+        await settle(service)
+        assert not service.is_owned(TOPIC)
+        assert owner_key(TOPIC) not in store.records
+        await service.close()
+
+    asyncio.run(run())
