@@ -30,6 +30,14 @@ PULSAR_VERSION_HELP = ("pulsar target: the Apache Pulsar release to run (5.0.1, 
                        "targets/pulsar/versions.py)")
 
 
+def _cpu_list(text: str) -> frozenset[int]:
+    from harness.cpus import CpuSetError, parse_cpu_list
+    try:
+        return parse_cpu_list(text)
+    except CpuSetError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -193,6 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--no-perf-after", dest="perf_after", action="store_false",
                       help="skip the second pulsar-perf run after txnbench (it brackets txnbench and measures the "
                            "cluster's drift; about two minutes)")
+    peer.add_argument("--load-cpus", type=_cpu_list, metavar="LIST",
+                      help="pin both load generators (pulsar-perf's JVM, txnbench's load process) to these CPUs "
+                           "(e.g. 1 or 2-3) and the cluster to the others, so neither tool's CPU is taken from "
+                           "the cluster it measures (default: all share every CPU)")
     peer.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                       help="results root (default: results/)")
     peer.set_defaults(handler=_cmd_peer, target="pulsar")

@@ -32,6 +32,7 @@ from analysis.peer.compare import build_peer, perf_side, txnbench_side
 from analysis.peer.pulsar_perf import read_result
 from analysis.peer.render import to_html, to_markdown
 from harness.config import RunConfig
+from harness.cpus import CpuSetError, CpuSplit, pin_process, split_off, usable_cpus
 from harness.errors import EnvironmentProblem
 from harness.results import (
     RunStatus,
@@ -88,9 +89,12 @@ class SharedCluster:
 def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
     """Run both tools on one cluster and write the comparison; exit 0 when both produced a rate."""
     chosen = release(config.cluster.pulsar_version)
+    split = _cpu_split(getattr(args, "load_cpus", None))
     stamp = utc_stamp()
     peer_dir = create_unique_dir(args.results, f"{stamp}-peer-{config.name}-{config.path.value}-{chosen.version}")
     plan = plan_peer(config, chosen, tag=stamp.replace("-", ""))
+    if split is not None:
+        plan = dataclasses.replace(plan, notes=(*plan.notes, split.describe() + " (--load-cpus)"))
     for note in plan.notes:
         say(f"[peer] matched: {note}")
     cluster_dir = Path(tempfile.mkdtemp(prefix="txnbench-peer-"))
@@ -99,19 +103,23 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
         settings=dict(config.cluster.settings), directory=cluster_dir, parent_pid=os.getpid(),
         ready_timeout_s=max(config.cluster.ready_timeout_s, PULSAR_READY_TIMEOUT_S), say=say))
     perf_dir = peer_dir / "pulsar-perf"
+    load_cpus = split.load if split is not None else None
+    usable = usable_cpus()
     try:
+        if split is not None:   # the cluster's servers inherit the orchestrator's CPUs
+            pin_process(os.getpid(), split.cluster)
         info = cluster.up()
         classpath = ensure_jars(chosen, say)
         java, major = find_java(chosen.min_java)
         perf_run = run_perf(plan.perf, java=str(java), java_major=major, classpath=classpath,
                             service_url=info.service_url, admin_url=info.admin_url,
                             listener_name=info.listener_name, out_dir=perf_dir,
-                            scrape=cluster.scrape_metrics, say=say)
+                            scrape=cluster.scrape_metrics, say=say, cpus=load_cpus)
         write_json_atomic(perf_dir / "run.json", perf_run.to_json())
         say(f"[peer] pulsar-perf done (exit {perf_run.exit_code}); now txnbench on the same cluster")
         # analysed after the cluster is stopped: Spark and four idle JVMs do not share 2 cores well
         outcome = Run(plan.config, RunOptions(results_root=peer_dir, command="peer", analyze=False,
-                                              target=SharedCluster(cluster))).execute()
+                                              target=SharedCluster(cluster), load_cpus=load_cpus)).execute()
         if getattr(args, "perf_after", True):
             # pulsar-perf again, on topics of its own: the same command swung 934-1,249 txn/s between
             # runs on one machine (2026-11-27), so a ratio against one run says little without the drift
@@ -122,7 +130,7 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
                 after_run = run_perf(after, java=str(java), java_major=major, classpath=classpath,
                                      service_url=info.service_url, admin_url=info.admin_url,
                                      listener_name=info.listener_name, out_dir=peer_dir / PERF_AFTER_DIR,
-                                     scrape=cluster.scrape_metrics, say=say)
+                                     scrape=cluster.scrape_metrics, say=say, cpus=load_cpus)
             except EnvironmentProblem as err:   # the two runs before it stand: report them unbracketed
                 say(f"[peer] the second pulsar-perf run failed, so the report has no bracket: {err}")
             else:
@@ -132,6 +140,8 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
             cluster.down()
         finally:
             shutil.rmtree(cluster_dir, ignore_errors=True)
+            if split is not None:   # the analysis below gets every CPU again
+                pin_process(os.getpid(), usable)
     if outcome.status is RunStatus.COMPLETE:
         from analysis.pipeline import analyze_run
 
@@ -142,6 +152,7 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
         "plan": plan.perf.to_json(), "notes": list(plan.notes), "run_dir": outcome.run_dir.path.name,
         "cluster": {"target": "pulsar", "release": chosen.version, "brokers": config.cluster.brokers,
                     "components": cluster.components, "service_url": info.service_url},
+        "cpus": split.to_json() if split is not None else None,
         "commands": {
             "peer": "txnbench " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["peer"] else "txnbench peer",
             "pulsar-perf": java_cmd + " " + shlex.join(plan.perf.argv(info.service_url, info.admin_url,
@@ -156,6 +167,17 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
     if sides["pulsar-perf"]["ended_txn_per_s"] is None:
         raise EnvironmentProblem(f"pulsar-perf reported no rate; see {perf_run.log_path}")
     return 0 if sides["txnbench"].get("committed_txn_per_s") is not None else 2
+
+
+def _cpu_split(load_cpus: frozenset[int] | None) -> CpuSplit | None:
+    """The CPUs of `--load-cpus` and the rest for the cluster; a list that cannot work stops here,
+    before a cluster is started."""
+    if load_cpus is None:
+        return None
+    try:
+        return split_off(load_cpus, usable_cpus())
+    except CpuSetError as err:
+        raise EnvironmentProblem(f"--load-cpus: {err}") from None
 
 
 def write_peer_report(peer_dir: Path) -> dict[str, Any]:

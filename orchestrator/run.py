@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.verdicts import judge_run
 from faults.nemesis import Nemesis
 from harness.config import ColdReads, RunConfig, Target
+from harness.cpus import preexec_pinning
 from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
@@ -287,7 +288,8 @@ class Run:
         log = (self.run_dir.logs_dir / "load.log").open("ab")
         self.load = subprocess.Popen(python_m(RUNNER, "--spec", str(spec_path)),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
+                                     env=env, start_new_session=True,
+                                     preexec_fn=preexec_pinning(self.options.load_cpus))
         log.close()
 
     def _check_load_alive(self) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import psutil
 
 from harness import host_cpu
+from harness.cpus import preexec_pinning
 from harness.errors import EnvironmentProblem
 from targets.pulsar import conf
 from targets.pulsar.jars import Classpath
@@ -108,7 +109,8 @@ def _write_metrics(out_dir: Path, label: str, texts: Mapping[str, str]) -> None:
 
 def run_perf(plan: PerfPlan, *, java: str, java_major: int, classpath: Classpath, service_url: str,
              admin_url: str, listener_name: str | None, out_dir: Path,
-             scrape: Callable[[], Mapping[str, str]], say: Callable[[str], None]) -> PerfRun:
+             scrape: Callable[[], Mapping[str, str]], say: Callable[[str], None],
+             cpus: frozenset[int] | None = None) -> PerfRun:
     """Run pulsar-perf once, to the end of its `-time`; the JVM never outlives this call."""
     out_dir = out_dir.resolve()          # the JVM runs in it: every path it is given must be absolute
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -121,7 +123,7 @@ def run_perf(plan: PerfPlan, *, java: str, java_major: int, classpath: Classpath
     say(f"[peer] pulsar-perf {' '.join(plan.argv(service_url, admin_url, listener_name))}")
     with run.log_path.open("ab") as log:
         popen = subprocess.Popen(argv, cwd=out_dir, stdin=subprocess.DEVNULL, stdout=log,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+                                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec_pinning(cpus))
     run.started_wall_s = time.time()
     try:
         proc = psutil.Process(popen.pid)
