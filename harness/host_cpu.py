@@ -4,15 +4,35 @@ Why: on a small machine the load generator and the cluster share the cores. When
 are all busy, every CPU-millisecond the load generator spends is taken from the brokers,
 so its CPU per transaction lowers the rate through the system under test's waits, even while
 the load process itself uses well under one core (`txnbench peer`, 2026-11-27: 2 cores, the
-load process at 63% of one, its waits 40% longer than pulsar-perf's).
+load process at 63% of one, its waits 40% longer than pulsar-perf's). With the load
+generator pinned to CPUs of its own (`txnbench peer --load-cpus`, harness/cpus.py) the
+question splits in two: were the load generator's CPUs saturated, or the cluster's? So the
+busy time of a set of CPUs can be read too.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Collection
+from typing import Any
+
 import psutil
 
 
-def busy_seconds() -> float:
-    """Cumulative CPU seconds of all cores that were neither idle nor waiting for I/O, since boot."""
-    times = psutil.cpu_times()
-    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+def _busy(times: Any) -> float:
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+def busy_seconds(cpus: Collection[int] | None = None) -> float:
+    """Cumulative CPU seconds that were neither idle nor waiting for I/O, since boot: of all
+    cores, or of the CPUs `cpus` only."""
+    if cpus is None:
+        return _busy(psutil.cpu_times())
+    per_cpu = psutil.cpu_times(percpu=True)
+    return sum(_busy(per_cpu[i]) for i in cpus if 0 <= i < len(per_cpu))
+
+
+def pinned_cpus() -> list[int] | None:
+    """This process's CPUs when it may run on fewer than the machine has (it was pinned), else None."""
+    own = os.sched_getaffinity(0)
+    return sorted(own) if len(own) < (os.cpu_count() or len(own)) else None

@@ -17,6 +17,7 @@ a saturated load generator (analysis/perf/loadgen.py reads it). Keys:
 | `cpu_percent` | CPU of all load processes over the last interval, in % of one core (can exceed 100 with workers) |
 | `cpu_samples` | `[[time_ns, cpu_seconds], ...]`: cumulative CPU seconds of all load processes against the run clock |
 | `host_busy_samples` | `[[time_ns, busy_seconds], ...]`: the whole machine's cumulative non-idle CPU seconds (all cores, harness.host_cpu), so a report can tell whether the cores were saturated |
+| `own_cpus`, `own_cpus_busy_samples` | only when the load process is pinned to some of the machine's CPUs (`txnbench peer --load-cpus`): those CPUs, and `[[time_ns, busy_seconds], ...]` of them alone, so a report can tell the load generator's CPUs from the cluster's |
 | `capacity` | the harness's measured rate against a null broker, when measured (workloads.capacity, measured by orchestrator.capacity), else absent |
 | `fatal` | why the load stopped itself (e.g. the history could not be written), else null |
 | `workers` | a master's workers, local and remote: `[{"writer", "host", "committed_txns", "messages", "committed_txn_per_s", "msgs_per_s"}]` (rates over the last `window_s`); absent without workers |
@@ -94,6 +95,8 @@ class StatusReporter:
         self._history: deque[tuple[int, int, int]] = deque()
         self._cpu_samples: list[list[float]] = []
         self._host_samples: list[list[float]] = []
+        self._own_cpus = host_cpu.pinned_cpus()
+        self._own_samples: list[list[float]] = []
         self._last_cpu: tuple[int, float] | None = None
         self.fatal: str | None = None
         self._per_worker = per_worker
@@ -127,6 +130,12 @@ class StatusReporter:
         self._host_samples.append([now, round(host_cpu.busy_seconds(), 3)])
         if len(self._host_samples) > MAX_CPU_SAMPLES:
             self._host_samples[1:] = self._host_samples[2::2]
+        if self._own_cpus is not None:
+            status["own_cpus"] = self._own_cpus
+            status["own_cpus_busy_samples"] = self._own_samples
+            self._own_samples.append([now, round(host_cpu.busy_seconds(self._own_cpus), 3)])
+            if len(self._own_samples) > MAX_CPU_SAMPLES:
+                self._own_samples[1:] = self._own_samples[2::2]
         if self._cpu is not None:
             cpu_s = self._cpu.total_s()
             if self._last_cpu is not None and now > self._last_cpu[0]:

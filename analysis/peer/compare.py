@@ -64,7 +64,7 @@ def perf_side(result: PerfResult, run_json: Mapping[str, Any], before: Mapping[s
               after: Mapping[str, str], abort: bool) -> dict[str, Any]:
     """pulsar-perf's column: its window's rate and latency, its JVM's CPU, the brokers' counts."""
     counts = brokers.deltas(before, after)
-    cpu_per_1000 = cpu_pct = host_busy = None
+    cpu_per_1000 = cpu_pct = host_busy = own_busy = None
     if result.window_wall_s and result.txn_per_s:
         start, end = result.window_wall_s
         cpu = cpu_over(run_json.get("cpu_samples") or [], start, end)
@@ -74,6 +74,9 @@ def perf_side(result: PerfResult, run_json: Mapping[str, Any], before: Mapping[s
         busy = cpu_over(run_json.get("host_busy_samples") or [], start, end)
         if busy is not None and end > start:
             host_busy = round(busy / (end - start), 2)
+        own = cpu_over(run_json.get("own_cpus_busy_samples") or [], start, end)
+        if own is not None and end > start:
+            own_busy = round(own / (end - start), 2)
     samples = run_json.get("cpu_samples") or []
     latency = {op: _latency(result.latency_ms.get(op)) for op in ("send", "ack")}
     latency["txn-commit"] = None
@@ -93,12 +96,25 @@ def perf_side(result: PerfResult, run_json: Mapping[str, Any], before: Mapping[s
         "cpu_s_total": samples[-1][1] if samples else None,
         "host_busy_cores": host_busy,
         "host_cpus": run_json.get("host_cpus"),
+        **_cpu_sets(run_json.get("own_cpus"), own_busy, host_busy, run_json.get("host_cpus")),
         "broker_counts": counts,
         "broker_counts_per_committed_txn": _per_txn(counts, _broker_committed(counts)),
         "exit_code": run_json.get("exit_code"),
         "aggregated": result.aggregated,
         "notes": list(result.notes),
     }
+
+
+def _cpu_sets(load_cpus: Any, load_busy: Any, host_busy: Any, host_cpus: Any) -> dict[str, Any]:
+    """A pinned load generator (`--load-cpus`): how busy its CPUs and the cluster's (all the others)
+    were over the window, in cores; nothing when it was not pinned."""
+    if not load_cpus or not isinstance(load_busy, int | float):
+        return {}
+    out: dict[str, Any] = {"load_cpus": list(load_cpus), "load_cpus_busy_cores": load_busy}
+    if isinstance(host_busy, int | float) and isinstance(host_cpus, int) and host_cpus > len(load_cpus):
+        out["cluster_cpus_count"] = host_cpus - len(load_cpus)
+        out["cluster_cpus_busy_cores"] = round(max(host_busy - load_busy, 0.0), 2)
+    return out
 
 
 def txnbench_side(run_dir: Path) -> dict[str, Any]:
@@ -124,6 +140,8 @@ def txnbench_side(run_dir: Path) -> dict[str, Any]:
         "cpu_s_per_1000_txn": round(10.0 * pct / rate, 3) if pct is not None and rate else None,
         "host_busy_cores": host.get("busy_cores"),
         "host_cpus": host.get("host_cpus"),
+        **_cpu_sets(host.get("own_cpus"), host.get("own_cpus_busy_cores"), host.get("busy_cores"),
+                    host.get("host_cpus")),
         "broker_counts": counts,
         "broker_counts_per_committed_txn": _per_txn(counts, _broker_committed(counts)),
         "transactions": perf.get("transactions") or {},
@@ -201,6 +219,18 @@ def bottleneck(plan: Mapping[str, Any], perf: Mapping[str, Any], txnbench: Mappi
         out["machine_saturated"] = busy >= MACHINE_SATURATED * cores
         out["txnbench_host_busy_cores"], out["host_cpus"] = busy, cores
         out["pulsar-perf_host_busy_cores"] = perf.get("host_busy_cores")
+    if txnbench.get("load_cpus") and txnbench.get("cluster_cpus_count"):
+        # pinned: the load generators' CPUs and the cluster's are apart; which set was full says which side limits
+        n_load, n_cluster = len(txnbench["load_cpus"]), txnbench["cluster_cpus_count"]
+        out["pinned"] = {"load_cpus": n_load, "cluster_cpus": n_cluster}
+        for name, side in ((PERF, perf), (TXNBENCH, txnbench)):
+            load, cluster = side.get("load_cpus_busy_cores"), side.get("cluster_cpus_busy_cores")
+            out["pinned"][f"{name}_load_cpus_busy"] = load
+            out["pinned"][f"{name}_cluster_cpus_busy"] = cluster
+            out["pinned"][f"{name}_cluster_saturated"] = (cluster >= MACHINE_SATURATED * n_cluster
+                                                          if isinstance(cluster, int | float) else None)
+            out["pinned"][f"{name}_load_saturated"] = (load >= MACHINE_SATURATED * n_load
+                                                       if isinstance(load, int | float) else None)
     # One gevent load process runs on one core at most: its CPU per transaction caps its rate.
     cpu_ms = txnbench.get("cpu_s_per_1000_txn")
     perf_rate = perf.get("committed_txn_per_s")

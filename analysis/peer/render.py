@@ -27,6 +27,10 @@ def _cores(side: Mapping[str, Any]) -> str:
     return f"{_num(busy)} of {cores}" if cores else _num(busy)
 
 
+def _share(busy: Any, cpus: Any) -> str:
+    return "not measured" if busy is None else f"{_num(busy)} of {cpus}" if cpus else _num(busy)
+
+
 def _lat(block: Mapping[str, Any] | None) -> str:
     if not block:
         return "not measured"
@@ -47,6 +51,14 @@ def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             ("txnbench / pulsar-perf CPU per txn", "1", _num(doc["ratios"].get("cpu_s_per_1000_txn"))),
             ("machine busy over the window, cores (all processes: load, cluster, anything else)",
              _cores(p), _cores(t))]
+    if t.get("load_cpus"):
+        cpus = ",".join(str(c) for c in t["load_cpus"])
+        out += [(f"load generator's CPUs ({cpus}) busy, cores (--load-cpus)",
+                 _share(p.get("load_cpus_busy_cores"), len(p.get("load_cpus") or [])),
+                 _share(t.get("load_cpus_busy_cores"), len(t["load_cpus"]))),
+                ("the cluster's CPUs (all the others) busy, cores",
+                 _share(p.get("cluster_cpus_busy_cores"), p.get("cluster_cpus_count")),
+                 _share(t.get("cluster_cpus_busy_cores"), t.get("cluster_cpus_count")))]
     agg, txns = p.get("aggregated") or {}, t.get("transactions") or {}
     failed_t = (txns.get("failed") or 0) + (txns.get("unknown") or 0) if txns else None
     out.append(("transactions that failed to end (pulsar-perf: whole run; txnbench: window)",
@@ -106,7 +118,19 @@ def bottleneck_text(doc: Mapping[str, Any]) -> str:
         if b.get("txnbench_txns_in_flight") is not None:
             text += f"; txnbench transactions {_num(b['txnbench_txns_in_flight'])} (pulsar-perf times no commit)"
         text += "."
-    if b.get("machine_saturated"):
+    pinned = b.get("pinned")
+    if pinned:
+        text += (f" The load generators ran on {pinned['load_cpus']} CPU(s) of their own, the cluster on the other "
+                 f"{pinned['cluster_cpus']} (--load-cpus). While txnbench ran, the cluster's CPUs were "
+                 f"{_num(pinned.get('txnbench_cluster_cpus_busy'))} of {pinned['cluster_cpus']} busy and the load "
+                 f"generator's {_num(pinned.get('txnbench_load_cpus_busy'))} of {pinned['load_cpus']} (pulsar-perf's "
+                 f"window: {_num(pinned.get('pulsar-perf_cluster_cpus_busy'))} and "
+                 f"{_num(pinned.get('pulsar-perf_load_cpus_busy'))}).")
+        if pinned.get("txnbench_cluster_saturated"):
+            text += " The cluster's CPUs were saturated: the cluster, not the load generator, set txnbench's rate."
+        elif pinned.get("txnbench_load_saturated"):
+            text += " The load generator's CPUs were saturated: txnbench's own CPU set its rate."
+    elif b.get("machine_saturated"):
         text += (f" The machine was saturated while txnbench ran ({_num(b.get('txnbench_host_busy_cores'))} of "
                  f"{b.get('host_cpus')} cores busy; pulsar-perf's window: "
                  f"{_num(b.get('pulsar-perf_host_busy_cores'))}): the load generator's CPU was taken from the "
@@ -115,7 +139,7 @@ def bottleneck_text(doc: Mapping[str, Any]) -> str:
         text += (f" CPU per transaction caps txnbench: one load process (one core at most) at its measured CPU per "
                  f"transaction cannot exceed {_num(b.get('txnbench_ceiling_txn_per_s_per_core'))} txn/s, and "
                  f"matching pulsar-perf's rate would take {_num(b.get('txnbench_cores_to_match_pulsar_perf'))} cores.")
-    elif b.get("txnbench_cpu_bound") is False and not b.get("machine_saturated"):
+    elif b.get("txnbench_cpu_bound") is False and not b.get("machine_saturated") and not pinned:
         text += (" txnbench's load process used under 80% of a core: the limit is the waits (on a busy machine also "
                  "the wait for a core), not its own CPU.")
     if b.get("txnbench_cpu_bound"):

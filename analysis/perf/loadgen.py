@@ -142,6 +142,11 @@ def load_generator(locust_dir: Path, window: Mapping[str, Any] | None, achieved_
         out["host"] = {"busy_cores": busy, "host_cpus": cores,
                        "busy_fraction": round(busy / cores, 3) if cores else None,
                        "source": "locust/status.json host_busy_samples over the measured window (the whole machine)"}
+        own = (cpu_over_window(status["own_cpus_busy_samples"], int(window["start_ns"]), int(window["end_ns"]))
+               if status is not None and window is not None and status.get("own_cpus_busy_samples") else None)
+        if own is not None and status is not None:
+            out["host"]["own_cpus"] = list(status.get("own_cpus") or [])
+            out["host"]["own_cpus_busy_cores"] = round(own["percent_of_core"] / 100.0, 2)
     capacity = status.get("capacity") if status is not None else None
     if isinstance(capacity, Mapping) and _number(capacity.get("committed_txn_per_s")):
         cap: dict[str, Any] = {k: capacity.get(k) for k in ("committed_txn_per_s", "msgs_per_s", "against",

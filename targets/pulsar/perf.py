@@ -68,6 +68,9 @@ class PerfRun:
     cpu_samples: list[list[float]] = field(default_factory=list)
     #: [[unix seconds, the machine's cumulative busy CPU seconds (harness.host_cpu)], ...]
     host_busy_samples: list[list[float]] = field(default_factory=list)
+    #: the CPUs the JVM was pinned to (`--load-cpus`), and [[unix seconds, their busy CPU seconds], ...]
+    own_cpus: list[int] | None = None
+    own_cpus_busy_samples: list[list[float]] = field(default_factory=list)
     killed: bool = False
 
     @property
@@ -79,7 +82,9 @@ class PerfRun:
         return {"argv": self.argv, "log": self.log_path.name, "exit_code": self.exit_code,
                 "hgrm": self.hgrm_path.name if self.hgrm_path else None, "started_wall_s": self.started_wall_s,
                 "ended_wall_s": self.ended_wall_s, "cpu_samples": self.cpu_samples,
-                "host_busy_samples": self.host_busy_samples, "host_cpus": os.cpu_count() or 1, "killed": self.killed}
+                "host_busy_samples": self.host_busy_samples, "host_cpus": os.cpu_count() or 1, "killed": self.killed,
+                **({"own_cpus": self.own_cpus, "own_cpus_busy_samples": self.own_cpus_busy_samples}
+                   if self.own_cpus is not None else {})}
 
 
 def client_conf(service_url: str, admin_url: str) -> str:
@@ -117,7 +122,8 @@ def run_perf(plan: PerfPlan, *, java: str, java_major: int, classpath: Classpath
     (out_dir / "log4j2.xml").write_text(PERF_LOG4J2)
     (out_dir / "client.conf").write_text(client_conf(service_url, admin_url))
     argv = java_argv(java, java_major, classpath, out_dir) + plan.argv(service_url, admin_url, listener_name)
-    run = PerfRun(argv=argv, out_dir=out_dir, log_path=out_dir / "pulsar-perf.log")
+    run = PerfRun(argv=argv, out_dir=out_dir, log_path=out_dir / "pulsar-perf.log",
+                  own_cpus=sorted(cpus) if cpus is not None else None)
     _write_metrics(out_dir, "before", scrape())
     deadline = time.monotonic() + plan.duration_s + GRACE_S
     say(f"[peer] pulsar-perf {' '.join(plan.argv(service_url, admin_url, listener_name))}")
@@ -133,6 +139,8 @@ def run_perf(plan: PerfPlan, *, java: str, java_major: int, classpath: Classpath
             if cpu is not None:
                 run.cpu_samples.append([round(time.time(), 3), round(cpu, 3)])
             run.host_busy_samples.append([round(time.time(), 3), round(host_cpu.busy_seconds(), 3)])
+            if run.own_cpus is not None:
+                run.own_cpus_busy_samples.append([round(time.time(), 3), round(host_cpu.busy_seconds(run.own_cpus), 3)])
             if time.monotonic() > deadline:
                 run.killed = True
                 popen.kill()

@@ -9,7 +9,14 @@ from hdrh.histogram import HdrHistogram
 
 from analysis.peer import brokers
 from analysis.peer.compare import build_peer, perf_side
-from analysis.peer.pulsar_perf import cpu_over, parse_log, read_hgrm, read_result, window_intervals
+from analysis.peer.pulsar_perf import (
+    PerfResult,
+    cpu_over,
+    parse_log,
+    read_hgrm,
+    read_result,
+    window_intervals,
+)
 from analysis.peer.render import to_html, to_markdown
 from harness.config import TxnPipeline, parse_scenario
 from harness.errors import ConfigError
@@ -281,3 +288,40 @@ def test_the_bottleneck_names_cpu_per_transaction_when_one_core_cannot_reach_the
     assert "cannot exceed 400 txn/s" in bottleneck_text({"bottleneck": out})
     fast = bottleneck({"threads": 8, "messages_per_txn": 4}, {"committed_txn_per_s": 100.0}, txnbench)
     assert fast["txnbench_cpu_caps_below_goal"] is False
+
+
+def test_pinned_load_generators_split_the_busy_cores_into_theirs_and_the_clusters() -> None:
+    """--load-cpus: the report says which CPU set was full, the load generator's or the cluster's,
+    instead of blaming the load generator's CPU for a saturated machine."""
+    from analysis.peer.compare import _cpu_sets, bottleneck
+    from analysis.peer.render import bottleneck_text, rows
+
+    assert _cpu_sets(None, 0.5, 1.9, 2) == {}
+    assert _cpu_sets([1], 0.62, 1.97, 2) == {"load_cpus": [1], "load_cpus_busy_cores": 0.62,
+                                             "cluster_cpus_count": 1, "cluster_cpus_busy_cores": 1.35}
+    perf = {"committed_txn_per_s": 700.0, "latency_ms": {}, "host_busy_cores": 1.2, "host_cpus": 2,
+            **_cpu_sets([1], 0.2, 1.2, 2)}
+    txnbench = {"committed_txn_per_s": 650.0, "latency_ms": {}, "cpu_percent_of_core": 66.0,
+                "cpu_s_per_1000_txn": 1.02, "host_busy_cores": 1.66, "host_cpus": 2, **_cpu_sets([1], 0.7, 1.66, 2)}
+    b = bottleneck({"threads": 8, "messages_per_txn": 4}, perf, txnbench)
+    assert b["pinned"]["txnbench_cluster_saturated"] is True and b["pinned"]["txnbench_load_saturated"] is False
+    assert b["pinned"]["pulsar-perf_cluster_cpus_busy"] == 1.0
+    text = bottleneck_text({"bottleneck": b})
+    assert "the cluster's CPUs were 0.96 of 1 busy and the load generator's 0.7 of 1" in text
+    assert "the cluster, not the load generator, set txnbench's rate" in text
+    assert "load generator's CPU was taken from the cluster" not in text   # the shared-cores story is not told
+    doc = {"sides": {"pulsar-perf": {**perf, "aggregated": {}, "broker_counts": {}},
+                     "txnbench": {**txnbench, "broker_counts": {}, "transactions": {}}},
+           "ratios": {}, "bracket": None}
+    table = {r[0]: r[1:] for r in rows(doc)}
+    assert table["load generator's CPUs (1) busy, cores (--load-cpus)"] == ("0.2 of 1", "0.7 of 1")
+    assert table["the cluster's CPUs (all the others) busy, cores"] == ("1 of 1", "0.96 of 1")
+
+
+def test_pulsar_perf_side_reads_its_pinned_cpus_busy_samples() -> None:
+    result = PerfResult(txn_per_s=500.0, window_wall_s=(0.0, 10.0))
+    run_json = {"cpu_samples": [[0.0, 0.0], [10.0, 2.0]], "host_busy_samples": [[0.0, 0.0], [10.0, 18.0]],
+                "own_cpus": [1], "own_cpus_busy_samples": [[0.0, 0.0], [10.0, 3.0]], "host_cpus": 2}
+    side = perf_side(result, run_json, {}, {}, abort=False)
+    assert side["load_cpus"] == [1] and side["load_cpus_busy_cores"] == 0.3
+    assert side["cluster_cpus_busy_cores"] == 1.5 and side["cluster_cpus_count"] == 1

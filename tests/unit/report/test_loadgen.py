@@ -65,3 +65,11 @@ def test_the_machine_busy_over_the_window_says_whether_its_cores_were_saturated(
     assert out["host"]["busy_cores"] == 1.9 and out["host"]["busy_fraction"] == 0.95
     assert "whole machine" in out["host"]["source"]
     assert "host" not in load_generator(write_status(tmp_path / "old", {"cpu_percent": 5.0}), WINDOW, 1.0, None, 1)
+
+
+def test_a_pinned_load_process_reports_how_busy_its_own_cpus_were(tmp_path: Path) -> None:
+    locust = write_status(tmp_path, {"cpu_samples": [[0, 0.0], [30 * S, 6.0]], "host_cpus": 2,
+                                     "host_busy_samples": [[9 * S, 100.0], [21 * S, 122.8]],
+                                     "own_cpus": [1], "own_cpus_busy_samples": [[9 * S, 40.0], [21 * S, 49.6]]})
+    host = load_generator(locust, WINDOW, 200.0, None, 1)["host"]
+    assert host["own_cpus"] == [1] and host["own_cpus_busy_cores"] == 0.8 and host["busy_cores"] == 1.9

@@ -159,3 +159,20 @@ def test_only_the_load_process_modules_import_locust() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_pinned_load_process_also_samples_the_busy_time_of_its_own_cpus(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import host_cpu
+
+    clock, counters = ManualClock(), Counters()
+    monkeypatch.setattr(host_cpu, "pinned_cpus", lambda: None)
+    assert "own_cpus" not in reporter(tmp_path / "a", clock, counters).write("running")
+    monkeypatch.setattr(host_cpu, "pinned_cpus", lambda: [0])
+    rep = reporter(tmp_path / "b", clock, counters)
+    for _ in range(3):
+        clock.advance(1.0)
+        status = rep.write("running")
+    assert status["own_cpus"] == [0]
+    samples = status["own_cpus_busy_samples"]
+    assert len(samples) == 3 and samples[-1][0] == clock.now and samples[-1][1] >= samples[0][1] > 0
