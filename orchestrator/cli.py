@@ -48,6 +48,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -201,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     peer.add_argument("--no-perf-after", dest="perf_after", action="store_false",
                       help="skip the second pulsar-perf run after txnbench (it brackets txnbench and measures the "
                            "cluster's drift; about two minutes)")
+    peer.add_argument("--cluster-warmup", type=_non_negative_int, metavar="S",
+                      help="seconds of unmeasured pulsar-perf load before the measured runs, so both tools meet "
+                           "a cluster whose JVMs have compiled their hot code (default: 120; 0 skips it)")
     peer.add_argument("--load-cpus", type=_cpu_list, metavar="LIST",
                       help="pin both load generators (pulsar-perf's JVM, txnbench's load process) to these CPUs "
                            "(e.g. 1 or 2-3) and the cluster to the others, so neither tool's CPU is taken from "

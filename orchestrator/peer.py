@@ -53,6 +53,11 @@ from targets.pulsar.versions import release
 
 #: where the second pulsar-perf run (after txnbench) writes its files, beside `pulsar-perf/`
 PERF_AFTER_DIR = "pulsar-perf-after"
+#: where the unmeasured pulsar-perf run that warms the cluster up writes its files
+PERF_WARMUP_DIR = "pulsar-perf-warmup"
+#: seconds of that run by default: a fresh cluster on one core climbed from 61 to 445 txn/s over its
+#: first 100 s and ran 1,000-1,300 txn/s after some minutes (2026-11-28, 4.0.8, `--load-cpus 1`)
+CLUSTER_WARMUP_S = 120
 
 
 class SharedCluster:
@@ -111,6 +116,17 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
         info = cluster.up()
         classpath = ensure_jars(chosen, say)
         java, major = find_java(chosen.min_java)
+        warmup_s = _cluster_warmup_s(args)
+        if warmup_s > 0:
+            # the JVMs compile their hot code under the first load: on few cores that takes minutes, and a
+            # measured run on a cold cluster times the compiler (the first run of a bracket read a quarter
+            # of the last), so the same load runs unmeasured first, on topics of its own
+            say(f"[peer] warming the cluster up: pulsar-perf for {warmup_s} s, not measured")
+            warm = dataclasses.replace(plan.perf, warmup_s=0, steady_s=warmup_s, producer_topics=tuple(
+                f"{topic}-warmup" for topic in plan.perf.producer_topics), subscription=f"{plan.perf.subscription}-warmup")
+            run_perf(warm, java=str(java), java_major=major, classpath=classpath, service_url=info.service_url,
+                     admin_url=info.admin_url, listener_name=info.listener_name, out_dir=peer_dir / PERF_WARMUP_DIR,
+                     scrape=cluster.scrape_metrics, say=say, cpus=load_cpus)
         perf_run = run_perf(plan.perf, java=str(java), java_major=major, classpath=classpath,
                             service_url=info.service_url, admin_url=info.admin_url,
                             listener_name=info.listener_name, out_dir=perf_dir,
@@ -153,6 +169,7 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
         "cluster": {"target": "pulsar", "release": chosen.version, "brokers": config.cluster.brokers,
                     "components": cluster.components, "service_url": info.service_url},
         "cpus": split.to_json() if split is not None else None,
+        "cluster_warmup_s": _cluster_warmup_s(args),
         "commands": {
             "peer": "txnbench " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["peer"] else "txnbench peer",
             "pulsar-perf": java_cmd + " " + shlex.join(plan.perf.argv(info.service_url, info.admin_url,
@@ -167,6 +184,11 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
     if sides["pulsar-perf"]["ended_txn_per_s"] is None:
         raise EnvironmentProblem(f"pulsar-perf reported no rate; see {perf_run.log_path}")
     return 0 if sides["txnbench"].get("committed_txn_per_s") is not None else 2
+
+
+def _cluster_warmup_s(args: argparse.Namespace) -> int:
+    chosen = getattr(args, "cluster_warmup", None)
+    return CLUSTER_WARMUP_S if chosen is None else int(chosen)
 
 
 def _cpu_split(load_cpus: frozenset[int] | None) -> CpuSplit | None:

@@ -42,8 +42,8 @@ def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     p, t = doc["sides"][PERF], doc["sides"][TXNBENCH]
     out = [("committed txn/s (measured window)", _num(p.get("committed_txn_per_s")),
             _num(t.get("committed_txn_per_s"))),
-           ("txnbench / pulsar-perf" + (" (mean of before and after)" if doc.get("bracket") else ""), "1",
-            _num(doc["ratios"].get("committed_txn_per_s")))]
+           ("txnbench / pulsar-perf" + (f" (against {doc['ratios'].get('against')})" if doc.get("bracket") else ""),
+            "1", _num(doc["ratios"].get("committed_txn_per_s")))]
     for op in ("send", "ack", "txn-commit"):
         out.append((f"{op} latency p50 / p99 / max (ms)", _lat(p["latency_ms"].get(op)), _lat(t["latency_ms"].get(op))))
     out += [("load generator CPU (% of a core)", _num(p.get("cpu_percent_of_core")), _num(t.get("cpu_percent_of_core"))),
@@ -84,7 +84,7 @@ def bracket_text(doc: Mapping[str, Any]) -> str:
             f"{_num(b['pulsar_perf_after_txn_per_s'])} txn/s (the cluster drifted {b['pulsar_perf_drift']:+.0%}): "
             f"txnbench / pulsar-perf {_num(b['txnbench_vs_before'])} against the run before, "
             f"{_num(b['txnbench_vs_after'])} against the run after, {_num(b['txnbench_vs_mean'])} against their "
-            "mean (the ratio above and the goal).")
+            f"mean. The ratio above and the goal are against {doc['ratios'].get('against')}.")
 
 
 def _goal(doc: Mapping[str, Any]) -> str:

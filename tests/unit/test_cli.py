@@ -95,3 +95,12 @@ def test_a_set_without_a_value_exits_2_naming_the_fix(capsys: pytest.CaptureFixt
     assert main(["run", "bench", "--set", "oops"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "KEY=VALUE" in err[0] and "--set" in err[0]
+
+
+def test_peer_cluster_warmup_takes_whole_seconds_and_zero_skips_it() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["peer", "atomic-produce"]).cluster_warmup is None   # the peer's default
+    assert parser.parse_args(["peer", "atomic-produce", "--cluster-warmup", "0"]).cluster_warmup == 0
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["peer", "atomic-produce", "--cluster-warmup", "-5"])
+    assert info.value.code == 2
