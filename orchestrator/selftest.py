@@ -8,8 +8,10 @@ self-test runs, on a fresh cluster each time:
   on, with the bug's setting on. The bug is **caught** when the checker's verdict is
   invalid with at least one anomaly the scenario does not expect and its baseline did not
   show (`against_baseline`); a valid verdict (or only expected anomalies, or only classes
-  the baseline showed too) is **missed**, an unknown verdict is **unknown** (also not a
-  catch), a run that could not finish is **failed**;
+  the baseline showed too) is **missed**, or **unexercised** when some of the scenario's
+  planned fault windows never ran (a loaded machine ran the timeline late: the run is no
+  evidence that the scenario misses the bug), an unknown verdict is **unknown** (also not
+  a catch), a run that could not finish is **failed**;
 * one baseline per (scenario, path) those cases use, with no bug on, which must be
   **clean** (valid, or only expected anomalies). A baseline with an unexpected anomaly
   is a **false alarm**: a catch on that path would mean nothing.
@@ -65,6 +67,7 @@ class CaseKind(enum.StrEnum):
 class CaseOutcome(enum.StrEnum):
     CAUGHT = "caught"             # a bug: the checker found anomalies nobody expected
     MISSED = "missed"             # a bug: the verdict was valid (or only expected anomalies)
+    UNEXERCISED = "unexercised"   # a bug: missed, but planned fault windows never ran (no evidence)
     CLEAN = "clean"               # a baseline: valid, or only expected anomalies
     FALSE_ALARM = "false-alarm"   # a baseline: anomalies nobody expected, with no bug on
     UNKNOWN = "unknown"           # the checker could not reach a verdict
@@ -100,12 +103,16 @@ class CaseResult:
     error: str | None = None
     also_in_baseline: tuple[str, ...] = ()
     """Unexpected classes of a bug's run that its baseline (same scenario and path) showed too."""
+    windows_unrun: int = 0
+    windows_planned: int = 0
+    """The run's planned fault windows, and how many of them never ran (manifest `faults_progress`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.case.kind.value, "bug": self.case.bug, "scenario": self.case.scenario,
                 "group": self.case.group, "path": self.case.txn_path.value, "outcome": self.outcome.value, "run_dir": self.run_dir,
                 "verdict": self.verdict, "anomalies": dict(self.anomalies), "unexpected": list(self.unexpected),
-                "also_in_baseline": list(self.also_in_baseline), "seconds": round(self.seconds, 1), "error": self.error}
+                "also_in_baseline": list(self.also_in_baseline), "seconds": round(self.seconds, 1), "error": self.error,
+                "windows_unrun": self.windows_unrun, "windows_planned": self.windows_planned}
 
 
 BaselineKey = tuple[str, TxnPath]
@@ -125,7 +132,8 @@ def against_baseline(result: CaseResult, baseline_classes: frozenset[str] | None
     shared = tuple(c for c in result.unexpected if c in baseline_classes)
     if len(shared) < len(result.unexpected):
         return dataclasses.replace(result, also_in_baseline=shared)
-    return dataclasses.replace(result, outcome=CaseOutcome.MISSED, also_in_baseline=shared)
+    return dataclasses.replace(result, outcome=CaseOutcome.UNEXERCISED if result.windows_unrun else CaseOutcome.MISSED,
+                               also_in_baseline=shared)
 
 
 def baselines_from(folder: Path) -> dict[BaselineKey, frozenset[str]]:
@@ -181,15 +189,19 @@ def plan_groups(bugs: Sequence[PlantedBug], *, baselines: bool = True, tuned: bo
     return cases
 
 
-def judge_case(case: SelftestCase, *, status: str, verdict: str, unexpected: Iterable[str]) -> CaseOutcome:
-    """caught/missed for a bug, clean/false-alarm for a baseline, from one run's outcome."""
+def judge_case(case: SelftestCase, *, status: str, verdict: str, unexpected: Iterable[str],
+               windows_unrun: int = 0) -> CaseOutcome:
+    """caught/missed (unexercised: missed while planned fault windows never ran) for a bug,
+    clean/false-alarm for a baseline, from one run's outcome."""
     if status != "complete":
         return CaseOutcome.FAILED
     if verdict == "unknown" or verdict == "none":
         return CaseOutcome.UNKNOWN
     found = verdict == "invalid" and bool(list(unexpected))
     if case.kind is CaseKind.BUG:
-        return CaseOutcome.CAUGHT if found else CaseOutcome.MISSED
+        if found:
+            return CaseOutcome.CAUGHT
+        return CaseOutcome.UNEXERCISED if windows_unrun else CaseOutcome.MISSED
     return CaseOutcome.FALSE_ALARM if found else CaseOutcome.CLEAN
 
 
@@ -199,7 +211,8 @@ def _counts(results: Sequence[CaseResult]) -> dict[str, Any]:
     caught = [r.case.bug for r in bugs if r.outcome is CaseOutcome.CAUGHT]
     not_caught = [r.case.bug for r in bugs if r.outcome is not CaseOutcome.CAUGHT]
     dirty = [f"{r.case.scenario} on {r.case.txn_path.value}" for r in baselines if r.outcome is not CaseOutcome.CLEAN]
-    return {"bugs": {"total": len(bugs), "caught": len(caught), "not_caught": not_caught},
+    unexercised = [r.case.bug for r in bugs if r.outcome is CaseOutcome.UNEXERCISED]
+    return {"bugs": {"total": len(bugs), "caught": len(caught), "not_caught": not_caught, "unexercised": unexercised},
             "baselines": {"total": len(baselines), "clean": len(baselines) - len(dirty), "not_clean": dirty}}
 
 
@@ -259,6 +272,11 @@ def _anomaly_text(case: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}{note(k)}" for k, v in sorted(anomalies.items()))
 
 
+def _unrun_text(case: Mapping[str, Any]) -> str:
+    unrun = case.get("windows_unrun") or 0
+    return f"; {unrun} of {case.get('windows_planned')} planned fault windows never ran" if unrun else ""
+
+
 def render_markdown(summary: Mapping[str, Any]) -> str:
     """selftest.md: the table a reader wants, then what each bug is and where it comes from."""
     lines = [f"# txnbench self-test {summary['selftest_id']}", ""]
@@ -268,6 +286,9 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
                  f"{base['clean']} of {base['total']} baselines clean; {summary['seconds']:.0f} s in all.")
     if bugs["not_caught"]:
         lines.append(f"Not caught: {', '.join(bugs['not_caught'])}.")
+    if bugs.get("unexercised"):
+        lines.append(f"Of those, unexercised (planned fault windows never ran, so the run says nothing about the "
+                     f"scenario; rerun them on a quieter machine): {', '.join(bugs['unexercised'])}.")
     if base["not_clean"]:
         lines.append(f"Baselines not clean: {', '.join(base['not_clean'])}.")
     for line in _group_lines(summary):
@@ -278,7 +299,7 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         name = f"`{c['bug']}`" if c["bug"] else "baseline (no bug)"
         outcome = c["outcome"] + (f": {c['error']}" if c.get("error") else "")
         lines.append(f"| {name} | {c['path']} | {c['scenario']} | **{outcome}** | {c['verdict']} | "
-                     f"{_anomaly_text(c)} | {c['seconds']:.0f} | {c['run_dir']} |")
+                     f"{_anomaly_text(c)}{_unrun_text(c)} | {c['seconds']:.0f} | {c['run_dir']} |")
     listed = [BY_ID[c["bug"]] for c in summary["cases"] if c["bug"] in BY_ID]
     if listed:
         lines += ["", "## The planted bugs", ""]
@@ -364,10 +385,21 @@ def run_case(case: SelftestCase, scenario: RunConfig, matrix: MatrixDir, *,
     judgement = judge_run(outcome.run_dir.path, results) if results is not None else None
     unexpected = tuple(judgement.unexpected) if judgement is not None else tuple(anomalies)
     outcome.run_dir.update_manifest(verdict=verdict, judgement=judgement.to_json() if judgement else None)
+    unrun, planned = _windows(outcome.run_dir.path)
     result = judge_case(case, status=outcome.status.value if error is None else "failed", verdict=verdict,
-                        unexpected=unexpected)
+                        unexpected=unexpected, windows_unrun=unrun)
     return CaseResult(case, result, str(outcome.run_dir.path.relative_to(matrix.path)), verdict,
-                      anomalies, unexpected, time.monotonic() - started, error)
+                      anomalies, unexpected, time.monotonic() - started, error,
+                      windows_unrun=unrun, windows_planned=planned)
+
+
+def _windows(run_dir: Path) -> tuple[int, int]:
+    """(never ran, planned) fault windows of a run, from its manifest; (0, 0) when it has none."""
+    try:
+        progress = json.loads((run_dir / "manifest.json").read_text()).get("faults_progress") or {}
+    except (OSError, ValueError):
+        return 0, 0
+    return len(progress.get("unreached") or []), int(progress.get("windows") or 0)
 
 
 def _check(run_dir: Path) -> tuple[str, dict[str, Any] | None, str | None]:
@@ -408,7 +440,7 @@ def execute(cases: Sequence[SelftestCase], matrix: MatrixDir, runner: RunCase,
         result = against_baseline(result, baseline_classes.get(key))
         results.append(result)
         say(f"selftest {index}/{len(cases)}: {label} on {case.txn_path.value}: {result.outcome.value} "
-            f"({_anomaly_text(result.to_json())}, {result.seconds:.0f} s)")
+            f"({_anomaly_text(result.to_json())}{_unrun_text(result.to_json())}, {result.seconds:.0f} s)")
         summary = summarize(matrix.matrix_id, results, len(cases), seconds=time.monotonic() - started)
         _write(matrix.path, summary)
         if result.outcome is CaseOutcome.FAILED and result.error and "interrupted" in result.error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from orchestrator.selftest import (
     CaseOutcome,
     CaseResult,
     SelftestCase,
+    _windows,
     against_baseline,
     baselines_from,
     execute,
@@ -87,7 +89,7 @@ def test_summary_passes_only_when_every_bug_is_caught_and_every_baseline_clean()
     good = [_result(BASE, CaseOutcome.CLEAN), _result(BUG, CaseOutcome.CAUGHT, {"partial-txn": 3})]
     summary = summarize("st", good, planned=2, seconds=122)
     assert summary["passed"] and summary["complete"] and exit_code(summary) == 0
-    assert summary["bugs"] == {"total": 1, "caught": 1, "not_caught": []}
+    assert summary["bugs"] == {"total": 1, "caught": 1, "not_caught": [], "unexercised": []}
     assert summary["baselines"] == {"total": 1, "clean": 1, "not_clean": []}
 
     missed = summarize("st", [good[0], _result(BUG, CaseOutcome.MISSED)], planned=2)
@@ -230,7 +232,8 @@ def test_the_chaos_group_runs_every_bug_under_chaos_and_is_reported_beside_the_t
     summary = summarize("st", results, planned=4)
     assert summary["passed"], "the chaos figure is a measurement: only the tuned group decides"
     assert summary["bugs"]["caught"] == 1 and summary["deciding_group"] == TUNED
-    assert summary["groups"]["chaos"]["bugs"] == {"total": 1, "caught": 0, "not_caught": [V4_BUG.id]}
+    assert summary["groups"]["chaos"]["bugs"] == {"total": 1, "caught": 0, "not_caught": [V4_BUG.id],
+                                                  "unexercised": []}
     assert summary["groups"]["chaos"]["goal"] == CHAOS_GOAL
     line = (f"**chaos.yaml alone** (no scenario tuned to a bug): 0 of 1 planted bugs caught (goal: {CHAOS_GOAL}); "
             f"1 of 1 baselines clean; not caught: {V4_BUG.id}.")
@@ -238,3 +241,26 @@ def test_the_chaos_group_runs_every_bug_under_chaos_and_is_reported_beside_the_t
     assert line.replace("**", "") in render_table(summary)
     alone = summarize("st", results[2:], planned=2)
     assert alone["deciding_group"] == "chaos" and not alone["passed"]
+
+
+def test_a_miss_while_planned_fault_windows_never_ran_is_unexercised_not_missed(tmp_path: Path) -> None:
+    """A loaded machine ran chaos.yaml's timeline 296 s late: 23 of 70 windows (the end block that
+    catches the sealed-segment bug) never ran, and the run read valid (2026-11-28,
+    results/20261128-004708-selftest-catalogue). That is no evidence the scenario misses the bug."""
+    assert judge_case(BUG, status="complete", verdict="valid", unexpected=[], windows_unrun=23) \
+        is CaseOutcome.UNEXERCISED
+    assert judge_case(BUG, status="complete", verdict="invalid", unexpected=["lost-write"], windows_unrun=23) \
+        is CaseOutcome.CAUGHT   # a catch is a catch, however much of the plan ran
+    assert judge_case(BASE, status="complete", verdict="valid", unexpected=[], windows_unrun=23) is CaseOutcome.CLEAN
+    shared = CaseResult(BUG, CaseOutcome.CAUGHT, "r", "invalid", {"stalled-commit": 1}, ("stalled-commit",),
+                        windows_unrun=5, windows_planned=70)
+    assert against_baseline(shared, frozenset({"stalled-commit"})).outcome is CaseOutcome.UNEXERCISED
+    missed = dataclasses.replace(shared, outcome=CaseOutcome.UNEXERCISED, anomalies={}, unexpected=())
+    summary = summarize("st", [missed], planned=1)
+    assert summary["bugs"]["not_caught"] == [BUG.bug] and summary["bugs"]["unexercised"] == [BUG.bug]
+    assert not summary["passed"]
+    md = render_markdown(summary)
+    assert "unexercised (planned fault windows never ran" in md and "5 of 70 planned fault windows never ran" in md
+    (tmp_path / "manifest.json").write_text(json.dumps({"faults_progress": {"windows": 70, "unreached": [
+        {"at_s": 124}, {"at_s": 130}]}}))
+    assert _windows(tmp_path) == (2, 70) and _windows(tmp_path / "missing") == (0, 0)
