@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from harness import host_cpu
 
 
@@ -19,3 +21,15 @@ def test_an_unpinned_process_reports_no_own_cpus() -> None:
     own = os.sched_getaffinity(0)
     expected = None if len(own) >= (os.cpu_count() or len(own)) else sorted(own)
     assert host_cpu.pinned_cpus() == expected
+
+
+def test_niced_background_time_is_not_busy_while_we_run_at_normal_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    import psutil
+
+    times = psutil._psplatform.scputimes(*([0.0] * len(psutil.cpu_times())))
+    times = times._replace(user=10.0, nice=30.0, system=5.0, idle=50.0, iowait=5.0)
+    monkeypatch.setattr(psutil, "cpu_times", lambda percpu=False: [times] if percpu else times)
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 0)
+    assert host_cpu.busy_seconds() == 15.0 and host_cpu.busy_seconds([0]) == 15.0
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 19)   # run niced ourselves: all of it counts
+    assert host_cpu.busy_seconds() == 45.0
