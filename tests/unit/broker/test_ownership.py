@@ -298,6 +298,14 @@ class GatedClient(BrokerClient):
         return await super().put(key, value, expected_version=expected_version, ephemeral=ephemeral)
 
 
+async def owning(client: BrokerClient) -> tuple[OwnershipService, int]:
+    """Broker 0 on `client`, owning TOPIC; returns it and the session it acquired under."""
+    service = OwnershipService(client, 0, "pulsar://b0", "http://b0", BrokerMetrics())  # type: ignore[arg-type]
+    await service.try_acquire(TOPIC)
+    assert client.session is not None
+    return service, client.session
+
+
 @pytest.mark.parametrize("expired_first", [True, False], ids=["record-gone", "stale-record-replaced"])
 def test_a_topic_released_while_its_record_is_revalidated_leaves_no_record(expired_first: bool) -> None:
     """Unloaded (released) while the revalidation of a lost session re-creates its record: the
@@ -309,10 +317,7 @@ def test_a_topic_released_while_its_record_is_revalidated_leaves_no_record(expir
     async def run() -> None:
         store = MemoryStore()
         client = GatedClient(store)
-        service = OwnershipService(client, 0, "pulsar://b0", "http://b0", BrokerMetrics())  # type: ignore[arg-type]
-        await service.try_acquire(TOPIC)
-        old = client.session
-        assert old is not None
+        service, old = await owning(client)
         if expired_first:
             store.expire(old)
         gate = client.gate = asyncio.Event()
@@ -353,10 +358,7 @@ def test_a_topic_released_after_a_revalidation_put_whose_answer_was_lost_leaves_
     async def run() -> None:
         store = MemoryStore()
         client = AnswerLostClient(store)
-        service = OwnershipService(client, 0, "pulsar://b0", "http://b0", BrokerMetrics())  # type: ignore[arg-type]
-        await service.try_acquire(TOPIC)
-        old = client.session
-        assert old is not None
+        service, old = await owning(client)
         store.expire(old)
         client.lose_next_answer = True
         client.lose_session()
