@@ -759,11 +759,7 @@ class ManagedLedger:
                 raise ManagedLedgerFenced(f"{self.name} is now written by another broker") from None
         except BaseException as err:
             self._terminating = None
-            if isinstance(err, asyncio.CancelledError):
-                done.cancel()
-            else:
-                done.set_exception(err)
-                done.exception()   # retrieved: a terminate nobody else waits for must not warn
+            _fail(done, err)
             raise
         old = self._current
         self._terminated = position
@@ -812,3 +808,12 @@ class ManagedLedger:
         await self.close()
         await self._delete_ledgers(self.ledger_ids())
         await self.store.delete(self.name)
+
+
+def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
+    """End `future` as `error` ended the work it stands for; nobody may be waiting for it."""
+    if isinstance(error, asyncio.CancelledError):
+        future.cancel()
+        return
+    future.set_exception(error)
+    future.exception()   # retrieved: a failure nobody else waited for must not be logged as lost
