@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import zlib
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from faults.model import Fault, LoadControl, NetworkApi, NotInjected, TopicAdmin
@@ -237,45 +239,116 @@ class _InstantAction:
         return None
 
 
+#: HTTP status of a broker saying another change of the same topic is under way ("retry")
+BUSY_STATUS = 409
+#: how long an operator keeps retrying a busy answer, and how often (an operator, or a script,
+#: retries what the broker told it to retry; the nemesis waits for the slowest of them)
+BUSY_RETRY_FOR_S = 8.0
+BUSY_RETRY_PAUSE_S = 0.25
+#: how long the operators wait for each other to be ready before they all send
+OPERATORS_START_TIMEOUT_S = 5.0
+
+
+def _busy(err: NotInjected) -> bool:
+    return getattr(err.__cause__, "status", None) == BUSY_STATUS
+
+
+def _as_operator(change: Callable[[], None], ready: threading.Barrier) -> tuple[str, Exception | None]:
+    """One operator's change: ("ok", None), ("refused", why) or ("unknown", error). A busy answer
+    is retried every BUSY_RETRY_PAUSE_S for BUSY_RETRY_FOR_S, then counts as refused."""
+    with contextlib.suppress(threading.BrokenBarrierError):
+        ready.wait(OPERATORS_START_TIMEOUT_S)
+    deadline = time.monotonic() + BUSY_RETRY_FOR_S
+    while True:   # bounded by the deadline
+        try:
+            change()
+            return "ok", None
+        except NotInjected as err:
+            if _busy(err) and time.monotonic() < deadline:
+                time.sleep(BUSY_RETRY_PAUSE_S)
+                continue
+            return "refused", err
+        except Exception as err:
+            return "unknown", err
+
+
+def as_operators(fault: Fault, change: Callable[[], None]) -> Mapping[str, Any] | None:
+    """Make the change `params.operators` times at once, as that many operators (or an operator
+    and an automated splitter) acting on the same view of the topic would.
+
+    One operator: the change as it is. Several: each sends it from its own thread, all released
+    together; a busy answer (another change of the topic is under way) is retried, as the broker
+    asks. The fault took effect when one of them was answered ok; the others' refusals (the
+    segment is no longer active) or answers (a terminate answers the position already
+    terminated) are what the race is for, and are recorded as the fault's effect. None ok: all
+    refused is NotInjected, else the outcome is unknown (the first such error is raised)."""
+    count = int(fault.params.get("operators", 1) or 1)
+    if count <= 1:
+        change()
+        return None
+    ready = threading.Barrier(count)
+    with ThreadPoolExecutor(max_workers=count, thread_name_prefix=f"operator-{fault.fault_id}") as pool:
+        answers = list(pool.map(lambda _i: _as_operator(change, ready), range(count)))
+    summary = [outcome if err is None else f"{outcome}: {err}" for outcome, err in answers]
+    if any(outcome == "ok" for outcome, _ in answers):
+        return {"operators": count, "answers": summary}
+    unknown = [err for outcome, err in answers if outcome == "unknown" and err is not None]
+    if unknown:
+        raise unknown[0]
+    raise NotInjected(f"every one of {count} operators was refused: {'; '.join(summary)}")
+
+
 class SplitAction(_InstantAction):
+    """Split a segment; `operators` > 1: that many at once (`as_operators`)."""
+
     def __init__(self, admin: TopicAdmin) -> None:
         self.admin = admin
 
-    def inject(self, fault: Fault) -> None:
+    def inject(self, fault: Fault) -> Mapping[str, Any] | None:
         (target,) = fault.targets
         if not isinstance(target, SegmentTarget) or target.segment_id is None:
             raise NotInjected(f"split needs a v5 segment, got {target}")
-        self.admin.split_segment(target.topic, target.segment_id)
+        topic, segment_id = target.topic, target.segment_id
+        return as_operators(fault, lambda: self.admin.split_segment(topic, segment_id))
 
 
 class MergeAction(_InstantAction):
+    """Merge two segments; `operators` > 1: that many at once (`as_operators`)."""
+
     def __init__(self, admin: TopicAdmin) -> None:
         self.admin = admin
 
-    def inject(self, fault: Fault) -> None:
+    def inject(self, fault: Fault) -> Mapping[str, Any] | None:
         first, second = fault.targets
         if not (isinstance(first, SegmentTarget) and isinstance(second, SegmentTarget)) \
                 or first.segment_id is None or second.segment_id is None:
             raise NotInjected(f"merge needs two v5 segments, got {[str(t) for t in fault.targets]}")
-        self.admin.merge_segments(first.topic, first.segment_id, second.segment_id)
+        topic, first_id, second_id = first.topic, first.segment_id, second.segment_id
+        return as_operators(fault, lambda: self.admin.merge_segments(topic, first_id, second_id))
 
 
 class TerminateAction(_InstantAction):
-    """Terminate a v4 topic (or one partition) or seal a v5 segment."""
+    """Terminate a v4 topic (or one partition) or seal a v5 segment; `operators` > 1: that
+    many at once (`as_operators`)."""
 
     def __init__(self, admin: TopicAdmin) -> None:
         self.admin = admin
 
-    def inject(self, fault: Fault) -> None:
+    def inject(self, fault: Fault) -> Mapping[str, Any] | None:
         (target,) = fault.targets
+        change: Callable[[], None]
         if isinstance(target, SegmentTarget) and target.segment.startswith("segment://"):
-            self.admin.terminate_segment(target.segment)
+            segment = target.segment
+            change = lambda: self.admin.terminate_segment(segment)  # noqa: E731
         elif isinstance(target, SegmentTarget):
-            self.admin.terminate_topic(target.segment)
+            partition = target.segment
+            change = lambda: self.admin.terminate_topic(partition)  # noqa: E731
         elif isinstance(target, TopicTarget) and target.topic.startswith("persistent://"):
-            self.admin.terminate_topic(target.topic)
+            topic = target.topic
+            change = lambda: self.admin.terminate_topic(topic)  # noqa: E731
         else:
             raise NotInjected(f"terminate takes a persistent:// topic or a segment, got {target}")
+        return as_operators(fault, change)
 
 
 class UnloadAction(_InstantAction):

@@ -194,6 +194,12 @@ _NETWORK_TARGETS = (ServiceSelector, LinkSelector, ClientsSelector)
 _TOPIC_TARGETS = (TopicSelector, SegmentSelector)
 
 
+def _operators() -> Mapping[str, Param]:
+    return MappingProxyType({"operators": Param(
+        1, "admin clients making this same change at once (two operators, or one and an automated "
+           "splitter); each retries a busy answer", 1, 4)})
+
+
 def _through_network(make: Callable[[NetworkApi], FaultAction]) -> ActionFactory:
     return lambda env: make(env.network) if env.network is not None else None
 
@@ -253,16 +259,16 @@ KINDS: Mapping[FaultKind, KindSpec] = MappingProxyType({
         needs=frozenset({Capability.PROCESSES}), process_fault=True),
     FaultKind.SPLIT: KindSpec(
         FaultKind.SPLIT, "split an active segment of a scalable topic (admin REST)",
-        _TOPIC_TARGETS, lambda _p: "segment:random", _through_admin(SplitAction), healable=False,
+        _TOPIC_TARGETS, lambda _p: "segment:random", _through_admin(SplitAction), _operators(), healable=False,
         paths=frozenset({TxnPath.V5}), needs=frozenset({Capability.ADMIN, Capability.TOPICS}), topic_fault=True),
     FaultKind.MERGE: KindSpec(
         FaultKind.MERGE, "merge two adjacent active segments of a scalable topic (admin REST)",
-        _TOPIC_TARGETS, lambda _p: "topic:random", _through_admin(MergeAction), healable=False,
+        _TOPIC_TARGETS, lambda _p: "topic:random", _through_admin(MergeAction), _operators(), healable=False,
         paths=frozenset({TxnPath.V5}), needs=frozenset({Capability.ADMIN, Capability.TOPICS}), topic_fault=True),
     FaultKind.TERMINATE: KindSpec(
         FaultKind.TERMINATE, "terminate a v4 topic or partition, or seal a v5 segment (admin REST)",
         _TOPIC_TARGETS, lambda p: "segment:random" if p is TxnPath.V5 else "topic:random",
-        _through_admin(TerminateAction), healable=False,
+        _through_admin(TerminateAction), _operators(), healable=False,
         needs=frozenset({Capability.ADMIN, Capability.TOPICS}), topic_fault=True),
     FaultKind.SLOW_PARTICIPANT: KindSpec(
         FaultKind.SLOW_PARTICIPANT,

@@ -214,6 +214,27 @@ def test_appends_during_a_terminate_are_refused_or_before_its_position(stores: A
     run(scenario)
 
 
+def test_a_second_terminate_under_way_answers_the_first_ones_position(stores: Any) -> None:
+    """Two terminates of one log at once (two operators sealing a segment, or a seal racing a
+    split's): the second answers the first's position, as Pulsar's asyncTerminate does. Before,
+    it wrote the ledger list with the version the first had replaced, lost the CAS and fenced
+    the log its own broker serves."""
+    async def scenario() -> None:
+        async with factory(stores) as f:
+            ml = await f.open("public/default/persistent/t-term-twice")
+            last = [await ml.append(entry(i)) for i in range(3)][-1]
+            fenced: list[str] = []
+            ml.add_fenced_listener(lambda m: fenced.append(m.name))
+            first, second = await asyncio.gather(ml.terminate(), ml.terminate())
+            assert first == second == last
+            assert ml.state is MlState.TERMINATED and not fenced
+            assert await ml.terminate() == last   # and once it is done, at once
+        async with factory(stores) as g:
+            ml = await g.open("public/default/persistent/t-term-twice")
+            assert ml.terminated_position == last
+    run(scenario)
+
+
 def test_logs_trim_consumed_ledgers(stores: Any) -> None:
     async def scenario() -> None:
         async with factory(stores) as f:

@@ -122,7 +122,8 @@ class ManagedLedger:
         self._lac = -1
         self._last_confirmed = Position(-1, -1)
         self._terminated: Position | None = None
-        self._terminating = False   # a terminate() is under way: new appends are refused
+        # a terminate() under way: new appends are refused, and a second terminate() answers its position
+        self._terminating: asyncio.Future[Position] | None = None
         self._pending: deque[_AddOp] = deque()
         self._queued: deque[_AddOp] = deque()
         self._roll_requested = False
@@ -350,7 +351,7 @@ class ManagedLedger:
     def append(self, data: bytes, info: EntryInfo = PLAIN) -> asyncio.Future[Position]:
         future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         state = self.state
-        if state is MlState.TERMINATED or self._terminated is not None or self._terminating:
+        if state is MlState.TERMINATED or self._terminated is not None or self._terminating is not None:
             future.set_exception(ManagedLedgerTerminated(
                 f"{self.name} was terminated at {self._terminated}" if self._terminated is not None
                 else f"{self.name} is being terminated"))
@@ -728,14 +729,24 @@ class ManagedLedger:
     # ---- terminate, close, delete ---------------------------------------------------------------
 
     async def terminate(self) -> Position:
+        """Terminate the log at its last confirmed entry; its position.
+
+        A terminate while one is under way (two operators, or a seal and a split's, on one
+        segment) answers that one's position, as Pulsar's `asyncTerminate` answers a second
+        call with the last confirmed entry (its state is Terminated from the first call on).
+        Before, the second wrote the ledger list with the version the first had just replaced,
+        lost that CAS and fenced the log its own broker serves."""
         if self._terminated is not None:
             return self._terminated
+        if self._terminating is not None:
+            return await asyncio.shield(self._terminating)
         if self.state in (MlState.FENCED, MlState.CLOSED):
             raise ManagedLedgerError(f"{self.name} is {self.state.value}")
         # Refuse new appends from here on: one confirmed while the ledger list is written would
         # lie past the terminated position, acknowledged and never readable (a split's parent
         # lost a transactional send that way; Pulsar fails them with ManagedLedgerTerminated).
-        self._terminating = True
+        done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        self._terminating = done
         try:
             await self.wait_idle(self.add_timeout_s)
             position = self._last_confirmed
@@ -746,14 +757,16 @@ class ManagedLedger:
             except BadVersion:
                 self._fence("the ledger list was changed by another broker")
                 raise ManagedLedgerFenced(f"{self.name} is now written by another broker") from None
-        except BaseException:
-            self._terminating = False
+        except BaseException as err:
+            self._terminating = None
+            _fail(done, err)
             raise
         old = self._current
         self._terminated = position
         self._install(info, version, current=None)
         self._last_confirmed = position
         self.state = MlState.TERMINATED
+        done.set_result(position)
         if old is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.ledgers.close_ledger(old), 2.0)
@@ -795,3 +808,12 @@ class ManagedLedger:
         await self.close()
         await self._delete_ledgers(self.ledger_ids())
         await self.store.delete(self.name)
+
+
+def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
+    """End `future` as `error` ended the work it stands for; nobody may be waiting for it."""
+    if isinstance(error, asyncio.CancelledError):
+        future.cancel()
+        return
+    future.set_exception(error)
+    future.exception()   # retrieved: a failure nobody else waited for must not be logged as lost
