@@ -816,4 +816,5 @@ def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
         future.cancel()
         return
     future.set_exception(error)
+    future.exception()   # retrieved here: with no second terminate waiting, asyncio would log it as lost
     future.exception()   # retrieved: a failure nobody else waited for must not be logged as lost
