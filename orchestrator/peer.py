@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +50,12 @@ from orchestrator.run import PULSAR_READY_TIMEOUT_S, Run
 from targets.pulsar.cluster import PulsarCluster, PulsarSpec
 from targets.pulsar.jars import ensure_jars
 from targets.pulsar.java import find_java
-from targets.pulsar.perf import MAIN_CLASS, run_perf
-from targets.pulsar.perf_args import plan_peer
+from targets.pulsar.perf import MAIN_CLASS, PerfRun, run_perf
+from targets.pulsar.perf_args import PerfPlan, plan_peer
 from targets.pulsar.versions import release
 
+#: where the measured pulsar-perf run writes its files
+PERF_DIR = "pulsar-perf"
 #: where the second pulsar-perf run (after txnbench) writes its files, beside `pulsar-perf/`
 PERF_AFTER_DIR = "pulsar-perf-after"
 #: where the unmeasured pulsar-perf run that warms the cluster up writes its files
@@ -107,7 +112,6 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
         txn_path=config.path, version=chosen.version, brokers=config.cluster.brokers,
         settings=dict(config.cluster.settings), directory=cluster_dir, parent_pid=os.getpid(),
         ready_timeout_s=max(config.cluster.ready_timeout_s, PULSAR_READY_TIMEOUT_S), say=say))
-    perf_dir = peer_dir / "pulsar-perf"
     load_cpus = split.load if split is not None else None
     usable = usable_cpus()
     try:
@@ -116,41 +120,17 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
         info = cluster.up()
         classpath = ensure_jars(chosen, say)
         java, major = find_java(chosen.min_java)
-        warmup_s = _cluster_warmup_s(args)
-        if warmup_s > 0:
-            # the JVMs compile their hot code under the first load: on few cores that takes minutes, and a
-            # measured run on a cold cluster times the compiler (the first run of a bracket read a quarter
-            # of the last), so the same load runs unmeasured first, on topics of its own
-            say(f"[peer] warming the cluster up: pulsar-perf for {warmup_s} s, not measured")
-            warm = dataclasses.replace(plan.perf, warmup_s=0, steady_s=warmup_s, producer_topics=tuple(
-                f"{topic}-warmup" for topic in plan.perf.producer_topics), subscription=f"{plan.perf.subscription}-warmup")
-            run_perf(warm, java=str(java), java_major=major, classpath=classpath, service_url=info.service_url,
-                     admin_url=info.admin_url, listener_name=info.listener_name, out_dir=peer_dir / PERF_WARMUP_DIR,
-                     scrape=cluster.scrape_metrics, say=say, cpus=load_cpus)
-        perf_run = run_perf(plan.perf, java=str(java), java_major=major, classpath=classpath,
-                            service_url=info.service_url, admin_url=info.admin_url,
-                            listener_name=info.listener_name, out_dir=perf_dir,
-                            scrape=cluster.scrape_metrics, say=say, cpus=load_cpus)
-        write_json_atomic(perf_dir / "run.json", perf_run.to_json())
-        say(f"[peer] pulsar-perf done (exit {perf_run.exit_code}); now txnbench on the same cluster")
+        runs = PerfRuns(plan.perf, peer_dir, say, functools.partial(
+            run_perf, java=str(java), java_major=major, classpath=classpath, service_url=info.service_url,
+            admin_url=info.admin_url, listener_name=info.listener_name, scrape=cluster.scrape_metrics, say=say,
+            cpus=load_cpus))
+        runs.warm_up(_cluster_warmup_s(args))
+        perf_run = runs.measured()
         # analysed after the cluster is stopped: Spark and four idle JVMs do not share 2 cores well
         outcome = Run(plan.config, RunOptions(results_root=peer_dir, command="peer", analyze=False,
                                               target=SharedCluster(cluster), load_cpus=load_cpus)).execute()
         if getattr(args, "perf_after", True):
-            # pulsar-perf again, on topics of its own: the same command swung 934-1,249 txn/s between
-            # runs on one machine (2026-11-27), so a ratio against one run says little without the drift
-            say("[peer] pulsar-perf again after txnbench (the bracket: how far the cluster drifted)")
-            after = dataclasses.replace(plan.perf, producer_topics=tuple(
-                f"{topic}-after" for topic in plan.perf.producer_topics), subscription=f"{plan.perf.subscription}-after")
-            try:
-                after_run = run_perf(after, java=str(java), java_major=major, classpath=classpath,
-                                     service_url=info.service_url, admin_url=info.admin_url,
-                                     listener_name=info.listener_name, out_dir=peer_dir / PERF_AFTER_DIR,
-                                     scrape=cluster.scrape_metrics, say=say, cpus=load_cpus)
-            except EnvironmentProblem as err:   # the two runs before it stand: report them unbracketed
-                say(f"[peer] the second pulsar-perf run failed, so the report has no bracket: {err}")
-            else:
-                write_json_atomic(peer_dir / PERF_AFTER_DIR / "run.json", after_run.to_json())
+            runs.after()
     finally:
         try:
             cluster.down()
@@ -186,6 +166,53 @@ def main_peer(config: RunConfig, args: argparse.Namespace) -> int:
     return 0 if sides["txnbench"].get("committed_txn_per_s") is not None else 2
 
 
+@dataclass(frozen=True)
+class PerfRuns:
+    """The pulsar-perf runs of one comparison on one started cluster, each on topics of its own:
+    the unmeasured warm-up, the measured run, and the run after txnbench that brackets it.
+    `run` is `run_perf` with the cluster's and the JVM's arguments bound (a test passes a fake)."""
+
+    plan: PerfPlan
+    peer_dir: Path
+    say: Callable[[str], None]
+    run: Callable[..., PerfRun]
+
+    def _on_own_topics(self, suffix: str) -> PerfPlan:
+        return dataclasses.replace(self.plan, producer_topics=tuple(f"{t}-{suffix}" for t in self.plan.producer_topics),
+                                   subscription=f"{self.plan.subscription}-{suffix}")
+
+    def warm_up(self, seconds: int) -> None:
+        """The JVMs compile their hot code under the first load: on few cores that takes minutes, and
+        a measured run on a cold cluster times the compiler (the first run of a bracket read a quarter
+        of the last, 2026-11-28), so the same load runs unmeasured first. 0 seconds: no warm-up."""
+        if seconds <= 0:
+            return
+        self.say(f"[peer] warming the cluster up: pulsar-perf for {seconds} s, not measured")
+        warm = dataclasses.replace(self._on_own_topics("warmup"), warmup_s=0, steady_s=seconds)
+        self.run(warm, out_dir=self.peer_dir / PERF_WARMUP_DIR)
+
+    def measured(self) -> PerfRun:
+        out_dir = self.peer_dir / PERF_DIR
+        done = self.run(self.plan, out_dir=out_dir)
+        write_json_atomic(out_dir / "run.json", done.to_json())
+        self.say(f"[peer] pulsar-perf done (exit {done.exit_code}); now txnbench on the same cluster")
+        return done
+
+    def after(self) -> PerfRun | None:
+        """pulsar-perf again after txnbench: the same command swung 934-1,249 txn/s between runs on
+        one machine (2026-11-27), so a ratio against one run says little without the drift. None
+        when it failed: the two runs before it stand, and the report is left unbracketed."""
+        self.say("[peer] pulsar-perf again after txnbench (the bracket: how far the cluster drifted)")
+        out_dir = self.peer_dir / PERF_AFTER_DIR
+        try:
+            done = self.run(self._on_own_topics("after"), out_dir=out_dir)
+        except EnvironmentProblem as err:
+            self.say(f"[peer] the second pulsar-perf run failed, so the report has no bracket: {err}")
+            return None
+        write_json_atomic(out_dir / "run.json", done.to_json())
+        return done
+
+
 def _cluster_warmup_s(args: argparse.Namespace) -> int:
     chosen = getattr(args, "cluster_warmup", None)
     return CLUSTER_WARMUP_S if chosen is None else int(chosen)
@@ -205,7 +232,7 @@ def _cpu_split(load_cpus: frozenset[int] | None) -> CpuSplit | None:
 def write_peer_report(peer_dir: Path) -> dict[str, Any]:
     """peer.{json,md,html} from what the peer folder holds (so a report can be rebuilt after a fix)."""
     saved = json.loads((peer_dir / "peer-plan.json").read_text())
-    plan, perf_dir = saved["plan"], peer_dir / "pulsar-perf"
+    plan, perf_dir = saved["plan"], peer_dir / PERF_DIR
     perf = _perf_side(perf_dir, plan)
     after_dir = peer_dir / PERF_AFTER_DIR
     perf_after = _perf_side(after_dir, plan) if (after_dir / "run.json").is_file() else None

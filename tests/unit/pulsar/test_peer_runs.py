@@ -1,0 +1,79 @@
+"""The peer's pulsar-perf sequence on one cluster (orchestrator/peer.py `PerfRuns`), with a fake pulsar-perf."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.config import parse_scenario
+from harness.errors import EnvironmentProblem
+from orchestrator.peer import PERF_AFTER_DIR, PERF_DIR, PERF_WARMUP_DIR, PerfRuns
+from targets.pulsar.perf import PerfRun
+from targets.pulsar.perf_args import PerfPlan, plan_peer
+from targets.pulsar.versions import PULSAR_4_LTS
+
+SCENARIO = """
+name: ap
+path: v4
+phases: {warmup_s: 5, steady_s: 30}
+load: {users: 8}
+workload: {kind: atomic-produce, topics: 2, participants: 2, messages_per_txn: 4, topics_per_txn: 2}
+"""
+
+
+class FakePerf:
+    """Records what each run was asked for; fails the runs whose folder is in `fail`."""
+
+    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+        self.calls: list[tuple[PerfPlan, Path]] = []
+        self.fail = fail
+
+    def __call__(self, plan: PerfPlan, *, out_dir: Path, **_: Any) -> PerfRun:
+        self.calls.append((plan, out_dir))
+        if out_dir.name in self.fail:
+            raise EnvironmentProblem(f"pulsar-perf exited 1; see {out_dir}/pulsar-perf.log")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return PerfRun(argv=["java"], out_dir=out_dir, log_path=out_dir / "pulsar-perf.log", exit_code=0)
+
+
+def _runs(tmp_path: Path, fake: FakePerf, said: list[str]) -> PerfRuns:
+    plan = plan_peer(parse_scenario(SCENARIO), PULSAR_4_LTS, tag="t").perf
+    return PerfRuns(plan, tmp_path, said.append, fake)
+
+
+def test_warm_up_measured_and_after_each_run_on_topics_of_their_own(tmp_path: Path) -> None:
+    fake, said = FakePerf(), list[str]()
+    runs = _runs(tmp_path, fake, said)
+    runs.warm_up(120)
+    runs.measured()
+    assert runs.after() is not None
+    (warm, warm_dir), (measured, measured_dir), (after, after_dir) = fake.calls
+    assert (warm_dir.name, measured_dir.name, after_dir.name) == (PERF_WARMUP_DIR, PERF_DIR, PERF_AFTER_DIR)
+    assert measured == runs.plan
+    assert (warm.warmup_s, warm.steady_s) == (0, 120)   # all of it unmeasured load
+    topics = [set(p.producer_topics) for p in (warm, measured, after)]
+    assert all(not (a & b) for i, a in enumerate(topics) for b in topics[i + 1:])
+    assert len({warm.subscription, measured.subscription, after.subscription}) == 3
+    assert dataclasses.replace(after, producer_topics=measured.producer_topics,
+                               subscription=measured.subscription) == measured   # the same load otherwise
+    for folder in (PERF_DIR, PERF_AFTER_DIR):
+        assert json.loads((tmp_path / folder / "run.json").read_text())["exit_code"] == 0
+    assert not (tmp_path / PERF_WARMUP_DIR / "run.json").exists()   # nothing of the warm-up is reported
+    assert any("warming the cluster up" in line for line in said)
+
+
+def test_no_warm_up_at_zero_seconds(tmp_path: Path) -> None:
+    fake = FakePerf()
+    _runs(tmp_path, fake, []).warm_up(0)
+    assert fake.calls == []
+
+
+def test_a_failed_run_after_txnbench_leaves_the_report_unbracketed_not_lost(tmp_path: Path) -> None:
+    fake, said = FakePerf(fail=(PERF_AFTER_DIR,)), list[str]()
+    runs = _runs(tmp_path, fake, said)
+    runs.measured()
+    assert runs.after() is None
+    assert (tmp_path / PERF_DIR / "run.json").is_file() and not (tmp_path / PERF_AFTER_DIR / "run.json").exists()
+    assert any("has no bracket" in line and "exited 1" in line for line in said)
