@@ -75,8 +75,8 @@ chaos: $(STAMP) ## chaos matrix: each path under faults, recovery-code coverage 
 sweep: $(STAMP) ## concurrency sweep: every path at USERS=4,16,48 users; sweep report under results/
 	$(BIN)/txnbench sweep $(matrix_args) $(if $(USERS),--users $(USERS),)
 
-peer: $(STAMP) ## pulsar-perf transaction and txnbench on one real Pulsar cluster: make peer TXN_PATH=v4 PULSAR_VERSION=4.0.8
-	$(BIN)/txnbench peer $(or $(SCENARIO),atomic-produce) --path $(or $(TXN_PATH),v4) $(if $(PULSAR_VERSION),--pulsar-version $(PULSAR_VERSION),) $(if $(DURATION),--duration $(DURATION),)
+peer: $(STAMP) ## pulsar-perf transaction and txnbench on one real Pulsar cluster: make peer TXN_PATH=v4 PULSAR_VERSION=4.0.8 LOAD_CPUS=1
+	$(BIN)/txnbench peer $(or $(SCENARIO),atomic-produce) --path $(or $(TXN_PATH),v4) $(if $(PULSAR_VERSION),--pulsar-version $(PULSAR_VERSION),) $(if $(DURATION),--duration $(DURATION),) $(if $(LOAD_CPUS),--load-cpus $(LOAD_CPUS),)
 
 fidelity: $(STAMP) ## bench, failover, chaos on embedded and real Pulsar side by side (PULSAR_LOCK=FILE per matrix; FROM="dirs" reuses)
 	$(BIN)/txnbench fidelity $(if $(DURATION),--duration $(DURATION),) $(if $(PULSAR_LOCK),--pulsar-lock $(PULSAR_LOCK),) $(if $(FROM),--from $(FROM),)
