@@ -327,6 +327,8 @@ def test_pinned_load_generators_split_the_busy_cores_into_theirs_and_the_cluster
     assert "the cluster's CPUs were 0.96 of 1 busy and the load generator's 0.7 of 1" in text
     assert "the cluster, not the load generator, set txnbench's rate" in text
     assert "load generator's CPU was taken from the cluster" not in text   # the shared-cores story is not told
+    busy = bottleneck({"threads": 8, "messages_per_txn": 4}, perf, {**txnbench, **_cpu_sets([1], 0.82, 1.73, 2)})
+    assert "both set txnbench's rate" in bottleneck_text({"bottleneck": busy})
     doc = {"sides": {"pulsar-perf": {**perf, "aggregated": {}, "broker_counts": {}},
                      "txnbench": {**txnbench, "broker_counts": {}, "transactions": {}}},
            "ratios": {}, "bracket": None}
