@@ -18,6 +18,8 @@ orchestrator calls it in-process) and `main_check(args) -> int` (the CLI).
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -55,7 +57,7 @@ from analysis.spark import (
 from harness.anomalies import AnomalyClass
 from harness.errors import EnvironmentProblem
 from harness.history.reader import iter_history_file
-from harness.results import RunDir, read_json, write_json_atomic
+from harness.results import RunDir, read_json, write_json_atomic, write_text_atomic
 
 RESULTS_SCHEMA = 1
 # Histories at least this large print progress on stderr.
@@ -338,9 +340,22 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
             f"of memory, set {DRIVER_MEMORY_ENV} above {memory}, or check a smaller history") from err
 
 
+def _anomaly_entry(run: RunDir, result: CheckResult) -> dict[str, Any]:
+    """results.json's entry for a class that occurred; with every instance in a file of its own
+    when there are more than the examples (the verdict attributes each one)."""
+    entry: dict[str, Any] = {"count": result.count, "examples": list(result.examples)}
+    if result.instances:
+        path = run.instances_dir / f"{result.name.value}.jsonl"
+        write_text_atomic(path, "".join(json.dumps(i, sort_keys=True, default=str) + "\n" for i in result.instances))
+        entry["instances"] = str(path.relative_to(run.path))
+    return entry
+
+
 def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str], say: _Progress,
            started: float) -> dict[str, Any]:
     spark_master = str(spark.sparkContext.master)
+    # Instances of an earlier check of this folder would be read as this one's.
+    shutil.rmtree(run.instances_dir, ignore_errors=True)
     partitions = tune_for_input(spark, size)
 
     small = size <= SMALL_INPUT_BYTES
@@ -442,8 +457,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         "run_id": run.run_id,
         "valid": valid,
         "unknown_reasons": reasons if valid == "unknown" else [],
-        "anomalies": {r.name.value: {"count": r.count, "examples": list(r.examples)}
-                      for r in results if r.found},
+        "anomalies": {r.name.value: _anomaly_entry(run, r) for r in results if r.found},
         "checks": {r.name.value: _check_entry(r) for r in results},
         "operations": {f: dict(sorted(types.items())) for f, types in sorted(operations.items())},
         "transactions": {label: transactions.get(label, 0) for label in

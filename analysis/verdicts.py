@@ -16,8 +16,10 @@ of such a transaction (PIP-31's read horizon never passes an undecided transacti
 the terminate keeps it undecided: a transaction held open across the terminate hides
 what others committed after it in that partition, even before the terminate). Each example names its operations (topics, segments, transactions, times);
 a transaction's participants and span come from the history, the fault's targets and
-window from the nemesis's `fault` and `heal` ops. A class with more instances than
-examples, or with one example outside every window or on another topic, stays
+window from the nemesis's `fault` and `heal` ops. Every instance is judged: beyond
+results.json's examples the checker keeps a class's instances in a file of their own
+(`instances`, analysis/checks/base.py MAX_INSTANCES). A class with more instances than
+were kept, or with one instance outside every window or on another topic, stays
 unexpected: an expectation may explain a finding, never swallow an unrelated one.
 
 What a scenario expects has one definition, `ChecksConfig.expected_on` (harness.config):
@@ -118,7 +120,7 @@ def judge_run(run_dir: Path, results: Mapping[str, Any] | None = None,
         manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     expectations = expectations_of(manifest, str(manifest_path))
     anomalies = results.get("anomalies") or {}
-    attributor = _Attributor(run_dir / "history") if any(
+    attributor = _Attributor(run_dir / "history", run_dir) if any(
         e.scope is ExpectationScope.TERMINATED_TOPICS for a, e in expectations.items() if a in anomalies) else None
     return judge(results.get("valid"), anomalies, expectations,
                  attributor.attribute if attributor is not None else None)
@@ -201,18 +203,32 @@ class _Attributor:
     operations: one on a target, at a time inside the window. Anything else is a finding.
     """
 
-    def __init__(self, history_dir: Path) -> None:
+    def __init__(self, history_dir: Path, run_dir: Path | None = None) -> None:
         self.history_dir = history_dir
+        self.run_dir = run_dir if run_dir is not None else history_dir.parent
         self.windows = fault_windows(history_dir)
         self._spans: dict[str, TxnSpan] | None = None
         self._floors: dict[str, tuple[int, int]] | None = None
 
     def attribute(self, name: str, entry: Mapping[str, Any]) -> tuple[int, int]:
-        examples = list(entry.get("examples") or [])
         total = int(entry.get("count") or 0)
-        if not self.windows or len(examples) < total:
-            return 0, total   # a count beyond the examples cannot be attributed
-        return sum(1 for example in examples if self.affected(example)), total
+        instances = self.instances(entry)
+        if not self.windows or len(instances) < total:
+            return 0, total   # instances the checker did not keep cannot be attributed
+        return sum(1 for instance in instances if self.affected(instance)), total
+
+    def instances(self, entry: Mapping[str, Any]) -> list[Any]:
+        """Every instance the checker kept: its file of instances (analysis/instances/), else the
+        examples. A file that is missing or torn gives the examples, which then fall short."""
+        examples = list(entry.get("examples") or [])
+        name = entry.get("instances")
+        if not isinstance(name, str) or not name:
+            return examples
+        path = self.run_dir / name
+        try:
+            return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        except (OSError, ValueError):
+            return examples
 
     def affected(self, example: Any) -> bool:
         names: set[str] = set()

@@ -165,6 +165,11 @@ class RunDir:
         return self.analysis_dir / "results.json"
 
     @property
+    def instances_dir(self) -> Path:
+        """Every instance of an anomaly class with more than results.json's examples."""
+        return self.analysis_dir / "instances"
+
+    @property
     def perf_json(self) -> Path:
         return self.analysis_dir / "perf.json"
 

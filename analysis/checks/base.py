@@ -26,7 +26,13 @@ from pyspark.sql import functions as F
 from analysis.model import union_all
 from harness.anomalies import AnomalyClass
 
-MAX_EXAMPLES = 50   # enough to attribute every instance of a small run's anomalies (analysis/verdicts.py)
+MAX_EXAMPLES = 50   # examples kept in results.json, per anomaly class
+# Beyond the examples, a class's instances up to this many are kept in a file of their own
+# (analysis/instances/<class>.jsonl): an expectation scoped to a fault attributes every
+# instance, not the first fifty (analysis/verdicts.py). More than this stays unattributed.
+MAX_INSTANCES = 10_000
+# `finish` completes instances this many at a time: each batch is one lookup job of its own.
+FINISH_BATCH = 500
 
 # Fields of an op reference, the way examples name operations.
 REF_FIELDS = ("writer", "index", "process", "f", "type", "time_ns", "txn", "value", "topic",
@@ -48,6 +54,8 @@ class CheckResult:
         reason: why it was skipped (None when it ran).
         count: anomalies found (0 when skipped).
         examples: up to MAX_EXAMPLES anomalies, each naming the ops involved.
+        instances: every anomaly, when there are more than the examples and at most
+            MAX_INSTANCES of them (else empty: the examples are all, or too many to keep).
         unjudged: cases the check could not decide (e.g. a topic the drain did not read).
         note: what `unjudged` counts.
     """
@@ -59,6 +67,7 @@ class CheckResult:
     examples: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     unjudged: int = 0
     note: str | None = None
+    instances: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
     @property
     def found(self) -> bool:
@@ -145,6 +154,7 @@ class PendingCheck:
     anomalies: DataFrame
     order_by: Sequence[str | Column]
     max_examples: int = MAX_EXAMPLES
+    max_instances: int = MAX_INSTANCES
     unjudged: DataFrame | None = None
     note: str = ""
     finish: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
@@ -153,6 +163,16 @@ class PendingCheck:
 
 
 Plan = CheckResult | PendingCheck
+
+
+def _finished(plan: PendingCheck, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`plan.finish` over `rows`, a batch at a time, so a lookup names at most FINISH_BATCH keys."""
+    if plan.finish is None:
+        return rows
+    out: list[dict[str, Any]] = []
+    for start in range(0, len(rows), FINISH_BATCH):
+        out.extend(plan.finish(rows[start:start + FINISH_BATCH]))
+    return out
 # Prefix of the tally keys in the counting job (check keys are decimal numbers).
 _TALLY = "t:"
 
@@ -194,10 +214,15 @@ def evaluate_with_tallies(plans: Sequence[Plan], tallies: DataFrame | None = Non
         plan = item
         found, not_judged = counts.get(2 * i, 0), counts.get(2 * i + 1, 0)
         examples: tuple[dict[str, Any], ...] = ()
+        instances: tuple[dict[str, Any], ...] = ()
         if found:
-            rows = plan.anomalies.orderBy(*plan.order_by).limit(plan.max_examples).collect()
+            every = plan.max_examples < found <= plan.max_instances
+            rows = plan.anomalies.orderBy(*plan.order_by).limit(found if every else plan.max_examples).collect()
             plain = [to_plain(r) for r in rows]
-            examples = tuple(plan.finish(plain) if plan.finish is not None else plain)
+            finished = tuple(_finished(plan, plain))
+            examples = finished[:plan.max_examples]
+            instances = finished if every else ()
         results.append(CheckResult(plan.name, CheckStatus.RAN, count=found, examples=examples,
-                                   unjudged=not_judged, note=plan.note.format(n=not_judged) if not_judged else None))
+                                   unjudged=not_judged, note=plan.note.format(n=not_judged) if not_judged else None,
+                                   instances=instances))
     return results, tallied

@@ -29,12 +29,17 @@ def _outputs(ctx: CheckContext, *, visible_only: bool) -> DataFrame:
     return outs.select(F.explode("inputs").alias("input"), "value", "txn")
 
 
-def _output_rows(ctx: CheckContext, inputs: list[str]) -> list[Row]:
-    """The sends carrying any of a few inputs (for examples)."""
+def _output_rows(ctx: CheckContext, inputs: list[str]) -> dict[str, list[Row]]:
+    """Input -> the sends carrying it, for a few inputs (for examples)."""
     if not inputs:
-        return []
-    wanted = F.array(*[F.lit(v) for v in sorted(set(inputs))])
-    return ctx.sends.filter(F.arrays_overlap(F.coalesce(F.col("inputs"), F.array()), wanted)).collect()
+        return {}
+    wanted = set(inputs)
+    literal = F.array(*[F.lit(v) for v in sorted(wanted)])
+    by_input: dict[str, list[Row]] = {}
+    for row in ctx.sends.filter(F.arrays_overlap(F.coalesce(F.col("inputs"), F.array()), literal)).collect():
+        for carried in set(row["inputs"] or []) & wanted:
+            by_input.setdefault(carried, []).append(row)
+    return by_input
 
 
 def plan_ctp_duplicate(ctx: CheckContext) -> Plan:
@@ -50,8 +55,8 @@ def plan_ctp_duplicate(ctx: CheckContext) -> Plan:
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = _output_rows(ctx, [e["input"] for e in examples])
         for e in examples:
-            mine = sorted((r for r in rows if e["input"] in (r["inputs"] or []) and r["visible"]
-                           and r["type"] != OpType.FAIL.value), key=lambda r: (r["invoke_ns"], r["index"]))
+            mine = sorted((r for r in rows.get(e["input"], []) if r["visible"] and r["type"] != OpType.FAIL.value),
+                          key=lambda r: (r["invoke_ns"], r["index"]))
             e["outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
         return examples
 
@@ -84,7 +89,7 @@ def plan_ctp_loss(ctx: CheckContext) -> Plan:
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = _output_rows(ctx, [e["input"] for e in examples])
         for e in examples:
-            mine = sorted((r for r in rows if e["input"] in (r["inputs"] or []) and r["txn"] == e["txn"]),
+            mine = sorted((r for r in rows.get(e["input"], []) if r["txn"] == e["txn"]),
                           key=lambda r: (r["invoke_ns"], r["index"]))
             e["invisible_outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
         return examples

@@ -117,9 +117,11 @@ def plan_partial_txn(ctx: CheckContext) -> Plan:
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Name the visible values and the missing sends of the example transactions."""
         txns = sorted({e["txn"] for e in examples})
-        rows = ctx.sends.filter(F.col("txn").isin(*txns)).collect()
+        by_txn: dict[str, list[Row]] = {}
+        for row in ctx.sends.filter(F.col("txn").isin(*txns)).collect():
+            by_txn.setdefault(row["txn"], []).append(row)
         for e in examples:
-            mine = sorted((r for r in rows if r["txn"] == e["txn"]), key=lambda r: (r["invoke_ns"], r["index"]))
+            mine = sorted(by_txn.get(e["txn"], []), key=lambda r: (r["invoke_ns"], r["index"]))
             if mine:
                 e["outcome"], e["decided_by"] = mine[0]["outcome"], mine[0]["decided_by"]
             e["visible"] = [r["value"] for r in mine if r["visible"] and r["type"] != OpType.FAIL.value][
@@ -144,9 +146,11 @@ def plan_duplicate(ctx: CheckContext) -> Plan:
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Name the reads of each duplicated value."""
         values = sorted({e["value"] for e in examples})
-        rows = ctx.reads.filter(F.col("value").isin(*values)).collect()
+        by_value: dict[str, list[Row]] = {}
+        for row in ctx.reads.filter(F.col("value").isin(*values)).collect():
+            by_value.setdefault(row["value"], []).append(row)
         for e in examples:
-            mine = sorted((r for r in rows if r["value"] == e["value"]), key=lambda r: (r["time_ns"], r["index"]))
+            mine = sorted(by_value.get(e["value"], []), key=lambda r: (r["time_ns"], r["index"]))
             e["reads"] = [read_ref(r) for r in mine][:_EXAMPLE_VALUES]
         return examples
 

@@ -180,3 +180,22 @@ def test_a_spark_failure_is_one_line_with_the_fix(spark: SparkSession, tmp_path:
     assert main(["check", str(run)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Java heap space" in err and "TXNBENCH_SPARK_DRIVER_MEMORY" in err
+
+
+def test_every_instance_beyond_the_examples_goes_into_a_file_a_recheck_replaces(tmp_path: Path) -> None:
+    h = History()
+    h.process("w0/u1").open().sends(*[f"v{n}" for n in range(60)]).commit()
+    run = h.drain(reads={"t1": []}).write(tmp_path / "run")
+    entry = check_run(run)["anomalies"]["lost-write"]
+    assert entry["count"] == 60 and len(entry["examples"]) == 50
+    assert entry["instances"] == "analysis/instances/lost-write.jsonl"
+    lines = (run / entry["instances"]).read_text().splitlines()
+    assert sorted(json.loads(line)["value"] for line in lines) == sorted(f"v{n}" for n in range(60))
+    # checked again after the values turned up: no anomaly, and no file of the old one's instances
+    shutil.rmtree(run)
+    h = History()
+    h.process("w0/u1").open().sends(*[f"v{n}" for n in range(60)]).commit()
+    h.drain(reads={"t1": [f"v{n}" for n in range(60)]}).write(tmp_path / "run")
+    (run / "analysis" / "instances").mkdir(parents=True)
+    (run / "analysis" / "instances" / "lost-write.jsonl").write_text("{}\n")
+    assert check_run(run)["anomalies"] == {} and not (run / "analysis" / "instances").exists()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.checks import AnomalyClass, CheckStatus, prepare
+from analysis.checks import AnomalyClass, CheckStatus, base, prepare
+from analysis.checks.base import PendingCheck, evaluate
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -198,3 +199,28 @@ def test_a_value_missing_from_both_reads_is_one_lost_write(run_check: RunCheck) 
     h.drain_complete(live_topics=["t1"])
     result = run_check(h, AnomalyClass.LOST_WRITE)
     assert result.count == 1 and result.examples[0]["missing_from"] == "live and cold"
+
+
+def test_beyond_the_examples_every_instance_is_kept_and_completed(run_check: RunCheck,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verdict attributes every instance (analysis/verdicts.py), so the check keeps all of them,
+    completed as the examples are, in batches."""
+    monkeypatch.setattr(base, "FINISH_BATCH", 2)
+    h = History()
+    for n in range(5):
+        h.process(f"w0/u{n}").open().send(f"a{n}").send(f"b{n}", topic="t2").commit()
+    h.drain(reads={"t1": [f"a{n}" for n in range(5)], "t2": []})
+    result = run_check(h, AnomalyClass.PARTIAL_TXN, max_examples=2)
+    assert result.count == 5 and len(result.examples) == 2 and len(result.instances) == 5
+    assert result.examples == result.instances[:2]
+    assert sorted(i["txn"] for i in result.instances) == [f"1:{n + 1}" for n in range(5)]
+    assert all([m["value"] for m in i["missing"]] == [i["visible"][0].replace("a", "b")]
+               for i in result.instances)
+
+
+def test_no_instances_beyond_the_limit_or_within_the_examples(spark: SparkSession) -> None:
+    rows = spark.createDataFrame([(f"v{n}",) for n in range(6)], "value string")
+    many, few = evaluate([PendingCheck(AnomalyClass.DUPLICATE, rows, ["value"], max_examples=2, max_instances=5),
+                          PendingCheck(AnomalyClass.DUPLICATE, rows, ["value"], max_examples=6)])
+    assert many.count == 6 and [e["value"] for e in many.examples] == ["v0", "v1"] and many.instances == ()
+    assert few.count == 6 and len(few.examples) == 6 and few.instances == ()

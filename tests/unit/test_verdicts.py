@@ -92,8 +92,41 @@ def test_scoped_expectation_covers_only_instances_on_terminated_topics(tmp_path:
     assert judged.notes == {"stalled-commit": "1 of 2 instance(s) touch a terminated topic while it was terminated"}
 
 
-def test_more_instances_than_examples_cannot_be_explained(tmp_path: Path) -> None:
+def test_more_instances_than_were_kept_cannot_be_explained(tmp_path: Path) -> None:
     judged = judge_run(_run(tmp_path, {"stalled-commit": {"count": 3, "examples": [{"txn": "1:1"}]}}))
+    assert judged is not None and judged.unexpected == ("stalled-commit",)
+    assert judged.notes == {"stalled-commit": "0 of 3 instance(s) touch a terminated topic while it was terminated"}
+
+
+def _with_instances(run: Path, name: str, instances: list[dict]) -> Path:  # type: ignore[type-arg]
+    (run / "analysis" / "instances").mkdir()
+    (run / "analysis" / "instances" / f"{name}.jsonl").write_text("".join(json.dumps(i) + "\n" for i in instances))
+    return run
+
+
+def test_every_kept_instance_is_attributed_not_only_the_examples(tmp_path: Path) -> None:
+    """More instances than examples (a check keeps 50): the verdict reads the file of all of them.
+    The make chaos of 2026-11-28 read v4's 62 lost writes, all of the terminate, as unexpected."""
+    entry = {"count": 3, "examples": [{"txn": "1:1"}], "instances": "analysis/instances/stalled-commit.jsonl"}
+    run = _with_instances(_run(tmp_path / "a", {"stalled-commit": entry}), "stalled-commit",
+                          [{"txn": "1:1"}, {"txn": "1:1", "n": 2}, {"txn": "1:1", "n": 3}])
+    judged = judge_run(run)
+    assert judged is not None and judged.only_expected, judged
+    # the same, with one instance beyond the examples on another topic: a finding
+    run = _with_instances(_run(tmp_path / "b", {"stalled-commit": entry}), "stalled-commit",
+                          [{"txn": "1:1"}, {"txn": "1:1", "n": 2}, {"txn": "1:2"}])
+    judged = judge_run(run)
+    assert judged is not None and judged.unexpected == ("stalled-commit",)
+    assert judged.notes == {"stalled-commit": "2 of 3 instance(s) touch a terminated topic while it was terminated"}
+
+
+def test_a_missing_or_short_file_of_instances_explains_nothing(tmp_path: Path) -> None:
+    entry = {"count": 3, "examples": [{"txn": "1:1"}], "instances": "analysis/instances/stalled-commit.jsonl"}
+    judged = judge_run(_run(tmp_path / "a", {"stalled-commit": entry}))
+    assert judged is not None and judged.unexpected == ("stalled-commit",)
+    run = _with_instances(_run(tmp_path / "b", {"stalled-commit": entry}), "stalled-commit",
+                          [{"txn": "1:1"}, {"txn": "1:1"}])
+    judged = judge_run(run)
     assert judged is not None and judged.unexpected == ("stalled-commit",)
 
 
