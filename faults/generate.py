@@ -123,10 +123,11 @@ def draw(spec: GeneratedFaults, kinds: tuple[FaultKind, ...], *, seed: int, dura
     windows: list[GeneratedWindow] = []
     terminates = 0
     isolations = 0
-    t = 0.0
+    t = spec.from_s
+    end_s = duration_s if spec.until_s is None else min(duration_s, spec.until_s)
     for _ in range(10_000):          # bounded: a window is at least a few milliseconds of the phase
         t += rng.uniform(spec.gap_min_s, spec.gap_max_s)
-        if t >= duration_s:
+        if t >= end_s:
             break
         trigger = rng.choice(TRIGGERS) if rng.random() < spec.triggered else None
         choices = [k for k in pool if (k is not FaultKind.TERMINATE or terminates < spec.terminates)

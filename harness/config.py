@@ -436,8 +436,15 @@ class GeneratedFaults:
                                                       "refuses every later send)")
     isolations: int = bounded(1, min=0, max=100, help="at most this many client-isolate faults (each held "
                                                       "longer than the transaction timeout)")
+    from_s: float = bounded(0.0, min=0, max=86400, help="first moment of the faults phase a window may start "
+                                                        "(after a written schedule, say)")
+    until_s: float | None = bounded(None, min=0.1, max=86400, help="no window starts at or after this second of "
+                                                                   "the faults phase; null: the phase's end")
 
     def check(self) -> None:
+        if self.until_s is not None and self.from_s >= self.until_s:
+            raise Invalid("from_s", f"{self.from_s:g} is not before until_s ({self.until_s:g})",
+                          "start the generated windows before until_s")
         if self.gap_min_s > self.gap_max_s:
             raise Invalid("gap_min_s", f"{self.gap_min_s:g} is above gap_max_s ({self.gap_max_s:g})",
                           "swap them")

@@ -9,7 +9,7 @@ import pytest
 from faults.generate import AIMED, DEFAULT_KINDS, TARGETS, draw
 from faults.kinds import FaultKind
 from faults.schedule import plan_timeline
-from harness.config import FaultsConfig, GeneratedFaults
+from harness.config import FaultSpec, FaultsConfig, GeneratedFaults
 from harness.txn_paths import TxnPath
 from orchestrator.matrix import reproduce_command
 
@@ -93,3 +93,21 @@ def test_a_load_without_workers_leaves_the_drawn_client_kills_out() -> None:
     assert any("client-kill fault(s) need Locust workers" in n for n in without.notes)
     kills = [(f.kind, f.target) for f in with_workers.faults if f.kind is FaultKind.KILL]
     assert kills == [(f.kind, f.target) for f in without.faults if f.kind is FaultKind.KILL]
+
+
+def test_generated_windows_start_between_from_s_and_until_s_after_a_written_schedule() -> None:
+    """A written schedule first, generated faults after it: windows only in [from_s, until_s)."""
+    from harness._validate import build
+    from harness.errors import ConfigError
+
+    windows = draw(GeneratedFaults(from_s=100, until_s=160), (), seed=7, duration_s=300)
+    assert windows and all(100 < w.at_s < 160 for w in windows)
+    assert draw(GeneratedFaults(from_s=100), (), seed=7, duration_s=300)[-1].at_s > 160
+    cfg = FaultsConfig(quiet_s=0, schedule=(build(FaultSpec, {"kind": "kill", "target": "coordinator",
+                                                              "at_s": 10, "for_s": 2}, "test"),),
+                       generated=GeneratedFaults(kinds=("kill", "latency"), from_s=100, until_s=160))
+    timeline = plan_timeline(cfg, seed=7, duration_s=300, txn_path=TxnPath.V4, brokers=2)
+    starts = [w.start_s for w in timeline.windows]
+    assert starts[0] == 10 and len(starts) > 2 and all(100 < t < 160 for t in starts[1:])
+    with pytest.raises(ConfigError, match="from_s"):
+        build(GeneratedFaults, {"from_s": 50, "until_s": 50}, "test")
