@@ -346,7 +346,8 @@ def _anomaly_entry(run: RunDir, result: CheckResult) -> dict[str, Any]:
     entry: dict[str, Any] = {"count": result.count, "examples": list(result.examples)}
     if result.instances:
         path = run.instances_dir / f"{result.name.value}.jsonl"
-        write_text_atomic(path, "".join(json.dumps(i, sort_keys=True, default=str) + "\n" for i in result.instances))
+        lines = (json.dumps(instance, sort_keys=True, default=str) + "\n" for instance in result.instances)
+        write_text_atomic(path, "".join(lines))
         entry["instances"] = str(path.relative_to(run.path))
     return entry
 

@@ -173,6 +173,8 @@ def _finished(plan: PendingCheck, rows: list[dict[str, Any]]) -> list[dict[str, 
     for start in range(0, len(rows), FINISH_BATCH):
         out.extend(plan.finish(rows[start:start + FINISH_BATCH]))
     return out
+
+
 # Prefix of the tally keys in the counting job (check keys are decimal numbers).
 _TALLY = "t:"
 

@@ -9,7 +9,7 @@ import pytest
 from faults.generate import AIMED, DEFAULT_KINDS, TARGETS, draw
 from faults.kinds import FaultKind
 from faults.schedule import plan_timeline
-from harness.config import FaultSpec, FaultsConfig, GeneratedFaults
+from harness.config import FaultsConfig, FaultSpec, GeneratedFaults
 from harness.txn_paths import TxnPath
 from orchestrator.matrix import reproduce_command
 
