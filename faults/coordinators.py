@@ -1,4 +1,4 @@
-"""Locating the transaction coordinators: which broker hosts each one, right now.
+"""Locating the transaction coordinators, and the owners of topics: which broker hosts each, right now.
 
 A coordinator moves (its broker dies, ownership or leadership changes), so the
 nemesis asks at injection time, with a fresh `harness.client.PulsarClient` each
@@ -48,6 +48,16 @@ class ClientCoordinatorLocator:
                               listener_name=self.listener_name)
         try:
             return dict(client.coordinator_brokers(timeout_s=self.timeout_s))
+        finally:
+            _close_in_background(client, CLOSE_WAIT_S)
+
+    def owner_broker(self, topic: str) -> str:
+        from harness.client import PulsarClient
+
+        client = PulsarClient(self.service_url, txn_path=self.txn_path.value, operation_timeout_s=self.timeout_s,
+                              listener_name=self.listener_name)
+        try:
+            return client.owner_of(topic, timeout_s=self.timeout_s)
         finally:
             _close_in_background(client, CLOSE_WAIT_S)
 

@@ -66,6 +66,10 @@ class FaultEnvironment:
     def coordinator_brokers(self) -> Callable[[], Mapping[int, str]] | None:
         return self.coordinators.coordinator_brokers if self.coordinators is not None else None
 
+    def owner_of(self) -> Callable[[str], str] | None:
+        """A topic's (partition's, segment's) owner: its broker's service URL."""
+        return self.coordinators.owner_broker if self.coordinators is not None else None
+
     def segments_of(self) -> Callable[[str], Sequence[str]] | None:
         """v5: a topic's active segments; v4: its partitions, or the topic itself."""
         admin = self.admin

@@ -59,8 +59,9 @@ TARGETS: Mapping[FaultKind, tuple[str, ...]] = {
     FaultKind.CRASH: ("ledger", "metadata"),
 }
 AIMED: Mapping[FaultKind, tuple[str, ...]] = {
-    FaultKind.KILL: ("coordinator:trigger",),
-    FaultKind.RESTART: ("coordinator:trigger",),
+    FaultKind.KILL: ("coordinator:trigger", "broker:trigger"),
+    FaultKind.RESTART: ("coordinator:trigger", "broker:trigger"),
+    FaultKind.PAUSE: ("broker:trigger",),
     FaultKind.TERMINATE: ("topic:trigger",),
     FaultKind.UNLOAD: ("topic:trigger", "segment:trigger"),
     FaultKind.SPLIT: ("segment:trigger",),

@@ -331,9 +331,10 @@ def describe_accepts(kind: FaultKind) -> str:
     names = []
     for cls in s.accepts:
         if cls is ServiceSelector:
-            names.append("broker:<i|random|coordinator>, coordinator, coordinator:trigger" if s.brokers_only else
-                         "broker:<i|random|coordinator>, coordinator, coordinator:trigger, metadata, ledger, "
-                         "process:random")
+            names.append("broker:<i|random|coordinator|trigger>, coordinator, coordinator:trigger"
+                         if s.brokers_only else
+                         "broker:<i|random|coordinator|trigger>, coordinator, coordinator:trigger, metadata, "
+                         "ledger, process:random")
         elif cls is LinkSelector:
             names.append("client-broker:<b>, broker-metadata:<b>, broker-ledger:<b>, broker-broker:<i>-<j>, "
                          "link:random")

@@ -136,4 +136,7 @@ class CoordinatorLocator(Protocol):
     def coordinator_brokers(self) -> Mapping[int, str]:
         """tc id -> the broker's service URL (v4: owner of assign partition i; v5: tc i's leader)."""
 
+    def owner_broker(self, topic: str) -> str:
+        """The service URL of the broker that owns `topic` (a partition, or a v5 segment) now."""
+
     def close(self) -> None: ...

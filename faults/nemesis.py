@@ -367,6 +367,7 @@ class Nemesis:
         ctx = ResolveContext(cluster=self.cluster, rng=random.Random(f"{self.config.seed}/{planned.fault_id}"),
                              busy=self._busy(), topics=self.env.topics, is_running=self.env.is_running(),
                              coordinator_brokers=self.env.coordinator_brokers(),
+                             owner_of=self.env.owner_of(),
                              segments_of=self.env.segments_of(),
                              aim=Aim.from_seen((trigger or {}).get("seen")))
         process = f"nemesis/{planned.fault_id}"

@@ -32,6 +32,9 @@ the grammar and how to resolve a selector against the cluster:
     segment:trigger               segment (v4: partition) that transaction is open on
                                   (faults/triggers.py); random ones when the trigger
                                   saw none
+    broker:trigger                the broker owning a segment (v4: partition) that
+                                  transaction is open on: where its commit's markers, or its
+                                  acks' commit, land; a random broker when the trigger saw none
 
 Resolution happens at injection time, with the run's seeded random generator and
 a set of resources busy with other faults, so two faults never hold the same
@@ -78,6 +81,7 @@ class Pick(Enum):
     RANDOM = "random"
     COORDINATOR = "coordinator"
     TRIGGER = "trigger"           # the coordinator of the transaction that set off the trigger
+    OWNER = "owner"               # the owner of a segment or partition that transaction is open on
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class Index:
             return f"{COORDINATOR}:{self.value}"
         if self.pick is Pick.TRIGGER:
             return f"{COORDINATOR}:{TRIGGER}"
+        if self.pick is Pick.OWNER:
+            return TRIGGER
         return self.pick.value
 
 
@@ -168,7 +174,7 @@ _LINK_PREFIXES: Mapping[str, LinkKind] = {
 SYNTAX_HELP = ("use e.g. broker:random, broker:0, coordinator, metadata, ledger, process:random, "
                "client-broker:random, broker-metadata:1, broker-ledger:coordinator, broker-broker:0-1, "
                "link:random, topic:random, segment:random, coordinator:trigger, topic:trigger, "
-               "segment:trigger, clients, load:random")
+               "segment:trigger, broker:trigger, clients, load:random")
 
 
 def _index(text: str, whole: str, *, coordinator: bool = True) -> Index:
@@ -201,6 +207,8 @@ def parse_selector(text: str) -> Selector:
     if whole == RANDOM:
         return DefaultSelector()
     if head == "broker":
+        if tail == TRIGGER:
+            return ServiceSelector(whole, ServiceClass.BROKER, Index(Pick.OWNER))
         return ServiceSelector(whole, ServiceClass.BROKER, _index(tail, whole) if sep else ANY)
     if head == COORDINATOR:
         if not sep:
@@ -267,13 +275,14 @@ def uses_trigger(selector: Selector) -> bool:
     """Whether the selector aims at what the fault's trigger saw (`...:trigger`), so the
     fault needs a trigger."""
     if isinstance(selector, ServiceSelector):
-        return selector.broker.pick is Pick.TRIGGER
+        return selector.broker.pick in (Pick.TRIGGER, Pick.OWNER)
     return isinstance(selector, (TopicSelector, SegmentSelector)) and selector.aimed
 
 
 def uses_coordinator(selector: Selector) -> bool:
     if isinstance(selector, ServiceSelector):
-        return selector.broker.pick in (Pick.COORDINATOR, Pick.TRIGGER) and selector.service is ServiceClass.BROKER
+        return selector.broker.pick in (Pick.COORDINATOR, Pick.TRIGGER, Pick.OWNER) \
+            and selector.service is ServiceClass.BROKER
     if isinstance(selector, LinkSelector):
         return selector.first.pick is Pick.COORDINATOR
     return False
@@ -481,6 +490,7 @@ class ResolveContext:
         topics: the run's logical topics, in topology order.
         is_running: whether a service is up (killed and paused ones are not chosen at random).
         coordinator_brokers: tc id -> the service URL of the broker hosting it.
+        owner_of: a topic's (partition's, segment's) owner: its broker's service URL.
         segments_of: a topic's active segments (v5), partitions (v4), or [topic] when not partitioned.
         aim: what the fault's trigger saw (for `...:trigger` selectors); None: nothing.
     """
@@ -493,6 +503,7 @@ class ResolveContext:
     coordinator_brokers: Callable[[], Mapping[int, str]] | None = None
     segments_of: Callable[[str], Sequence[str]] | None = None
     aim: Aim | None = None
+    owner_of: Callable[[str], str] | None = None
 
 
 def _brokers(cluster: ClusterInfo) -> list[ServiceInfo]:
@@ -541,6 +552,24 @@ def _aimed_coordinator_broker(ctx: ResolveContext) -> str:
     return coordinator_broker(ctx, None)
 
 
+def _participant_owner(ctx: ResolveContext, candidates: Iterable[str]) -> str:
+    """The broker owning one of the triggering transaction's segments (v4: partitions), chosen at
+    random among those whose owner is known and free; a random free broker when the trigger saw no
+    transaction, or no owner could be found (moved, unreachable)."""
+    free = sorted(candidates, key=_broker_number)
+    owners: list[str] = []
+    if ctx.aim is not None and ctx.owner_of is not None:
+        names = dict.fromkeys(segment or topic for topic, segment in ctx.aim.participants)
+        for name in names:
+            try:
+                broker = ctx.cluster.broker_for_url(ctx.owner_of(name))
+            except Exception:   # a lookup that fails (its owner is moving): aim at another one
+                continue
+            if broker is not None and broker.name in free and broker.name not in owners:
+                owners.append(broker.name)
+    return _choose(ctx.rng, owners or free, "broker")
+
+
 def _broker_name(ctx: ResolveContext, index: Index, candidates: Iterable[str]) -> str:
     if index.pick is Pick.FIXED:
         return f"broker-{index.value}"
@@ -548,6 +577,8 @@ def _broker_name(ctx: ResolveContext, index: Index, candidates: Iterable[str]) -
         return coordinator_broker(ctx, index.value)
     if index.pick is Pick.TRIGGER:
         return _aimed_coordinator_broker(ctx)
+    if index.pick is Pick.OWNER:
+        return _participant_owner(ctx, candidates)
     return _choose(ctx.rng, sorted(candidates, key=_broker_number), "broker")
 
 

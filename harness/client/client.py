@@ -249,6 +249,13 @@ class PulsarClient:
         txn_id = self._coordinator.new_txn(int(timeout_s * 1000), deadline)
         return Transaction(self._coordinator, txn_id, timeout_s, self.config)
 
+    def owner_of(self, topic: str, timeout_s: float | None = None) -> str:
+        """The service URL of the broker that owns `topic` (a partition or a v5 segment) now.
+
+        The fault injector uses it to crash the broker a transaction's commit is reaching.
+        """
+        return self._lookup.lookup(topic, self._deadline(timeout_s)).logical
+
     def coordinator_brokers(self, timeout_s: float | None = None) -> dict[int, str]:
         """tc_id -> service URL of the broker serving that coordinator now.
 

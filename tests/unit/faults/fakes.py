@@ -196,9 +196,15 @@ class FakeAdmin:
 @dataclass
 class FakeLocator:
     assignments: dict[int, str]
+    owners: dict[str, str] = field(default_factory=dict)    # topic/segment -> broker service URL
 
     def coordinator_brokers(self) -> dict[int, str]:
         return dict(self.assignments)
+
+    def owner_broker(self, topic: str) -> str:
+        if topic not in self.owners:
+            raise LookupError(f"no owner known for {topic}")
+        return self.owners[topic]
 
     def close(self) -> None:
         pass

@@ -63,3 +63,17 @@ def test_a_coordinator_on_a_brokers_internal_listener_is_that_broker() -> None:
     selector = parse_selector("coordinator")
     assert isinstance(selector, ServiceSelector)
     assert resolve_service(selector, ctx).name == "broker-1"
+
+
+def test_the_locator_finds_a_partitions_owner_where_it_moved() -> None:
+    """`broker:trigger` asks, when the fault is injected, which broker owns a partition now."""
+    fake = FakeCluster(brokers=2)
+    try:
+        locator = make_coordinator_locator(as_cluster(fake), TxnPath.V4, timeout_s=5)
+        partition = "persistent://public/txnbench/t-partition-1"
+        fake.owners[partition] = fake.brokers[0]
+        assert locator.owner_broker(partition) == fake.brokers[0].url
+        fake.owners[partition] = fake.brokers[1]
+        assert locator.owner_broker(partition) == fake.brokers[1].url
+    finally:
+        fake.stop()

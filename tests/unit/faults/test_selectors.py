@@ -261,3 +261,32 @@ def test_links_every_broker_shares_resolve_for_each_broker() -> None:
     assert links("broker-ledger:random") == (LinkEnd("brokers-ledger", Stream.UPSTREAM),)
     assert {e.proxy for e in isolation_ends(pulsar, "broker-1")} == {
         "client-broker-1", "broker-1-metadata", "brokers-broker-1"}
+
+
+def test_broker_trigger_is_the_owner_of_a_segment_the_triggering_transaction_is_open_on() -> None:
+    """`broker:trigger`: where the transaction's commit lands (its markers, its acks' commit)."""
+    from faults.selectors import Aim, uses_coordinator, uses_trigger
+
+    selector = parse_selector("broker:trigger")
+    assert selector == ServiceSelector("broker:trigger", ServiceClass.BROKER, Index(Pick.OWNER))
+    assert uses_trigger(selector) and uses_coordinator(selector)
+    a, b = "persistent://public/txnbench/a", "persistent://public/txnbench/b"
+    aim = Aim("1:42", ((a, f"{a}-partition-1"), (b, None)))
+    locator = FakeLocator({}, owners={f"{a}-partition-1": "pulsar://127.0.0.1:10002",
+                                      b: "pulsar://127.0.0.1:10001"})
+    chosen = {resolve_service(selector, ctx(seed, aim=aim, owner_of=locator.owner_broker)).name  # type: ignore[arg-type]
+              for seed in range(20)}
+    assert chosen == {"broker-1", "broker-2"}, "the owners of the partition and of the topic, and only those"
+    # a busy owner is not taken; an owner that cannot be looked up is skipped
+    assert {resolve_service(selector, ctx(seed, aim=aim, owner_of=locator.owner_broker,  # type: ignore[arg-type]
+                                          busy=frozenset({"service:broker-2"}))).name
+            for seed in range(10)} == {"broker-1"}
+    gone = FakeLocator({}, owners={b: "pulsar://127.0.0.1:10001"})
+    assert {resolve_service(selector, ctx(seed, aim=aim, owner_of=gone.owner_broker)).name  # type: ignore[arg-type]
+            for seed in range(10)} == {"broker-1"}
+    # the trigger saw nothing, or no owner answered: a random free broker, as `broker:random`
+    assert {resolve_service(selector, ctx(seed, owner_of=locator.owner_broker)).name  # type: ignore[arg-type]
+            for seed in range(30)} == {"broker-0", "broker-1", "broker-2"}
+    assert resolve_service(selector, ctx(1, aim=aim, owner_of=FakeLocator({}).owner_broker,  # type: ignore[arg-type]
+                                         busy=frozenset({"service:broker-0", "service:broker-1"}))).name \
+        == "broker-2"
