@@ -12,12 +12,14 @@ partitioned by another fault) does not hide the others.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from harness.target import ClusterInfo, ServiceRole, multi_host_service_url
 from harness.txn_paths import TxnPath
 
 CLOSE_WAIT_S = 5.0
+T = TypeVar("T")
 
 
 def _close_in_background(client: Any, wait_s: float) -> None:
@@ -41,25 +43,22 @@ class ClientCoordinatorLocator:
         self.timeout_s = timeout_s
         self.listener_name = listener_name
 
-    def coordinator_brokers(self) -> dict[int, str]:
+    def _ask(self, question: Callable[[Any], T]) -> T:
+        """`question(client)` on a fresh client (see the module docstring), closed without waiting long."""
         from harness.client import PulsarClient
 
         client = PulsarClient(self.service_url, txn_path=self.txn_path.value, operation_timeout_s=self.timeout_s,
                               listener_name=self.listener_name)
         try:
-            return dict(client.coordinator_brokers(timeout_s=self.timeout_s))
+            return question(client)
         finally:
             _close_in_background(client, CLOSE_WAIT_S)
+
+    def coordinator_brokers(self) -> dict[int, str]:
+        return self._ask(lambda client: dict(client.coordinator_brokers(timeout_s=self.timeout_s)))
 
     def owner_broker(self, topic: str) -> str:
-        from harness.client import PulsarClient
-
-        client = PulsarClient(self.service_url, txn_path=self.txn_path.value, operation_timeout_s=self.timeout_s,
-                              listener_name=self.listener_name)
-        try:
-            return client.owner_of(topic, timeout_s=self.timeout_s)
-        finally:
-            _close_in_background(client, CLOSE_WAIT_S)
+        return self._ask(lambda client: str(client.owner_of(topic, timeout_s=self.timeout_s)))
 
     def close(self) -> None:
         return None
