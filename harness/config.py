@@ -112,7 +112,9 @@ class PhaseConfig:
     recovery_s: float = bounded(5.0, min=0, max=3600, help="faults healed, load still running; then the load stops")
     drain_timeout_s: float = bounded(60.0, min=1, max=3600,
                                      help="bound on the drain (final reads of every topic and subscription "
-                                          "after the load stops); a drain cut short makes the verdict unknown")
+                                          "after the load stops), plus a second per 4,000 messages the load sent "
+                                          "(orchestrator.run.drain_budget_s); a drain cut short makes the verdict "
+                                          "unknown")
     cold_reads: ColdReads = ColdReads.AUTO
     """Before the final reads: restart every broker (restart) or unload every topic (unload), so the
     drain reads what is durable, not what a broker cached; auto: restart when there are faults. The
