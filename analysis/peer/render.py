@@ -10,6 +10,15 @@ from analysis.peer.brokers import HEADLINE
 from analysis.peer.compare import PERF, TXNBENCH
 
 
+def _verdict(valid: object) -> str:
+    """The checker's `valid` (True, False, or "unknown"/None when the history could not be judged) in words."""
+    if valid is True:
+        return "valid"
+    if valid is False:
+        return "invalid"
+    return "unknown"
+
+
 def _num(value: Any, unit: str = "") -> str:
     if value is None:
         return "n/a"
@@ -75,7 +84,7 @@ def rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         if name in p.get("broker_counts", {}) or name in t.get("broker_counts", {}):
             out.append((f"broker: {name} (whole run)", _num(p["broker_counts"].get(name)),
                         _num(t["broker_counts"].get(name))))
-    out.append(("atomicity verdict", "not checked", str(t.get("verdict"))
+    out.append(("atomicity verdict", "not checked", _verdict(t.get("verdict"))
                 + (f" ({', '.join(f'{k}: {v}' for k, v in t['anomalies'].items())})" if t.get("anomalies") else "")))
     return out
 

@@ -200,7 +200,13 @@ def test_the_comparison_has_both_sides_the_ratio_and_what_pulsar_perf_cannot_tel
     assert doc["ratios"]["committed_txn_per_s"] == 0.8 and doc["goal"]["met"] is True
     md = to_markdown(doc)
     assert "| committed txn/s (measured window) | 75 | 60 |" in md and "atomic" in md and "not measured" in md
+    assert "| atomicity verdict | not checked | valid |" in md
     assert "<table>" in to_html(doc)
+    for valid, said in ((False, "invalid"), ("unknown", "unknown"), (None, "unknown")):
+        judged = build_peer(peer_id="p", cluster={"target": "pulsar", "release": "4.0.8", "brokers": 2},
+                            plan={"txn_path": "v4", "threads": 8}, notes=[], perf=perf,
+                            txnbench={**txnbench, "verdict": valid}, commands={})
+        assert f"| atomicity verdict | not checked | {said} |" in to_markdown(judged)
 
 
 def test_pulsar_perf_after_txnbench_brackets_it_and_the_ratio_is_taken_against_their_mean() -> None:
