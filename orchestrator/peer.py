@@ -32,7 +32,7 @@ from typing import Any
 
 from analysis.peer.brokers import read_texts
 from analysis.peer.compare import build_peer, perf_side, txnbench_side
-from analysis.peer.pulsar_perf import read_result
+from analysis.peer.pulsar_perf import parse_log, read_result
 from analysis.peer.render import to_html, to_markdown
 from harness.config import RunConfig
 from harness.cpus import CpuSetError, CpuSplit, pin_process, split_off, usable_cpus
@@ -45,6 +45,7 @@ from harness.results import (
     write_text_atomic,
 )
 from harness.target import ClusterInfo, ProcessControl
+from harness.txn_paths import TxnPath
 from orchestrator.outcome import RunOptions, say
 from orchestrator.run import PULSAR_READY_TIMEOUT_S, Run
 from targets.pulsar.cluster import PulsarCluster, PulsarSpec
@@ -63,6 +64,9 @@ PERF_WARMUP_DIR = "pulsar-perf-warmup"
 #: seconds of that run by default: a fresh cluster on one core climbed from 61 to 445 txn/s over its
 #: first 100 s and ran 1,000-1,300 txn/s after some minutes (2026-11-28, 4.0.8, `--load-cpus 1`)
 CLUSTER_WARMUP_S = 120
+#: a warm-up whose last this many 10 s intervals completed no transaction has stalled the cluster
+#: (Pulsar 5.0.1's v5 under pulsar-perf's V5 load went 13.6 txn/s to 0 for good, 2026-11-27 and -28)
+STALLED_INTERVALS = 3
 
 
 class SharedCluster:
@@ -189,7 +193,15 @@ class PerfRuns:
             return
         self.say(f"[peer] warming the cluster up: pulsar-perf for {seconds} s, not measured")
         warm = dataclasses.replace(self._on_own_topics("warmup"), warmup_s=0, steady_s=seconds)
-        self.run(warm, out_dir=self.peer_dir / PERF_WARMUP_DIR)
+        done = self.run(warm, out_dir=self.peer_dir / PERF_WARMUP_DIR)
+        stalled = stalled_rates(done.log_path)
+        if stalled is not None:
+            known = (" Pulsar 5.0.1's v5 path on ZooKeeper does this under pulsar-perf's load "
+                     "(docs/findings/pulsar-perf-txnrate-ignored.md)." if self.plan.txn_path is TxnPath.V5 else "")
+            raise EnvironmentProblem(
+                f"the cluster stalled under pulsar-perf's warm-up: its last {STALLED_INTERVALS} intervals ran "
+                f"{', '.join(f'{r:g}' for r in stalled)} txn/s (its log: {done.log_path}), so no comparison can be "
+                f"measured on it.{known} Try another release or path, or --cluster-warmup 0 to measure a cold cluster")
 
     def measured(self) -> PerfRun:
         out_dir = self.peer_dir / PERF_DIR
@@ -211,6 +223,17 @@ class PerfRuns:
             return None
         write_json_atomic(out_dir / "run.json", done.to_json())
         return done
+
+
+def stalled_rates(log_path: Path) -> list[float] | None:
+    """The rates of a pulsar-perf run's last STALLED_INTERVALS interval lines when every one of them is
+    0 (its transactions stopped completing), else None (a run too short to tell, or still moving)."""
+    try:
+        intervals, _ = parse_log(log_path.read_text(errors="replace"))
+    except OSError:
+        return None
+    last = [line.rate for line in intervals[-STALLED_INTERVALS:]]
+    return last if len(last) == STALLED_INTERVALS and not any(last) else None
 
 
 def _cluster_warmup_s(args: argparse.Namespace) -> int:

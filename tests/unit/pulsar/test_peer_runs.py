@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.config import parse_scenario
 from harness.errors import EnvironmentProblem
 from orchestrator.peer import PERF_AFTER_DIR, PERF_DIR, PERF_WARMUP_DIR, PerfRuns
@@ -24,17 +26,20 @@ workload: {kind: atomic-produce, topics: 2, participants: 2, messages_per_txn: 4
 
 
 class FakePerf:
-    """Records what each run was asked for; fails the runs whose folder is in `fail`."""
+    """Records what each run was asked for; fails the runs whose folder is in `fail`; writes `log` as
+    each run's pulsar-perf log."""
 
-    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+    def __init__(self, fail: tuple[str, ...] = (), log: str = "") -> None:
         self.calls: list[tuple[PerfPlan, Path]] = []
         self.fail = fail
+        self.log = log
 
     def __call__(self, plan: PerfPlan, *, out_dir: Path, **_: Any) -> PerfRun:
         self.calls.append((plan, out_dir))
         if out_dir.name in self.fail:
             raise EnvironmentProblem(f"pulsar-perf exited 1; see {out_dir}/pulsar-perf.log")
         out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "pulsar-perf.log").write_text(self.log)
         return PerfRun(argv=["java"], out_dir=out_dir, log_path=out_dir / "pulsar-perf.log", exit_code=0)
 
 
@@ -77,3 +82,28 @@ def test_a_failed_run_after_txnbench_leaves_the_report_unbracketed_not_lost(tmp_
     assert runs.after() is None
     assert (tmp_path / PERF_DIR / "run.json").is_file() and not (tmp_path / PERF_AFTER_DIR / "run.json").exists()
     assert any("has no bracket" in line and "exited 1" in line for line in said)
+
+
+def _log(rates: list[float]) -> str:
+    """pulsar-perf's interval lines, 10 s apart, with these per-second rates."""
+    lines, total = [], 0
+    for i, rate in enumerate(rates):
+        total += int(rate * 10)
+        lines.append(f"{1795854308365 + 10_000 * i} INFO  PerformanceTransaction - Throughput transaction: "
+                     f"{total:7d} --- {rate:7.3f}/s --- SendLatency: mean: 1.0 ms - med: 1.0")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_warm_up_that_stalls_the_cluster_stops_the_peer_before_anything_is_measured(tmp_path: Path) -> None:
+    # Pulsar 5.0.1's v5 under pulsar-perf's V5 load (2026-11-28): 7.9, 13.6, 12.1, 8.2, 5.6, then 0 for good
+    fake = FakePerf(log=_log([7.9, 13.6, 12.1, 8.2, 5.6, 0, 0, 0, 0]))
+    with pytest.raises(EnvironmentProblem, match=r"stalled under pulsar-perf's warm-up: its last 3 intervals ran 0, 0, 0"):
+        _runs(tmp_path, fake, []).warm_up(120)
+    assert len(fake.calls) == 1
+
+
+@pytest.mark.parametrize("rates", [[0.0, 0.0], [5.0, 0.0, 0.0, 3.0], [1200.0, 1300.0, 1250.0], []])
+def test_a_warm_up_that_still_moves_or_is_too_short_to_tell_goes_on(tmp_path: Path, rates: list[float]) -> None:
+    fake = FakePerf(log=_log(rates))
+    _runs(tmp_path, fake, []).warm_up(120)
+    assert len(fake.calls) == 1
