@@ -51,7 +51,7 @@ from orchestrator.run import PULSAR_READY_TIMEOUT_S, Run
 from targets.pulsar.cluster import PulsarCluster, PulsarSpec
 from targets.pulsar.jars import ensure_jars
 from targets.pulsar.java import find_java
-from targets.pulsar.perf import MAIN_CLASS, PerfRun, run_perf
+from targets.pulsar.perf import LOG_NAME, MAIN_CLASS, PerfRun, run_perf
 from targets.pulsar.perf_args import PerfPlan, plan_peer
 from targets.pulsar.versions import release
 
@@ -193,15 +193,26 @@ class PerfRuns:
             return
         self.say(f"[peer] warming the cluster up: pulsar-perf for {seconds} s, not measured")
         warm = dataclasses.replace(self._on_own_topics("warmup"), warmup_s=0, steady_s=seconds)
-        done = self.run(warm, out_dir=self.peer_dir / PERF_WARMUP_DIR)
-        stalled = stalled_rates(done.log_path)
-        if stalled is not None:
-            known = (" Pulsar 5.0.1's v5 path on ZooKeeper does this under pulsar-perf's load "
-                     "(docs/findings/pulsar-perf-txnrate-ignored.md)." if self.plan.txn_path is TxnPath.V5 else "")
-            raise EnvironmentProblem(
-                f"the cluster stalled under pulsar-perf's warm-up: its last {STALLED_INTERVALS} intervals ran "
-                f"{', '.join(f'{r:g}' for r in stalled)} txn/s (its log: {done.log_path}), so no comparison can be "
-                f"measured on it.{known} Try another release or path, or --cluster-warmup 0 to measure a cold cluster")
+        out_dir = self.peer_dir / PERF_WARMUP_DIR
+        log_path = out_dir.resolve() / LOG_NAME
+        try:
+            self.run(warm, out_dir=out_dir)
+        except EnvironmentProblem as err:   # a stalled pulsar-perf can hang past its time and be killed
+            self._refuse_stalled(log_path, err)
+            raise
+        self._refuse_stalled(log_path, None)
+
+    def _refuse_stalled(self, log_path: Path, cause: EnvironmentProblem | None) -> None:
+        stalled = stalled_rates(log_path)
+        if stalled is None:
+            return
+        known = (" Pulsar 5.0.1's v5 path on ZooKeeper does this under pulsar-perf's load "
+                 "(docs/findings/pulsar-perf-txnrate-ignored.md)." if self.plan.txn_path is TxnPath.V5 else "")
+        raise EnvironmentProblem(
+            f"the cluster stalled under pulsar-perf's warm-up: its last {STALLED_INTERVALS} intervals ran "
+            f"{', '.join(f'{r:g}' for r in stalled)} txn/s (its log: {log_path}), so no comparison can be "
+            f"measured on it.{known} Try another release or path, or --cluster-warmup 0 to measure a cold "
+            "cluster") from cause
 
     def measured(self) -> PerfRun:
         out_dir = self.peer_dir / PERF_DIR

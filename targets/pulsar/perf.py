@@ -34,6 +34,8 @@ from targets.pulsar.jars import Classpath
 from targets.pulsar.perf_args import PerfPlan
 
 MAIN_CLASS = "org.apache.pulsar.testclient.PulsarPerfTestTool"
+#: pulsar-perf's log, in each run's folder
+LOG_NAME = "pulsar-perf.log"
 #: Seconds past the plan's duration before the JVM is killed (start-up, client build, shutdown).
 GRACE_S = 90.0
 CPU_SAMPLE_S = 1.0
@@ -122,7 +124,7 @@ def run_perf(plan: PerfPlan, *, java: str, java_major: int, classpath: Classpath
     (out_dir / "log4j2.xml").write_text(PERF_LOG4J2)
     (out_dir / "client.conf").write_text(client_conf(service_url, admin_url))
     argv = java_argv(java, java_major, classpath, out_dir) + plan.argv(service_url, admin_url, listener_name)
-    run = PerfRun(argv=argv, out_dir=out_dir, log_path=out_dir / "pulsar-perf.log",
+    run = PerfRun(argv=argv, out_dir=out_dir, log_path=out_dir / LOG_NAME,
                   own_cpus=sorted(cpus) if cpus is not None else None)
     _write_metrics(out_dir, "before", scrape())
     deadline = time.monotonic() + plan.duration_s + GRACE_S

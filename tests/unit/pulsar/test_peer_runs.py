@@ -107,3 +107,18 @@ def test_a_warm_up_that_still_moves_or_is_too_short_to_tell_goes_on(tmp_path: Pa
     fake = FakePerf(log=_log(rates))
     _runs(tmp_path, fake, []).warm_up(120)
     assert len(fake.calls) == 1
+
+
+def test_a_stalled_warm_up_that_pulsar_perf_hung_on_is_named_a_stall_not_only_a_kill(tmp_path: Path) -> None:
+    class HangingPerf(FakePerf):
+        def __call__(self, plan: PerfPlan, *, out_dir: Path, **kw: Any) -> PerfRun:
+            super().__call__(plan, out_dir=out_dir, **kw)
+            raise EnvironmentProblem("pulsar-perf ran past 225 s and was killed")
+
+    fake = HangingPerf(log=_log([12.0, 3.0, 0, 0, 0]))
+    with pytest.raises(EnvironmentProblem, match="stalled under pulsar-perf's warm-up") as caught:
+        _runs(tmp_path, fake, []).warm_up(120)
+    assert "was killed" in str(caught.value.__cause__)
+    moving = HangingPerf(log=_log([12.0, 13.0, 11.0]))
+    with pytest.raises(EnvironmentProblem, match="was killed"):
+        _runs(tmp_path / "m", moving, []).warm_up(120)
