@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,13 @@ def test_capacity_is_copied_into_the_status(tmp_path: Path) -> None:
 def test_cpu_meter_measures_this_process() -> None:
     meter = CpuMeter(lambda: [os.getpid()])
     before = meter.total_s()
-    sum(i * i for i in range(300_000))
+    # burn 50 ms of CPU, not a fixed amount of work: /proc counts CPU in 10 ms ticks, and a fast machine
+    # finished 300,000 squares within one of them (47.95 s before and after, 2026-11-28)
+    started = time.process_time()
+    for _ in range(10_000):   # bounded: at most 10,000 rounds of about 0.5 ms
+        if time.process_time() - started >= 0.05:
+            break
+        sum(i * i for i in range(10_000))
     assert meter.total_s() > before
 
 
