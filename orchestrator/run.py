@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -419,7 +420,7 @@ class Run:
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, "drain", self.clock,
                                    txn_path=self.config.path.value)
         try:
-            result = drain(self._cluster, self.config, self._topology, recorder, timeout_s=self._drain_budget_s())
+            result = drain(self._cluster, self.config, self._topology, recorder, timeout_s=self._drain_budget)
         finally:
             recorder.close()
         if result.notes:   # e.g. a broker's last message id that lagged its data: a fact about the cluster
@@ -438,8 +439,10 @@ class Run:
             self.say(f"[{self.config.path.value}] drain incomplete: {result.reason}; the verdict will be unknown")
         self._snapshot(Phase.DRAIN)
 
-    def _drain_budget_s(self) -> float:
-        """`drain_budget_s` for what the load's status file says it sent; said when it exceeds the scenario's."""
+    @functools.cached_property
+    def _drain_budget(self) -> float:
+        """`drain_budget_s` for what the load's status file says it sent; said (once: the live and the
+        cold reads share it) when it exceeds the scenario's. Read after the load stopped."""
         sent = 0
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
             sent = int(json.loads((self.run_dir.locust_dir / "status.json").read_text()).get("messages") or 0)
@@ -469,7 +472,7 @@ class Run:
                                    txn_path=self.config.path.value)
         try:
             result = drain(self._cluster, self.config, self._topology, recorder,
-                           timeout_s=self._drain_budget_s(), live=True)
+                           timeout_s=self._drain_budget, live=True)
         finally:
             recorder.close()
         self.run_dir.update_manifest(live_reads={"complete": result.complete, "reason": result.reason,

@@ -12,7 +12,7 @@ import pytest
 from harness.config import parse_scenario
 from harness.errors import EnvironmentProblem
 from orchestrator.peer import PERF_AFTER_DIR, PERF_DIR, PERF_WARMUP_DIR, PerfRuns
-from targets.pulsar.perf import PerfRun
+from targets.pulsar.perf import LOG_NAME, PerfRun
 from targets.pulsar.perf_args import PerfPlan, plan_peer
 from targets.pulsar.versions import PULSAR_4_LTS
 
@@ -37,10 +37,10 @@ class FakePerf:
     def __call__(self, plan: PerfPlan, *, out_dir: Path, **_: Any) -> PerfRun:
         self.calls.append((plan, out_dir))
         if out_dir.name in self.fail:
-            raise EnvironmentProblem(f"pulsar-perf exited 1; see {out_dir}/pulsar-perf.log")
+            raise EnvironmentProblem(f"pulsar-perf exited 1; see {out_dir}/{LOG_NAME}")
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "pulsar-perf.log").write_text(self.log)
-        return PerfRun(argv=["java"], out_dir=out_dir, log_path=out_dir / "pulsar-perf.log", exit_code=0)
+        (out_dir / LOG_NAME).write_text(self.log)
+        return PerfRun(argv=["java"], out_dir=out_dir, log_path=out_dir / LOG_NAME, exit_code=0)
 
 
 def _runs(tmp_path: Path, fake: FakePerf, said: list[str]) -> PerfRuns:
