@@ -141,8 +141,8 @@ def killed_writers(run: RunDir) -> tuple[str, ...]:
 #: header and its decision events (the metadata store)
 COMMIT_STORE = {"v4": "ledger", "v4-batched": "ledger", "v5": "metadata"}
 #: fault kinds that put a store out of every broker's reach while they hold (`target: ledger` or
-#: `metadata` partitions every broker's link to it; a kill, crash or pause stops the store)
-OUTAGE_KINDS = frozenset({"partition", "kill", "crash", "pause"})
+#: `metadata` partitions every broker's link to it; a kill, crash, corrupt or pause stops the store)
+OUTAGE_KINDS = frozenset({"partition", "kill", "crash", "corrupt", "pause"})
 
 
 def _is_outage(extra: dict[str, Any], commit_store: str | None) -> bool:

@@ -43,7 +43,13 @@ from faults.selectors import (
     ServiceTarget,
     TopicTarget,
 )
-from harness.target import PowerLossControl, ProcessControl
+from harness.target import (
+    CorruptionControl,
+    CrashAim,
+    NothingToDamage,
+    PowerLossControl,
+    ProcessControl,
+)
 from harness.toxiproxy.client import NotFound
 from harness.toxiproxy.model import ToxicType
 
@@ -148,11 +154,43 @@ class CrashAction:
                               "record what they fsynced)")
         seed = zlib.crc32(f"{fault.fault_id}/{fault.source}".encode())
         aim_s = int(fault.params.get("aim_ms", 0)) / 1000
-        return {"lost": {name: self.control.crash(name, seed, aim_s) for name in _services(fault)}}
+        aim = CrashAim(fault.params.get("aim", CrashAim.WRITE.value))
+        return {"lost": {name: self.control.crash(name, seed, aim_s, aim) for name in _services(fault)}}
 
     def heal(self, fault: Fault) -> None:
         for name in _services(fault):
             self.control.start(name)
+
+
+class CorruptAction:
+    """Disk corruption (targets/corruption.py): kill -9 a store, flip one bit of a durable file its
+    recovery reads whole, start it again and record whether it refused to (it should, naming the
+    damage); healed by flipping the bit back and starting it. While the fault holds the store is
+    down (it refused) or serves what it read from the damaged file (the checks judge that)."""
+
+    def __init__(self, control: ProcessControl) -> None:
+        self.control = control
+
+    def inject(self, fault: Fault) -> Mapping[str, Any]:
+        if not isinstance(self.control, CorruptionControl):
+            raise NotInjected("this target cannot damage a store's files (only the embedded cluster's stores, "
+                              "whose formats it knows)")
+        seed = zlib.crc32(f"{fault.fault_id}/{fault.source}".encode())
+        which = str(fault.params.get("file", "log"))
+        effect: dict[str, Any] = {}
+        for name in _services(fault):
+            try:
+                effect[name] = self.control.corrupt(name, seed, which)
+            except NothingToDamage as err:
+                raise NotInjected(str(err)) from None
+        return effect
+
+    def heal(self, fault: Fault) -> None:
+        for name in _services(fault):
+            if isinstance(self.control, CorruptionControl):
+                self.control.repair(name)
+            else:
+                self.control.start(name)
 
 
 class RestartAction:

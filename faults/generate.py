@@ -57,6 +57,7 @@ TARGETS: Mapping[FaultKind, tuple[str, ...]] = {
     FaultKind.CLIENT_ISOLATE: ("clients",),
     # a power loss matters where a process keeps a log: the two stores (a broker loses nothing)
     FaultKind.CRASH: ("ledger", "metadata"),
+    FaultKind.CORRUPT: ("ledger", "metadata"),
 }
 AIMED: Mapping[FaultKind, tuple[str, ...]] = {
     FaultKind.KILL: ("coordinator:trigger", "broker:trigger"),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from faults.actions import (
     ClientKillAction,
+    CorruptAction,
     CrashAction,
     KillAction,
     MergeAction,
@@ -52,7 +53,7 @@ from faults.selectors import (
     parse_selector,
 )
 from harness.errors import ConfigError
-from harness.target import ProcessControl
+from harness.target import CrashAim, DamagedFile, ProcessControl
 from harness.txn_paths import ALL_PATHS, TxnPath
 
 if TYPE_CHECKING:   # faults.environment imports this module (Capability)
@@ -87,6 +88,7 @@ class FaultKind(StrEnum):
     CLIENT_KILL = "client-kill"      # kill -9 a Locust worker of the load: its open transactions are abandoned
     CLIENT_ISOLATE = "client-isolate"  # cut every client off from every broker for longer than the txn timeout
     CRASH = "crash"                  # power loss of a store: kill -9, its unsynced writes lost or torn; restart
+    CORRUPT = "corrupt"              # a bit of a store's durable file flipped: its recovery must refuse it
 
 
 def kind_of(text: str, source: str, key: str) -> FaultKind:
@@ -302,8 +304,21 @@ KINDS: Mapping[FaultKind, KindSpec] = MappingProxyType({
         FaultKind.CRASH, "power-loss crash (LazyFS-like): kill -9 while the store has a write in flight, lose or "
                          "tear what it never fsynced (never what it acknowledged); start it again when healed",
         (ServiceSelector,), lambda _p: "ledger", _through_processes(CrashAction),
-        MappingProxyType({"aim_ms": Param(2000, "how long to wait for a write in flight before the kill", 0,
-                                          10_000)}),
+        MappingProxyType({"aim_ms": Param(2000, "how long to wait for the moment `aim` names before the kill", 0,
+                                          10_000),
+                          "aim": Param(CrashAim.WRITE.value, "write: at a log write in flight; crash-loop: that, "
+                                       "then start the store and crash it again as it creates its next log "
+                                       "file (its first write after the start), before that file's header is "
+                                       "durable",
+                                       choices=tuple(a.value for a in CrashAim))}),
+        needs=frozenset({Capability.PROCESSES}), process_fault=True, waits_healthy_on_heal=True),
+    FaultKind.CORRUPT: KindSpec(
+        FaultKind.CORRUPT, "disk corruption: kill -9 a store, flip one bit of a durable file its recovery reads "
+                           "whole, start it: it must refuse, naming the damage; healed by flipping the bit back",
+        (ServiceSelector,), lambda _p: "ledger", _through_processes(CorruptAction),
+        MappingProxyType({"file": Param(DamagedFile.LOG.value, "log (a sealed log file, not the newest) or "
+                                        "snapshot (the metadata store's newest)",
+                                        choices=tuple(f.value for f in DamagedFile))}),
         needs=frozenset({Capability.PROCESSES}), process_fault=True, waits_healthy_on_heal=True),
 })
 

@@ -478,6 +478,8 @@ class Nemesis:
         if spec.process_fault:
             if spec.waits_healthy_on_heal and heal:   # a start waits until the service is healthy
                 return self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S
+            if kind is FaultKind.CRASH:   # a crash-loop starts the store once between its two crashes
+                return self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S
             return PROCESS_TIMEOUT_S
         if spec.topic_fault:
             return ADMIN_TIMEOUT_S

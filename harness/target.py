@@ -130,6 +130,13 @@ class ProcessControl(Protocol):
         """True when the process exists and is not paused."""
 
 
+class CrashAim(StrEnum):
+    """The moment a power-loss crash waits for (faults/README.md, "Power-loss crashes")."""
+
+    WRITE = "write"            # any log write in flight (written, its fsync not returned)
+    CRASH_LOOP = "crash-loop"  # crash now, start again, crash again as it creates its next log file
+
+
 @runtime_checkable
 class PowerLossControl(Protocol):
     """A crash that also loses what a store wrote but never fsynced (the `crash` fault kind).
@@ -137,9 +144,36 @@ class PowerLossControl(Protocol):
     Only a target whose stores record their fsync marks (harness.sync_mark) can do it: the
     embedded cluster. A service without a mark is killed with nothing lost."""
 
-    def crash(self, service: str, seed: int, aim_s: float) -> str:
-        """Wait up to `aim_s` for a write in flight, kill -9, then tear the store's unsynced
+    def crash(self, service: str, seed: int, aim_s: float, aim: CrashAim = CrashAim.WRITE) -> str:
+        """Wait up to `aim_s` for the moment `aim` names, kill -9, then tear the store's unsynced
         bytes (drawn from `seed`); returns what was lost, in words. Start it again with `start`."""
+
+
+class DamagedFile(StrEnum):
+    """Which durable file of a store the `corrupt` fault damages."""
+
+    LOG = "log"              # a sealed log file (one before the newest)
+    SNAPSHOT = "snapshot"    # the metadata store's newest snapshot
+
+
+class NothingToDamage(Exception):
+    """The store keeps no file of the kind the `corrupt` fault would damage (yet)."""
+
+
+@runtime_checkable
+class CorruptionControl(Protocol):
+    """Disk corruption of a store's durable files (the `corrupt` fault kind; targets/corruption.py).
+
+    Only the embedded cluster's stores, whose file formats it knows."""
+
+    def corrupt(self, service: str, seed: int, which: str) -> dict[str, object]:
+        """kill -9 `service`, flip one bit (drawn from `seed`) of a `which` file (`log`: a sealed log
+        file; `snapshot`: the newest snapshot) and start it again: returns what was damaged,
+        whether the store refused to start (`refused`) and what it said. NothingToDamage when
+        there is no such file. The damage stays until `repair`."""
+
+    def repair(self, service: str) -> None:
+        """Undo the damage (the process stopped first if it runs) and start the service."""
 
 
 @runtime_checkable

@@ -24,6 +24,8 @@ import logging
 import os
 import random
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,17 +42,23 @@ import faults.proxy as proxy_package
 from harness.errors import EnvironmentProblem
 from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
 from harness.results import write_json_atomic
+from harness.sync_mark import read_mark
 from harness.target import (
     ClusterInfo,
+    CrashAim,
+    DamagedFile,
     LinkInfo,
     LinkKind,
+    NothingToDamage,
     ServiceInfo,
     ServiceRole,
     multi_host_service_url,
 )
 from harness.txn_paths import PIP_160_BATCHED_WRITES, TxnPath
+from targets.corruption import Damage, candidates, flip_bit, plan_damage
+from targets.file_births import FileBirthWatch, quick_thread_switches
 from targets.local import LocalProcessControl
-from targets.power_loss import crash_store_files, mark_directories, unsynced_bytes
+from targets.power_loss import crash_store_files, is_new_log_file, mark_directories, unsynced_bytes
 from targets.processes import (
     HOST,
     ProcessState,
@@ -249,6 +257,7 @@ class EmbeddedCluster(LocalProcessControl):
         self.links: list[LinkInfo] = []
         self.toxiproxy_url: str | None = None
         self.settings: dict[str, Any] = {}
+        self._damage: dict[str, Damage] = {}   # the `corrupt` fault's flipped bits, until repaired
 
     # ---- attach to a running cluster -----------------------------------------------------------
 
@@ -372,20 +381,88 @@ class EmbeddedCluster(LocalProcessControl):
 
     # ---- PowerLossControl (the `crash` fault kind: targets/power_loss.py) ----------------------
 
-    def crash(self, service: str, seed: int, aim_s: float) -> str:
-        """kill -9 `service`, at a moment its store has a write in flight when one comes within
-        `aim_s` (a crash between whole fsyncs tears nothing), then lose what it never fsynced."""
-        proc = self._proc(service)
+    def crash(self, service: str, seed: int, aim_s: float, aim: CrashAim = CrashAim.WRITE) -> str:
+        """kill -9 `service` at a moment its store has a write in flight when one comes within
+        `aim_s` (a crash between whole fsyncs tears nothing), then lose what it never fsynced.
+        `crash-loop`: that, then start it and crash it again as it creates its next log file."""
         data_dir = self.directory / "data" / service
         stores = mark_directories(data_dir)
         deadline = time.monotonic() + aim_s
         while stores and time.monotonic() < deadline and not any(unsynced_bytes(d) for d in stores):
             time.sleep(0.0005)
-        proc.kill()
+        if aim is CrashAim.CRASH_LOOP:
+            return self._crash_loop(service, data_dir, seed, aim_s)
+        return self._power_loss(service, data_dir, seed)
+
+    def _power_loss(self, service: str, data_dir: Path, seed: int) -> str:
+        self._proc(service).kill()
         lost = crash_store_files(data_dir, random.Random(seed))
         what = "; ".join(lost) if lost else "nothing unsynced to lose"
         logging.getLogger("targets.embedded").info("power-loss crash of %s: %s", service, what)
         return what
+
+    def _crash_loop(self, service: str, data_dir: Path, seed: int, aim_s: float) -> str:
+        """A power loss now, the power back, and another loss as the store opens its next log file: at
+        its first write after the start (the ledger store), or in its recovery (the metadata store's
+        log). That file exists before its header is durable for a fraction of a millisecond
+        (targets/file_births.py); the second crash kills the store in it, so its header is torn."""
+        first = self._power_loss(service, data_dir, seed)
+        stores = mark_directories(data_dir)
+        marks = {d: read_mark(d) for d in stores}   # read while it is down: the wake-up must be quick
+
+        def start() -> None:
+            with contextlib.suppress(Exception):   # killed again while it started: the crash meant that
+                self.start(service)
+
+        with FileBirthWatch(stores, lambda d, name: is_new_log_file(marks[d], name)) as watch, \
+                quick_thread_switches():
+            starter = threading.Thread(target=start, name=f"crash-loop start of {service}", daemon=True)
+            starter.start()
+            born = watch.wait(aim_s) if stores else None
+            pid = self._proc(service).pid
+            if born is not None and pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)   # at once: inside the new file's first fsync
+        if born is None:   # no log to watch (ZooKeeper), or no new file in time: crash it once started
+            starter.join(self.spec.ready_timeout_s + 10)
+        second = self._power_loss(service, data_dir, seed + 1)
+        starter.join(self.spec.ready_timeout_s + 10)
+        moment = f"as it created {born[1]}" if born is not None else f"no new log file within {aim_s:g} s"
+        return f"{first}; started and crashed again ({moment}): {second}"
+
+    # ---- CorruptionControl (the `corrupt` fault kind: targets/corruption.py) ---------------------
+
+    def corrupt(self, service: str, seed: int, which: str) -> dict[str, object]:
+        """kill -9 `service`, flip one bit of a durable `which` file its recovery reads whole, and
+        start it again: its recovery should refuse to start, naming the damage."""
+        kind = DamagedFile(which)
+        data_dir = self.directory / "data" / service
+        if not candidates(data_dir, kind):
+            raise NothingToDamage(f"{service} has no {kind.value} file its recovery reads whole (yet): "
+                                  + ("only its newest log file" if kind is DamagedFile.LOG else "no snapshot"))
+        self._proc(service).kill()
+        files = [(path, path.stat().st_size) for path in candidates(data_dir, kind)]   # chosen once it is dead
+        damage = plan_damage(files, random.Random(seed))
+        if damage is None:
+            raise NothingToDamage(f"{service}'s {kind.value} files are empty")
+        flip_bit(damage)
+        self._damage[service] = damage
+        try:
+            self.restart_service(service)
+        except EnvironmentProblem as err:
+            said = [line for line in str(err).splitlines() if line.strip()]
+            return {"damaged": damage.describe(), "refused": True, "said": said[-1] if said else ""}
+        logging.getLogger("targets.embedded").warning("%s started on a damaged file (%s)", service, damage.describe())
+        return {"damaged": damage.describe(), "refused": False, "said": ""}
+
+    def repair(self, service: str) -> None:
+        damage = self._damage.pop(service, None)
+        proc = self._proc(service)
+        if proc.state != ProcessState.STOPPED:
+            proc.kill()
+        if damage is not None:
+            flip_bit(damage)
+        self.restart_service(service)
 
     # ---- internals ----------------------------------------------------------------------------
 

@@ -76,6 +76,12 @@ def unsynced_files(mark: Mark, files: Sequence[tuple[str, int]]) -> list[tuple[s
     return out
 
 
+def is_new_log_file(mark: Mark | None, name: str) -> bool:
+    """Whether `name`, just created beside the fsync mark `mark`, is a log file the mark does not
+    cover yet (the store rolled to it, or opened it at its first write after a restart)."""
+    return mark is not None and _skeleton(name) == _skeleton(mark.file_name) and name > mark.file_name
+
+
 def plan_tear(mark: Mark | None, files: Sequence[tuple[str, int]], rng: random.Random) -> list[Tear]:
     """What a power loss does to one store's log: a tear of each file with unsynced bytes.
 

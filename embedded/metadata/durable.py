@@ -233,6 +233,13 @@ class DurableStore:
                                       f"restore {self.config.data_dir} from a copy") from None
         return None
 
+    def release(self) -> None:
+        """Give the data directory's lock up after a `recover` that raised (a process that goes on
+        without this store, such as a test, may then open it again)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
     def _lock_data_dir(self) -> None:
         fd = os.open(self.config.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -453,6 +460,4 @@ class DurableStore:
                 await self._flusher
         await asyncio.get_running_loop().run_in_executor(self._executor, self._writer.close)
         self._executor.shutdown(wait=True)
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self.release()

@@ -10,22 +10,25 @@ from faults.actions import CrashAction
 from faults.kinds import FaultKind, validate_params
 from faults.model import Fault, NotInjected
 from faults.selectors import ServiceTarget
+from harness.target import CrashAim
 from tests.unit.faults.fakes import FakeControl
 
 
 @dataclass
 class FakePowerLoss(FakeControl):
     crashes: list[tuple[str, int, float]] = field(default_factory=list)
+    aims: list[CrashAim] = field(default_factory=list)
 
-    def crash(self, service: str, seed: int, aim_s: float) -> str:
+    def crash(self, service: str, seed: int, aim_s: float, aim: CrashAim = CrashAim.WRITE) -> str:
         self.crashes.append((service, seed, aim_s))
+        self.aims.append(aim)
         self._do("kill", service, "stopped")
         return f"{service}: kept 10 of 20 bytes, 10 truncate"
 
 
-def _fault(fault_id: str = "f3", aim_ms: int = 1500) -> Fault:
-    return Fault(fault_id, FaultKind.CRASH, "ledger", (ServiceTarget("ledger"),), {"aim_ms": aim_ms}, 1.0,
-                 True, "faults.schedule[3]")
+def _fault(fault_id: str = "f3", aim_ms: int = 1500, **params: str) -> Fault:
+    return Fault(fault_id, FaultKind.CRASH, "ledger", (ServiceTarget("ledger"),), {"aim_ms": aim_ms, **params},
+                 1.0, True, "faults.schedule[3]")
 
 
 def test_a_crash_tears_through_the_target_and_is_healed_by_a_start() -> None:
@@ -51,6 +54,16 @@ def test_a_target_that_cannot_lose_unsynced_writes_is_not_crashed() -> None:
 
 
 def test_aim_defaults_and_bounds() -> None:
-    assert validate_params(FaultKind.CRASH, {}) == {"aim_ms": 2000}
+    assert validate_params(FaultKind.CRASH, {}) == {"aim_ms": 2000, "aim": "write"}
     with pytest.raises(ValueError):
         validate_params(FaultKind.CRASH, {"aim_ms": 60_000})
+    with pytest.raises(ValueError, match="not one of"):
+        validate_params(FaultKind.CRASH, {"aim": "header"})
+
+
+def test_the_aim_reaches_the_target() -> None:
+    control = FakePowerLoss(["ledger"])
+    action = CrashAction(control)
+    action.inject(_fault())
+    action.inject(_fault("f4", aim="crash-loop"))
+    assert control.aims == [CrashAim.WRITE, CrashAim.CRASH_LOOP]
