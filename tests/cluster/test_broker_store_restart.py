@@ -4,7 +4,10 @@ Acceptance criterion (issue 4): the cluster recovers (sends are acknowledged aga
 each restart) and no message whose send was acknowledged is lost: a Reader from the
 earliest position finds every one of them, and the consumer received every one.
 `crash` (issue 29) is a power-loss crash instead of a kill: each store also loses or tears
-the log write it had in flight (targets/power_loss.py), and must recover from that.
+the log write it had in flight (targets/power_loss.py), and must recover from that; then it
+crash-loops (a second power loss as it opens its next log file), and a bit of one of its
+durable files is flipped (targets/corruption.py): it must refuse to start, and start once the
+file is repaired.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import pulsar
 import pytest
 
 from harness.client import PulsarClient
+from harness.target import CrashAim, DamagedFile
 from harness.toxiproxy.client import ToxiproxyClient
+from targets.embedded import METADATA_SNAPSHOT_SETTING
 from tests.cluster.conftest import ClusterFactory, Traffic, consume, produce, service_urls
 from tests.cluster.test_v4_transactions import TXN_SETTINGS, payload, value_of
 from tests.waiting import wait_until
@@ -34,7 +39,10 @@ def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFac
     ZKSessionWatcher), dropped their topics, and take them again on new sessions.
     `pause`: ZooKeeper is paused (SIGSTOP) past the session timeout instead, and expires the
     sessions itself when it resumes; the ledger store is then killed as in the other cases."""
-    cluster = cluster_factory(brokers=2, settings={"txnbenchTxnExtensions": [], "metadataStoreUrl": metadata_store})
+    settings: dict[str, object] = {"txnbenchTxnExtensions": [], "metadataStoreUrl": metadata_store}
+    if fault == "crash":
+        settings[METADATA_SNAPSHOT_SETTING] = 10   # a snapshot within the test, for the corruption to damage
+    cluster = cluster_factory(brokers=2, settings=settings)
     topic = f"persistent://public/default/restarts-{uuid.uuid4().hex[:8]}"
     client = pulsar.Client(service_urls(cluster), operation_timeout_seconds=30,
                            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
@@ -43,6 +51,7 @@ def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFac
     producer = threading.Thread(target=produce, args=(client, topic, traffic, 1_000_000), daemon=True)
     progress: dict[str, int] = {}
     lost: dict[str, list[str]] = {}
+    damaged: dict[str, dict[str, object]] = {}
     try:
         consumer.start()
         producer.start()
@@ -61,6 +70,13 @@ def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFac
                     lost.setdefault(store, []).append(cluster.crash(store, seed, aim_s=2.0))
                     time.sleep(outage_s)
                     cluster.start(store)
+                lost[store].append(cluster.crash(store, 3, aim_s=5.0, aim=CrashAim.CRASH_LOOP))
+                cluster.start(store)
+                # the ledger store's sealed journal segments, the metadata store's newest snapshot
+                which = DamagedFile.LOG if store == "ledger" else DamagedFile.SNAPSHOT
+                damaged[store] = cluster.corrupt(store, 4, which)
+                time.sleep(outage_s)
+                cluster.repair(store)
             else:
                 cluster.kill(store)
                 time.sleep(outage_s)
@@ -95,6 +111,10 @@ def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFac
     if fault == "crash":
         torn = [what for whats in lost.values() for what in whats if "kept" in what]
         assert torn, f"no crash found a write in flight to tear: {lost}"
+        assert all("started and crashed again" in whats[-1] for whats in lost.values()), lost
+        assert all(d["refused"] for d in damaged.values()), damaged
+        assert "JournalCorrupt" in str(damaged["ledger"]["said"]), damaged
+        assert "CorruptSnapshot" in str(damaged["metadata"]["said"]), damaged
 
 
 def test_a_broker_starts_while_the_ledger_store_is_down_and_serves_once_it_is_back(
