@@ -25,7 +25,8 @@ def _run(tmp_path: Path, path: str) -> RunDir:
     lines = []
     for n, (kind, selector) in enumerate([("client-isolate", "clients"), ("partition", "ledger"),
                                           ("kill", "metadata"), ("partition", "broker-ledger:random"),
-                                          ("latency", "ledger"), ("crash", "ledger")]):
+                                          ("latency", "ledger"), ("crash", "ledger"),
+                                          ("corrupt", "metadata"), ("corrupt", "ledger")]):
         process = f"nemesis/f{n}"
         lines += [_fault(process, "fault", "invoke", 10.0 * n, kind, selector),
                   _fault(process, "heal", "ok", 10.0 * n + 5, kind, selector)]
@@ -34,9 +35,9 @@ def _run(tmp_path: Path, path: str) -> RunDir:
 
 
 @pytest.mark.parametrize(("path", "starts_s"), [
-    ("v4", [0, 10, 50]),          # clients cut off; the ledger store out of reach, or crashed
-    ("v4-batched", [0, 10, 50]),
-    ("v5", [0, 20]),              # clients cut off; the metadata store killed
+    ("v4", [0, 10, 50, 70]),      # clients cut off; the ledger store out of reach, crashed or damaged
+    ("v4-batched", [0, 10, 50, 70]),
+    ("v5", [0, 20, 60]),          # clients cut off; the metadata store killed or damaged
 ])
 def test_only_faults_that_stop_every_commit_of_the_path_are_left_out(tmp_path: Path, path: str,
                                                                     starts_s: list[int]) -> None:
