@@ -55,7 +55,7 @@ from harness.target import (
     multi_host_service_url,
 )
 from harness.txn_paths import PIP_160_BATCHED_WRITES, TxnPath
-from targets.corruption import Damage, candidates, flip_bit, plan_damage
+from targets.corruption import Damage, candidates, flip_bit, newest_snapshots, plan_damage
 from targets.file_births import FileBirthWatch, quick_thread_switches
 from targets.local import LocalProcessControl
 from targets.power_loss import crash_store_files, is_new_log_file, mark_directories, unsynced_bytes
@@ -437,6 +437,9 @@ class EmbeddedCluster(LocalProcessControl):
         start it again: its recovery should refuse to start, naming the damage."""
         kind = DamagedFile(which)
         data_dir = self.directory / "data" / service
+        if not mark_directories(data_dir) and not newest_snapshots(data_dir):
+            raise NothingToDamage(f"{service} keeps no log or snapshot in a format txnbench knows "
+                                  f"(ZooKeeper's files are its own)")
         if not candidates(data_dir, kind):
             raise NothingToDamage(f"{service} has no {kind.value} file its recovery reads whole (yet): "
                                   + ("only its newest log file" if kind is DamagedFile.LOG else "no snapshot"))

@@ -18,7 +18,7 @@ from embedded.metadata.durable import DurabilityConfig, DurableStore
 from embedded.metadata.snapshot import CorruptSnapshot
 from embedded.metadata.state import Put
 from embedded.metadata.wal import CorruptLog
-from harness.target import DamagedFile
+from harness.target import DamagedFile, NothingToDamage
 from targets.corruption import (
     Damage,
     candidates,
@@ -27,6 +27,7 @@ from targets.corruption import (
     plan_damage,
     sealed_log_files,
 )
+from targets.embedded import EmbeddedCluster, EmbeddedSpec
 
 
 def _ledger_journal(tmp_path: Path, segments: int) -> Path:
@@ -125,3 +126,19 @@ def test_the_metadata_store_refuses_a_flipped_bit(tmp_path: Path, which: Damaged
     report = store.recover()
     assert report.applied_lsn == 15
     asyncio.run(store.close())
+
+
+def test_a_store_without_a_file_to_damage_is_left_running(tmp_path: Path) -> None:
+    """The cluster refuses before it kills anything: ZooKeeper's files are not ours, and a ledger
+    journal of one segment has no sealed one (no process is started; none would be killed)."""
+    cluster = EmbeddedCluster(EmbeddedSpec(directory=tmp_path))
+    zookeeper = tmp_path / "data" / "metadata" / "version-2"
+    zookeeper.mkdir(parents=True)
+    (zookeeper / "snapshot.0").write_bytes(b"zk")
+    with pytest.raises(NothingToDamage, match="ZooKeeper's files are its own"):
+        cluster.corrupt("metadata", 1, "snapshot")
+    _ledger_journal(tmp_path / "data", segments=1)
+    with pytest.raises(NothingToDamage, match="only its newest log file"):
+        cluster.corrupt("ledger", 1, "log")
+    with pytest.raises(NothingToDamage, match="no snapshot"):
+        cluster.corrupt("ledger", 1, "snapshot")
