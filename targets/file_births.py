@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import select
 import struct
@@ -67,9 +66,8 @@ def quick_thread_switches() -> Iterator[None]:
 
 
 def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)   # this process's symbols, libc's among them
         libc.inotify_init1  # noqa: B018 -- raises AttributeError where there is no inotify
     except (OSError, AttributeError):
         return None
