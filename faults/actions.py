@@ -125,6 +125,11 @@ class PartitionAction:
             self.network.enable(proxy)
 
 
+def _seed_of(fault: Fault) -> int:
+    """A fault's own random seed: its id and where it was written, so a run reproduces it."""
+    return zlib.crc32(f"{fault.fault_id}/{fault.source}".encode())
+
+
 class KillAction:
     """kill -9; healed by starting the process again (same ports, data and config)."""
 
@@ -152,7 +157,7 @@ class CrashAction:
         if not isinstance(self.control, PowerLossControl):
             raise NotInjected("this target cannot crash a store's files (only the embedded cluster's stores "
                               "record what they fsynced)")
-        seed = zlib.crc32(f"{fault.fault_id}/{fault.source}".encode())
+        seed = _seed_of(fault)
         aim_s = int(fault.params.get("aim_ms", 0)) / 1000
         aim = CrashAim(fault.params.get("aim", CrashAim.WRITE.value))
         return {"lost": {name: self.control.crash(name, seed, aim_s, aim) for name in _services(fault)}}
@@ -175,7 +180,7 @@ class CorruptAction:
         if not isinstance(self.control, CorruptionControl):
             raise NotInjected("this target cannot damage a store's files (only the embedded cluster's stores, "
                               "whose formats it knows)")
-        seed = zlib.crc32(f"{fault.fault_id}/{fault.source}".encode())
+        seed = _seed_of(fault)
         which = str(fault.params.get("file", "log"))
         effect: dict[str, Any] = {}
         for name in _services(fault):
@@ -227,7 +232,7 @@ class ClientKillAction:
         (target,) = fault.targets
         if not isinstance(target, LoadTarget):
             raise NotInjected(f"client-kill needs a load worker as target, got {target}")
-        seed = zlib.crc32(f"{fault.fault_id}/{fault.source}".encode())
+        seed = _seed_of(fault)
         worker = target.worker
         seen = (fault.trigger or {}).get("seen") or {}
         if worker == "random" and isinstance(seen.get("writer"), str) and seen.get("txn"):

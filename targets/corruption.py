@@ -28,7 +28,7 @@ from pathlib import Path
 
 from harness.sync_mark import read_mark
 from harness.target import DamagedFile
-from targets.power_loss import MARK_SEARCH_DEPTH, mark_directories
+from targets.power_loss import MARK_SEARCH_DEPTH, log_skeleton, mark_directories
 
 #: the metadata store's snapshot files (embedded/metadata/snapshot.py): `snapshot-<lsn>.jsonl`
 SNAPSHOT_RE = re.compile(r"^snapshot-\d+\.jsonl$")
@@ -46,10 +46,6 @@ class Damage:
         return f"{self.path.parent.name}/{self.path.name}: bit {self.bit} of byte {self.offset} flipped"
 
 
-def _log_skeleton(name: str) -> str:
-    return re.sub(r"\d", "0", name)
-
-
 def sealed_log_files(data_dir: Path) -> list[Path]:
     """Each store log's files before its newest, under `data_dir` (found by their fsync marks)."""
     out: list[Path] = []
@@ -57,8 +53,8 @@ def sealed_log_files(data_dir: Path) -> list[Path]:
         mark = read_mark(directory)
         if mark is None:
             continue
-        skeleton = _log_skeleton(mark.file_name)
-        logs = sorted(p for p in directory.iterdir() if p.is_file() and _log_skeleton(p.name) == skeleton)
+        skeleton = log_skeleton(mark.file_name)
+        logs = sorted(p for p in directory.iterdir() if p.is_file() and log_skeleton(p.name) == skeleton)
         out += logs[:-1]
     return out
 

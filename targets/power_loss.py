@@ -56,7 +56,8 @@ class Tear:
         return f"{self.file_name}: kept {self.keep} of {self.size} bytes, {self.size - self.keep} {self.mode.value}"
 
 
-def _skeleton(name: str) -> str:
+def log_skeleton(name: str) -> str:
+    """A log file's name with its digits zeroed: the files of one log share it."""
     return re.sub(r"\d", "0", name)
 
 
@@ -65,10 +66,10 @@ def unsynced_files(mark: Mark, files: Sequence[tuple[str, int]]) -> list[tuple[s
 
     Log files are those named like the marked one (same name with other digits); those named
     before it are durable whole (a store fsyncs a file before it creates the next)."""
-    skeleton = _skeleton(mark.file_name)
+    skeleton = log_skeleton(mark.file_name)
     out = []
     for name, size in sorted(files):
-        if _skeleton(name) != skeleton or name < mark.file_name:
+        if log_skeleton(name) != skeleton or name < mark.file_name:
             continue
         durable = min(mark.length, size) if name == mark.file_name else 0
         if size > durable:
@@ -79,7 +80,7 @@ def unsynced_files(mark: Mark, files: Sequence[tuple[str, int]]) -> list[tuple[s
 def is_new_log_file(mark: Mark | None, name: str) -> bool:
     """Whether `name`, just created beside the fsync mark `mark`, is a log file the mark does not
     cover yet (the store rolled to it, or opened it at its first write after a restart)."""
-    return mark is not None and _skeleton(name) == _skeleton(mark.file_name) and name > mark.file_name
+    return mark is not None and log_skeleton(name) == log_skeleton(mark.file_name) and name > mark.file_name
 
 
 def plan_tear(mark: Mark | None, files: Sequence[tuple[str, int]], rng: random.Random) -> list[Tear]:
