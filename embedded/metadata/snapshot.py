@@ -103,10 +103,11 @@ def read_snapshot(path: Path) -> LoadedSnapshot:
         header = json.loads(lines[0])
     except ValueError as err:
         raise CorruptSnapshot(f"{path}: {err}") from None
-    if header.get("format") != FORMAT or header.get("version") != FORMAT_VERSION:
+    if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("version") != FORMAT_VERSION:
         raise CorruptSnapshot(f"{path}: not a version {FORMAT_VERSION} {FORMAT}")
-    if not trailer.get("end") or trailer.get("crc") != zlib.crc32(memoryview(data)[:body_end]):
-        raise CorruptSnapshot(f"{path}: checksum mismatch")
+    if (not isinstance(trailer, dict) or not trailer.get("end")
+            or trailer.get("crc") != zlib.crc32(memoryview(data)[:body_end])):
+        raise CorruptSnapshot(f"{path}: no trailer or a checksum mismatch (cut short at a line, or damaged)")
     n_sessions, n_records = int(header["sessions"]), int(header["records"])
     body = lines[1:-2]
     if len(body) != n_sessions + n_records:

@@ -142,3 +142,17 @@ def test_a_store_without_a_file_to_damage_is_left_running(tmp_path: Path) -> Non
         cluster.corrupt("ledger", 1, "log")
     with pytest.raises(NothingToDamage, match="no snapshot"):
         cluster.corrupt("ledger", 1, "snapshot")
+
+
+def test_a_snapshot_cut_short_at_a_line_is_refused_as_corrupt(tmp_path: Path) -> None:
+    """A snapshot whose last lines are gone, cut right after a newline, ends in a body row (a JSON
+    list): it was read as the trailer and raised AttributeError, which the store does not take
+    for a damaged snapshot (it crashed with a traceback instead of naming the file)."""
+    data_dir = _metadata_store(tmp_path, restarts=0, snapshot=True)
+    (snapshot,) = newest_snapshots(data_dir)
+    lines = snapshot.read_bytes().split(b"\n")
+    snapshot.write_bytes(b"\n".join(lines[:-3]) + b"\n")    # the trailer and one row gone
+    store = DurableStore(DurabilityConfig(data_dir), clock_ms=lambda: 1_000)
+    with pytest.raises(CorruptSnapshot, match="no trailer"):
+        store.recover()
+    store.release()
