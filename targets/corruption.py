@@ -28,7 +28,7 @@ from pathlib import Path
 
 from harness.sync_mark import read_mark
 from harness.target import DamagedFile
-from targets.power_loss import MARK_SEARCH_DEPTH, log_skeleton, mark_directories
+from targets.power_loss import log_skeleton, mark_directories, store_directories
 
 #: the metadata store's snapshot files (embedded/metadata/snapshot.py): `snapshot-<lsn>.jsonl`
 SNAPSHOT_RE = re.compile(r"^snapshot-\d+\.jsonl$")
@@ -62,12 +62,9 @@ def sealed_log_files(data_dir: Path) -> list[Path]:
 def newest_snapshots(data_dir: Path) -> list[Path]:
     """The newest snapshot file of each directory under `data_dir` that holds any (bounded depth)."""
     out: list[Path] = []
-    level = [data_dir] if data_dir.is_dir() else []
-    for _ in range(MARK_SEARCH_DEPTH):
-        for directory in level:
-            snapshots = sorted(p for p in directory.iterdir() if p.is_file() and SNAPSHOT_RE.match(p.name))
-            out += snapshots[-1:]
-        level = [child for d in level for child in sorted(d.iterdir()) if child.is_dir()]
+    for directory in store_directories(data_dir):
+        snapshots = sorted(p for p in directory.iterdir() if p.is_file() and SNAPSHOT_RE.match(p.name))
+        out += snapshots[-1:]
     return out
 
 

@@ -127,14 +127,20 @@ def apply_tear(directory: Path, tears: Sequence[Tear]) -> None:
             os.close(fd)
 
 
-def mark_directories(data_dir: Path) -> list[Path]:
-    """The directories under a service's data directory that hold an fsync mark (bounded depth)."""
+def store_directories(data_dir: Path) -> list[Path]:
+    """A service's data directory and those under it, `MARK_SEARCH_DEPTH` levels deep, in order:
+    where a store keeps its log, its marks and its snapshots."""
     found: list[Path] = []
     level = [data_dir] if data_dir.is_dir() else []
     for _ in range(MARK_SEARCH_DEPTH):
-        found += [d for d in level if (d / MARK_FILE).is_file()]
+        found += level
         level = [child for d in level for child in sorted(d.iterdir()) if child.is_dir()]
     return found
+
+
+def mark_directories(data_dir: Path) -> list[Path]:
+    """The directories under a service's data directory that hold an fsync mark (bounded depth)."""
+    return [d for d in store_directories(data_dir) if (d / MARK_FILE).is_file()]
 
 
 def crash_store_files(data_dir: Path, rng: random.Random) -> list[str]:
