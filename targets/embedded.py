@@ -14,6 +14,12 @@ cluster from that file; signals go only to pids whose start time still matches.
 Every process started is stopped by pid in `down()`, also after a fault killed or
 paused it. Killing and restarting a service keeps its ports, data and config, so the
 cluster sees the same service come back.
+
+Ports are planned by name (`targets.ports.PortPlan`). A service that finds one of its
+ports taken by another process when it starts up (it exits saying the address is in
+use) gets new ports: the plan moves them, every config, link and record is planned
+again, the running proxy's links are pointed at the new address, and the service starts
+again (at most `targets.ports.BIND_TRIES` starts); state.json's `port_moves` says so.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -58,6 +64,7 @@ from harness.txn_paths import PIP_160_BATCHED_WRITES, TxnPath
 from targets.corruption import Damage, candidates, flip_bit, newest_snapshots, plan_damage
 from targets.file_births import FileBirthWatch, quick_thread_switches
 from targets.local import LocalProcessControl
+from targets.ports import PortKey, PortMove, PortPlan, PortsTaken, follow_links, start_services
 from targets.power_loss import crash_store_files, is_new_log_file, mark_directories, unsynced_bytes
 from targets.processes import (
     HOST,
@@ -65,7 +72,6 @@ from targets.processes import (
     ServiceExited,
     ServiceNotReady,
     ServiceProcess,
-    free_ports,
     module_argv,
     wait_ready,
 )
@@ -257,6 +263,7 @@ class EmbeddedCluster(LocalProcessControl):
         self.links: list[LinkInfo] = []
         self.toxiproxy_url: str | None = None
         self.settings: dict[str, Any] = {}
+        self.port_plan: PortPlan | None = None   # set by up(); an attached cluster has none
         self._damage: dict[str, Damage] = {}   # the `corrupt` fault's flipped bits, until repaired
 
     # ---- attach to a running cluster -----------------------------------------------------------
@@ -305,16 +312,14 @@ class EmbeddedCluster(LocalProcessControl):
         for sub in ("data", "conf"):
             shutil.rmtree(self.directory / sub, ignore_errors=True)
         (self.directory / "logs").mkdir(parents=True, exist_ok=True)
+        self.port_plan = self._choose_ports()
         self._plan()
         self.save_state()
         try:
-            order = ["proxy", "metadata", "ledger"] + [f"broker-{i}" for i in range(self.spec.brokers)]
             deadline = time.monotonic() + self.spec.ready_timeout_s
-            for name in order:
-                self._start(name)
-                if not name.startswith("broker-"):
-                    self._wait_healthy([name], deadline)
-            self._wait_healthy([n for n in order if n.startswith("broker-")], deadline)
+            for name in ("proxy", "metadata", "ledger"):
+                self._start_ready([name], deadline)
+            self._start_ready([f"broker-{i}" for i in range(self.spec.brokers)], deadline)
         except BaseException:
             self.down()
             raise
@@ -483,29 +488,52 @@ class EmbeddedCluster(LocalProcessControl):
 
         `config` is what the plan wrote (it is written again before each start); an attached
         process has none and starts with the file already there."""
+        own = tuple(record.ports.values())   # ready only while it listens on them itself
         if record.program == ZOOKEEPER:
             return ZooKeeperServer(record.name, self._argv(record), record.log_path, pid=pid, start_time=start_time,
                                    config_path=record.config_path, port=record.ports["client_port"],
-                                   owner_pid=self.spec.parent_pid)
+                                   owner_pid=self.spec.parent_pid, ports=own)
         return ServiceProcess(record.name, self._argv(record), record.log_path, pid=pid, start_time=start_time,
                               config_path=record.config_path, config=config, health_url=record.health_url,
-                              metrics_url=record.metrics_url)
+                              metrics_url=record.metrics_url, ports=own)
+
+    def _link_names(self) -> list[str]:
+        n = self.spec.brokers
+        names = [f"client-broker-{i}" for i in range(n)]
+        names += [f"broker-{i}-{dest}" for i in range(n) for dest in ("metadata", "ledger")]
+        return names + [f"broker-{i}-broker-{j}" for i in range(n) for j in range(n) if i != j]
+
+    def _choose_ports(self) -> PortPlan:
+        """Every port of the cluster, chosen free now, by owner and name (targets/ports.py)."""
+        settings = {**path_settings(self.spec.txn_path), **dict(self.spec.settings)}
+        metadata = ("client_port",) if embedded_zookeeper(settings) else ("rpc_port", "http_port")
+        # `metadataStoreUrl=oxia`: every broker speaks Oxia's protocol to the store, through its own
+        # proxy link, so the store listens once per link and advertises the link as the shard leader.
+        oxia = tuple(f"oxia_port_{i}" for i in range(self.spec.brokers)) if embedded_oxia(settings) else ()
+        keys: list[PortKey] = [("proxy", "api_port"), *(("proxy", f"link:{n}") for n in self._link_names())]
+        keys += [("metadata", p) for p in (*metadata, *oxia)] + [("ledger", "rpc_port"), ("ledger", "http_port")]
+        keys += [(f"broker-{i}", p) for i in range(self.spec.brokers) for p in ("binary_port", "http_port")]
+        return PortPlan.choose(keys)
 
     def _plan(self) -> None:
-        """Choose ports, links and per-service configs; write the configs."""
+        """Links, records and per-service configs from `port_plan`; write the configs.
+
+        Planned again after a service's ports moved (`_move_ports`): the processes still
+        running keep their pid (their config is the same but for the proxy's upstreams)."""
         n = self.spec.brokers
+        plan = self.port_plan
+        if plan is None:
+            raise RuntimeError("_plan() before _choose_ports()")
         conf_dir, data_dir, log_dir = (self.directory / d for d in ("conf", "data", "logs"))
-        link_names = [f"client-broker-{i}" for i in range(n)]
-        link_names += [f"broker-{i}-{dest}" for i in range(n) for dest in ("metadata", "ledger")]
-        link_names += [f"broker-{i}-broker-{j}" for i in range(n) for j in range(n) if i != j]
+        link_names = self._link_names()
         settings = {**path_settings(self.spec.txn_path), **dict(self.spec.settings)}
         oxia = embedded_oxia(settings)
         zookeeper = embedded_zookeeper(settings)
-        ports = iter(free_ports(1 + 2 + 2 + 2 * n + len(link_names) + (n if oxia else 0)))
-        link_port = {name: next(ports) for name in link_names}
+        link_port = {name: plan[("proxy", f"link:{name}")] for name in link_names}
+        self.records = {}
 
         def record(name: str, role: ServiceRole, port_names: tuple[str, ...]) -> ServiceRecord:
-            rec = ServiceRecord(name=name, role=role, ports={p: next(ports) for p in port_names},
+            rec = ServiceRecord(name=name, role=role, ports={p: plan[(name, p)] for p in port_names},
                                 config_path=conf_dir / f"{name}.json", log_path=log_dir / f"{name}.log")
             self.records[name] = rec
             return rec
@@ -514,9 +542,7 @@ class EmbeddedCluster(LocalProcessControl):
         meta = record("metadata", ServiceRole.METADATA, ("client_port",) if zookeeper else ("rpc_port", "http_port"))
         ledger = record("ledger", ServiceRole.LEDGER, ("rpc_port", "http_port"))
         brokers = [record(f"broker-{i}", ServiceRole.BROKER, ("binary_port", "http_port")) for i in range(n)]
-        # `metadataStoreUrl=oxia`: every broker speaks Oxia's protocol to the store, through its own
-        # proxy link, so the store listens once per link and advertises the link as the shard leader.
-        oxia_ports = [next(ports) for _ in range(n)] if oxia else []
+        oxia_ports = [plan[("metadata", f"oxia_port_{i}")] for i in range(n)] if oxia else []
 
         self.toxiproxy_url = f"http://{HOST}:{proxy.ports['api_port']}"
         proxy.health_url = f"{self.toxiproxy_url}/version"
@@ -537,7 +563,7 @@ class EmbeddedCluster(LocalProcessControl):
                 return f"oxia://{link}"
             if zookeeper:
                 return f"zk:{link}"
-            url = str(self.settings.get("metadataStoreUrl") or "")
+            url = str(settings.get("metadataStoreUrl") or "")
             return link if is_our_store(url) else url   # our protocol by address; a store elsewhere unchanged
 
         self.links = []
@@ -595,7 +621,11 @@ class EmbeddedCluster(LocalProcessControl):
         for config in configs.values():
             Path(config["data_dir"]).mkdir(parents=True, exist_ok=True)
         for name, rec in self.records.items():
-            self.processes[name] = self._process(rec, configs.get(name))
+            running = self.processes.get(name)
+            if running is not None and running.state != ProcessState.STOPPED:
+                running.config = configs.get(name)   # same ports; the proxy's upstreams may have moved
+            else:
+                self.processes[name] = self._process(rec, configs.get(name))
             self.processes[name].write_config()
 
     def _start(self, name: str) -> None:
@@ -606,12 +636,42 @@ class EmbeddedCluster(LocalProcessControl):
         record.pid, record.start_time = proc.pid, proc.start_time
         self.save_state()
 
+    def _start_ready(self, names: list[str], deadline: float) -> None:
+        """Start `names` and wait until they are ready; one whose port another process took before
+        it bound it is moved to new ports and started again (targets/ports.py)."""
+        log = logging.getLogger("targets.embedded")
+        with self._start_up_errors():
+            start_services(names, deadline, process=self._proc, start=self._start, move=self._move_ports,
+                           say=log.warning, poll_s=0.1)
+
+    def _move_ports(self, name: str, start: int) -> PortMove:
+        """New ports for `name`; everything planned again, the running proxy's links pointed at them."""
+        if self.port_plan is None:
+            raise EnvironmentProblem(f"{name}'s ports cannot move: this cluster was attached, not planned here")
+        others = [n for n, p in self.processes.items() if n != name and p.state != ProcessState.STOPPED]
+        if name == "proxy" and others:
+            raise EnvironmentProblem(f"the proxy's ports cannot move under running services ({', '.join(others)})")
+        before = {link.name: link.upstream for link in self.links}
+        moved = self.port_plan.move(name, start)
+        self._plan()
+        follow_links(self.toxiproxy_url, self.processes.get("proxy"), before,
+                     {link.name: link.upstream for link in self.links})
+        self.save_state()
+        return moved
+
     def _wait_healthy(self, names: list[str], deadline: float) -> None:
-        try:
+        with self._start_up_errors():
             wait_ready([self.processes[n] for n in names], deadline, poll_s=0.1)
+
+    @contextlib.contextmanager
+    def _start_up_errors(self) -> Iterator[None]:
+        """A service that exited or was not ready in time, as an EnvironmentProblem quoting its log."""
+        try:
+            yield
         except ServiceExited as err:
             proc = err.pending[0]
-            raise EnvironmentProblem(f"{proc.name} exited during start-up (code {proc.exit_code()}); "
+            why = f"{err}; " if isinstance(err, PortsTaken) else ""
+            raise EnvironmentProblem(f"{proc.name} exited during start-up (code {proc.exit_code()}); {why}"
                                      f"see {proc.log_path}; last lines:\n{proc.tail()}") from None
         except ServiceNotReady as err:
             details = "; ".join(f"{p.name}: see {p.log_path}" for p in err.pending)
@@ -631,4 +691,5 @@ class EmbeddedCluster(LocalProcessControl):
             "services": [r.to_json() for r in self.records.values()],
             "links": [{"name": link.name, "kind": link.kind.value, "source": link.source, "dest": link.dest,
                        "listen": link.listen, "upstream": link.upstream} for link in self.links],
+            "port_moves": [m.to_json() for m in self.port_plan.moves] if self.port_plan else [],
         })

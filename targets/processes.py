@@ -13,6 +13,13 @@ ZooKeeper): it also writes its config before each start, knows when it is ready 
 `/health`, or what a subclass says) and reads its `/metrics`. The embedded target and
 the tools (`tools/launch.py`) start every service through it, so start-up, readiness,
 stopping and the log tail in errors are written once.
+
+Ready also means holding its own ports (`ServiceProcess.ports`): a port chosen free can be
+taken by another process before the service binds it (another cluster's broker, say), and
+that process may answer the readiness probe. `listening_ports(pid)` reads which ports a
+process listens on (Linux's /proc), so a probe answered by someone else is not readiness;
+`said_address_in_use()` reads the service's log since its start for a failed bind.
+targets/ports.py moves such a service to new ports and starts it again.
 """
 
 from __future__ import annotations
@@ -20,13 +27,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Self
@@ -85,6 +93,59 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+#: How a failed bind reads in a server's log: Python's OSError (asyncio: "address already in use"),
+#: Java's BindException ("Address already in use", netty's "bind(..) failed: Address already in use"),
+#: Go's "bind: address already in use".
+ADDRESS_IN_USE = re.compile(r"address already in use|java\.net\.BindException|EADDRINUSE", re.IGNORECASE)
+
+_LISTEN = "0A"   # TCP_LISTEN in /proc/net/tcp's `st` column
+
+
+def address_in_use(log_text: str) -> bool:
+    """The text (a server's log) says a bind failed because the address was taken."""
+    return ADDRESS_IN_USE.search(log_text) is not None
+
+
+def _listening_inodes(tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> dict[int, int] | None:
+    """socket inode -> port of every listening TCP socket (IPv4 and IPv6: a JVM binds 127.0.0.1 on
+    a dual-stack socket); None when the tables cannot be read (not Linux)."""
+    out: dict[int, int] = {}
+    read_any = False
+    for table in tables:
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        read_any = True
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == _LISTEN:
+                out[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
+    return out if read_any else None
+
+
+def listening_ports(pid: int) -> set[int] | None:
+    """The TCP ports process `pid` listens on; None when that cannot be told (no /proc, not ours to read)."""
+    inodes = _listening_inodes()
+    if inodes is None:
+        return None
+    ports: set[int] = set()
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return set()     # gone: it holds nothing
+    except PermissionError:
+        return None
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                port = inodes.get(int(target[8:-1]))
+                if port is not None:
+                    ports.add(port)
+    return ports
+
+
 class ProcessState:
     RUNNING = "running"
     PAUSED = "paused"
@@ -131,12 +192,18 @@ class ManagedProcess:
     pid: int | None = None
     start_time: int | None = None
     popen: subprocess.Popen[bytes] | None = None
+    #: where this start's lines begin in the log, and how far `said_address_in_use` has read
+    log_start: int = field(default=0, init=False, repr=False)
+    _log_scanned: int = field(default=0, init=False, repr=False)
+    _log_said_in_use: bool = field(default=False, init=False, repr=False)
 
     def start(self, env: dict[str, str] | None = None) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             log.write(f"\n==== starting {self.name}: {' '.join(self.argv)}\n".encode())
             log.flush()
+            self.log_start = self._log_scanned = log.tell()
+            self._log_said_in_use = False
             self.popen = subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
@@ -210,6 +277,22 @@ class ManagedProcess:
             return ""
         return "\n".join(text.rstrip().splitlines()[-lines:])
 
+    def said_address_in_use(self) -> bool:
+        """Its log since this start says a bind failed on a taken address (read incrementally)."""
+        if self._log_said_in_use:
+            return True
+        overlap = 64   # a match split across two reads
+        start = max(self.log_start, self._log_scanned - overlap)
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(start)
+                chunk = log.read()
+        except FileNotFoundError:
+            return False
+        self._log_scanned = start + len(chunk)
+        self._log_said_in_use = address_in_use(chunk.decode(errors="replace"))
+        return self._log_said_in_use
+
 
 #: the packages a service run under coverage traces (`harness.covered`): the cluster's own code
 COVERAGE_SOURCES = ("embedded",)
@@ -258,6 +341,8 @@ class ServiceProcess(ManagedProcess):
     health_url: str | None = None
     metrics_url: str | None = None
     ready_timeout_s: float | None = None
+    #: the ports it must listen on itself to be ready (see the module docstring); () checks none
+    ports: tuple[int, ...] = ()
 
     def write_config(self) -> None:
         if self.config is not None and self.config_path is not None:
@@ -292,7 +377,20 @@ class ServiceProcess(ManagedProcess):
                                   f"{self.tail()}", [self]) from None
 
     def healthy(self, session: requests.Session | None = None) -> bool:
-        """Ready to serve: `GET health_url` answers 200 (False without a health URL), and, when the
+        """Ready: its readiness probe answers (`answers`) and it holds its own `ports`."""
+        return self.answers(session) and self.holds_its_ports()
+
+    def holds_its_ports(self) -> bool:
+        """It listens on every one of `ports` (True when there are none, or when /proc cannot tell)."""
+        if not self.ports:
+            return True
+        if self.pid is None:
+            return False
+        held = listening_ports(self.pid)
+        return held is None or set(self.ports) <= held
+
+    def answers(self, session: requests.Session | None = None) -> bool:
+        """Its readiness probe: `GET health_url` answers 200 (False without a health URL), and, when the
         answer names a pid (our services: `ok pid=N`), it is this process's: a port that another
         process bound meanwhile (one of our own services, planned on the same port) must not
         pass for this service's readiness."""

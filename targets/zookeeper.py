@@ -171,7 +171,7 @@ class ZooKeeperServer(ServiceProcess):
         if self.owner_pid and self.pid and self.start_time is not None:
             zk_watchdog.spawn(self.owner_pid, self.pid, self.start_time)
 
-    def healthy(self, session: requests.Session | None = None) -> bool:
+    def answers(self, session: requests.Session | None = None) -> bool:
         return srvr_ok(HOST, self.port)
 
 

@@ -25,16 +25,24 @@ when the scenario is validated (faults/validate.py).
 `<dir>/state.json` records every process's pid and start time so `txnbench cluster
 down` in another process stops the same processes, by pid. Every exit path of `up()`
 stops what it started.
+
+Ports are planned by name (`targets.ports.PortPlan`). A server that finds one of its
+ports taken by another process when it starts (a broker's `Failed to bind Pulsar broker
+... Address already in use`, Toxiproxy's "Failed to populate proxies from file") gets new
+ports: configs, links, advertised listeners and records are planned again, the running
+Toxiproxy's links are pointed at the new address, and the server starts again (at most
+`targets.ports.BIND_TRIES` starts); state.json's `port_moves` says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,13 +64,13 @@ from harness.target import (
 from harness.txn_paths import TxnPath
 from targets import gobuild
 from targets.local import LocalProcessControl
+from targets.ports import PortKey, PortMove, PortPlan, PortsTaken, follow_links, start_services
 from targets.processes import (
     HOST,
     ProcessState,
     ServiceExited,
     ServiceNotReady,
     ServiceProcess,
-    free_ports,
     module_argv,
     wait_ready,
 )
@@ -154,6 +162,11 @@ class PlannedService:
                    metrics_url=data.get("metrics_url"), env=dict(data.get("env") or {}))
 
 
+def _own_ports(planned: PlannedService) -> tuple[int, ...]:
+    """The ports the service itself listens on (a broker's `internal_port` is its peer link's, the proxy's)."""
+    return tuple(port for name, port in planned.ports.items() if name != "internal_port")
+
+
 def _internal_urls(planned: PlannedService) -> tuple[str, ...]:
     """A broker's internal-listener URL (through its `brokers-broker-<i>` link): v5 coordinator
     assignments and segment layouts name it, so the `coordinator` fault selector must know it."""
@@ -184,6 +197,9 @@ class PulsarCluster(LocalProcessControl):
         self.components: dict[str, str] = {}
         self.java: str = ""
         self.binaries: dict[str, str] = {}
+        self.port_plan: PortPlan | None = None        # set by up(); an attached cluster has none
+        self._classpath: Classpath | None = None
+        self._major = 0
         self._say = spec.say or (lambda text: print(text, flush=True))
 
     # ---- attach ----------------------------------------------------------------------------------
@@ -207,12 +223,12 @@ class PulsarCluster(LocalProcessControl):
         cluster.settings = dict(state.get("settings", {}))
         cluster.components = dict(state.get("components", {}))
         cluster.toxiproxy_url = state.get("toxiproxy_url")
-        for data in state["services"]:
+        cluster.links = [LinkInfo(name=x["name"], kind=LinkKind(x["kind"]), source=x["source"], dest=x["dest"],
+                                  listen=x["listen"], upstream=x["upstream"]) for x in state.get("links", [])]
+        for data in state["services"]:   # after the links: Toxiproxy is ready once it has each link's proxy
             planned = PlannedService.from_json(data)
             cluster.planned[planned.name] = planned
             cluster.processes[planned.name] = cluster._process(planned)
-        cluster.links = [LinkInfo(name=x["name"], kind=LinkKind(x["kind"]), source=x["source"], dest=x["dest"],
-                                  listen=x["listen"], upstream=x["upstream"]) for x in state.get("links", [])]
         return cluster
 
     def any_running(self) -> bool:
@@ -237,6 +253,8 @@ class PulsarCluster(LocalProcessControl):
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         try:
+            self._classpath, self._major = classpath, major
+            self.port_plan = self._choose_ports()
             self._plan(classpath, major)
             self.save_state()
             deadline = started + self.spec.ready_timeout_s
@@ -245,15 +263,10 @@ class PulsarCluster(LocalProcessControl):
             self._say(f"starting Pulsar {self.release.version} ({self.spec.txn_path.value}) on Java {major}: "
                       f"{proxy}, {store}, cluster metadata, bookie, {self.spec.brokers} brokers")
             for name in ("proxy", "metadata"):
-                self._start(name)
-                self._wait([name], deadline)
+                self._start_ready([name], deadline)
             self._setup_metadata(classpath, major)
-            self._start("ledger")
-            self._wait(["ledger"], deadline)
-            brokers = [n for n in self.planned if self.planned[n].role is ServiceRole.BROKER]
-            for name in brokers:
-                self._start(name)
-            self._wait(brokers, deadline)
+            self._start_ready(["ledger"], deadline)
+            self._start_ready([n for n in self.planned if self.planned[n].role is ServiceRole.BROKER], deadline)
             self._say(f"  brokers up after {time.monotonic() - started:.0f} s; opening a transaction")
             transaction_round_trip(self.info(), deadline)
         except BaseException:
@@ -347,13 +360,14 @@ class PulsarCluster(LocalProcessControl):
         if planned.kind == "proxy":   # ours: a Python service that watches its parent itself
             return ServiceProcess(planned.name, planned.argv, planned.log_path, pid=planned.pid,
                                   start_time=planned.start_time, health_url=planned.health_url,
-                                  metrics_url=planned.metrics_url)
+                                  metrics_url=planned.metrics_url, ports=_own_ports(planned))
         port = (planned.ports.get("client_port") or planned.ports.get("bookie_port") or planned.ports.get("api_port")
                 or planned.ports["binary_port"])
         return JavaServer(planned.name, planned.argv, planned.log_path, pid=planned.pid,
                           start_time=planned.start_time, health_url=planned.health_url,
                           metrics_url=planned.metrics_url, kind=planned.kind, port=port,
-                          owner_pid=self.spec.parent_pid, env=dict(planned.env))
+                          owner_pid=self.spec.parent_pid, env=dict(planned.env), ports=_own_ports(planned),
+                          proxy_names=tuple(link.name for link in self.links) if planned.kind == "toxiproxy" else ())
 
     def _java_argv(self, kind: str, classpath: Classpath, major: int, *args: str) -> list[str]:
         role = ROLE_OF_KIND.get(kind, "tool")
@@ -362,25 +376,41 @@ class PulsarCluster(LocalProcessControl):
                                           self.directory / "tmp"), *drivers,
                 "-cp", classpath.java_classpath, MAIN_CLASS[kind], *args]
 
-    def _plan(self, classpath: Classpath, major: int) -> None:
+    def _link_names(self) -> list[str]:
         n = self.spec.brokers
+        names = [f"client-broker-{i}" for i in range(n)] + [f"broker-{i}-metadata" for i in range(n)]
+        return names + [PEER_LINK.format(i) for i in range(n)] + [SHARED_LEDGER_LINK]
+
+    def _choose_ports(self) -> PortPlan:
+        """Every port of the cluster, chosen free now, by owner and name (targets/ports.py)."""
+        keys: list[PortKey] = [("proxy", "api_port"), *(("proxy", f"link:{n}") for n in self._link_names())]
+        keys += [("metadata", "client_port"), ("metadata", "metrics_port"),
+                 ("ledger", "bookie_port"), ("ledger", "metrics_port")]
+        keys += [(f"broker-{i}", p) for i in range(self.spec.brokers) for p in ("binary_port", "http_port")]
+        return PortPlan.choose(keys)
+
+    def _plan(self, classpath: Classpath, major: int) -> None:
+        """Links, configs and services from `port_plan`; planned again after a service's ports moved
+        (`_move_ports`), when the processes still running are kept (their pids) with their ports."""
+        n = self.spec.brokers
+        plan = self.port_plan
+        if plan is None:
+            raise RuntimeError("_plan() before _choose_ports()")
         conf_dir, data_dir, log_dir = (self.directory / d for d in ("conf", "data", "logs"))
         (conf_dir / "log4j2.xml").write_text(conf.LOG4J2)
-        link_names = [f"client-broker-{i}" for i in range(n)] + [f"broker-{i}-metadata" for i in range(n)]
-        link_names += [PEER_LINK.format(i) for i in range(n)] + [SHARED_LEDGER_LINK]
-        ports = iter(free_ports(1 + 2 + 2 + 2 * n + len(link_names)))
-        link_port = {name: next(ports) for name in link_names}
+        link_port = {name: plan[("proxy", f"link:{name}")] for name in self._link_names()}
 
         def addr(port: int) -> str:
             return f"{HOST}:{port}"
 
-        api_port, zk_port, bookie_port, bookie_metrics = next(ports), next(ports), next(ports), next(ports)
-        store_metrics = next(ports)
+        api_port, zk_port = plan[("proxy", "api_port")], plan[("metadata", "client_port")]
+        bookie_port, bookie_metrics = plan[("ledger", "bookie_port")], plan[("ledger", "metrics_port")]
+        store_metrics = plan[("metadata", "metrics_port")]
         self.toxiproxy_url = f"http://{HOST}:{api_port}"
         self.settings = {**conf.path_settings(self.spec.txn_path), **dict(self.spec.settings)}
 
         self.links = []
-        broker_ports = [(next(ports), next(ports)) for _ in range(n)]
+        broker_ports = [(plan[(f"broker-{i}", "binary_port")], plan[(f"broker-{i}", "http_port")]) for i in range(n)]
         for i, (binary, _http) in enumerate(broker_ports):
             self.links.append(LinkInfo(f"client-broker-{i}", LinkKind.CLIENT_BROKER, "client", f"broker-{i}",
                                        addr(link_port[f"client-broker-{i}"]), addr(binary)))
@@ -471,8 +501,11 @@ class PulsarCluster(LocalProcessControl):
                                  log_dir / "metadata.log"))
 
     def _add(self, planned: PlannedService) -> None:
+        """Plan a service; one still running (planned again after another's ports moved) keeps its process."""
         self.planned[planned.name] = planned
-        self.processes[planned.name] = self._process(planned)
+        running = self.processes.get(planned.name)
+        if running is None or running.state == ProcessState.STOPPED:
+            self.processes[planned.name] = self._process(planned)
 
     def _setup_metadata(self, classpath: Classpath, major: int) -> None:
         """PulsarClusterMetadataSetup, once: the cluster, `public/default`, `pulsar/system` and
@@ -497,12 +530,43 @@ class PulsarCluster(LocalProcessControl):
         planned.pid, planned.start_time = proc.pid, proc.start_time
         self.save_state()
 
+    def _start_ready(self, names: list[str], deadline: float) -> None:
+        """Start `names` and wait until they are ready; one whose port another process took before
+        it bound it is moved to new ports and started again (targets/ports.py)."""
+        with self._start_up_errors():
+            start_services(names, deadline, process=self._proc, start=self._start, move=self._move_ports,
+                           say=self._say, poll_s=0.25)
+
+    def _move_ports(self, name: str, start: int) -> PortMove:
+        """New ports for `name`: configs, links and records planned again, the running proxy's links
+        pointed at the new upstreams. (The cluster metadata written by the set-up keeps broker-0's first
+        URLs when broker-0 moves: nothing of Pulsar's within one cluster dials those.)"""
+        if self.port_plan is None or self._classpath is None:
+            raise EnvironmentProblem(f"{name}'s ports cannot move: this cluster was attached, not planned here")
+        others = [n for n, p in self.processes.items() if n != name and p.state != ProcessState.STOPPED]
+        if name == "proxy" and others:
+            raise EnvironmentProblem(f"the proxy's ports cannot move under running services ({', '.join(others)})")
+        before = {link.name: link.upstream for link in self.links}
+        moved = self.port_plan.move(name, start)
+        self._plan(self._classpath, self._major)
+        follow_links(self.toxiproxy_url, self.processes.get("proxy"), before,
+                     {link.name: link.upstream for link in self.links})
+        self.save_state()
+        return moved
+
     def _wait(self, names: list[str], deadline: float) -> None:
-        try:
+        with self._start_up_errors():
             wait_ready([self.processes[n] for n in names], deadline, poll_s=0.25)
+
+    @contextlib.contextmanager
+    def _start_up_errors(self) -> Iterator[None]:
+        """A service that exited or was not ready in time, as an EnvironmentProblem quoting its log."""
+        try:
+            yield
         except ServiceExited as err:
             proc = err.pending[0]
-            raise EnvironmentProblem(f"{proc.name} exited during start-up (code {proc.exit_code()}); see "
+            why = f"{err}; " if isinstance(err, PortsTaken) else ""
+            raise EnvironmentProblem(f"{proc.name} exited during start-up (code {proc.exit_code()}); {why}see "
                                      f"{proc.log_path}; last lines:\n{proc.tail()}") from None
         except ServiceNotReady as err:
             proc = err.pending[0]
@@ -523,4 +587,5 @@ class PulsarCluster(LocalProcessControl):
             "stopped": stopped, "services": [p.to_json() for p in self.planned.values()],
             "links": [{"name": x.name, "kind": x.kind.value, "source": x.source, "dest": x.dest,
                        "listen": x.listen, "upstream": x.upstream} for x in self.links],
+            "port_moves": [m.to_json() for m in self.port_plan.moves] if self.port_plan else [],
         })
