@@ -49,6 +49,7 @@ from faults.model import Fault, FaultAction, LoadControl, NotInjected
 from faults.resolve import resolve_fault
 from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
 from faults.selectors import Aim, ResolveContext, uses_coordinator, uses_trigger
+from faults.supervisor import Supervisor
 from faults.triggers import HistoryTail
 from faults.validate import check_client_faults
 from harness.config import RunConfig
@@ -145,6 +146,11 @@ class Nemesis:
         self._closed = False
         self._tail: HistoryTail | None = None     # follows the load's history, for triggers
         self._started_at: dict[int, float] = {}   # window index -> seconds into the phase it began
+        self._claimed: set[str] = set()           # resources the supervisor holds while it restarts a service
+        self.supervisor = (Supervisor(control, [s.name for s in cluster.services], recorder, busy=self._busy,
+                                      claim=self._claim, release=self._release,
+                                      say=lambda text: self.say(f"{self.label}: {text}"), fail=self._fail)
+                           if control is not None else None)
 
     # ---- validation ------------------------------------------------------------------------------
 
@@ -213,6 +219,8 @@ class Nemesis:
             self.say(f"{self.label}: {note}")
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
         self._thread.start()
+        if self.supervisor is not None:
+            self.supervisor.start()
 
     def raise_if_failed(self) -> None:
         with self._lock:
@@ -236,7 +244,10 @@ class Nemesis:
         """
         with self._lock:
             started = dict(self._started_at)
-        return timeline_progress(self.timeline, started)
+        progress = timeline_progress(self.timeline, started)
+        if self.supervisor is not None:
+            progress["service_exits"] = dict(self.supervisor.stats.exits)
+        return progress
 
     def in_effect(self) -> list[Fault]:
         """Faults that may be in effect now (injected or being injected, not yet healed)."""
@@ -248,6 +259,8 @@ class Nemesis:
         Ctrl-C while healing is deferred (on the main thread) so the heal completes."""
         self._stop.set()
         with _sigint_deferred():
+            if self.supervisor is not None:
+                self.supervisor.stop(self._longest_action_s() + 5.0)
             thread = self._thread
             if thread is not None and thread is not threading.current_thread():
                 thread.join(self._longest_action_s() + 5.0)
@@ -359,7 +372,19 @@ class Nemesis:
 
     def _busy(self) -> frozenset[str]:
         with self._lock:
-            return frozenset(r for a in self._active.values() for r in a.fault.resources)
+            return frozenset(r for a in self._active.values() for r in a.fault.resources) | self._claimed
+
+    def _claim(self, resource: str) -> bool:
+        """The supervisor takes `resource` for a restart unless a fault holds it."""
+        with self._lock:
+            if any(resource in a.fault.resources for a in self._active.values()) or resource in self._claimed:
+                return False
+            self._claimed.add(resource)
+            return True
+
+    def _release(self, resource: str) -> None:
+        with self._lock:
+            self._claimed.discard(resource)
 
     def _inject(self, planned: PlannedFault, for_s: float,
                 trigger: dict[str, Any] | None = None) -> _Active | None:
@@ -392,7 +417,14 @@ class Nemesis:
         active = _Active(fault, action)
         what = f"{fault.fault_id} {fault.kind.value} {', '.join(map(str, fault.targets))}"
         with self._lock:
-            self._active[fault.fault_id] = active
+            restarting = fault.resources & self._claimed
+            if not restarting:
+                self._active[fault.fault_id] = active
+        if restarting:   # the supervisor took the service between resolve and now
+            self._count(fault.kind, "failed")
+            self.say(f"{self.label}: {what}: not injected (the supervisor is starting "
+                     f"{', '.join(sorted(restarting))} again)")
+            return None
         inv = self.recorder.invoke(fault.process, OpF.FAULT, extra=fault.extra())
         effect: Mapping[str, Any] | None = None
         try:

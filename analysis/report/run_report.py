@@ -357,6 +357,10 @@ def _faults_progress_text(progress: Mapping[str, Any] | None) -> str | None:
         return None
     head = (f"Fault timeline: {progress['started']} of {progress['windows']} planned windows ran, the last "
             f"{float(progress.get('last_late_s') or 0.0):g} s behind its plan (heals and triggers take time).")
+    exits = progress.get("service_exits") or {}
+    if exits:
+        head += (" Services that exited on their own, recorded as `exit` faults and started again by the "
+                 f"supervisor: {', '.join(f'{name} {count}x' for name, count in sorted(exits.items()))}.")
     missed = progress.get("unreached") or []
     if not missed:
         return head
