@@ -145,7 +145,10 @@ def _loadgen(perf: Mapping[str, Any]) -> dict[str, Any]:
     lg = perf.get("load_generator") or {}
     cap = lg.get("capacity") or {}
     cpu = lg.get("cpu") or {}
+    status = lg.get("status") or {}
     return {
+        "errors": None if status.get("absent") else status.get("errors"),
+        "ack_conflicts": None if status.get("absent") else status.get("ack_conflicts"),
         "capacity_txn_per_s": None if cap.get("absent") else cap.get("committed_txn_per_s"),
         "capacity_msgs_per_s": None if cap.get("absent") else cap.get("msgs_per_s"),
         "utilization": None if cap.get("absent") else cap.get("utilization"),

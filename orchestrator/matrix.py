@@ -20,6 +20,7 @@ from orchestrator.capacity import ensure_capacity
 from orchestrator.outcome import RunOptions, RunOutcome, print_outcome, say
 from orchestrator.planted import refuse_planted_bugs
 from orchestrator.run import Run
+from orchestrator.summary import summary_lines
 
 
 def main_matrix(config: RunConfig, args: argparse.Namespace, kind: str) -> int:
@@ -55,7 +56,7 @@ def run_matrix(config: RunConfig, args: argparse.Namespace, kind: str, *,
         _coverage(matrix, outcomes)
     if config.faults.generated is not None:
         _reproduce(matrix, config, getattr(args, "scenario", None) or config.name, outcomes)
-    return matrix, _finish_matrix(matrix, outcomes, interrupted)
+    return matrix, _finish_matrix(matrix, outcomes, interrupted, kind)
 
 
 def reproduce_command(scenario: str, txn_path: str, seed: int, faults_s: float) -> str:
@@ -123,7 +124,7 @@ def main_sweep(config: RunConfig, args: argparse.Namespace, levels: Sequence[int
         if interrupted:
             break
     _compare_sweep(matrix, outcomes)
-    return _finish_matrix(matrix, outcomes, interrupted)
+    return _finish_matrix(matrix, outcomes, interrupted, "sweep")
 
 
 def with_users(config: RunConfig, users: int) -> RunConfig:
@@ -149,8 +150,10 @@ def _run_paths(config: RunConfig, matrix: MatrixDir, results_root: Path, kind: s
     return outcomes, False
 
 
-def _finish_matrix(matrix: MatrixDir, outcomes: list[RunOutcome], interrupted: bool) -> int:
-    """Write matrix-status.json, print the folder, and return the matrix's exit status."""
+def _finish_matrix(matrix: MatrixDir, outcomes: list[RunOutcome], interrupted: bool, kind: str) -> int:
+    """Write matrix-status.json, print the results table and the folder, and return the matrix's exit status."""
+    for line in summary_lines(outcomes, kind):
+        say(line)
     write_json_atomic(matrix.path / "matrix-status.json", {
         "runs": [{"path": o.run_dir.path.name, "run_id": o.run_dir.run_id, "status": o.status.value,
                   "verdict": o.verdict.value, "exit_code": o.exit_code,

@@ -340,7 +340,8 @@ class Run:
         with contextlib.suppress(OSError, ValueError):
             status = json.loads(status_file.read_text())
             rates = (f"  txn/s {status.get('committed_txn_per_s', 0):.0f}"
-                     f"  msgs/s {status.get('msgs_per_s', 0):.0f}  errors {status.get('errors', 0)}")
+                     f"  msgs/s {status.get('msgs_per_s', 0):.0f}  errors {status.get('errors', 0)}"
+                     + (f" (+{status['ack_conflicts']} ack conflicts)" if status.get("ack_conflicts") else ""))
             workers = status.get("workers") or []
             if workers:
                 rates += f"  workers {len(workers)}: " + " ".join(

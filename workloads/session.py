@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from harness.client.errors import is_ack_conflict
 from harness.client.futures import raw_lock
 from harness.errors import OperationError, is_definite
 from harness.history import HistoryRecorder, Invocation, OpF, RunClock
@@ -249,7 +250,7 @@ class Session:
                 self.recorder.complete_with_error(inv, error)
             elif not inv.completed and not self.recorder.closed:
                 self.recorder.info(inv, f"{type(error).__name__}: {error}")
-            self.ctx.counters.count(f, ok=False)
+            self.ctx.counters.count(f, ok=False, conflict=f is OpF.ACK and is_ack_conflict(error))
             self.ctx.fire(f.value, self.name, elapsed_ms, pending.length, error)
             return Outcome(ok=False, error=error)
         finally:

@@ -12,7 +12,8 @@ a saturated load generator (analysis/perf/loadgen.py reads it). Keys:
 | `users`, `users_by_kind` | Locust users running (all kinds, feeders and verifiers included) |
 | `processes`, `host_cpus` | load-generating processes (Locust workers, or 1) and the host's CPUs |
 | `committed_txn_per_s`, `msgs_per_s` | commits and sends that completed ok per second, over the last `window_s` |
-| `committed_txns`, `messages`, `receives`, `errors` | totals so far; `errors` counts `fail`/`info` completions and task exceptions |
+| `committed_txns`, `messages`, `receives`, `errors` | totals so far; `errors` counts `fail`/`info` completions and task exceptions, but not `ack_conflicts` |
+| `ack_conflicts` | acks the broker refused because another transaction had acked (or held) the message (TransactionConflict): Pulsar's ack-conflict rule doing its job, expected when transactions compete for messages (ack-only's `conflict_ratio`); they are `fail`s in the history and in `ops.failed` |
 | `ops` | `{"ok": {f: n}, "failed": {f: n}}` totals per operation |
 | `cpu_percent` | CPU of all load processes over the last interval, in % of one core (can exceed 100 with workers) |
 | `cpu_samples` | `[[time_ns, cpu_seconds], ...]`: cumulative CPU seconds of all load processes against the run clock |
@@ -123,7 +124,7 @@ class StatusReporter:
             "committed_txn_per_s": round(txn_rate, 3), "msgs_per_s": round(msg_rate, 3),
             "window_s": round(span_s, 3),
             "committed_txns": committed, "messages": messages, "receives": counters.receives,
-            "errors": counters.errors, "ops": {"ok": dict(counters.ok), "failed": dict(counters.failed)},
+            "errors": counters.errors, "ack_conflicts": counters.conflicts, "ops": {"ok": dict(counters.ok), "failed": dict(counters.failed)},
             "cpu_percent": None, "cpu_samples": self._cpu_samples, "fatal": self.fatal,
             "host_busy_samples": self._host_samples,
         }

@@ -108,8 +108,8 @@ def load_generator(locust_dir: Path, window: Mapping[str, Any] | None, achieved_
     if status is None:
         out["status"] = {"absent": True, "reason": why}
     else:
-        out["status"] = {k: status.get(k) for k in ("committed_txn_per_s", "msgs_per_s", "errors", "users",
-                                                     "processes", "host_cpus") if k in status}
+        out["status"] = {k: status.get(k) for k in ("committed_txn_per_s", "msgs_per_s", "errors", "ack_conflicts",
+                                                     "users", "processes", "host_cpus") if k in status}
     procs = processes
     if status is not None and _number(status.get("processes")):
         procs = int(status["processes"])

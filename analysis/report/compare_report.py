@@ -99,6 +99,9 @@ def _throughput(compare: Mapping[str, Any], charts: Mapping[str, Chart]) -> Sect
                          f"{100 * float(msgs_util):.1f}%" if msgs_util is not None else Cell(ABSENT, "absent"),
                          fmt_num(lg.get("cpu_per_process_percent")) if lg.get("cpu_per_process_percent") is not None
                          else Cell(ABSENT, "absent"),
+                         fmt_count(lg.get("errors")) if lg.get("errors") is not None else Cell(ABSENT, "absent"),
+                         fmt_count(lg.get("ack_conflicts")) if lg.get("ack_conflicts") is not None
+                         else Cell(ABSENT, "absent"),
                          Cell(lg.get("verdict") or NA, css)))
     return Section(
         "Throughput", "throughput",
@@ -106,9 +109,12 @@ def _throughput(compare: Mapping[str, Any], charts: Mapping[str, Chart]) -> Sect
         tables=(Table.of(("path", "committed txn/s", f"vs {base}", "msgs/s", f"vs {base}", "committed msgs/s",
                           "aborted", "failed", "unknown", "window (s)"), rows),
                 Table.of(("path", "achieved txn/s", "client capacity txn/s", "txn/s utilization",
-                          "msgs/s utilization", "load CPU per process (% core)", "load generator"), headroom,
+                          "msgs/s utilization", "load CPU per process (% core)", "load errors", "ack conflicts",
+                          "load generator"), headroom,
                          caption="Was the harness the bottleneck? Capacity is the client's rate against a null "
-                                 "broker, measured by the load process")),
+                                 "broker, measured by the load process. Load errors: failed operations and "
+                                 "task exceptions of the whole run; ack conflicts (acks refused because another "
+                                 "transaction had acked the message) are expected and counted apart")),
         charts=tuple(charts[n] for n in ("compare_throughput", "compare_timeline") if n in charts))
 
 

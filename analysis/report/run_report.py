@@ -223,6 +223,7 @@ def _loadgen_section(perf: Mapping[str, Any]) -> Section:
     cap = lg.get("capacity") or {}
     cpu = lg.get("cpu") or {}
     csv = lg.get("csv") or {}
+    status = lg.get("status") or {}
     absent = Cell(ABSENT, "absent")
     rows = [
         ("achieved committed txn/s (history)", fmt_num((lg.get("achieved") or {}).get("committed_txn_per_s")), ""),
@@ -242,6 +243,11 @@ def _loadgen_section(perf: Mapping[str, Any]) -> Section:
          else "status.json has no host_busy_samples"),
         ("Locust requests/s (whole run)", absent if csv.get("absent") else fmt_num(csv.get("requests_per_s")),
          csv.get("reason") or csv.get("file", "")),
+        ("load errors (whole run)", absent if status.get("absent") or status.get("errors") is None
+         else fmt_count(status.get("errors")), "failed operations and task exceptions, ack conflicts apart"),
+        ("ack conflicts (whole run)", absent if status.get("absent") or status.get("ack_conflicts") is None
+         else fmt_count(status.get("ack_conflicts")),
+         "acks refused because another transaction had acked the message (expected)"),
     ]
     css = "bad" if lg.get("saturated") else ("good" if lg.get("saturated") is False else "warn")
     return Section("Load generator headroom", "loadgen",

@@ -217,6 +217,13 @@ class TransactionConflictError(ServerRejectedError):
     """An ack conflicts with another transaction's (or an earlier) ack."""
 
 
+def is_ack_conflict(exc: BaseException | None) -> bool:
+    """The broker refused an ack because another transaction had acked (or held) the message: Pulsar's
+    ack-conflict rule at work, expected whenever transactions compete for messages (the load counts
+    them apart from its errors)."""
+    return isinstance(exc, TransactionConflictError) and exc.op is Op.ACK
+
+
 class TransactionNotFoundError(ServerRejectedError):
     """The coordinator or participant does not know the transaction (it timed out or ended)."""
 
@@ -350,6 +357,7 @@ __all__ = [
     "TransactionNotFoundError",
     "TransactionOpFailedError",
     "TransactionOutcomeUnknownError",
+    "is_ack_conflict",
     "outcome_of",
     "server_error",
     "setup_error",

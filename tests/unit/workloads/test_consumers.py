@@ -124,6 +124,8 @@ def test_ack_only_conflicting_ack_is_a_definite_fail_and_the_transaction_aborts(
     conflict = next(op for op in b_txn if op["type"] == "fail" and op["f"] == "ack")
     assert "TransactionConflict" in conflict["error"]
     assert (b_txn[-1]["f"], b_txn[-1]["type"]) == ("txn-abort", "ok")
+    # the load's counters: a failed ack, counted as an expected ack conflict, not as an error
+    assert h.ctx.counters.failed["ack"] == 1 and h.ctx.counters.conflicts == 1 and h.ctx.counters.errors == 0
     a.end_txn(txn, abort=False)
     assert_well_formed(h.ops())
 

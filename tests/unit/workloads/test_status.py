@@ -74,8 +74,30 @@ def test_errors_count_failed_completions_and_exceptions(tmp_path: Path) -> None:
     counters.count(OpF.ACK, ok=False)
     counters.exceptions += 1
     status = reporter(tmp_path, clock, counters).write("running")
-    assert status["errors"] == 3
+    assert status["errors"] == 3 and status["ack_conflicts"] == 0
     assert status["ops"] == {"ok": {}, "failed": {"send": 1, "ack": 1}}
+
+
+def test_ack_conflicts_are_counted_apart_from_errors(tmp_path: Path) -> None:
+    clock, counters = ManualClock(), Counters()
+    counters.count(OpF.ACK, ok=False, conflict=True)     # another transaction had acked the message
+    counters.count(OpF.ACK, ok=False, conflict=True)
+    counters.count(OpF.ACK, ok=False)                    # an ack that failed otherwise
+    status = reporter(tmp_path, clock, counters).write("running")
+    assert status["errors"] == 1 and status["ack_conflicts"] == 2
+    assert status["ops"]["failed"] == {"ack": 3}          # the history's fails, all of them
+    merged = Counters.merge([counters.snapshot(), counters.snapshot()])   # a master adds its workers'
+    assert merged.conflicts == 4 and merged.errors == 2
+
+
+def test_only_an_ack_refused_for_a_conflict_is_one() -> None:
+    from harness.client.errors import NotAllowedError, Op, TransactionConflictError, is_ack_conflict
+    from harness.wire.enums import ServerError
+
+    assert is_ack_conflict(TransactionConflictError(Op.ACK, ServerError.TransactionConflict, "acked by txn 1:2"))
+    assert not is_ack_conflict(TransactionConflictError(Op.SEND, ServerError.TransactionConflict, "x"))
+    assert not is_ack_conflict(NotAllowedError(Op.ACK, ServerError.NotAllowedError, "x"))
+    assert not is_ack_conflict(None)
 
 
 def test_cpu_samples_are_thinned_not_dropped_at_the_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
