@@ -45,6 +45,16 @@ class EnvironmentProblem(TxnbenchError):
     exit_code = 2
 
 
+class MissingTool(EnvironmentProblem):
+    """A program that must be installed is not (`mvn`, `go`, a Java or JDK new enough); `tool` names it.
+
+    Tests that need one skip on this, with its one-line message (tests/prerequisites.py)."""
+
+    def __init__(self, message: str, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
 class OperationError(Exception):
     """A client operation that did not succeed.
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import EnvironmentProblem
+from harness.errors import EnvironmentProblem, MissingTool
 
 BIN_ENV = "TXNBENCH_BIN_DIR"
 DEFAULT_BIN_DIR = Path(".txnbench/bin")
@@ -131,14 +131,14 @@ def build_env(environ: dict[str, str]) -> dict[str, str]:
 def find_go(tool: GoTool) -> str:
     go = shutil.which("go")
     if go is None:
-        raise EnvironmentProblem(go_missing_message(tool))
+        raise MissingTool(go_missing_message(tool), "go")
     try:
         out = subprocess.run([go, "version"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise EnvironmentProblem(f"`{go} version` failed: {err}") from None
     found = go_version(out.stdout + out.stderr)
     if found is None or found < tool.min_go:
-        raise EnvironmentProblem(go_too_old_message(tool, found, go))
+        raise MissingTool(go_too_old_message(tool, found, go), f"go {tool.min_go[0]}.{tool.min_go[1]}+")
     return go
 
 

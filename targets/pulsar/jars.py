@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import EnvironmentProblem
+from harness.errors import EnvironmentProblem, MissingTool
 from harness.results import write_json_atomic
 from targets.cache_lock import building
 from targets.pulsar.versions import PulsarRelease
@@ -84,8 +84,8 @@ def pom_digest(pom: Path = POM) -> str:
 def mvn_binary() -> str:
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise EnvironmentProblem("the pulsar target resolves Apache Pulsar's jars with Maven, and `mvn` is not on "
-                                 "PATH; install it (`apt-get install maven`, or maven.apache.org) and run again")
+        raise MissingTool("the pulsar target resolves Apache Pulsar's jars with Maven, and `mvn` is not on "
+                          "PATH; install it (`apt-get install maven`, or maven.apache.org) and run again", "mvn")
     return mvn
 
 

@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from harness.errors import EnvironmentProblem
+from harness.errors import MissingTool
 from targets.zookeeper import java_major
 
 #: Where Debian, Red Hat and macOS-style installs and SDKMAN put JDKs (searched, never assumed).
@@ -52,7 +52,7 @@ def probe(java: Path) -> int | None:
 
 
 def find_java(min_major: int, candidates: Iterable[Path] | None = None) -> tuple[Path, int]:
-    """The first Java of at least `min_major` (path, major); EnvironmentProblem naming the fix."""
+    """The first Java of at least `min_major` (path, major); MissingTool (an EnvironmentProblem) naming the fix."""
     seen: dict[Path, int | None] = {}
     for java in candidates if candidates is not None else java_candidates():
         resolved = java.resolve() if java.exists() else java
@@ -62,7 +62,7 @@ def find_java(min_major: int, candidates: Iterable[Path] | None = None) -> tuple
         if major is not None and major >= min_major:
             return java, major
     found = ", ".join(f"{p} (Java {m})" if m else f"{p} (does not run)" for p, m in seen.items()) or "none"
-    raise EnvironmentProblem(
+    raise MissingTool(
         f"this Pulsar release needs Java {min_major}+; found {found}. Install a JDK {min_major}+ (e.g. "
         f"`apt-get install openjdk-{max(min_major, 21)}-jdk-headless`, or Temurin from adoptium.net) and "
-        f"set TXNBENCH_JAVA_HOME to it")
+        f"set TXNBENCH_JAVA_HOME to it", f"Java {min_major}+")

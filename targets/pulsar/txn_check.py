@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EnvironmentProblem
+from harness.errors import EnvironmentProblem, MissingTool
 from harness.results import write_json_atomic
 from harness.txn_paths import TxnPath
 from targets.cache_lock import building
@@ -122,15 +122,16 @@ def find_jdk(min_major: int) -> tuple[Path, int]:
     try:
         return java_finder.find_java(min_major, _jdks())
     except EnvironmentProblem as err:
-        raise EnvironmentProblem(f"the Java transaction check compiles its program, so it needs a JDK (javac), "
-                                 f"not only a JRE: {err}") from None
+        raise MissingTool(f"the Java transaction check compiles its program, so it needs a JDK (javac), "
+                          f"not only a JRE: {err}", f"a JDK {min_major}+ (javac)") from None
 
 
 def _javac(java: Path) -> Path:
     for folder in (java.parent, java.resolve().parent):
         if (folder / "javac").is_file():
             return folder / "javac"
-    raise EnvironmentProblem(f"no javac beside {java}; install a JDK (e.g. `apt-get install openjdk-17-jdk-headless`)")
+    raise MissingTool(f"no javac beside {java}; install a JDK (e.g. `apt-get install openjdk-17-jdk-headless`)",
+                      "javac")
 
 
 def _source_files(release: PulsarRelease) -> list[Path]:
@@ -150,6 +151,9 @@ def ensure_program(release: PulsarRelease, say: Callable[[str], None] | None = N
     """The check compiled for `release`'s client: resolved and compiled on first use, then reused."""
     try:
         client = ensure_jars(release, say, root, pom=CLIENT_POM, name="client")
+    except MissingTool as err:
+        raise MissingTool(f"the Java transaction check needs Pulsar {release.version}'s Java client: {err}",
+                          err.tool) from None
     except EnvironmentProblem as err:
         raise EnvironmentProblem(f"the Java transaction check needs Pulsar {release.version}'s Java client: {err}") \
             from None

@@ -27,6 +27,7 @@ from targets.pulsar.cluster import PulsarCluster, PulsarSpec
 from targets.pulsar.txn_check import ensure_program, run_check
 from targets.pulsar.versions import PULSAR_4_LTS, PULSAR_5, PulsarRelease
 from tests.cluster.test_java_txn_check import java_check_topics
+from tests.prerequisites import or_skip, real_pulsar_ready
 
 pytestmark = [pytest.mark.pulsar, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -36,7 +37,9 @@ CASES = [(TxnPath.V4, PULSAR_5), (TxnPath.V4, PULSAR_4_LTS), (TxnPath.V4_BATCHED
 @pytest.mark.parametrize(("txn_path", "release"), CASES, ids=[f"{p.value}-pulsar-{r.version}" for p, r in CASES])
 def test_the_java_client_transactions_hold_on_real_pulsar(tmp_path: Path, txn_path: TxnPath,
                                                            release: PulsarRelease) -> None:
-    program = ensure_program(release)
+    with or_skip():   # mvn, a JDK, Java 21+ for 5.0, go: one line when one is missing
+        program = ensure_program(release)
+        real_pulsar_ready(release.version)
     directory = tmp_path / "cluster"
     cluster = PulsarCluster(PulsarSpec(txn_path=txn_path, version=release.version, directory=directory,
                                        parent_pid=os.getpid(), ready_timeout_s=600.0))

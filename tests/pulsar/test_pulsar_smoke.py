@@ -31,6 +31,7 @@ import pytest
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from tests.cluster.test_run_scenarios import run_folder, short_scenario, txnbench
+from tests.prerequisites import or_skip, real_pulsar_ready
 from tools.repro.v5_acks_lost_on_move import reproduce as reproduce_acks_lost_on_move
 from tools.repro.v5_stale_last_message_id import reproduce
 
@@ -42,6 +43,8 @@ RUN_TIMEOUT_S = 900   # a 12 s load, then the drain and the checker: about 2 min
 
 @pytest.fixture(scope="module")
 def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    with or_skip():   # mvn, Java 21+ and go: one line when one is missing
+        real_pulsar_ready()
     directory = tmp_path_factory.mktemp("pulsar-cluster")
     env = {"TXNBENCH_CLUSTER_DIR": str(directory)}
     up = txnbench("cluster", "up", "--target", "pulsar", "--path", "v5", env=env, timeout=UP_TIMEOUT_S)
