@@ -37,9 +37,16 @@ ever make visible, and must say so only when that is true.
    after it is read and noted, not left out.
    A topic whose reads lack values the load's histories show committed is read again,
    every `REREAD_AFTER_S`, while re-reads bring new values (a broker can make commits
-   readable late: Pulsar 5.0.1's v5 segments on ZooKeeper, tens of seconds under load),
-   until `NO_PROGRESS_REREADS` re-reads bring nothing; late values are noted with their
-   delay. The histories only decide how long re-reading is worth it, never a verdict.
+   readable late: Pulsar 5.0.1's v5 segments on ZooKeeper, tens of seconds under load).
+   The drain follows the lag it sees rather than one fixed budget: it stops after
+   `NO_PROGRESS_REREADS` re-reads that bring nothing, or `LAG_FACTOR` times the longest
+   interval it saw between two late arrivals, if that is more; and each late arrival moves
+   its deadline to `LAG_FACTOR` times that value's delay from now (never past
+   `MAX_STRETCH` times its budget). Late values are noted with their delay. A topic whose
+   committed values were still arriving when even the stretched deadline passed is not
+   settled: the drain is incomplete and says how late the last values were, rather than
+   leave the checker values it would call lost. The histories only decide how long
+   re-reading is worth it, never a verdict.
 2b. *Lost entries.* A stuck read is either slow or blocked by an entry the broker can
    no longer return. For each v4 partition (or plain topic) that stopped short, the
    drain asks its owner (admin `internalStats`, then `getMessageById` for entries after
@@ -87,6 +94,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import sys
 import threading
 import time
@@ -120,9 +128,12 @@ MAX_PROBES = 2000            # positions probed per partition
 MAX_REASONS = 3
 RECEIVER_QUEUE = 1000
 REREAD_AFTER_S = 5.0         # a topic missing committed values is read again after this
-NO_PROGRESS_REREADS = 2      # re-reads that find nothing new before the drain stops re-reading
+NO_PROGRESS_REREADS = 2      # re-reads that find nothing new before the drain stops re-reading (at least)
+LAG_FACTOR = 2.0             # late values: wait this many times the lag (and the silences) seen so far
+MAX_STRETCH = 4.0            # ... but the drain's deadline never passes this many times its budget
 MAX_PAST_END = 100_000       # messages a reader takes after the broker's stated end, at most
 _sleep = time.sleep          # the settle wait (tests replace it)
+_monotonic = time.monotonic  # the drain's clock (tests replace it)
 
 
 @dataclass(frozen=True)
@@ -262,8 +273,11 @@ class _Drain:
         self.config = config
         self.topology = topology
         self.recorder = recorder
-        self.deadline = time.monotonic() + timeout_s
+        started = _monotonic()
+        self.deadline = started + timeout_s
+        self.ceiling = started + timeout_s * MAX_STRETCH     # the deadline stretched for late values, at most
         self.timeout_s = timeout_s
+        self.stretched_s = 0.0                               # how far late values moved the deadline
         self.client = client
         self.admin = admin
         self.idle_s = IDLE_S
@@ -279,7 +293,16 @@ class _Drain:
         self.read_ids: dict[str, set[str]] = {}
 
     def remaining(self) -> float:
-        return self.deadline - time.monotonic()
+        return self.deadline - _monotonic()
+
+    def stretch_for(self, lag_s: float) -> None:
+        """Committed values just arrived `lag_s` after a topic's first read: keep time for the
+        ones still missing to arrive as late again (`LAG_FACTOR`), up to the ceiling."""
+        with self.lock:
+            wanted = min(self.ceiling, _monotonic() + LAG_FACTOR * lag_s + NO_PROGRESS_REREADS * REREAD_AFTER_S)
+            if wanted > self.deadline:
+                self.stretched_s += wanted - self.deadline
+                self.deadline = wanted
 
     def problem(self, text: str) -> None:
         with self.lock:
@@ -394,41 +417,57 @@ class _Drain:
         for part in lost_parts:
             if not self._read_part(process, topic, part, last.get(part)):
                 return
-        self._await_late_values(process, topic)
+        if not self._await_late_values(process, topic):
+            return
         with self.lock:
             self.read_done.append(topic)
 
-    def _await_late_values(self, process: str, topic: str) -> None:
-        """Read `topic` again while committed values are missing and each re-read finds more.
+    def _await_late_values(self, process: str, topic: str) -> bool:
+        """Read `topic` again while committed values are missing and re-reads find more; False
+        when values were still arriving as time ran out (the topic is not settled).
 
         A broker can make a committed transaction readable long after its commit returned:
         Pulsar 5.0.1's v5 segments on ZooKeeper apply decisions one at a time and lag by tens
         of seconds under load (docs/findings/v5-segment-visibility-lag.md), so one read right
         after the load would count late values as lost. The drain reads again every
         `REREAD_AFTER_S` while that brings new values, and stops after `NO_PROGRESS_REREADS`
-        re-reads that bring none (a value lost for good costs that much waiting, not more), or
-        at its deadline. Late values are recorded like any read and noted with how late they were.
+        re-reads that bring none, or `LAG_FACTOR` times the longest interval (in re-reads)
+        between two late arrivals (a value lost for good costs that much waiting, not more). Each late
+        arrival stretches the drain's deadline (`stretch_for`). Late values are recorded like any
+        read and noted with how late they were.
         """
         with self.lock:
             missing = self.expected.get(topic, set()) - self.read_values.get(topic, set())
         if not missing:
-            return
-        started, idle, late = time.monotonic(), 0, 0
-        while missing and idle < NO_PROGRESS_REREADS and self.remaining() > REREAD_AFTER_S:
+            return True
+        started, idle, late, quiet_allowed, last_lag_s = _monotonic(), 0, 0, NO_PROGRESS_REREADS, 0.0
+        while missing and idle < quiet_allowed and self.remaining() > REREAD_AFTER_S:
             _sleep(REREAD_AFTER_S)
             found = self._reread(process, topic) & missing
             late += len(found)
             missing -= found
-            idle = 0 if found else idle + 1
-        if late:
-            waited = time.monotonic() - started
+            if found:
+                # values came `idle + 1` re-reads after the last ones: the next may take LAG_FACTOR times that
+                quiet_allowed = max(quiet_allowed, math.ceil(LAG_FACTOR * (idle + 1)))
+                idle, last_lag_s = 0, _monotonic() - started
+                self.stretch_for(last_lag_s)
+            else:
+                idle += 1
+        unsettled = bool(missing) and idle < quiet_allowed    # values may still have been on their way
+        if late or unsettled:
             with self.lock:
                 self.notes.append(f"{topic}: {late} committed value(s) became readable only on re-reads up to "
-                                  f"{waited:.0f}s after the first read (late visibility: "
+                                  f"{last_lag_s:.0f}s after the first read (late visibility: "
                                   "docs/findings/v5-segment-visibility-lag.md)"
                                   + (f"; {len(missing)} still missing" if missing else "")
-                                  + ("; the drain's time ran out: raise phases.drain_timeout_s"
-                                     if missing and self.remaining() <= REREAD_AFTER_S else ""))
+                                  + (f"; the drain's deadline was stretched by {self.stretched_s:.0f}s for them"
+                                     if self.stretched_s else ""))
+        if unsettled:
+            self.problem(f"{topic}: not settled: {len(missing)} committed value(s) still missing while late ones "
+                         f"were still arriving ({late} so far, the last {last_lag_s:.0f}s after the first read) "
+                         f"when the drain's time ran out ({self.timeout_s:.0f}s, stretched to at most "
+                         f"{self.timeout_s * MAX_STRETCH:.0f}s); raise phases.drain_timeout_s")
+        return not unsettled
 
     def _reread(self, process: str, topic: str) -> set[str]:
         """One fresh read of `topic` from the earliest message; records what was not read before

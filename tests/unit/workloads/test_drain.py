@@ -594,3 +594,58 @@ def test_the_live_reads_read_every_topic_and_change_nothing(make_harness: Callab
     assert cold_reads == sorted(op["value"] for op in live_ops)
     assert sorted(op["value"] for op in ops if op["f"] == "receive") == cold_reads
     assert all(op["process"].startswith("drain/") for op in ops)
+
+
+class FakeClock:
+    """The drain's clock: each re-read's wait moves it on by the wait (no real sleeping)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_drain_follows_a_lag_longer_than_its_fixed_budget(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    """#42: Pulsar 5.0.1's v5 made 264 committed values readable 33-39 s after the first read, the
+    drain's fixed budget ran out first, and the run's verdict was unknown. Values arriving late
+    (with silences between them) now stretch the deadline and the tolerated silence."""
+    h, first, everything = committed_on_one_topic(make_harness, monkeypatch, transactions=6)
+    n = len(everything)
+    clock = FakeClock()
+    monkeypatch.setattr(drain_module, "_monotonic", clock)
+    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    # re-reads every 5 s: more at 5 s, nothing at 10 s, more at 15 s, nothing for 10 s (the old rule
+    # stopped here, and the old budget of 20 s had run out at 20 s), the rest at 30 s
+    late = late_on_first_topic(h, first, LateVisibilityReaders(everything, [1, 2, 2, 3, 3, 3, n]))
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=20, client=h.client)
+    assert result.complete, result.reason
+    reads = [op for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
+    assert len(reads) == n                      # every late value read, none left to be called lost
+    assert late.made == 7
+    note = [x for x in result.notes if "late visibility" in x]
+    assert len(note) == 1 and "30s after the first read" in note[0] and "stretched" in note[0]
+
+
+def test_values_still_arriving_when_even_the_stretched_deadline_passes_leave_the_topic_unsettled(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stretch is bounded (MAX_STRETCH times the budget); values still arriving then are not
+    called lost: the drain is incomplete (verdict unknown) and says how late the last ones were."""
+    h, first, everything = committed_on_one_topic(make_harness, monkeypatch, transactions=6)
+    n = len(everything)
+    assert n >= 6
+    clock = FakeClock()
+    monkeypatch.setattr(drain_module, "_monotonic", clock)
+    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    # one more value every other re-read (10 s apart), for longer than 4 x 12 s allows
+    late_on_first_topic(h, first, LateVisibilityReaders(everything, [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, n]))
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=12, client=h.client)
+    assert not result.complete
+    assert f"{first}: not settled" in result.reason and "still arriving" in result.reason
+    assert first not in result.topics
