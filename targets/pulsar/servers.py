@@ -53,7 +53,7 @@ class JavaServer(ServiceProcess):
         if self.kind == "zookeeper":
             return srvr_ok(HOST, self.port)
         if self.kind in ("bookie", "oxia"):
-            return port_open(self.port) and super().healthy(session)
+            return port_open(self.port) and super().answers(session)
         if self.kind == "broker":
             if self.health_url is None:
                 return False

@@ -152,3 +152,17 @@ def test_the_running_proxy_is_pointed_at_the_new_upstreams(cluster: PulsarCluste
     cluster.processes["metadata"] = _RunningProxy()   # type: ignore[assignment]
     with pytest.raises(EnvironmentProblem, match="cannot move under running services"):
         cluster._move_ports("proxy", 1)
+
+
+@pytest.mark.parametrize("kind", ["bookie", "oxia"])
+def test_a_bookie_or_oxia_readiness_probe_asks_its_health_url_once(kind: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its probe is its port plus its health URL; `healthy` adds the ports it holds. The probe once
+    called `healthy` again, which called the probe: every real-Pulsar start died of RecursionError."""
+    from targets.pulsar import servers
+
+    monkeypatch.setattr(servers, "port_open", lambda port: True)
+    server = servers.JavaServer(name="ledger", argv=["true"], log_path=tmp_path / "ledger.log", kind=kind,
+                                port=1, health_url=None)
+    assert server.answers() is False          # no health URL: not ready, and no recursion
+    assert server.healthy() is False
