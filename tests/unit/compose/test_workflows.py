@@ -151,3 +151,38 @@ def test_the_scenario_the_nightly_writes_runs_one_compose_file(tmp_path: Path) -
         assert Path(config.cluster.compose_file or "") == (COMPOSE_DIR / file).resolve()
         assert config.faults.enabled and config.name == f"chaos-{file.removesuffix('.yaml')}"
     assert compose_main(["scenario", "v4.yaml"]) == 2   # --out is required
+
+
+def test_nightly_runs_chaos_on_real_pulsar_on_every_release_and_path(tmp_path: Path) -> None:
+    from targets.pulsar.versions import RELEASES
+
+    job = _load("nightly.yml")["jobs"]["pulsar-chaos"]
+    assert job["strategy"]["fail-fast"] is False
+    include = job["strategy"]["matrix"]["include"]
+    covered = {(entry["release"], p) for entry in include for p in entry["paths"].split()}
+    assert covered == {(r.version, p.value) for r in RELEASES.values() for p in TxnPath if r.supports(p)}
+    # only the v5 job may fail (a known Pulsar 5.0.1 finding), so v4 regressions still turn the night red
+    assert all(entry["paths"] == "v5" for entry in include if entry["known_failing"])
+    assert job["continue-on-error"] == "${{ matrix.known_failing }}"
+    steps = job["steps"]
+    chaos = next(s for s in steps if s.get("id") == "chaos")
+    assert ".venv/bin/txnbench chaos --target pulsar --pulsar-version \"$PULSAR_RELEASE\" --paths $TXN_PATHS" \
+        in chaos["run"] and "--results results" in chaos["run"]
+    java = next(s for s in steps if "setup-java" in s.get("uses", ""))
+    assert java["with"]["java-version"] == "21"                       # Pulsar 5.0's servers
+    assert any("actions/setup-go" in s.get("uses", "") for s in steps)  # the real Toxiproxy, built once
+    cache = next(s for s in steps if "actions/cache" in s.get("uses", ""))
+    assert set(cache["with"]["path"].split()) == {".txnbench/pulsar", ".txnbench/bin", "~/.m2/repository"}
+    assert "targets/pulsar/maven/**/pom.xml" in cache["with"]["key"]
+    names = [s.get("name", s.get("uses", "")) for s in steps]
+    assert names.index("make setup") < names.index("chaos run on the pulsar target") < \
+        names.index("upload the results and report") < names.index("fail on an invalid or missing verdict")
+    verdict = steps[-1]
+    assert verdict["if"] == "always()" and verdict["env"]["CHAOS_EXIT"] == "${{ steps.chaos.outputs.exit_code }}"
+    path = tmp_path / "verdict.sh"
+    path.write_text(verdict["run"])
+    for code, expected in (("0", 0), ("1", 1), ("2", 1), ("", 1)):
+        done = subprocess.run(["bash", str(path)], env={"CHAOS_EXIT": code, "PULSAR_RELEASE": "5.0.1",
+                                                        "TXN_PATHS": "v4 v4-batched", "PATH": "/usr/bin:/bin"},
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == expected, (code, done.stdout)
