@@ -428,10 +428,14 @@ class Run:
             self.run_dir.update_manifest(drain_notes=list(result.notes))
         if result.complete:
             live_extra = {} if live is None else {
-                "live_topics": live.topics, "live_lost_entries": [run.to_json() for run in live.lost]}
+                "live_topics": live.topics, "live_lost_entries": [run.to_json() for run in live.lost],
+                "live_held_horizons": [held.to_json() for held in live.held]}
             self.history.phase(PHASE_DRAIN_COMPLETE, topics=result.topics,
                                subscriptions=[{"topic": t, "subscription": s} for t, s in result.subscriptions],
-                               lost_entries=[run.to_json() for run in result.lost], **live_extra)
+                               lost_entries=[run.to_json() for run in result.lost],
+                               held_horizons=[held.to_json() for held in result.held], **live_extra)
+            for held in [*(live.held if live is not None else []), *result.held]:
+                self.say(f"[{self.config.path.value}] drain: {held.describe()}")
             if result.lost:
                 self.say(f"[{self.config.path.value}] drain: {sum(r.count for r in result.lost)} acknowledged "
                          f"entries the brokers can no longer return ({len(result.lost)} runs); their values "

@@ -47,6 +47,11 @@ ever make visible, and must say so only when that is true.
    settled: the drain is incomplete and says how late the last values were, rather than
    leave the checker values it would call lost. The histories only decide how long
    re-reading is worth it, never a verdict.
+2a. *Held horizons.* A v4 topic still missing committed values after its re-reads: the
+   drain asks each partition's owner what holds its read horizon (the transaction buffer's
+   max read position, the transaction of the entry after it and that transaction's
+   coordinator's view; workloads/horizons.py), notes it and records it in `drain-complete`'s
+   `extra.held_horizons`. It explains; it does not judge.
 2b. *Lost entries.* A stuck read is either slow or blocked by an entry the broker can
    no longer return. For each v4 partition (or plain topic) that stopped short, the
    drain asks its owner (admin `internalStats`, then `getMessageById` for entries after
@@ -110,6 +115,7 @@ from harness.history import HistoryRecorder, OpF
 from harness.history.reader import HistoryFormatError, iter_history_file
 from harness.target import ClusterInfo
 from workloads.api import delivery_extra
+from workloads.horizons import HeldHorizon, held_horizons
 from workloads.payload import PayloadError, decode
 from workloads.topology import SubscriptionPlan, Topology
 
@@ -146,6 +152,7 @@ class DrainResult:
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     lost: list[LostRun] = field(default_factory=list)
+    held: list[HeldHorizon] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -287,6 +294,7 @@ class _Drain:
         self.problems: list[str] = []
         self.notes: list[str] = []
         self.lost: list[LostRun] = []
+        self.held: list[HeldHorizon] = []
         self.unsettled: list[Unsettled] = []
         self.expected: dict[str, set[str]] = {}
         self.read_values: dict[str, set[str]] = {}
@@ -419,8 +427,28 @@ class _Drain:
                 return
         if not self._await_late_values(process, topic):
             return
+        self._explain_missing(topic)
         with self.lock:
             self.read_done.append(topic)
+
+    def _explain_missing(self, topic: str) -> None:
+        """Committed values still missing from a v4 topic: ask its partitions' owners what holds
+        their read horizons (workloads/horizons.py), and note it; the verdict does not depend on it."""
+        with self.lock:
+            missing = self.expected.get(topic, set()) - self.read_values.get(topic, set())
+        if not missing or self.admin is None or topic.startswith("topic://") or self.remaining() <= 0:
+            return
+        try:
+            count = self.admin.partitions(topic)
+        except Exception:
+            return
+        parts = [f"{topic}-partition-{i}" for i in range(count)] if count > 0 else [topic]
+        found = held_horizons(self.admin, parts)
+        with self.lock:
+            self.held.extend(found)
+            for held in found:
+                self.notes.append(held.describe() + (" (nobody will end it: every committed value behind it "
+                                                     "stays invisible)" if held.stuck_for_good else ""))
 
     def _await_late_values(self, process: str, topic: str) -> bool:
         """Read `topic` again while committed values are missing and re-reads find more; False
@@ -819,7 +847,7 @@ class _Drain:
             more = len(self.problems) - len(shown)
             reason = "; ".join(shown) + (f"; and {more} more" if more > 0 else "") if shown else \
                 f"{missing} topic(s)/subscription(s) not finished"
-        return DrainResult(complete, reason, topics, subs, list(self.notes), list(self.lost))
+        return DrainResult(complete, reason, topics, subs, list(self.notes), list(self.lost), list(self.held))
 
 
 def _position(msg_id: Any) -> tuple[int, int] | None:

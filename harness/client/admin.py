@@ -348,6 +348,29 @@ class AdminClient:
                                  "broker log", url=self.web_url)
             time.sleep(interval_s)
 
+    def transaction_buffer_stats(self, topic: str) -> dict[str, Any]:
+        """One partition's transaction buffer as its owner sees it (Pulsar's TransactionBufferStats:
+        `state`, `maxReadPosition`, `ongoingTxnSize`, `lowWaterMarks` per coordinator)."""
+        path = "/admin/v3/transactions/transactionBufferStats/" + _path(*_split(topic, "persistent"))
+        return dict(self._call("GET", path, params={"lowWaterMarks": "true"}))
+
+    def entry_transaction(self, topic: str, ledger_id: int, entry_id: int) -> tuple[int, int] | None:
+        """The transaction id (most, least) of the message stored at ledger:entry of one partition,
+        from the `X-Pulsar-txnid-*` headers of getMessageById; None for a message outside any
+        transaction, or an entry the broker would not return."""
+        url = f"{self.web_url}{self._topic(topic)}/ledger/{int(ledger_id)}/entry/{int(entry_id)}"
+        try:
+            response = self._session.get(url, timeout=self.timeout_s)
+        except requests.RequestException as exc:
+            raise AdminError(f"GET {url}: no answer ({exc})", method="GET", url=url) from None
+        most, least = (response.headers.get(f"X-Pulsar-txnid-{part}-bits") for part in ("most", "least"))
+        if response.status_code != 200 or most is None or least is None:
+            return None
+        try:
+            return int(most), int(least)
+        except ValueError:
+            return None
+
     def coordinator_stats(self) -> dict[str, Any]:
         """Per-coordinator stats of the v4 transaction coordinators."""
         return dict(self._call("GET", "/admin/v3/transactions/coordinatorStats"))
