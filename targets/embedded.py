@@ -521,9 +521,9 @@ class EmbeddedCluster(LocalProcessControl):
         Planned again after a service's ports moved (`_move_ports`): the processes still
         running keep their pid (their config is the same but for the proxy's upstreams)."""
         n = self.spec.brokers
+        if self.port_plan is None:
+            self.port_plan = self._choose_ports()
         plan = self.port_plan
-        if plan is None:
-            raise RuntimeError("_plan() before _choose_ports()")
         conf_dir, data_dir, log_dir = (self.directory / d for d in ("conf", "data", "logs"))
         link_names = self._link_names()
         settings = {**path_settings(self.spec.txn_path), **dict(self.spec.settings)}

@@ -393,9 +393,9 @@ class PulsarCluster(LocalProcessControl):
         """Links, configs and services from `port_plan`; planned again after a service's ports moved
         (`_move_ports`), when the processes still running are kept (their pids) with their ports."""
         n = self.spec.brokers
+        if self.port_plan is None:
+            self.port_plan = self._choose_ports()
         plan = self.port_plan
-        if plan is None:
-            raise RuntimeError("_plan() before _choose_ports()")
         conf_dir, data_dir, log_dir = (self.directory / d for d in ("conf", "data", "logs"))
         (conf_dir / "log4j2.xml").write_text(conf.LOG4J2)
         link_port = {name: plan[("proxy", f"link:{name}")] for name in self._link_names()}
