@@ -31,4 +31,5 @@ class AnomalyClass(StrEnum):
     STALLED_COMMIT = "stalled-commit"
     UNDELIVERED = "undelivered"
     TXN_ID_REUSE = "txn-id-reuse"
+    DOUBLE_ACK = "double-ack"
     UNRESOLVED_TXN = "unresolved-txn"

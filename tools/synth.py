@@ -339,6 +339,9 @@ class _Writer:
             yield (t, p, _INVOKE, OpF.ACK.value, ack)
             t += self.lat(0.5, 3)
             yield (t, p, _OK, OpF.ACK.value, ack)
+            doubled = outcome == "committed" and not ctp and not forced and self.want(AnomalyClass.DOUBLE_ACK)
+            if doubled:
+                yield from self._second_claim(f"{p}/l1", t, ack, tname)
             output = None
             if ctp:
                 output = self.new_value(txn, len(self.all_topics) - 1, self.value_key[value], pid)
@@ -355,14 +358,15 @@ class _Writer:
             committed = outcome in ("committed", "unknown-committed")
             if committed:
                 self.txn_visible[txn] = 1
-            if forced:
-                pass   # the planted second processing of a ctp-duplicate: nothing else to plant
+            if forced or doubled:
+                pass   # the planted second processing of a ctp-duplicate, or a double-ack: nothing else
             elif outcome == "committed" and ctp and self.want(AnomalyClass.CTP_DUPLICATE):
                 # The committed ack is lost: the input comes back and is processed (and committed) again.
                 self.publish(queue, value, t + NS_PER_MS, redelivery + 1)
                 self.force_commit.add(value)
                 self.note(AnomalyClass.CTP_DUPLICATE, input=vname)
                 self.note(AnomalyClass.LOST_ACK, value=vname, subscription=sub, txn=tname)
+                self.note(AnomalyClass.DOUBLE_ACK)      # acked again by the transaction that processes it again
             elif outcome == "committed" and ctp and output is not None and self.want(AnomalyClass.CTP_LOSS):
                 self.drop_from_reads.add(output)
                 self.note(AnomalyClass.CTP_LOSS, input=vname, txn=tname)
@@ -377,6 +381,24 @@ class _Writer:
                 self.note(AnomalyClass.STUCK_ACK, value=vname, subscription=sub, txn=tname)
             elif not committed:
                 self.publish(queue, value, t + self.lat(1, 5), redelivery + 1)
+
+    def _second_claim(self, lane: str, t: int, ack: dict[str, Any], first: str) -> Iterator[Event]:
+        """A planted double-ack: while `first` holds the message in its pending acks, a second
+        transaction on another lane of the same user acks it too and commits (the broker should
+        have refused that ack). A nanosecond apart, before `first` goes on, so no random draw
+        and no timing of the rest of the writer changes."""
+        txn = self.new_txn()
+        self.txn_visible[txn] = 1
+        second = self.txn_name(txn)
+        fields = {**ack, "txn": second}
+        for offset, (type_, f, extra) in enumerate((
+                (_INVOKE, OpF.TXN_OPEN.value, {}), (_OK, OpF.TXN_OPEN.value, {"txn": second}),
+                (_INVOKE, OpF.ACK.value, fields), (_OK, OpF.ACK.value, fields),
+                (_INVOKE, OpF.TXN_COMMIT.value, {"txn": second}), (_OK, OpF.TXN_COMMIT.value, {"txn": second})),
+                start=1):
+            yield (t + offset, lane, type_, f, extra)
+        self.note(AnomalyClass.DOUBLE_ACK, value=ack["value"], subscription=ack["subscription"],
+                  txns=sorted([first, second]))
 
     # ---- the run -----------------------------------------------------------------------------
 

@@ -14,7 +14,18 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame
 
-from analysis.checks import abandoned, acks, ctp, delivery, ids, liveness, order, reads, writes
+from analysis.checks import (
+    abandoned,
+    ack_conflicts,
+    acks,
+    ctp,
+    delivery,
+    ids,
+    liveness,
+    order,
+    reads,
+    writes,
+)
 from analysis.checks.base import CheckResult, CheckStatus, Plan, evaluate, evaluate_with_tallies
 from analysis.checks.context import CheckContext, prepare
 from harness.anomalies import AnomalyClass
@@ -36,6 +47,7 @@ REGISTRY: dict[AnomalyClass, PlanCheck] = {
     AnomalyClass.STALLED_COMMIT: liveness.plan_stalled_commit,
     AnomalyClass.UNDELIVERED: delivery.plan_undelivered,
     AnomalyClass.TXN_ID_REUSE: ids.plan_txn_id_reuse,
+    AnomalyClass.DOUBLE_ACK: ack_conflicts.plan_double_ack,
     AnomalyClass.UNRESOLVED_TXN: abandoned.plan_unresolved_txn,
 }
 assert list(REGISTRY) == list(AnomalyClass), "every anomaly class has exactly one check"

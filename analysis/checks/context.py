@@ -229,7 +229,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
                     `visible`, one row per value.)
       acks          one row per ack: value, writer, index, process, type, txn, topic, segment,
                     subscription, msg_id, cumulative, invoke_ns, complete_ns, outcome,
-                    client_outcome, end_ns.
+                    client_outcome, end_ns, commit_invoke_ns (its transaction's first txn-commit).
     """
     facts = facts if facts is not None else overview(ops)
     drain = facts.drain
@@ -323,6 +323,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         F.coalesce(F.col("cumulative"), F.lit(False)).alias("cumulative"), "invoke_ns", "complete_ns",
         F.coalesce(F.col("outcome"), F.lit(UNKNOWN)).alias("outcome"),
         F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)).alias("client_outcome"), "end_ns",
+        "commit_invoke_ns",
     ))
     txn_states = None
     if facts.counts.get("txn_states", 0):

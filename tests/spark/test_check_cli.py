@@ -45,7 +45,7 @@ def test_valid_run_exits_0_with_full_results(spark: SparkSession, tmp_path: Path
     assert set(out["checks"]) == {
         "aborted-read", "dirty-read", "lost-write", "partial-txn", "duplicate", "unexpected", "lost-ack",
         "stuck-ack", "ctp-duplicate", "ctp-loss", "nonmonotonic", "stalled-commit", "undelivered", "txn-id-reuse",
-        "unresolved-txn"}
+        "double-ack", "unresolved-txn"}
     assert all(c["status"] == "ran" and c["count"] == 0 for c in out["checks"].values())
     assert out["transactions"] == {"committed": 2, "aborted": 1, "unknown-committed": 1, "unknown-aborted": 1,
                                    "unknown": 0}

@@ -277,3 +277,53 @@ def test_messages_an_aborted_cumulative_ack_covered_and_that_came_back_are_fine(
         h.drain_receive(v)
     h.drain(reads={"t1": ["a", "b", "c"]})
     assert run_check(h, AnomalyClass.STUCK_ACK).count == 0
+
+
+# ---- rule 9: one message, one committing transaction (the ack-conflict rule) --------------------
+
+def test_a_redelivered_message_acked_by_aborted_transactions_and_one_committed_one_is_fine(
+        run_check: RunCheck) -> None:
+    """Redeliveries are one message: many receives and aborted acks of it, one committed ack."""
+    h = History()
+    h.process("w0/u1").send("m")
+    c1, c2 = h.process("c1"), h.process("c2")
+    for attempt in range(3):
+        consumer = c1 if attempt % 2 == 0 else c2
+        consumer.receive("m", redelivery=attempt)
+        consumer.open().ack("m").abort()
+    c2.receive("m", redelivery=3)
+    c2.open().ack("m").commit()
+    h.drain(reads={"t1": ["m"]})
+    result = run_check(h, AnomalyClass.DOUBLE_ACK)
+    assert result.count == 0 and result.unjudged == 0
+
+
+def test_a_transaction_decided_committed_by_its_subscription_is_held_to_one_claim(run_check: RunCheck) -> None:
+    """A's commit ended info; m never came back after A's ack, so the model decides A committed.
+    B acked the copy it already held and committed: two committed claims on m."""
+    h = History()
+    h.process("w0/u1").send("m")
+    c1, c2 = h.process("c1"), h.process("c2")
+    c1.receive("m")
+    c2.receive("m", redelivery=1)                  # a copy both consumers hold before either acks
+    c1.open().ack("m").commit(type="info")
+    c2.open().ack("m").commit()
+    h.drain(reads={"t1": ["m"]})
+    result = run_check(h, AnomalyClass.DOUBLE_ACK)
+    assert result.count == 1 and result.examples[0]["txns"] == ["1:1", "1:2"]
+
+
+def test_a_double_ack_hidden_behind_a_cumulative_ack_is_found(run_check: RunCheck) -> None:
+    """No message is acked individually twice: B's cumulative ack passes over b while A holds it."""
+    h = History()
+    h.process("w0/u1").send("a").send("b").send("c")
+    c1, c2 = h.process("c1"), h.process("c2")
+    for v in ("a", "b", "c"):
+        c2.receive(v)
+    c1.receive("b", redelivery=1)
+    a = c1.open().ack("b")
+    c2.open().ack("c", cumulative=True).commit()
+    a.commit()
+    h.drain(reads={"t1": ["a", "b", "c"]})
+    result = run_check(h, AnomalyClass.DOUBLE_ACK)
+    assert result.count == 1 and result.examples[0]["value"] == "b"

@@ -40,6 +40,17 @@ def test_synthetic_histories_follow_the_contract(tmp_path: Path) -> None:
     assert manifest["config"]["checks"]["stall_after_s"] == 10.0
 
 
+def test_every_planted_class_is_found_with_the_count_planted(spark: object, tmp_path: Path) -> None:
+    run = tmp_path / "small"
+    summary = generate(SynthConfig(events=700, writers=1, seed=5, plant=tuple(c.value for c in AnomalyClass)),
+                       run, jobs=1)
+    assert set(summary["expected"]) == {c.value for c in AnomalyClass}
+    out = check_run(run)
+    assert {k: v["count"] for k, v in out["anomalies"].items()} == summary["expected"]
+    doubled = [e for e in out["anomalies"]["double-ack"]["examples"] if e["subscription"] == "audit"]
+    assert [e["txns"] for e in doubled] == [summary["planted"]["double-ack"][0]["txns"]]
+
+
 def test_generate_refuses_a_used_folder(tmp_path: Path) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "x").write_text("")

@@ -1,0 +1,139 @@
+"""The ack-conflict check: double-ack.
+
+Pulsar's ack-conflict rule lets one transaction, at most, take a message off a
+subscription: a transactional ack of a message another transaction holds in its
+pending acks, or of one already acknowledged, fails (TransactionConflictException).
+So one message must never be acknowledged `ok` on one subscription by two
+transactions that both committed; if it is, both believe they consumed it (a
+consume-transform-produce pipeline then processed it twice).
+
+Theory of operation. A *claim* is an `ok` ack in a transaction whose outcome is
+committed (the client saw the commit, or the model decided it: unknown-committed)
+or stayed unknown. Messages are named by (logical topic, subscription, message
+id), never by value: one value at two message ids is two messages, and the same
+message received again (a redelivery) is still one. An ack without a message id
+falls back to its value.
+
+* An individual ack claims its message.
+* A cumulative ack at position P claims every message of its (topic, segment,
+  subscription) at or before P, compared as (ledger, entry, batch index), that was
+  not yet *settled* when the ack was invoked. A message is settled once a
+  transaction that claimed it has committed: at its commit's `ok` completion, or,
+  for a transaction decided committed by what is visible, at its commit's
+  invocation (the earliest it can have completed: the benefit of the doubt). So
+  successive cumulative acks, each past the one before and each made after the one
+  before committed, claim only what is new; two overlapping ones, or a cumulative
+  ack over a message another transaction still held, claim it twice. The messages
+  a cumulative ack can claim are the ones the history knows on that subscription:
+  those received there and those any ack named.
+
+A message claimed by two or more committed transactions is a double-ack. One
+claimed by a single committed transaction and by one or more of unknown outcome
+(or by several of unknown outcome) may be one: it is counted as unjudged.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from analysis.checks.base import PendingCheck, Plan, clean, ref
+from analysis.checks.context import CheckContext, message_position
+from analysis.model import COMMITTED, UNKNOWN, logical_topic, union_all
+from harness.anomalies import AnomalyClass
+from harness.history.schema import OpF, OpType
+
+_EXAMPLE_ACKS = 5
+_KEY = ("_topic", "subscription", "_msg")
+_PLACE = ("topic", "_seg", "subscription")
+
+
+def _message_key(frame: DataFrame) -> DataFrame:
+    """`frame` (with topic, msg_id, value) plus `_topic` (logical) and `_msg` (the message's name:
+    its position as `ledger:entry:batch`, else its raw message id, else its value)."""
+    pos = message_position(F.col("msg_id"))
+    name = F.when(pos.isNotNull(), F.concat_ws(":", pos["ledger"], pos["entry"], pos["batch"])).otherwise(
+        F.coalesce(F.col("msg_id"), F.concat(F.lit("value "), F.col("value"))))
+    return frame.withColumn("_topic", logical_topic(F.col("topic"))).withColumn("_msg", name)
+
+
+def _place(frame: DataFrame) -> DataFrame:
+    return (frame.withColumn("_seg", F.coalesce(F.col("segment"), F.lit("")))
+            .withColumn("_pos", message_position(F.col("msg_id"))))
+
+
+def _settle_ns() -> Column:
+    """When a committed claim settled its message(s); null for a transaction of unknown outcome."""
+    return F.when(F.col("outcome") == COMMITTED, F.coalesce(F.col("end_ns"), F.col("commit_invoke_ns")))
+
+
+def _cumulative_claims(ctx: CheckContext, claims: DataFrame, individual: DataFrame) -> DataFrame:
+    """The messages cumulative claims claim, one row per (claim, message), in `individual`'s columns."""
+    cumulative = _place(claims.filter(F.col("cumulative")))
+    # The settled horizon of each cumulative claim: the furthest position a committed cumulative
+    # claim of the same (topic, segment, subscription) had settled before it was invoked.
+    settles = cumulative.filter(F.col("settle_ns").isNotNull()).select(
+        *_PLACE, F.col("settle_ns").alias("_t"), F.lit(1).alias("_kind"), "_pos",
+        F.lit(None).cast(cumulative.schema["ack"].dataType).alias("ack"),
+        F.lit(None).cast("string").alias("txn"), F.lit(None).cast("string").alias("outcome"),
+        F.lit(None).cast("long").alias("invoke_ns"))
+    made = cumulative.select(*_PLACE, F.col("invoke_ns").alias("_t"), F.lit(0).alias("_kind"), "_pos", "ack",
+                             "txn", "outcome", "invoke_ns")
+    w = (Window.partitionBy(*_PLACE).orderBy(F.col("_t"), F.col("_kind"))
+         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    horizon = F.max(F.when(F.col("_kind") == 1, F.col("_pos"))).over(w)
+    made = (union_all([made, settles]).withColumn("_horizon", horizon)
+            .filter((F.col("_kind") == 0) & F.col("_pos").isNotNull())
+            .select(*_PLACE, F.col("_pos").alias("_upto"), "_horizon", "ack", "txn", "outcome", "invoke_ns"))
+
+    # The messages the history knows on each subscription: received there, or named by an ack.
+    known = union_all([
+        ctx.receives.select("value", "topic", "segment", "subscription", "msg_id"),
+        ctx.acks.filter(F.col("subscription").isNotNull())
+        .select("value", "topic", "segment", "subscription", "msg_id")])
+    messages = (_place(known).filter(F.col("_pos").isNotNull())
+                .groupBy(*_PLACE, "_pos").agg(F.min("value").alias("value"), F.min("msg_id").alias("msg_id")))
+    covered = (made.join(messages, list(_PLACE))
+               .filter((F.col("_pos") <= F.col("_upto"))
+                       & (F.col("_horizon").isNull() | (F.col("_pos") > F.col("_horizon"))))
+               .select("topic", "subscription", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack"))
+    covered = _message_key(covered)
+    # A message an individual claim settled before the cumulative ack was invoked is not claimed again.
+    settled = (individual.filter(F.col("settle_ns").isNotNull()).groupBy(*_KEY)
+               .agg(F.min("settle_ns").alias("_settled_ns")))
+    slack = F.lit(ctx.clock_slack_ns)
+    return (covered.join(settled, list(_KEY), "left")
+            .filter(F.col("_settled_ns").isNull() | (F.col("_settled_ns") >= F.col("invoke_ns") + slack))
+            .select(*_KEY, "topic", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack"))
+
+
+def plan_double_ack(ctx: CheckContext) -> Plan:
+    """One message acknowledged ok on one subscription by two transactions that both committed."""
+    if ctx.count("acks") == 0:
+        return clean(AnomalyClass.DOUBLE_ACK)
+    claims = ctx.acks.filter((F.col("type") == OpType.OK.value) & F.col("txn").isNotNull()
+                             & F.col("subscription").isNotNull() & F.col("outcome").isin(COMMITTED, UNKNOWN))
+    claims = claims.withColumn("ack", ref(claims, f=OpF.ACK.value, time="invoke_ns")).withColumn(
+        "settle_ns", _settle_ns())
+    individual = _message_key(claims.filter(~F.col("cumulative"))).select(
+        *_KEY, "topic", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack", "settle_ns")
+    parts = [individual.drop("settle_ns")]
+    if ctx.count("cumulative_acks"):
+        parts.append(_cumulative_claims(ctx, claims, individual))
+    every = union_all(parts)
+    per_message = every.groupBy(*_KEY).agg(
+        F.array_sort(F.collect_set(F.when(F.col("outcome") == COMMITTED, F.col("txn")))).alias("txns"),
+        F.collect_set(F.when(F.col("outcome") == UNKNOWN, F.col("txn"))).alias("_unknown"),
+        F.slice(F.array_sort(F.collect_list(F.struct(F.col("invoke_ns").alias("_t"), F.col("ack").alias("_op")))),
+                1, _EXAMPLE_ACKS).alias("_acks"),
+        F.min("topic").alias("topic"), F.min("msg_id").alias("msg_id"), F.min("value").alias("value"))
+    committed, unknown = F.size("txns"), F.size("_unknown")
+    found = per_message.filter(committed >= 2).select(
+        "topic", "subscription", "msg_id", "value", "txns",
+        F.transform("_acks", lambda a: a["_op"]).alias("acks"), F.col("_acks")[0]["_t"].alias("first_ns"))
+    unjudged = per_message.filter((committed < 2) & (committed + unknown >= 2)).select(*_KEY)
+    return PendingCheck(AnomalyClass.DOUBLE_ACK, found, ["first_ns", "topic", "subscription", "msg_id"],
+                        max_examples=ctx.max_examples, unjudged=unjudged,
+                        note="{n} message(s) acked ok in one committed transaction and in others of unknown "
+                             "outcome (or only in transactions of unknown outcome): a double-ack if more than "
+                             "one committed")
