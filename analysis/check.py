@@ -1,6 +1,10 @@
 """`txnbench check RUN_DIR`: the atomicity verdict of one run.
 
-Theory of operation. The history is loaded and validated (analysis.history_io), the
+Theory of operation. The history is first compared with what the run recorded it
+wrote (the manifest's `history_files`, harness.history.integrity): a file missing,
+cut, changed or grown supports no verdict, and the check answers "unknown" naming the
+file, the line and the damage, without starting Spark (damage is never reported as an
+anomaly of the system). Then the history is loaded and validated (analysis.history_io), the
 operations paired and the transactions decided (analysis.checks.context), and
 every check of docs/checks.md runs (analysis.checks). The verdict merges them
 the way Jepsen's `compose` does: any anomaly makes it `false`; otherwise any
@@ -11,7 +15,12 @@ classes that occurred), every check's status, operation and transaction counts,
 facts about the history and, when unknown, why. Exit status: 0 valid,
 1 anomalies, 2 unknown (and 2 for a missing or empty run folder).
 
-API: `check_run(run_dir, master=None, *, progress=None) -> dict` (the
+A run's own result is `analysis/results.json`: the orchestrator's analysis writes it (and
+the first check of a run never analysed). `txnbench check` never replaces it: when it
+exists, the check writes `analysis/check-<UTC stamp>/results.json` (and its `instances/`)
+beside it and says so, since the manifest's verdict and the report were made from it.
+
+API: `check_run(run_dir, master=None, *, progress=None, out_dir=None) -> dict` (the
 orchestrator calls it in-process) and `main_check(args) -> int` (the CLI).
 """
 
@@ -22,6 +31,8 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +67,9 @@ from analysis.spark import (
 )
 from harness.anomalies import AnomalyClass
 from harness.errors import EnvironmentProblem
+from harness.history.integrity import RECORD_KEY, Damage, verify_history, verify_writers
 from harness.history.reader import iter_history_file
-from harness.results import RunDir, read_json, write_json_atomic, write_text_atomic
+from harness.results import RunDir, read_json, utc_stamp, write_json_atomic, write_text_atomic
 
 RESULTS_SCHEMA = 1
 # Histories at least this large print progress on stderr.
@@ -255,6 +267,88 @@ def lost_workers(run: RunDir) -> tuple[list[str], list[str]]:
     return notes, doubts
 
 
+@dataclass(frozen=True)
+class _Output:
+    """Where one check writes: `results.json` and `instances/` in `folder`."""
+
+    folder: Path
+
+    @property
+    def results_json(self) -> Path:
+        return self.folder / "results.json"
+
+    @property
+    def instances_dir(self) -> Path:
+        return self.folder / "instances"
+
+
+RECHECK_PREFIX = "check-"
+
+
+def recheck_dir(run: RunDir, now: datetime | None = None) -> Path:
+    """A fresh folder for a check of a run that already has a result: `analysis/check-<UTC stamp>/`
+    (`-2`, `-3` ... when taken). Not created here: the check writes into it."""
+    base = f"{RECHECK_PREFIX}{utc_stamp(now)}"
+    for attempt in range(1, 1000):
+        candidate = run.analysis_dir / (base if attempt == 1 else f"{base}-{attempt}")
+        if not candidate.exists():
+            return candidate
+    raise RuntimeError(f"no free folder for a check's results under {run.analysis_dir}")
+
+
+#: results.json `history.integrity`: the files are what the run recorded, or the run recorded nothing
+#: (its manifest predates the record): then only a torn last line is known, as before
+INTEGRITY_VERIFIED, INTEGRITY_UNRECORDED, INTEGRITY_DAMAGED = "verified", "unrecorded", "damaged"
+
+
+def _named_writers(manifest: dict[str, Any]) -> list[str]:
+    """The remote load workers the manifest names (`load_workers.hosts[].writers`), less those it
+    says were lost (their history may never have arrived: `lost_workers` judges them)."""
+    workers = manifest.get("load_workers") or {}
+    if not isinstance(workers, dict):
+        return []
+    lost = {str(e.get("writer")) for e in workers.get("lost") or [] if isinstance(e, dict)}
+    named = [str(w) for host in workers.get("hosts") or [] if isinstance(host, dict)
+             for w in host.get("writers") or []]
+    return [w for w in named if w not in lost]
+
+
+def history_damage(run: RunDir) -> tuple[str, list[Damage]]:
+    """(integrity, damage): the run's history against what its manifest says it wrote.
+
+    With the record the orchestrator writes as a run ends (`history_files`,
+    harness.history.integrity), every file is compared with it: a file missing, cut, changed,
+    grown, or not written by the run is damage. Without it (a manifest from before the record),
+    only writers the manifest names are looked for. Damage is never an anomaly of the system:
+    the check answers "unknown" and names the file, the line and the damage."""
+    try:
+        manifest = read_json(run.manifest_path) if run.manifest_path.is_file() else {}
+    except (OSError, ValueError):
+        manifest = {}
+    if not isinstance(manifest, dict):
+        manifest = {}
+    record = manifest.get(RECORD_KEY)
+    damage = verify_history(run.history_dir, record) if record is not None else []
+    seen = {d.file for d in damage}
+    damage += [d for d in verify_writers(run.history_dir, _named_writers(manifest)) if d.file not in seen]
+    if damage:
+        return INTEGRITY_DAMAGED, damage
+    return (INTEGRITY_VERIFIED if record is not None else INTEGRITY_UNRECORDED), []
+
+
+def _damage_error(damage: list[Damage]) -> str:
+    more = f" ({len(damage) - 1} more damaged file(s) in history.damage)" if len(damage) > 1 else ""
+    return (f"{damage[0]}{more}; a history damaged beyond a torn last line supports no verdict (damage is "
+            "not an anomaly of the system): restore the files the run wrote, or re-run")
+
+
+def _damage_facts(run: RunDir, damage: list[Damage]) -> dict[str, Any]:
+    files = sorted(run.history_dir.glob("*.jsonl")) if run.history_dir.is_dir() else []
+    return {"directory": str(run.history_dir), "files": [p.name for p in files],
+            "bytes": sum(p.stat().st_size for p in files if p.is_file()), "integrity": INTEGRITY_DAMAGED,
+            "damage": [d.to_json() for d in damage]}
+
+
 def _check_entry(result: CheckResult) -> dict[str, Any]:
     entry: dict[str, Any] = {"status": result.status.value, "reason": result.reason}
     if result.status is CheckStatus.RAN:
@@ -305,13 +399,17 @@ def _unknown_results(run: RunDir, facts: dict[str, Any], error: str, started: fl
     }
 
 
-def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None = None) -> dict[str, Any]:
-    """Check one run folder, write `analysis/results.json` and return its content.
+def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None = None,
+              out_dir: Path | None = None) -> dict[str, Any]:
+    """Check one run folder, write `results.json` (and `instances/`) into `out_dir` and return it.
 
     Args:
         run_dir: a run folder (results/<run_id>) with history/*.jsonl.
         master: Spark master; None uses $TXNBENCH_SPARK_MASTER or local[*].
         progress: print progress on stderr; None does so for large histories.
+        out_dir: where the result goes; None is the run's own, `analysis/` (the run's analysis,
+            and the first check of a run never analysed). `txnbench check` of a run that has a
+            result passes a folder of its own (`recheck_dir`), so the recorded one is kept.
 
     Raises:
         NoHistoryError: the folder is missing or has no history lines (exit 2).
@@ -322,6 +420,14 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     if not run.path.is_dir():
         raise NoHistoryError(f"{run.path}: no such run folder; pass a folder under results/ "
                              "(e.g. results/<run_id>)")
+    out = _Output(Path(out_dir) if out_dir is not None else run.analysis_dir)
+    integrity, damage = history_damage(run)
+    if damage:
+        # Before Spark: a history that is not what the run wrote supports no verdict at all.
+        failed = _unknown_results(run, _damage_facts(run, damage), _damage_error(damage), started,
+                                  stall_after_s(run), master or "not started (the history is damaged)")
+        write_json_atomic(out.results_json, failed)
+        return failed
     size = _history_bytes(run)
     if size == 0:
         raise NoHistoryError(f"{run.path}: no history to check (history/*.jsonl is missing or empty); "
@@ -332,7 +438,7 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     memory = driver_memory(size)
     spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory)
     try:
-        return _check(spark, run, size, stall, say, started)
+        return _check(spark, run, size, stall, say, started, out, integrity)
     except (PySparkException, Py4JError) as err:
         detail = str(err).strip().splitlines()[0] if str(err).strip() else "no detail"
         raise EnvironmentProblem(
@@ -340,12 +446,12 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
             f"of memory, set {DRIVER_MEMORY_ENV} above {memory}, or check a smaller history") from err
 
 
-def _anomaly_entry(run: RunDir, result: CheckResult) -> dict[str, Any]:
+def _anomaly_entry(run: RunDir, out: _Output, result: CheckResult) -> dict[str, Any]:
     """results.json's entry for a class that occurred; with every instance in a file of its own
     when there are more than the examples (the verdict attributes each one)."""
     entry: dict[str, Any] = {"count": result.count, "examples": list(result.examples)}
     if result.instances:
-        path = run.instances_dir / f"{result.name.value}.jsonl"
+        path = out.instances_dir / f"{result.name.value}.jsonl"
         lines = (json.dumps(instance, sort_keys=True, default=str) + "\n" for instance in result.instances)
         write_text_atomic(path, "".join(lines))
         entry["instances"] = str(path.relative_to(run.path))
@@ -353,10 +459,10 @@ def _anomaly_entry(run: RunDir, result: CheckResult) -> dict[str, Any]:
 
 
 def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str], say: _Progress,
-           started: float) -> dict[str, Any]:
+           started: float, out_to: _Output, integrity: str) -> dict[str, Any]:
     spark_master = str(spark.sparkContext.master)
     # Instances of an earlier check of this folder would be read as this one's.
-    shutil.rmtree(run.instances_dir, ignore_errors=True)
+    shutil.rmtree(out_to.instances_dir, ignore_errors=True)
     partitions = tune_for_input(spark, size)
 
     small = size <= SMALL_INPUT_BYTES
@@ -368,9 +474,9 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
                           windows={"_unclaimed": unclaimed_completion()} if small else None,
                           summary=[*overview_aggregates(), *([first_orphan.alias("_first_orphan")] if small else [])])
     except HistoryFormatError as err:
-        failed = _unknown_results(run, {"directory": str(run.history_dir), "bytes": size}, str(err),
-                                  started, stall, spark_master)
-        write_json_atomic(run.results_json, failed)
+        failed = _unknown_results(run, {"directory": str(run.history_dir), "bytes": size,
+                                        "integrity": integrity}, str(err), started, stall, spark_master)
+        write_json_atomic(out_to.results_json, failed)
         return failed
     facts: HistoryFacts = loaded.facts
     say(f"{facts.lines} events in {len(facts.files)} file(s); pairing operations")
@@ -389,8 +495,9 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
             error = (f"writer {orphan['writer']} index {orphan['index']}: a {orphan['type']} completion of "
                      f"{orphan['f']} by {orphan['process']} has no invocation before it; the recorder never "
                      "writes that, so the file was changed or written by something else")
-            failed = _unknown_results(run, facts.to_dict(), error, started, stall, spark_master)
-            write_json_atomic(run.results_json, failed)
+            failed = _unknown_results(run, {**facts.to_dict(), "integrity": integrity}, error, started, stall,
+                                      spark_master)
+            write_json_atomic(out_to.results_json, failed)
             return failed
         say("deciding transactions")
         seen = overview_from_row(loaded.summary)
@@ -445,6 +552,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
     elapsed = time.monotonic() - started
     history = facts.to_dict()
     history.update({
+        "integrity": integrity,
         "duration_s": (round((facts.last_ns - facts.first_ns) / 1e9, 3)
                        if facts.first_ns is not None and facts.last_ns is not None else None),
         "drain_complete": drain.complete,
@@ -458,7 +566,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         "run_id": run.run_id,
         "valid": valid,
         "unknown_reasons": reasons if valid == "unknown" else [],
-        "anomalies": {r.name.value: _anomaly_entry(run, r) for r in results if r.found},
+        "anomalies": {r.name.value: _anomaly_entry(run, out_to, r) for r in results if r.found},
         "checks": {r.name.value: _check_entry(r) for r in results},
         "operations": {f: dict(sorted(types.items())) for f, types in sorted(operations.items())},
         "transactions": {label: transactions.get(label, 0) for label in
@@ -481,7 +589,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         out["doubts"] = reasons
     if lost_notes:
         out["lost_workers"] = lost_notes
-    write_json_atomic(run.results_json, out)
+    write_json_atomic(out_to.results_json, out)
     say(f"done: valid={valid}")
     return out
 
@@ -509,14 +617,32 @@ def exit_status(valid: bool | str) -> int:
     return EXIT_UNKNOWN
 
 
+def _recorded_verdict(path: Path) -> str:
+    try:
+        valid = read_json(path).get("valid")
+    except (OSError, ValueError, AttributeError):
+        return "unreadable"
+    return "valid" if valid is True else "invalid" if valid is False else str(valid)
+
+
 def main_check(args: argparse.Namespace) -> int:
-    """The CLI entry: check `args.run_dir` on `args.master`; exit 0 valid, 1 invalid, 2 unknown."""
-    out = check_run(args.run_dir, getattr(args, "master", None))
-    path = RunDir(Path(args.run_dir)).results_json
-    print(_summary_line(out, path))
+    """The CLI entry: check `args.run_dir` on `args.master`; exit 0 valid, 1 invalid, 2 unknown.
+
+    A run's recorded result (`analysis/results.json`, which its manifest's verdict and its report
+    were made from) is never replaced: when it exists, this check's result goes beside it, into
+    `analysis/check-<UTC stamp>/`, and standard output says so."""
+    run = RunDir(Path(args.run_dir))
+    recorded = run.results_json if run.results_json.is_file() else None
+    folder = recheck_dir(run) if recorded is not None else None
+    out = check_run(args.run_dir, getattr(args, "master", None), out_dir=folder)
+    print(_summary_line(out, (folder / "results.json") if folder is not None else run.results_json))
+    if recorded is not None:
+        print(f"the run's recorded result, {recorded} ({_recorded_verdict(recorded)}), is kept as it was: "
+              "the run's manifest and report were made from it")
     if out.get("error"):
         print(f"txnbench: {out['error']}", file=sys.stderr)
     return exit_status(out["valid"])
 
 
-__all__ = ["AnomalyClass", "check_run", "exit_status", "main_check", "stall_after_s"]
+__all__ = ["AnomalyClass", "check_run", "exit_status", "history_damage", "main_check", "recheck_dir",
+           "stall_after_s"]

@@ -2,12 +2,15 @@
 
 Layout of a run (`results/<run_id>/`, run_id = `<UTC yyyymmdd-hhmmss>-<scenario>-<path>`):
 
-    manifest.json          scenario, resolved config, seed, versions, target, times, status
+    manifest.json          scenario, resolved config, seed, versions, target, times, status;
+                           `history_files`: what history/ held as the run ended
+                           (harness.history.integrity; the checker compares the files with it)
     history/*.jsonl        one file per writer (the history contract, harness.history)
     metrics/<phase>-<service>.prom
     locust/                Locust CSV stats
     logs/<service>.log
     analysis/results.json  verdict; analysis/perf.json  performance
+    analysis/check-<UTC yyyymmdd-hhmmss>/results.json  a later `txnbench check` (results.json is kept)
     report.html, report.md, plots/*.png
 
 A matrix (`results/<matrix_id>/`) holds `runs/<path>/` (each a run folder) and

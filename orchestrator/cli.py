@@ -285,8 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.set_defaults(handler=_cmd_selftest)
 
     check = sub.add_parser("check", help="check a run's history for anomalies",
-                           description="Write RUN_DIR/analysis/results.json; exit 0 valid, "
-                                       "1 anomalies, 2 unknown.",
+                           description="Write RUN_DIR/analysis/results.json, or, when the run has "
+                                       "one already (its recorded result, kept as it is), "
+                                       "RUN_DIR/analysis/check-<UTC time>/results.json; exit 0 valid, "
+                                       "1 anomalies, 2 unknown (also for a damaged history).",
                            epilog=_epilog("check"), formatter_class=_HelpFormatter)
     check.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     check.add_argument("--master", help="Spark master (default: $TXNBENCH_SPARK_MASTER or local[*])")

@@ -53,6 +53,8 @@ from harness.config import ColdReads, RunConfig, Target
 from harness.cpus import preexec_pinning
 from harness.errors import EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
+from harness.history.integrity import RECORD_KEY as HISTORY_RECORD_KEY
+from harness.history.integrity import record_history
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
 from harness.load_control import LoadControlClient, control_dir
 from harness.results import RunStatus, new_run
@@ -177,6 +179,7 @@ class Run:
         finally:
             with _sigint_deferred():
                 self._teardown()
+                self._record_history()
                 self.run_dir.set_status(outcome.status, outcome.error)
         if outcome.status is RunStatus.COMPLETE and self.options.analyze:
             outcome.verdict, outcome.summary = self._analyze()
@@ -569,6 +572,16 @@ class Run:
                 step()
             except Exception as err:
                 self.say(f"cleanup step '{name}' failed: {err}")
+
+    def _record_history(self) -> None:
+        """What the run wrote to its history, into the manifest (`history_files`), once every writer
+        stopped: `txnbench check` compares the files with it, so a history cut, changed or lost
+        afterwards is named as damage (verdict unknown), never judged as the cluster's anomalies."""
+        try:
+            self.run_dir.update_manifest(**{HISTORY_RECORD_KEY: record_history(self.run_dir.history_dir)})
+        except Exception as err:   # the record guards the history; its failure must not cost the run
+            self.say(f"run {self.run_dir.run_id}: could not record what the history holds ({err}); a check "
+                     "will judge it as an older run's, by its torn last lines only")
 
     def _analyze(self) -> tuple[Verdict, dict[str, Any]]:
         try:

@@ -11,6 +11,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis.check import check_run
+from harness.history.integrity import RECORD_KEY, record_history
+from harness.results import RunDir
 from orchestrator.cli import main
 from tests.spark.dsl import History
 
@@ -199,3 +201,115 @@ def test_every_instance_beyond_the_examples_goes_into_a_file_a_recheck_replaces(
     (run / "analysis" / "instances").mkdir(parents=True)
     (run / "analysis" / "instances" / "lost-write.jsonl").write_text("{}\n")
     assert check_run(run)["anomalies"] == {} and not (run / "analysis" / "instances").exists()
+
+
+# ---- a damaged history is no anomaly (issue #43) ------------------------------------------------
+
+OLD_MANIFEST = Path(__file__).resolve().parents[1] / "data" / "old-manifests" / "chaos-v4.json"
+
+
+def _recorded(run: Path) -> Path:
+    """What the orchestrator does as a run ends: record its history files in the manifest."""
+    RunDir(run).update_manifest(**{RECORD_KEY: record_history(run / "history")})
+    return run
+
+
+def _valid_run(tmp_path: Path, name: str) -> Path:
+    return _recorded(_mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / name))
+
+
+def _damage_line(out: str) -> str:
+    """The one stdout line of a check that found damage."""
+    lines = [line for line in out.splitlines() if line.startswith("unknown:")]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+def test_a_history_cut_at_half_its_bytes_is_unknown_naming_the_file_and_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's case: half of w0.jsonl reads like a writer that died, whose missing operations
+    would be judged as the cluster's anomalies. Against the run's record it is damage."""
+    run = _valid_run(tmp_path, "run-cut")
+    w0 = run / "history" / "w0.jsonl"
+    data = w0.read_bytes()
+    w0.write_bytes(data[:len(data) // 2])
+    line = data[:len(data) // 2].count(b"\n") + 1
+    assert main(["check", str(run)]) == 2
+    said = capsys.readouterr()
+    head = _damage_line(said.out)
+    assert f"history/w0.jsonl: line {line}: cut in the middle of this line" in head
+    assert "INVALID" not in said.out and "\n" not in said.err.strip()
+    out = _results(run)
+    assert out["valid"] == "unknown" and out["anomalies"] == {}
+    assert out["history"]["integrity"] == "damaged"
+    assert out["history"]["damage"] == [{"file": "w0.jsonl", "line": line, "problem": out["history"]["damage"][0]
+                                         ["problem"]}]
+    assert all(c["status"] == "skipped" for c in out["checks"].values())
+
+
+def test_a_corrupt_line_in_the_middle_of_a_recorded_history_is_unknown(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _valid_run(tmp_path, "run-corrupt")
+    w0 = run / "history" / "w0.jsonl"
+    lines = w0.read_bytes().splitlines(keepends=True)
+    lines[5] = lines[5].replace(b'"type":', b'"type"', 1)
+    w0.write_bytes(b"".join(lines))
+    assert main(["check", str(run)]) == 2
+    assert "history/w0.jsonl: line 6: not the line the run wrote: not valid JSON" in _damage_line(
+        capsys.readouterr().out)
+
+
+def test_a_worker_history_the_manifest_names_that_is_missing_is_unknown(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _valid_run(tmp_path, "run-missing")
+    (run / "history" / "w1.jsonl").unlink()
+    assert main(["check", str(run)]) == 2
+    assert "history/w1.jsonl: missing: the run wrote" in _damage_line(capsys.readouterr().out)
+    # a run from before the record: a remote load worker the manifest names is looked for too
+    legacy = _mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "run-legacy")
+    RunDir(legacy).update_manifest(load_workers={"hosts": [{"host": "h1", "writers": ["w1", "r0"]}], "lost": []})
+    assert main(["check", str(legacy)]) == 2
+    assert "history/r0.jsonl: missing: the manifest names this writer" in _damage_line(capsys.readouterr().out)
+
+
+def test_a_torn_last_line_the_run_left_is_still_forgiven(spark: SparkSession, tmp_path: Path) -> None:
+    run = _mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "run-torn-recorded")
+    with (run / "history" / "w1.jsonl").open("ab") as f:       # killed mid-write, before the run ended
+        f.write(b'{"schema":1,"run":"test-run","writer":"w1","proc')
+    _recorded(run)
+    assert main(["check", str(run)]) == 0
+    out = _results(run)
+    assert out["history"]["torn_tails"] == ["w1.jsonl"] and out["history"]["integrity"] == "verified"
+
+
+def test_a_check_never_replaces_the_runs_recorded_result(spark: SparkSession, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's second half: the run said valid (results.json, manifest, report); a check of the
+    damaged history writes its own result beside it and says so."""
+    run = _valid_run(tmp_path, "run-recorded")
+    assert check_run(run)["valid"] is True                   # the run's own analysis
+    recorded = (run / "analysis" / "results.json").read_bytes()
+    w0 = run / "history" / "w0.jsonl"
+    w0.write_bytes(w0.read_bytes()[:100])
+    assert main(["check", str(run)]) == 2
+    said = capsys.readouterr().out
+    assert (run / "analysis" / "results.json").read_bytes() == recorded
+    [folder] = [p for p in (run / "analysis").iterdir() if p.name.startswith("check-")]
+    assert json.loads((folder / "results.json").read_text())["valid"] == "unknown"
+    assert str(folder / "results.json") in _damage_line(said)
+    assert f"the run's recorded result, {run / 'analysis' / 'results.json'} (valid), is kept" in said
+    # checked again, repaired: another folder of its own, the recorded result still untouched
+    _mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "fresh")
+    w0.write_bytes((tmp_path / "fresh" / "history" / "w0.jsonl").read_bytes())
+    assert main(["check", str(run)]) == 0
+    assert len([p for p in (run / "analysis").iterdir() if p.name.startswith("check-")]) == 2
+    assert (run / "analysis" / "results.json").read_bytes() == recorded
+
+
+def test_a_run_whose_manifest_predates_the_record_is_checked_as_before(spark: SparkSession,
+                                                                         tmp_path: Path) -> None:
+    run = _mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "run-old", manifest=False)
+    shutil.copy(OLD_MANIFEST, run / "manifest.json")
+    assert main(["check", str(run)]) == 0
+    out = _results(run)
+    assert out["valid"] is True and out["history"]["integrity"] == "unrecorded"
