@@ -344,7 +344,9 @@ class Run:
             status = json.loads(status_file.read_text())
             rates = (f"  txn/s {status.get('committed_txn_per_s', 0):.0f}"
                      f"  msgs/s {status.get('msgs_per_s', 0):.0f}  errors {status.get('errors', 0)}"
-                     + (f" (+{status['ack_conflicts']} ack conflicts)" if status.get("ack_conflicts") else ""))
+                     + (f" (+{status['ack_conflicts']} ack conflicts)" if status.get("ack_conflicts") else "")
+                     # users Locust lost that the load started again (workloads.user_guard)
+                     + (f"  users respawned {status['users_respawned']}" if status.get("users_respawned") else ""))
             workers = status.get("workers") or []
             if workers:
                 rates += f"  workers {len(workers)}: " + " ".join(

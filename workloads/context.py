@@ -40,6 +40,7 @@ class Counters:
     #: ack-conflict rule working as meant (ack-only's `conflict_ratio` provokes them); counted in
     #: `failed` as the history's `fail`s, left out of `errors`
     conflicts: int = 0
+    respawned: int = 0      # users started again after Locust lost them (workloads.user_guard)
 
     def count(self, f: OpF, *, ok: bool, conflict: bool = False) -> None:
         (self.ok if ok else self.failed)[f.value] += 1
@@ -61,7 +62,7 @@ class Counters:
 
     def snapshot(self) -> dict[str, Any]:
         return {"ok": dict(self.ok), "failed": dict(self.failed), "receives": self.receives,
-                "exceptions": self.exceptions, "conflicts": self.conflicts}
+                "exceptions": self.exceptions, "conflicts": self.conflicts, "respawned": self.respawned}
 
     @staticmethod
     def merge(snapshots: list[dict[str, Any]]) -> Counters:
@@ -72,6 +73,7 @@ class Counters:
             total.receives += int(snap.get("receives") or 0)
             total.exceptions += int(snap.get("exceptions") or 0)
             total.conflicts += int(snap.get("conflicts") or 0)
+            total.respawned += int(snap.get("respawned") or 0)
         return total
 
 

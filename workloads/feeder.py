@@ -31,6 +31,7 @@ FAIL_BACKOFF_S = (0.1, 5.0)
 class Feeder(Workload):
     kind: ClassVar[UserKind] = UserKind.FEEDER
     paced: ClassVar[bool] = False
+    backs_off: ClassVar[bool] = False    # its own pause, per topic (above), not the workload's
     idle_wait_s: float = IDLE_WAIT_S
     """How long a feeder waits for demand before its iteration ends empty."""
 

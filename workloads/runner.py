@@ -26,6 +26,13 @@ operation (Locust's `stop_timeout`, bounded by the operation timeout), then clos
 the client and the history files. Exit code: 0 after a graceful stop, 2 when the
 load failed (a history write failed, a worker died, bad spec or port in use).
 
+Users Locust loses are started again: each worker (and the local runner) checks every
+second that it runs the users its latest spawn job asked for, none of them stopping, and
+tops up a class short twice in a row (workloads.user_guard; a warning, and
+`users_respawned` in the status file). A worker killed on request (client-kill) is dropped
+from the master's workers as soon as Locust marks it missing, so its replacement's arrival
+is the one re-dispatch it causes (`drop_missing_worker`).
+
 gevent's monkey-patching must come before anything imports `threading` or
 `socket`, so it is the first thing this module does; import it only in a process
 meant to become a load process.
@@ -53,8 +60,9 @@ from gevent.event import Event  # noqa: E402
 from locust.env import Environment  # noqa: E402
 from locust.exception import RPCError  # noqa: E402
 from locust.log import setup_logging  # noqa: E402
-from locust.runners import Runner  # noqa: E402
+from locust.runners import STATE_MISSING, STATE_RUNNING, Runner  # noqa: E402
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter, stats_history  # noqa: E402
+from locust.user.task import LOCUST_STATE_STOPPING  # noqa: E402
 
 from harness import load_control  # noqa: E402
 from harness.errors import EnvironmentProblem, TxnbenchError  # noqa: E402
@@ -66,6 +74,7 @@ from workloads.loadspec import LoadSpec  # noqa: E402
 from workloads.remote import code_digest  # noqa: E402
 from workloads.remote_master import RemoteHub  # noqa: E402
 from workloads.status import CpuMeter, StatusReporter  # noqa: E402
+from workloads.user_guard import GUARD_INTERVAL_S, UserGuard, live_users  # noqa: E402
 from workloads.users import user_classes  # noqa: E402
 
 log = logging.getLogger("workloads.runner")
@@ -109,6 +118,35 @@ def _check_port_free(port: int) -> None:
             raise EnvironmentProblem(
                 f"load.web_port {port} is in use on 127.0.0.1 ({err.strerror}); another Locust web UI? "
                 "Set load.web_port to a free port, or load.web_ui: false") from None
+
+
+def repair_users(runner: Runner, guard: UserGuard) -> dict[str, int]:
+    """One check of `guard` on a local or worker runner: start the users it finds missing
+    (workloads.user_guard) and return them per class (empty: none was missing)."""
+    spawning = runner.spawning_greenlet
+    busy = runner.state != STATE_RUNNING or (spawning is not None and not spawning.dead)
+    missing = guard.check(runner.target_user_classes_count,
+                          live_users(runner.user_greenlets, LOCUST_STATE_STOPPING), busy=busy)
+    if missing:
+        runner.spawn_users(missing)
+    return missing
+
+
+def drop_missing_worker(runner: Any, client_id: str) -> bool:
+    """Drop a worker Locust has marked missing from the master's workers, as Locust drops one
+    that quit; True if it was dropped.
+
+    Marking it missing already took it out of the users dispatcher. Left in `runner.clients`,
+    Locust would drop it only after `HEARTBEAT_DEAD_INTERNAL` (60 s) and then dispatch every
+    user again from zero with a fresh dispatcher: a ramp-up at the spawn rate, a spawn message
+    a second, under which the workers lost the users they were stopping (workloads.user_guard).
+    Only while no dispatch is in progress: the master's loops over its workers that wait
+    (sending) run within one, and the caller must not be stopping the runner either."""
+    client = runner.clients.get(client_id)
+    if client is None or client.state != STATE_MISSING or not getattr(runner, "spawning_completed", False):
+        return False
+    del runner.clients[client_id]
+    return True
 
 
 class LoadProcess:
@@ -286,6 +324,16 @@ class LoadProcess:
             while self.runner.worker_count > alive:  # type: ignore[attr-defined]
                 gevent.sleep(0.1)
 
+    def _drop_killed_worker(self, writer: str) -> None:
+        """Once Locust marked a killed worker missing, drop it from the master's workers
+        (`drop_missing_worker`), so its replacement's dispatch is the only one the kill causes."""
+        assert self.runner is not None
+        if self._stopping:     # the runner's stop walks its workers, sending to each: not under it
+            return
+        for client_id, name in list(self.worker_writers.items()):
+            if name == writer and drop_missing_worker(self.runner, client_id):
+                log.info("killed load worker %s (%s) dropped from the master's workers", writer, client_id)
+
     def _replace_worker(self, replaces: str) -> dict[str, Any]:
         if replaces not in self.worker_names:
             raise LoadFailed(f"there is no load worker {replaces!r} to replace")
@@ -293,6 +341,7 @@ class LoadProcess:
         generation = 1 + sum(1 for name in self.worker_names if name.split("-", 1)[0] == base)
         writer = load_control.replacement_writer(replaces, generation)
         self._wait_forgotten(self._alive_workers())
+        self._drop_killed_worker(replaces)
         proc = self._spawn_worker(writer, ["--worker-name", writer])
         self._wait_connected(self._alive_workers())
         return {"writer": writer, "pid": proc.pid}
@@ -336,6 +385,25 @@ class LoadProcess:
 
     def _pids(self) -> list[int]:
         return [os.getpid()] + [p.pid for p in self.worker_procs if p.poll() is None]
+
+    def _guard_users(self) -> None:
+        """Every GUARD_INTERVAL_S until the load ends, start again the users Locust lost without
+        a replacement (workloads.user_guard): warned about, and counted in the status file."""
+        guard = UserGuard()
+        while not self.done.wait(GUARD_INTERVAL_S):
+            runner, ctx = self.runner, self.ctx
+            if runner is None or ctx is None or self._stopping or ctx.stopping.is_set():
+                continue
+            try:
+                missing = repair_users(runner, guard)
+            except Exception:     # e.g. a user that cannot be built: say so, try again later
+                log.exception("%s: could not start the users the load was missing", self.writer)
+                continue
+            if missing:
+                ctx.counters.respawned += sum(missing.values())
+                log.warning("%s: %d user(s) had ended without a replacement, started again: %s "
+                            "(the spawn job's target: %s)", self.writer, sum(missing.values()), missing,
+                            dict(runner.target_user_classes_count))
 
     # ---- main ---------------------------------------------------------------------------------
 
@@ -387,6 +455,8 @@ class LoadProcess:
         self.state = "running"
         assert self.runner is not None
         self.runner.start(self.total_users, load.spawn_rate)
+        if not self.is_master:
+            self._greenlets.append(gevent.spawn(self._guard_users))
         self.done.wait()
 
     def _create_master(self) -> None:
@@ -461,6 +531,7 @@ class LoadProcess:
 
         self.env.events.test_stop.add_listener(users_stopped)
         self._install_stops()
+        self._greenlets.append(gevent.spawn(self._guard_users))
         self.state = "running"
         self.runner.greenlet.join()   # ends once its users stopped (above), the master says quit, or our own stop
         self.done.set()

@@ -165,6 +165,11 @@ class Session:
         rate = ctx.config.load.rate_per_user
         self.pacer = Pacer(rate, ctx.clock) if (paced and rate) else None
         self.iteration = Iteration()
+        self.oks = 0
+        """Operations of this user that completed ok, so far (its workload backs off on failures)."""
+        self.failures = 0
+        """Operations of this user that failed, so far; ack conflicts (an outcome the ack-only
+        workload provokes on purpose, the broker's rule at work) are not counted."""
 
     # ---- iterations ------------------------------------------------------------------
 
@@ -243,6 +248,7 @@ class Session:
         try:
             if error is None:
                 self.recorder.ok(inv, **(result(value) if result is not None else {}))  # type: ignore[arg-type]
+                self.oks += 1
                 self.ctx.counters.count(f, ok=True)
                 self.ctx.fire(f.value, self.name, elapsed_ms, pending.length, None)
                 return Outcome(ok=True, value=value)
@@ -250,7 +256,10 @@ class Session:
                 self.recorder.complete_with_error(inv, error)
             elif not inv.completed and not self.recorder.closed:
                 self.recorder.info(inv, f"{type(error).__name__}: {error}")
-            self.ctx.counters.count(f, ok=False, conflict=f is OpF.ACK and is_ack_conflict(error))
+            conflict = f is OpF.ACK and is_ack_conflict(error)
+            if not conflict:
+                self.failures += 1
+            self.ctx.counters.count(f, ok=False, conflict=conflict)
             self.ctx.fire(f.value, self.name, elapsed_ms, pending.length, error)
             return Outcome(ok=False, error=error)
         finally:

@@ -10,6 +10,7 @@ a saturated load generator (analysis/perf/loadgen.py reads it). Keys:
 | `time_ns`, `wall_ms` | when it was written (run clock, Unix ms) |
 | `elapsed_s` | seconds since the load process started its users |
 | `users`, `users_by_kind` | Locust users running (all kinds, feeders and verifiers included) |
+| `users_respawned` | users the load processes started again because Locust had lost them without a replacement (workloads.user_guard; each one is also a warning in the load logs); 0 in a healthy run |
 | `processes`, `host_cpus` | load-generating processes (Locust workers, or 1) and the host's CPUs |
 | `committed_txn_per_s`, `msgs_per_s` | commits and sends that completed ok per second, over the last `window_s` |
 | `committed_txns`, `messages`, `receives`, `errors` | totals so far; `errors` counts `fail`/`info` completions and task exceptions, but not `ack_conflicts` |
@@ -119,7 +120,7 @@ class StatusReporter:
             "schema": STATUS_SCHEMA, "run_id": self.run_id, "state": state,
             "time_ns": now, "wall_ms": round(time.time() * 1000.0, 3),
             "elapsed_s": round((now - self.started_ns) / 1e9, 3),
-            "users": users, "users_by_kind": dict(by_kind),
+            "users": users, "users_by_kind": dict(by_kind), "users_respawned": counters.respawned,
             "processes": self.processes, "host_cpus": os.cpu_count() or 1,
             "committed_txn_per_s": round(txn_rate, 3), "msgs_per_s": round(msg_rate, 3),
             "window_s": round(span_s, 3),

@@ -33,6 +33,9 @@ IDLE_WAIT_S = 0.2
 class Verifier(Workload):
     kind: ClassVar[UserKind] = UserKind.VERIFIER
     paced: ClassVar[bool] = False
+    # no failure pause: it acks at most every ACK_EVERY_S and an empty poll waits IDLE_WAIT_S, so it
+    # never loops on failures, and a pause would only make its receive events late
+    backs_off: ClassVar[bool] = False
 
     def __init__(self, ctx: LoadContext) -> None:
         super().__init__(ctx)

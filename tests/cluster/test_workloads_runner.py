@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from harness import load_control
 from harness.config import parse_scenario
 from harness.history import RunClock
 from harness.history.reader import read_history_dir
@@ -172,6 +173,7 @@ def test_local_run_writes_history_status_and_csv_and_stops_on_sigterm(
         assert key in status, key
     commits = sum(1 for op in ops if op["f"] == "txn-commit" and op["type"] == "ok")
     assert status["committed_txns"] == commits and status["errors"] == 0
+    assert status["users_respawned"] == 0        # the users guard found no user missing
     assert len(status["cpu_samples"]) >= 2 and status["cpu_samples"][-1][1] > 0
     stats = (run.run_dir.locust_dir / "locust_stats.csv").read_text()
     assert "Aggregated" in stats and "txn-commit,atomic-produce" in stats
@@ -197,7 +199,32 @@ def test_workers_write_one_history_each_and_the_master_aggregates(
     status = run.status()
     assert status["state"] == "stopped"
     assert status["committed_txns"] >= 50
+    assert status["users_respawned"] == 0
     assert "Aggregated" in (run.run_dir.locust_dir / "locust_stats.csv").read_text()
+
+
+def test_a_killed_worker_is_replaced_and_dropped_and_every_user_runs_again(
+        tmp_path: Path, null_broker: str, runs: list[LoadRun]) -> None:
+    """client-kill through the load-control channel: the master kills w0, drops it from Locust's
+    workers once missing (else Locust drops it 60 s later and dispatches every user again from
+    zero, which lost users in a chaos run: tests/cluster/test_locust_users.py), starts w0-2."""
+    run = LoadRun(tmp_path, null_broker, atomic(workers=2)).start()
+    runs.append(run)
+    wait_until(lambda: run.committed() >= 20 and run.status()["users"] == 4, timeout_s=90,
+               message="4 users on 2 workers committing")
+    control = load_control.LoadControlClient(load_control.control_dir(run.run_dir.path), timeout_s=60)
+    assert control.kill("f1", "w0")["writer"] == "w0"
+    assert control.start("f1", "w0")["writer"] == "w0-2"
+    assert "killed load worker w0 (" in run.log() and "dropped from the master's workers" in run.log()
+    before = run.committed()
+    wait_until(lambda: run.status()["users"] == 4 and run.committed() >= before + 20, timeout_s=60,
+               message="4 users running again, committing")
+    assert run.stop() == 0, run.log()
+    ops = run.history()
+    assert {op["writer"] for op in ops} == {"w0", "w1", "w0-2"}
+    assert_well_formed([op for op in ops if op["writer"] == "w0-2"])
+    status = run.status()
+    assert status["state"] == "stopped" and status["fatal"] is None and status["users_respawned"] == 0
 
 
 def test_max_duration_stops_the_load_by_itself(tmp_path: Path, null_broker: str, runs: list[LoadRun]) -> None:
