@@ -55,10 +55,12 @@ from harness.client.errors import (
     OperationTimeoutError,
     Outcome,
     SetupError,
+    StatusOutcome,
     TransactionOutcomeUnknownError,
     outcome_of,
     server_error,
     setup_error,
+    status_outcome,
 )
 from harness.client.futures import Future, raw_lock
 from harness.client.handler import ClientContext, HandlerState, ReconnectingHandler
@@ -130,13 +132,15 @@ class CoordinatorHandler(ReconnectingHandler):
 
     def call(self, op: Op, build: Callable[[int], Command], deadline: Deadline,
              record: AttemptRecord | None = None, *, first_attempt: int = 1,
-             last: OperationError | None = None) -> Command:
+             last: OperationError | None = None, commits: bool | None = None) -> Command:
         """Send a coordinator request and return its successful answer.
 
         Args:
             op: which request (selects the rows of the failure table).
             build: makes the command for a request id (a resend gets a new id).
             record: END_TXN only: the transaction's attempt record (read and updated).
+            commits: END_TXN only: whether the action is a commit (an InvalidTxnStatus answer
+                naming the transaction's status is then read by `status_outcome`).
             first_attempt, last: where a request whose first attempts were made elsewhere
                 (`CoordinatorClient.call_async`) goes on, and how its last one failed.
 
@@ -173,6 +177,16 @@ class CoordinatorHandler(ReconnectingHandler):
                 if error is None:
                     return answer
                 code, message = error
+                known = (status_outcome(commits, message)
+                         if end_txn and commits is not None and code is ServerError.InvalidTxnStatus else None)
+                if known is StatusOutcome.DONE:
+                    return answer       # the coordinator says the action's end state holds
+                if known is StatusOutcome.DEFINITE:
+                    raise server_error(op, code, message)
+                if known is StatusOutcome.UNKNOWN:
+                    record.may_have_landed = True
+                if end_txn and code is ServerError.TransactionCoordinatorNotFound:
+                    record.may_have_landed = True   # errors.py: a TC losing its ownership mid-commit answers this
                 if outcome_of(op, code) is not Outcome.RETRY:
                     if end_txn and record.may_have_landed:
                         raise TransactionOutcomeUnknownError(
@@ -655,7 +669,7 @@ class CoordinatorClient:
                 raise TransactionOutcomeUnknownError(f"END_TXN for {txn}: {exc}") from None
             raise
         handler.call(Op.END_TXN, lambda rid: commands.end_txn(
-            rid, txn, action, scalable=self.scalable), deadline, record)
+            rid, txn, action, scalable=self.scalable), deadline, record, commits=action is TxnAction.COMMIT)
 
     def brokers(self, deadline: Deadline) -> dict[int, str]:
         """tc_id -> the broker URL serving it."""

@@ -44,7 +44,13 @@ new-txn            anything else                               definite     an i
 add-partition,     TransactionCoordinatorNotFound              retry        as new-txn
 add-subscription   anything else                               definite     the SEND/ACK that needed the registration is never sent, so the
                                                                             enclosing send/ack definitely had no effect
-end-txn            TransactionCoordinatorNotFound              retry        that attempt was not applied; resend (bounded), as Java does
+end-txn            TransactionCoordinatorNotFound              retry        resend (bounded), as Java does; but the attempt may have been
+                                                                            applied: a TC that loses its ownership after logging COMMITTING
+                                                                            answers this, and its next owner finishes the commit (seen on
+                                                                            Pulsar 4.0.8, #47), so later answers are read as after a landed one
+end-txn            InvalidTxnStatus naming the status           by status    "... but it is in <STATUS> status": the TC's own word decides
+                                                                            (`status_outcome`): the action's end state is success, the other
+                                                                            decision's states definite, its own in-between state indeterminate
 end-txn            InvalidTxnStatus, TransactionNotFound       definite if  on the first delivery the TC knows the transaction only as aborted
                                                                no earlier   or timed out (commit) / already aborting (abort); after an attempt that
                                                                attempt may  may have been applied, a commit that succeeded is also "not found"
@@ -85,6 +91,7 @@ have landed every later failure is indeterminate.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 from harness.errors import DefiniteError, IndeterminateError, OperationError
@@ -326,6 +333,40 @@ def server_error(op: Op, code: ServerError, message: str, *,
     return cls(op, code, message)
 
 
+_STATUS_IN_MESSAGE = re.compile(r"but it is in (\w+) status")
+
+
+class StatusOutcome(Enum):
+    """What an END_TXN refused with InvalidTxnStatus says about the transaction's end."""
+
+    DONE = "done"                # already in the state the action leads to: the action's effect holds
+    DEFINITE = "definite"        # the other decision was taken: this action definitely had no effect
+    UNKNOWN = "unknown"          # still between (COMMITTING for a commit): decided, maybe never finished
+
+
+def status_outcome(action_commits: bool, message: str) -> StatusOutcome | None:
+    """Read the coordinator's status out of an InvalidTxnStatus answer to END_TXN (Pulsar's
+    `InvalidTxnStatusException`: "Expect Txn `(2,46)` to be in COMMITTING status but it is in
+    COMMITTED status"); None when the message names no status this knows.
+
+    Why: a retried commit whose first attempt was applied behind an answer the client took for
+    "not applied" is refused this way; the status, not the attempt record, is the truth (on
+    Pulsar 4.0.8 a commit so refused had committed, and was recorded as aborted, #47)."""
+    found = _STATUS_IN_MESSAGE.search(message)
+    if found is None:
+        return None
+    status = found.group(1).upper()
+    done, between = ("COMMITTED", "COMMITTING") if action_commits else ("ABORTED", "ABORTING")
+    other = {"ABORTED", "ABORTING", "TIMEOUT"} if action_commits else {"COMMITTED", "COMMITTING"}
+    if status == done:
+        return StatusOutcome.DONE
+    if status in other:
+        return StatusOutcome.DEFINITE
+    if status == between:
+        return StatusOutcome.UNKNOWN
+    return None
+
+
 def setup_error(what: str, code: ServerError, message: str) -> SetupError:
     """A definite setup failure for a broker error answer, flagged retriable per the table."""
     return SetupError(f"{what}: {code.name}: {message}", server_error=code,
@@ -352,6 +393,7 @@ __all__ = [
     "ServerFailedError",
     "ServerRejectedError",
     "SetupError",
+    "StatusOutcome",
     "TopicTerminatedError",
     "TransactionConflictError",
     "TransactionNotFoundError",
@@ -361,4 +403,5 @@ __all__ = [
     "outcome_of",
     "server_error",
     "setup_error",
+    "status_outcome",
 ]

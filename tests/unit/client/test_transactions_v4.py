@@ -521,3 +521,78 @@ def test_a_registration_that_meets_a_moved_coordinator_is_resent_there(
     assert adds == ["b0", "b1"]
     txn.commit()
     assert cluster.values(TOPIC) == [b"x"]
+
+
+def _coordinator_moved_after_applying(cluster: FakeCluster) -> Callable[[BrokerConnection, Command], bool]:
+    """The first END_TXN is applied, then answered TransactionCoordinatorNotFound (a TC that lost its
+    ownership after logging the decision; its next owner finishes it); later ones as the TC now says."""
+    answered: list[int] = []
+
+    def handle(conn: BrokerConnection, event: Command) -> bool:
+        if answered:
+            return False     # the fake coordinator answers: InvalidTxnStatus naming the status
+        answered.append(1)
+        with cluster.lock:
+            cluster.end_txn(cluster.txns[commands.txn_of(event)], TxnAction(event.body.txn_action))
+        conn.reply(commands.end_txn_response(event.body.request_id, commands.txn_of(event),
+                                             error=ServerError.TransactionCoordinatorNotFound,
+                                             message="Transaction coordinator with id 2 not found!"))
+        return True
+
+    return handle
+
+
+def test_a_commit_the_coordinator_applied_before_answering_not_found_is_committed(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    """Seen on Pulsar 4.0.8 (#47): the retry was refused "Expect Txn (2,46) to be in COMMITTING status
+    but it is in COMMITTED status" and the client recorded a definite failure, i.e. an abort: its
+    visible outputs became aborted reads and its acks stuck acks, anomalies the harness invented."""
+    def invalid_naming_status(conn: BrokerConnection, event: Command) -> bool:
+        txn = commands.txn_of(event)
+        state = cluster.txns[txn].state.upper()
+        conn.reply(commands.end_txn_response(
+            event.body.request_id, txn, error=ServerError.InvalidTxnStatus,
+            message=f"Expect Txn `({txn.most},{txn.least})` to be in COMMITTING status but it is in {state} status"))
+        return True
+
+    txn = client.new_transaction()
+    first = _coordinator_moved_after_applying(cluster)
+    cluster.brokers[0].intercept(T.END_TXN, lambda conn, event: first(conn, event) or
+                                 invalid_naming_status(conn, event))
+    txn.commit()                                   # committed: the coordinator's own word
+    assert cluster.txns[txn.id].state == "committed"
+
+
+@pytest.mark.parametrize(("status", "outcome"), [
+    ("COMMITTED", "done"), ("ABORTED", "definite"), ("ABORTING", "definite"), ("COMMITTING", "unknown")])
+def test_an_invalid_status_answer_is_read_by_the_status_it_names(status: str, outcome: str) -> None:
+    from harness.client.errors import status_outcome
+
+    message = f"Expect Txn `(2,46)` to be in COMMITTING status but it is in {status} status"
+    found = status_outcome(True, message)
+    assert found is not None and found.value == outcome
+    flipped = {"COMMITTED": "definite", "ABORTED": "done", "ABORTING": "unknown", "COMMITTING": "definite"}
+    again = status_outcome(False, message)
+    assert again is not None and again.value == flipped[status]
+    assert status_outcome(True, "txn is ABORTING") is None      # no status named: the attempt record decides
+
+
+def test_not_found_from_a_coordinator_leaves_a_later_refusal_indeterminate(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    """A TransactionCoordinatorNotFound answer to END_TXN is no proof the attempt was not applied."""
+    def not_found_then_gone(conn: BrokerConnection, event: Command) -> bool:
+        txn = commands.txn_of(event)
+        if not cluster.commands(T.END_TXN)[:-1]:
+            with cluster.lock:
+                cluster.end_txn(cluster.txns[txn], TxnAction.COMMIT)
+            error, message = ServerError.TransactionCoordinatorNotFound, "coordinator 0 not found"
+        else:
+            error, message = ServerError.TransactionNotFound, "v4 forgets finished transactions"
+        conn.reply(commands.end_txn_response(event.body.request_id, txn, error=error, message=message))
+        return True
+
+    txn = client.new_transaction()
+    cluster.brokers[0].intercept(T.END_TXN, not_found_then_gone)
+    with pytest.raises(TransactionOutcomeUnknownError):
+        txn.commit()
+    assert cluster.txns[txn.id].state == "committed"   # "aborted" (definite) would have been a lie
