@@ -50,6 +50,7 @@ V5_FANOUT_COMMITS_SUBSCRIPTIONS = "txnbenchBugV5FanoutCommitsSubscriptions"
 LEDGER_ACK_BEFORE_JOURNAL = "txnbenchBugLedgerAckBeforeJournal"
 LEDGER_TRIM_OFF_BY_ONE = "txnbenchBugTrimConsumedOffByOne"
 METADATA_ACK_BEFORE_WAL = "txnbenchBugMetadataAckBeforeWal"
+V4_COMMIT_STALLS_AFTER_MARKERS = "txnbenchBugV4CommitStallsAfterMarkers"
 
 IDS: tuple[str, ...] = (
     V4_REPLAY_KEEPS_LAST_PARTITIONS,
@@ -67,6 +68,7 @@ IDS: tuple[str, ...] = (
     LEDGER_ACK_BEFORE_JOURNAL,
     LEDGER_TRIM_OFF_BY_ONE,
     METADATA_ACK_BEFORE_WAL,
+    V4_COMMIT_STALLS_AFTER_MARKERS,
 )
 """Every planted bug, in the catalogue's order (orchestrator/planted.py)."""
 

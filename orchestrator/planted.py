@@ -225,6 +225,23 @@ CATALOGUE: tuple[PlantedBug, ...] = (
          "apache/pulsar#20150 (a committed transaction going back to OPEN after a restart)"),
         "selftest-v5-metadata", ("partial-txn", "lost-write", "lost-ack"),
         "kills of the metadata store under v5 load, many of them (the window is one group commit)"),
+    PlantedBug(
+        planted_bugs.V4_COMMIT_STALLS_AFTER_MARKERS, ("v4",), Component.BROKER,
+        "embedded/broker/v4/coordinator.py: TransactionCoordinator._complete",
+        "v4 coordinator leaves a commit COMMITTING after its markers were written",
+        "One commit in 50 (by sequence number, so a recovered coordinator repeats it) whose "
+        "participants all took their commit markers (so none of them is a terminated topic) is "
+        "never finished: COMMITTED is not logged and the client is not answered, so the commit "
+        "stalls until the client gives up and the coordinator still holds the transaction "
+        "COMMITTING after its timeout. A terminate leaves transactions in the same state; the bug "
+        "is caught only if that expectation does not absorb stalls of transactions the terminate "
+        "never touched.",
+        ("apache/pulsar#23550 (transactions stuck committing -> committed, never finished)",
+         "apache/pulsar#19200 (transactions that never end)"),
+        "chaos", ("stalled-commit", "unresolved-txn"),
+        "chaos.yaml itself: its terminate makes stalled-commit and unresolved-txn expected on v4, but only "
+        "for transactions that sent to the terminated topic and were open when it was terminated "
+        "(analysis/verdicts.py); the drain's txn-state readings (unresolved-txn)"),
 )
 
 BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}

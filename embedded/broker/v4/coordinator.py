@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from embedded import planted_bugs
 from embedded.broker.managed_ledger.api import (
     ManagedLedgerConfig,
     ManagedLedgerError,
@@ -72,6 +73,12 @@ log = logging.getLogger("embedded.broker.v4.coordinator")
 TRANSACTION_LOG_PREFIX = "__transaction_log_"
 TRANSACTION_LOG_CURSOR = "transaction.subscription"
 MAX_END_RETRIES = 86_400   # a day at Pulsar's one retry per second: "forever" for a benchmark, yet bounded
+# The planted bug V4_COMMIT_STALLS_AFTER_MARKERS (off unless a self-test switches it on): which commits it
+# stalls (sequence numbers `least % PLANTED_STALL_ONE_IN == PLANTED_STALL_PICK`, so a recovered coordinator stalls the same
+# ones again), and for how long (longer than any run: "never", yet bounded)
+PLANTED_STALL_ONE_IN = 50
+PLANTED_STALL_PICK = 17
+PLANTED_STALL_S = 3600.0
 
 
 def log_topic(tc_id: int) -> TopicName:
@@ -366,6 +373,13 @@ class TransactionCoordinator:
             if meta.timed_out:
                 self.metrics.broker.txn_timeout.inc(coordinator_id=self._label)
         await self.fanout.end(meta, action, self.state.low_watermark())
+        if planted_bugs.on(planted_bugs.V4_COMMIT_STALLS_AFTER_MARKERS) and action is TxnAction.COMMIT \
+                and meta.txn.least % PLANTED_STALL_ONE_IN == PLANTED_STALL_PICK:
+            # DELIBERATE FAULT (txnbench self-test): every participant took its marker (none is a
+            # terminated topic: a terminated one refuses it and the fan-out fails before this), yet
+            # the completion never logs COMMITTED nor answers: the transaction stays COMMITTING
+            log.warning("coordinator %d: %s stays COMMITTING (planted bug)", self.tc_id, meta.txn)
+            await asyncio.sleep(PLANTED_STALL_S)
         record = self._record(TransactionMetadataOp.UPDATE, meta.txn, new_status=final_state(action).status,
                               expected_status=target.status)
         try:
