@@ -100,6 +100,7 @@ EXAMPLES: dict[str, str] = {
     "report": "M=$(ls -1dt results/*-bench-bench | head -1); txnbench report $M/runs/v4 $M/runs/v5 --out results/v4-vs-v5",
     "peer": "txnbench peer atomic-produce --path v4 --pulsar-version 4.0.8 --duration 30",
     "fidelity": "txnbench fidelity --duration 30",
+    "finding": "txnbench finding v4-commit-marker-skipped-on-bundle-unload",
     "cluster": "txnbench cluster up --path v5 --brokers 3",
     "cluster up": "txnbench cluster up --target pulsar --path v5",
     "cluster status": "txnbench cluster status --json",
@@ -256,6 +257,24 @@ def build_parser() -> argparse.ArgumentParser:
                                "(default: $TXNBENCH_PULSAR_LOCK)")
     fidelity.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
     fidelity.set_defaults(handler=_cmd_fidelity)
+
+    finding = sub.add_parser(
+        "finding", help="reproduce a finding about Pulsar with Pulsar's own Java client",
+        description="Start a fresh pulsar-target cluster at the finding's release, run its reproduction (a Java "
+                    "program on Pulsar's client, targets/pulsar/repro; no txnbench client or checker), print what "
+                    "it observed and keep it in results/findings/<time>-<name>/. Exit 1 the bug shows, 0 it does "
+                    "not, 2 it could not run; a race runs N tries and reports the rate.",
+        epilog=_epilog("finding"), formatter_class=_HelpFormatter)
+    finding.add_argument("name", nargs="?", metavar="NAME", help="the finding: its file stem in docs/findings/")
+    finding.add_argument("--all", action="store_true",
+                         help="every finding with a reproduction (exit 2 if any could not run, else 1 if any shows)")
+    finding.add_argument("--list", action="store_true", help="list the findings with a reproduction and exit")
+    finding.add_argument("--tries", type=_positive_int, metavar="N", help="tries (default: the finding's)")
+    finding.add_argument("--pulsar-version", metavar="V",
+                         help="run on this release instead of the finding's own (targets/pulsar/versions.py)")
+    finding.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                         help="results root (default: results/)")
+    finding.set_defaults(handler=_cmd_finding)
 
     selftest = sub.add_parser("selftest", help="run each planted bug with the scenario meant to catch it",
                               description="Prove the harness's power: each catalogued planted bug "
@@ -450,6 +469,12 @@ def _cmd_fidelity(args: argparse.Namespace) -> int:
     from orchestrator import fidelity as fidelity_module
 
     return fidelity_module.main_fidelity(args, getattr(args, "argv", None))
+
+
+def _cmd_finding(args: argparse.Namespace) -> int:
+    from targets.pulsar import finding as finding_module
+
+    return finding_module.main_finding(args)
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:

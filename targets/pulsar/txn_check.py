@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,16 +139,20 @@ def _source_files(release: PulsarRelease) -> list[Path]:
     return [SOURCES / name for name in names]
 
 
-def program_digest(release: PulsarRelease, java_major: int) -> str:
+def program_digest(release: PulsarRelease, java_major: int, sources: Sequence[Path] | None = None) -> str:
     h = hashlib.sha256(f"{release.version}:{pom_digest(CLIENT_POM)}:{java_major}".encode())
-    for source in _source_files(release):
+    for source in _source_files(release) if sources is None else sources:
         h.update(source.name.encode() + b"\0" + source.read_bytes())
     return h.hexdigest()[:16]
 
 
 def ensure_program(release: PulsarRelease, say: Callable[[str], None] | None = None,
-                   root: Path | None = None) -> TxnCheckProgram:
-    """The check compiled for `release`'s client: resolved and compiled on first use, then reused."""
+                   root: Path | None = None, *, sources: Sequence[Path] | None = None,
+                   name: str = "txn-check") -> TxnCheckProgram:
+    """The check compiled for `release`'s client: resolved and compiled on first use, then reused.
+
+    `sources` and `name` compile another program the same way (a finding's reproduction,
+    `targets/pulsar/finding.py`) into `<version>/<name>-<digest>/`."""
     try:
         client = ensure_jars(release, say, root, pom=CLIENT_POM, name="client")
     except MissingTool as err:
@@ -158,32 +162,33 @@ def ensure_program(release: PulsarRelease, say: Callable[[str], None] | None = N
         raise EnvironmentProblem(f"the Java transaction check needs Pulsar {release.version}'s Java client: {err}") \
             from None
     java, major = find_jdk(required_java(client))
-    folder = (root or cache_root()) / release.version / f"txn-check-{program_digest(release, major)}"
+    folder = (root or cache_root()) / release.version / f"{name}-{program_digest(release, major, sources)}"
     classes, stamp = folder / "classes", folder / "compiled.json"
     if not stamp.is_file() or not classes.is_dir():
-        with building(folder.with_name(folder.name + ".lock"), f"the Java transaction check for {release.version}",
+        with building(folder.with_name(folder.name + ".lock"), f"{name} (Java) for {release.version}",
                       say or (lambda text: print(text, file=sys.stderr, flush=True)),
                       wait_s=COMPILE_TIMEOUT_S + 60):
             if not stamp.is_file() or not classes.is_dir():   # not compiled meanwhile by another process
-                _compile(release, java, major, client, folder)
+                _compile(release, java, major, client, folder, sources)
     return TxnCheckProgram(release=release, java=java, java_major=major, classes=classes, client=client)
 
 
-def _compile(release: PulsarRelease, java: Path, major: int, client: Classpath, folder: Path) -> None:
+def _compile(release: PulsarRelease, java: Path, major: int, client: Classpath, folder: Path,
+             sources: Sequence[Path] | None = None) -> None:
     """Compiles into a scratch folder renamed to `classes` when complete, then writes the stamp:
     an interrupted compile leaves nothing that looks compiled."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     scratch = Path(tempfile.mkdtemp(prefix="classes-", dir=folder))
-    sources = [str(s) for s in _source_files(release)]
+    files = [str(s) for s in (_source_files(release) if sources is None else sources)]
     argv = [str(_javac(java)), "-nowarn", "-encoding", "UTF-8", "-d", str(scratch), "-cp", client.java_classpath,
-            *sources]
+            *files]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
     if done.returncode != 0:
-        raise EnvironmentProblem(f"compiling the Java transaction check with {argv[0]} failed: "
+        raise EnvironmentProblem(f"compiling {folder.name} with {argv[0]} failed: "
                                  f"{(done.stderr or done.stdout)[-2000:]}")
     scratch.rename(folder / "classes")
-    write_json_atomic(folder / "compiled.json", {"release": release.version, "java_major": major, "sources": sources})
+    write_json_atomic(folder / "compiled.json", {"release": release.version, "java_major": major, "sources": files})
 
 
 def run_check(program: TxnCheckProgram, *, service_url: str, txn_path: TxnPath, topics: tuple[str, str],

@@ -1,0 +1,359 @@
+"""`txnbench finding NAME`: a finding about Pulsar reproduced with Pulsar's own Java client.
+
+Why: a finding in `docs/findings/` is only as good as its reproduction, and one that runs
+txnbench's client and checker could be a bug of ours. Here the reproduction is a Java program
+of ours (`targets/pulsar/repro/*.java`, compiled like the transaction check, `txn_check.py`)
+on Pulsar's Java client and the admin REST API; it decides in each try whether the bug showed,
+by what it read back, and prints JSON lines (`repro/Out.java`). No txnbench client and no
+checker is in the loop: txnbench only starts a fresh `pulsar`-target cluster at the finding's
+release, answers the program's requests to restart or kill a broker (a step a client cannot
+take; run by hand, the program asks the person), and keeps the output and the brokers' logs.
+
+`FINDINGS` is the registry: per finding (the stem of its `docs/findings/` file) its release,
+path, broker settings, program class and sources, default tries, and the log lines worth
+quoting. The verdict (`judge`) is read from the program's `try` lines: exit 1 when the bug
+showed in any try, 0 when every try ran and it never did, 2 when it could not run (no try
+finished, a set-up step failed, the cluster did not start, a tool is missing). A race gets
+N tries and the rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import IO, Any
+
+from harness.errors import ConfigError, TxnbenchError
+from harness.txn_paths import TxnPath
+
+REPRO_SOURCES = Path(__file__).parent / "repro"
+COMMON_SOURCES = ("Out.java", "Cli.java", "Admin.java")
+FINDINGS_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
+#: Exit statuses, as the issue asks: the bug shows, it does not, it could not run.
+SHOWS, NOT_SHOWN, COULD_NOT_RUN = 1, 0, 2
+SETUP_BUDGET_S = 300.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding's reproduction: what runs, on which release, and how to run it."""
+
+    name: str                         # the stem of docs/findings/<name>.md
+    release: str                      # the Pulsar release it was found on (its default)
+    txn_path: TxnPath
+    main_class: str                   # repro/<main_class>.java
+    what: str                         # one line: the bug
+    tries: int = 1                    # default; a race gets more
+    race: bool = False
+    try_timeout_s: float = 180.0
+    settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    args: tuple[str, ...] = ()        # extra program arguments
+    extra_sources: tuple[str, ...] = ()
+    #: broker log lines that say what happened inside Pulsar (quoted after the run, not judged)
+    log_signs: tuple[str, ...] = ()
+
+    @property
+    def doc(self) -> Path:
+        return FINDINGS_DOCS / f"{self.name}.md"
+
+    def sources(self) -> list[Path]:
+        return [REPRO_SOURCES / name for name in (*COMMON_SOURCES, *self.extra_sources, f"{self.main_class}.java")]
+
+
+FINDINGS: dict[str, Finding] = {f.name: f for f in (
+    Finding(
+        name="v4-commit-marker-skipped-on-bundle-unload", release="4.0.8", txn_path=TxnPath.V4,
+        main_class="V4CommitMarkerSkippedOnBundleUnload",
+        what="a commit answered OK while a participant's bundle unloads never reaches that partition "
+             "(TransactionBufferHandlerImpl.endTxn completes on BrokerMetadataException)",
+        tries=5, race=True, try_timeout_s=240.0,
+        log_signs=("endTxn error topic", "Successes to abort low water mark",
+                   "is being unloaded")),
+)}
+
+
+def get(name: str) -> Finding:
+    try:
+        return FINDINGS[name]
+    except KeyError:
+        raise ConfigError("txnbench finding", name, "no such finding with a reproduction",
+                          f"choose one of {', '.join(sorted(FINDINGS))} (docs/findings/<name>.md)") from None
+
+
+# ---- the program's output and the verdict ---------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What one reproduction printed, and what it means."""
+
+    finding: str
+    release: str
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    problem: str = ""                 # why it could not run, from our side (cluster, tools, timeout)
+    returncode: int | None = None
+    folder: Path | None = None
+    log_lines: dict[str, list[str]] = field(default_factory=dict)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [line for line in self.lines if line.get("kind") == kind]
+
+    @property
+    def tries(self) -> list[dict[str, Any]]:
+        return [t for t in self.of("try") if isinstance(t.get("shows"), bool)]
+
+    @property
+    def shown(self) -> int:
+        return sum(1 for t in self.tries if t["shows"])
+
+    @property
+    def rate(self) -> float | None:
+        return self.shown / len(self.tries) if self.tries else None
+
+    @property
+    def exit_code(self) -> int:
+        return judge(self)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"finding": self.finding, "release": self.release, "exit_code": self.exit_code,
+                "verdict": VERDICT[self.exit_code], "tries": len(self.tries), "shown": self.shown,
+                "rate": self.rate, "problem": self.problem, "program_exit": self.returncode,
+                "errors": [e.get("what", "") for e in self.of("error")], "log_lines": self.log_lines}
+
+
+VERDICT = {SHOWS: "the bug shows", NOT_SHOWN: "the bug does not show", COULD_NOT_RUN: "could not run"}
+
+
+def judge(outcome: Outcome) -> int:
+    """1 when any finished try showed the bug; 0 when tries finished and none did and nothing
+    failed; 2 when no try finished, or a step failed before any try showed the bug."""
+    if outcome.shown:
+        return SHOWS
+    if outcome.problem or outcome.of("error") or not outcome.tries:
+        return COULD_NOT_RUN
+    return NOT_SHOWN
+
+
+def parse_line(text: str) -> dict[str, Any] | None:
+    """One JSON line of the program, or None for anything else it printed."""
+    text = text.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and "kind" in value else None
+
+
+def describe(line: Mapping[str, Any]) -> Iterator[str]:
+    """The program's line as a person reads it."""
+    kind = line.get("kind")
+    if kind == "info":
+        yield f"  {line.get('name')}: {line.get('value')}"
+    elif kind == "try":
+        yield f"try {line.get('n')}: {'BUG SHOWS' if line.get('shows') else 'not shown'}: {line.get('summary')}"
+        for example in line.get("examples") or ():
+            yield f"    {example}"
+    elif kind == "ask":
+        yield f"  asked: {line.get('action')} {line.get('target')}"
+    elif kind == "error":
+        yield f"  could not run: {line.get('what')}"
+    elif kind == "done":
+        yield f"  program done: {line.get('shown')} of {line.get('tries')} tries showed the bug"
+
+
+def summary(outcome: Outcome) -> str:
+    if outcome.exit_code == COULD_NOT_RUN and not outcome.tries:
+        why = outcome.problem or "; ".join(e.get("what", "") for e in outcome.of("error")) or "no try finished"
+        return f"{outcome.finding} on Pulsar {outcome.release}: could not run: {why}"
+    rate = f" ({outcome.rate:.0%})" if outcome.rate is not None else ""
+    return (f"{outcome.finding} on Pulsar {outcome.release}: {VERDICT[outcome.exit_code]}: "
+            f"{outcome.shown} of {len(outcome.tries)} tries{rate}")
+
+
+# ---- running it ----------------------------------------------------------------------------------
+
+
+Ask = Callable[[str, str], str]
+
+
+def program_argv(java: Path | str, classpath: str, finding: Finding, *, service_url: str, admin_url: str,
+                 listener: str | None, tries: int) -> list[str]:
+    argv = [str(java), "-Xmx384m", "-cp", classpath, finding.main_class, "--service-url", service_url,
+            "--admin-url", admin_url, "--tries", str(tries), *finding.args]
+    return argv + (["--listener", listener] if listener else [])
+
+
+def run_program(argv: Sequence[str], *, ask: Ask, timeout_s: float, say: Callable[[str], None],
+                log: Path | None = None) -> tuple[list[dict[str, Any]], int | None, str]:
+    """Runs the program, echoing its lines, answering its `ask` lines with `ask(action, target)`
+    (one line on its stdin); its lines, exit status (None: killed at the timeout) and stderr's tail."""
+    lines: list[dict[str, Any]] = []
+    stderr_path = (log.with_suffix(".stderr") if log else None)
+    with open(stderr_path or os.devnull, "w") as err_out:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err_out,
+                                text=True, bufsize=1)
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            assert proc.stdout is not None and proc.stdin is not None
+            for text in proc.stdout:
+                line = parse_line(text)
+                if line is None:
+                    continue
+                lines.append(line)
+                for said in describe(line):
+                    say(said)
+                if line["kind"] == "ask":
+                    answer = ask(str(line.get("action")), str(line.get("target")))
+                    say(f"  answered: {answer}")
+                    _answer(proc.stdin, answer)
+            code = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        killed = timer.finished.is_set() and code < 0
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    tail = stderr_path.read_text(errors="replace")[-2000:] if stderr_path and stderr_path.is_file() else ""
+    return lines, (None if killed else code), tail
+
+
+def _answer(stdin: IO[str], answer: str) -> None:
+    try:
+        stdin.write(answer + "\n")
+        stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def broker_action(cluster: Any, action: str, target: str) -> str:
+    """Does what the program asked to a broker named by its admin (HTTP) or service URL:
+    `restart-broker` (SIGTERM, wait, start), `kill-broker` (SIGKILL, then start it again).
+    Returns `done`, or what went wrong."""
+    info = cluster.info()
+    names = [s.name for s in info.services
+             if s.name.startswith("broker-") and target and target.rstrip("/") in
+             (str(s.admin_url or "").rstrip("/"), str(s.service_url or ""), *s.internal_urls)]
+    if not names:
+        return f"no broker of this cluster answers at {target}"
+    name = names[0]
+    try:
+        if action == "restart-broker":
+            cluster.stop(name)
+        elif action == "kill-broker":
+            cluster.kill(name)
+        else:
+            return f"unknown action {action}"
+        cluster.start(name)
+    except Exception as err:   # said to the program, which reports the try as unjudged
+        return f"{action} {name} failed: {err}"
+    return "done"
+
+
+def quote_logs(logs: Path, signs: Sequence[str], limit: int = 3) -> dict[str, list[str]]:
+    """Per broker log, the first lines that carry one of `signs` (and how many there were)."""
+    out: dict[str, list[str]] = {}
+    if not signs:
+        return out
+    pattern = re.compile("|".join(re.escape(s) for s in signs))
+    for log in sorted(logs.glob("broker-*.log")):
+        hits = [line.rstrip()[:400] for line in log.read_text(errors="replace").splitlines() if pattern.search(line)]
+        if hits:
+            counts = {s: sum(1 for h in hits if s in h) for s in signs}
+            out[log.name] = [", ".join(f"{n} x {s!r}" for s, n in counts.items() if n), *hits[:limit]]
+    return out
+
+
+def reproduce(finding: Finding, cluster: Any, program: Any, *, tries: int, folder: Path,
+              say: Callable[[str], None]) -> Outcome:
+    """Runs `finding`'s program on a running cluster (ours: its brokers can be restarted)."""
+    info = cluster.info()
+    outcome = Outcome(finding.name, cluster.release.version, folder=folder)
+    argv = program_argv(program.java, program.classpath, finding, service_url=info.service_url,
+                        admin_url=info.admin_url, listener=info.listener_name, tries=tries)
+    (folder / "command.txt").write_text(" ".join(argv) + "\n")
+    outcome.lines, outcome.returncode, tail = run_program(
+        argv, ask=lambda action, target: broker_action(cluster, action, target),
+        timeout_s=60.0 + finding.try_timeout_s * tries, say=say, log=folder / "program.jsonl")
+    if outcome.returncode is None:
+        outcome.problem = f"the program did not finish within {60 + finding.try_timeout_s * tries:.0f} s"
+    elif not outcome.of("done") and not outcome.shown:
+        outcome.problem = f"the program ended without its `done` line (exit {outcome.returncode}): {tail[-600:]}"
+    return outcome
+
+
+def run_finding(finding: Finding, *, tries: int | None = None, version: str | None = None,
+                results: Path = Path("results"), say: Callable[[str], None] = print) -> Outcome:
+    """A fresh cluster at the finding's release (or `version`), the program, the cluster down."""
+    from targets.pulsar import versions
+    from targets.pulsar.cluster import PulsarCluster, PulsarSpec
+    from targets.pulsar.txn_check import ensure_program
+
+    chosen = version or finding.release
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    folder = (results / "findings" / f"{stamp}-{finding.name}").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    outcome = Outcome(finding.name, chosen, folder=folder)
+    tries = tries or finding.tries
+    say(f"{finding.name}: {finding.what}")
+    say(f"  Pulsar {chosen}, path {finding.txn_path.value}, {tries} tr{'ies' if tries > 1 else 'y'}; "
+        f"output in {folder}")
+    cluster = None
+    try:
+        release = versions.release(chosen)
+        if not release.supports(finding.txn_path):
+            raise ConfigError("--pulsar-version", chosen, f"has no {finding.txn_path.value} path",
+                              f"this finding needs it (found on {finding.release})")
+        program = ensure_program(release, say, sources=finding.sources(), name=f"repro-{finding.main_class}")
+        cluster = PulsarCluster(PulsarSpec(txn_path=finding.txn_path, version=chosen, settings=dict(finding.settings),
+                                           directory=folder / "cluster", parent_pid=os.getpid(),
+                                           ready_timeout_s=SETUP_BUDGET_S * 2, say=say))
+        cluster.up()
+        outcome = reproduce(finding, cluster, program, tries=tries, folder=folder, say=say)
+    except (TxnbenchError, ValueError) as err:
+        outcome.problem = str(err)
+    finally:
+        if cluster is not None:
+            try:
+                cluster.collect_logs(folder / "logs")
+                outcome.log_lines = quote_logs(folder / "logs", finding.log_signs)
+            finally:
+                cluster.down()
+    for log, lines in outcome.log_lines.items():
+        say(f"  {log}: {lines[0]}")
+        for line in lines[1:]:
+            say(f"    {line}")
+    (folder / "verdict.json").write_text(json.dumps(outcome.to_json(), indent=2) + "\n")
+    say(summary(outcome))
+    return outcome
+
+
+def main_finding(args: Any) -> int:
+    """The command: one finding, or every one (`--all`: 2 if any could not run, else 1 if any showed)."""
+    if args.list:
+        for f in FINDINGS.values():
+            print(f"{f.name:<48} Pulsar {f.release:<7} {f.txn_path.value:<4} {'race' if f.race else 'deterministic'}"
+                  f", {f.tries} tr{'ies' if f.tries > 1 else 'y'}: {f.what}")
+        return 0
+    if args.all == bool(args.name):
+        raise ConfigError("txnbench finding", "NAME", "name one finding or pass --all", "`--list` lists them")
+    chosen = list(FINDINGS.values()) if args.all else [get(args.name)]
+    outcomes = [run_finding(f, tries=args.tries, version=args.pulsar_version, results=args.results)
+                for f in chosen]
+    if len(outcomes) > 1:
+        print("\n".join(summary(o) for o in outcomes))
+    codes = {o.exit_code for o in outcomes}
+    return COULD_NOT_RUN if COULD_NOT_RUN in codes else SHOWS if SHOWS in codes else NOT_SHOWN

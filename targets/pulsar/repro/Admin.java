@@ -1,0 +1,98 @@
+// Pulsar's admin REST API over the JDK's HTTP client: the calls `pulsar-admin` makes, by path
+// (each method names its pulsar-admin equivalent), so a finding program needs no admin jar.
+// Redirects to a bundle's owner are followed (307 keeps the method). Written by txnbench.
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+final class Admin {
+    private final String base;
+    private final HttpClient http = HttpClient.newBuilder().followRedirects(HttpClient.Redirect.NORMAL)
+            .connectTimeout(Duration.ofSeconds(10)).build();
+
+    Admin(String base) {
+        this.base = base.endsWith("/") ? base.substring(0, base.length() - 1) : base;
+    }
+
+    /** An answer that is not 2xx. */
+    static final class Failed extends Exception {
+        final int status;
+
+        Failed(String what, int status, String body) {
+            super(what + ": HTTP " + status + " " + body);
+            this.status = status;
+        }
+    }
+
+    String get(String path) throws Exception {
+        return call("GET", path, null);
+    }
+
+    String put(String path, String json) throws Exception {
+        return call("PUT", path, json);
+    }
+
+    String call(String method, String path, String json) throws Exception {
+        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(base + path)).timeout(Duration.ofSeconds(60))
+                .header("Accept", "application/json");
+        if (json != null) {
+            request.header("Content-Type", "application/json");
+        }
+        request.method(method, json == null ? HttpRequest.BodyPublishers.noBody()
+                : HttpRequest.BodyPublishers.ofString(json));
+        HttpResponse<String> response = http.send(request.build(), HttpResponse.BodyHandlers.ofString());
+        if (response.statusCode() / 100 != 2) {
+            throw new Failed(method + " " + path, response.statusCode(), response.body());
+        }
+        return response.body();
+    }
+
+    /** `pulsar-admin namespaces create public/NS --bundles N` */
+    void createNamespace(String namespace, int bundles) throws Exception {
+        put("/admin/v2/namespaces/" + namespace, "{\"bundles\":{\"numBundles\":" + bundles + "}}");
+    }
+
+    /** `pulsar-admin topics create-partitioned-topic persistent://NS/T -p N` */
+    void createPartitionedTopic(String namespace, String topic, int partitions) throws Exception {
+        put("/admin/v2/persistent/" + namespace + "/" + topic + "/partitions", Integer.toString(partitions));
+    }
+
+    /** `pulsar-admin namespaces unload public/NS` (every bundle of it) */
+    void unloadNamespace(String namespace) throws Exception {
+        put("/admin/v2/namespaces/" + namespace + "/unload", null);
+    }
+
+    /** `pulsar-admin topics lookup persistent://NS/T`: the owner's HTTP URL, or "" */
+    String ownerHttpUrl(String namespace, String topic) throws Exception {
+        return field(get("/lookup/v2/topic/persistent/" + namespace + "/" + topic), "httpUrl");
+    }
+
+    /** `pulsar-admin transactions transaction-metadata -m M -l L` (raw JSON; "" when it fails) */
+    String transactionMetadata(long most, long least) {
+        try {
+            return get("/admin/v3/transactions/transactionMetadata/" + most + "/" + least);
+        } catch (Exception err) {
+            return Out.describe(err);
+        }
+    }
+
+    /** `pulsar-admin transactions transaction-in-buffer-stats -t persistent://NS/T -m M -l L` */
+    String transactionInBuffer(String namespace, String topic, long most, long least) {
+        try {
+            return get("/admin/v3/transactions/transactionInBufferStats/persistent/" + namespace + "/" + topic + "/"
+                    + most + "/" + least);
+        } catch (Exception err) {
+            return Out.describe(err);
+        }
+    }
+
+    static String field(String json, String name) {
+        Matcher m = Pattern.compile("\"" + Pattern.quote(name) + "\"\\s*:\\s*\"([^\"]*)\"").matcher(json);
+        return m.find() ? m.group(1) : "";
+    }
+}

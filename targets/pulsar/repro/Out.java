@@ -1,0 +1,116 @@
+// What a finding's reproduction prints: one JSON object per line on stdout, read by
+// targets/pulsar/finding.py (and readable by a person). Written by txnbench (not fetched);
+// no JSON library, so a program needs nothing but Pulsar's client jars and the JDK.
+//
+// Lines: {"kind":"info","name":..,"value":..} what was set up or seen;
+// {"kind":"ask","action":..,"target":..} a step only the person or harness running the program
+// can take (restart or kill a broker): it waits for one line on stdin ("done", or why not);
+// {"kind":"try","n":..,"shows":true|false,"summary":..,"examples":[..]} one try's observation;
+// {"kind":"error","what":..} why the reproduction could not run;
+// {"kind":"done","tries":..,"shown":..} last. Exit status: 1 the bug showed in a try, 0 every
+// try ran and it did not, 2 the reproduction could not run.
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+
+final class Out {
+    private int tries;
+    private int shown;
+    private boolean failed;
+    private final BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+
+    void info(String name, Object value) {
+        emit("{\"kind\":\"info\",\"name\":" + quote(name) + ",\"value\":" + quote(String.valueOf(value)) + "}");
+    }
+
+    /** One try's observation: `shows` is whether the bug showed in it. */
+    void attempt(int n, boolean shows, String summary, Collection<String> examples) {
+        tries++;
+        if (shows) {
+            shown++;
+        }
+        emit("{\"kind\":\"try\",\"n\":" + n + ",\"shows\":" + shows + ",\"summary\":" + quote(summary)
+                + ",\"examples\":" + list(examples) + "}");
+    }
+
+    /** The reproduction could not run (a set-up step failed): no verdict. */
+    void error(String what, Throwable cause) {
+        failed = true;
+        emit("{\"kind\":\"error\",\"what\":" + quote(what + (cause == null ? "" : ": " + describe(cause))) + "}");
+    }
+
+    /** Asks whoever runs the program to do `action` to `target`; true once they answer "done". */
+    boolean ask(String action, String target, String how) {
+        emit("{\"kind\":\"ask\",\"action\":" + quote(action) + ",\"target\":" + quote(target) + ",\"how\":"
+                + quote(how) + "}");
+        try {
+            String answer = stdin.readLine();
+            info("answer to " + action, answer);
+            return answer != null && answer.trim().equals("done");
+        } catch (java.io.IOException err) {
+            info("answer to " + action, describe(err));
+            return false;
+        }
+    }
+
+    /** The last line; the exit status the program should end with. */
+    int finish() {
+        emit("{\"kind\":\"done\",\"tries\":" + tries + ",\"shown\":" + shown + "}");
+        if (shown > 0) {
+            return 1;
+        }
+        return failed || tries == 0 ? 2 : 0;
+    }
+
+    static String describe(Throwable err) {
+        StringBuilder out = new StringBuilder();
+        for (Throwable t = err; t != null && out.length() < 1500; t = t.getCause()) {
+            if (out.length() > 0) {
+                out.append(" <- ");
+            }
+            out.append(t.getClass().getName()).append(": ").append(t.getMessage());
+            if (t.getCause() == t) {
+                break;
+            }
+        }
+        return out.toString();
+    }
+
+    static String list(Collection<String> values) {
+        List<String> quoted = new ArrayList<>();
+        for (String value : values) {
+            quoted.add(quote(value));
+        }
+        return "[" + String.join(",", quoted) + "]";
+    }
+
+    static String quote(String text) {
+        StringBuilder out = new StringBuilder("\"");
+        for (char c : String.valueOf(text).toCharArray()) {
+            switch (c) {
+                case '"' -> out.append("\\\"");
+                case '\\' -> out.append("\\\\");
+                case '\n' -> out.append("\\n");
+                case '\r' -> out.append("\\r");
+                case '\t' -> out.append("\\t");
+                default -> {
+                    if (c < 0x20) {
+                        out.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        out.append(c);
+                    }
+                }
+            }
+        }
+        return out.append('"').toString();
+    }
+
+    private static synchronized void emit(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+}
