@@ -153,8 +153,10 @@ def killed_writers(run: RunDir) -> tuple[str, ...]:
 #: header and its decision events (the metadata store)
 COMMIT_STORE = {"v4": "ledger", "v4-batched": "ledger", "v5": "metadata"}
 #: fault kinds that put a store out of every broker's reach while they hold (`target: ledger` or
-#: `metadata` partitions every broker's link to it; a kill, crash, corrupt or pause stops the store)
-OUTAGE_KINDS = frozenset({"partition", "kill", "crash", "corrupt", "pause"})
+#: `metadata` partitions every broker's link to it; a kill, crash, corrupt or pause stops the store;
+#: an `exit` is the supervisor's record of a store that stopped on its own, until it started it
+#: again: a kill, as far as commits can tell, faults/supervisor.py)
+OUTAGE_KINDS = frozenset({"partition", "kill", "crash", "corrupt", "pause", "exit"})
 
 
 def _is_outage(extra: dict[str, Any], commit_store: str | None) -> bool:
@@ -180,7 +182,8 @@ def no_commit_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
 
     Every client cut off from every broker (`client-isolate`), or the store every commit of the
     run's path needs out of every broker's reach (`COMMIT_STORE`: a partition of all its links,
-    a kill, a power-loss crash or a pause of it, until healed). A commit caught by such a window
+    a kill, a power-loss crash, a corruption or a pause of it, or its own exit the supervisor
+    recorded, until healed). A commit caught by such a window
     is slow by the fault's length; the time outside the windows still counts, so a commit that
     stays stuck after the heal is still a stall."""
     path = run.history_dir / "nemesis.jsonl"
@@ -194,7 +197,8 @@ def no_commit_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
             extra = op.get("extra") or {}
             if not isinstance(extra, dict) or not _is_outage(extra, commit_store):
                 continue
-            key, t = str(op.get("process")), int(op.get("time_ns") or 0)
+            # the supervisor records every exit under one process: its fault id tells them apart
+            key, t = str(extra.get("fault_id") or op.get("process")), int(op.get("time_ns") or 0)
             if op.get("f") == "fault" and op.get("type") == "invoke":
                 starts[key] = t
                 ends.setdefault(key, None)

@@ -8,19 +8,41 @@ unexpected ones and the report can say "invalid, as expected: <reason>" instead 
 hiding the finding or crying wolf.
 
 An expectation scoped to `terminated-topics` covers a class only when every instance of
-it is attributed, instance by instance, to a transaction the terminate could have
-affected: one with the terminated topic or segment as a participant whose operations
-reach into the fault's window (from the terminate's injection on; it stays for the rest
-of the run), or one whose missing values lie, in a terminated partition, after an entry
-of such a transaction (PIP-31's read horizon never passes an undecided transaction, and
-the terminate keeps it undecided: a transaction held open across the terminate hides
-what others committed after it in that partition, even before the terminate). Each example names its operations (topics, segments, transactions, times);
-a transaction's participants and span come from the history, the fault's targets and
-window from the nemesis's `fault` and `heal` ops. Every instance is judged: beyond
-results.json's examples the checker keeps a class's instances in a file of their own
-(`instances`, analysis/checks/base.py MAX_INSTANCES). A class with more instances than
-were kept, or with one instance outside every window or on another topic, stays
+it has its cause in a terminate, instance by instance (`_Attributor`). Attribution is by
+cause, never by resemblance: a terminate *touched* a transaction when the transaction sent
+to the terminated topic (a partition of it, or the sealed segment; any completion of the
+send, since a send registers its partition with the coordinator) and was open at some time
+in the fault's window: its first operation before the window ends, its last one (or an
+invocation never completed: its client died) at or after the terminate's injection. The
+terminate stays, so its window lasts to the run's end: a transaction opened after it that
+sends there (the load stops choosing a topic once it refused a send) cannot end either. An instance is
+expected when its own transaction was touched, at most as many instances per transaction
+and class as one transaction can produce (a transaction is one partial-txn and one
+unresolved-txn, one stalled-commit per end it invoked, one lost-write per acknowledged send,
+one ctp-loss per ack), or when every acknowledged send it names lies, in a terminated
+partition, after the first entry there of a touched transaction (PIP-31's read horizon never
+passes an undecided transaction's entry, and the terminate keeps it undecided: a transaction
+held open across the terminate hides what others committed after it in that partition, even
+before the terminate). Everything else is a finding: an instance naming no transaction, one
+of a transaction that sent only to other topics (acks do not count: a terminated topic still
+takes acknowledgements, and the pending-ack log is not its data stream), or one whose client
+was done with it before the terminate (a commit that had already timed out was stalled before
+the terminate existed). So the expected instances are bounded by the transactions each
+terminate touched (`Judgement.attribution` counts them per fault). Why: the terminate leaves
+transactions COMMITTING, stalled, unresolved; an expectation that absorbed every instance of
+those classes once a transaction had *some* link to the terminated topic at *some* time let a
+bug that leaves other transactions in the same state pass as "all expected". Each example
+names its transaction (its `txn`) and its operations; a transaction's sends and span come
+from the load's history, never from the example; the fault's targets and window from the
+nemesis's `fault` and `heal` ops. Every instance is judged: beyond results.json's examples
+the checker keeps a class's instances in a file of their own (`instances`,
+analysis/checks/base.py MAX_INSTANCES). A class with more instances than were kept stays
 unexpected: an expectation may explain a finding, never swallow an unrelated one.
+
+A fault the supervisor records when a server exits on its own (`exit`, faults/supervisor.py)
+counts as a kill of that service (`fault_kind`); no expectation scope explains anything by
+a kill, and the checker leaves the commit store's exit out of stalled-commit's time as it
+does its kill (analysis/check.py, `no_commit_windows`).
 
 What a scenario expects has one definition, `ChecksConfig.expected_on` (harness.config):
 `judge_run` rebuilds the run's `ChecksConfig` from its manifest (`config.checks`, the
@@ -51,6 +73,7 @@ class Judgement:
     unexpected: tuple[str, ...] = ()
     not_seen: tuple[str, ...] = ()                 # expected on this path but absent this time
     notes: dict[str, str] = field(default_factory=dict)       # class -> why it stayed unexpected
+    attribution: dict[str, dict[str, Any]] = field(default_factory=dict)   # scoped class -> its instances' causes
 
     @property
     def only_expected(self) -> bool:
@@ -60,7 +83,7 @@ class Judgement:
     def to_json(self) -> dict[str, Any]:
         return {"valid": self.valid, "expected": self.expected, "unexpected": list(self.unexpected),
                 "expected_not_seen": list(self.not_seen), "notes": self.notes,
-                "only_expected": self.only_expected}
+                "only_expected": self.only_expected, "attribution": self.attribution}
 
 
 def expectations_of(manifest: Mapping[str, Any], source: str) -> dict[AnomalyClass, ExpectedAnomalies]:
@@ -101,7 +124,8 @@ def judge(valid: Any, anomalies: Mapping[str, Any], expectations: Mapping[Anomal
             expected[name] = expectation.reason
         else:
             unexpected.append(name)
-            notes[name] = (f"{attributed} of {total} instance(s) touch a terminated topic while it was terminated"
+            notes[name] = (f"{attributed} of {total} instance(s) caused by a terminate (a transaction that sent "
+                           "to the terminated topic and was open when it was terminated, or a value behind one)"
                            if total else "no examples to attribute")
     return Judgement(valid=valid, expected=expected, unexpected=tuple(unexpected),
                      not_seen=tuple(a for a in by_name if a not in anomalies), notes=notes)
@@ -122,15 +146,36 @@ def judge_run(run_dir: Path, results: Mapping[str, Any] | None = None,
     anomalies = results.get("anomalies") or {}
     attributor = _Attributor(run_dir / "history", run_dir) if any(
         e.scope is ExpectationScope.TERMINATED_TOPICS for a, e in expectations.items() if a in anomalies) else None
-    return judge(results.get("valid"), anomalies, expectations,
-                 attributor.attribute if attributor is not None else None)
+    judged = judge(results.get("valid"), anomalies, expectations,
+                   attributor.attribute if attributor is not None else None)
+    if attributor is None or not attributor.attributions:
+        return judged
+    notes = dict(judged.notes)
+    for name, result in attributor.attributions.items():
+        if name in notes and result.reasons:
+            notes[name] += "; not caused by one: " + ", ".join(
+                f"{n} ({why})" for why, n in sorted(result.reasons.items(), key=lambda kv: -kv[1]))
+    return dataclasses.replace(judged, notes=notes,
+                               attribution={name: r.to_json() for name, r in attributor.attributions.items()})
+
+
+#: fault kinds recorded under another name that explain what that kind explains: a server that
+#: exited on its own and was started again by the supervisor (faults/supervisor.py, `extra.kind`
+#: "exit", its service as the target) is a kill of that service
+KIND_ALIASES = {"exit": "kill"}
+
+
+def fault_kind(extra: Mapping[str, Any]) -> str:
+    """The kind a recorded fault counts as (`KIND_ALIASES`): an `exit` is a `kill`."""
+    kind = str(extra.get("kind"))
+    return KIND_ALIASES.get(kind, kind)
 
 
 @dataclass(frozen=True)
 class FaultWindow:
     """When and where a fault could affect transactions: from its injection (the `fault` invoke)
     to its heal (`heal` ok), or to the end of the run for a kind that stays (terminate) or a
-    fault never healed; on its targets (topics, segments, partitions)."""
+    fault never healed; on its targets (topics, segments, partitions, services)."""
 
     fault_id: str
     kind: str
@@ -138,37 +183,78 @@ class FaultWindow:
     start_ns: int
     end_ns: int | None
 
+    def meets(self, first_ns: int, last_ns: int | None) -> bool:
+        """[first_ns, last_ns] (None: not ended) meets the window."""
+        return (self.end_ns is None or first_ns <= self.end_ns) and (last_ns is None or last_ns >= self.start_ns)
+
     def covers(self, names: Iterable[str], first_ns: int, last_ns: int | None) -> bool:
         """Some of `names` is a target, and [first_ns, last_ns] (None: still open) meets the window."""
-        if not any(_is_terminated(name, self.targets) for name in names):
-            return False
-        return (self.end_ns is None or first_ns <= self.end_ns) and (last_ns is None or last_ns >= self.start_ns)
+        return any(_is_terminated(name, self.targets) for name in names) and self.meets(first_ns, last_ns)
 
 
 @dataclass
 class TxnSpan:
-    """What a transaction touched and when: its participants and its first and last operation."""
+    """What a transaction did and when, from the load's history (never from an anomaly's example).
 
-    participants: set[str] = field(default_factory=set)
+    `written`: the topics and partitions or segments of its sends (any completion: a send that
+    failed or whose outcome is unknown was still registered with the coordinator as a participant,
+    and its end must write a marker there). `first_ns` and `last_ns`: its first and last operation
+    (an invocation or a completion of any kind), the time its client had it open; an invocation
+    never completed (its client died) leaves it open to the end. `ended_ok`: a commit or abort of
+    it completed `ok` (its markers were written)."""
+
+    written: set[str] = field(default_factory=set)
     first_ns: int | None = None
     last_ns: int | None = None
+    ended_ok: bool = False
     open_invokes: int = 0     # invocations without completion: its client died or gave up waiting
     sends: list[tuple[str, tuple[int, int]]] = field(default_factory=list)   # (partition, entry) written
+    ok_sends: int = 0
+    end_invokes: int = 0      # txn-commit and txn-abort invocations
+    acks: int = 0             # ok acks
 
     def note(self, op: Mapping[str, Any]) -> None:
         t = int(op.get("time_ns") or 0)
+        f, type_ = op.get("f"), op.get("type")
         self.first_ns = t if self.first_ns is None else min(self.first_ns, t)
         self.last_ns = t if self.last_ns is None else max(self.last_ns, t)
-        if op.get("f") in ("send", "ack"):
+        if f == "send":
             for key in ("topic", "segment"):
                 if op.get(key):
-                    self.participants.add(str(op[key]))
-        if op.get("f") == "send" and op.get("type") == "ok":
-            self.sends.extend(_sends(op))
+                    self.written.add(str(op[key]))
+            if type_ == "ok":
+                self.ok_sends += 1
+                self.sends.extend(_sends(op))
+        elif f == "ack" and type_ == "ok":
+            self.acks += 1
+        elif f in ("txn-commit", "txn-abort"):
+            if type_ == "invoke":
+                self.end_invokes += 1
+            elif type_ == "ok":
+                self.ended_ok = True
+
+    @property
+    def until_ns(self) -> int | None:
+        """Until when its client had it open: its last operation, or None (to the end of the run)
+        when an invocation of it never completed."""
+        return None if self.open_invokes else self.last_ns
+
+    def capacity(self, anomaly: str) -> int:
+        """How many instances of `anomaly` this one transaction can account for: one per
+        transaction, per end operation (stalled-commit), per acknowledged send (lost-write) or
+        per ok ack (ctp-loss: its inputs)."""
+        if anomaly == AnomalyClass.STALLED_COMMIT.value:
+            return max(1, self.end_invokes)
+        if anomaly == AnomalyClass.LOST_WRITE.value:
+            return max(1, self.ok_sends)
+        if anomaly == AnomalyClass.CTP_LOSS.value:
+            return max(1, self.acks)
+        return 1
 
 
 def fault_windows(history_dir: Path, kinds: Iterable[str] = ("terminate",)) -> list[FaultWindow]:
-    """The windows of the nemesis's faults of `kinds` that took effect (or may have: `info`)."""
+    """The windows of the nemesis's faults of `kinds` (as `fault_kind` names them: an `exit` is a
+    `kill`) that took effect (or may have: `info`), including the supervisor's."""
     wanted = set(kinds)
     starts: dict[str, tuple[int, Mapping[str, Any]]] = {}
     effective: dict[str, FaultWindow] = {}
@@ -177,7 +263,7 @@ def fault_windows(history_dir: Path, kinds: Iterable[str] = ("terminate",)) -> l
             continue
         for op in iter_history_file(path):
             extra = op.get("extra") or {}
-            if not isinstance(extra, Mapping) or extra.get("kind") not in wanted:
+            if not isinstance(extra, Mapping) or fault_kind(extra) not in wanted:
                 continue
             key = str(extra.get("fault_id") or op.get("process") or "")
             t = int(op.get("time_ns") or 0)
@@ -185,22 +271,55 @@ def fault_windows(history_dir: Path, kinds: Iterable[str] = ("terminate",)) -> l
                 starts[key] = (t, extra)
             elif op.get("f") == "fault" and op.get("type") in ("ok", "info"):
                 start, _ = starts.get(key, (t, extra))
-                effective[key] = FaultWindow(key, str(extra.get("kind")),
+                effective[key] = FaultWindow(key, fault_kind(extra),
                                              frozenset(str(x) for x in extra.get("targets") or []), start, None)
             elif op.get("f") == "heal" and op.get("type") == "ok" and key in effective:
                 effective[key] = dataclasses.replace(effective[key], end_ns=t)
     return list(effective.values())
 
 
-class _Attributor:
-    """Which anomaly instances a terminate could have caused, instance by instance.
+@dataclass(frozen=True)
+class Cause:
+    """Why one instance is expected: the fault, and the transaction it touched that explains it
+    (the instance's own, or the one whose stuck entry hides the instance's values)."""
 
-    An instance is attributed to a fault when one of its transactions had one of the
-    fault's targets as a participant (a send or ack on the topic, a partition of it, or
-    the segment) while the fault was in effect: the transaction's operations reach into
-    the fault's window (from the `fault` invoke to the heal, or to the run's end for a
-    terminate, which stays). An instance naming no transaction is judged by its own
-    operations: one on a target, at a time inside the window. Anything else is a finding.
+    fault_id: str
+    txn: str
+    behind: bool = False     # the instance's values lie behind `txn`'s entry, not in `txn` itself
+
+
+@dataclass
+class Attribution:
+    """One class's instances sorted by cause (results in `Judgement.attribution`)."""
+
+    total: int
+    expected: int = 0
+    by_fault: dict[str, dict[str, int]] = field(default_factory=dict)   # fault -> instances, transactions
+    reasons: dict[str, int] = field(default_factory=dict)               # why instances stayed unexpected
+
+    def to_json(self) -> dict[str, Any]:
+        return {"instances": self.total, "expected": self.expected, "by_fault": self.by_fault,
+                "unexpected": dict(self.reasons)}
+
+
+class _Attributor:
+    """Which anomaly instances a terminate caused, instance by instance (module docstring).
+
+    A terminate *touched* a transaction when the transaction sent to the terminated topic (a
+    partition of it, or the sealed segment; any completion of the send) and was open at some time
+    in the fault's window: its first operation before the window ends, its last operation (or an
+    invocation never completed) at or after the terminate's injection. The terminate stays, so its
+    window lasts to the run's end: a transaction opened after it that sends there registers the
+    terminated partition, and its end cannot write the marker either. Acks never count: a
+    terminated topic still takes acknowledgements and the pending-ack log is not its data stream.
+
+    An instance is expected when (1) its own transaction (the example's `txn`) was touched, at
+    most as many instances per transaction and class as one transaction can produce
+    (`TxnSpan.capacity`); or (2) every acknowledged send it names lies, in a terminated partition,
+    after the first entry there of a touched transaction (PIP-31's read horizon never passes an
+    undecided transaction's entry, and the terminated partition cannot take its marker). Nothing
+    else is expected: an instance naming no transaction, one of a transaction that wrote only to
+    other topics, or one its client was done with before the terminate, is a finding.
     """
 
     def __init__(self, history_dir: Path, run_dir: Path | None = None) -> None:
@@ -208,14 +327,36 @@ class _Attributor:
         self.run_dir = run_dir if run_dir is not None else history_dir.parent
         self.windows = fault_windows(history_dir)
         self._spans: dict[str, TxnSpan] | None = None
-        self._floors: dict[str, tuple[int, int]] | None = None
+        self._touched: dict[str, str] | None = None           # txn -> the first fault that touched it
+        self._floors: dict[str, tuple[tuple[int, int], str, str]] | None = None
+        self.attributions: dict[str, Attribution] = {}
 
     def attribute(self, name: str, entry: Mapping[str, Any]) -> tuple[int, int]:
         total = int(entry.get("count") or 0)
+        result = Attribution(total)
+        self.attributions[name] = result
         instances = self.instances(entry)
         if not self.windows or len(instances) < total:
-            return 0, total   # instances the checker did not keep cannot be attributed
-        return sum(1 for instance in instances if self.affected(instance)), total
+            # instances the checker did not keep cannot be attributed
+            result.reasons["not kept by the checker" if self.windows else "no terminate in the history"] = total
+            return 0, total
+        used: dict[str, int] = {}
+        spans = self._txn_spans()
+        for instance in instances:
+            cause, why = self.cause(instance)
+            if cause is not None and not cause.behind:
+                used[cause.txn] = used.get(cause.txn, 0) + 1
+                if used[cause.txn] > spans[cause.txn].capacity(name):
+                    cause, why = None, "more instances than its transaction can account for"
+            if cause is None:
+                result.reasons[why] = result.reasons.get(why, 0) + 1
+                continue
+            result.expected += 1
+            counts = result.by_fault.setdefault(cause.fault_id, {"instances": 0, "transactions": 0})
+            counts["instances"] += 1
+        for fault_id, counts in result.by_fault.items():
+            counts["transactions"] = sum(1 for f in self._touched_txns().values() if f == fault_id)
+        return result.expected, total
 
     def instances(self, entry: Mapping[str, Any]) -> list[Any]:
         """Every instance the checker kept: its file of instances (analysis/instances/), else the
@@ -230,48 +371,72 @@ class _Attributor:
         except (OSError, ValueError):
             return examples
 
+    def cause(self, instance: Any) -> tuple[Cause | None, str]:
+        """The instance's cause, or None and why it has none."""
+        own = instance.get("txn") if isinstance(instance, Mapping) else None
+        touched = self._touched_txns()
+        if isinstance(own, str) and own in touched:
+            return Cause(touched[own], own), ""
+        behind = self._behind_a_stuck_transaction(instance)
+        if behind is not None:
+            return behind, ""
+        if not isinstance(own, str):
+            return None, "names no transaction"
+        span = self._txn_spans().get(own)
+        if span is None:
+            return None, "its transaction is not in the load's history"
+        if not any(_is_terminated(n, w.targets) for w in self.windows for n in span.written):
+            return None, "its transaction never sent to a terminated topic"
+        return None, "its transaction was not open when the topic was terminated"
+
     def affected(self, example: Any) -> bool:
-        names: set[str] = set()
-        txns: set[str] = set()
-        _collect(example, names, txns)
-        spans = self._txn_spans()
-        known = [spans[t] for t in txns if t in spans]
-        if known and any(self._covers(span, names) for span in known):
-            return True   # the example's own operations are its transactions' too
-        if self._behind_a_stuck_transaction(example):
-            return True
-        if known:
-            return False
-        times = [int(t) for t in _times(example)]
-        return any(w.covers(names, t, t) for t in times for w in self.windows)
+        """Whether a terminate caused this instance (without the per-transaction bound)."""
+        return self.cause(example)[0] is not None
 
-    def _covers(self, span: TxnSpan, names: set[str]) -> bool:
-        return any(w.covers(span.participants | names, span.first_ns or 0,
-                            None if span.open_invokes else span.last_ns) for w in self.windows)
+    def _touched_txns(self) -> dict[str, str]:
+        """Transaction -> the first terminate (by injection) that touched it (class docstring)."""
+        if self._touched is None:
+            touched: dict[str, str] = {}
+            windows = sorted(self.windows, key=lambda w: w.start_ns)
+            for txn, span in self._txn_spans().items():
+                for w in windows:
+                    if any(_is_terminated(n, w.targets) for n in span.written) \
+                            and w.meets(span.first_ns or 0, span.until_ns):
+                        touched[txn] = w.fault_id
+                        break
+            self._touched = touched
+        return self._touched
 
-    def _behind_a_stuck_transaction(self, example: Any) -> bool:
-        """Every send the example names lies, in a partition of a terminated topic, after an entry
-        of a transaction the terminate left undecided. PIP-31's read horizon (max read position)
-        never passes an open transaction's first entry, and a terminated partition cannot take the
-        marker that would end it, so everything written after that entry stays invisible, also
-        values of transactions that committed before the terminate."""
+    def _behind_a_stuck_transaction(self, example: Any) -> Cause | None:
+        """The cause of an instance all of whose acknowledged sends lie, in partitions of a
+        terminated topic, after an entry of a transaction the terminate touched. PIP-31's read
+        horizon (max read position) never passes an open transaction's first entry, and a
+        terminated partition cannot take the marker that would end it, so everything written after
+        that entry stays invisible, also values of transactions that committed before the terminate."""
         sends = _sends(example)
         if not sends:
-            return False
+            return None
         floors = self._stuck_floors()
-        return all(segment in floors and position > floors[segment] for segment, position in sends)
+        if not all(segment in floors and position > floors[segment][0] for segment, position in sends):
+            return None
+        _, fault_id, txn = floors[sends[0][0]]
+        return Cause(fault_id, txn, behind=True)
 
-    def _stuck_floors(self) -> dict[str, tuple[int, int]]:
-        """Partition -> the earliest entry in it of a transaction undecided when its topic was
-        terminated (one whose operations reach into the terminate's window)."""
+    def _stuck_floors(self) -> dict[str, tuple[tuple[int, int], str, str]]:
+        """Terminated partition -> (the earliest entry in it of a transaction the terminate touched
+        that never ended `ok`, that terminate, that transaction). One whose commit or abort completed
+        `ok` after all had its marker written: its entry holds nothing back."""
         if self._floors is None:
-            floors: dict[str, tuple[int, int]] = {}
-            for span in self._txn_spans().values():
-                if not span.sends or not self._covers(span, set()):
+            floors: dict[str, tuple[tuple[int, int], str, str]] = {}
+            spans = self._txn_spans()
+            by_id = {w.fault_id: w for w in self.windows}
+            for txn, fault_id in self._touched_txns().items():
+                if spans[txn].ended_ok:
                     continue
-                for segment, position in span.sends:
-                    if any(_is_terminated(segment, w.targets) for w in self.windows):
-                        floors[segment] = min(floors.get(segment, position), position)
+                for segment, position in spans[txn].sends:
+                    if _is_terminated(segment, by_id[fault_id].targets) and \
+                            (segment not in floors or position < floors[segment][0]):
+                        floors[segment] = (position, fault_id, txn)
             self._floors = floors
         return self._floors
 
@@ -314,35 +479,6 @@ def _sends(value: Any) -> list[tuple[str, tuple[int, int]]]:
         for item in value:
             out.extend(_sends(item))
     return out
-
-
-def _times(value: Any) -> list[int]:
-    """Every `time_ns` an example's operations name."""
-    out: list[int] = []
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if key == "time_ns" and isinstance(item, int) and not isinstance(item, bool):
-                out.append(item)
-            else:
-                out.extend(_times(item))
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            out.extend(_times(item))
-    return out
-
-
-def _collect(value: Any, names: set[str], txns: set[str]) -> None:
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if key in ("topic", "segment") and isinstance(item, str):
-                names.add(item)
-            elif key == "txn" and isinstance(item, str):
-                txns.add(item)
-            else:
-                _collect(item, names, txns)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _collect(item, names, txns)
 
 
 def _is_terminated(name: str, terminated: Iterable[str]) -> bool:

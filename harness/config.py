@@ -483,10 +483,12 @@ class ExpectedAnomalies:
     The checker still reports them and the run is still invalid; the matrix's exit status
     and the report tell them apart from anomalies nobody expected, so a known design
     limitation (v4's commit markers on a terminated topic) does not hide a new bug. With
-    `scope: terminated-topics` an instance is expected only when the terminate could have
-    caused it: one of its transactions had the terminated topic or segment as a participant
-    while it was terminated (from the terminate's injection on); any other instance, the
-    same class before the terminate or on another topic, or one that cannot be attributed,
+    `scope: terminated-topics` an instance is expected only when a terminate caused it: its
+    transaction sent to the terminated topic (a partition of it, or the sealed segment) and was
+    open when it was terminated, or its values lie, in a terminated partition, behind an entry of
+    such a transaction; at most as many instances per transaction as one transaction can produce
+    (docs/checks.md, "Expected anomalies"). Any other instance (the same class in a transaction
+    that never sent there, or was done before the terminate, or one that cannot be attributed)
     still counts as unexpected.
     """
 
@@ -497,8 +499,8 @@ class ExpectedAnomalies:
     reason: str
     """The design limitation that causes them; the report shows it."""
     scope: ExpectationScope = ExpectationScope.ANY
-    """`any` instance, or only instances whose transactions had a terminated topic or segment as a
-    participant while it was terminated."""
+    """`any` instance, or only instances a terminate caused: of transactions that sent to the terminated
+    topic or segment and were open when it was terminated (or values behind such a transaction's entry)."""
 
     def check(self) -> None:
         if not self.paths:

@@ -50,3 +50,21 @@ def test_overlapping_windows_count_once() -> None:
     assert merged_windows(((0, 10), (5, 20), (30, None), (40, 50))) == [(0, 20), (30, None)]
     assert merged_windows(((5, 8), (0, 10))) == [(0, 10)]
     assert merged_windows(()) == []
+
+
+def test_a_stores_own_exit_the_supervisor_recorded_counts_as_its_kill(tmp_path: Path) -> None:
+    """faults/supervisor.py records every exit under one process, `nemesis/supervisor`, with the
+    service as selector and target: each exit of the commit store is a window of its own, from the
+    exit's record to the restart (its heal); a broker's exit stops no commit by itself."""
+    run = RunDir(tmp_path / "v4")
+    run.history_dir.mkdir(parents=True)
+    run.manifest_path.write_text(json.dumps({"path": "v4"}))
+    lines = []
+    for n, (service, start_s) in enumerate([("ledger", 10.0), ("broker-0", 20.0), ("ledger", 30.0)], start=1):
+        extra = {"kind": "exit", "targets": [service], "selector": service, "fault_id": f"exit-{service}-{n}",
+                 "source": "supervisor"}
+        lines += [{**_fault("nemesis/supervisor", f, type_, t, "exit", service), "extra": extra}
+                  for f, type_, t in (("fault", "invoke", start_s), ("fault", "ok", start_s),
+                                      ("heal", "invoke", start_s), ("heal", "ok", start_s + 4))]
+    (run.history_dir / "nemesis.jsonl").write_text("".join(json.dumps(op) + "\n" for op in lines))
+    assert no_commit_windows(run) == ((int(10e9), int(14e9)), (int(30e9), int(34e9)))
