@@ -35,7 +35,7 @@ def load(name_or_path: str, adjust: Callable[[RunConfig], RunConfig] | None = No
 
 def check_pulsar_release(config: RunConfig, source: str) -> None:
     """The pulsar target runs a pinned release, and v5 only on one with PIP-473 (5.0)."""
-    from targets.pulsar.versions import release
+    from targets.pulsar.versions import path_needs, release
 
     try:
         chosen = release(config.cluster.pulsar_version)
@@ -43,5 +43,6 @@ def check_pulsar_release(config: RunConfig, source: str) -> None:
         raise ConfigError(source, "cluster.pulsar_version", str(err)) from None
     for txn_path in dict.fromkeys([*config.paths, config.path]):
         if not chosen.supports(txn_path):
-            raise ConfigError(source, "path", f"{txn_path.value} needs PIP-473, which Pulsar {chosen.version} "
-                              f"does not have", f"run it on {release(None).version} (the default), or drop it")
+            raise ConfigError(source, "path", f"{txn_path.value} needs {path_needs(txn_path)}, which Pulsar "
+                              f"{chosen.version} does not have", f"run it on {release(None).version} (the default), "
+                              "or drop it")

@@ -79,7 +79,7 @@ from targets.pulsar.jars import Classpath, ensure_jars
 from targets.pulsar.java import find_java
 from targets.pulsar.ready import transaction_round_trip
 from targets.pulsar.servers import JavaServer
-from targets.pulsar.versions import PulsarRelease, release
+from targets.pulsar.versions import PulsarRelease, listed, path_needs, release
 
 DEFAULT_DIR = Path(".txnbench/pulsar-cluster")
 DIR_ENV = "TXNBENCH_PULSAR_CLUSTER_DIR"
@@ -123,10 +123,13 @@ class PulsarSpec:
     ready_timeout_s: float = 300.0
     say: Callable[[str], None] | None = None
     proxy: str = field(default_factory=default_proxy)
+    #: any release of the table, also one not known to run (`txnbench releases --check`, and a
+    #: cluster attached from its state.json, which some release was started as)
+    trial: bool = False
 
     @property
     def release(self) -> PulsarRelease:
-        return release(self.version)
+        return listed(self.version) if self.trial and self.version else release(self.version)
 
 
 @dataclass
@@ -184,8 +187,8 @@ class PulsarCluster(LocalProcessControl):
         self.spec = spec
         self.release = spec.release
         if not self.release.supports(spec.txn_path):
-            raise EnvironmentProblem(f"the {spec.txn_path.value} path needs PIP-473, which Pulsar "
-                                     f"{self.release.version} does not have; use --pulsar-version "
+            raise EnvironmentProblem(f"the {spec.txn_path.value} path needs {path_needs(spec.txn_path)}, which "
+                                     f"Pulsar {self.release.version} does not have; use --pulsar-version "
                                      f"{release(None).version}")
         self.store = conf.metadata_store(spec.txn_path, spec.settings)
         self.directory = spec.directory.resolve()
@@ -218,7 +221,7 @@ class PulsarCluster(LocalProcessControl):
         state = json.loads(path.read_text())
         spec = PulsarSpec(txn_path=TxnPath(state["path"]), version=state["pulsar_version"],
                           brokers=state["brokers"], settings=state.get("settings", {}), directory=directory,
-                          parent_pid=state.get("parent_pid"), proxy=state.get("proxy", OUR_PROXY))
+                          parent_pid=state.get("parent_pid"), proxy=state.get("proxy", OUR_PROXY), trial=True)
         cluster = cls(spec)
         cluster.settings = dict(state.get("settings", {}))
         cluster.components = dict(state.get("components", {}))
@@ -440,6 +443,7 @@ class PulsarCluster(LocalProcessControl):
                                       advertised_internal_port=link_port[PEER_LINK.format(i)],
                                       zk_link=addr(link_port[f"broker-{i}-metadata"]), settings=self.settings,
                                       store=self.store)
+            values = self.release.line.broker_settings(values)   # as the release's line knows them (versions.py)
             path = conf_dir / f"broker-{i}.conf"
             path.write_text(conf.properties(values))
             admin = f"http://{HOST}:{http}"

@@ -155,6 +155,10 @@ def plan_peer(config: RunConfig, release: PulsarRelease, tag: str) -> PeerPlan:
                           "pass --path v4 or --path v5")
     if not release.supports(config.path):
         raise ConfigError(source, "path", f"{config.path.value} needs Pulsar 5.0", "pass --pulsar-version 5.0.1")
+    if not release.perf:
+        raise ConfigError(source, "cluster.pulsar_version", f"the Maven mirror does not serve pulsar-testclient "
+                          f"{release.version} (pulsar-perf)", "pass --pulsar-version 4.0.8 or 5.0.1 "
+                          "(`txnbench releases`, column perf)")
     notes: list[str] = []
     topics_per_txn = min(w.topics_per_txn, w.topics)
     per_topic = math.ceil(w.messages_per_txn / topics_per_txn)

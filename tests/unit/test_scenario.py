@@ -64,7 +64,7 @@ def test_the_pulsar_target_runs_a_pinned_release_and_v5_only_where_pip_473_is() 
 
     assert scenario.load("chaos", on_pulsar()).target is Target.PULSAR   # chaos.yaml's faults all fit
     assert scenario.load("bench", on_pulsar("4.0.8", paths=(TxnPath.V4,))).cluster.pulsar_version == "4.0.8"
-    with pytest.raises(ConfigError, match=r"v5 needs PIP-473, which Pulsar 4\.0\.8 does not have"):
+    with pytest.raises(ConfigError, match=r"v5 needs PIP-473 \(Pulsar 5\.0\), which Pulsar 4\.0\.8 does not have"):
         scenario.load("bench", on_pulsar("4.0.8"))
     with pytest.raises(ConfigError, match=r"cluster\.pulsar_version.*5\.0\.1, 4\.0\.8"):
         scenario.load("bench", on_pulsar("5.0.0"))
