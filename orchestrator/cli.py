@@ -26,8 +26,8 @@ from workloads.worker_args import add_worker_arguments
 
 PATH_CHOICES = [p.value for p in TxnPath]
 TARGET_CHOICES = ["embedded", "pulsar", "compose", "external"]
-PULSAR_VERSION_HELP = ("pulsar target: the Apache Pulsar release to run (5.0.1, the default, or 4.0.8 LTS; "
-                       "targets/pulsar/versions.py)")
+PULSAR_VERSION_HELP = ("pulsar target: the Apache Pulsar release to run (default 5.0.1; `txnbench releases` "
+                       "lists every release that runs here, 2.10.5 to 5.0.1)")
 
 
 def _cpu_list(text: str) -> frozenset[int]:
@@ -106,6 +106,7 @@ EXAMPLES: dict[str, str] = {
     "cluster status": "txnbench cluster status --json",
     "cluster down": "txnbench cluster down",
     "cluster heal": "txnbench cluster heal",
+    "releases": "txnbench releases --check 2.10.5",
 }
 
 
@@ -319,6 +320,24 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, help="folder for a comparison of several runs")
     report.set_defaults(handler=_cmd_report)
 
+    releases = sub.add_parser(
+        "releases", help="the Apache Pulsar releases the pulsar target runs: what resolves and starts here",
+        description="List the Apache Pulsar releases of the pulsar target (targets/pulsar/versions.py): per release "
+                    "its line, Java, BookKeeper, ZooKeeper and netty, the paths it has, whether pulsar-perf is "
+                    "served, whether it resolves from the Maven mirror and starts here, and when that was last "
+                    "checked (and why not). --check tries them again: it resolves each release's jars and starts a "
+                    "cluster of it on each path it has until one transaction commits, then stops it (one cluster "
+                    "at a time, about a minute each; all of them: about half an hour), and records what it saw in "
+                    ".txnbench/pulsar/releases.json. Exit status: 0, or 1 when a check differs from the table.",
+        epilog=_epilog("releases"), formatter_class=_HelpFormatter)
+    releases.add_argument("versions", nargs="*", metavar="VERSION", help="only these releases (default: every one)")
+    releases.add_argument("--check", action="store_true",
+                          help="resolve and start each release now, and record the outcome")
+    releases.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
+                          help="with --check: start only these paths (default: every path each release has)")
+    releases.add_argument("--json", action="store_true", help="the listing as JSON")
+    releases.set_defaults(handler=_cmd_releases)
+
     cluster = sub.add_parser("cluster", help="start, inspect and stop a cluster by hand (embedded or pulsar)",
                              epilog=_epilog("cluster"), formatter_class=_HelpFormatter)
     cluster.add_argument("--dir", type=Path, default=None, metavar="DIR",
@@ -493,6 +512,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from analysis import report as report_module
 
     return report_module.main_report(args)
+
+
+def _cmd_releases(args: argparse.Namespace) -> int:
+    from orchestrator import releases_cli
+
+    return releases_cli.main_releases(args)
 
 
 def _cmd_cluster_up(args: argparse.Namespace) -> int:
