@@ -18,7 +18,7 @@ from typing import Any
 from harness.client.config import BatchingConfig, ClientConfig
 from harness.client.connection import ConnectionPool
 from harness.client.consumer import Consumer, ConsumerOptions, ReceiveQueue, TopicConsumer
-from harness.client.coordinator import CoordinatorClient
+from harness.client.coordinator import AttemptRecord, CoordinatorClient
 from harness.client.errors import AlreadyClosedError, FeatureNotSupportedError, InvalidStateError
 from harness.client.handler import ClientContext
 from harness.client.lookup import LookupService
@@ -33,7 +33,7 @@ from harness.client.scalable import DagWatch, ScalableTargets, SegmentTracker
 from harness.client.timers import Deadline, Scheduler
 from harness.client.topics import is_scalable, normalize_topic, partition_name
 from harness.client.transaction import Transaction
-from harness.wire import InitialPosition, MessageId, ProducerAccessMode, SubType
+from harness.wire import InitialPosition, MessageId, ProducerAccessMode, SubType, TxnAction, TxnId
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +248,20 @@ class PulsarClient:
         deadline = self._deadline(request_timeout_s)
         txn_id = self._coordinator.new_txn(int(timeout_s * 1000), deadline)
         return Transaction(self._coordinator, txn_id, timeout_s, self.config)
+
+    def abort_transaction(self, txn_id: str, timeout_s: float | None = None) -> None:
+        """END_TXN ABORT for the transaction `txn_id` (`"<most>:<least>"`), which another client
+        opened: a second client ending a transaction it holds no handle of, as any client may
+        (Pulsar's coordinator checks no owner without authentication). An answer that the
+        transaction is already aborted is success; one that it committed is a definite failure.
+
+        Raises:
+            ValueError: `txn_id` is not `<most>:<least>`.
+            harness.errors.DefiniteError: the abort certainly did not happen.
+            harness.errors.IndeterminateError: it may have.
+        """
+        txn = TxnId.parse(txn_id)
+        self._coordinator.end_txn(txn, TxnAction.ABORT, self._deadline(timeout_s), AttemptRecord())
 
     def owner_of(self, topic: str, timeout_s: float | None = None) -> str:
         """The service URL of the broker that owns `topic` (a partition or a v5 segment) now.

@@ -77,9 +77,14 @@ ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 
 @dataclass
 class AttemptRecord:
-    """Whether an END_TXN of one transaction may have reached a coordinator."""
+    """Whether an END_TXN of one transaction may have reached a coordinator, and how often it
+    was sent again after a connection was lost with it in flight."""
 
     may_have_landed: bool = False
+    resends_after_loss: int = 0
+    """END_TXN requests sent again (after re-resolving the coordinator) because the connection
+    carrying the previous attempt was lost before its answer: the decision the coordinator may
+    already have taken is asked for a second time (the chaos report counts them)."""
 
 
 class CoordinatorHandler(ReconnectingHandler):
@@ -159,6 +164,8 @@ class CoordinatorHandler(ReconnectingHandler):
             except OperationError as exc:
                 last = exc
                 break
+            if end_txn and isinstance(last, ConnectionLostError):
+                record.resends_after_loss += 1
             request_id = next_request_id()
             try:
                 answer = conn.request(build(request_id), request_id,

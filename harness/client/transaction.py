@@ -96,6 +96,12 @@ class Transaction:
         """The current state."""
         return self._state
 
+    @property
+    def end_txn_resends(self) -> int:
+        """END_TXN requests of this transaction sent again after a connection was lost with one
+        in flight (`AttemptRecord.resends_after_loss`)."""
+        return self._record.resends_after_loss
+
     def __str__(self) -> str:
         return str(self.id)
 

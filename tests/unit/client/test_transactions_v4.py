@@ -130,10 +130,41 @@ def test_coordinator_failover_relooks_up_and_resends(two_brokers: FakeCluster,
 def test_end_txn_resent_after_a_lost_connection_commits(
         cluster: FakeCluster, client: PulsarClient) -> None:
     txn = client.new_transaction()
+    assert txn.end_txn_resends == 0
     cluster.brokers[0].intercept(T.END_TXN, once(drop))
     txn.commit()
     assert txn.state is TxnState.COMMITTED
     assert len(cluster.commands(T.END_TXN)) == 2
+    assert txn.end_txn_resends == 1            # the chaos report counts these (issue #43)
+
+
+def test_a_resend_after_a_not_found_coordinator_is_no_resend_after_a_loss(
+        two_brokers: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
+    client = make_client(two_brokers.url)
+    txn = client.new_transaction()
+    two_brokers.set_tc_leader(0, two_brokers.brokers[1])
+    txn.commit()
+    assert len(two_brokers.commands(T.END_TXN)) == 2 and txn.end_txn_resends == 0
+
+
+def test_a_second_client_aborts_a_transaction_by_its_id(
+        cluster: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
+    """Any client may end any transaction by id (no owner check): the owner's commit is then refused,
+    definitely; a second abort is done already; an abort after a commit is refused, definitely."""
+    owner, other = make_client(cluster.url), make_client(cluster.url)
+    txn = owner.new_transaction()
+    other.abort_transaction(str(txn.id))
+    assert cluster.txns[txn.id].state == "aborted"
+    with pytest.raises(OperationError) as info:
+        txn.commit()
+    assert info.value.definite
+    committed = owner.new_transaction()
+    committed.commit()
+    with pytest.raises(OperationError) as refused:
+        other.abort_transaction(str(committed.id))
+    assert refused.value.definite and cluster.txns[committed.id].state == "committed"
+    with pytest.raises(ValueError, match="most"):
+        other.abort_transaction("not-an-id")
 
 
 def _apply_then_drop(cluster: FakeCluster) -> Callable[[BrokerConnection, Command], bool]:
