@@ -351,8 +351,8 @@ def describe_accepts(kind: FaultKind) -> str:
                          "broker:<i|random|coordinator|trigger>, coordinator, coordinator:trigger, metadata, "
                          "ledger, process:random")
         elif cls is LinkSelector:
-            names.append("client-broker:<b>, broker-metadata:<b>, broker-ledger:<b>, broker-broker:<i>-<j>, "
-                         "link:random")
+            names.append("client-broker:<i|random|coordinator|trigger>, broker-metadata:<i|random|coordinator|trigger>, "
+                         "broker-ledger:<i|random|coordinator|trigger>, broker-broker:<i>-<j>, link:random")
         elif cls is TopicSelector:
             names.append("topic:<k|random|trigger>")
         elif cls is SegmentSelector:

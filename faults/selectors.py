@@ -16,7 +16,9 @@ the grammar and how to resolve a selector against the cluster:
     client-broker:<b>             the link from clients to broker b
     broker-metadata:<b>           broker b's link to the metadata store
     broker-ledger:<b>             broker b's link to the ledger store
-        <b> is <i>, random or coordinator
+        <b> is <i>, random, coordinator or trigger (the broker hosting the coordinator
+        of the transaction whose operation set off the fault's trigger: with
+        `client-broker:trigger` and a `txn-commit` trigger, the link its END_TXN is on)
     broker-broker:<i>-<j>         the links between brokers i and j (both proxies)
     broker-broker:<i>             every link between broker i and its peers
     broker-broker:random          the links between a random pair of brokers
@@ -173,18 +175,21 @@ _LINK_PREFIXES: Mapping[str, LinkKind] = {
 }
 SYNTAX_HELP = ("use e.g. broker:random, broker:0, coordinator, metadata, ledger, process:random, "
                "client-broker:random, broker-metadata:1, broker-ledger:coordinator, broker-broker:0-1, "
-               "link:random, topic:random, segment:random, coordinator:trigger, topic:trigger, "
+               "link:random, topic:random, segment:random, coordinator:trigger, client-broker:trigger, topic:trigger, "
                "segment:trigger, broker:trigger, clients, load:random")
 
 
-def _index(text: str, whole: str, *, coordinator: bool = True) -> Index:
+def _index(text: str, whole: str, *, coordinator: bool = True, trigger: bool = False) -> Index:
     if text == RANDOM:
         return ANY
     if text == COORDINATOR and coordinator:
         return Index(Pick.COORDINATOR)
+    if text == TRIGGER and trigger:
+        return Index(Pick.TRIGGER)
     if re.fullmatch(r"\d{1,3}", text):
         return Index(Pick.FIXED, int(text))
-    allowed = "a broker number, random" + (" or coordinator" if coordinator else "")
+    allowed = ("a broker number, random, coordinator or trigger" if trigger else
+               "a broker number, random" + (" or coordinator" if coordinator else ""))
     raise SelectorError(f"{whole!r}: {text!r} is not {allowed}")
 
 
@@ -249,7 +254,7 @@ def parse_selector(text: str) -> Selector:
             if second.pick is Pick.FIXED and second.value == first.value:
                 raise SelectorError(f"{whole!r}: a broker has no link to itself; name two brokers")
             return LinkSelector(whole, kind, first, second)
-        return LinkSelector(whole, kind, _index(tail, whole))
+        return LinkSelector(whole, kind, _index(tail, whole, trigger=True))
     if head == "topic":
         if tail == TRIGGER:
             return TopicSelector(whole, None, aimed=True)
@@ -276,6 +281,8 @@ def uses_trigger(selector: Selector) -> bool:
     fault needs a trigger."""
     if isinstance(selector, ServiceSelector):
         return selector.broker.pick in (Pick.TRIGGER, Pick.OWNER)
+    if isinstance(selector, LinkSelector):
+        return selector.first.pick is Pick.TRIGGER
     return isinstance(selector, (TopicSelector, SegmentSelector)) and selector.aimed
 
 
@@ -284,7 +291,7 @@ def uses_coordinator(selector: Selector) -> bool:
         return selector.broker.pick in (Pick.COORDINATOR, Pick.TRIGGER, Pick.OWNER) \
             and selector.service is ServiceClass.BROKER
     if isinstance(selector, LinkSelector):
-        return selector.first.pick is Pick.COORDINATOR
+        return selector.first.pick in (Pick.COORDINATOR, Pick.TRIGGER)
     return False
 
 

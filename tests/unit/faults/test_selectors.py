@@ -237,6 +237,29 @@ def test_trigger_selectors_aim_at_the_triggering_transaction() -> None:
     assert resolve_topic(parse_selector("topic:trigger"), c).topic == b  # type: ignore[arg-type]
 
 
+def test_client_broker_trigger_cuts_the_clients_link_to_the_committing_transactions_coordinator() -> None:
+    """`client-broker:trigger` with a `txn-commit` trigger: the link the commit's END_TXN is on, so the
+    client resends it after the cut (issue #43, END_TXN retried after a lost connection)."""
+    from faults.selectors import Aim, uses_coordinator, uses_trigger
+
+    selector = parse_selector("client-broker:trigger")
+    assert selector == LinkSelector("client-broker:trigger", LinkKind.CLIENT_BROKER, Index(Pick.TRIGGER))
+    assert uses_trigger(selector) and uses_coordinator(selector)
+    assert not uses_trigger(parse_selector("client-broker:coordinator"))
+    assert isinstance(parse_selector("broker-ledger:trigger"), LinkSelector)
+    with pytest.raises(SelectorError, match="random, coordinator or trigger"):
+        parse_selector("client-broker:nope")
+    with pytest.raises(SelectorError):
+        parse_selector("broker-broker:trigger")
+    locator = FakeLocator({0: "pulsar://127.0.0.1:10000", 1: "pulsar://127.0.0.1:10002"})
+    for seed in range(5):
+        c = ctx(seed, aim=Aim("1:42", ()), coordinator_brokers=locator.coordinator_brokers)
+        assert resolve_links(selector, c) == (LinkEnd("client-broker-2", Stream.UPSTREAM),)  # type: ignore[arg-type]
+    # nothing seen: a random coordinator's
+    c = ctx(3, coordinator_brokers=locator.coordinator_brokers)
+    assert resolve_links(selector, c)[0].proxy in ("client-broker-0", "client-broker-2")  # type: ignore[arg-type]
+
+
 def test_links_every_broker_shares_resolve_for_each_broker() -> None:
     """The pulsar target: one link into each broker and one into the bookie, shared by every broker."""
     import dataclasses
