@@ -158,6 +158,12 @@ class LoadConfig:
                           "give an address of this host, e.g. 127.0.0.1 or 10.0.0.5") from None
 
 
+TIMEOUT_COMMIT_WINDOW_S = 1.0
+"""A commit invoked this close to its transaction's timeout (either side, counted from its open) races the
+coordinator's timeout abort: `workload.timeout_commit_ratio` draws its commits in this window, and the load's
+status and the report count every commit invoked in it (timeout-boundary commits)."""
+
+
 @dataclass(frozen=True)
 class WorkloadConfig:
     kind: WorkloadKind = WorkloadKind.ATOMIC_PRODUCE
@@ -226,9 +232,27 @@ class WorkloadConfig:
     consumers_per_subscription: int = bounded(2, min=1, max=100,
                                               help="ack-only: users sharing each Shared subscription, "
                                                    "whose acks can conflict")
+    ctp_consumers_per_subscription: int = bounded(
+        1, min=1, max=100,
+        help="consume-transform-produce: users of a load process sharing each input topic's Shared "
+             "subscription (1: each user on the next input topic); with 2 or more, a transaction also "
+             "processes, with probability `conflict_ratio`, an input a sibling holds, so two transactions "
+             "ack the same message")
     conflict_ratio: float = bounded(0.1, min=0.0, max=1.0,
-                                    help="ack-only: share of transactions that also ack a message a "
-                                         "sibling consumer holds (provokes TransactionConflict)")
+                                    help="ack-only, and consume-transform-produce with "
+                                         "`ctp_consumers_per_subscription` 2 or more: share of transactions "
+                                         "that also ack a message a sibling consumer holds (provokes "
+                                         "TransactionConflict)")
+    timeout_commit_ratio: float = bounded(
+        0.0, min=0.0, max=1.0,
+        help="share of transactions (every transactional kind) held open until their timeout "
+             "(`txn_timeout_s`, within 1 s either side, drawn) and then committed: the commit races the "
+             "coordinator's timeout abort. Such a transaction ends in the background while its user goes on")
+    foreign_abort_ratio: float = bounded(
+        0.0, min=0.0, max=1.0,
+        help="share of commits a second client of the load process races with an abort of the same "
+             "transaction by its id (END_TXN from another connection; Pulsar's coordinator checks no owner "
+             "without authentication), recorded as a `txn-abort` of process `<writer>/foreign`")
     feeders: int = bounded(2, min=0, max=1000,
                            help="feeder users per load process supplying consume-transform-produce "
                                 "and ack-only inputs")

@@ -11,7 +11,11 @@ consumer of that topic's Shared subscription `acks`. An iteration:
 3. opens a transaction, acks every message in it (the stolen one at a random place);
 4. with `ack_hold_s`, keeps the transaction open that long (its acks pending; a stop
    meanwhile aborts it);
-5. commits, or aborts on purpose with probability `abort_ratio`.
+5. commits, or aborts on purpose with probability `abort_ratio`; with
+   `timeout_commit_ratio` the commit is held until the transaction's timeout (within a
+   second either side) and races the coordinator's timeout abort, in the background
+   while the user goes on; with `foreign_abort_ratio` a second client aborts the
+   transaction beside the commit (workloads.foreign).
 
 A conflicting ack is refused by the broker with TransactionConflict: a definite
 `fail` of that ack. The user then stops acking and aborts the transaction (a
@@ -87,12 +91,14 @@ class AckOnly(Workload):
             if found is not None:
                 stolen = found[1]
                 to_ack.insert(self.rng.randrange(len(to_ack) + 1), stolen)
+                self.ctx.counters.ack_steals += 1
         txn = self.open_txn()
         if txn is None:
             self._give_back(own)
             return
         abort = self.rng.random() < self.w.abort_ratio
         hold_s = self.draw_hold_s(self.w.ack_hold_s)
+        ending = self.draw_ending()
         acked_stolen = False
         held: list[Received] = []
         for received in to_ack:
@@ -106,13 +112,18 @@ class AckOnly(Workload):
                 abort = True  # the transaction cannot commit now
                 break
             acked_stolen = acked_stolen or received is stolen
-        if not abort and hold_s > 0 and self.ctx.stopping.wait(hold_s):
-            abort = True   # the load stops during the hold: end it now, by abort
-        ended = self.end_txn(txn, abort=abort)
-        if ended.ok and not abort:
-            self.ctx.feed.consumed(self.topic, len(own) + (1 if acked_stolen else 0))
-        else:
-            self._give_back([r for r in own if not any(r is h for h in held)])
+
+        def end() -> None:
+            failed = abort or (hold_s > 0 and self.ctx.stopping.wait(hold_s))   # a stop in the hold aborts
+            ended = self.end_txn(txn, abort=failed, ending=ending)
+            if ended.ok and not failed:
+                self.ctx.feed.consumed(self.topic, len(own) + (1 if acked_stolen else 0))
+            else:
+                self._give_back([r for r in own if not any(r is h for h in held)])
+
+        if ending.at_timeout and not abort and self.finish_later(end):
+            return    # it commits at its timeout, in the background: the user goes on
+        end()
 
     def _give_back(self, own: list[Received]) -> None:
         """Negatively acknowledge messages no transaction acked (see workloads.ctp)."""

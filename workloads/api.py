@@ -25,6 +25,10 @@ class TransactionApi(Protocol):
 
     def abort(self, timeout_s: float | None = None) -> None: ...
 
+    # A transaction may also say how many END_TXN requests it sent again after a connection was
+    # lost with one in flight (`end_txn_resends`, harness.client.Transaction); the workloads read it
+    # with getattr, so a transaction without it counts none.
+
 
 class ReceiptApi(Protocol):
     """Where a sent message was stored."""
@@ -139,5 +143,8 @@ class ClientApi(Protocol):
 
     def new_transaction(self, timeout_s: float = 60.0, *,
                         request_timeout_s: float | None = None) -> TransactionApi: ...
+
+    def abort_transaction(self, txn_id: str, timeout_s: float | None = None) -> None:
+        """END_TXN ABORT of a transaction another client opened, by its id (workloads.foreign)."""
 
     def close(self, timeout_s: float = 5.0) -> None: ...

@@ -7,6 +7,10 @@ robin over `topics_per_txn` distinct topics (picked at random from the run's
 With `hold_s` the transaction stays open that long after its sends (so about one
 transaction per user is open at any moment: experiment 3 kills a coordinator
 with many open); a stop during the hold aborts it.
+With `timeout_commit_ratio` a transaction holds its commit until its timeout (within a
+second either side) and ends in the background while the user goes on, also with the
+serial pipeline; with `foreign_abort_ratio` a second client aborts it beside its commit
+(workloads.foreign; workloads.workload, `Ending`).
 A send that fails ends the transaction early with an abort: the application knows
 it cannot commit. The checker then expects every value of a committed transaction
 in the final reads and none of an aborted one.
@@ -31,7 +35,7 @@ from typing import ClassVar
 from harness.config import TxnPipeline
 from workloads.context import LoadContext
 from workloads.topology import TopicRole
-from workloads.workload import OpenTxn, UserKind, Workload
+from workloads.workload import PLAIN_ENDING, Ending, OpenTxn, UserKind, Workload
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class _Plan:
     abort: bool
     sends: tuple[tuple[str, str | None, str], ...]   # (topic, key or None, value)
     hold_s: float = 0.0                       # open this long after the sends (hold_s, or a long one)
+    ending: Ending = PLAIN_ENDING             # a commit at the timeout, or raced by a second client
 
 
 class AtomicProduce(Workload):
@@ -61,7 +66,12 @@ class AtomicProduce(Workload):
             txn = self.open_txn()
             if txn is None:
                 return
-            self._finish(txn, self._plan(), sent=False)
+            plan = self._plan()
+            opened = txn
+            if plan.ending.at_timeout and not plan.abort and self.finish_later(
+                    lambda: self._finish(opened, plan, sent=False)):
+                return    # it commits at its timeout, in the background: the user goes on
+            self._finish(txn, plan, sent=False)
             return
         # pipelined: a slot for one more transaction in flight, then open it and move on
         if not self.background.acquire(self.ctx.stopping, self.finish_timeout_s()):
@@ -89,7 +99,8 @@ class AtomicProduce(Workload):
         chosen = self.rng.sample(self.ctx.writable(self.topics, self.per_txn), self.per_txn)
         sends = tuple((chosen[i % len(chosen)], self.pick_key(), self.values.next())
                       for i in range(self.w.messages_per_txn))
-        return _Plan(abort, sends, self.draw_hold_s(self.w.hold_s))
+        hold_s = self.draw_hold_s(self.w.hold_s)
+        return _Plan(abort, sends, hold_s, self.draw_ending())
 
     def _send_all(self, txn: OpenTxn, plan: _Plan) -> _Plan:
         """The plan's sends (`send_concurrency` at once); the plan to end with (abort if any failed)."""
@@ -107,7 +118,7 @@ class AtomicProduce(Workload):
         else:
             outcomes = self.send_together(txn, [(topic, key, value, ()) for topic, key, value in plan.sends])
             abort = abort or not all(o.ok for o in outcomes)
-        return _Plan(abort, plan.sends, plan.hold_s)
+        return _Plan(abort, plan.sends, plan.hold_s, plan.ending)
 
     def _finish(self, txn: OpenTxn, plan: _Plan, *, sent: bool) -> None:
         """Send (unless done), hold, then commit or abort."""
@@ -116,4 +127,4 @@ class AtomicProduce(Workload):
         abort = plan.abort
         if not abort and plan.hold_s > 0 and self.ctx.stopping.wait(plan.hold_s):
             abort = True
-        self.end_txn(txn, abort=abort)
+        self.end_txn(txn, abort=abort, ending=plan.ending)

@@ -2,8 +2,10 @@
 
 A load process (or a Locust worker) builds one `LoadContext`: the run's config and
 topology, the client, the history recorder of its writer (`w0`, `w1`, ...), the run
-clock, the Locust request hook, the stop flag, counters for the status file, and the
-shared pieces of `workloads.shared`. Users find it through their Locust environment
+clock, the Locust request hook, the stop flag, counters for the status file (also of the
+racing decisions the load makes, issue #43), the shared pieces of `workloads.shared`, and,
+with `workload.foreign_abort_ratio`, the second client (`workloads.foreign`), made by the
+factory the load process hands in. Users find it through their Locust environment
 (`LoadContext.of(environment)`); tests build one around a fake client.
 """
 
@@ -23,6 +25,7 @@ from harness.config import RunConfig
 from harness.history import HistoryRecorder, OpF, RunClock
 from workloads.api import ClientApi
 from workloads.concurrent import Background
+from workloads.foreign import ForeignAborts
 from workloads.session import StatsSink
 from workloads.shared import AckGroups, FeedCredit, ProducerCache
 from workloads.topology import Topology
@@ -41,11 +44,30 @@ class Counters:
     #: `failed` as the history's `fail`s, left out of `errors`
     conflicts: int = 0
     respawned: int = 0      # users started again after Locust lost them (workloads.user_guard)
+    #: racing decisions the load made on purpose (issue #43), and what became of them:
+    #: definite failures that were the expected loss of such a race (a commit at the timeout
+    #: refused, a raced commit or a second client's abort refused); counted in `failed`, left out
+    #: of `errors`, as conflicts are
+    race_losses: int = 0
+    #: transactions that also acked a message a sibling consumer held (ack-only, and
+    #: consume-transform-produce with ctp_consumers_per_subscription > 1)
+    ack_steals: int = 0
+    #: commits invoked within TIMEOUT_COMMIT_WINDOW_S of their transaction's timeout: `count`, how
+    #: they ended (`ok`, `fail`, `info`), `after` (invoked past the timeout) and `after_ok` (of
+    #: those, committed), `planned` (held there on purpose: workload.timeout_commit_ratio)
+    timeout_commits: Counter[str] = field(default_factory=Counter)
+    #: a second client's aborts of transactions being committed (workload.foreign_abort_ratio):
+    #: `count`, `ok`, `fail`, `info`
+    foreign_aborts: Counter[str] = field(default_factory=Counter)
+    #: END_TXN requests the client sent again after a connection was lost with one in flight
+    end_txn_resends: int = 0
 
-    def count(self, f: OpF, *, ok: bool, conflict: bool = False) -> None:
+    def count(self, f: OpF, *, ok: bool, conflict: bool = False, lost_race: bool = False) -> None:
         (self.ok if ok else self.failed)[f.value] += 1
         if conflict and not ok:
             self.conflicts += 1
+        elif lost_race and not ok:
+            self.race_losses += 1
 
     @property
     def committed(self) -> int:
@@ -57,12 +79,22 @@ class Counters:
 
     @property
     def errors(self) -> int:
-        """Failed operations and task exceptions, expected ack conflicts left out (`conflicts`)."""
-        return sum(self.failed.values()) - self.conflicts + self.exceptions
+        """Failed operations and task exceptions, expected ack conflicts (`conflicts`) and lost
+        races the load made on purpose (`race_losses`) left out."""
+        return sum(self.failed.values()) - self.conflicts - self.race_losses + self.exceptions
+
+    def races(self) -> dict[str, Any]:
+        """The racing decisions the load made, for the status file (workloads.status)."""
+        return {"ack_steals": self.ack_steals, "timeout_commits": dict(self.timeout_commits),
+                "foreign_aborts": dict(self.foreign_aborts), "end_txn_resends": self.end_txn_resends,
+                "race_losses": self.race_losses}
 
     def snapshot(self) -> dict[str, Any]:
         return {"ok": dict(self.ok), "failed": dict(self.failed), "receives": self.receives,
-                "exceptions": self.exceptions, "conflicts": self.conflicts, "respawned": self.respawned}
+                "exceptions": self.exceptions, "conflicts": self.conflicts, "respawned": self.respawned,
+                "race_losses": self.race_losses, "ack_steals": self.ack_steals,
+                "timeout_commits": dict(self.timeout_commits), "foreign_aborts": dict(self.foreign_aborts),
+                "end_txn_resends": self.end_txn_resends}
 
     @staticmethod
     def merge(snapshots: list[dict[str, Any]]) -> Counters:
@@ -74,6 +106,11 @@ class Counters:
             total.exceptions += int(snap.get("exceptions") or 0)
             total.conflicts += int(snap.get("conflicts") or 0)
             total.respawned += int(snap.get("respawned") or 0)
+            total.race_losses += int(snap.get("race_losses") or 0)
+            total.ack_steals += int(snap.get("ack_steals") or 0)
+            total.timeout_commits.update(snap.get("timeout_commits") or {})
+            total.foreign_aborts.update(snap.get("foreign_aborts") or {})
+            total.end_txn_resends += int(snap.get("end_txn_resends") or 0)
         return total
 
 
@@ -88,7 +125,8 @@ class LoadContext:
 
     def __init__(self, *, config: RunConfig, topology: Topology, client: ClientApi,
                  recorder: HistoryRecorder, clock: RunClock, writer: str,
-                 fire: StatsSink | None = None, stopping: threading.Event | None = None) -> None:
+                 fire: StatsSink | None = None, stopping: threading.Event | None = None,
+                 second_client: Callable[[], ClientApi] | None = None) -> None:
         self.config = config
         self.workload = config.workload
         self.topology = topology
@@ -110,6 +148,9 @@ class LoadContext:
         self.on_fatal: Callable[[BaseException], None] | None = None
         self._backgrounds: list[Background] = []
         self._terminated: frozenset[str] = frozenset()
+        self.foreign: ForeignAborts | None = (ForeignAborts(self, second_client)
+                                              if config.workload.foreign_abort_ratio > 0 else None)
+        """The second client that races users' commits with aborts (workload.foreign_abort_ratio)."""
 
     # ---- topics that refuse writes for good -------------------------------------------------
 
@@ -200,3 +241,8 @@ class LoadContext:
     def stop(self) -> None:
         self.stopping.set()
         self.feed.wake()
+
+    def close_second_client(self, timeout_s: float) -> None:
+        """Close the second client, if one was made (after `join_background`)."""
+        if self.foreign is not None:
+            self.foreign.close(timeout_s)

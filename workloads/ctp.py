@@ -1,10 +1,18 @@
 """consume-transform-produce: an exactly-once pipeline.
 
 Each user consumes one `ctp-input` topic through the Shared subscription `ctp`
-(users are spread over the input topics in turn). An iteration:
+(users are spread over the input topics in turn, `ctp_consumers_per_subscription` at a
+time: 1 by default, one user per topic before the next topic gets its second). An iteration:
 
 1. receives up to `acks_per_txn` inputs (waiting at most a second for the first),
    recording a `receive` event for each;
+   with `ctp_consumers_per_subscription` 2 or more, the user publishes them to its group
+   (workloads.shared.AckGroup: the process's users of the same subscription) and, with
+   probability `conflict_ratio`, also takes one input a sibling holds right now, so two
+   transactions process and ack the same message: Pulsar's ack-conflict rule must refuse
+   one of the acks (TransactionConflict, a definite `fail`; that transaction aborts), or,
+   when the other transaction already ended, commit it once (the checker's `double-ack`
+   and `ctp-duplicate` see it otherwise);
 2. opens a transaction;
 3. sends min(`messages_per_txn`, inputs) outputs to `ctp-output` topics (spread over
    `topics_per_txn` of them); output j carries the inputs j, j+k, j+2k ... in its
@@ -15,11 +23,15 @@ Each user consumes one `ctp-input` topic through the Shared subscription `ctp`
 5. with `ack_hold_s`, keeps the transaction open that long (its acks pending) and
    aborts it if the load stops meanwhile;
 6. commits, or aborts on purpose with probability `abort_ratio` (and aborts when a
-   send or ack failed).
+   send or ack failed). With `timeout_commit_ratio` the commit is held until the
+   transaction's timeout (within a second either side) and races the coordinator's
+   timeout abort, in the background while the user goes on; with `foreign_abort_ratio`
+   a second client aborts the transaction beside the commit (workloads.foreign).
 
 When the transaction did not commit, inputs it acked are delivered again by the
 broker (Pulsar's pending-ack store redelivers on abort; the checker's stuck-ack
-checks it); inputs it never acked are negatively acknowledged so they come back too.
+checks it); inputs it never acked are negatively acknowledged so they come back too
+(never one taken from a sibling: that one is its holder's to settle).
 The checker then expects each input to have exactly one visible output once its ack
 committed (`ctp-loss`, `ctp-duplicate`).
 
@@ -29,12 +41,28 @@ Inputs are supplied by feeder users (workloads.feeder) with non-transactional se
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import ClassVar
 
 from workloads.api import ConsumerApi
 from workloads.context import LoadContext
+from workloads.shared import AckGroup
 from workloads.topology import SubscriptionRole, TopicRole
-from workloads.workload import OpenTxn, Received, UserKind, Workload
+from workloads.workload import Ending, OpenTxn, Received, UserKind, Workload
+
+
+@dataclass
+class _Work:
+    """One transaction's inputs and how far it got (its end may run in the background)."""
+
+    txn: OpenTxn
+    inputs: list[Received]               # in the order they are carried and acked
+    stolen: Received | None              # the one taken from a sibling, if any (also in `inputs`)
+    on_purpose: bool                     # abort on purpose
+    hold_s: float
+    ending: Ending
+    failed: bool = False
+    held: list[Received] | None = None   # inputs the transaction may have acked
 
 
 class ConsumeTransformProduce(Workload):
@@ -46,10 +74,13 @@ class ConsumeTransformProduce(Workload):
         self.outputs = ctx.topology.topics_for(TopicRole.CTP_OUTPUT)
         if not inputs or not self.outputs:
             raise ValueError("the topology has no consume-transform-produce topics")
-        self.input_topic = inputs[ctx.ordinal(self.kind.value) % len(inputs)]
+        ordinal = ctx.ordinal(self.kind.value)
+        self.input_topic = inputs[(ordinal // self.w.ctp_consumers_per_subscription) % len(inputs)]
         self.subscription = ctx.topology.subscription_on(self.input_topic, SubscriptionRole.CTP)
         self.consumer: ConsumerApi | None = None
         self.per_txn_topics = min(self.w.topics_per_txn, len(self.outputs))
+        self.group: AckGroup | None = (ctx.ack_groups.get(self.input_topic, self.subscription.name)
+                                       if self.w.ctp_consumers_per_subscription > 1 else None)
 
     def setup(self) -> None:
         self.consumer = self.ctx.client.subscribe(
@@ -59,6 +90,8 @@ class ConsumeTransformProduce(Workload):
         self.ctx.feed.add_consumer(self.input_topic)
 
     def teardown(self) -> None:
+        if self.group is not None:
+            self.group.release(self.process)
         if self.consumer is not None:
             self.ctx.feed.remove_consumer(self.input_topic)
             self.close_quietly(self.consumer)
@@ -77,25 +110,65 @@ class ConsumeTransformProduce(Workload):
             self.ack(self.consumer, foreign, self.subscription.name, txn=None)
         if not inputs:
             return
+        if self.group is None:
+            self._process(inputs, None)
+            return
+        self.group.hold(self.process, inputs)
+        try:
+            self._process(inputs, self._steal())
+        finally:
+            self.group.release(self.process)
+
+    def _steal(self) -> Received | None:
+        """With probability `conflict_ratio`, an input a sibling of the group holds now (drawn only
+        with a group, so a run without one draws what it drew before)."""
+        assert self.group is not None
+        if self.rng.random() >= self.w.conflict_ratio:
+            return None
+        found = self.group.steal(self.process, self.rng)
+        if found is None or found[1].value is None:
+            return None
+        self.ctx.counters.ack_steals += 1
+        return found[1]
+
+    def _process(self, own: list[Received], stolen: Received | None) -> None:
+        """One transaction over `own` inputs (and `stolen`, at a random place among them)."""
+        inputs = list(own)
+        if stolen is not None:
+            inputs.insert(self.rng.randrange(len(inputs) + 1), stolen)
         txn = self.open_txn()
         if txn is None:
-            self._give_back(inputs)
+            self._give_back(own)
             return
-        held: list[Received] = []
-        committed = self._transform(txn, inputs, held)
-        if committed:
-            self.ctx.feed.consumed(self.input_topic, len(inputs))
-        else:
-            self._give_back([r for r in inputs if not any(r is h for h in held)])
+        work = self._transform(txn, inputs, stolen)
+        if (work.ending.at_timeout and not (work.failed or work.on_purpose)
+                and self.finish_later(lambda: self._end(work))):
+            return    # it commits at its timeout, in the background: the user goes on
+        self._end(work)
 
-    def _transform(self, txn: OpenTxn, inputs: list[Received], held: list[Received]) -> bool:
-        """Outputs, then the inputs' acks, then the end; `held` gets the inputs the txn may have acked."""
+    def _end(self, work: _Work) -> None:
+        """Hold, end the transaction, then account for its inputs."""
+        held = work.held or []
+        failed = work.failed
+        if not failed and work.hold_s > 0 and self.ctx.stopping.wait(work.hold_s):
+            failed = True   # the load stops during the hold: end it now, by abort
+        ended = self.end_txn(work.txn, abort=failed or work.on_purpose, ending=work.ending)
+        if ended.ok and not (failed or work.on_purpose):
+            self.ctx.feed.consumed(self.input_topic, len(work.inputs))
+        else:
+            self._give_back([r for r in work.inputs
+                             if r is not work.stolen and not any(r is h for h in held)])
+
+    def _transform(self, txn: OpenTxn, inputs: list[Received], stolen: Received | None) -> _Work:
+        """Outputs, then the inputs' acks: what the transaction did, for its end (`_end`)."""
         assert self.consumer is not None
         on_purpose = self.rng.random() < self.w.abort_ratio
         failed = False
+        held: list[Received] = []
         groups = min(self.w.messages_per_txn, len(inputs))
         topics = self.rng.sample(self.ctx.writable(self.outputs, self.per_txn_topics), self.per_txn_topics)
         hold_s = self.draw_hold_s(self.w.ack_hold_s)
+        ending = self.draw_ending()
         if self.w.send_concurrency > 1 and groups > 1:
             failed = not self._send_at_once(txn, inputs, groups, topics)
         for j in range(groups if self.w.send_concurrency <= 1 else 0):
@@ -120,10 +193,7 @@ class ConsumeTransformProduce(Workload):
                 if not acked.ok:
                     failed = True
                     break
-        if not failed and hold_s > 0 and self.ctx.stopping.wait(hold_s):
-            failed = True   # the load stops during the hold: end it now, by abort
-        ended = self.end_txn(txn, abort=failed or on_purpose)
-        return ended.ok and not (failed or on_purpose)
+        return _Work(txn, inputs, stolen, on_purpose, hold_s, ending, failed, held)
 
     def _send_at_once(self, txn: OpenTxn, inputs: list[Received], groups: int, topics: list[str]) -> bool:
         """The outputs with `send_concurrency` in flight together (each on its own lane); True if all ok."""

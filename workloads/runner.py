@@ -219,8 +219,13 @@ class LoadProcess:
             request.fire(request_type=request_type, name=name, response_time=ms, response_length=length,
                          exception=error, context={})
 
+        def second_client() -> PulsarClient:   # workloads.foreign: its own connections
+            return PulsarClient(spec.service_url, txn_path=spec.txn_path.value,
+                                operation_timeout_s=self.config.workload.op_timeout_s,
+                                listener_name=spec.listener_name)
+
         ctx = LoadContext(config=self.config, topology=spec.topology, client=self.client, recorder=self.recorder,
-                          clock=self.clock, writer=self.writer, fire=fire)
+                          clock=self.clock, writer=self.writer, fire=fire, second_client=second_client)
         ctx.on_fatal = lambda err: self._spawn_stop(f"the history cannot be written: {err}", failed=True)
         ctx.attach(self.env)
         self.env.events.test_stopping.add_listener(lambda **_: ctx.stop())
@@ -658,16 +663,22 @@ class LoadProcess:
                 log.error("remote load worker %s (host %s) was lost: %s; %d bytes of its history %s",
                           lost["writer"], lost["host"], lost["reason"], lost["bytes"],
                           "arrived complete" if lost["complete"] else "arrived")
+        second: Any = None
         if self.ctx is not None:
             # transactions users left ending in the background (workload.txn_pipeline) write into
             # the history until they end: wait for them (bounded) before anything is closed
             if not self.ctx.join_background(self.stop_timeout_s):
                 log.warning("transactions were still ending in the background after %.0f s", self.stop_timeout_s)
+            # the second client (workloads.foreign) closes beside the rest, within their time
+            second = gevent.spawn(self.ctx.close_second_client, CLIENT_CLOSE_TIMEOUT_S)
             with gevent.Timeout(CLIENT_CLOSE_TIMEOUT_S, False):
                 self.ctx.producers.close(CLIENT_CLOSE_TIMEOUT_S)
         if self.client is not None:
             with gevent.Timeout(CLIENT_CLOSE_TIMEOUT_S * 2, False), contextlib.suppress(Exception):
                 self.client.close(CLIENT_CLOSE_TIMEOUT_S)
+        if second is not None:
+            second.join(0.5)
+            second.kill(block=False)
         if self.recorder is not None:
             self.recorder.close()
         self.state = "failed" if self.failure else "stopped"

@@ -141,23 +141,25 @@ class Lanes:
 class PendingOp:
     """An operation `Session.begin` recorded as invoked, until `Session.finish` records its end."""
 
-    __slots__ = ("f", "inv", "lane", "length", "started")
+    __slots__ = ("expect_loss", "f", "inv", "lane", "length", "started")
 
-    def __init__(self, f: OpF, inv: Invocation, lane: int, length: int) -> None:
+    def __init__(self, f: OpF, inv: Invocation, lane: int, length: int, expect_loss: bool = False) -> None:
         self.f = f
         self.inv = inv
         self.lane = lane
         self.length = length
+        self.expect_loss = expect_loss
         self.started = time.perf_counter()
 
 
 class Session:
     """The recorded operations of one user (`<writer>/u<n>` and its lanes)."""
 
-    def __init__(self, ctx: LoadContext, number: int, name: str, *, paced: bool = True) -> None:
+    def __init__(self, ctx: LoadContext, number: int, name: str, *, paced: bool = True,
+                 process: str | None = None) -> None:
         self.ctx = ctx
         self.number = number
-        self.process = f"{ctx.writer}/u{number}"
+        self.process = process or f"{ctx.writer}/u{number}"
         self.lanes = Lanes(self.process)
         self.name = name
         self.recorder: HistoryRecorder = ctx.recorder
@@ -169,7 +171,8 @@ class Session:
         """Operations of this user that completed ok, so far (its workload backs off on failures)."""
         self.failures = 0
         """Operations of this user that failed, so far; ack conflicts (an outcome the ack-only
-        workload provokes on purpose, the broker's rule at work) are not counted."""
+        workload provokes on purpose, the broker's rule at work) and races lost on purpose
+        (`expect_loss`) are not counted."""
 
     # ---- iterations ------------------------------------------------------------------
 
@@ -191,7 +194,8 @@ class Session:
     # ---- operations ------------------------------------------------------------------
 
     def op(self, f: OpF, call: Callable[[], T], *, result: Callable[[T], dict[str, Any]] | None = None,
-           length: int = 0, iteration: Iteration | None = None, **fields: Any) -> Outcome[T]:
+           length: int = 0, iteration: Iteration | None = None, expect_loss: bool = False,
+           **fields: Any) -> Outcome[T]:
         """Record `f`, run `call()`, record its completion; never raises an OperationError.
 
         Args:
@@ -200,13 +204,16 @@ class Session:
             result: the completion's extra fields from the return value (e.g. msg_id).
             length: bytes, for Locust's statistics.
             iteration: the iteration it belongs to (default: the current one).
+            expect_loss: the operation is one side of a race the load made on purpose (a commit
+                at its transaction's timeout, a commit a second client's abort races, that
+                abort): a definite failure is the race lost, counted apart from errors.
             fields: the invocation's fields (txn, topic, key, value, inputs, ...).
 
         Raises:
             Whatever is not an OperationError (a bug, a killed greenlet), after
             recording it as `info`: the operation may have happened.
         """
-        pending = self.begin(f, length=length, iteration=iteration, **fields)
+        pending = self.begin(f, length=length, iteration=iteration, expect_loss=expect_loss, **fields)
         try:
             value = call()
         except OperationError as exc:
@@ -217,7 +224,7 @@ class Session:
         return self.finish(pending, value=value, result=result)
 
     def begin(self, f: OpF, *, length: int = 0, iteration: Iteration | None = None,
-              **fields: Any) -> PendingOp:
+              expect_loss: bool = False, **fields: Any) -> PendingOp:
         """Record the invocation of `f` (on a free lane) before it starts; `finish` records its end.
 
         `op` is `begin`, the call, `finish`; an operation whose outcome arrives elsewhere (a
@@ -234,7 +241,7 @@ class Session:
         except BaseException:
             self.lanes.give(lane)
             raise
-        return PendingOp(f, inv, lane, length)
+        return PendingOp(f, inv, lane, length, expect_loss)
 
     def finish(self, pending: PendingOp, *, value: T | None = None, error: BaseException | None = None,
                result: Callable[[T], dict[str, Any]] | None = None) -> Outcome[T]:
@@ -257,9 +264,10 @@ class Session:
             elif not inv.completed and not self.recorder.closed:
                 self.recorder.info(inv, f"{type(error).__name__}: {error}")
             conflict = f is OpF.ACK and is_ack_conflict(error)
-            if not conflict:
+            lost_race = pending.expect_loss and is_definite(error)
+            if not (conflict or lost_race):
                 self.failures += 1
-            self.ctx.counters.count(f, ok=False, conflict=conflict)
+            self.ctx.counters.count(f, ok=False, conflict=conflict, lost_race=lost_race)
             self.ctx.fire(f.value, self.name, elapsed_ms, pending.length, error)
             return Outcome(ok=False, error=error)
         finally:

@@ -13,8 +13,13 @@ a saturated load generator (analysis/perf/loadgen.py reads it). Keys:
 | `users_respawned` | users the load processes started again because Locust had lost them without a replacement (workloads.user_guard; each one is also a warning in the load logs); 0 in a healthy run |
 | `processes`, `host_cpus` | load-generating processes (Locust workers, or 1) and the host's CPUs |
 | `committed_txn_per_s`, `msgs_per_s` | commits and sends that completed ok per second, over the last `window_s` |
-| `committed_txns`, `messages`, `receives`, `errors` | totals so far; `errors` counts `fail`/`info` completions and task exceptions, but not `ack_conflicts` |
-| `ack_conflicts` | acks the broker refused because another transaction had acked (or held) the message (TransactionConflict): Pulsar's ack-conflict rule doing its job, expected when transactions compete for messages (ack-only's `conflict_ratio`); they are `fail`s in the history and in `ops.failed` |
+| `committed_txns`, `messages`, `receives`, `errors` | totals so far; `errors` counts `fail`/`info` completions and task exceptions, but not `ack_conflicts` nor `race_losses` |
+| `ack_conflicts` | acks the broker refused because another transaction had acked (or held) the message (TransactionConflict): Pulsar's ack-conflict rule doing its job, expected when transactions compete for messages (`conflict_ratio`); they are `fail`s in the history and in `ops.failed` |
+| `ack_steals` | transactions that also acked a message a sibling consumer held (ack-only, and consume-transform-produce with `ctp_consumers_per_subscription` > 1): the ack races the load made on purpose |
+| `timeout_commits` | commits invoked within 1 s of their transaction's timeout (harness.config.TIMEOUT_COMMIT_WINDOW_S, from the open's return): `count`; how they ended, `ok`, `fail`, `info`; `after` (invoked past the timeout) and `after_ok` (of those, committed); `planned` (held there on purpose, `timeout_commit_ratio`). Keys with no commit are absent |
+| `foreign_aborts` | a second client's aborts of transactions being committed (`foreign_abort_ratio`, workloads.foreign): `count`, `ok`, `fail`, `info` |
+| `end_txn_resends` | END_TXN requests the client sent again after the connection carrying one was lost (harness.client.coordinator, `AttemptRecord.resends_after_loss`) |
+| `race_losses` | definite failures that were the expected loss of a race the load made (a commit at the timeout or a raced commit refused, a second client's abort refused); `fail`s in the history and in `ops.failed`, not `errors` |
 | `ops` | `{"ok": {f: n}, "failed": {f: n}}` totals per operation |
 | `cpu_percent` | CPU of all load processes over the last interval, in % of one core (can exceed 100 with workers) |
 | `cpu_samples` | `[[time_ns, cpu_seconds], ...]`: cumulative CPU seconds of all load processes against the run clock |
@@ -125,7 +130,8 @@ class StatusReporter:
             "committed_txn_per_s": round(txn_rate, 3), "msgs_per_s": round(msg_rate, 3),
             "window_s": round(span_s, 3),
             "committed_txns": committed, "messages": messages, "receives": counters.receives,
-            "errors": counters.errors, "ack_conflicts": counters.conflicts, "ops": {"ok": dict(counters.ok), "failed": dict(counters.failed)},
+            "errors": counters.errors, "ack_conflicts": counters.conflicts, **counters.races(),
+            "ops": {"ok": dict(counters.ok), "failed": dict(counters.failed)},
             "cpu_percent": None, "cpu_samples": self._cpu_samples, "fatal": self.fatal,
             "host_busy_samples": self._host_samples,
         }

@@ -33,19 +33,21 @@ from __future__ import annotations
 import contextlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from harness.config import TIMEOUT_COMMIT_WINDOW_S
 from harness.errors import OperationError
 from harness.history import HistoryMisuse, HistoryWriteError, OpF
 from workloads.api import ConsumerApi, TransactionApi
 from workloads.concurrent import JOIN_GRACE_S, Background
 from workloads.context import LoadContext
+from workloads.foreign import RACE_SPREAD_S
 from workloads.payload import Decoded, PayloadError, ValueSource, decode, encode
 from workloads.sends import SendSpec, send_together
-from workloads.session import Iteration, Outcome, Session
+from workloads.session import NS_PER_S, Iteration, Outcome, Session
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,31 @@ class OpenTxn:
     id: str
     iteration: Iteration | None = None
     """The iteration that opened it: its ops are paced and timed against it, also in the background."""
+    opened_ns: int = 0
+    """Run-clock time its open returned: its timeout counts from about here (the client's from the
+    NEW_TXN answer, the coordinator's from a little before)."""
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a transaction that is meant to commit ends: racing decisions drawn when it is planned.
+
+    `timeout_offset_s`: commit this far from the transaction's timeout (within
+    TIMEOUT_COMMIT_WINDOW_S either side), racing the coordinator's timeout abort
+    (`workload.timeout_commit_ratio`). `foreign_delay_s`: a second client aborts the transaction
+    this long after the commit starts, or, negative, that long before (workloads.foreign,
+    `workload.foreign_abort_ratio`). None: no such race.
+    """
+
+    timeout_offset_s: float | None = None
+    foreign_delay_s: float | None = None
+
+    @property
+    def at_timeout(self) -> bool:
+        return self.timeout_offset_s is not None
+
+
+PLAIN_ENDING = Ending()
 
 
 class Workload(ABC):
@@ -126,6 +153,26 @@ class Workload(ABC):
         if self.w.long_txn_ratio > 0 and self.rng.random() < self.w.long_txn_ratio:
             return self.w.long_hold_s
         return usual_s
+
+    def draw_ending(self) -> Ending:
+        """The racing decisions of the next transaction (`Ending`), drawn with the user's seeded rng
+        when it is planned, and only those asked for: a run without them draws exactly what it
+        drew before."""
+        offset = delay = None
+        if self.w.timeout_commit_ratio > 0 and self.rng.random() < self.w.timeout_commit_ratio:
+            offset = self.rng.uniform(-TIMEOUT_COMMIT_WINDOW_S, TIMEOUT_COMMIT_WINDOW_S)
+        if self.ctx.foreign is not None and self.rng.random() < self.w.foreign_abort_ratio:
+            delay = self.rng.uniform(-RACE_SPREAD_S, RACE_SPREAD_S)
+        return Ending(offset, delay) if offset is not None or delay is not None else PLAIN_ENDING
+
+    def finish_later(self, finisher: Callable[[], None]) -> bool:
+        """Run `finisher` (the rest of a transaction: a commit held until its timeout) in the
+        background, so the user goes on meanwhile; False when no slot is free (or the load is
+        stopping): the caller runs it itself."""
+        if self.ctx.stopping.is_set() or not self.background.acquire(self.ctx.stopping, 0.0):
+            return False
+        self.background.spawn(finisher)
+        return True
 
     # ---- the user's entry points --------------------------------------------------------
 
@@ -167,8 +214,10 @@ class Workload(ABC):
             log.warning("%s: transactions still ending after %.0f s", self.process, self.finish_timeout_s())
 
     def finish_timeout_s(self) -> float:
-        """How long a background transaction may take to end: its sends, then its commit or abort."""
-        return 2 * self.op_timeout_s + JOIN_GRACE_S
+        """How long a background transaction may take to end: its sends, then its commit or abort
+        (after holding it until its timeout, with `timeout_commit_ratio`)."""
+        held = self.w.txn_timeout_s + TIMEOUT_COMMIT_WINDOW_S if self.w.timeout_commit_ratio > 0 else 0.0
+        return 2 * self.op_timeout_s + JOIN_GRACE_S + held
 
     def _background_failed(self, err: BaseException) -> None:
         if isinstance(err, (HistoryWriteError, HistoryMisuse)):
@@ -228,19 +277,56 @@ class Workload(ABC):
         if not outcome.ok:
             return None
         assert outcome.value is not None
-        return OpenTxn(outcome.value, str(outcome.value.id), self.session.iteration)
+        return OpenTxn(outcome.value, str(outcome.value.id), self.session.iteration, self.ctx.clock.now_ns())
 
-    def end_txn(self, txn: OpenTxn, *, abort: bool) -> Outcome[None]:
-        """Commit or abort; fires a `txn` request event for the whole transaction."""
+    def hold_to_timeout(self, txn: OpenTxn, offset_s: float) -> bool:
+        """Wait until `offset_s` from `txn`'s timeout (stop-aware); False when the load stopped."""
+        due_ns = txn.opened_ns + int((self.w.txn_timeout_s + offset_s) * NS_PER_S)
+        wait_s = (due_ns - self.ctx.clock.now_ns()) / NS_PER_S
+        return wait_s <= 0 or not self.ctx.stopping.wait(wait_s)
+
+    def end_txn(self, txn: OpenTxn, *, abort: bool, ending: Ending = PLAIN_ENDING) -> Outcome[None]:
+        """Commit or abort; fires a `txn` request event for the whole transaction.
+
+        A commit with racing decisions (`ending`) first waits until its moment at the timeout, and
+        has a second client's abort started beside it. Every commit invoked within
+        TIMEOUT_COMMIT_WINDOW_S of the timeout carries `extra.timeout_offset_s` and is counted in
+        `Counters.timeout_commits`."""
+        if not abort and ending.timeout_offset_s is not None and not self.hold_to_timeout(txn, ending.timeout_offset_s):
+            abort = True   # the load stops during the hold: end it now, by abort
         timeout = self.stop_timeout_s() if self.ctx.stopping.is_set() else self.op_timeout_s
         iteration = txn.iteration or self.session.iteration
         if abort:
             outcome = self.session.op(OpF.TXN_ABORT, lambda: txn.txn.abort(timeout), txn=txn.id,
                                       iteration=iteration)
         else:
-            outcome = self.session.op(OpF.TXN_COMMIT, lambda: txn.txn.commit(timeout), txn=txn.id,
-                                      iteration=iteration)
+            outcome = self._commit(txn, timeout, iteration, ending)
+        self.ctx.counters.end_txn_resends += int(getattr(txn.txn, "end_txn_resends", 0) or 0)
         self.session.fire("txn", iteration.elapsed_ms(), outcome.error)
+        return outcome
+
+    def _commit(self, txn: OpenTxn, timeout: float, iteration: Iteration, ending: Ending) -> Outcome[None]:
+        raced = False
+        foreign = self.ctx.foreign
+        if ending.foreign_delay_s is not None and foreign is not None and not self.ctx.stopping.is_set():
+            raced = foreign.race(txn.id, self.process, ending.foreign_delay_s, timeout)
+            if raced and ending.foreign_delay_s < 0:
+                self.ctx.stopping.wait(-ending.foreign_delay_s)   # the abort goes first
+        offset_s = (self.ctx.clock.now_ns() - txn.opened_ns) / NS_PER_S - self.w.txn_timeout_s
+        at_timeout = abs(offset_s) <= TIMEOUT_COMMIT_WINDOW_S
+        extra = {"timeout_offset_s": round(offset_s, 3)} if at_timeout else None
+        outcome = self.session.op(OpF.TXN_COMMIT, lambda: txn.txn.commit(timeout), txn=txn.id,
+                                  iteration=iteration, extra=extra, expect_loss=raced or at_timeout)
+        if at_timeout:
+            counted = self.ctx.counters.timeout_commits
+            counted["count"] += 1
+            counted["ok" if outcome.ok else "fail" if outcome.definite else "info"] += 1
+            if offset_s > 0:
+                counted["after"] += 1
+                if outcome.ok:
+                    counted["after_ok"] += 1
+            if ending.at_timeout:
+                counted["planned"] += 1
         return outcome
 
     def send(self, topic: str, *, txn: OpenTxn | None, key: str | None,

@@ -10,8 +10,8 @@ failed op refuses to commit (TransactionOpFailedError, definite, aborted instead
 `harness.client` does. Receives never block: no message means None at once.
 
 `FakeClient.fail_next(op, error)` scripts the next call of `op` (`new-txn`, `send`,
-`ack`, `commit`, `abort`, `subscribe`, `create-producer`, `create-reader`, `read`) to
-raise `error` before it takes effect. `send-after` and `ack-after` raise after the
+`ack`, `commit`, `abort`, `foreign-abort`, `subscribe`, `create-producer`,
+`create-reader`, `read`) to raise `error` before it takes effect. `send-after` and `ack-after` raise after the
 send or ack took effect, and a scripted `commit` error is raised after the commit took
 effect: the worst case for a checker, it happened although the client does not know.
 """
@@ -31,6 +31,7 @@ from harness.client.errors import (
     Op,
     OperationTimeoutError,
     TransactionConflictError,
+    TransactionNotFoundError,
     TransactionOpFailedError,
 )
 from harness.client.futures import Future
@@ -110,6 +111,7 @@ class FakeTxn:
         self.entries: list[Entry] = []
         self.acks: list[tuple[SubscriptionState, Entry, FakeConsumer]] = []
         self.failed = False
+        self.end_txn_resends = 0     # as harness.client.Transaction's; a test sets it
 
     def commit(self, timeout_s: float | None = None) -> None:
         if self.client.on_commit is not None:
@@ -306,6 +308,7 @@ class FakeClient:
         self.subs: dict[tuple[str, str], SubscriptionState] = {}
         self.failures: dict[str, deque[OperationError]] = defaultdict(deque)
         self.txn_ids = itertools.count(1)
+        self.txns: dict[str, FakeTxn] = {}
         self.ended: list[tuple[str, str]] = []
         self.acks: list[tuple[str, str, str | None, bool]] = []
         self.closed = False
@@ -353,9 +356,23 @@ class FakeClient:
         self.maybe_fail("new-txn")
         with self.lock:
             txn = FakeTxn(self, TxnId(1, next(self.txn_ids)))
+            self.txns[str(txn.id)] = txn
         if self.on_new_txn is not None:
             self.on_new_txn()
         return txn
+
+    def abort_transaction(self, txn_id: str, timeout_s: float | None = None) -> None:
+        """A second client's abort by id: as the coordinator answers it (already aborted: done;
+        committed: refused, definite)."""
+        self.maybe_fail("foreign-abort")
+        txn = self.txns.get(txn_id)
+        if txn is None:
+            raise TransactionNotFoundError(Op.END_TXN, ServerError.TransactionNotFound, f"txn {txn_id} not found")
+        if txn.state == "aborted":
+            return
+        if txn.state != "open":
+            raise InvalidStateError(f"transaction {txn_id} is {txn.state}")
+        txn._finish("aborted")
 
     def close(self, timeout_s: float = 5.0) -> None:
         self.closed = True
