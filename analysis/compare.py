@@ -160,6 +160,14 @@ def _loadgen(perf: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _races(perf: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The run's racing decisions (perf.json `races`, issue #43); None for a run measured before them."""
+    races = perf.get("races")
+    if not isinstance(races, Mapping):
+        return None
+    return {k: v for k, v in races.items() if k != "source"}
+
+
 def _phases(perf: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, block in (perf.get("phases") or {}).items():
@@ -206,6 +214,7 @@ def _entry(e: RunEntry, out_dir: Path | None) -> dict[str, Any]:
         "verdict": _verdict(e.results, e.manifest, e.run_dir),
         "planted_bugs": planted_bugs_of(dict(e.manifest)),
         "load_generator": _loadgen(perf),
+        "races": _races(perf),
         "phases": _phases(perf),
         "faults": [{k: f.get(k) for k in ("kind", "targets", "start_s", "end_s", "healed", "healable", "injected",
                                           "commits_during",

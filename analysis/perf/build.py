@@ -36,7 +36,7 @@ from harness.history.schema import OpF, OpType
 from harness.metadata_stores import store_of_manifest
 from harness.results import RunDir
 
-__all__ = ["PERF_SCHEMA", "build_perf", "window_block"]
+__all__ = ["PERF_SCHEMA", "build_perf", "races_block", "window_block"]
 
 PERF_SCHEMA = 1
 OK, FAIL, INFO = OpType.OK.value, OpType.FAIL.value, OpType.INFO.value
@@ -146,6 +146,25 @@ def _workload(manifest: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+RACE_STATUS_KEYS = ("ack_conflicts", "ack_steals", "end_txn_resends", "race_losses")
+"""What `races` takes from the load's status file: what only the client knows."""
+
+
+def races_block(stats: HistoryStats, status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The run's racing decisions (issue #43): from the history where it holds them (messages acked in
+    two transactions, commits at the timeout, a second client's aborts), from the load's status file
+    for what only the client knows (ack conflicts, steals, END_TXN resends, lost races; null when the
+    status file is absent). `ack_races` = ack conflicts + messages acked in two transactions."""
+    history = dict(stats.races)
+    known = status is not None and not status.get("absent")
+    from_status = {k: (status.get(k) if known and status is not None else None) for k in RACE_STATUS_KEYS}
+    twice = history.get("acked_in_two_txns")
+    conflicts = from_status["ack_conflicts"]
+    ack_races = (int(conflicts) + int(twice)) if conflicts is not None and twice is not None else None
+    return {"ack_races": ack_races, **from_status, **history,
+            "source": {"history": sorted(history), "status": list(RACE_STATUS_KEYS)}}
+
+
 def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping[str, Snapshot]],
                manifest: Mapping[str, Any], history_facts: Mapping[str, Any], *,
                started: float | None = None, spark_master: str | None = None) -> dict[str, Any]:
@@ -208,6 +227,7 @@ def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping
         **head,
         **block,
         "load_generator": loadgen,
+        "races": races_block(stats, loadgen.get("status")),
         "phases": phases,
         "phase_windows": [w.to_dict() for w in stats.windows],
         "timeline": _timeline(stats),

@@ -25,10 +25,19 @@ the driver:
    as the cluster's latency.
 4. per-second p50/p99/max of commit, send and end-to-end latency for the
    timeline (Spark's percentile_approx: a picture, not a headline number);
-5. per fault: commits during it and the time from its heal to the next commit.
+5. per fault: commits during it and the time from its heal to the next commit;
+6. the racing decisions of the run (issue #43, `races`): messages acked `ok` on
+   one subscription in two or more transactions (whatever their outcomes), commits
+   invoked at their transaction's timeout (the load marks them,
+   `extra.timeout_offset_s`) and how they ended, and a second client's aborts of
+   transactions being committed (`extra.foreign`) and how they ended, with the
+   transactions where both the commit and that abort were answered `ok`.
 
 Window attribution: every event gets the name of the phase its time falls in;
 a history without a `steady` phase also labels every load operation `all`.
+A second client's aborts (`extra.foreign`) are the same transactions' decisions
+from another process, so they are left out of every count but `races`: a
+transaction ends once in the throughput and the outcomes.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from analysis.perf.windows import ALL, Window, measurement_window, phase_windows
 from harness.history.schema import OpF, OpType
 
 __all__ = ["E2E", "LATENCY_OPS", "LOAD_FS", "HistoryStats", "compute_history_stats", "quantize_us_column",
-           "window_label"]
+           "races", "window_label"]
 
 LOAD_FS: tuple[str, ...] = (OpF.TXN_OPEN.value, OpF.SEND.value, OpF.ACK.value, OpF.TXN_COMMIT.value,
                             OpF.TXN_ABORT.value)
@@ -86,6 +95,7 @@ class HistoryStats:
     paths: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     shapes: dict[str, dict[str, int]] = field(default_factory=dict)  # window -> what its txns did (txn_shapes)
+    races: dict[str, Any] = field(default_factory=dict)              # the racing decisions (races)
 
 
 def window_label(time_col: Column, windows: Sequence[Window]) -> Column:
@@ -132,8 +142,10 @@ def compute_history_stats(loaded: LoadedHistory) -> HistoryStats:
     faults = tuple(fault_windows(fault_events))
     notes: list[str] = []
 
-    pairs = pair_operations(loaded.ops).persist(StorageLevel.MEMORY_AND_DISK)
+    paired = pair_operations(loaded.ops).persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        race_counts = races(paired)
+        pairs = paired.filter(~_foreign())
         load_ops = pairs.filter(F.col("f").isin(*LOAD_FS))
         end_ns = F.coalesce(F.col("complete_ns"), F.col("invoke_ns"))
         span_row = load_ops.agg(F.min("invoke_ns").alias("first"), F.max(end_ns).alias("last"),
@@ -157,10 +169,70 @@ def compute_history_stats(loaded: LoadedHistory) -> HistoryStats:
         fault_stats = _fault_stats(pairs, faults, history_end) if faults else ()
         shapes = txn_shapes(pairs, windows, add_all, drain_start)
     finally:
-        pairs.unpersist()
+        paired.unpersist()
     return HistoryStats(windows, measured, history_end, load_span, counts, timeline, latency, corrected,
                         unreceived, early, committed_msgs, latency_timeline, faults, tuple(fault_stats),
-                        drain_start, paths, tuple(notes), shapes)
+                        drain_start, paths, tuple(notes), shapes, race_counts)
+
+
+FOREIGN_MARK = '"foreign":'
+"""In an operation's `extra`: a second client's decision on a transaction another process holds
+(workloads.foreign writes `extra.foreign.owner` on its `txn-abort`s)."""
+
+
+def _foreign() -> Column:
+    """True for a second client's abort (a plain text test of `extra`: no JSON parse per row)."""
+    return F.coalesce((F.col("f") == OpF.TXN_ABORT.value) & F.col("extra").contains(FOREIGN_MARK), F.lit(False))
+
+
+def races(pairs: DataFrame) -> dict[str, Any]:
+    """The racing decisions a history shows (module docstring, 6), over the whole history.
+
+    `acked_in_two_txns`: messages (topic, segment, subscription, message id; the value where
+    an ack names no id) acknowledged individually and `ok` in two or more distinct transactions,
+    whatever their outcomes: an abort that let the message be delivered again to another
+    consumer, or two transactions racing for it (the checker's `double-ack` judges those whose
+    transactions both committed). `timeout_commits`: `txn-commit`s the load marked with
+    `extra.timeout_offset_s` (invoked within 1 s of the timeout): `count`, `ok`, `fail`, `info`,
+    `after` (invoked past the timeout), `after_ok`. `foreign_aborts`: a second client's
+    `txn-abort`s: `count`, `ok`, `fail`, `info`, and `both_ok`, transactions whose commit and
+    whose second client's abort were both answered `ok` (one of the two answers is false).
+    """
+    ok, fail = OpType.OK.value, OpType.FAIL.value
+    typ, extra = F.col("type"), F.col("extra")
+    is_commit = (F.col("f") == OpF.TXN_COMMIT.value) & F.coalesce(extra.contains('"timeout_offset_s":'), F.lit(False))
+    offset = F.get_json_object(extra, "$.timeout_offset_s").cast("double")
+    foreign = _foreign()
+
+    def n(cond: Column) -> Column:
+        return F.sum(F.when(cond, 1).otherwise(0))
+
+    decisions = pairs.filter(is_commit | foreign).select(is_commit.alias("tc"), foreign.alias("fa"), "type",
+                                                         F.when(is_commit, offset).alias("offset"))
+    tc, fa, after = F.col("tc"), F.col("fa"), F.col("offset") > 0
+    row = decisions.agg(
+        n(tc).alias("tc"), n(tc & (typ == ok)).alias("tc_ok"), n(tc & (typ == fail)).alias("tc_fail"),
+        n(tc & after).alias("tc_after"), n(tc & after & (typ == ok)).alias("tc_after_ok"),
+        n(fa).alias("fa"), n(fa & (typ == ok)).alias("fa_ok"), n(fa & (typ == fail)).alias("fa_fail"),
+    ).collect()[0]
+    both = (pairs.filter(F.col("txn").isNotNull() & (typ == ok)
+                         & ((F.col("f") == OpF.TXN_COMMIT.value) | foreign))
+            .groupBy("txn").agg(F.max(F.col("f") == OpF.TXN_COMMIT.value).alias("c"), F.max(foreign).alias("a"))
+            .filter(F.col("c") & F.col("a")).count()) if int(row["fa_ok"] or 0) else 0
+    acks = pairs.filter((F.col("f") == OpF.ACK.value) & (typ == ok) & F.col("txn").isNotNull()
+                        & ~F.coalesce(F.col("cumulative"), F.lit(False)))
+    twice = (acks.groupBy("topic", F.coalesce(F.col("segment"), F.lit("")).alias("seg"), "subscription",
+                          F.coalesce(F.col("msg_id"), F.concat(F.lit("value "), F.col("value"))).alias("msg"))
+             .agg(F.countDistinct("txn").alias("txns")).filter(F.col("txns") >= 2).count())
+
+    def counted(prefix: str) -> dict[str, int]:
+        total, oks, fails = (int(row[k] or 0) for k in (prefix, f"{prefix}_ok", f"{prefix}_fail"))
+        return {"count": total, "ok": oks, "fail": fails, "info": total - oks - fails}
+
+    return {"acked_in_two_txns": int(twice),
+            "timeout_commits": {**counted("tc"), "after": int(row["tc_after"] or 0),
+                                "after_ok": int(row["tc_after_ok"] or 0)},
+            "foreign_aborts": {**counted("fa"), "both_ok": int(both)}}
 
 
 SHAPE_KEYS = ("committed", "aborted", "sends_committed", "sends_aborted", "acks_committed", "acks_aborted",

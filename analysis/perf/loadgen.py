@@ -109,6 +109,7 @@ def load_generator(locust_dir: Path, window: Mapping[str, Any] | None, achieved_
         out["status"] = {"absent": True, "reason": why}
     else:
         out["status"] = {k: status.get(k) for k in ("committed_txn_per_s", "msgs_per_s", "errors", "ack_conflicts",
+                                                     "ack_steals", "end_txn_resends", "race_losses",
                                                      "users", "processes", "host_cpus") if k in status}
     procs = processes
     if status is not None and _number(status.get("processes")):

@@ -32,6 +32,7 @@ from analysis.report.model import (
     fmt_ratio,
     fmt_s,
 )
+from analysis.report.races import races_table
 from analysis.report.run_plots import LATENCY_ORDER
 from analysis.report.run_report import fault_end_cell
 from analysis.report.writer import PLOTS, Page, ReportKind
@@ -114,7 +115,8 @@ def _throughput(compare: Mapping[str, Any], charts: Mapping[str, Chart]) -> Sect
                          caption="Was the harness the bottleneck? Capacity is the client's rate against a null "
                                  "broker, measured by the load process. Load errors: failed operations and "
                                  "task exceptions of the whole run; ack conflicts (acks refused because another "
-                                 "transaction had acked the message) are expected and counted apart")),
+                                 "transaction had acked the message) are expected and counted apart"),
+                races_table([(label, compare["paths"][label].get("races")) for label in compare["order"]])),
         charts=tuple(charts[n] for n in ("compare_throughput", "compare_timeline") if n in charts))
 
 

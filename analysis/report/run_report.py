@@ -27,6 +27,7 @@ from analysis.report.model import (
     fmt_num,
     fmt_s,
 )
+from analysis.report.races import races_table
 from analysis.report.run_plots import LATENCY_ORDER, run_charts
 from analysis.report.writer import Page, ReportKind
 from analysis.verdicts import Judgement, judge_run
@@ -252,7 +253,8 @@ def _loadgen_section(perf: Mapping[str, Any]) -> Section:
     css = "bad" if lg.get("saturated") else ("good" if lg.get("saturated") is False else "warn")
     return Section("Load generator headroom", "loadgen",
                    tables=(Table.of(("number", "value", "source"), rows),
-                           Table.of(("verdict",), [(Cell(lg.get("verdict", NA), css),)])))
+                           Table.of(("verdict",), [(Cell(lg.get("verdict", NA), css),)]),
+                           races_table([("", perf.get("races"))])))
 
 
 def _inputs_section(perf: Mapping[str, Any], run: RunDir) -> Section:

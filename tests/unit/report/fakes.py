@@ -47,8 +47,10 @@ def _prom(commits: int, extra: dict[str, float] | None = None) -> str:
 
 
 def fake_perf(run_dir: Path, *, path: str = "v4", scale: float = 1.0, faults: bool = True,
-              capacity: float | None = 5000.0, metadata: bool = True) -> dict[str, Any]:
-    """A complete perf.json for `run_dir` (the folder is created with its inputs)."""
+              capacity: float | None = 5000.0, metadata: bool = True,
+              races: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A complete perf.json for `run_dir` (the folder is created with its inputs); `races` has the
+    history's racing decisions (HistoryStats.races) and the status file's race counters, flat."""
     run = RunDir(run_dir)
     run.make_folders()
     write_json_atomic(run.manifest_path, {"schema": 1, "run_id": run_dir.name, "scenario": "bench", "path": path,
@@ -97,8 +99,12 @@ def fake_perf(run_dir: Path, *, path: str = "v4", scale: float = 1.0, faults: bo
         faults=fault_windows,
         fault_stats=({"commits_during": 0, "commits_per_s_during": 0.0, "first_commit_after_heal_s": 0.2,
                       "last_commit_before_start_s": 0.01, "longest_commit_gap_s": 2.2},) if faults else (),
-        drain_start_ns=20 * S, paths=(path,))
+        drain_start_ns=20 * S, paths=(path,),
+        races={k: v for k, v in (races or {}).items()
+               if k in ("acked_in_two_txns", "timeout_commits", "foreign_aborts")})
     status: dict[str, Any] = {"committed_txn_per_s": 99.0, "cpu_samples": [[0, 0.0], [21 * S, 4.2]], "processes": 1}
+    status.update({k: v for k, v in (races or {}).items()
+                   if k in ("ack_conflicts", "ack_steals", "end_txn_resends", "race_losses")})
     if capacity is not None:
         status["capacity"] = {"committed_txn_per_s": capacity, "msgs_per_s": 4 * capacity, "against": "null-broker"}
     (run.locust_dir / "status.json").write_text(json.dumps(status), encoding="utf-8")

@@ -106,6 +106,38 @@ def test_comparison_copies_each_runs_numbers_and_divides_by_v4(tmp_path: Path) -
     assert_self_contained(written.html.read_text(), images=5)
 
 
+RACES = {"ack_conflicts": 7, "ack_steals": 9, "end_txn_resends": 3, "race_losses": 5, "acked_in_two_txns": 11,
+         "timeout_commits": {"count": 4, "ok": 2, "fail": 1, "info": 1, "after": 2, "after_ok": 1},
+         "foreign_aborts": {"count": 6, "ok": 2, "fail": 4, "info": 0, "both_ok": 0}}
+
+
+def test_racing_decisions_reach_perf_the_run_report_and_the_comparison(tmp_path: Path) -> None:
+    """Issue #43: every run says how many ack races, commits at the timeout, END_TXN resends and second
+    clients' aborts it made, in perf.json, compare.json and both reports, beside the ack conflicts."""
+    run = RunDir(tmp_path / "runs" / "v4")
+    perf = fake_perf(run.path, races=RACES)
+    races = perf["races"]
+    assert races["ack_races"] == 18 and races["ack_conflicts"] == 7 and races["acked_in_two_txns"] == 11
+    assert races["end_txn_resends"] == 3 and races["ack_steals"] == 9
+    assert races["timeout_commits"]["after_ok"] == 1 and races["foreign_aborts"]["fail"] == 4
+    md = write_report(RUN_REPORT, RunInputs(run, perf, fake_results(True), read_json(run.manifest_path)),
+                      run.path).markdown.read_text()
+    row = "| 18 | 7 | 11 | 9 | 4 (2 ok / 1 fail / 1 info); 2 past it, 1 committed | 3 | 6 (2 ok / 4 fail / 0 info); both ok: 0 |"
+    assert row in md
+    quiet = fake_perf(tmp_path / "runs" / "v5", path="v5")     # a run whose status predates the counters
+    assert quiet["races"]["ack_races"] is None and quiet["races"]["end_txn_resends"] is None
+    compare = build_comparison([RunEntry(run.path, perf, fake_results(True), {}),
+                                RunEntry(tmp_path / "runs" / "v5", quiet, fake_results(True), {})],
+                               out_dir=tmp_path, kind="chaos", matrix_id="m1")
+    assert compare["paths"]["v4"]["races"]["ack_races"] == 18
+    assert compare["paths"]["v4"]["races"]["timeout_commits"] == RACES["timeout_commits"]
+    written = write_report(COMPARE_REPORT, compare, tmp_path)
+    assert json.loads(written.json.read_text())["paths"]["v4"]["races"]["foreign_aborts"]["count"] == 6
+    md = written.markdown.read_text()
+    assert f"| v4 {row}" in md
+    assert "| v5 | absent | absent | absent | absent | absent | absent | absent |" in md
+
+
 def test_baseline_without_v4_and_runs_sharing_a_path(tmp_path: Path) -> None:
     runs = entries(tmp_path, {"a": {"path": "v5", "scale": 1.0}, "b": {"path": "v5", "scale": 3.0}})
     compare = build_comparison(runs, out_dir=tmp_path)
