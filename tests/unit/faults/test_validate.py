@@ -65,7 +65,7 @@ def test_an_unknown_kind_is_one_line_naming_the_key_and_the_closest_kind() -> No
 def test_process_faults_are_rejected_early_on_the_external_target() -> None:
     config = dataclasses.replace(load_scenario("chaos"), target=Target.EXTERNAL)
     # the first process fault of the timeline (chaos.yaml's rolling restarts begin at 0 s)
-    with pytest.raises(ConfigError, match=r"faults.schedule\[22\].kind: restart cannot run on the external target: "
+    with pytest.raises(ConfigError, match=r"faults.schedule\[23\].kind: restart cannot run on the external target: "
                                           r"txnbench cannot kill or pause its processes"):
         check_scenario(config)
 
