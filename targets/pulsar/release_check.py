@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +38,8 @@ from targets.pulsar.versions import RELEASES, Checked, PulsarRelease, listed
 CACHE_NAME = "releases.json"
 CHECK_DIR = "check-cluster"   # under the jar cache: .txnbench/pulsar/check-cluster
 WHY_CHARS = 400
+MAVEN_BOILERPLATE = (r"Failed to execute goal on project [\w.-]+: ",
+                     r"Could not resolve dependencies for project [\w.-]+:[\w.-]+:\w+:[\w.-]+: ")
 #: A start (ZooKeeper, a bookie, two brokers, one transaction) takes 20-90 s here; a first use
 #: also resolves the jars. Past this the release does not start.
 START_TIMEOUT_S = 300.0
@@ -149,11 +153,15 @@ def render(table: Sequence[Row], cache: Path) -> str:
     notes = [f"{r.release.version}: {r.why_not}" for r in table if r.why_not and not r.runs]
     notes += [f"{r.release.version}: {r.note}" for r in table if r.note]
     if notes:
-        out += ["", "why not, and notes:", *(f"  {n}" for n in notes)]
-    out += ["", "* the default release. paths: those the line has (v4-batched: PIP-160, 2.11 on; v5: PIP-473, 5.0). "
-                "perf: pulsar-perf is served (`txnbench peer`). starts: the paths on which a cluster committed a "
-                "transaction. recorded: targets/pulsar/versions.py; here: `txnbench releases --check`, kept in "
-                f"{cache}."]
+        out += ["", "why not, and notes:"]
+        for note in notes:
+            out += textwrap.wrap(note, width=100, initial_indent="  ", subsequent_indent="      ",
+                                 break_on_hyphens=False)
+    legend = ("* the default release. paths: those the line has (v4-batched: PIP-160, 2.11 on; v5: PIP-473, "
+              "5.0). perf: pulsar-perf is served (`txnbench peer`). starts: the paths on which a cluster committed "
+              "a transaction. recorded: targets/pulsar/versions.py; here: `txnbench releases --check`, kept in "
+              f"{cache}.")
+    out += ["", *textwrap.wrap(legend, width=100, break_on_hyphens=False)]
     return "\n".join(out)
 
 
@@ -174,6 +182,8 @@ def _default() -> str:
 def why(err: BaseException) -> str:
     """One line of an error: its first line, and the first exception or ERROR line it quotes."""
     text = str(err).strip() or type(err).__name__
+    for boilerplate in MAVEN_BOILERPLATE:   # Maven's own framing of what it could not find
+        text = re.sub(boilerplate, "", text)
     first, *rest = text.splitlines()
     telling = next((line.strip() for line in rest if "Exception" in line or " ERROR " in line
                     or line.strip().startswith("Caused by")), "")

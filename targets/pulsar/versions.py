@@ -147,18 +147,20 @@ LINE_5_0 = ReleaseLine("5.0", min_java=21, batched_writes=True, scalable_transac
 
 PARENT_BOM = "Pulsar's parent POM imported as a BOM (the versions its build aligned)"
 NOT_SERVED = "the mirror answers 404 for pulsar-broker {version}'s POM"
-UNSERVED_CHECK = Checked(date="2026-11-29", resolves=False, why_not="")
+#: 2.10.5 to 3.2.0 log through SLF4J 1.7, and their broker POM brings no binding
+PARENT_BOM_SLF4J = PARENT_BOM + "; log4j-slf4j-impl added (SLF4J 1.7: the broker's POM brings no binding)"
+BOTH_V4 = ("v4", "v4-batched")
 
 PULSAR_5 = PulsarRelease(
     "5.0.1", LINE_5_0, bookkeeper="4.18.2", zookeeper="3.9.5", netty="4.2.17.Final", perf=True,
     pins="BOMs for netty 4.2.17 (4.2.19's epoll natives not served), jackson, grpc, jetty, okhttp (a Gradle-"
          "published POM); BookKeeper 4.18.2's jars copied over 4.18.0's (its parent POM not served); "
          "ZooKeeper 3.9.5 (3.9.6 not served); bc-fips and log4j-slf4j-impl excluded",
-    checked=Checked("2026-11-28", resolves=True, starts=("v4", "v4-batched", "v5")))
+    checked=Checked("2026-11-29", resolves=True, starts=("v4", "v4-batched", "v5")))
 PULSAR_4_LTS = PulsarRelease(
     "4.0.8", LINE_4_0, bookkeeper="4.17.2", zookeeper="3.9.4", netty="4.1.128.Final", perf=True,
     pins="jetcd-core-shaded and pulsar-opentelemetry at 4.0.7 (4.0.8's not served)",
-    checked=Checked("2026-11-28", resolves=True, starts=("v4", "v4-batched")))
+    checked=Checked("2026-11-29", resolves=True, starts=BOTH_V4))
 
 RELEASES: dict[str, PulsarRelease] = {r.version: r for r in (
     PULSAR_5,
@@ -174,23 +176,23 @@ RELEASES: dict[str, PulsarRelease] = {r.version: r for r in (
         "mvn: \"Failed to read artifact descriptor for org.apache.pulsar:pulsar-websocket:jar:4.0.4\". Pinning "
         "another patch release's modules would not run 4.0.4"))),
     PulsarRelease("4.0.0", LINE_4_0, bookkeeper="4.17.1", zookeeper="3.9.2", netty="4.1.113.Final", pins=PARENT_BOM,
-                  checked=Checked("", resolves=False, why_not="not checked yet")),
+                  checked=Checked("2026-11-29", resolves=True, starts=BOTH_V4)),
     PulsarRelease("3.3.2", LINE_3_3, bookkeeper="4.17.1", zookeeper="3.9.2", netty="4.1.113.Final", pins=PARENT_BOM,
-                  checked=Checked("", resolves=False, why_not="not checked yet")),
-    PulsarRelease("3.2.0", LINE_3_2, bookkeeper="4.16.3", zookeeper="3.9.1", netty="4.1.104.Final", pins=PARENT_BOM,
-                  checked=Checked("", resolves=False, why_not="not checked yet")),
-    PulsarRelease("3.1.0", LINE_3_1, bookkeeper="4.16.2", zookeeper="3.8.1", netty="4.1.94.Final", pins=PARENT_BOM,
-                  checked=Checked("", resolves=False, why_not="not checked yet")),
+                  checked=Checked("2026-11-29", resolves=True, starts=BOTH_V4)),
+    PulsarRelease("3.2.0", LINE_3_2, bookkeeper="4.16.3", zookeeper="3.9.1", netty="4.1.104.Final", pins=PARENT_BOM_SLF4J,
+                  checked=Checked("2026-11-29", resolves=True, starts=BOTH_V4)),
+    PulsarRelease("3.1.0", LINE_3_1, bookkeeper="4.16.2", zookeeper="3.8.1", netty="4.1.94.Final", pins=PARENT_BOM_SLF4J,
+                  checked=Checked("2026-11-29", resolves=True, starts=BOTH_V4)),
     PulsarRelease("3.0.1", LINE_3_0, checked=Checked("2026-11-29", resolves=False,
                                                      why_not=NOT_SERVED.format(version="3.0.1"))),
-    PulsarRelease("3.0.0", LINE_3_0, bookkeeper="4.16.1", zookeeper="3.8.1", netty="4.1.89.Final", pins=PARENT_BOM,
-                  checked=Checked("", resolves=False, why_not="not checked yet")),
-    PulsarRelease("2.11.0", LINE_2_11, bookkeeper="4.15.3", zookeeper="3.8.0", netty="4.1.86.Final", pins=PARENT_BOM,
-                  checked=Checked("", resolves=False, why_not="not checked yet")),
+    PulsarRelease("3.0.0", LINE_3_0, bookkeeper="4.16.1", zookeeper="3.8.1", netty="4.1.89.Final", pins=PARENT_BOM_SLF4J,
+                  checked=Checked("2026-11-29", resolves=True, starts=BOTH_V4)),
+    PulsarRelease("2.11.0", LINE_2_11, bookkeeper="4.15.3", zookeeper="3.8.0", netty="4.1.86.Final", pins=PARENT_BOM_SLF4J,
+                  checked=Checked("2026-11-29", resolves=True, starts=BOTH_V4)),
     PulsarRelease("2.10.6", LINE_2_10, checked=Checked("2026-11-29", resolves=False,
                                                        why_not=NOT_SERVED.format(version="2.10.6"))),
-    PulsarRelease("2.10.5", LINE_2_10, bookkeeper="4.14.7", zookeeper="3.6.4", netty="4.1.93.Final", pins=PARENT_BOM,
-                  checked=Checked("", resolves=False, why_not="not checked yet")),
+    PulsarRelease("2.10.5", LINE_2_10, bookkeeper="4.14.7", zookeeper="3.6.4", netty="4.1.93.Final", pins=PARENT_BOM_SLF4J,
+                  checked=Checked("2026-11-29", resolves=True, starts=("v4",))),
 )}
 
 #: One version for all three paths, so the comparison between them is fair.

@@ -137,6 +137,12 @@ def test_why_keeps_one_line_with_the_telling_exception() -> None:
     assert why(err) == ("broker-0 exited during start-up (code 1); see x.log; last lines: ... "
                         "2026 ERROR [main] o.a.p.b.PulsarService - Failed to start")
     assert why(EnvironmentProblem("x" * 1000)) == "x" * release_check.WHY_CHARS
+    maven = EnvironmentProblem("resolving Apache Pulsar 5.0.0's jars failed (mvn exit 1): Failed to execute goal on "
+                               "project txnbench-pulsar-jars: Could not resolve dependencies for project "
+                               "io.txnbench:txnbench-pulsar-jars:pom:1: Could not find artifact "
+                               "org.apache.pulsar:pulsar-broker:jar:5.0.0 in central; full log: x")
+    assert why(maven) == ("resolving Apache Pulsar 5.0.0's jars failed (mvn exit 1): Could not find artifact "
+                          "org.apache.pulsar:pulsar-broker:jar:5.0.0 in central; full log: x")
 
 
 def test_check_release_resolves_then_starts_each_path(tmp_path: Path) -> None:
