@@ -273,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     finding.add_argument("--tries", type=_positive_int, metavar="N", help="tries (default: the finding's)")
     finding.add_argument("--pulsar-version", metavar="V",
                          help="run on this release instead of the finding's own (targets/pulsar/versions.py)")
+    finding.add_argument("--program-args", metavar="ARGS",
+                         help="more arguments for the finding's Java program, quoted as one (e.g. \"--fault restart\" "
+                              "for the bundle-unload finding: its top comment lists them)")
     finding.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                          help="results root (default: results/)")
     finding.set_defaults(handler=_cmd_finding)

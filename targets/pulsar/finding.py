@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -77,6 +78,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=5, race=True, try_timeout_s=240.0,
         log_signs=("endTxn error topic", "Successes to abort low water mark",
                    "is being unloaded")),
+    Finding(
+        name="v5-stale-last-message-id", release="5.0.1", txn_path=TxnPath.V5, main_class="V5StaleLastMessageId",
+        what="GET_LAST_MESSAGE_ID on a v5 segment keeps its first answer after transactional commits, so a "
+             "Reader's hasMessageAvailable() stops before committed, delivered messages",
+        try_timeout_s=120.0),
+    Finding(
+        name="v5-committed-acks-redelivered-after-crash", release="5.0.1", txn_path=TxnPath.V5,
+        main_class="V5CommittedAcksRedelivered",
+        what="acks of a committed v5 transaction are lost when the segment moves while it is open or its broker "
+             "is killed right after the commit: the acked messages are delivered again",
+        try_timeout_s=240.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
+        log_signs=("Recovered cursor",)),
 )}
 
 
@@ -187,9 +200,9 @@ Ask = Callable[[str, str], str]
 
 
 def program_argv(java: Path | str, classpath: str, finding: Finding, *, service_url: str, admin_url: str,
-                 listener: str | None, tries: int) -> list[str]:
+                 listener: str | None, tries: int, args: Sequence[str] = ()) -> list[str]:
     argv = [str(java), "-Xmx384m", "-cp", classpath, finding.main_class, "--service-url", service_url,
-            "--admin-url", admin_url, "--tries", str(tries), *finding.args]
+            "--admin-url", admin_url, "--tries", str(tries), *finding.args, *args]
     return argv + (["--listener", listener] if listener else [])
 
 
@@ -278,12 +291,14 @@ def quote_logs(logs: Path, signs: Sequence[str], limit: int = 3) -> dict[str, li
 
 
 def reproduce(finding: Finding, cluster: Any, program: Any, *, tries: int, folder: Path,
-              say: Callable[[str], None]) -> Outcome:
-    """Runs `finding`'s program on a running cluster (ours: its brokers can be restarted)."""
+              say: Callable[[str], None], args: Sequence[str] = ()) -> Outcome:
+    """Runs `finding`'s program on a running cluster (ours: its brokers can be restarted);
+    `args` go to the program after the finding's own."""
     info = cluster.info()
     outcome = Outcome(finding.name, cluster.release.version, folder=folder)
+    folder.mkdir(parents=True, exist_ok=True)
     argv = program_argv(program.java, program.classpath, finding, service_url=info.service_url,
-                        admin_url=info.admin_url, listener=info.listener_name, tries=tries)
+                        admin_url=info.admin_url, listener=info.listener_name, tries=tries, args=args)
     (folder / "command.txt").write_text(" ".join(argv) + "\n")
     outcome.lines, outcome.returncode, tail = run_program(
         argv, ask=lambda action, target: broker_action(cluster, action, target),
@@ -295,12 +310,31 @@ def reproduce(finding: Finding, cluster: Any, program: Any, *, tries: int, folde
     return outcome
 
 
+def compiled(finding: Finding, release: Any, say: Callable[[str], None] | None = None) -> Any:
+    """The finding's program compiled for `release`'s client (cached like the transaction check)."""
+    from targets.pulsar.txn_check import ensure_program
+
+    return ensure_program(release, say, sources=finding.sources(), name=f"repro-{finding.main_class}")
+
+
+def reproduce_on(name: str, directory: Path, folder: Path, *, tries: int = 1, args: Sequence[str] = (),
+                 say: Callable[[str], None] = print) -> Outcome:
+    """`name`'s program on the pulsar cluster already running from `directory` (`txnbench cluster
+    up`; the smoke test's), not a fresh one: for a finding that is at home on that cluster."""
+    from targets.pulsar.cluster import PulsarCluster
+
+    finding = get(name)
+    cluster = PulsarCluster.attach(directory)
+    return reproduce(finding, cluster, compiled(finding, cluster.release, say), tries=tries, folder=folder,
+                     say=say, args=args)
+
+
 def run_finding(finding: Finding, *, tries: int | None = None, version: str | None = None,
-                results: Path = Path("results"), say: Callable[[str], None] = print) -> Outcome:
+                results: Path = Path("results"), say: Callable[[str], None] = print,
+                args: Sequence[str] = ()) -> Outcome:
     """A fresh cluster at the finding's release (or `version`), the program, the cluster down."""
     from targets.pulsar import versions
     from targets.pulsar.cluster import PulsarCluster, PulsarSpec
-    from targets.pulsar.txn_check import ensure_program
 
     chosen = version or finding.release
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -317,12 +351,12 @@ def run_finding(finding: Finding, *, tries: int | None = None, version: str | No
         if not release.supports(finding.txn_path):
             raise ConfigError("--pulsar-version", chosen, f"has no {finding.txn_path.value} path",
                               f"this finding needs it (found on {finding.release})")
-        program = ensure_program(release, say, sources=finding.sources(), name=f"repro-{finding.main_class}")
+        program = compiled(finding, release, say)
         cluster = PulsarCluster(PulsarSpec(txn_path=finding.txn_path, version=chosen, settings=dict(finding.settings),
                                            directory=folder / "cluster", parent_pid=os.getpid(),
                                            ready_timeout_s=SETUP_BUDGET_S * 2, say=say))
         cluster.up()
-        outcome = reproduce(finding, cluster, program, tries=tries, folder=folder, say=say)
+        outcome = reproduce(finding, cluster, program, tries=tries, folder=folder, say=say, args=args)
     except (TxnbenchError, ValueError) as err:
         outcome.problem = str(err)
     finally:
@@ -351,7 +385,8 @@ def main_finding(args: Any) -> int:
     if args.all == bool(args.name):
         raise ConfigError("txnbench finding", "NAME", "name one finding or pass --all", "`--list` lists them")
     chosen = list(FINDINGS.values()) if args.all else [get(args.name)]
-    outcomes = [run_finding(f, tries=args.tries, version=args.pulsar_version, results=args.results)
+    extra = tuple(shlex.split(args.program_args or ""))
+    outcomes = [run_finding(f, tries=args.tries, version=args.pulsar_version, results=args.results, args=extra)
                 for f in chosen]
     if len(outcomes) > 1:
         print("\n".join(summary(o) for o in outcomes))

@@ -84,7 +84,7 @@ final class Admin {
     /** `pulsar-admin transactions transaction-in-buffer-stats -t persistent://NS/T -m M -l L` */
     String transactionInBuffer(String namespace, String topic, long most, long least) {
         try {
-            return get("/admin/v3/transactions/transactionInBufferStats/persistent/" + namespace + "/" + topic + "/"
+            return get("/admin/v3/transactions/transactionInBufferStats/" + namespace + "/" + topic + "/"
                     + most + "/" + least);
         } catch (Exception err) {
             return Out.describe(err);

@@ -51,7 +51,7 @@ def test_every_finding_names_its_file_its_program_and_a_release_with_its_path(na
     assert release.supports(finding.txn_path)
     assert finding.tries >= 1 and finding.try_timeout_s > 0
     assert finding.race == (finding.tries > 1), "a race gets several tries and a rate, a deterministic bug one"
-    assert finding.log_signs and all(isinstance(s, str) and s for s in finding.log_signs)
+    assert all(isinstance(s, str) and s for s in finding.log_signs)
 
 
 def test_an_unknown_finding_is_a_config_error_naming_the_known_ones() -> None:
@@ -103,12 +103,14 @@ def test_all_runs_every_finding_and_exits_by_the_worst(monkeypatch: pytest.Monke
     lines = {NOT_SHOWN: [attempt(1, False), DONE], SHOWS: [attempt(1, True), DONE], COULD_NOT_RUN: []}
     ran: list[tuple[str, int | None, str | None]] = []
 
-    def fake_run(finding: fx.Finding, *, tries: int | None, version: str | None, results: Path) -> Outcome:
+    def fake_run(finding: fx.Finding, *, tries: int | None, version: str | None, results: Path,
+                 args: tuple[str, ...]) -> Outcome:
+        assert args == ("--fault", "restart")
         ran.append((finding.name, tries, version))
         return Outcome(finding.name, "4.0.8", lines=list(lines[codes[names.index(finding.name)]]))
 
     monkeypatch.setattr(fx, "run_finding", fake_run)
-    assert fx.main_finding(parse("--all", "--tries", "2")) == expected
+    assert fx.main_finding(parse("--all", "--tries", "2", "--program-args", "--fault restart")) == expected
     assert ran == [(n, 2, None) for n in names]
 
 

@@ -1,0 +1,217 @@
+// Reproduces docs/findings/v5-committed-acks-redelivered-after-crash.md with Pulsar's own Java
+// client (the v5 API of pulsar-client-v5; its v4 API only to find a segment's broker) and the
+// admin REST API. Written by txnbench (not fetched).
+//
+// What Pulsar promises: messages acknowledged in a transaction that committed are never
+// delivered to that subscription again (consume-transform-produce is exactly-once).
+//
+// Per try, three cases, each on a fresh scalable topic of one segment: MESSAGES messages are
+// published, received on a Shared (queue) subscription and acknowledged in one transaction; then
+//  * `still` (the control): the transaction commits;
+//  * `moved`: the segment moves while the transaction is open (5.0.1 has no segment unload, so the
+//    namespace is unloaded: `pulsar-admin namespaces unload public/default`), then it commits;
+//  * `crashed`: it commits, and the broker that owns the segment is killed with SIGKILL at once
+//    and started again (asked of whoever runs this, see Out.ask).
+// Then the consumer is closed and the subscription opened again: an acknowledged message that
+// comes back is a committed ack lost. 5.0.1's MetadataPendingAckStore recovers a moved
+// subscription's pending acks as transaction ids only (no positions), so commitTxn applies
+// nothing; and a commit's acks reach the cursor in memory only (the mark-delete is rate limited)
+// while their op records are deleted at once, so a crash after the commit loses them.
+//
+//   java -cp <pulsar-client-v5 jars>:. V5CommittedAcksRedelivered --service-url pulsar://...
+//       --admin-url http://<broker>:8080 [--tries 1] [--cases still,moved,crashed]
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.apache.pulsar.client.api.v5.Message;
+import org.apache.pulsar.client.api.v5.Producer;
+import org.apache.pulsar.client.api.v5.PulsarClient;
+import org.apache.pulsar.client.api.v5.PulsarClientBuilder;
+import org.apache.pulsar.client.api.v5.QueueConsumer;
+import org.apache.pulsar.client.api.v5.Transaction;
+import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
+import org.apache.pulsar.client.api.v5.config.TransactionPolicy;
+import org.apache.pulsar.client.api.v5.schema.Schema;
+
+public final class V5CommittedAcksRedelivered {
+    private static final int MESSAGES = 4;
+
+    private final Out out = new Out();
+    private final Cli cli;
+    private final Admin admin;
+    private final String run = UUID.randomUUID().toString().substring(0, 6);
+    private PulsarClient client;
+    private org.apache.pulsar.client.api.PulsarClient v4;
+
+    private V5CommittedAcksRedelivered(Cli cli) {
+        this.cli = cli;
+        this.admin = new Admin(cli.required("--admin-url"));
+    }
+
+    /** What one case saw: the values it acked, and which came back before and after the commit. */
+    private record Case(String name, String topic, List<String> acked, List<String> whileOpen, List<String> after,
+                        String note) {
+        List<String> lost() {
+            List<String> out = new ArrayList<>(after);
+            out.retainAll(acked);
+            return out;
+        }
+    }
+
+    public static void main(String[] argv) {
+        V5CommittedAcksRedelivered repro;
+        try {
+            repro = new V5CommittedAcksRedelivered(Cli.parse(argv));
+        } catch (RuntimeException err) {
+            new Out().error("bad arguments", err);
+            System.exit(2);
+            return;
+        }
+        try {
+            repro.runAll();
+        } catch (Exception err) {
+            repro.out.error("the reproduction stopped", err);
+        }
+        System.exit(repro.out.finish());
+    }
+
+    private void runAll() throws Exception {
+        String service = cli.required("--service-url");
+        String listener = cli.get("--listener", null);
+        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
+        try {
+            PulsarClientBuilder builder = PulsarClient.builder().serviceUrl(service)
+                    .operationTimeout(Duration.ofSeconds(30))
+                    .transactionPolicy(TransactionPolicy.builder().timeout(Duration.ofMinutes(2)).build());
+            org.apache.pulsar.client.api.ClientBuilder v4Builder = org.apache.pulsar.client.api.PulsarClient.builder()
+                    .serviceUrl(service).operationTimeout(30, TimeUnit.SECONDS);
+            if (listener != null) {
+                builder.listenerName(listener);
+                v4Builder.listenerName(listener);
+            }
+            client = builder.build();
+            v4 = v4Builder.build();
+        } catch (Exception err) {
+            out.error("set-up (clients)", err);
+            return;
+        }
+        try {
+            int tries = cli.integer("--tries", 1);
+            String[] cases = cli.get("--cases", "still,moved,crashed").split(",");
+            for (int n = 1; n <= tries; n++) {
+                Map<String, Case> seen = new LinkedHashMap<>();
+                for (String name : cases) {
+                    seen.put(name, runCase(n, name.trim()));
+                }
+                List<String> examples = new ArrayList<>();
+                List<String> parts = new ArrayList<>();
+                boolean shows = false;
+                for (Case c : seen.values()) {
+                    List<String> lost = c.lost();
+                    shows |= !lost.isEmpty();
+                    parts.add(c.name + ": " + lost.size() + " of " + c.acked.size() + " committed acks lost"
+                            + (c.note.isEmpty() ? "" : " (" + c.note + ")"));
+                    if (!lost.isEmpty()) {
+                        examples.add(c.name + " " + c.topic + ": acked in a committed transaction " + c.acked
+                                + "; delivered again while it was open " + c.whileOpen
+                                + "; delivered to the subscription opened again after the commit " + c.after);
+                    }
+                }
+                out.attempt(n, shows, String.join("; ", parts), examples);
+            }
+        } finally {
+            v4.close();
+            client.shutdown();
+        }
+    }
+
+    private Case runCase(int n, String name) throws Exception {
+        String local = "acks-" + name + "-" + run + "-" + n;
+        String topic = "topic://public/default/" + local;
+        admin.put("/admin/v2/scalable/public/default/" + local + "?numInitialSegments=1", null);
+        List<String> acked = new ArrayList<>();
+        List<String> whileOpen = new ArrayList<>();
+        String note = "";
+        try (Producer<String> producer = client.newProducer(Schema.string()).topic(topic).create()) {
+            QueueConsumer<String> consumer = subscribe(topic);
+            for (int i = 0; i < MESSAGES; i++) {
+                producer.newMessage().value(run + "/" + name + "-" + i).send();
+            }
+            List<Message<String>> received = drain(consumer, 15_000, 2_000, MESSAGES);
+            if (received.size() != MESSAGES) {
+                consumer.close();
+                return new Case(name, topic, List.of(), List.of(), List.of(),
+                        "received " + received.size() + " of " + MESSAGES + " before the acks: not judged");
+            }
+            Transaction txn = client.newTransaction();
+            for (Message<String> message : received) {
+                consumer.acknowledge(message.id(), txn);
+                acked.add(message.value());
+            }
+            if (name.equals("moved")) {
+                admin.unloadNamespace("public/default");
+                Thread.sleep(3000);   // the consumer reattaches to the segment's next owner
+                for (Message<String> message : drain(consumer, 1_000, 1_000, MESSAGES * 2)) {
+                    whileOpen.add(message.value());
+                }
+                note = "namespace public/default unloaded between the acks and the commit";
+            }
+            txn.commit();
+            if (name.equals("crashed")) {
+                String owner = owner("segment://public/default/" + local + "/" + segmentOf(local));
+                boolean killed = out.ask("kill-broker", owner, "kill -9 the broker serving " + owner
+                        + " and start it again, then answer `done`");
+                note = killed ? "the segment's broker " + owner + " killed (SIGKILL) right after the commit"
+                        : "the segment's broker was not killed";
+            }
+            consumer.close();
+            QueueConsumer<String> again = subscribe(topic);
+            List<String> after = new ArrayList<>();
+            for (Message<String> message : drain(again, name.equals("crashed") ? 40_000 : 4_000, 4_000,
+                    MESSAGES * 2)) {
+                after.add(message.value());
+            }
+            again.close();
+            return new Case(name, topic, acked, whileOpen, after, note);
+        }
+    }
+
+    private QueueConsumer<String> subscribe(String topic) throws Exception {
+        return client.newQueueConsumer(Schema.string()).topic(topic).subscriptionName("s")
+                .subscriptionInitialPosition(SubscriptionInitialPosition.EARLIEST).subscribe();
+    }
+
+    /** Receives until `limit` messages, the first waiting `firstMs`, later ones `quietMs`. */
+    private static List<Message<String>> drain(QueueConsumer<String> consumer, long firstMs, long quietMs, int limit)
+            throws Exception {
+        List<Message<String>> out = new ArrayList<>();
+        while (out.size() < limit) {
+            Message<String> message = consumer.receive(Duration.ofMillis(out.isEmpty() ? firstMs : quietMs));
+            if (message == null) {
+                break;
+            }
+            out.add(message);
+        }
+        return out;
+    }
+
+    /** The address (the broker's advertised service URL) the client's lookup of `topic` connects to. */
+    private String owner(String topic) throws Exception {
+        org.apache.pulsar.client.impl.ClientCnx cnx = ((org.apache.pulsar.client.impl.PulsarClientImpl) v4)
+                .getConnection(topic).get(30, TimeUnit.SECONDS);
+        java.net.InetSocketAddress address = (java.net.InetSocketAddress) cnx.ctx().channel().remoteAddress();
+        return "pulsar://" + address.getHostString() + ":" + address.getPort();
+    }
+
+    private String segmentOf(String local) throws Exception {
+        String layout = admin.get("/admin/v2/scalable/public/default/" + local);
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("\\b([0-9a-f]{4}-[0-9a-f]{4}-\\d+)\\b")
+                .matcher(layout);
+        return m.find() ? m.group(1) : "0000-ffff-0";
+    }
+}

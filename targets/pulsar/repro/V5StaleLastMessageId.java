@@ -1,0 +1,166 @@
+// Reproduces docs/findings/v5-stale-last-message-id.md with Pulsar's own Java client: the v5 API
+// (pulsar-client-v5) commits, and the v4 API of the same client asks the segment for its last
+// message id (GET_LAST_MESSAGE_ID) and reads it with a Reader. Written by txnbench (not fetched).
+//
+// What Pulsar promises: GET_LAST_MESSAGE_ID names the last message a reader can read, so
+// `Reader.hasMessageAvailable()` is true until every committed message was read.
+//
+// Per try: a scalable topic with one segment; COMMITS transactions of one message each. After the
+// first commit a consumer of the segment asks GET_LAST_MESSAGE_ID; after the others a durable
+// subscription receives every committed message, and then (after SETTLE_MS) the consumer asks
+// again and a fresh Reader reads from the start while `hasMessageAvailable()`. The bug shows when
+// the subscription got every message and the Reader stopped short of them: 5.0.1's
+// MetadataTransactionBuffer never refreshes PersistentTopic's cached last dispatchable position.
+//
+//   java -cp <pulsar-client-v5 jars>:. V5StaleLastMessageId --service-url pulsar://...
+//       --admin-url http://<broker>:8080 [--tries 1] [--commits 3] [--listener external]
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.pulsar.client.api.v5.Message;
+import org.apache.pulsar.client.api.v5.Producer;
+import org.apache.pulsar.client.api.v5.PulsarClient;
+import org.apache.pulsar.client.api.v5.PulsarClientBuilder;
+import org.apache.pulsar.client.api.v5.QueueConsumer;
+import org.apache.pulsar.client.api.v5.Transaction;
+import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
+import org.apache.pulsar.client.api.v5.config.TransactionPolicy;
+import org.apache.pulsar.client.api.v5.schema.Schema;
+
+public final class V5StaleLastMessageId {
+    private final Out out = new Out();
+    private final Cli cli;
+    private final Admin admin;
+    private final String run = UUID.randomUUID().toString().substring(0, 6);
+    private PulsarClient client;
+    private org.apache.pulsar.client.api.PulsarClient v4;
+
+    private V5StaleLastMessageId(Cli cli) {
+        this.cli = cli;
+        this.admin = new Admin(cli.required("--admin-url"));
+    }
+
+    public static void main(String[] argv) {
+        V5StaleLastMessageId repro;
+        try {
+            repro = new V5StaleLastMessageId(Cli.parse(argv));
+        } catch (RuntimeException err) {
+            new Out().error("bad arguments", err);
+            System.exit(2);
+            return;
+        }
+        try {
+            repro.runAll();
+        } catch (Exception err) {
+            repro.out.error("the reproduction stopped", err);
+        }
+        System.exit(repro.out.finish());
+    }
+
+    private void runAll() throws Exception {
+        String service = cli.required("--service-url");
+        String listener = cli.get("--listener", null);
+        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
+        try {
+            PulsarClientBuilder builder = PulsarClient.builder().serviceUrl(service)
+                    .operationTimeout(Duration.ofSeconds(30))
+                    .transactionPolicy(TransactionPolicy.builder().timeout(Duration.ofMinutes(2)).build());
+            org.apache.pulsar.client.api.ClientBuilder v4Builder = org.apache.pulsar.client.api.PulsarClient.builder()
+                    .serviceUrl(service).operationTimeout(30, TimeUnit.SECONDS);
+            if (listener != null) {
+                builder.listenerName(listener);
+                v4Builder.listenerName(listener);
+            }
+            client = builder.build();
+            v4 = v4Builder.build();
+        } catch (Exception err) {
+            out.error("set-up (clients)", err);
+            return;
+        }
+        try {
+            int tries = cli.integer("--tries", 1);
+            for (int n = 1; n <= tries; n++) {
+                attempt(n);
+            }
+        } finally {
+            v4.close();
+            client.shutdown();
+        }
+    }
+
+    private void attempt(int n) throws Exception {
+        int commits = cli.integer("--commits", 3);
+        String local = "lmid-" + run + "-" + n;
+        String topic = "topic://public/default/" + local;
+        admin.put("/admin/v2/scalable/public/default/" + local + "?numInitialSegments=1", null);
+        List<String> committed = new ArrayList<>();
+        List<String> delivered = new ArrayList<>();
+        try (Producer<String> producer = client.newProducer(Schema.string()).topic(topic).create();
+             QueueConsumer<String> subscription = client.newQueueConsumer(Schema.string()).topic(topic)
+                     .subscriptionName("s").subscriptionInitialPosition(SubscriptionInitialPosition.EARLIEST)
+                     .subscribe()) {
+            commitOne(producer, "m1", committed);
+            String segment = segmentOf(local);
+            out.info("try " + n + " segment", segment);
+            try (org.apache.pulsar.client.api.Consumer<String> probe = v4.newConsumer(
+                    org.apache.pulsar.client.api.Schema.STRING).topic(segment).subscriptionName("probe").subscribe()) {
+                String first = String.valueOf(probe.getLastMessageId());
+                for (int i = 2; i <= commits; i++) {
+                    commitOne(producer, "m" + i, committed);
+                }
+                for (int i = 0; i < commits * 2; i++) {   // bounded: ends at the first quiet receive
+                    Message<String> message = subscription.receive(Duration.ofSeconds(i < commits ? 15 : 3));
+                    if (message == null) {
+                        break;
+                    }
+                    delivered.add(message.value());
+                    subscription.acknowledge(message.id());
+                }
+                Thread.sleep(cli.integer("--settle-ms", 3000));
+                String last = String.valueOf(probe.getLastMessageId());
+                List<String> read = new ArrayList<>();
+                try (org.apache.pulsar.client.api.Reader<String> reader = v4.newReader(
+                        org.apache.pulsar.client.api.Schema.STRING).topic(segment)
+                        .startMessageId(org.apache.pulsar.client.api.MessageId.earliest).create()) {
+                    while (read.size() < commits * 2 && reader.hasMessageAvailable()) {
+                        org.apache.pulsar.client.api.Message<String> message = reader.readNext(5, TimeUnit.SECONDS);
+                        if (message == null) {
+                            break;
+                        }
+                        read.add(message.getValue() + "@" + message.getMessageId());
+                    }
+                }
+                boolean allDelivered = delivered.containsAll(committed);
+                boolean shows = allDelivered && read.size() < committed.size();
+                String summary = "committed " + committed + "; the subscription delivered " + delivered
+                        + "; GET_LAST_MESSAGE_ID after the first commit " + first + ", after all " + last
+                        + "; a fresh Reader read " + read.size() + " while hasMessageAvailable(): " + read;
+                if (!allDelivered) {
+                    out.info("try " + n + " not judged", "the subscription did not deliver every committed message");
+                }
+                out.attempt(n, shows, summary, shows ? List.of("GET_LAST_MESSAGE_ID on " + segment + " is " + last
+                        + " after " + committed.size() + " commits that the subscription delivered") : List.of());
+            }
+        }
+    }
+
+    private void commitOne(Producer<String> producer, String value, List<String> committed) throws Exception {
+        Transaction txn = client.newTransaction();
+        producer.newMessage().transaction(txn).value(run + "/" + value).send();
+        txn.commit();
+        committed.add(run + "/" + value);
+    }
+
+    /** The segment:// name of the topic's one segment: `<start>-<end>-<id>` from the admin API's
+     *  layout when it spells it so, else the whole hash range's first segment, 0000-ffff-0. */
+    private String segmentOf(String local) throws Exception {
+        String layout = admin.get("/admin/v2/scalable/public/default/" + local);
+        Matcher m = Pattern.compile("\\b([0-9a-f]{4}-[0-9a-f]{4}-\\d+)\\b").matcher(layout);
+        return "segment://public/default/" + local + "/" + (m.find() ? m.group(1) : "0000-ffff-0");
+    }
+}
