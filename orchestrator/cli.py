@@ -150,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
     run.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                      help="results root (default: results/)")
+    run.add_argument("--coverage", action="store_true",
+                     help="measure code coverage: embedded, its services under coverage.py; pulsar, JaCoCo on "
+                          "every broker and the bookie, reported per class and method of Pulsar's transaction "
+                          "code with the recovery methods reached (targets/pulsar/recovery_methods.py): "
+                          "<run>/coverage/coverage.md")
     run.add_argument("--allow-planted-bugs", action="store_true",
                      help="let --set switch on planted bugs (txnbenchBug...: deliberate faults of the self-test)")
     run.set_defaults(handler=_cmd_run)
@@ -182,9 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "chaos":
             matrix.add_argument("--seed", type=int,
                                 help="override the scenario's seed (a generated schedule is drawn from it)")
+        if name in ("bench", "chaos"):
             matrix.add_argument("--coverage", action="store_true",
-                                help="run the embedded services under coverage.py and report how much of the "
-                                     "recovery code (embedded/recovery_code.py) the runs reached: coverage.md")
+                                help="measure how much of the recovery code the runs reached: embedded, the "
+                                     "services under coverage.py (embedded/recovery_code.py); pulsar, JaCoCo on "
+                                     "every broker and the bookie (targets/pulsar/recovery_methods.py): "
+                                     "coverage.md")
         if name in ("bench", "sweep"):
             matrix.add_argument("--no-capacity", action="store_true",
                                 help="skip measuring the load generator against a null broker")

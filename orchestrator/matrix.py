@@ -39,10 +39,10 @@ def run_matrix(config: RunConfig, args: argparse.Namespace, kind: str, *,
     if kind == "bench" and not getattr(args, "no_capacity", False):
         ensure_capacity(config)
     coverage = bool(getattr(args, "coverage", False))
-    if coverage and config.target is not Target.EMBEDDED:
+    if coverage and config.target not in (Target.EMBEDDED, Target.PULSAR):
         raise ConfigError(f"scenario {config.name}", "--coverage",
-                          f"coverage of the recovery code is measured on the embedded cluster, not {config.target.value}",
-                          "drop --coverage or use --target embedded")
+                          f"coverage is measured on the embedded cluster and on the pulsar target, not "
+                          f"{config.target.value}", "drop --coverage or use --target embedded or pulsar")
     config, baseline = pulsar_releases(config, kind)
     baseline = baseline if lts_baseline else None
     outcomes, interrupted = _run_paths(config, matrix, args.results, kind, coverage=coverage)
@@ -53,7 +53,7 @@ def run_matrix(config: RunConfig, args: argparse.Namespace, kind: str, *,
         outcomes += more
     _compare(matrix, outcomes)
     if coverage:
-        _coverage(matrix, outcomes)
+        _coverage(matrix, outcomes, config.target)
     if config.faults.generated is not None:
         _reproduce(matrix, config, getattr(args, "scenario", None) or config.name, outcomes)
     return matrix, _finish_matrix(matrix, outcomes, interrupted, kind)
@@ -186,11 +186,25 @@ def _compare(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
         say(f"comparison report failed: {err}")
 
 
-def _coverage(matrix: MatrixDir, outcomes: list[RunOutcome]) -> None:
-    """coverage.json/.md of the recovery code over the runs that finished (orchestrator/coverage.py)."""
+def _coverage(matrix: MatrixDir, outcomes: list[RunOutcome], target: Target = Target.EMBEDDED) -> None:
+    """coverage.json/.md of the recovery code over the runs that finished (orchestrator/coverage.py;
+    on the pulsar target orchestrator/pulsar_coverage.py, from each run's own report)."""
     from orchestrator.coverage import repository_root, summary_lines, write_matrix_coverage
 
     runs = {o.run_dir.path.name: o.run_dir.path for o in outcomes}
+    if target is Target.PULSAR:
+        from orchestrator import pulsar_coverage
+
+        try:
+            pulsar = pulsar_coverage.write_matrix(matrix.path, runs, say)
+        except Exception as err:   # a report that cannot be made must not hide the verdicts
+            say(f"transaction-code coverage failed: {type(err).__name__}: {err}")
+            return
+        if pulsar is not None:
+            for line in pulsar_coverage.summary_lines(pulsar):
+                say(line.replace("**", ""))
+            say(f"transaction-code coverage: {matrix.path / 'coverage.md'}")
+        return
     try:
         result = write_matrix_coverage(matrix.path, runs, repository_root())
     except Exception as err:   # a report that cannot be made must not hide the verdicts

@@ -75,7 +75,7 @@ class RunOptions:
     command: str = "run"                 # the command that asked for the run (bench, chaos, selftest, ...)
     allow_planted_bugs: bool = False     # only `run --allow-planted-bugs` and `selftest` set it
     target: ClusterTarget | None = None  # a cluster started by the caller (peer): used as is, not started again
-    coverage: bool = False               # embedded: services under coverage.py, data in <run>/coverage/
+    coverage: bool = False               # embedded: coverage.py; pulsar: JaCoCo; data in <run>/coverage/
     load_cpus: frozenset[int] | None = None   # pin the load process (and its workers) to these CPUs (peer)
 
 

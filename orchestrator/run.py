@@ -51,7 +51,7 @@ from analysis.verdicts import judge_run
 from faults.nemesis import Nemesis
 from harness.config import ColdReads, RunConfig, Target
 from harness.cpus import preexec_pinning
-from harness.errors import EnvironmentProblem, TxnbenchError
+from harness.errors import ConfigError, EnvironmentProblem, TxnbenchError
 from harness.history import HistoryRecorder, RunClock
 from harness.history.integrity import RECORD_KEY as HISTORY_RECORD_KEY
 from harness.history.integrity import record_history
@@ -181,6 +181,7 @@ class Run:
                 self._teardown()
                 self._record_history()
                 self.run_dir.set_status(outcome.status, outcome.error)
+                self._pulsar_coverage()
         if outcome.status is RunStatus.COMPLETE and self.options.analyze:
             outcome.verdict, outcome.summary = self._analyze()
             outcome.judgement = judge_run(self.run_dir.path)
@@ -277,7 +278,8 @@ class Run:
                 txn_path=self.config.path, version=self.config.cluster.pulsar_version,
                 brokers=self.config.cluster.brokers, settings=dict(self.config.cluster.settings),
                 directory=directory, parent_pid=os.getpid(),
-                ready_timeout_s=max(self.config.cluster.ready_timeout_s, PULSAR_READY_TIMEOUT_S), say=self.say))
+                ready_timeout_s=max(self.config.cluster.ready_timeout_s, PULSAR_READY_TIMEOUT_S), say=self.say,
+                coverage_dir=self.run_dir.path / COVERAGE_DIR if self.options.coverage else None))
             return pulsar
         if self.config.target is Target.EXTERNAL:
             from targets.external import ExternalCluster
@@ -575,6 +577,26 @@ class Run:
             except Exception as err:
                 self.say(f"cleanup step '{name}' failed: {err}")
 
+    def _pulsar_coverage(self) -> None:
+        """--coverage on the pulsar target: JaCoCo's dumps merged and reported, the recovery methods
+        judged (orchestrator/pulsar_coverage.py), once the cluster is down."""
+        if not self.options.coverage or self.config.target is not Target.PULSAR:
+            return
+        if not (self.run_dir.path / COVERAGE_DIR / "dumps.jsonl").is_file():
+            return
+        from orchestrator import pulsar_coverage
+
+        try:
+            result = pulsar_coverage.report_run(self.run_dir.path, say=self.say)
+        except Exception as err:   # the coverage is evidence, not a reason to lose the run
+            (self.run_dir.logs_dir / "coverage-error.txt").write_text(traceback.format_exc())
+            self.say(f"[{self.config.path.value}] coverage report failed: {type(err).__name__}: {err} "
+                     f"(traceback in {self.run_dir.logs_dir / 'coverage-error.txt'})")
+            return
+        if result is not None:
+            self.say(f"[{self.config.path.value}] coverage: {pulsar_coverage.summary(result)}; "
+                     f"{self.run_dir.path / COVERAGE_DIR / 'coverage.md'}")
+
     def _record_history(self) -> None:
         """What the run wrote to its history, into the manifest (`history_files`), once every writer
         stopped: `txnbench check` compares the files with it, so a history cut, changed or lost
@@ -627,8 +649,20 @@ def main_run(config: RunConfig, args: argparse.Namespace) -> int:
     """`txnbench run`: `config` comes validated from orchestrator.scenario.load."""
     allowed = bool(getattr(args, "allow_planted_bugs", False))
     refuse_planted_bugs(config.cluster.settings, "run", allowed=allowed)
-    options = RunOptions(results_root=args.results, allow_planted_bugs=allowed)
+    coverage = bool(getattr(args, "coverage", False))
+    if coverage and config.target not in (Target.EMBEDDED, Target.PULSAR):
+        raise ConfigError(f"scenario {config.name}", "--coverage",
+                          f"coverage is measured on the embedded cluster and on the pulsar target, not "
+                          f"{config.target.value}", "drop --coverage or use --target embedded or pulsar")
+    options = RunOptions(results_root=args.results, allow_planted_bugs=allowed, coverage=coverage)
     outcome = Run(config, options).execute()
+    if coverage and config.target is Target.EMBEDDED:   # the pulsar target's report is made by the run
+        from orchestrator.coverage import repository_root, summary_lines, write_matrix_coverage
+
+        folder = outcome.run_dir.path / COVERAGE_DIR
+        result = write_matrix_coverage(folder, {config.path.value: outcome.run_dir.path}, repository_root())
+        for line in summary_lines(result):
+            say(line.replace("**", ""))
     print_outcome(outcome)
     print(outcome.run_dir.path)
     return outcome.exit_code

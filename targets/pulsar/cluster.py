@@ -26,6 +26,12 @@ when the scenario is validated (faults/validate.py).
 down` in another process stops the same processes, by pid. Every exit path of `up()`
 stops what it started.
 
+With `PulsarSpec.coverage_dir` (`--coverage`), the brokers and the bookie start with JaCoCo's
+agent on a port of their own (`coverage_port`), and this class's process control dumps a
+JVM's coverage before it kills, stops or pauses it, and every JVM's before the cluster goes
+down (`targets.pulsar.jacoco.CoverageCollector`): the nemesis acts through it, so no fault
+loses what a JVM ran.
+
 Ports are planned by name (`targets.ports.PortPlan`). A server that finds one of its
 ports taken by another process when it starts (a broker's `Failed to bind Pulsar broker
 ... Address already in use`, Toxiproxy's "Failed to populate proxies from file") gets new
@@ -75,6 +81,13 @@ from targets.processes import (
     wait_ready,
 )
 from targets.pulsar import conf
+from targets.pulsar.jacoco import (
+    COVERED_KINDS,
+    CoverageCollector,
+    JacocoJars,
+    agent_option,
+    ensure_jacoco,
+)
 from targets.pulsar.jars import Classpath, ensure_jars
 from targets.pulsar.java import find_java
 from targets.pulsar.ready import transaction_round_trip
@@ -126,6 +139,8 @@ class PulsarSpec:
     #: any release of the table, also one not known to run (`txnbench releases --check`, and a
     #: cluster attached from its state.json, which some release was started as)
     trial: bool = False
+    #: `--coverage`: JaCoCo on the brokers and the bookie, their dumps here (targets/pulsar/jacoco.py)
+    coverage_dir: Path | None = None
 
     @property
     def release(self) -> PulsarRelease:
@@ -204,6 +219,8 @@ class PulsarCluster(LocalProcessControl):
         self._classpath: Classpath | None = None
         self._major = 0
         self._say = spec.say or (lambda text: print(text, flush=True))
+        self.jacoco: JacocoJars | None = None
+        self.coverage: CoverageCollector | None = None
 
     # ---- attach ----------------------------------------------------------------------------------
 
@@ -245,9 +262,13 @@ class PulsarCluster(LocalProcessControl):
                                      "stop it with `txnbench cluster down --target pulsar`")
         classpath = ensure_jars(self.release, self._say)
         java, major = find_java(self.release.min_java)
+        if self.spec.coverage_dir is not None:
+            self.jacoco = ensure_jacoco(self._say)
+            self.coverage = CoverageCollector(self.spec.coverage_dir, self._runs, say=self._say)
         self.java = str(java)
         self.binaries = {tool.name: str(gobuild.ensure_binary(tool, self._say)) for tool in self._go_tools()}
         self.components = {**classpath.component_versions(), "java": str(major),
+                           **({"jacoco": self.jacoco.version} if self.jacoco else {}),
                            **{tool.name.removesuffix("-server"): tool.version for tool in self._go_tools()}}
         if self.store != conf.ZOOKEEPER:
             self.components.pop("zookeeper", None)
@@ -283,6 +304,11 @@ class PulsarCluster(LocalProcessControl):
         """Brokers first, then the bookie, ZooKeeper and the proxy; each by pid."""
         rank = {ServiceRole.BROKER: 0, ServiceRole.LEDGER: 1, ServiceRole.METADATA: 2, ServiceRole.PROXY: 3}
         errors = []
+        if self.coverage is not None:   # what every JVM ran since its last dump, before it stops
+            try:
+                self.coverage.close()
+            except Exception as err:
+                errors.append(f"coverage: {err}")
         for name in sorted(self.processes, key=lambda n: (rank[self.planned[n].role], n)):
             try:
                 self.processes[name].stop(timeout_s=20)
@@ -357,6 +383,34 @@ class PulsarCluster(LocalProcessControl):
         self._start(service)
         self._wait([service], time.monotonic() + self.spec.ready_timeout_s)
 
+    def kill(self, service: str) -> None:
+        if self._covered(service):
+            assert self.coverage is not None
+            self.coverage.before_kill(service, lambda: super(PulsarCluster, self).kill(service))
+            return
+        super().kill(service)
+
+    def stop(self, service: str) -> None:
+        if self._covered(service):
+            assert self.coverage is not None
+            self.coverage.before_stop(service, lambda: super(PulsarCluster, self).stop(service))
+            return
+        super().stop(service)
+
+    def pause(self, service: str) -> None:
+        if self._covered(service):
+            assert self.coverage is not None
+            self.coverage.before_pause(service)
+        super().pause(service)
+
+    def _covered(self, service: str) -> bool:
+        planned = self.planned.get(service)
+        return self.coverage is not None and planned is not None and "coverage_port" in planned.ports
+
+    def _runs(self, service: str) -> bool:
+        proc = self.processes.get(service)
+        return proc is not None and proc.state == ProcessState.RUNNING
+
     # ---- internals -------------------------------------------------------------------------------
 
     def _process(self, planned: PlannedService) -> ServiceProcess:
@@ -372,12 +426,18 @@ class PulsarCluster(LocalProcessControl):
                           owner_pid=self.spec.parent_pid, env=dict(planned.env), ports=_own_ports(planned),
                           proxy_names=tuple(link.name for link in self.links) if planned.kind == "toxiproxy" else ())
 
-    def _java_argv(self, kind: str, classpath: Classpath, major: int, *args: str) -> list[str]:
+    def _java_argv(self, kind: str, classpath: Classpath, major: int, *args: str,
+                   agent_port: int | None = None) -> list[str]:
         role = ROLE_OF_KIND.get(kind, "tool")
         drivers = conf.bookkeeper_driver_props(self.store) if kind in ("bookie", "setup", "broker") else []
+        agent = [agent_option(self.jacoco.agent, agent_port, HOST)] if self.jacoco and agent_port else []
         return [self.java, *conf.jvm_args(role, major, self.directory / "conf" / "log4j2.xml",
-                                          self.directory / "tmp"), *drivers,
+                                          self.directory / "tmp"), *drivers, *agent,
                 "-cp", classpath.java_classpath, MAIN_CLASS[kind], *args]
+
+    def _coverage_port(self, plan: PortPlan, owner: str) -> dict[str, int]:
+        """The JaCoCo agent's port of a covered JVM (none without --coverage)."""
+        return {"coverage_port": plan[(owner, "coverage_port")]} if self.spec.coverage_dir is not None else {}
 
     def _link_names(self) -> list[str]:
         n = self.spec.brokers
@@ -390,6 +450,8 @@ class PulsarCluster(LocalProcessControl):
         keys += [("metadata", "client_port"), ("metadata", "metrics_port"),
                  ("ledger", "bookie_port"), ("ledger", "metrics_port")]
         keys += [(f"broker-{i}", p) for i in range(self.spec.brokers) for p in ("binary_port", "http_port")]
+        if self.spec.coverage_dir is not None:   # JaCoCo's tcpserver on every covered JVM
+            keys += [("ledger", "coverage_port"), *((f"broker-{i}", "coverage_port") for i in range(self.spec.brokers))]
         return PortPlan.choose(keys)
 
     def _plan(self, classpath: Classpath, major: int) -> None:
@@ -432,9 +494,11 @@ class PulsarCluster(LocalProcessControl):
                                             metrics_port=bookie_metrics, zk_address=addr(zk_port),
                                             data_dir=data_dir / "bookie", store=self.store))
         metrics = f"http://{HOST}:{bookie_metrics}/metrics"
+        agent = self._coverage_port(plan, "ledger")
         self._add(PlannedService("ledger", ServiceRole.LEDGER, "bookie",
-                                 {"bookie_port": bookie_port, "metrics_port": bookie_metrics},
-                                 self._java_argv("bookie", classpath, major, "--conf", str(bk_conf)),
+                                 {"bookie_port": bookie_port, "metrics_port": bookie_metrics, **agent},
+                                 self._java_argv("bookie", classpath, major, "--conf", str(bk_conf),
+                                                 agent_port=agent.get("coverage_port")),
                                  log_dir / "ledger.log", health_url=metrics, metrics_url=metrics))
 
         for i, (binary, http) in enumerate(broker_ports):
@@ -447,10 +511,12 @@ class PulsarCluster(LocalProcessControl):
             path = conf_dir / f"broker-{i}.conf"
             path.write_text(conf.properties(values))
             admin = f"http://{HOST}:{http}"
+            agent = self._coverage_port(plan, f"broker-{i}")
             self._add(PlannedService(f"broker-{i}", ServiceRole.BROKER, "broker",
                                      {"binary_port": binary, "http_port": http,
-                                      "internal_port": link_port[PEER_LINK.format(i)]},
-                                     self._java_argv("broker", classpath, major, "--broker-conf", str(path)),
+                                      "internal_port": link_port[PEER_LINK.format(i)], **agent},
+                                     self._java_argv("broker", classpath, major, "--broker-conf", str(path),
+                                                     agent_port=agent.get("coverage_port")),
                                      log_dir / f"broker-{i}.log",
                                      service_url=f"pulsar://{addr(link_port[f'client-broker-{i}'])}",
                                      admin_url=admin, health_url=f"{admin}/admin/v2/brokers/ready",
@@ -532,6 +598,8 @@ class PulsarCluster(LocalProcessControl):
         proc.start()
         planned = self.planned[name]
         planned.pid, planned.start_time = proc.pid, proc.start_time
+        if self.coverage is not None and planned.kind in COVERED_KINDS and "coverage_port" in planned.ports:
+            self.coverage.started(name, planned.ports["coverage_port"])   # a new life of this JVM
         self.save_state()
 
     def _start_ready(self, names: list[str], deadline: float) -> None:

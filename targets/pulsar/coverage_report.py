@@ -273,3 +273,26 @@ def build(coverage_dir: Path, release: PulsarRelease, methods: Sequence[Recovery
     return Built(directory=coverage_dir, xml=xml, html=html / "index.html", merged=merged,
                  lives={life: coverage_dir / f"{life}.exec" for life in lives}, index=index, timeline=timeline,
                  missing=missing_methods(methods, txn_jars), jacoco_version=jars.version, classes=count)
+
+
+def merge_and_report(exec_files: Sequence[Path], release: PulsarRelease, directory: Path, *,
+                     say: Callable[[str], None] | None = None, title: str = "") -> Path:
+    """Several runs' `jacoco.exec` merged into `directory/jacoco.exec` and reported there (XML, HTML):
+    a matrix's figure across its paths. Returns the XML's path."""
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    jars = ensure_jacoco(say)
+    txn_jars = transaction_jars(ensure_jars(release, say))
+    java, program = ensure_timeline_program(jars, say)
+    directory.mkdir(parents=True, exist_ok=True)
+    merged = directory / MERGED
+    run_timeline(java, program, jars, ["merge\t" + "\t".join([str(merged), *map(str, exec_files)])], directory)
+    (directory / "timeline-spec.tsv").unlink(missing_ok=True)
+    classes = directory / CLASSES
+    shutil.rmtree(classes, ignore_errors=True)
+    extract_transaction_classes(txn_jars, classes)
+    xml, html = directory / XML, directory / HTML
+    shutil.rmtree(html, ignore_errors=True)
+    jacoco_report(java, jars, merged, classes, xml, html,
+                  title or f"Apache Pulsar {release.version}: transaction code, runs merged")
+    shutil.rmtree(classes, ignore_errors=True)
+    return xml

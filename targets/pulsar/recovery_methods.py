@@ -169,10 +169,7 @@ RECOVERY_METHODS: tuple[RecoveryMethod, ...] = (
     RecoveryMethod(PENDING_ACK, f"{_PA}.PendingAckHandleImpl", "handleIndividualAckRecover", V4_PATHS,
                    "restores a replayed individual transactional ack"),
     RecoveryMethod(PENDING_ACK, f"{_PA}.PendingAckHandleImpl", "handleCumulativeAckRecover", V4_PATHS,
-                   "restores a replayed cumulative transactional ack",
-                   unreachable="only a cumulative transactional ack replays through it, and no client of "
-                               "the harness acknowledges cumulatively in a transaction (its workloads ack "
-                               "individually, as Pulsar's transactional consume-transform-produce does)"),
+                   "restores a replayed cumulative transactional ack"),
     RecoveryMethod(PENDING_ACK, f"{_PA}.PendingAckHandleImpl", "handleCacheRequest", V4_PATHS,
                    "serves the acks, commits and aborts that waited for the replay"),
     RecoveryMethod(PENDING_ACK, f"{_PA}.PendingAckHandleImpl", "exceptionHandleFuture", V4_PATHS,
@@ -278,6 +275,20 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("org/apache/pulsar/broker/transaction/pendingack/", "v4 pending acks and store"),
     ("org/apache/pulsar/broker/transaction/", "shared"),
 )
+
+
+#: The paths whose runs load each component's classes (a run's own figure counts only these)
+COMPONENT_PATHS: dict[str, tuple[str, ...]] = {
+    "v4 coordinator and log": V4_PATHS,
+    "v4 buffer and snapshots": V4_PATHS,
+    "v4 pending acks and store": (*V4_PATHS, *V5),       # PendingAckHandleImpl serves v5's store too
+    "PIP-160 batched writer": BATCHED,
+    "v5 coordinator": V5,
+    "v5 metadata store": V5,
+    "v5 buffer": V5,
+    "v5 pending acks": V5,
+    "shared": (*V4_PATHS, *V5),
+}
 
 
 def for_release(version: str, paths: tuple[str, ...] | None = None) -> list[RecoveryMethod]:
