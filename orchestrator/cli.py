@@ -107,6 +107,7 @@ EXAMPLES: dict[str, str] = {
     "cluster down": "txnbench cluster down",
     "cluster heal": "txnbench cluster heal",
     "releases": "txnbench releases --check 2.10.5",
+    "release-matrix": "txnbench release-matrix --releases 2.10.5 5.0.1",
 }
 
 
@@ -349,6 +350,27 @@ def build_parser() -> argparse.ArgumentParser:
     releases.add_argument("--json", action="store_true", help="the listing as JSON")
     releases.set_defaults(handler=_cmd_releases)
 
+    rmatrix = sub.add_parser(
+        "release-matrix", help="the same chaos and seed on every Pulsar release and path that runs here",
+        description="Run one scenario (chaos by default) with one seed on each Apache Pulsar release the pulsar "
+                    "target runs (`txnbench releases`), oldest first, on each path it has (v4 everywhere, "
+                    "v4-batched from 2.11, v5 on 5.0); writes release-matrix.{json,md}: per release and path the "
+                    "verdict, each anomaly class with its count and the reproduce command, and the release diff "
+                    "(the classes a release shows that the next one does not). One chaos.yaml run is about 15 "
+                    "minutes: all nine releases and their paths, about 4 hours; --duration shortens each.",
+        epilog=_epilog("release-matrix"), formatter_class=_HelpFormatter)
+    rmatrix.add_argument("--scenario", default="chaos", help="scenario (default: chaos)")
+    rmatrix.add_argument("--releases", nargs="+", metavar="V",
+                         help="only these releases (default: every one that runs here)")
+    rmatrix.add_argument("--paths", nargs="+", choices=PATH_CHOICES, metavar="PATH",
+                         help="paths to run where a release has them (default: the scenario's)")
+    rmatrix.add_argument("--duration", type=_positive_float, metavar="S", help="seconds of each run's main phase")
+    rmatrix.add_argument("--seed", type=int, help="override the scenario's seed (the same on every release)")
+    rmatrix.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
+    rmatrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
+    rmatrix.set_defaults(handler=_cmd_release_matrix, target="pulsar")
+
     cluster = sub.add_parser("cluster", help="start, inspect and stop a cluster by hand (embedded or pulsar)",
                              epilog=_epilog("cluster"), formatter_class=_HelpFormatter)
     cluster.add_argument("--dir", type=Path, default=None, metavar="DIR",
@@ -523,6 +545,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from analysis import report as report_module
 
     return report_module.main_report(args)
+
+
+def _cmd_release_matrix(args: argparse.Namespace) -> int:
+    config = scenario_from_args(args)
+    from orchestrator import release_matrix
+
+    return release_matrix.main_release_matrix(config, args)
 
 
 def _cmd_releases(args: argparse.Namespace) -> int:

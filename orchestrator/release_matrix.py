@@ -1,0 +1,209 @@
+"""The release matrix: the same chaos, seed and schedule on every Pulsar release that runs here.
+
+Why: Pulsar's own history is the test of the harness's power. Releases from 2.10 to 4.0 shipped
+transaction bugs that later releases fixed; a harness worth its name tells an old release from
+the one that fixed its bug, with the same scenario and no knowledge of the bug (issue #40). So
+this runs one scenario (the shipped `chaos.yaml` by default, generated windows included) with one
+seed on each release (oldest first) and each path it has: `v4` everywhere, `v4-batched` where
+PIP-160 shipped (2.11 on), `v5` where PIP-473 did (5.0). The releases are the ones the table in
+`targets/pulsar/versions.py` says run here (`txnbench releases`).
+
+It writes `release-matrix.json` and `release-matrix.md` beside the runs (`runs/<release>-<path>/`):
+per release and path the verdict, each anomaly class with its count and whether the scenario
+expects it, and the command that reproduces the run; and the *release diff*: per path, the
+classes a release shows that the next release in the matrix does not. A class that disappears
+between two releases is the lead to a fixed upstream bug (docs/findings/historical/); a class
+every release shows is a finding about all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import RunConfig, Target
+from harness.errors import ConfigError
+from harness.results import RunStatus, new_matrix, write_json_atomic, write_text_atomic
+from harness.txn_paths import TxnPath
+from orchestrator.matrix import reproduce_command
+from orchestrator.outcome import RunOptions, RunOutcome, print_outcome, say
+from orchestrator.planted import refuse_planted_bugs
+from orchestrator.run import Run
+from targets.pulsar.versions import PulsarRelease, listed, runnable
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the matrix: a release and one of its paths."""
+
+    version: str
+    txn_path: TxnPath
+
+    @property
+    def folder(self) -> str:
+        return f"{self.version}-{self.txn_path.value}"
+
+
+@dataclass
+class CellResult:
+    """What one run showed: its verdict and anomaly classes (count, expected or not)."""
+
+    cell: Cell
+    status: str
+    verdict: str
+    exit_code: int
+    anomalies: dict[str, int] = field(default_factory=dict)
+    unexpected: list[str] = field(default_factory=list)
+    reproduce: str = ""
+    folder: str = ""
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"release": self.cell.version, "path": self.cell.txn_path.value, "status": self.status,
+                "verdict": self.verdict, "exit_code": self.exit_code, "anomalies": dict(self.anomalies),
+                "unexpected": list(self.unexpected), "reproduce": self.reproduce, "folder": self.folder,
+                "error": self.error}
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """Release order: 2.10.5 < 2.11.0 < 3.0.0 ... (numeric, not lexical)."""
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+def plan(releases: Sequence[PulsarRelease], paths: Sequence[TxnPath]) -> list[Cell]:
+    """Every release (oldest first) on every asked path it has."""
+    cells: list[Cell] = []
+    for release in sorted(releases, key=lambda r: version_key(r.version)):
+        cells += [Cell(release.version, p) for p in paths if release.supports(p)]
+    return cells
+
+
+def choose_releases(asked: Sequence[str] | None) -> list[PulsarRelease]:
+    """The releases asked for (each must be one that runs here), or every one that does."""
+    if not asked:
+        return runnable()
+    chosen: list[PulsarRelease] = []
+    for version in asked:
+        release = listed(version)
+        if not release.checked.runs:
+            raise ConfigError("--releases", version, f"Pulsar {version} does not run here "
+                              f"({release.checked.why_not or 'not resolved'})",
+                              "choose among " + ", ".join(r.version for r in runnable()))
+        chosen.append(release)
+    return chosen
+
+
+def release_diff(results: Sequence[CellResult]) -> list[dict[str, Any]]:
+    """Per path, each pair of consecutive releases that both ran it to a verdict, the classes
+    the older one shows that the newer does not (and the other way round)."""
+    by_path: dict[TxnPath, list[CellResult]] = {}
+    for result in results:
+        if result.verdict in ("valid", "invalid"):
+            by_path.setdefault(result.cell.txn_path, []).append(result)
+    diffs: list[dict[str, Any]] = []
+    for txn_path, runs in by_path.items():
+        runs = sorted(runs, key=lambda r: version_key(r.cell.version))
+        for older, newer in itertools.pairwise(runs):
+            gone = {c: n for c, n in older.anomalies.items() if c not in newer.anomalies}
+            new = {c: n for c, n in newer.anomalies.items() if c not in older.anomalies}
+            if gone or new:
+                diffs.append({"path": txn_path.value, "older": older.cell.version, "newer": newer.cell.version,
+                              "gone": gone, "new": new})
+    return diffs
+
+
+def result_of(cell: Cell, outcome: RunOutcome, reproduce: str) -> CellResult:
+    """A run's outcome in the matrix's terms; its anomaly counts from its `analysis/results.json`."""
+    anomalies: dict[str, int] = {}
+    results_file = outcome.run_dir.path / "analysis" / "results.json"
+    if results_file.is_file():
+        try:
+            found = json.loads(results_file.read_text()).get("anomalies") or {}
+            anomalies = {str(k): int((v or {}).get("count", 0)) for k, v in found.items()}
+        except (ValueError, OSError, AttributeError):
+            anomalies = {}
+    unexpected = list(outcome.judgement.unexpected) if outcome.judgement is not None else sorted(anomalies)
+    return CellResult(cell, outcome.status.value, outcome.verdict.value, outcome.exit_code, anomalies,
+                      [str(c) for c in unexpected], reproduce, str(outcome.run_dir.path), outcome.error)
+
+
+def render_markdown(config_name: str, seed: int, results: Sequence[CellResult],
+                    diffs: Sequence[Mapping[str, Any]]) -> str:
+    """release-matrix.md: the table of runs, then the release diff."""
+    lines = [f"# Release matrix: `{config_name}`, seed {seed}", "",
+             "| release | path | verdict | anomalies (unexpected in bold) | reproduce |", "|---|---|---|---|---|"]
+    for r in results:
+        shown = ", ".join((f"**{c} {n}**" if c in r.unexpected else f"{c} {n}") for c, n in sorted(r.anomalies.items()))
+        lines.append(f"| {r.cell.version} | {r.cell.txn_path.value} | {r.verdict}"
+                     f"{' (' + r.error + ')' if r.error else ''} | {shown or 'none'} | `{r.reproduce}` |")
+    lines += ["", "## Release diff", "",
+              "Per path, what a release shows that the next release in the matrix does not (gone), and what "
+              "appears (new). A class gone between two releases is the lead to an upstream fix "
+              "(docs/findings/historical/); one run per cell, so a class seen once may be chance: reproduce it "
+              "before tying it to a fix.", ""]
+    if not diffs:
+        lines.append("No class differs between consecutive releases.")
+    for d in diffs:
+        gone = ", ".join(f"{c} {n}" for c, n in sorted(d["gone"].items())) or "nothing"
+        new = ", ".join(f"{c} {n}" for c, n in sorted(d["new"].items())) or "nothing"
+        lines.append(f"- `{d['path']}` {d['older']} -> {d['newer']}: gone {gone}; new {new}")
+    return "\n".join(lines) + "\n"
+
+
+def main_release_matrix(config: RunConfig, args: argparse.Namespace) -> int:
+    """`txnbench release-matrix`: `config` validated, its paths the ones asked for."""
+    if config.target is not Target.PULSAR:
+        raise ConfigError("--target", config.target.value, "the release matrix runs real Pulsar releases",
+                          "drop --target (it is pulsar)")
+    refuse_planted_bugs(config.cluster.settings, "release-matrix")
+    releases = choose_releases(getattr(args, "releases", None))
+    cells = plan(releases, config.paths)
+    if not cells:
+        raise ConfigError("--paths", ",".join(p.value for p in config.paths),
+                          "no chosen release has any of these paths", "add v4, which every release has")
+    matrix = new_matrix("release-matrix", config.name, root=args.results,
+                        info={"releases": [r.version for r in releases], "paths": [p.value for p in config.paths],
+                              "seed": config.seed, "config": config.to_dict()})
+    say(f"release matrix {matrix.matrix_id}: {config.name}, seed {config.seed}, {len(cells)} runs over "
+        f"{', '.join(r.version for r in sorted(releases, key=lambda r: version_key(r.version)))}")
+    results: list[CellResult] = []
+    interrupted = False
+    for index, cell in enumerate(cells, start=1):
+        say(f"== release matrix {index}/{len(cells)}: Pulsar {cell.version}, {cell.txn_path.value} ==")
+        run_config = dataclasses.replace(config, cluster=dataclasses.replace(config.cluster,
+                                                                             pulsar_version=cell.version))
+        outcome = Run(run_config.for_path(cell.txn_path),
+                      RunOptions(results_root=args.results, matrix=matrix, folder=cell.folder,
+                                 command="release-matrix")).execute()
+        print_outcome(outcome)
+        reproduce = (reproduce_command(getattr(args, "scenario", None) or config.name, cell.txn_path.value,
+                                       config.seed, config.phases.faults_s)
+                     + f" --target pulsar --pulsar-version {cell.version}")
+        results.append(result_of(cell, outcome, reproduce))
+        _write(matrix.path, config, results)
+        if outcome.status is RunStatus.INTERRUPTED:
+            interrupted = True
+            break
+    _write(matrix.path, config, results)
+    for line in render_markdown(config.name, config.seed, results, release_diff(results)).splitlines():
+        if line.startswith(("| ", "- `")):
+            say(line)
+    print(matrix.path)
+    if interrupted:
+        return 130
+    codes = [r.exit_code for r in results]
+    return 1 if 1 in codes else (2 if 2 in codes else 0)
+
+
+def _write(folder: Path, config: RunConfig, results: Sequence[CellResult]) -> None:
+    """Rewritten after every run, so an interrupted matrix keeps what it learned."""
+    diffs = release_diff(results)
+    write_json_atomic(folder / "release-matrix.json", {
+        "scenario": config.name, "seed": config.seed, "runs": [r.to_json() for r in results], "release_diff": diffs})
+    write_text_atomic(folder / "release-matrix.md", render_markdown(config.name, config.seed, results, diffs))

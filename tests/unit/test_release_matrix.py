@@ -1,0 +1,69 @@
+"""The release matrix's plan and release diff, without processes (orchestrator/release_matrix.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.txn_paths import TxnPath
+from orchestrator.cli import build_parser
+from orchestrator.release_matrix import (
+    Cell,
+    CellResult,
+    choose_releases,
+    plan,
+    release_diff,
+    render_markdown,
+    version_key,
+)
+from targets.pulsar.versions import RELEASES, runnable
+
+ALL = (TxnPath.V4, TxnPath.V4_BATCHED, TxnPath.V5)
+
+
+def test_versions_order_numerically() -> None:
+    assert sorted(["4.0.8", "2.10.5", "2.11.0", "3.0.0"], key=version_key) == ["2.10.5", "2.11.0", "3.0.0", "4.0.8"]
+
+
+def test_each_release_runs_the_paths_it_has_oldest_first() -> None:
+    cells = plan([RELEASES["5.0.1"], RELEASES["2.10.5"], RELEASES["2.11.0"]], ALL)
+    assert [(c.version, c.txn_path.value) for c in cells] == [
+        ("2.10.5", "v4"),                                   # PIP-160 shipped in 2.11
+        ("2.11.0", "v4"), ("2.11.0", "v4-batched"),
+        ("5.0.1", "v4"), ("5.0.1", "v4-batched"), ("5.0.1", "v5")]   # PIP-473 is 5.0's
+    assert cells[0].folder == "2.10.5-v4"
+
+
+def test_by_default_every_release_that_runs_here_and_only_those() -> None:
+    assert choose_releases(None) == runnable()
+    refused = [v for v, r in RELEASES.items() if not r.checked.runs]
+    for version in refused:
+        with pytest.raises(ConfigError, match="does not run here"):
+            choose_releases([version])
+
+
+def result(version: str, path: TxnPath, verdict: str, **anomalies: int) -> CellResult:
+    return CellResult(Cell(version, path), "complete", verdict, 1 if anomalies else 0,
+                      {k.replace("_", "-"): v for k, v in anomalies.items()}, sorted(k.replace("_", "-") for k in anomalies))
+
+
+def test_the_release_diff_names_what_a_newer_release_no_longer_shows() -> None:
+    results = [result("3.0.0", TxnPath.V4, "invalid", lost_write=5, stuck_ack=1),
+               result("2.11.0", TxnPath.V4, "invalid", lost_write=3, stuck_ack=2, aborted_read=1),
+               result("4.0.8", TxnPath.V4, "invalid", lost_write=7),
+               result("4.0.8", TxnPath.V4_BATCHED, "valid"),
+               result("5.0.1", TxnPath.V4, "unknown")]            # no verdict: not compared
+    diffs = release_diff(results)
+    assert diffs == [
+        {"path": "v4", "older": "2.11.0", "newer": "3.0.0", "gone": {"aborted-read": 1}, "new": {}},
+        {"path": "v4", "older": "3.0.0", "newer": "4.0.8", "gone": {"stuck-ack": 1}, "new": {}}]
+    text = render_markdown("chaos", 7, results, diffs)
+    assert "`v4` 2.11.0 -> 3.0.0: gone aborted-read 1; new nothing" in text
+    assert "| 4.0.8 | v4 | invalid | **lost-write 7** |" in text
+
+
+def test_the_command_line_parses_and_defaults_to_the_pulsar_target() -> None:
+    args = build_parser().parse_args(["release-matrix", "--releases", "2.10.5", "5.0.1", "--duration", "60",
+                                      "--seed", "3"])
+    assert args.releases == ["2.10.5", "5.0.1"] and args.target == "pulsar" and args.scenario == "chaos"
+    assert args.duration == 60 and args.seed == 3
