@@ -196,6 +196,7 @@ def losses(index: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "dump_errors": sorted({str(e.get("error")) for e in failed})[:5],
             "killed": len(killed), "killed_unrecorded_s": round(sum(r["unrecorded_s"] or 0 for r in killed), 3),
             "stopped": sum(r["ended"] == "stop" for r in rows),
+            "stopped_unrecorded_s": round(sum(r["unrecorded_s"] or 0 for r in rows if r["ended"] == "stop"), 3),
             "exited_on_their_own": len(exited),
             "exited_unrecorded_s": round(sum(r["unrecorded_s"] or 0 for r in exited), 3),
             "by_life": rows}
@@ -207,8 +208,9 @@ def losses_sentence(lost: Mapping[str, Any]) -> str:
         parts.append(f"{lost['killed']} killed, each right after a dump: {lost['killed_unrecorded_s']:.2f} s "
                      "unrecorded in all (between the dump and the kill)")
     if lost["stopped"]:
-        parts.append(f"{lost['stopped']} stopped gracefully (dumped before the stop; the agent's push at exit "
-                     "kept what ran until its shutdown hook, not the shutdown after it)")
+        parts.append(f"{lost['stopped']} stopped gracefully, each dumped before SIGTERM and pushed by the agent's "
+                     f"exit hook: {lost.get('stopped_unrecorded_s', 0):.1f} s of shutdown after those pushes unrecorded "
+                     "(the agent's hook runs beside Pulsar's own shutdown hook)")
     if lost["exited_on_their_own"]:
         parts.append(f"{lost['exited_on_their_own']} exited on their own: {lost['exited_unrecorded_s']:.1f} s "
                      "of them after their last dump is lost")

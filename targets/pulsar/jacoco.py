@@ -135,14 +135,16 @@ def read_header(stream: BinaryIO) -> None:
         raise ExecFormatError(f"JaCoCo exec format {version:#06x}; this client reads {FORMAT_VERSION:#06x}")
 
 
-def read_blocks(stream: BinaryIO, *, until_ok: bool) -> ExecData:
+def read_blocks(stream: BinaryIO, *, until_ok: bool, first_byte: bytes = b"") -> ExecData:
     """Blocks after a header, copied into an .exec file: until the agent's `CMDOK` (`until_ok`:
-    a dump's answer) or the end of the stream (a file)."""
+    a dump's answer) or the end of the stream (a file). `first_byte`: the first block's type, when
+    the caller already read it."""
     out = io.BytesIO()
     out.write(HEADER)
     result = ExecData(b"")
+    pending = first_byte
     while True:
-        first = stream.read(1)
+        first, pending = (pending, b"") if pending else (stream.read(1), b"")
         if not first:
             if until_ok:
                 result.complete = False
@@ -197,26 +199,41 @@ def dump(host: str, port: int, *, reset: bool = True, timeout_s: float = DUMP_TI
 
 
 class ExitWatch:
-    """A connection held open through a graceful stop: the agent pushes its data to it on exit."""
+    """A connection held open through a graceful stop: the agent pushes its data to it on exit,
+    from its shutdown hook, which runs beside the JVM's others (Pulsar's own shutdown among them):
+    what ran after the push is not in it. `arrived_ms` says when the push came."""
 
-    def __init__(self, host: str, port: int, timeout_s: float = DUMP_TIMEOUT_S) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float = DUMP_TIMEOUT_S, wait_s: float = 300.0) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.sendall(HEADER)               # the agent reads a header before any command
+        self.sock.settimeout(wait_s)
+        self.result: ExecData | None = None
+        self.arrived_ms: float | None = None
+        self._thread = threading.Thread(target=self._read, name="jacoco-exit-watch", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            with self.sock.makefile("rb") as stream:
+                read_header(stream)             # the agent's, sent as the connection opens
+                first = stream.read(1)          # blocks until the push (or the end: a SIGKILL)
+                if not first:
+                    return
+                self.arrived_ms = time.time() * 1000
+                self.result = read_blocks(stream, until_ok=True, first_byte=first)
+        except (OSError, EOFError, ExecFormatError):
+            return
+        finally:
+            self.sock.close()
 
     def collect(self, timeout_s: float = 5.0) -> ExecData | None:
         """What the agent pushed while its JVM exited (None: nothing came, e.g. a SIGKILL)."""
-        try:
-            self.sock.settimeout(timeout_s)
-            with self.sock.makefile("rb") as stream:
-                try:
-                    read_header(stream)
-                except (EOFError, OSError):
-                    return None
-                return read_blocks(stream, until_ok=True)
-        except (OSError, EOFError, ExecFormatError):
-            return None
-        finally:
-            self.sock.close()
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
+            self._thread.join(1.0)
+        return self.result
 
 
 # ---- the jars ----------------------------------------------------------------------------------------
@@ -410,17 +427,18 @@ class CoverageCollector:
             finally:
                 if life is not None and not life.ended:
                     pushed = watch.collect() if watch is not None else None
-                    if pushed is not None and not pushed.empty:
+                    if pushed is not None and watch is not None and watch.arrived_ms is not None:
                         begin = life.last_dump_ms or life.started_ms
                         life.seq += 1
                         name = f"{life.service}-{life.life}-{life.seq:04d}.exec"
-                        (self.parts / name).write_bytes(pushed.data)
-                        end = time.time() * 1000
+                        if not pushed.empty:
+                            (self.parts / name).write_bytes(pushed.data)
                         self._record(event="dump", service=service, life=life.life, seq=life.seq,
-                                     reason="exit push", ok=True, file=f"{PARTS_DIR}/{name}",
-                                     from_ms=round(begin, 1), to_ms=round(end, 1), classes=pushed.classes,
-                                     probes_hit=pushed.probes_hit, complete=pushed.complete)
-                        life.last_dump_ms = end
+                                     reason="exit push", ok=True,
+                                     file=f"{PARTS_DIR}/{name}" if not pushed.empty else None,
+                                     from_ms=round(begin, 1), to_ms=round(watch.arrived_ms, 1),
+                                     classes=pushed.classes, probes_hit=pushed.probes_hit, complete=pushed.complete)
+                        life.last_dump_ms = watch.arrived_ms   # the shutdown after the push is not recorded
                     self._end(life, "stop", time.time() * 1000)
 
     def before_pause(self, service: str) -> None:
