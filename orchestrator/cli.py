@@ -282,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     finding.add_argument("--tries", type=_positive_int, metavar="N", help="tries (default: the finding's)")
     finding.add_argument("--pulsar-version", metavar="V",
                          help="run on this release instead of the finding's own (targets/pulsar/versions.py)")
+    finding.add_argument("--brokers", type=_positive_int, metavar="N",
+                         help="brokers in the cluster (default: the finding's, 2; 1 is a standalone's shape)")
     finding.add_argument("--program-args", metavar="ARGS",
                          help="more arguments for the finding's Java program, quoted as one (e.g. \"--fault restart\" "
                               "for the bundle-unload finding: its top comment lists them)")
@@ -369,6 +371,11 @@ def build_parser() -> argparse.ArgumentParser:
     rmatrix.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                          help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
     rmatrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
+    rmatrix.add_argument("--from", dest="from_dirs", nargs="+", type=Path, metavar="DIR",
+                         help="run nothing: one report and release diff over release-matrix folders run apart "
+                              "(e.g. one CI job per release), written to --out")
+    rmatrix.add_argument("--out", type=Path, default=Path("results/release-matrix"), metavar="DIR",
+                         help="with --from: where the combined report goes (default: results/release-matrix)")
     rmatrix.set_defaults(handler=_cmd_release_matrix, target="pulsar")
 
     cluster = sub.add_parser("cluster", help="start, inspect and stop a cluster by hand (embedded or pulsar)",
@@ -548,8 +555,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_release_matrix(args: argparse.Namespace) -> int:
-    config = scenario_from_args(args)
     from orchestrator import release_matrix
+
+    if args.from_dirs:
+        return release_matrix.combine(args.from_dirs, args.out)
+    config = scenario_from_args(args)
 
     return release_matrix.main_release_matrix(config, args)
 

@@ -156,6 +156,37 @@ def render_markdown(config_name: str, seed: int, results: Sequence[CellResult],
     return "\n".join(lines) + "\n"
 
 
+def cell_result(plain: Mapping[str, Any]) -> CellResult:
+    """A `release-matrix.json` run entry back as a CellResult."""
+    return CellResult(Cell(str(plain["release"]), TxnPath(str(plain["path"]))), str(plain.get("status", "")),
+                      str(plain.get("verdict", "")), int(plain.get("exit_code", 2)),
+                      {str(k): int(v) for k, v in (plain.get("anomalies") or {}).items()},
+                      [str(c) for c in plain.get("unexpected") or []], str(plain.get("reproduce", "")),
+                      str(plain.get("folder", "")), plain.get("error"))
+
+
+def combine(folders: Sequence[Path], out: Path) -> int:
+    """`txnbench release-matrix --from DIR ...`: one report (and release diff) over matrices run apart,
+    e.g. one CI job per release; exit 0 when every run reached a verdict, 2 otherwise."""
+    results: list[CellResult] = []
+    scenario, seed = "", 0
+    for folder in folders:
+        found = folder / "release-matrix.json"
+        if not found.is_file():
+            raise ConfigError("--from", str(folder), "has no release-matrix.json", "name release-matrix folders")
+        plain = json.loads(found.read_text())
+        scenario, seed = str(plain.get("scenario", scenario)), int(plain.get("seed", seed))
+        results += [cell_result(r) for r in plain.get("runs") or []]
+    results.sort(key=lambda r: (version_key(r.cell.version), r.cell.txn_path.value))
+    out.mkdir(parents=True, exist_ok=True)
+    diffs = release_diff(results)
+    write_json_atomic(out / "release-matrix.json", {"scenario": scenario, "seed": seed, "from": [str(f) for f in folders],
+                                                    "runs": [r.to_json() for r in results], "release_diff": diffs})
+    write_text_atomic(out / "release-matrix.md", render_markdown(scenario, seed, results, diffs))
+    print(out)
+    return 0 if all(r.verdict in ("valid", "invalid") for r in results) else 2
+
+
 def main_release_matrix(config: RunConfig, args: argparse.Namespace) -> int:
     """`txnbench release-matrix`: `config` validated, its paths the ones asked for."""
     if config.target is not Target.PULSAR:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from harness.errors import ConfigError
@@ -67,3 +70,22 @@ def test_the_command_line_parses_and_defaults_to_the_pulsar_target() -> None:
                                       "--seed", "3"])
     assert args.releases == ["2.10.5", "5.0.1"] and args.target == "pulsar" and args.scenario == "chaos"
     assert args.duration == 60 and args.seed == 3
+
+
+def test_matrices_run_apart_combine_into_one_release_diff(tmp_path: Path) -> None:
+    """The nightly runs one job per release; `--from` makes one report of them."""
+    from orchestrator.release_matrix import combine
+
+    for version, anomalies in (("3.0.0", {"stuck-ack": 2, "lost-write": 1}), ("2.11.0", {"stuck-ack": 1})):
+        folder = tmp_path / f"x-release-matrix-{version}"
+        folder.mkdir()
+        runs = [result(version, TxnPath.V4, "invalid", **{k.replace("-", "_"): v for k, v in anomalies.items()}).to_json()]
+        (folder / "release-matrix.json").write_text(json.dumps({"scenario": "chaos", "seed": 7, "runs": runs}))
+    out = tmp_path / "combined"
+    assert combine(sorted(tmp_path.glob("x-*")), out) == 0
+    plain = json.loads((out / "release-matrix.json").read_text())
+    assert [r["release"] for r in plain["runs"]] == ["2.11.0", "3.0.0"]
+    assert plain["release_diff"] == [{"path": "v4", "older": "2.11.0", "newer": "3.0.0", "gone": {},
+                                      "new": {"lost-write": 1}}]
+    with pytest.raises(ConfigError, match=r"release-matrix\.json"):
+        combine([tmp_path / "nothing"], out)

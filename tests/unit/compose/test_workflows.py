@@ -13,6 +13,7 @@ import yaml
 
 from harness.config import load_scenario
 from harness.txn_paths import TxnPath
+from orchestrator.release_matrix import version_key
 from targets.compose import COMPOSE_DIR
 from targets.compose.__main__ import main as compose_main
 from targets.compose.layout import load_layout
@@ -160,7 +161,8 @@ def test_nightly_runs_chaos_on_real_pulsar_on_every_release_and_path(tmp_path: P
     assert job["strategy"]["fail-fast"] is False
     include = job["strategy"]["matrix"]["include"]
     covered = {(entry["release"], p) for entry in include for p in entry["paths"].split()}
-    assert covered == {(r.version, p.value) for r in RELEASES.values() for p in TxnPath if r.supports(p)}
+    main_releases = (RELEASES["5.0.1"], RELEASES["4.0.8"])   # the default and the LTS; the rest: release-matrix
+    assert covered == {(r.version, p.value) for r in main_releases for p in TxnPath if r.supports(p)}
     # only the v5 job may fail (a known Pulsar 5.0.1 finding), so v4 regressions still turn the night red
     assert all(entry["paths"] == "v5" for entry in include if entry["known_failing"])
     assert job["continue-on-error"] == "${{ matrix.known_failing }}"
@@ -186,3 +188,26 @@ def test_nightly_runs_chaos_on_real_pulsar_on_every_release_and_path(tmp_path: P
                                                         "TXN_PATHS": "v4 v4-batched", "PATH": "/usr/bin:/bin"},
                               capture_output=True, text=True, timeout=30, check=False)
         assert done.returncode == expected, (code, done.stdout)
+
+
+def test_nightly_runs_the_release_matrix_per_release_and_combines_the_diff(tmp_path: Path) -> None:
+    from targets.pulsar.versions import runnable
+
+    job = _load("nightly.yml")["jobs"]["release-matrix"]
+    assert job["strategy"]["matrix"]["release"] == [r.version for r in
+                                                    sorted(runnable(), key=lambda r: version_key(r.version))]
+    steps = job["steps"]
+    run = next(s for s in steps if s.get("id") == "matrix")
+    assert '.venv/bin/txnbench release-matrix --releases "$PULSAR_RELEASE" --duration "$DURATION"' in run["run"]
+    assert next(s for s in steps if "setup-java" in s.get("uses", ""))["with"]["java-version"] == "21"
+    verdict = steps[-1]
+    assert verdict["if"] == "always()"
+    path = tmp_path / "verdict.sh"
+    path.write_text(verdict["run"])
+    for code, expected in (("0", 0), ("1", 0), ("2", 1), ("130", 1), ("", 1)):
+        done = subprocess.run(["bash", str(path)], env={"MATRIX_EXIT": code, "PATH": "/usr/bin:/bin"},
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == expected, (code, done.stdout)
+    combine = _load("nightly.yml")["jobs"]["release-diff"]
+    assert combine["needs"] == "release-matrix" and combine["if"] == "always()"
+    assert any("txnbench release-matrix --from" in s.get("run", "") for s in combine["steps"])
