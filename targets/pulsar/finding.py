@@ -55,6 +55,7 @@ class Finding:
     tries: int = 1                    # default; a race gets more
     race: bool = False
     try_timeout_s: float = 180.0
+    brokers: int = 2
     settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     args: tuple[str, ...] = ()        # extra program arguments
     extra_sources: tuple[str, ...] = ()
@@ -331,8 +332,9 @@ def reproduce_on(name: str, directory: Path, folder: Path, *, tries: int = 1, ar
 
 def run_finding(finding: Finding, *, tries: int | None = None, version: str | None = None,
                 results: Path = Path("results"), say: Callable[[str], None] = print,
-                args: Sequence[str] = ()) -> Outcome:
-    """A fresh cluster at the finding's release (or `version`), the program, the cluster down."""
+                args: Sequence[str] = (), brokers: int | None = None) -> Outcome:
+    """A fresh cluster at the finding's release (or `version`; `brokers` of them), the program,
+    the cluster down."""
     from targets.pulsar import versions
     from targets.pulsar.cluster import PulsarCluster, PulsarSpec
 
@@ -343,7 +345,8 @@ def run_finding(finding: Finding, *, tries: int | None = None, version: str | No
     outcome = Outcome(finding.name, chosen, folder=folder)
     tries = tries or finding.tries
     say(f"{finding.name}: {finding.what}")
-    say(f"  Pulsar {chosen}, path {finding.txn_path.value}, {tries} tr{'ies' if tries > 1 else 'y'}; "
+    say(f"  Pulsar {chosen}, path {finding.txn_path.value}, {brokers or finding.brokers} broker(s), "
+        f"{tries} tr{'ies' if tries > 1 else 'y'}; "
         f"output in {folder}")
     cluster = None
     try:
@@ -353,6 +356,7 @@ def run_finding(finding: Finding, *, tries: int | None = None, version: str | No
                               f"this finding needs it (found on {finding.release})")
         program = compiled(finding, release, say)
         cluster = PulsarCluster(PulsarSpec(txn_path=finding.txn_path, version=chosen, settings=dict(finding.settings),
+                                           brokers=brokers or finding.brokers,
                                            directory=folder / "cluster", parent_pid=os.getpid(),
                                            ready_timeout_s=SETUP_BUDGET_S * 2, say=say))
         cluster.up()
@@ -386,8 +390,8 @@ def main_finding(args: Any) -> int:
         raise ConfigError("txnbench finding", "NAME", "name one finding or pass --all", "`--list` lists them")
     chosen = list(FINDINGS.values()) if args.all else [get(args.name)]
     extra = tuple(shlex.split(args.program_args or ""))
-    outcomes = [run_finding(f, tries=args.tries, version=args.pulsar_version, results=args.results, args=extra)
-                for f in chosen]
+    outcomes = [run_finding(f, tries=args.tries, version=args.pulsar_version, results=args.results, args=extra,
+                            brokers=args.brokers) for f in chosen]
     if len(outcomes) > 1:
         print("\n".join(summary(o) for o in outcomes))
     codes = {o.exit_code for o in outcomes}

@@ -49,7 +49,7 @@ def test_every_finding_names_its_file_its_program_and_a_release_with_its_path(na
     assert f"public final class {finding.main_class} " in (fx.REPRO_SOURCES / f"{finding.main_class}.java").read_text()
     release = versions.RELEASES[finding.release]
     assert release.supports(finding.txn_path)
-    assert finding.tries >= 1 and finding.try_timeout_s > 0
+    assert finding.tries >= 1 and finding.try_timeout_s > 0 and finding.brokers >= 1
     assert finding.race == (finding.tries > 1), "a race gets several tries and a rate, a deterministic bug one"
     assert all(isinstance(s, str) and s for s in finding.log_signs)
 
@@ -104,13 +104,14 @@ def test_all_runs_every_finding_and_exits_by_the_worst(monkeypatch: pytest.Monke
     ran: list[tuple[str, int | None, str | None]] = []
 
     def fake_run(finding: fx.Finding, *, tries: int | None, version: str | None, results: Path,
-                 args: tuple[str, ...]) -> Outcome:
-        assert args == ("--fault", "restart")
+                 args: tuple[str, ...], brokers: int | None) -> Outcome:
+        assert args == ("--fault", "restart") and brokers == 1
         ran.append((finding.name, tries, version))
         return Outcome(finding.name, "4.0.8", lines=list(lines[codes[names.index(finding.name)]]))
 
     monkeypatch.setattr(fx, "run_finding", fake_run)
-    assert fx.main_finding(parse("--all", "--tries", "2", "--program-args", "--fault restart")) == expected
+    assert fx.main_finding(parse("--all", "--tries", "2", "--brokers", "1", "--program-args", "--fault restart")) \
+        == expected
     assert ran == [(n, 2, None) for n in names]
 
 
