@@ -123,7 +123,8 @@ def test_two_callers_at_once_compile_the_check_once(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(txn_check, "find_jdk", lambda _: (Path("java"), 17))
     compiles: list[Path] = []
 
-    def slow_compile(release: object, java: Path, major: int, classpath: Classpath, folder: Path) -> None:
+    def slow_compile(release: object, java: Path, major: int, classpath: Classpath, folder: Path,
+                     sources: object = None) -> None:
         compiles.append(folder)
         folder.mkdir(parents=True, exist_ok=True)
         time.sleep(0.3)
