@@ -138,6 +138,14 @@ def test_report_rebuilds_a_run_whose_manifest_an_older_txnbench_wrote(
                 wall_ms=1.7e12 + 100 + i, type=t, f=OpF.FAULT, path="v4", extra=extra).to_json()
              for i, t in enumerate((OpType.INVOKE, OpType.OK))]
     (run.history_dir / "nemesis.jsonl").write_text("".join(line + "\n" for line in lines))
+    # the instance's transaction sent to the terminated topic while the terminate was in effect: its cause
+    # is in the history (attribution by cause, docs/checks.md)
+    txn_ops = [(OpType.OK, OpF.TXN_OPEN, None), (OpType.INVOKE, OpF.SEND, terminated), (OpType.OK, OpF.SEND, terminated),
+               (OpType.INVOKE, OpF.TXN_COMMIT, None)]
+    ops = [Op(run=run.run_id, writer="w9", process="w9/u0", index=i, time_ns=(150 + 10 * i) * 10**6,
+              wall_ms=1.7e12 + 150 + 10 * i, type=t, f=f, path="v4", txn="1:1", topic=topic,
+              value="w9.0.0" if topic else None).to_json() for i, (t, f, topic) in enumerate(txn_ops)]
+    (run.history_dir / "w9.jsonl").write_text("".join(line + "\n" for line in ops))
     write_json_atomic(run.results_json, {
         "schema": 1, "run_id": run.run_id, "valid": False, "unknown_reasons": [],
         "anomalies": {"partial-txn": {"count": 1, "examples": [{"txn": "1:1", "missing": [{"topic": terminated}]}]}},
