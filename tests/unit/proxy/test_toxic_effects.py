@@ -103,8 +103,8 @@ def test_timeout_zero_stops_one_direction_only(env: ProxyEnv, peer: Peer) -> Non
 def test_timeout_closes_the_connection_after_its_timeout(env: ProxyEnv, peer: Peer) -> None:
     proxy = env.client.create_proxy("p", peer.address)
     env.client.add_toxic("p", ToxicType.TIMEOUT, {"timeout": 300})
+    started = time.perf_counter()   # before the connection: the proxy's timer may start before connect() returns
     with connect(proxy.listen) as sock:
-        started = time.perf_counter()
         server = peer.accept()
         server.sendall(b"dropped")
         assert recv_until_closed(sock) == b""
