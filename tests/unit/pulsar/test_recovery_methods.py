@@ -17,6 +17,7 @@ from targets.pulsar.recovery_methods import (
     for_release,
     is_transaction_code,
 )
+from targets.pulsar.versions import RELEASES
 
 #: `public class Tiny { long big = 1L << 40; double d = 2.5; static int f(int i) { Runnable r = () -> {};
 #: return i + 1; } }`, compiled by javac 17 (--release 17): longs and doubles take two pool slots
@@ -55,7 +56,7 @@ def _jars(version: str) -> list[Path]:
             for name in ("pulsar-broker", "pulsar-transaction-coordinator") if (lib / f"{name}-{version}.jar").is_file()]
 
 
-@pytest.mark.parametrize("version", ["5.0.1", "4.0.8"])
+@pytest.mark.parametrize("version", sorted(RELEASES))
 def test_every_listed_method_is_in_the_release(version: str) -> None:
     jars = _jars(version)
     if len(jars) < 2:
