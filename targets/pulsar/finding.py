@@ -81,8 +81,8 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
                    "is being unloaded")),
     Finding(
         name="v5-stale-last-message-id", release="5.0.1", txn_path=TxnPath.V5, main_class="V5StaleLastMessageId",
-        what="GET_LAST_MESSAGE_ID on a v5 segment keeps its first answer after transactional commits, so a "
-             "Reader's hasMessageAvailable() stops before committed, delivered messages",
+        what="GET_LAST_MESSAGE_ID on a v5 segment keeps its first answer after transactional commits: it names a "
+             "message before the last committed one, which the subscription delivered",
         try_timeout_s=120.0),
     Finding(
         name="v5-committed-acks-redelivered-after-crash", release="5.0.1", txn_path=TxnPath.V5,

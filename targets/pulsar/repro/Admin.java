@@ -52,9 +52,12 @@ final class Admin {
         return response.body();
     }
 
-    /** `pulsar-admin namespaces create public/NS --bundles N` */
+    /** `pulsar-admin namespaces create public/NS --bundles N`, then `pulsar-admin namespaces
+     *  set-retention public/NS --time -1 --size -1`: a message nobody subscribed to stays readable
+     *  (without it the ledgers a topic closes when it moves are trimmed, and their messages with them) */
     void createNamespace(String namespace, int bundles) throws Exception {
-        put("/admin/v2/namespaces/" + namespace, "{\"bundles\":{\"numBundles\":" + bundles + "}}");
+        put("/admin/v2/namespaces/" + namespace, "{\"bundles\":{\"numBundles\":" + bundles + "},"
+                + "\"retention_policies\":{\"retentionTimeInMinutes\":-1,\"retentionSizeInMB\":-1}}");
     }
 
     /** `pulsar-admin topics create-partitioned-topic persistent://NS/T -p N` */

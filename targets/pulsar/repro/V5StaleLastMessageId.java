@@ -1,16 +1,19 @@
 // Reproduces docs/findings/v5-stale-last-message-id.md with Pulsar's own Java client: the v5 API
-// (pulsar-client-v5) commits, and the v4 API of the same client asks the segment for its last
-// message id (GET_LAST_MESSAGE_ID) and reads it with a Reader. Written by txnbench (not fetched).
+// (pulsar-client-v5) commits, and the client's v4 layer (PulsarClientImpl's segment methods, which
+// the v5 client itself uses) asks the segment for its last message id (GET_LAST_MESSAGE_ID) and
+// reads it with a Reader. Written by txnbench (not fetched).
 //
-// What Pulsar promises: GET_LAST_MESSAGE_ID names the last message a reader can read, so
-// `Reader.hasMessageAvailable()` is true until every committed message was read.
+// What Pulsar promises: GET_LAST_MESSAGE_ID names the last message a reader can read (what
+// `Reader.hasMessageAvailable()` and a consumer's `getLastMessageId()` rely on).
 //
 // Per try: a scalable topic with one segment; COMMITS transactions of one message each. After the
 // first commit a consumer of the segment asks GET_LAST_MESSAGE_ID; after the others a durable
 // subscription receives every committed message, and then (after SETTLE_MS) the consumer asks
 // again and a fresh Reader reads from the start while `hasMessageAvailable()`. The bug shows when
-// the subscription got every message and the Reader stopped short of them: 5.0.1's
-// MetadataTransactionBuffer never refreshes PersistentTopic's cached last dispatchable position.
+// the subscription got every message and the broker's last message id is behind the last of them
+// (or the Reader stopped short of them; Java's Reader usually does not, as it counts the messages
+// it has prefetched): 5.0.1's MetadataTransactionBuffer never refreshes PersistentTopic's cached
+// last dispatchable position.
 //
 //   java -cp <pulsar-client-v5 jars>:. V5StaleLastMessageId --service-url pulsar://...
 //       --admin-url http://<broker>:8080 [--tries 1] [--commits 3] [--listener external]
@@ -107,8 +110,7 @@ public final class V5StaleLastMessageId {
             commitOne(producer, "m1", committed);
             String segment = segmentOf(local);
             out.info("try " + n + " segment", segment);
-            try (org.apache.pulsar.client.api.Consumer<String> probe = v4.newConsumer(
-                    org.apache.pulsar.client.api.Schema.STRING).topic(segment).subscriptionName("probe").subscribe()) {
+            try (org.apache.pulsar.client.api.Consumer<String> probe = segmentConsumer(segment)) {
                 String first = String.valueOf(probe.getLastMessageId());
                 for (int i = 2; i <= commits; i++) {
                     commitOne(producer, "m" + i, committed);
@@ -124,9 +126,7 @@ public final class V5StaleLastMessageId {
                 Thread.sleep(cli.integer("--settle-ms", 3000));
                 String last = String.valueOf(probe.getLastMessageId());
                 List<String> read = new ArrayList<>();
-                try (org.apache.pulsar.client.api.Reader<String> reader = v4.newReader(
-                        org.apache.pulsar.client.api.Schema.STRING).topic(segment)
-                        .startMessageId(org.apache.pulsar.client.api.MessageId.earliest).create()) {
+                try (org.apache.pulsar.client.api.Reader<String> reader = segmentReader(segment)) {
                     while (read.size() < commits * 2 && reader.hasMessageAvailable()) {
                         org.apache.pulsar.client.api.Message<String> message = reader.readNext(5, TimeUnit.SECONDS);
                         if (message == null) {
@@ -136,15 +136,26 @@ public final class V5StaleLastMessageId {
                     }
                 }
                 boolean allDelivered = delivered.containsAll(committed);
-                boolean shows = allDelivered && read.size() < committed.size();
+                long[] newest = {-1, -1};
+                for (String entry : read) {
+                    long[] at = position(entry.substring(entry.indexOf('@') + 1));
+                    if (compare(at, newest) > 0) {
+                        newest = at;
+                    }
+                }
+                // the bug: the broker's last message id is behind a committed message it delivered
+                // (or a Reader bounded by it stopped before the committed messages)
+                boolean stale = compare(position(last), newest) < 0;
+                boolean shows = allDelivered && (stale || read.size() < committed.size());
                 String summary = "committed " + committed + "; the subscription delivered " + delivered
                         + "; GET_LAST_MESSAGE_ID after the first commit " + first + ", after all " + last
                         + "; a fresh Reader read " + read.size() + " while hasMessageAvailable(): " + read;
                 if (!allDelivered) {
                     out.info("try " + n + " not judged", "the subscription did not deliver every committed message");
                 }
-                out.attempt(n, shows, summary, shows ? List.of("GET_LAST_MESSAGE_ID on " + segment + " is " + last
-                        + " after " + committed.size() + " commits that the subscription delivered") : List.of());
+                out.attempt(n, shows, summary, shows ? List.of("GET_LAST_MESSAGE_ID on " + segment + " answers " + last
+                        + " after " + committed.size() + " commits, whose last message (" + newest[0] + ":" + newest[1]
+                        + ") the subscription and a Reader received") : List.of());
             }
         }
     }
@@ -154,6 +165,43 @@ public final class V5StaleLastMessageId {
         producer.newMessage().transaction(txn).value(run + "/" + value).send();
         txn.commit();
         committed.add(run + "/" + value);
+    }
+
+    /** ledger and entry of a v4 message id's text (`ledger:entry:partition[:batch]`). */
+    private static long[] position(String id) {
+        String[] parts = id.split(":");
+        try {
+            return new long[] {Long.parseLong(parts[0]), Long.parseLong(parts[1])};
+        } catch (RuntimeException err) {
+            return new long[] {-1, -1};
+        }
+    }
+
+    private static int compare(long[] a, long[] b) {
+        return a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]);
+    }
+
+    // The v4 API refuses segment:// names ("Scalable topics (topic://) require the V5 client SDK");
+    // the v5 client reads segments through these two public methods of the same PulsarClientImpl.
+
+    /** A consumer of one segment (its GET_LAST_MESSAGE_ID is the segment's). */
+    private org.apache.pulsar.client.api.Consumer<String> segmentConsumer(String segment) throws Exception {
+        org.apache.pulsar.client.impl.conf.ConsumerConfigurationData<String> conf =
+                new org.apache.pulsar.client.impl.conf.ConsumerConfigurationData<>();
+        conf.getTopicNames().add(segment);
+        conf.setSubscriptionName("probe");
+        return ((org.apache.pulsar.client.impl.PulsarClientImpl) v4)
+                .subscribeSegmentAsync(conf, org.apache.pulsar.client.api.Schema.STRING).get(30, TimeUnit.SECONDS);
+    }
+
+    /** A Reader of one segment from its first message. */
+    private org.apache.pulsar.client.api.Reader<String> segmentReader(String segment) throws Exception {
+        org.apache.pulsar.client.impl.conf.ReaderConfigurationData<String> conf =
+                new org.apache.pulsar.client.impl.conf.ReaderConfigurationData<>();
+        conf.setTopicName(segment);
+        conf.setStartMessageId(org.apache.pulsar.client.api.MessageId.earliest);
+        return ((org.apache.pulsar.client.impl.PulsarClientImpl) v4)
+                .createSegmentReaderAsync(conf, org.apache.pulsar.client.api.Schema.STRING).get(30, TimeUnit.SECONDS);
     }
 
     /** The segment:// name of the topic's one segment: `<start>-<end>-<id>` from the admin API's
