@@ -14,7 +14,9 @@ docs/findings/v5-stale-last-message-id.md (every such run reports lost writes), 
 `test_v5_last_message_id_follows_commits` holds as a strict expected failure: the day
 Pulsar fixes it, that test fails and says so. `make bench TARGET=pulsar` runs v5 whole.
 `test_v5_committed_acks_survive_a_segment_move` holds
-docs/findings/v5-committed-acks-redelivered-after-crash.md the same way.
+docs/findings/v5-committed-acks-redelivered-after-crash.md the same way. Both run the finding's
+own reproduction (`txnbench finding NAME`: Pulsar's Java client, no txnbench client or checker)
+on this module's cluster.
 """
 
 from __future__ import annotations
@@ -30,10 +32,9 @@ import pytest
 
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
+from targets.pulsar.finding import COULD_NOT_RUN, NOT_SHOWN, Outcome, reproduce_on, summary
 from tests.cluster.test_run_scenarios import run_folder, short_scenario, txnbench
 from tests.prerequisites import or_skip, real_pulsar_ready
-from tools.repro.v5_acks_lost_on_move import reproduce as reproduce_acks_lost_on_move
-from tools.repro.v5_stale_last_message_id import reproduce
 
 pytestmark = [pytest.mark.pulsar, pytest.mark.timeout(1500)]
 
@@ -118,19 +119,28 @@ def test_v5_atomic_produce_commits_and_aborts_on_two_scalable_topics(pulsar_clus
             assert seen == {f"c{i}.{k}" for k in range(3)}
 
 
+def finding_on_the_cluster(cluster: dict[str, Any], tmp_path: Path, name: str, *args: str) -> Outcome:
+    """`txnbench finding NAME`'s Java program (Pulsar's own client) on this module's cluster; its
+    tries ran (exit 0 or 1), else the test fails as an error, not as the expected failure."""
+    with or_skip():   # a JDK (javac) for the program
+        outcome = reproduce_on(name, cluster["directory"], tmp_path / name, args=args)
+    if outcome.exit_code == COULD_NOT_RUN:
+        raise RuntimeError(summary(outcome))
+    return outcome
+
+
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="Pulsar 5.0.1: docs/findings/v5-stale-last-message-id.md")
-def test_v5_last_message_id_follows_commits(pulsar_cluster: dict[str, Any]) -> None:
-    status = pulsar_cluster["status"]
-    seen = reproduce(status["service_url"], status["admin_url"])
-    assert len(seen.delivered) == len(seen.committed)   # the messages are there ...
-    assert not seen.stale, f"GET_LAST_MESSAGE_ID {seen.final_last_id} after commits up to {seen.committed[-1]}"
+def test_v5_last_message_id_follows_commits(pulsar_cluster: dict[str, Any], tmp_path: Path) -> None:
+    outcome = finding_on_the_cluster(pulsar_cluster, tmp_path, "v5-stale-last-message-id")
+    assert outcome.exit_code == NOT_SHOWN, summary(outcome) + "\n" + outcome.tries[-1]["summary"]
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="Pulsar 5.0.1: docs/findings/v5-committed-acks-redelivered-after-crash.md")
-def test_v5_committed_acks_survive_a_segment_move(pulsar_cluster: dict[str, Any]) -> None:
-    # last in the module: on 5.0.1 the move is an unload of the namespace public/default
-    status = pulsar_cluster["status"]
-    still, moved = reproduce_acks_lost_on_move(status["service_url"], status["admin_url"], rounds=1)
-    assert not still.lost and not still.while_open        # the control: acks hold without a move
-    assert not moved.lost, f"acked in a committed transaction, delivered again: {moved.after_commit}"
+def test_v5_committed_acks_survive_a_segment_move(pulsar_cluster: dict[str, Any], tmp_path: Path) -> None:
+    # last in the module: on 5.0.1 the move is an unload of the namespace public/default; no broker
+    # is killed here (the `crashed` case of `txnbench finding` kills one)
+    outcome = finding_on_the_cluster(pulsar_cluster, tmp_path, "v5-committed-acks-redelivered-after-crash",
+                                     "--cases", "still,moved")
+    assert "still: 0 of 4 committed acks lost" in outcome.tries[-1]["summary"]   # the control holds
+    assert outcome.exit_code == NOT_SHOWN, summary(outcome) + "\n" + outcome.tries[-1]["summary"]

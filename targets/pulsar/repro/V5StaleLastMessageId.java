@@ -153,9 +153,11 @@ public final class V5StaleLastMessageId {
                 if (!allDelivered) {
                     out.info("try " + n + " not judged", "the subscription did not deliver every committed message");
                 }
-                out.attempt(n, shows, summary, shows ? List.of("GET_LAST_MESSAGE_ID on " + segment + " answers " + last
-                        + " after " + committed.size() + " commits, whose last message (" + newest[0] + ":" + newest[1]
-                        + ") the subscription and a Reader received") : List.of());
+                String example = "GET_LAST_MESSAGE_ID on " + segment + " answers " + last + " after "
+                        + committed.size() + " commits the subscription delivered; "
+                        + (read.size() < committed.size() ? "a Reader bounded by it read " + read.size() + " of them"
+                        : "a Reader read the last of them at " + newest[0] + ":" + newest[1]);
+                out.attempt(n, shows, summary, shows ? List.of(example) : List.of());
             }
         }
     }
