@@ -209,13 +209,19 @@ class ExitWatch:
         self.sock.settimeout(wait_s)
         self.result: ExecData | None = None
         self.arrived_ms: float | None = None
+        self.accepted = threading.Event()
         self._thread = threading.Thread(target=self._read, name="jacoco-exit-watch", daemon=True)
         self._thread.start()
+        # The agent serves one connection at a time and pushes to the one it holds when its JVM
+        # exits: until it accepted this one (it sends its header then), a stop would find it still
+        # holding the dump's connection just closed, and push nowhere.
+        self.accepted.wait(timeout_s)
 
     def _read(self) -> None:
         try:
             with self.sock.makefile("rb") as stream:
-                read_header(stream)             # the agent's, sent as the connection opens
+                read_header(stream)             # the agent's, sent as it accepts the connection
+                self.accepted.set()
                 first = stream.read(1)          # blocks until the push (or the end: a SIGKILL)
                 if not first:
                     return
