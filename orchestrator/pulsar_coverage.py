@@ -208,9 +208,9 @@ def losses_sentence(lost: Mapping[str, Any]) -> str:
         parts.append(f"{lost['killed']} killed, each right after a dump: {lost['killed_unrecorded_s']:.2f} s "
                      "unrecorded in all (between the dump and the kill)")
     if lost["stopped"]:
-        parts.append(f"{lost['stopped']} stopped gracefully, each dumped before SIGTERM and pushed by the agent's "
-                     f"exit hook: {lost.get('stopped_unrecorded_s', 0):.1f} s of shutdown after those pushes unrecorded "
-                     "(the agent's hook runs beside Pulsar's own shutdown hook)")
+        parts.append(f"{lost['stopped']} stopped gracefully, each dumped before SIGTERM and while it shut down: "
+                     f"{lost.get('stopped_unrecorded_s', 0):.2f} s unrecorded in all (between their last dump and "
+                     "their end)")
     if lost["exited_on_their_own"]:
         parts.append(f"{lost['exited_on_their_own']} exited on their own: {lost['exited_unrecorded_s']:.1f} s "
                      "of them after their last dump is lost")

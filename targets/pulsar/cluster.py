@@ -27,10 +27,10 @@ down` in another process stops the same processes, by pid. Every exit path of `u
 stops what it started.
 
 With `PulsarSpec.coverage_dir` (`--coverage`), the brokers and the bookie start with JaCoCo's
-agent on a port of their own (`coverage_port`), and this class's process control dumps a
-JVM's coverage before it kills, stops or pauses it, and every JVM's before the cluster goes
-down (`targets.pulsar.jacoco.CoverageCollector`): the nemesis acts through it, so no fault
-loses what a JVM ran.
+agent and our dump server on a port of their own (`coverage_port`), and this class's process
+control dumps a JVM's coverage before it kills or pauses it, before and during a graceful stop,
+and every JVM's before the cluster goes down (`targets.pulsar.jacoco.CoverageCollector`): the
+nemesis acts through it, so no fault loses what a JVM ran.
 
 Ports are planned by name (`targets.ports.PortPlan`). A server that finds one of its
 ports taken by another process when it starts (a broker's `Failed to bind Pulsar broker
@@ -85,7 +85,8 @@ from targets.pulsar.jacoco import (
     COVERED_KINDS,
     CoverageCollector,
     JacocoJars,
-    agent_option,
+    agent_options,
+    ensure_dump_agent,
     ensure_jacoco,
 )
 from targets.pulsar.jars import Classpath, ensure_jars
@@ -220,6 +221,7 @@ class PulsarCluster(LocalProcessControl):
         self._major = 0
         self._say = spec.say or (lambda text: print(text, flush=True))
         self.jacoco: JacocoJars | None = None
+        self.dump_agent: Path | None = None
         self.coverage: CoverageCollector | None = None
 
     # ---- attach ----------------------------------------------------------------------------------
@@ -264,6 +266,7 @@ class PulsarCluster(LocalProcessControl):
         java, major = find_java(self.release.min_java)
         if self.spec.coverage_dir is not None:
             self.jacoco = ensure_jacoco(self._say)
+            self.dump_agent = ensure_dump_agent(self.jacoco, self._say)
             self.coverage = CoverageCollector(self.spec.coverage_dir, self._runs, say=self._say)
         self.java = str(java)
         self.binaries = {tool.name: str(gobuild.ensure_binary(tool, self._say)) for tool in self._go_tools()}
@@ -430,7 +433,8 @@ class PulsarCluster(LocalProcessControl):
                    agent_port: int | None = None) -> list[str]:
         role = ROLE_OF_KIND.get(kind, "tool")
         drivers = conf.bookkeeper_driver_props(self.store) if kind in ("bookie", "setup", "broker") else []
-        agent = [agent_option(self.jacoco.agent, agent_port, HOST)] if self.jacoco and agent_port else []
+        agent = agent_options(self.jacoco.agent, self.dump_agent, agent_port, HOST) \
+            if self.jacoco and self.dump_agent and agent_port else []
         return [self.java, *conf.jvm_args(role, major, self.directory / "conf" / "log4j2.xml",
                                           self.directory / "tmp"), *drivers, *agent,
                 "-cp", classpath.java_classpath, MAIN_CLASS[kind], *args]

@@ -27,7 +27,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,14 +34,19 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import EnvironmentProblem
-from harness.results import write_json_atomic
-from targets.cache_lock import building
-from targets.pulsar.jacoco import PARTS_DIR, JacocoJars, ensure_jacoco, read_index
+from targets.pulsar.jacoco import (
+    PARTS_DIR,
+    TIMELINE_SOURCE,
+    JacocoJars,
+    compile_program,
+    ensure_jacoco,
+    read_index,
+)
 from targets.pulsar.jars import Classpath, ensure_jars
 from targets.pulsar.recovery_methods import TRANSACTION_JARS, RecoveryMethod, is_transaction_code
 from targets.pulsar.versions import PulsarRelease
 
-SOURCE = Path(__file__).parent / "jacoco_timeline" / "CoverageTimeline.java"
+SOURCE = TIMELINE_SOURCE
 KEEP_PARTS_ENV = "TXNBENCH_KEEP_COVERAGE_PARTS"
 JAVA_TIMEOUT_S = 600
 MERGED = "jacoco.exec"
@@ -141,37 +145,15 @@ def extract_transaction_classes(jars: Iterable[Path], dest: Path) -> int:
 
 # ---- the timeline program --------------------------------------------------------------------------
 
-def _program_digest(jars: JacocoJars) -> str:
+def ensure_timeline_program(jars: JacocoJars, say: Callable[[str], None]) -> tuple[Path, Path]:
+    """(java, classes folder) of CoverageTimeline, compiled on first use with a JDK 17+."""
+    from targets.pulsar.txn_check import find_jdk
+
     h = hashlib.sha256(SOURCE.read_bytes())
     for jar in jars.core_classpath:
         h.update(jar.name.encode())
-    return h.hexdigest()[:16]
-
-
-def ensure_timeline_program(jars: JacocoJars, say: Callable[[str], None]) -> tuple[Path, Path]:
-    """(java, classes folder) of CoverageTimeline, compiled on first use with a JDK 17+."""
-    from targets.pulsar.txn_check import _javac, find_jdk
-
-    java, _major = find_jdk(17)
-    folder = jars.lib.parent / f"timeline-{_program_digest(jars)}"
-    classes, stamp = folder / "classes", folder / "compiled.json"
-    if stamp.is_file() and classes.is_dir():
-        return java, classes
-    with building(folder.with_name(folder.name + ".lock"), "the coverage timeline program (Java)", say,
-                  wait_s=JAVA_TIMEOUT_S):
-        if stamp.is_file() and classes.is_dir():
-            return java, classes
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        scratch = Path(tempfile.mkdtemp(prefix="classes-", dir=folder))
-        argv = [str(_javac(java)), "-nowarn", "-encoding", "UTF-8", "-d", str(scratch),
-                "-cp", os.pathsep.join(str(p) for p in jars.core_classpath), str(SOURCE)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=JAVA_TIMEOUT_S, check=False)
-        if done.returncode != 0:
-            raise EnvironmentProblem(f"compiling {SOURCE.name} failed: {(done.stderr or done.stdout)[-2000:]}")
-        scratch.rename(classes)
-        write_json_atomic(stamp, {"source": str(SOURCE), "java": str(java)})
-    return java, classes
+    classes = compile_program(SOURCE, jars.core_classpath, jars.lib.parent / f"timeline-{h.hexdigest()[:16]}", say)
+    return find_jdk(17)[0], classes
 
 
 @dataclass

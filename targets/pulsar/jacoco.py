@@ -1,46 +1,57 @@
-"""JaCoCo on a real Pulsar cluster's JVMs: the jars, the agent, and the dump client.
+"""JaCoCo on a real Pulsar cluster's JVMs: the jars, the agents, and the dump client.
 
 Theory of operation. `--coverage` (`txnbench run|bench|chaos --target pulsar`) starts every
-broker and the bookie with JaCoCo's agent in `tcpserver` mode on a port of their own
-(`agent_option`): the agent counts which probes of Pulsar's classes ran, in memory, and
-hands them out over TCP when asked. Chaos kills JVMs with SIGKILL, which loses what an agent
-holds, so the harness asks first: `CoverageCollector` dumps every covered JVM every
-`DUMP_EVERY_S`, and once more right before the cluster's process control kills, stops or
-pauses one (`PulsarCluster.kill/stop/pause`), and before the cluster goes down. Each dump
-resets the agent's counts, so a dump file holds exactly what ran since the one before:
+broker and the bookie with two Java agents (`agent_options`): JaCoCo's own (`output=none`),
+which counts which probes of Pulsar's classes ran, in memory; and our dump server
+(`jacoco_dump/DumpServer.java`, compiled once into `txnbench-dump.jar`), which answers on a
+port of the JVM's own with what JaCoCo counted. Chaos kills JVMs with SIGKILL, which loses
+what an agent holds, so the harness asks first: `CoverageCollector` dumps every covered JVM
+every `DUMP_EVERY_S`, and right before the cluster's process control kills or pauses one
+(`PulsarCluster.kill/stop/pause`; the nemesis, the supervisor and the drain's cold restart
+all act through it), and before the cluster goes down. A graceful stop (SIGTERM) is dumped
+before it and then every `STOP_DUMP_EVERY_S` while the JVM shuts down, until it is gone: a
+broker's shutdown unloads its topics and coordinators, recovery code in its own right. Each
+dump resets the counts, so a dump file holds exactly what ran since the one before:
 `coverage/parts/<service>-<life>-<seq>.exec`, indexed with its wall-clock window in
 `coverage/dumps.jsonl`. A life is one start of one JVM (a restart begins the next).
 `targets.pulsar.coverage_report` later merges the parts per life and in all, and tells from
 the windows when each recovery method first ran. What was lost is recorded, not guessed: a
-life that ended with no dump before it (a JVM that exited on its own) lost what ran since its
-last dump, and the index says how long that was; a kill right after its dump loses the
-milliseconds between them.
+kill loses the moment between its dump and the SIGKILL, a stop the moment between its last
+dump and the JVM's end, and a life that ended with no dump before it (a JVM that exited on
+its own) what ran since its last dump; the index says how long each was.
 
-The wire protocol is JaCoCo's own (`org.jacoco.core.runtime.RemoteControlWriter`/`Reader`,
-over `ExecutionDataWriter`'s block format, format version 0x1007): the client sends the
-header block `01 C0C0 1007` and a dump command `40 <dump> <reset>`; the agent answers with
-its own header, one session-info block (`10`: id, start, dump time) and one block per class
-that ran (`11`: class id, name, probe booleans packed eight to a byte), then `20` (command
-done). Those bytes up to the `20`, header included, are exactly an `.exec` file. A graceful
-stop (SIGTERM) also makes the agent push its data to a connected client as the JVM exits
-(dumponexit): `stop` keeps a connection open through the stop and saves that push too.
+Why a server of ours rather than JaCoCo's `output=tcpserver`: JaCoCo closes its server in its
+shutdown hook, which runs beside Pulsar's own, so nothing a broker ran while shutting down
+could be dumped (measured: 18.5 s of eleven graceful stops lost in one chaos run). Ours is a
+daemon thread that answers until the JVM halts. Its protocol: the client sends one byte (1:
+reset after reading) and reads an `.exec` file's bytes to the end of the stream, JaCoCo's
+`ExecutionDataWriter` format (version 0x1007): the header block `01 C0C0 1007`, a
+session-info block (`10`: id, start, dump time), and one block per class that ran (`11`:
+class id, name, probe booleans packed eight to a byte); `parse_exec` checks and counts it.
 
 The jars (`maven/jacoco/pom.xml`: the agent's `runtime` jar, the CLI's `nodeps` jar,
 `org.jacoco.core` with its ASM for our timeline program) are resolved with Maven once into
-`.txnbench/pulsar/jacoco/lib-<pom digest>/` (`ensure_jacoco`), like the release's jars.
+`.txnbench/pulsar/jacoco/lib-<pom digest>/` (`ensure_jacoco`), like the release's jars; our two
+Java programs are compiled beside them on first use (`compile_program`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
+import os
+import shutil
 import socket
 import struct
+import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+import zipfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -58,6 +69,11 @@ INCLUDES = ("org.apache.pulsar.*", "org.apache.bookkeeper.mledger.*")
 COVERED_KINDS = ("broker", "bookie")
 DUMP_EVERY_S = 10.0
 DUMP_TIMEOUT_S = 10.0
+#: while a JVM shuts down gracefully: dumped this often until it is gone
+STOP_DUMP_EVERY_S = 0.2
+DUMP_SOURCE = Path(__file__).parent / "jacoco_dump" / "DumpServer.java"
+TIMELINE_SOURCE = Path(__file__).parent / "jacoco_timeline" / "CoverageTimeline.java"
+COMPILE_TIMEOUT_S = 300
 PARTS_DIR = "parts"
 INDEX = "dumps.jsonl"
 
@@ -66,8 +82,6 @@ INDEX = "dumps.jsonl"
 BLOCK_HEADER = 0x01
 BLOCK_SESSIONINFO = 0x10
 BLOCK_EXECUTIONDATA = 0x11
-BLOCK_CMDOK = 0x20
-BLOCK_CMDDUMP = 0x40
 MAGIC_NUMBER = 0xC0C0
 FORMAT_VERSION = 0x1007
 HEADER = struct.pack(">BHH", BLOCK_HEADER, MAGIC_NUMBER, FORMAT_VERSION)
@@ -75,11 +89,6 @@ HEADER = struct.pack(">BHH", BLOCK_HEADER, MAGIC_NUMBER, FORMAT_VERSION)
 
 class ExecFormatError(Exception):
     """Bytes that are not JaCoCo execution data of the format this client speaks."""
-
-
-def dump_command(dump: bool = True, reset: bool = False) -> bytes:
-    """What a client sends: its header, then the dump command."""
-    return HEADER + bytes([BLOCK_CMDDUMP, int(dump), int(reset)])
 
 
 @dataclass
@@ -90,7 +99,6 @@ class ExecData:
     sessions: list[str] = field(default_factory=list)
     classes: int = 0             # classes with at least one probe hit
     probes_hit: int = 0
-    complete: bool = True        # False: the stream ended before the agent said the dump was done
 
     @property
     def empty(self) -> bool:
@@ -135,23 +143,16 @@ def read_header(stream: BinaryIO) -> None:
         raise ExecFormatError(f"JaCoCo exec format {version:#06x}; this client reads {FORMAT_VERSION:#06x}")
 
 
-def read_blocks(stream: BinaryIO, *, until_ok: bool, first_byte: bytes = b"") -> ExecData:
-    """Blocks after a header, copied into an .exec file: until the agent's `CMDOK` (`until_ok`:
-    a dump's answer) or the end of the stream (a file). `first_byte`: the first block's type, when
-    the caller already read it."""
+def read_blocks(stream: BinaryIO) -> ExecData:
+    """The blocks after a header, to the end of the stream, copied into an .exec file's bytes."""
     out = io.BytesIO()
     out.write(HEADER)
     result = ExecData(b"")
-    pending = first_byte
     while True:
-        first, pending = (pending, b"") if pending else (stream.read(1), b"")
+        first = stream.read(1)
         if not first:
-            if until_ok:
-                result.complete = False
             break
         kind = first[0]
-        if kind == BLOCK_CMDOK:
-            break
         if kind == BLOCK_HEADER:                  # a file merged by concatenation repeats it
             rest = _exact(stream, 4)
             magic, version = struct.unpack(">HH", rest)
@@ -181,65 +182,22 @@ def parse_exec(data: bytes) -> ExecData:
     """An .exec file's content, checked and counted."""
     stream = io.BytesIO(data)
     read_header(stream)
-    return read_blocks(stream, until_ok=False)
+    return read_blocks(stream)
 
 
 def dump(host: str, port: int, *, reset: bool = True, timeout_s: float = DUMP_TIMEOUT_S) -> ExecData:
-    """Ask the agent at host:port for its execution data (and reset it); OSError/EOFError when it
-    does not answer, ExecFormatError when it answers something else."""
+    """Ask the dump server at host:port for JaCoCo's execution data (and reset it); OSError or
+    EOFError when it does not answer, ExecFormatError when it answers something else."""
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.settimeout(timeout_s)
-        sock.sendall(dump_command(True, reset))
-        with sock.makefile("rb") as stream:
-            read_header(stream)
-            result = read_blocks(stream, until_ok=True)
-    if not result.complete:
-        raise EOFError("the agent closed the connection before it finished the dump")
-    return result
-
-
-class ExitWatch:
-    """A connection held open through a graceful stop: the agent pushes its data to it on exit,
-    from its shutdown hook, which runs beside the JVM's others (Pulsar's own shutdown among them):
-    what ran after the push is not in it. `arrived_ms` says when the push came."""
-
-    def __init__(self, host: str, port: int, timeout_s: float = DUMP_TIMEOUT_S, wait_s: float = 300.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.sendall(HEADER)               # the agent reads a header before any command
-        self.sock.settimeout(wait_s)
-        self.result: ExecData | None = None
-        self.arrived_ms: float | None = None
-        self.accepted = threading.Event()
-        self._thread = threading.Thread(target=self._read, name="jacoco-exit-watch", daemon=True)
-        self._thread.start()
-        # The agent serves one connection at a time and pushes to the one it holds when its JVM
-        # exits: until it accepted this one (it sends its header then), a stop would find it still
-        # holding the dump's connection just closed, and push nowhere.
-        self.accepted.wait(timeout_s)
-
-    def _read(self) -> None:
-        try:
-            with self.sock.makefile("rb") as stream:
-                read_header(stream)             # the agent's, sent as it accepts the connection
-                self.accepted.set()
-                first = stream.read(1)          # blocks until the push (or the end: a SIGKILL)
-                if not first:
-                    return
-                self.arrived_ms = time.time() * 1000
-                self.result = read_blocks(stream, until_ok=True, first_byte=first)
-        except (OSError, EOFError, ExecFormatError):
-            return
-        finally:
-            self.sock.close()
-
-    def collect(self, timeout_s: float = 5.0) -> ExecData | None:
-        """What the agent pushed while its JVM exited (None: nothing came, e.g. a SIGKILL)."""
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            with contextlib.suppress(OSError):
-                self.sock.shutdown(socket.SHUT_RDWR)
-            self._thread.join(1.0)
-        return self.result
+        sock.sendall(b"\x01" if reset else b"\x00")
+        chunks = []
+        while chunk := sock.recv(1 << 16):
+            chunks.append(chunk)
+    data = b"".join(chunks)
+    if not data:
+        raise EOFError("the dump server closed the connection without an answer")
+    return parse_exec(data)
 
 
 # ---- the jars ----------------------------------------------------------------------------------------
@@ -284,8 +242,6 @@ def ensure_jacoco(say: Callable[[str], None] | None = None, root: Path | None = 
     with building(folder / f"lib-{digest}.lock", "JaCoCo's jars", say, wait_s=MVN_TIMEOUT_S + 60):
         if stamp.is_file() and lib.is_dir():
             return JacocoJars(lib)
-        import shutil
-
         shutil.rmtree(lib, ignore_errors=True)
         log = folder / "maven.log"
         say(f"resolving JaCoCo's agent and CLI with Maven into {lib} (first use; progress in {log})")
@@ -300,10 +256,59 @@ def ensure_jacoco(say: Callable[[str], None] | None = None, root: Path | None = 
     return JacocoJars(lib)
 
 
-def agent_option(agent_jar: Path, port: int, host: str = "127.0.0.1", includes: Iterable[str] = INCLUDES) -> str:
-    """The `-javaagent:` option of a covered JVM: a tcpserver on host:port, Pulsar's classes only."""
-    return (f"-javaagent:{agent_jar}=output=tcpserver,address={host},port={port},"
-            f"includes={':'.join(includes)},jmx=false")
+def agent_options(agent_jar: Path, dump_jar: Path, port: int, host: str = "127.0.0.1",
+                  includes: Iterable[str] = INCLUDES) -> list[str]:
+    """A covered JVM's `-javaagent:` options: JaCoCo counting Pulsar's classes (no output of its
+    own), then our dump server on host:port (after JaCoCo's: it asks JaCoCo's agent for the data)."""
+    return [f"-javaagent:{agent_jar}=output=none,includes={':'.join(includes)},jmx=false",
+            f"-javaagent:{dump_jar}={host}:{port}"]
+
+
+def _digest(*parts: bytes) -> str:
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
+
+
+def compile_program(source: Path, classpath: Sequence[Path], folder: Path, say: Callable[[str], None],
+                    *, release: int = 11) -> Path:
+    """`source` compiled (javac of a JDK 17+, `--release`) into `<folder>/classes`, once; the folder."""
+    from targets.pulsar.txn_check import _javac, find_jdk
+
+    classes, stamp = folder / "classes", folder / "compiled.json"
+    if stamp.is_file() and classes.is_dir():
+        return classes
+    java, _major = find_jdk(17)
+    with building(folder.with_name(folder.name + ".lock"), f"{source.name} (Java)", say,
+                  wait_s=COMPILE_TIMEOUT_S + 60):
+        if stamp.is_file() and classes.is_dir():
+            return classes
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        scratch = Path(tempfile.mkdtemp(prefix="classes-", dir=folder))
+        argv = [str(_javac(java)), "-nowarn", "--release", str(release), "-encoding", "UTF-8", "-d", str(scratch),
+                "-cp", os.pathsep.join(str(p) for p in classpath), str(source)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            raise EnvironmentProblem(f"compiling {source.name} failed: {(done.stderr or done.stdout)[-2000:]}")
+        scratch.rename(classes)
+        write_json_atomic(stamp, {"source": str(source), "javac": str(java)})
+    return classes
+
+
+def ensure_dump_agent(jars: JacocoJars, say: Callable[[str], None] | None = None) -> Path:
+    """`txnbench-dump.jar`, our dump server as a Java agent (DumpServer.java), built once."""
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    folder = jars.lib.parent / f"dump-{_digest(DUMP_SOURCE.read_bytes(), jars.agent.name.encode())}"
+    jar = folder / "txnbench-dump.jar"
+    if jar.is_file():
+        return jar
+    classes = compile_program(DUMP_SOURCE, [jars.agent], folder, say, release=8)
+    scratch = folder / "txnbench-dump.jar.tmp"
+    with zipfile.ZipFile(scratch, "w") as out:
+        out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nPremain-Class: DumpServer\n\n")
+        for path in sorted(classes.rglob("*.class")):
+            out.write(path, path.relative_to(classes).as_posix())
+    scratch.replace(jar)
+    return jar
 
 
 # ---- collecting from a cluster's JVMs ----------------------------------------------------------------
@@ -376,13 +381,18 @@ class CoverageCollector:
                      dumped=life.last_dump_ms is not None)
 
     def _dump_locked(self, life: _Life, reason: str) -> bool:
-        begin = life.last_dump_ms if life.last_dump_ms is not None else life.started_ms
         try:
             result = dump(self.host, life.port, reset=True)
         except (OSError, EOFError, ExecFormatError) as err:
             self._record(event="dump", service=life.service, life=life.life, reason=reason, ok=False,
                          error=f"{type(err).__name__}: {err}")
             return False
+        self._save(life, result, reason)
+        return True
+
+    def _save(self, life: _Life, result: ExecData, reason: str) -> None:
+        """One good dump: its file (when it holds anything) and its window in the index."""
+        begin = life.last_dump_ms if life.last_dump_ms is not None else life.started_ms
         end = time.time() * 1000
         life.last_dump_ms = end
         life.seq += 1
@@ -392,7 +402,6 @@ class CoverageCollector:
         self._record(event="dump", service=life.service, life=life.life, seq=life.seq, reason=reason, ok=True,
                      file=f"{PARTS_DIR}/{name}" if not result.empty else None, from_ms=round(begin, 1),
                      to_ms=round(end, 1), classes=result.classes, probes_hit=result.probes_hit)
-        return True
 
     def dump(self, service: str, reason: str, *, wait: bool = True) -> bool:
         """Dump one live JVM now (reset: the next dump starts empty); False when it could not."""
@@ -420,32 +429,32 @@ class CoverageCollector:
                     self._end(life, how, time.time() * 1000)
 
     def before_stop(self, service: str, stop: Callable[[], None]) -> None:
-        """Dump, then stop gracefully with a connection open for the agent's push on exit."""
+        """Dump, stop gracefully, and dump every STOP_DUMP_EVERY_S while the JVM shuts down (its
+        shutdown unloads topics and coordinators) until `stop` returns: the JVM is gone."""
         with self._lock(service):
             life = self.lives.get(service)
-            watch = None
-            if life is not None and not life.ended:
-                self._dump_locked(life, "before stop")
-                with contextlib.suppress(OSError):
-                    watch = ExitWatch(self.host, life.port)
+            if life is None or life.ended:
+                stop()
+                return
+            self._dump_locked(life, "before stop")
+            done = threading.Event()
+
+            def shutdown_dumps() -> None:
+                while not done.wait(STOP_DUMP_EVERY_S):
+                    try:
+                        result = dump(self.host, life.port, reset=True, timeout_s=2.0)
+                    except (OSError, EOFError, ExecFormatError):
+                        continue     # between the JVM's last answer and its end; stop() ends the loop
+                    self._save(life, result, "during stop")
+
+            dumper = threading.Thread(target=shutdown_dumps, name=f"jacoco-stop-{service}", daemon=True)
+            dumper.start()
             try:
                 stop()
             finally:
-                if life is not None and not life.ended:
-                    pushed = watch.collect() if watch is not None else None
-                    if pushed is not None and watch is not None and watch.arrived_ms is not None:
-                        begin = life.last_dump_ms or life.started_ms
-                        life.seq += 1
-                        name = f"{life.service}-{life.life}-{life.seq:04d}.exec"
-                        if not pushed.empty:
-                            (self.parts / name).write_bytes(pushed.data)
-                        self._record(event="dump", service=service, life=life.life, seq=life.seq,
-                                     reason="exit push", ok=True,
-                                     file=f"{PARTS_DIR}/{name}" if not pushed.empty else None,
-                                     from_ms=round(begin, 1), to_ms=round(watch.arrived_ms, 1),
-                                     classes=pushed.classes, probes_hit=pushed.probes_hit, complete=pushed.complete)
-                        life.last_dump_ms = watch.arrived_ms   # the shutdown after the push is not recorded
-                    self._end(life, "stop", time.time() * 1000)
+                done.set()
+                dumper.join(timeout=5.0)
+                self._end(life, "stop", time.time() * 1000)
 
     def before_pause(self, service: str) -> None:
         """A paused JVM cannot answer: dump it first, so its window closes at the pause."""

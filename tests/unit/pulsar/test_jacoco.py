@@ -1,14 +1,14 @@
-"""JaCoCo's exec-data framing and the dump client, against a fake agent (no JVM).
+"""JaCoCo's exec-data framing and the dump client, against a fake dump server (no JVM).
 
-The fake speaks what `org.jacoco.core.runtime.RemoteControlWriter` writes: its header, then per
-dump command a session-info block, one execution-data block per class with hits, and CMDOK;
-on a graceful exit it pushes one more dump to the connected client. The collector is judged by
-its index: a dump comes before each kill, a life ends with how it ended and what it lost.
+The fake answers as `jacoco_dump/DumpServer.java` does: one byte in (1: reset), JaCoCo's
+`ExecutionDataWriter` bytes out (its header, a session-info block, one execution-data block per
+class with hits), then the end of the stream. The collector is judged by its index: a dump
+comes before each kill, a graceful stop is dumped while the JVM shuts down, a life ends with how
+it ended and what it lost.
 """
 
 from __future__ import annotations
 
-import io
 import itertools
 import socket
 import struct
@@ -24,9 +24,7 @@ from targets.pulsar.jacoco import (
     HEADER,
     CoverageCollector,
     ExecFormatError,
-    ExitWatch,
     dump,
-    dump_command,
     parse_exec,
     read_index,
 )
@@ -61,11 +59,6 @@ def class_block(class_id: int, name: str, bits: list[bool]) -> bytes:
     return b"\x11" + struct.pack(">q", class_id) + utf(name) + probes(bits)
 
 
-def test_dump_command_is_header_then_dump_and_reset_flags() -> None:
-    assert dump_command(True, True) == bytes.fromhex("01c0c01007") + bytes([0x40, 1, 1])
-    assert dump_command(True, False)[-2:] == b"\x01\x00"
-
-
 def test_an_exec_file_parses_and_counts_hits() -> None:
     bits = [True] * 3 + [False] * 7 + [True] * 200       # 210 probes: a varint of two bytes
     data = HEADER + session() + class_block(7, "org/apache/pulsar/A", bits) + class_block(8, "B", [False, True])
@@ -95,15 +88,8 @@ def test_a_torn_block_is_an_eof() -> None:
         parse_exec(HEADER + class_block(1, "A", [True] * 16)[:-1])
 
 
-def test_the_answer_stops_at_cmdok() -> None:
-    stream = io.BytesIO(session() + class_block(1, "A", [True]) + b"\x20" + b"trailing")
-    result = jacoco.read_blocks(stream, until_ok=True)
-    assert result.complete and result.classes == 1
-    assert stream.read() == b"trailing"
-
-
-class FakeAgent:
-    """A tcpserver agent: answers dumps with `classes` (emptied on reset), pushes at `exit()`."""
+class FakeServer:
+    """The dump server: answers each connection with the hits (emptied on reset); `exit()` ends it."""
 
     def __init__(self) -> None:
         self.server = socket.socket()
@@ -111,67 +97,47 @@ class FakeAgent:
         self.server.listen()
         self.port = self.server.getsockname()[1]
         self.hits: dict[str, list[bool]] = {"org/apache/pulsar/A": [True, False, True]}
-        self.commands: list[tuple[bool, bool]] = []
-        self.watchers: list[socket.socket] = []
-        self._stop = threading.Event()
+        self.requests: list[bool] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
-    def _answer(self) -> bytes:
-        body = session() + b"".join(class_block(i, name, bits) for i, (name, bits) in enumerate(self.hits.items())
-                                    if any(bits))
-        return body + b"\x20"
-
     def _serve(self) -> None:
-        while not self._stop.is_set():
+        while True:
             try:
                 conn, _ = self.server.accept()
             except OSError:
                 return
-            conn.sendall(HEADER)
-            stream = conn.makefile("rb")
-            if stream.read(5) != HEADER:
-                conn.close()
-                continue
-            self.watchers.append(conn)
-            while True:
-                command = stream.read(3)
-                if len(command) < 3:
-                    break
-                dump_flag, reset = bool(command[1]), bool(command[2])
-                self.commands.append((dump_flag, reset))
-                conn.sendall(self._answer())
+            with conn:
+                asked = conn.recv(1)
+                if not asked:
+                    continue
+                reset = asked == b"\x01"
+                self.requests.append(reset)
+                conn.sendall(HEADER + session() + b"".join(class_block(i, name, bits) for i, (name, bits)
+                                                           in enumerate(self.hits.items()) if any(bits)))
                 if reset:
                     self.hits = {name: [False] * len(bits) for name, bits in self.hits.items()}
-            self.watchers.remove(conn)
-            conn.close()
 
     def exit(self) -> None:
-        """The JVM exits gracefully: the agent pushes its data to the connected client."""
-        for conn in list(self.watchers):
-            conn.sendall(self._answer())
-            conn.close()
-        self.close()
-
-    def close(self) -> None:
-        self._stop.set()
         self.server.close()
 
 
 @pytest.fixture
-def agent() -> Iterator[FakeAgent]:
-    fake = FakeAgent()
+def agent() -> Iterator[FakeServer]:
+    fake = FakeServer()
     yield fake
-    fake.close()
+    fake.exit()
 
 
-def test_dump_asks_and_reads_one_answer(agent: FakeAgent) -> None:
+def test_dump_asks_and_reads_to_the_end(agent: FakeServer) -> None:
     first = dump("127.0.0.1", agent.port, reset=True)
-    assert (first.classes, first.probes_hit, first.complete) == (1, 2, True)
-    assert agent.commands == [(True, True)]
+    assert (first.classes, first.probes_hit) == (1, 2)
+    assert agent.requests == [True]
     assert dump("127.0.0.1", agent.port).empty          # reset: nothing ran since
+    dump("127.0.0.1", agent.port, reset=False)
+    assert agent.requests[-1] is False
 
 
-def test_a_dead_agent_is_an_oserror() -> None:
+def test_a_dead_server_is_an_oserror() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -179,22 +145,14 @@ def test_a_dead_agent_is_an_oserror() -> None:
         dump("127.0.0.1", port, timeout_s=1)
 
 
-def test_the_exit_watch_keeps_what_the_agent_pushes(agent: FakeAgent) -> None:
-    watch = ExitWatch("127.0.0.1", agent.port)
-    time.sleep(0.2)
-    agent.exit()
-    pushed = watch.collect(timeout_s=2)
-    assert pushed is not None and pushed.classes == 1
-
-
-def test_the_collector_dumps_before_a_kill_and_records_the_life(agent: FakeAgent, tmp_path: Path) -> None:
+def test_the_collector_dumps_before_a_kill_and_records_the_life(agent: FakeServer, tmp_path: Path) -> None:
     alive = {"broker-0": True}
     collector = CoverageCollector(tmp_path, lambda s: alive[s], dump_every_s=3600)
     collector.started("broker-0", agent.port)
     order: list[str] = []
 
     def kill() -> None:
-        order.append(f"kill after {len(agent.commands)} dumps")
+        order.append(f"kill after {len(agent.requests)} dumps")
         alive["broker-0"] = False
 
     collector.before_kill("broker-0", kill)
@@ -208,7 +166,7 @@ def test_the_collector_dumps_before_a_kill_and_records_the_life(agent: FakeAgent
     collector.close()
 
 
-def test_a_life_that_exits_on_its_own_is_counted_as_lost(agent: FakeAgent, tmp_path: Path) -> None:
+def test_a_life_that_exits_on_its_own_is_counted_as_lost(agent: FakeServer, tmp_path: Path) -> None:
     collector = CoverageCollector(tmp_path, lambda s: False, dump_every_s=3600)
     collector.started("ledger", agent.port)
     time.sleep(0.1)
@@ -220,7 +178,7 @@ def test_a_life_that_exits_on_its_own_is_counted_as_lost(agent: FakeAgent, tmp_p
     assert [e["life"] for e in read_index(tmp_path) if e["event"] == "start"] == [1, 2]
 
 
-def test_periodic_dumps_and_the_final_one(agent: FakeAgent, tmp_path: Path) -> None:
+def test_periodic_dumps_and_the_final_one(agent: FakeServer, tmp_path: Path) -> None:
     collector = CoverageCollector(tmp_path, lambda s: True, dump_every_s=0.2)
     collector.started("broker-1", agent.port)
     time.sleep(0.7)
@@ -232,25 +190,28 @@ def test_periodic_dumps_and_the_final_one(agent: FakeAgent, tmp_path: Path) -> N
     assert all(a["to_ms"] <= b["from_ms"] + 1 for a, b in itertools.pairwise(windows))
 
 
-def test_a_graceful_stop_saves_the_exit_push(agent: FakeAgent, tmp_path: Path) -> None:
+def test_a_graceful_stop_is_dumped_while_the_jvm_shuts_down(agent: FakeServer, tmp_path: Path) -> None:
     collector = CoverageCollector(tmp_path, lambda s: True, dump_every_s=3600)
     collector.started("broker-0", agent.port)
 
     def stop() -> None:
-        agent.hits["org/apache/pulsar/A"] = [False, True, False]   # what ran up to the agent's exit hook
         time.sleep(0.1)
-        agent.exit()
-        time.sleep(0.3)                                            # the JVM's shutdown after the push
+        agent.hits["org/apache/pulsar/A"] = [False, True, False]   # the shutdown unloads a topic
+        time.sleep(0.5)
+        agent.exit()                                               # the JVM is gone
+        time.sleep(0.1)
 
     collector.before_stop("broker-0", stop)
-    dumps = [e for e in read_index(tmp_path) if e["event"] == "dump"]
-    assert [d["reason"] for d in dumps] == ["before stop", "exit push"]
-    assert dumps[1]["probes_hit"] == 1
+    dumps = [e for e in read_index(tmp_path) if e["event"] == "dump" and e["ok"]]
+    assert dumps[0]["reason"] == "before stop"
+    during = [d for d in dumps if d["reason"] == "during stop"]
+    assert during and sum(d["probes_hit"] for d in during) == 1
     end = next(e for e in read_index(tmp_path) if e["event"] == "end")
-    assert end["how"] == "stop" and 0.3 <= end["unrecorded_s"] < 2
+    assert end["how"] == "stop" and end["unrecorded_s"] < 0.5
 
 
-def test_the_agent_option_names_a_tcpserver_on_loopback() -> None:
-    option = jacoco.agent_option(Path("/x/agent.jar"), 4242)
-    assert option.startswith("-javaagent:/x/agent.jar=output=tcpserver,address=127.0.0.1,port=4242,")
-    assert "includes=org.apache.pulsar.*:org.apache.bookkeeper.mledger.*" in option
+def test_the_agent_options_name_jacoco_then_the_dump_server_on_loopback() -> None:
+    jacoco_option, server_option = jacoco.agent_options(Path("/x/agent.jar"), Path("/x/dump.jar"), 4242)
+    assert jacoco_option.startswith("-javaagent:/x/agent.jar=output=none,")
+    assert "includes=org.apache.pulsar.*:org.apache.bookkeeper.mledger.*" in jacoco_option
+    assert server_option == "-javaagent:/x/dump.jar=127.0.0.1:4242"
