@@ -81,12 +81,13 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
                    "is being unloaded")),
     Finding(
         name="v5-stale-last-message-id", release="5.0.1", txn_path=TxnPath.V5, main_class="V5StaleLastMessageId",
+        extra_sources=("V5Clients.java",),
         what="GET_LAST_MESSAGE_ID on a v5 segment keeps its first answer after transactional commits: it names a "
              "message before the last committed one, which the subscription delivered",
         try_timeout_s=120.0),
     Finding(
         name="v5-committed-acks-redelivered-after-crash", release="5.0.1", txn_path=TxnPath.V5,
-        main_class="V5CommittedAcksRedelivered",
+        main_class="V5CommittedAcksRedelivered", extra_sources=("V5Clients.java",),
         what="acks of a committed v5 transaction are lost when the segment moves while it is open or its broker "
              "is killed right after the commit: the acked messages are delivered again",
         try_timeout_s=240.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),

@@ -85,17 +85,9 @@ public final class V5CommittedAcksRedelivered {
         String listener = cli.get("--listener", null);
         out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
         try {
-            PulsarClientBuilder builder = PulsarClient.builder().serviceUrl(service)
-                    .operationTimeout(Duration.ofSeconds(30))
-                    .transactionPolicy(TransactionPolicy.builder().timeout(Duration.ofMinutes(2)).build());
-            org.apache.pulsar.client.api.ClientBuilder v4Builder = org.apache.pulsar.client.api.PulsarClient.builder()
-                    .serviceUrl(service).operationTimeout(30, TimeUnit.SECONDS);
-            if (listener != null) {
-                builder.listenerName(listener);
-                v4Builder.listenerName(listener);
-            }
-            client = builder.build();
-            v4 = v4Builder.build();
+            V5Clients clients = V5Clients.connect(service, listener);
+            client = clients.client;
+            v4 = clients.v4;
         } catch (Exception err) {
             out.error("set-up (clients)", err);
             return;
