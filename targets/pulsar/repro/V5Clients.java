@@ -2,7 +2,7 @@
 // client (transactions, producers, queue consumers on topic://) and the v4 client beside it
 // (PulsarClientImpl's segment methods, which the v5 client itself uses underneath). Both go
 // through the given advertised listener when one is named (the pulsar target's clients dial
-// through Toxiproxy on the `external` listener).
+// through Toxiproxy on the `external` listener). Written by txnbench.
 
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
