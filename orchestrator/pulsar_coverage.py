@@ -123,10 +123,12 @@ class FaultSpan:
 
 def fault_spans(nemesis_history: Path, end_ms: float) -> list[FaultSpan]:
     """Each fault from its injection to its heal (history/nemesis.jsonl); a fault never healed lasts
-    to `end_ms`, a non-healable one (unload, split, ...) is the moment it took."""
+    to `end_ms`, a non-healable one (unload, split, ...) is the moment it took, and one whose
+    injection failed (refused, or not possible on this target) was never active."""
     starts: dict[str, tuple[float, str]] = {}
     ends: dict[str, float] = {}
     instant: dict[str, float] = {}
+    failed: set[str] = set()
     if not nemesis_history.is_file():
         return []
     for line in nemesis_history.read_text().splitlines():
@@ -141,12 +143,24 @@ def fault_spans(nemesis_history: Path, end_ms: float) -> list[FaultSpan]:
         if op.get("f") == "fault" and op.get("type") == "invoke":
             targets = ",".join(extra.get("targets") or []) or extra.get("selector", "")
             starts[fid] = (float(op["wall_ms"]), f"{extra.get('kind', '?')} {targets}".strip())
-        elif op.get("f") == "fault" and op.get("type") in ("ok", "fail") and extra.get("healable") is False:
+        elif op.get("f") == "fault" and op.get("type") == "fail":
+            failed.add(fid)
+        elif op.get("f") == "fault" and op.get("type") == "ok" and extra.get("healable") is False:
             instant[fid] = float(op["wall_ms"])
         elif op.get("f") == "heal" and op.get("type") in ("ok", "fail"):
             ends[fid] = float(op["wall_ms"])
     return [FaultSpan(fid, label, start, ends.get(fid, instant.get(fid, end_ms)))
-            for fid, (start, label) in sorted(starts.items(), key=lambda x: x[1][0])]
+            for fid, (start, label) in sorted(starts.items(), key=lambda x: x[1][0]) if fid not in failed]
+
+
+def fault_labels(labels: Sequence[str], most: int = 6) -> str:
+    """`kill broker-0, crash ledger (x6), ...`: the faults of a window, each once, counted."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    shown = [f"{label} (x{n})" if n > 1 else label for label, n in counts.items()]
+    more = f", and {len(shown) - most} more" if len(shown) > most else ""
+    return ", ".join(shown[:most]) + more if shown else "none"
 
 
 def phase_starts(run_history: Path) -> list[tuple[float, str]]:
@@ -208,9 +222,8 @@ def losses_sentence(lost: Mapping[str, Any]) -> str:
         parts.append(f"{lost['killed']} killed, each right after a dump: {lost['killed_unrecorded_s']:.2f} s "
                      "unrecorded in all (between the dump and the kill)")
     if lost["stopped"]:
-        parts.append(f"{lost['stopped']} stopped gracefully, each dumped before SIGTERM and while it shut down: "
-                     f"{lost.get('stopped_unrecorded_s', 0):.2f} s unrecorded in all (between their last dump and "
-                     "their end)")
+        parts.append(f"{lost['stopped']} stopped gracefully: {lost.get('stopped_unrecorded_s', 0):.2f} s unrecorded "
+                     "in all (between their last dump and their end)")
     if lost["exited_on_their_own"]:
         parts.append(f"{lost['exited_on_their_own']} exited on their own: {lost['exited_unrecorded_s']:.1f} s "
                      "of them after their last dump is lost")
@@ -243,7 +256,8 @@ def evaluate(classes: Mapping[str, ClassCoverage], methods: Sequence[Any], txn_p
         reached = any(x.entered for x in own)
         row: dict[str, Any] = {"area": m.area, "class": m.cls, "method": m.method, "name": m.simple,
                                "what": m.what, "paths": list(m.paths), "applies": txn_path in m.paths,
-                               "unreachable": m.unreachable, "in_release": m.key not in missing_keys,
+                               "unreachable": m.unreachable, "needs": getattr(m, "needs", ""),
+                               "in_release": m.key not in missing_keys,
                                "reached": reached, "lines": lines.to_json(), "branches": branches.to_json(),
                                "first": None}
         if reached:
@@ -360,6 +374,14 @@ def report_run(run_dir: Path, *, say: Callable[[str], None] | None = None) -> di
     return result
 
 
+def _why_not(row: Mapping[str, Any]) -> str:
+    if row.get("unreachable"):
+        return f": cannot be reached from outside the broker: {row['unreachable']}"
+    if row.get("needs"):
+        return f": what would reach it: {row['needs']}"
+    return ""
+
+
 def _pct(counter: Mapping[str, Any]) -> str:
     return "-" if counter["percent"] is None else f"{counter['percent']:.1f}%"
 
@@ -374,7 +396,7 @@ def _first_cell(row: Mapping[str, Any]) -> tuple[str, str]:
         return "no", ""
     if not first:
         return "yes", "(in no timed dump)"
-    faults = ", ".join(first["faults"]) or "none"
+    faults = fault_labels(first["faults"])
     return "yes", f"{first['from_s']:g}-{first['to_s']:g} s ({first['phase']}, {first['service']}): {faults}"
 
 
@@ -412,8 +434,7 @@ def render_run(result: Mapping[str, Any]) -> str:
     never = [r for r in result["recovery_methods"] if r["applies"] and r["in_release"] and not r["reached"]]
     if never:
         lines += ["", "### Never reached", ""]
-        lines += [f"- `{r['name']}` ({r['what']})" + (f": cannot be reached from outside the broker: {r['unreachable']}"
-                                                     if r["unreachable"] else "") for r in never]
+        lines += [f"- `{r['name']}` ({r['what']})" + _why_not(r) for r in never]
     lines += ["", "## Per component", "", "| component | lines | % | branches | % |", "|---|---:|---:|---:|---:|"]
     for name, tally in result["components"].items():
         lines.append(f"| {name} | {_frac(tally['lines'])} | {_pct(tally['lines'])} | {_frac(tally['branches'])} | "
@@ -439,8 +460,9 @@ def measure_matrix(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     for label, result in results.items():
         for row in result["recovery_methods"]:
             key = f"{row['class']}.{row['method']}"
-            entry = by_key.setdefault(key, {k: row[k] for k in ("area", "name", "what", "paths", "unreachable",
-                                                                "in_release")} | {"runs": {}})
+            entry = by_key.setdefault(key, {k: row.get(k, "") for k in ("area", "name", "what", "paths",
+                                                                        "unreachable", "needs", "in_release")}
+                                      | {"runs": {}})
             entry["in_release"] = entry["in_release"] and row["in_release"]
             if row["applies"]:
                 entry["runs"][label] = {"reached": row["reached"], "first": row["first"],
@@ -495,7 +517,7 @@ def render_matrix(result: Mapping[str, Any]) -> str:
                 cells.append("-")
             elif run["reached"]:
                 first = run.get("first") or {}
-                faults = ", ".join(first.get("faults") or []) or "no fault"
+                faults = fault_labels(first.get("faults") or [], most=3).replace("none", "no fault")
                 cells.append(f"yes ({first.get('phase', '?')}: {faults})" if first else "yes")
             else:
                 cells.append("**no**")
@@ -519,8 +541,7 @@ def render_matrix(result: Mapping[str, Any]) -> str:
              and not any(r["reached"] for r in e["runs"].values())]
     if never:
         lines += ["", "## Never reached in any run", ""]
-        lines += [f"- `{e['name']}` ({e['what']})" + (f": unreachable from outside the broker: {e['unreachable']}"
-                                                     if e["unreachable"] else "") for e in never]
+        lines += [f"- `{e['name']}` ({e['what']})" + _why_not(e) for e in never]
     lines += ["", "## What the dumps lost", ""]
     for label, run in result["runs"].items():
         lines.append(f"- {label}: {losses_sentence({**run['lost'], 'by_life': []})}")

@@ -22,7 +22,8 @@ the releases that have it (`tests/unit/pulsar/test_recovery_methods.py` checks e
 against each release's class files when they are cached; the report says "not in this
 release" for one that is missing). `unreachable` says why a method cannot be reached from
 outside the broker, by any fault or workload (it then still shows, apart, and does not
-count): the figure is of what a harness can reach.
+count): the figure is of what a harness can reach. `needs` says, for one the shipped chaos
+scenario does not reach, what would (the report shows it beside the method).
 
 This module is plain data; it imports nothing of the project.
 """
@@ -46,6 +47,7 @@ class RecoveryMethod:
     since: str = ""               # first release with it ("" = every release listed)
     until: str = ""               # last release with it
     unreachable: str = ""         # why no fault or workload from outside the broker reaches it
+    needs: str = ""               # what would reach it, when the shipped chaos scenario does not
 
     @property
     def key(self) -> str:
@@ -170,7 +172,11 @@ RECOVERY_METHODS: tuple[RecoveryMethod, ...] = (
     RecoveryMethod(PENDING_ACK, f"{_PA}.PendingAckHandleImpl", "handleIndividualAckRecover", V4_PATHS,
                    "restores a replayed individual transactional ack"),
     RecoveryMethod(PENDING_ACK, f"{_PA}.PendingAckHandleImpl", "handleCumulativeAckRecover", V4_PATHS,
-                   "restores a replayed cumulative transactional ack"),
+                   "restores a replayed cumulative transactional ack",
+                   needs="a transactional cumulative acknowledgement (on an Exclusive or Failover subscription) "
+                         "replayed by the subscription's next owner: the harness's workloads acknowledge one "
+                         "message at a time on Shared subscriptions, and its checks would have to read cumulative "
+                         "transactional acks first"),
     RecoveryMethod(PENDING_ACK, f"{_PA}.PendingAckHandleImpl", "handleCacheRequest", V4_PATHS,
                    "serves the acks, commits and aborts that waited for the replay"),
     RecoveryMethod(PENDING_ACK, f"{_PA}.PendingAckHandleImpl", "exceptionHandleFuture", V4_PATHS,

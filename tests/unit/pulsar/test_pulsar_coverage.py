@@ -181,3 +181,18 @@ def test_the_run_report_renders(tmp_path: Path) -> None:
     assert "1 of 2 listed recovery methods entered (50.0%)" in text
     assert "| `MLTransactionLogImpl` | v4 coordinator and log | 4/9 | 44.4% |" in text
     assert "Fault windows that ran: 2 of 3" in text
+
+
+def test_a_fault_whose_injection_failed_was_never_active(tmp_path: Path) -> None:
+    path = nemesis(tmp_path)
+    with path.open("a") as out:
+        out.write("\n" + json.dumps({"f": "fault", "type": "invoke", "wall_ms": 50_000,
+                                      "extra": {"fault_id": "f4", "kind": "crash", "targets": ["metadata"]}}))
+        out.write("\n" + json.dumps({"f": "fault", "type": "fail", "wall_ms": 50_001, "extra": {"fault_id": "f4"}}))
+    assert "f4" not in [s.fault_id for s in pc.fault_spans(path, end_ms=99_000)]
+
+
+def test_fault_labels_are_counted_and_capped() -> None:
+    assert pc.fault_labels(["crash ledger"] * 3 + ["kill broker-0"]) == "crash ledger (x3), kill broker-0"
+    assert pc.fault_labels([f"f{i}" for i in range(5)], most=2) == "f0, f1, and 3 more"
+    assert pc.fault_labels([]) == "none"
