@@ -225,8 +225,9 @@ def losses_sentence(lost: Mapping[str, Any]) -> str:
         parts.append(f"{lost['stopped']} stopped gracefully: {lost.get('stopped_unrecorded_s', 0):.2f} s unrecorded "
                      "in all (between their last dump and their end)")
     if lost["exited_on_their_own"]:
-        parts.append(f"{lost['exited_on_their_own']} exited on their own: {lost['exited_unrecorded_s']:.1f} s "
-                     "of them after their last dump is lost")
+        n = lost["exited_on_their_own"]
+        parts.append(f"{n} exited on {'its' if n == 1 else 'their'} own: "
+                     f"{lost['exited_unrecorded_s']:.1f} s after {'its' if n == 1 else 'their'} last dump lost")
     else:
         parts.append("none exited on its own, so nothing was lost but the moments above")
     if lost["dumps_failed"]:

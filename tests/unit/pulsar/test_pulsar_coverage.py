@@ -141,7 +141,7 @@ def test_losses_name_what_each_life_lost() -> None:
     assert (lost["lives"], lost["killed"], lost["exited_on_their_own"], lost["dumps_failed"]) == (2, 1, 1, 1)
     assert lost["exited_unrecorded_s"] == 12.5
     sentence = pc.losses_sentence(lost)
-    assert "1 exited on their own: 12.5 s" in sentence and "1 killed" in sentence
+    assert "1 exited on its own: 12.5 s" in sentence and "1 killed" in sentence
 
 
 def run_result(path: str, reached: dict[str, bool]) -> dict[str, object]:
