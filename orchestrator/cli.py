@@ -370,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     rmatrix.add_argument("--seed", type=int, help="override the scenario's seed (the same on every release)")
     rmatrix.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                          help="a cluster setting by its Pulsar name, over the scenario's (repeatable)")
+    rmatrix.add_argument("--coverage", action="store_true",
+                         help="JaCoCo on every broker and the bookie of each run: how many of the release's listed "
+                              "recovery methods it entered, per cell (targets/pulsar/recovery_methods.py)")
     rmatrix.add_argument("--results", type=Path, default=Path("results"), metavar="DIR")
     rmatrix.add_argument("--from", dest="from_dirs", nargs="+", type=Path, metavar="DIR",
                          help="run nothing: one report and release diff over release-matrix folders run apart "

@@ -63,12 +63,13 @@ class CellResult:
     reproduce: str = ""
     folder: str = ""
     error: str | None = None
+    recovery: dict[str, Any] | None = None   # --coverage: {"entered", "listed", "percent"} of the recovery methods
 
     def to_json(self) -> dict[str, Any]:
         return {"release": self.cell.version, "path": self.cell.txn_path.value, "status": self.status,
                 "verdict": self.verdict, "exit_code": self.exit_code, "anomalies": dict(self.anomalies),
                 "unexpected": list(self.unexpected), "reproduce": self.reproduce, "folder": self.folder,
-                "error": self.error}
+                "error": self.error, "recovery": self.recovery}
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -130,18 +131,41 @@ def result_of(cell: Cell, outcome: RunOutcome, reproduce: str) -> CellResult:
             anomalies = {}
     unexpected = list(outcome.judgement.unexpected) if outcome.judgement is not None else sorted(anomalies)
     return CellResult(cell, outcome.status.value, outcome.verdict.value, outcome.exit_code, anomalies,
-                      [str(c) for c in unexpected], reproduce, str(outcome.run_dir.path), outcome.error)
+                      [str(c) for c in unexpected], reproduce, str(outcome.run_dir.path), outcome.error,
+                      recovery_reached(outcome.run_dir.path))
+
+
+def recovery_reached(run_folder: Path) -> dict[str, Any] | None:
+    """With --coverage: how many of the release's listed recovery methods the run entered
+    (`coverage/coverage.json`, orchestrator/pulsar_coverage.py); None when not measured."""
+    coverage_file = run_folder / "coverage" / "coverage.json"
+    try:
+        recovery = json.loads(coverage_file.read_text()).get("recovery")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(recovery, dict) or not {"entered", "listed", "percent"} <= set(recovery):
+        return None
+    return {"entered": int(recovery["entered"]), "listed": int(recovery["listed"]),
+            "percent": float(recovery["percent"])}
+
+
+def _recovery_cell(recovery: Mapping[str, Any] | None) -> str:
+    if not recovery:
+        return "not measured"
+    return f"{recovery['entered']}/{recovery['listed']} ({recovery['percent']}%)"
 
 
 def render_markdown(config_name: str, seed: int, results: Sequence[CellResult],
                     diffs: Sequence[Mapping[str, Any]]) -> str:
     """release-matrix.md: the table of runs, then the release diff."""
     lines = [f"# Release matrix: `{config_name}`, seed {seed}", "",
-             "| release | path | verdict | anomalies (unexpected in bold) | reproduce |", "|---|---|---|---|---|"]
+             "| release | path | verdict | anomalies (unexpected in bold) | recovery methods entered | reproduce |",
+             "|---|---|---|---|---|---|"]
     for r in results:
         shown = ", ".join((f"**{c} {n}**" if c in r.unexpected else f"{c} {n}") for c, n in sorted(r.anomalies.items()))
         lines.append(f"| {r.cell.version} | {r.cell.txn_path.value} | {r.verdict}"
-                     f"{' (' + r.error + ')' if r.error else ''} | {shown or 'none'} | `{r.reproduce}` |")
+                     f"{' (' + r.error + ')' if r.error else ''} | {shown or 'none'} | {_recovery_cell(r.recovery)} "
+                     f"| `{r.reproduce}` |")
     lines += ["", "## Release diff", "",
               "Per path, what a release shows that the next release in the matrix does not (gone), and what "
               "appears (new). A class gone between two releases is the lead to an upstream fix "
@@ -162,7 +186,7 @@ def cell_result(plain: Mapping[str, Any]) -> CellResult:
                       str(plain.get("verdict", "")), int(plain.get("exit_code", 2)),
                       {str(k): int(v) for k, v in (plain.get("anomalies") or {}).items()},
                       [str(c) for c in plain.get("unexpected") or []], str(plain.get("reproduce", "")),
-                      str(plain.get("folder", "")), plain.get("error"))
+                      str(plain.get("folder", "")), plain.get("error"), plain.get("recovery"))
 
 
 def combine(folders: Sequence[Path], out: Path) -> int:
@@ -211,7 +235,8 @@ def main_release_matrix(config: RunConfig, args: argparse.Namespace) -> int:
                                                                              pulsar_version=cell.version))
         outcome = Run(run_config.for_path(cell.txn_path),
                       RunOptions(results_root=args.results, matrix=matrix, folder=cell.folder,
-                                 command="release-matrix")).execute()
+                                 command="release-matrix",
+                                 coverage=bool(getattr(args, "coverage", False)))).execute()
         print_outcome(outcome)
         reproduce = (reproduce_command(getattr(args, "scenario", None) or config.name, cell.txn_path.value,
                                        config.seed, config.phases.faults_s)

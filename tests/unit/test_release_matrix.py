@@ -89,3 +89,26 @@ def test_matrices_run_apart_combine_into_one_release_diff(tmp_path: Path) -> Non
                                       "new": {"lost-write": 1}}]
     with pytest.raises(ConfigError, match=r"release-matrix\.json"):
         combine([tmp_path / "nothing"], out)
+
+
+def test_with_coverage_each_cell_says_how_many_recovery_methods_it_entered(tmp_path: Path) -> None:
+    """--coverage: the cell's figure comes from the run's coverage.json and survives --from."""
+    from orchestrator.release_matrix import cell_result, recovery_reached
+
+    run = tmp_path / "run"
+    (run / "coverage").mkdir(parents=True)
+    (run / "coverage" / "coverage.json").write_text(json.dumps(
+        {"recovery": {"entered": 38, "listed": 43, "percent": 88.4}}))
+    measured = recovery_reached(run)
+    assert measured == {"entered": 38, "listed": 43, "percent": 88.4}
+    assert recovery_reached(tmp_path / "never-measured") is None
+    (run / "coverage" / "coverage.json").write_text("{not json")
+    assert recovery_reached(run) is None
+    cell = result("5.0.1", TxnPath.V4, "valid")
+    cell.recovery = measured
+    assert cell_result(cell.to_json()).recovery == measured
+    text = render_markdown("chaos", 7, [cell, result("2.10.5", TxnPath.V4, "valid")], [])
+    assert "| 5.0.1 | v4 | valid | none | 38/43 (88.4%) |" in text
+    assert "| 2.10.5 | v4 | valid | none | not measured |" in text
+    args = build_parser().parse_args(["release-matrix", "--coverage"])
+    assert args.coverage is True
