@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import time
@@ -157,14 +158,45 @@ COMMIT_STORE = {"v4": "ledger", "v4-batched": "ledger", "v5": "metadata"}
 #: an `exit` is the supervisor's record of a store that stopped on its own, until it started it
 #: again: a kill, as far as commits can tell, faults/supervisor.py)
 OUTAGE_KINDS = frozenset({"partition", "kill", "crash", "corrupt", "pause", "exit"})
+#: fault kinds that stop a broker while they hold (a restart is down from its stop to its heal, the
+#: broker ready again; an `exit` is the supervisor's record of a broker that stopped on its own)
+BROKER_STOP_KINDS = frozenset({"kill", "crash", "pause", "restart", "exit"})
+_BROKER = re.compile(r"broker-\d+")
+#: one broker's links: the clients' to it, its own to the metadata or ledger store, the other
+#: brokers' to it (the coordinator reaches a participant's owner over it)
+_BROKER_LINK = re.compile(r"client-broker-\d+|broker-\d+-(?:metadata|ledger)|brokers-broker-\d+")
 
 
 def _is_outage(extra: dict[str, Any], commit_store: str | None) -> bool:
-    """True for a fault during which no commit of the run's path could complete."""
+    """True for a fault during which a commit of the run's path may have waited on the fault,
+    not on the system: every client cut off, the commit store out of every broker's reach, or
+    one broker stopped or cut off (`_stops_a_broker`)."""
     kind = extra.get("kind")
     if kind == "client-isolate":
         return True
-    return commit_store is not None and kind in OUTAGE_KINDS and extra.get("selector") == commit_store
+    if commit_store is not None and kind in OUTAGE_KINDS and extra.get("selector") == commit_store:
+        return True
+    return _stops_a_broker(extra)
+
+
+def _stops_a_broker(extra: dict[str, Any]) -> bool:
+    """A broker stopped (killed, crashed, paused, restarting, exited) or one of its links cut.
+
+    Why: a transaction's coordinator and its participants' partitions live on brokers the history
+    does not name, and with few brokers nearly every transaction has one of them on each broker.
+    A commit whose coordinator or participant is on a stopped broker waits for its failover
+    (session expiry, the topic's load and its transaction buffer's recovery elsewhere, or the
+    broker's own restart): on real Pulsar 20 to 120 s per JVM restart on this machine, so
+    faults stacked in one window make a healthy commit wait longer than any fixed bound. That time
+    is the fault's; the time the commit waits with every broker up and reachable still counts, so
+    a commit a restart leaves stuck, or a failover slower than the bound, is still a stall."""
+    targets = [str(t) for t in extra.get("targets") or []]
+    kind = extra.get("kind")
+    if kind in BROKER_STOP_KINDS:
+        return any(_BROKER.fullmatch(t) for t in targets)
+    if kind == "partition":
+        return any(_BROKER_LINK.fullmatch(t) for t in targets)
+    return False
 
 
 def run_txn_path(run: RunDir) -> str | None:
@@ -176,16 +208,16 @@ def run_txn_path(run: RunDir) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def no_commit_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
-    """When no commit could complete, whatever the system did: (a fault's `fault` invoke, its
-    `heal` ok or None), run clock; stalled-commit does not count that time.
+def commit_blocked_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
+    """When a commit may have waited on a fault rather than on the system: (a fault's `fault`
+    invoke, its `heal` ok or None), run clock; stalled-commit does not count that time.
 
-    Every client cut off from every broker (`client-isolate`), or the store every commit of the
+    Every client cut off from every broker (`client-isolate`); the store every commit of the
     run's path needs out of every broker's reach (`COMMIT_STORE`: a partition of all its links,
     a kill, a power-loss crash, a corruption or a pause of it, or its own exit the supervisor
-    recorded, until healed). A commit caught by such a window
-    is slow by the fault's length; the time outside the windows still counts, so a commit that
-    stays stuck after the heal is still a stall."""
+    recorded, until healed); one broker stopped or one of its links cut (`_stops_a_broker`).
+    A commit caught by such a window is slow by the fault's length; the time outside the
+    windows still counts, so a commit that stays stuck after the heal is still a stall."""
     path = run.history_dir / "nemesis.jsonl"
     if not path.is_file():
         return ()
@@ -510,7 +542,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
                       lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run),
                       txn_timeout_s=txn_timeout, abort_bound_s=abort_bound,
-                      no_commit_windows=no_commit_windows(run))
+                      commit_blocked_windows=commit_blocked_windows(run))
         try:
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.

@@ -41,8 +41,8 @@ unexpected: an expectation may explain a finding, never swallow an unrelated one
 
 A fault the supervisor records when a server exits on its own (`exit`, faults/supervisor.py)
 counts as a kill of that service (`fault_kind`); no expectation scope explains anything by
-a kill, and the checker leaves the commit store's exit out of stalled-commit's time as it
-does its kill (analysis/check.py, `no_commit_windows`).
+a kill, and the checker leaves a broker's or the commit store's exit out of stalled-commit's
+time as it does its kill (analysis/check.py, `commit_blocked_windows`).
 
 What a scenario expects has one definition, `ChecksConfig.expected_on` (harness.config):
 `judge_run` rebuilds the run's `ChecksConfig` from its manifest (`config.checks`, the

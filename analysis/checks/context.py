@@ -90,10 +90,10 @@ class CheckContext:
     persisted: tuple[DataFrame, ...] = ()
     lost_writers: tuple[str, ...] = ()
     """Writers whose process was lost mid-run (remote load workers): their history simply ends."""
-    no_commit_windows: tuple[tuple[int, int | None], ...] = ()
-    """When no commit could complete (analysis.check.no_commit_windows: every client cut off from
-    every broker, or the store the path's commits need out of every broker's reach; a fault's
-    `fault` invoke to its `heal` ok, None: never healed)."""
+    commit_blocked_windows: tuple[tuple[int, int | None], ...] = ()
+    """When a commit may have waited on a fault (analysis.check.commit_blocked_windows: every client
+    cut off from every broker, the store the path's commits need out of every broker's reach, or
+    one broker stopped or cut off; a fault's `fault` invoke to its `heal` ok, None: never healed)."""
     txn_states: DataFrame | None = None
     """The drain's readings of the coordinators' view (`txn-state` events): txn, time_ns, writer,
     index, process, status (`extra.status`), error; None when the history has none."""
@@ -197,7 +197,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
             facts: HistoryOverview | None = None, cut_lineage: bool = False,
             lost_writers: tuple[str, ...] = (), clock_slack_ns: int = 0,
             txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S, abort_bound_s: float = DEFAULT_ABORT_BOUND_S,
-            no_commit_windows: tuple[tuple[int, int | None], ...] = ()) -> CheckContext:
+            commit_blocked_windows: tuple[tuple[int, int | None], ...] = ()) -> CheckContext:
     """Derive the check inputs from validated ops (analysis.model.OPS_COLUMNS).
 
     `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
@@ -337,7 +337,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         history_end_ns=facts.last_ns, drain_phase_ns=marks[0].time_ns if marks else None, overview=facts,
         max_examples=max_examples, persisted=tuple(kept), lost_writers=tuple(lost_writers),
         clock_slack_ns=int(clock_slack_ns), txn_states=txn_states, txn_timeout_ns=int(txn_timeout_s * 1e9),
-        abort_bound_ns=int(abort_bound_s * 1e9), no_commit_windows=tuple(no_commit_windows),
+        abort_bound_ns=int(abort_bound_s * 1e9), commit_blocked_windows=tuple(commit_blocked_windows),
     )
 
 

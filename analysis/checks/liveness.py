@@ -6,10 +6,10 @@ when it never completed although the history went on for longer than that
 after it was invoked. This needs no drain. A writer lost mid-run (a remote load
 worker that died, `CheckContext.lost_writers`) cannot complete what it invoked:
 its unfinished commits are measured to its own last line, not to the history's end.
-Time when no commit could complete (`CheckContext.no_commit_windows`: every client cut
-off from every broker, or the store every commit of the path needs out of every broker's
-reach) is not counted, once where windows overlap: a commit caught by such a fault is slow
-by the fault's length, not by the system's.
+Time when a commit may have waited on a fault (`CheckContext.commit_blocked_windows`: every
+client cut off from every broker, the store every commit of the path needs out of every
+broker's reach, or one broker stopped or cut off) is not counted, once where windows overlap:
+a commit caught by such a fault is slow by the fault's length, not by the system's.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def plan_stalled_commit(ctx: CheckContext) -> Plan:
         end = F.coalesce(F.col("_writer_end"), end)
     until = F.when(F.col("completed"), F.col("complete_ns")).otherwise(end)
     took = until - F.col("invoke_ns")
-    for start_ns, end_ns in merged_windows(ctx.no_commit_windows):
+    for start_ns, end_ns in merged_windows(ctx.commit_blocked_windows):
         cut_end = F.lit(end_ns).cast("long") if end_ns is not None else until
         overlap = F.least(until, cut_end) - F.greatest(F.col("invoke_ns"), F.lit(start_ns).cast("long"))
         took = took - F.greatest(overlap, F.lit(0).cast("long"))

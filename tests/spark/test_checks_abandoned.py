@@ -107,8 +107,8 @@ def test_time_every_client_was_cut_off_is_not_a_stall(run_check: RunCheck) -> No
     start = 2_000_000_000
     cut = ((start, start + 17_000_000_000),)
     assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=15.0).count == 1
-    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=15.0, no_commit_windows=cut).count == 0
-    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=2.0, no_commit_windows=cut).count == 1
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=15.0, commit_blocked_windows=cut).count == 0
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=2.0, commit_blocked_windows=cut).count == 1
     # a store outage inside the cut is not left out twice: 20 s - 17 s is still over 2 s
     both = (*cut, (start + 5_000_000_000, start + 12_000_000_000))
-    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=2.0, no_commit_windows=both).count == 1
+    assert run_check(h, AnomalyClass.STALLED_COMMIT, stall_after_s=2.0, commit_blocked_windows=both).count == 1

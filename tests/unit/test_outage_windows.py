@@ -1,4 +1,4 @@
-"""Which faults' windows stalled-commit does not count (analysis.check.no_commit_windows), without Spark."""
+"""Which faults' windows stalled-commit does not count (analysis.check.commit_blocked_windows), without Spark."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from analysis.check import no_commit_windows
+from analysis.check import commit_blocked_windows
 from analysis.checks.liveness import merged_windows
 from harness.results import RunDir
 
@@ -41,7 +41,7 @@ def _run(tmp_path: Path, path: str) -> RunDir:
 ])
 def test_only_faults_that_stop_every_commit_of_the_path_are_left_out(tmp_path: Path, path: str,
                                                                     starts_s: list[int]) -> None:
-    windows = no_commit_windows(_run(tmp_path, path))
+    windows = commit_blocked_windows(_run(tmp_path, path))
     assert [start for start, _ in windows] == [int(s * 1e9) for s in starts_s]
     assert all(end == start + int(5e9) for start, end in windows)
 
@@ -54,8 +54,8 @@ def test_overlapping_windows_count_once() -> None:
 
 def test_a_stores_own_exit_the_supervisor_recorded_counts_as_its_kill(tmp_path: Path) -> None:
     """faults/supervisor.py records every exit under one process, `nemesis/supervisor`, with the
-    service as selector and target: each exit of the commit store is a window of its own, from the
-    exit's record to the restart (its heal); a broker's exit stops no commit by itself."""
+    service as selector and target: each exit is a window of its own, from the exit's record to
+    the restart (its heal); a broker's exit as well as the commit store's."""
     run = RunDir(tmp_path / "v4")
     run.history_dir.mkdir(parents=True)
     run.manifest_path.write_text(json.dumps({"path": "v4"}))
@@ -67,4 +67,33 @@ def test_a_stores_own_exit_the_supervisor_recorded_counts_as_its_kill(tmp_path: 
                   for f, type_, t in (("fault", "invoke", start_s), ("fault", "ok", start_s),
                                       ("heal", "invoke", start_s), ("heal", "ok", start_s + 4))]
     (run.history_dir / "nemesis.jsonl").write_text("".join(json.dumps(op) + "\n" for op in lines))
-    assert no_commit_windows(run) == ((int(10e9), int(14e9)), (int(30e9), int(34e9)))
+    assert commit_blocked_windows(run) == ((int(10e9), int(14e9)), (int(20e9), int(24e9)), (int(30e9), int(34e9)))
+
+
+def _broker_fault(n: int, kind: str, targets: list[str], start_s: float, end_s: float) -> list[dict[str, Any]]:
+    extra = {"kind": kind, "targets": targets, "selector": "broker:random", "fault_id": f"f{n}"}
+    return [{**_fault(f"nemesis/f{n}", f, type_, t, kind, "broker:random"), "extra": extra}
+            for f, type_, t in (("fault", "invoke", start_s), ("fault", "ok", start_s),
+                                ("heal", "invoke", start_s), ("heal", "ok", end_s))]
+
+
+@pytest.mark.parametrize("path", ["v4", "v5"])
+def test_a_broker_stopped_or_cut_off_is_time_a_commit_may_wait_on(tmp_path: Path, path: str) -> None:
+    """4.0.8 chaos (results/20261129-050123-chaos-chaos): a commit to the coordinator on broker-0
+    timed out at 30 s across its 12 s pause and its 27 s kill and restart, and committed later.
+    The history does not say which broker holds a transaction's coordinator or partitions, so a
+    stop of any broker, or a cut of any one broker's link, is time a commit may wait on; latency,
+    a terminate or an unload stops no broker."""
+    run = RunDir(tmp_path / path)
+    run.history_dir.mkdir(parents=True)
+    run.manifest_path.write_text(json.dumps({"path": path}))
+    faults = [("pause", ["broker-0"]), ("kill", ["broker-1"]), ("restart", ["broker-0"]), ("crash", ["broker-1"]),
+              ("partition", ["client-broker-1"]), ("partition", ["broker-1-metadata", "brokers-broker-1"]),
+              ("partition", ["broker-0-ledger"]), ("partition", ["brokers-broker-0", "brokers-broker-1"]),
+              ("latency", ["client-broker-0"]), ("terminate", ["persistent://public/txnbench/x-ap-1"]),
+              ("unload", ["persistent://public/txnbench/x-ap-2"]), ("kill", ["load:random"]),
+              ("partition", ["client-broker-0-extra"])]
+    lines = [op for n, (kind, targets) in enumerate(faults)
+             for op in _broker_fault(n, kind, targets, 10.0 * n, 10.0 * n + 4)]
+    (run.history_dir / "nemesis.jsonl").write_text("".join(json.dumps(op) + "\n" for op in lines))
+    assert [start // int(1e9) for start, _ in commit_blocked_windows(run)] == [0, 10, 20, 30, 40, 50, 60, 70]
