@@ -42,7 +42,10 @@ ever make visible, and must say so only when that is true.
    `NO_PROGRESS_REREADS` re-reads that bring nothing, or `LAG_FACTOR` times the longest
    interval it saw between two late arrivals, if that is more; and each late arrival moves
    its deadline to `LAG_FACTOR` times that value's delay from now (never past
-   `MAX_STRETCH` times its budget). Late values are noted with their delay. A topic whose
+   `MAX_STRETCH` times its budget). Late values are noted with their delay, and so is a topic
+   whose first messages came later than a stuck round allows (a cold restart loading it): that
+   delay stretches the deadline too. The budget starts after step 1: the wait for abandoned
+   transactions to time out has its own bound. A topic whose
    committed values were still arriving when even the stretched deadline passed is not
    settled: the drain is incomplete and says how late the last values were, rather than
    leave the checker values it would call lost. The histories only decide how long
@@ -103,7 +106,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,10 +283,8 @@ class _Drain:
         self.config = config
         self.topology = topology
         self.recorder = recorder
-        started = _monotonic()
-        self.deadline = started + timeout_s
-        self.ceiling = started + timeout_s * MAX_STRETCH     # the deadline stretched for late values, at most
         self.timeout_s = timeout_s
+        self.start_budget()
         self.stretched_s = 0.0                               # how far late values moved the deadline
         self.client = client
         self.admin = admin
@@ -299,6 +300,14 @@ class _Drain:
         self.expected: dict[str, set[str]] = {}
         self.read_values: dict[str, set[str]] = {}
         self.read_ids: dict[str, set[str]] = {}
+
+    def start_budget(self) -> None:
+        """The reads' time starts now: the wait for unfinished transactions to time out and the
+        questions to their coordinators have bounds of their own and do not eat it (on 2.10.5 a
+        25 s wait left a drain 67 s for topics a cold restart took 25-50 s each to load)."""
+        started = _monotonic()
+        self.deadline = started + self.timeout_s
+        self.ceiling = started + self.timeout_s * MAX_STRETCH   # the deadline stretched for late values, at most
 
     def remaining(self) -> float:
         return self.deadline - _monotonic()
@@ -377,6 +386,7 @@ class _Drain:
         if self.remaining() <= 0:
             self.problem(f"{topic}: not read (no time left)")
             return
+        asked = _monotonic()
         try:
             reader = self.client.create_reader(topic, receiver_queue_size=RECEIVER_QUEUE,
                                                timeout_s=max(0.1, self.remaining()))
@@ -393,6 +403,7 @@ class _Drain:
                     messages = reader.read_to_end(timeout_s=round_s)
                 except ReadIncompleteError as err:
                     # a round ended before the end; go on while messages keep coming
+                    self._first_delivery(topic, asked, last, err.messages)
                     self._record_reads(process, topic, err.messages, last)
                     silent_s = 0.0 if err.messages else silent_s + round_s
                     if err.messages and self.remaining() > 0:
@@ -413,6 +424,7 @@ class _Drain:
                     unanswered += 1
                     time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))
                     continue
+                self._first_delivery(topic, asked, last, messages)
                 self._record_reads(process, topic, messages, last)
                 self._listen_past_end(reader, process, topic, last)
                 break
@@ -430,6 +442,19 @@ class _Drain:
         self._explain_missing(topic)
         with self.lock:
             self.read_done.append(topic)
+
+    def _first_delivery(self, topic: str, asked: float, last: Mapping[str, Any], messages: Sequence[Any]) -> None:
+        """A topic's first messages, `asked` (monotonic) being when its reader was asked for: a
+        broker that took long to serve them (a cold restart loading the topic and recovering its
+        transaction buffer: 25-50 s a topic on 2.10.5 under chaos) will be as slow with the topics
+        still to be read, so the deadline follows, as it does for late values (`stretch_for`)."""
+        if last or not messages:
+            return
+        waited_s = _monotonic() - asked
+        if waited_s > READ_STALL_S:
+            self.stretch_for(waited_s)
+            with self.lock:
+                self.notes.append(f"{topic}: the first messages came {waited_s:.0f}s after the reader was asked for")
 
     def _explain_missing(self, topic: str) -> None:
         """Committed values still missing from a v4 topic: ask its partitions' owners what holds
@@ -817,6 +842,7 @@ class _Drain:
         if self.settle():
             if not self.live:
                 self.ask_coordinators()
+            self.start_budget()
             self.expected = committed_values(self.recorder.file_path.parent, [self.recorder.file_path])
             reads: list[tuple[Any, ...]] = [(self.read_topic, i, t) for i, t in enumerate(self.topology.topics)]
             consumes: list[tuple[Any, ...]] = [] if self.live else [

@@ -649,3 +649,38 @@ def test_values_still_arriving_when_even_the_stretched_deadline_passes_leave_the
     assert not result.complete
     assert f"{first}: not settled" in result.reason and "still arriving" in result.reason
     assert first not in result.topics
+
+
+class SlowToLoadReaders:
+    """Readers of topics a cold restart is still loading: each topic's first messages come only
+    `load_s` after its reader was asked for (2.10.5's transaction buffer recovery, 25-50 s a topic)."""
+
+    def __init__(self, real: Callable[..., Any], clock: FakeClock, load_s: float) -> None:
+        self.real, self.clock, self.load_s = real, clock, load_s
+
+    def __call__(self, topic: str, **kw: Any) -> Any:
+        self.clock.sleep(self.load_s)     # the lookup and subscribe wait for the topic's load
+        return self.real(topic, **kw)
+
+
+def test_the_wait_for_open_transactions_and_slow_topic_loads_do_not_eat_the_reads_time(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    """2.10.5 in the release matrix (results/20261129-061726-release-matrix-chaos): the drain waited
+    25 s for abandoned transactions out of its 92 s, then each topic took 25-50 s to give its first
+    message after a cold restart; the time ran out with 21 topics and subscriptions unread and the
+    verdict was unknown. The reads' budget now starts after the wait, and a slow first delivery
+    stretches the deadline as late values do."""
+    h = make_harness(ATOMIC)
+    user = AtomicProduce(h.ctx)
+    for _ in range(4):
+        user.step()
+    assert user.open_txn() is not None           # abandoned: the drain waits txn_timeout_s + the margin
+    clock = FakeClock()
+    monkeypatch.setattr(drain_module, "_monotonic", clock)
+    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    h.client.create_reader = SlowToLoadReaders(h.client.create_reader, clock, load_s=14.0)  # type: ignore[method-assign]
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=20, client=h.client)
+    assert result.complete, result.reason
+    assert result.topics == h.topology.topics
+    assert any("first messages came 14s after" in note for note in result.notes)
+    assert any("unfinished transaction" in note for note in result.notes)
