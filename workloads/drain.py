@@ -417,9 +417,10 @@ class _Drain:
                     self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} {why}")
                     return
                 except OperationError as err:
-                    # Unanswered (GET_LAST_MESSAGE_ID, a lookup): a real broker loading its topics after a
-                    # restart can take longer than one round. Ask again while the drain has time.
-                    if err.definite or self.remaining() <= 0:
+                    # Unanswered (GET_LAST_MESSAGE_ID, a lookup), or a partition's consumer not attached
+                    # yet (NotReadyError; a retriable setup answer): a real broker loading its topics after
+                    # a restart can take longer than one round. Ask again while the drain has time.
+                    if (err.definite and not _worth_asking_again(err)) or self.remaining() <= 0:
                         raise
                     unanswered += 1
                     time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))
@@ -874,6 +875,15 @@ class _Drain:
             reason = "; ".join(shown) + (f"; and {more} more" if more > 0 else "") if shown else \
                 f"{missing} topic(s)/subscription(s) not finished"
         return DrainResult(complete, reason, topics, subs, list(self.notes), list(self.lost), list(self.held))
+
+
+def _worth_asking_again(err: OperationError) -> bool:
+    """A definite read failure that only says "not yet": a consumer not attached within the round
+    (2.10.5 after a cold restart: every topic's first reader, its transaction buffer recovering)
+    or a setup answer the client marks retriable (ServiceNotReady, MetadataError, ...)."""
+    from harness.client.errors import NotReadyError
+
+    return isinstance(err, NotReadyError) or bool(getattr(err, "retriable", False))
 
 
 def _position(msg_id: Any) -> tuple[int, int] | None:
