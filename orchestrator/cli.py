@@ -101,6 +101,7 @@ EXAMPLES: dict[str, str] = {
     "peer": "txnbench peer atomic-produce --path v4 --pulsar-version 4.0.8 --duration 30",
     "fidelity": "txnbench fidelity --duration 30",
     "finding": "txnbench finding v4-commit-marker-skipped-on-bundle-unload",
+    "shrink": "txnbench shrink $(ls -1dt results/*-chaos-chaos | head -1)/runs/v4",
     "cluster": "txnbench cluster up --path v5 --brokers 3",
     "cluster up": "txnbench cluster up --target pulsar --path v5",
     "cluster status": "txnbench cluster status --json",
@@ -290,6 +291,33 @@ def build_parser() -> argparse.ArgumentParser:
     finding.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                          help="results root (default: results/)")
     finding.set_defaults(handler=_cmd_finding)
+
+    shrink = sub.add_parser(
+        "shrink", help="reduce a failing chaos run's faults to a small schedule that still fails",
+        description="Read a failing chaos run's folder (results/<run_id> or results/<matrix>/runs/<path>): the "
+                    "faults its nemesis injected, their targets and times, and the anomaly classes nobody expected. "
+                    "Re-run its scenario (same seed, workload, cluster, target and release) with fewer faults: "
+                    "first cut after the first unexpected anomaly, then delta debugging over the faults, then "
+                    "each kept window halved. A candidate fails when a run shows the same classes unexpected. "
+                    "Writes results/<run_id>-shrink/: shrink.json, shrink.md, shrunk.yaml (a scenario for "
+                    "`txnbench run`) and each candidate's run; prints the scenario's path last. docs/shrink.md.",
+        epilog=_epilog("shrink"), formatter_class=_HelpFormatter)
+    shrink.add_argument("run_dir", type=Path, metavar="RUN", help="the failing run's folder")
+    shrink.add_argument("--anomaly", action="append", metavar="CLASS",
+                        help="keep only this unexpected class (repeatable; default: every one the run showed)")
+    shrink.add_argument("--tries", type=_positive_int, default=1, metavar="N",
+                        help="runs per candidate; one that fails keeps it (races; default 1)")
+    shrink.add_argument("--max-runs", type=_positive_int, default=30, metavar="N",
+                        help="runs in all, tries included (default 30)")
+    shrink.add_argument("--budget", type=_positive_float, metavar="S",
+                        help="seconds; no run starts after them (default: none, --max-runs bounds it)")
+    shrink.add_argument("--margin", type=_positive_float, metavar="S",
+                        help="seconds kept after the first unexpected anomaly, and after the last kept fault's "
+                             "window before the faults phase ends (default 10; 30 on the pulsar target, whose "
+                             "heals start JVMs)")
+    shrink.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                        help="results root (default: results/)")
+    shrink.set_defaults(handler=_cmd_shrink)
 
     selftest = sub.add_parser("selftest", help="run each planted bug with the scenario meant to catch it",
                               description="Prove the harness's power: each catalogued planted bug "
@@ -537,6 +565,12 @@ def _cmd_finding(args: argparse.Namespace) -> int:
     from targets.pulsar import finding as finding_module
 
     return finding_module.main_finding(args)
+
+
+def _cmd_shrink(args: argparse.Namespace) -> int:
+    from orchestrator.shrink import command as shrink_command
+
+    return shrink_command.main_shrink(args)
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
