@@ -191,8 +191,12 @@ def cell_result(plain: Mapping[str, Any]) -> CellResult:
 
 def combine(folders: Sequence[Path], out: Path) -> int:
     """`txnbench release-matrix --from DIR ...`: one report (and release diff) over matrices run apart,
-    e.g. one CI job per release; exit 0 when every run reached a verdict, 2 otherwise."""
-    results: list[CellResult] = []
+    e.g. one CI job per release; exit 0 when every run reached a verdict, 2 otherwise.
+
+    A release and path found in several folders is taken from the last folder named (a cell run
+    again, e.g. after a harness fix, replaces the earlier run); the report lists what it replaced."""
+    chosen: dict[Cell, CellResult] = {}
+    replaced: list[CellResult] = []
     scenario, seed = "", 0
     for folder in folders:
         found = folder / "release-matrix.json"
@@ -200,13 +204,23 @@ def combine(folders: Sequence[Path], out: Path) -> int:
             raise ConfigError("--from", str(folder), "has no release-matrix.json", "name release-matrix folders")
         plain = json.loads(found.read_text())
         scenario, seed = str(plain.get("scenario", scenario)), int(plain.get("seed", seed))
-        results += [cell_result(r) for r in plain.get("runs") or []]
-    results.sort(key=lambda r: (version_key(r.cell.version), r.cell.txn_path.value))
+        for run in plain.get("runs") or []:
+            result = cell_result(run)
+            if result.cell in chosen:
+                replaced.append(chosen[result.cell])
+            chosen[result.cell] = result
+    results = sorted(chosen.values(), key=lambda r: (version_key(r.cell.version), r.cell.txn_path.value))
     out.mkdir(parents=True, exist_ok=True)
     diffs = release_diff(results)
     write_json_atomic(out / "release-matrix.json", {"scenario": scenario, "seed": seed, "from": [str(f) for f in folders],
-                                                    "runs": [r.to_json() for r in results], "release_diff": diffs})
-    write_text_atomic(out / "release-matrix.md", render_markdown(scenario, seed, results, diffs))
+                                                    "runs": [r.to_json() for r in results], "release_diff": diffs,
+                                                    "replaced": [r.to_json() for r in replaced]})
+    text = render_markdown(scenario, seed, results, diffs)
+    if replaced:
+        text += "\n## Runs replaced by a later run of the same release and path\n\n" + "".join(
+            f"- {r.cell.version} {r.cell.txn_path.value}: {r.verdict}"
+            f"{' (' + r.error + ')' if r.error else ''}, `{r.folder}`\n" for r in replaced)
+    write_text_atomic(out / "release-matrix.md", text)
     print(out)
     return 0 if all(r.verdict in ("valid", "invalid") for r in results) else 2
 

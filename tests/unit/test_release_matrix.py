@@ -112,3 +112,22 @@ def test_with_coverage_each_cell_says_how_many_recovery_methods_it_entered(tmp_p
     assert "| 2.10.5 | v4 | valid | none | not measured |" in text
     args = build_parser().parse_args(["release-matrix", "--coverage"])
     assert args.coverage is True
+
+
+def test_a_cell_run_again_replaces_the_earlier_run_and_the_report_says_so(tmp_path: Path) -> None:
+    """A release re-run after a harness fix (`--releases 2.10.5` alone) joins the matrix through
+    `--from` without showing the release twice; the earlier run is listed as replaced."""
+    from orchestrator.release_matrix import combine
+
+    first, again = tmp_path / "a-release-matrix", tmp_path / "b-release-matrix"
+    for folder, runs in ((first, [result("2.10.5", TxnPath.V4, "unknown"), result("2.11.0", TxnPath.V4, "valid")]),
+                         (again, [result("2.10.5", TxnPath.V4, "invalid", lost_write=3)])):
+        folder.mkdir()
+        (folder / "release-matrix.json").write_text(json.dumps(
+            {"scenario": "chaos", "seed": 7, "runs": [r.to_json() for r in runs]}))
+    out = tmp_path / "combined"
+    assert combine([first, again], out) == 0
+    plain = json.loads((out / "release-matrix.json").read_text())
+    assert [(r["release"], r["verdict"]) for r in plain["runs"]] == [("2.10.5", "invalid"), ("2.11.0", "valid")]
+    assert [(r["release"], r["verdict"]) for r in plain["replaced"]] == [("2.10.5", "unknown")]
+    assert "2.10.5 v4: unknown" in (out / "release-matrix.md").read_text()
