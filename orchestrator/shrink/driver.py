@@ -177,6 +177,9 @@ class Shrinker:
 
     def _search(self) -> None:
         first = self.run.first_anomaly_s
+        if first is not None and first < 0:
+            self.notes.append(f"the first unexpected anomaly had its evidence {-first:g} s before the faults phase "
+                              "began: the faults may not be its cause (a bug that shows without faults)")
         if first is not None:
             cut = cut_after(self.best, first + self.options.margin_s)
             if not cut:
@@ -243,7 +246,8 @@ class Shrinker:
         what = f"fails ({shown})" if candidate.fails else f"passes ({last.verdict}; {shown})"
         tries = f" after {len(candidate.attempts)} tries" if len(candidate.attempts) > 1 else ""
         self.say(f"shrink [{self.runs}/{self.options.max_runs}] {candidate.name} {candidate.step}: "
-                 f"{len(candidate.faults)} faults, {total_for_s(candidate.faults):g}s held: {what}{tries} in "
+                 f"{len(candidate.faults)} of {len(self.original)} faults, {total_for_s(candidate.faults):g}s held: "
+                 f"{what}{tries} in "
                  f"{sum(a.seconds for a in candidate.attempts):.0f}s"
                  + (f" -> best so far ({len(self.best)} of {len(self.original)} faults)" if kept else "")
                  + (f"; {last.note}" if last.note else ""))
