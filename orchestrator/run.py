@@ -436,11 +436,18 @@ class Run:
         if result.complete:
             live_extra = {} if live is None else {
                 "live_topics": live.topics, "live_lost_entries": [run.to_json() for run in live.lost],
-                "live_held_horizons": [held.to_json() for held in live.held]}
+                "live_held_horizons": [held.to_json() for held in live.held],
+                "live_undeliverable_ends": [end.to_json() for end in live.undeliverable]}
             self.history.phase(PHASE_DRAIN_COMPLETE, topics=result.topics,
                                subscriptions=[{"topic": t, "subscription": s} for t, s in result.subscriptions],
                                lost_entries=[run.to_json() for run in result.lost],
-                               held_horizons=[held.to_json() for held in result.held], **live_extra)
+                               held_horizons=[held.to_json() for held in result.held],
+                               undeliverable_ends=[end.to_json() for end in result.undeliverable], **live_extra)
+            if result.undeliverable or (live is not None and live.undeliverable):
+                stale = len(result.undeliverable) + (len(live.undeliverable) if live is not None else 0)
+                self.say(f"[{self.config.path.value}] drain: {stale} partition read(s) ended before the broker's "
+                         "last message id, past which it dispatches nothing (transaction markers and aborted "
+                         "messages; apache/pulsar#11877, up to 3.2)")
             for held in [*(live.held if live is not None else []), *result.held]:
                 self.say(f"[{self.config.path.value}] drain: {held.describe()}")
             if result.lost:

@@ -50,6 +50,11 @@ ever make visible, and must say so only when that is true.
    settled: the drain is incomplete and says how late the last values were, rather than
    leave the checker values it would call lost. The histories only decide how long
    re-reading is worth it, never a verdict.
+1c. *Stale ends.* A v4 read that stops short of the broker's last message id, nothing arriving:
+   when every entry between the last one read and that end is a transaction marker or a message
+   of a transaction the histories show aborted, the read reached the end of what a reader is
+   given (Pulsar up to 3.2 names such entries; workloads/undeliverable.py). The partition counts
+   as read and the stale end is noted (`drain-complete` `extra.undeliverable_ends`).
 2a. *Held horizons.* A v4 topic still missing committed values after its re-reads: the
    drain asks each partition's owner what holds its read horizon (the transaction buffer's
    max read position, the transaction of the entry after it and that transaction's
@@ -121,6 +126,7 @@ from workloads.api import delivery_extra
 from workloads.horizons import HeldHorizon, held_horizons
 from workloads.payload import PayloadError, decode
 from workloads.topology import SubscriptionPlan, Topology
+from workloads.undeliverable import UndeliverableEnd, aborted_transactions, undeliverable_end
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +162,7 @@ class DrainResult:
     notes: list[str] = field(default_factory=list)
     lost: list[LostRun] = field(default_factory=list)
     held: list[HeldHorizon] = field(default_factory=list)
+    undeliverable: list[UndeliverableEnd] = field(default_factory=list)   # stale ends (workloads/undeliverable.py)
 
 
 @dataclass(frozen=True)
@@ -296,6 +303,8 @@ class _Drain:
         self.notes: list[str] = []
         self.lost: list[LostRun] = []
         self.held: list[HeldHorizon] = []
+        self.undeliverable: list[UndeliverableEnd] = []
+        self._aborted: set[str] | None = None
         self.unsettled: list[Unsettled] = []
         self.expected: dict[str, set[str]] = {}
         self.read_values: dict[str, set[str]] = {}
@@ -413,6 +422,8 @@ class _Drain:
                         break
                     if silent_s < READ_STALL_S and self.remaining() > 0:
                         continue
+                    if self.remaining() > 0 and self._ends_undeliverable(topic, err.missing, last):
+                        break
                     why = "in time" if self.remaining() <= 0 else f"(nothing arrived for {silent_s:.0f}s)"
                     self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} {why}")
                     return
@@ -443,6 +454,28 @@ class _Drain:
         self._explain_missing(topic)
         with self.lock:
             self.read_done.append(topic)
+
+    def _ends_undeliverable(self, topic: str, parts: list[str], last: Mapping[str, tuple[int, int]]) -> bool:
+        """Whether every stuck partition of `topic` is read to the end of what a reader is given,
+        its stated end past it being markers and aborted messages (workloads/undeliverable.py)."""
+        if self.admin is None or topic.startswith("topic://") or not parts:
+            return False     # v5 segments: no getMessageById here
+        with self.lock:
+            if self._aborted is None:
+                self._aborted = aborted_transactions(self.recorder.file_path.parent, [self.recorder.file_path])
+            aborted = self._aborted
+        ends = [undeliverable_end(self.admin, part, last.get(part), aborted) for part in parts]
+        found = [end for end in ends if end is not None]
+        if len(found) < len(parts):
+            return False
+        with self.lock:
+            self.undeliverable.extend(found)
+            for end in found:
+                self.notes.append(
+                    f"{end.partition}: read to the last entry a reader is given; the broker's last message id "
+                    f"{end.end[0]}:{end.end[1]} lies past it, behind {end.markers} transaction marker(s) and "
+                    f"{end.aborted} aborted message(s) (a Reader's hasMessageAvailable stays true there)")
+        return True
 
     def _first_delivery(self, topic: str, asked: float, last: Mapping[str, Any], messages: Sequence[Any]) -> None:
         """A topic's first messages, `asked` (monotonic) being when its reader was asked for: a
@@ -874,7 +907,8 @@ class _Drain:
             more = len(self.problems) - len(shown)
             reason = "; ".join(shown) + (f"; and {more} more" if more > 0 else "") if shown else \
                 f"{missing} topic(s)/subscription(s) not finished"
-        return DrainResult(complete, reason, topics, subs, list(self.notes), list(self.lost), list(self.held))
+        return DrainResult(complete, reason, topics, subs, list(self.notes), list(self.lost), list(self.held),
+                           list(self.undeliverable))
 
 
 def _worth_asking_again(err: OperationError) -> bool:

@@ -92,6 +92,29 @@ class StoredEntry:
     non_recoverable: bool
     status: int
     reason: str
+    marker_type: int | None = None   # a found entry that is a server-only marker (a transaction's commit or abort)
+    txn: str | None = None           # a found entry written in a transaction: "most:least"
+
+
+def _int_header(response: requests.Response, name: str) -> int | None:
+    value = response.headers.get(name)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _txn_bits(response: requests.Response) -> tuple[int, int] | None:
+    """getMessageById's `X-Pulsar-txnid-*` headers: the stored message's transaction, if any."""
+    most = _int_header(response, "X-Pulsar-txnid-most-bits")
+    least = _int_header(response, "X-Pulsar-txnid-least-bits")
+    return (most, least) if most is not None and least is not None else None
+
+
+def _txn_header(response: requests.Response) -> str | None:
+    """The stored message's transaction as the history writes ids ("most:least")."""
+    bits = _txn_bits(response)
+    return None if bits is None else f"{bits[0]}:{bits[1]}"
 
 
 class AdminClient:
@@ -225,7 +248,8 @@ class AdminClient:
         except requests.RequestException as exc:
             raise AdminError(f"GET {url}: no answer ({exc})", method="GET", url=url) from None
         if response.status_code == 200:
-            return StoredEntry(True, False, 200, "")
+            return StoredEntry(True, False, 200, "", _int_header(response, "X-Pulsar-marker-type"),
+                               _txn_header(response))
         body: Any = None
         with contextlib.suppress(ValueError):
             body = response.json()
@@ -363,13 +387,7 @@ class AdminClient:
             response = self._session.get(url, timeout=self.timeout_s)
         except requests.RequestException as exc:
             raise AdminError(f"GET {url}: no answer ({exc})", method="GET", url=url) from None
-        most, least = (response.headers.get(f"X-Pulsar-txnid-{part}-bits") for part in ("most", "least"))
-        if response.status_code != 200 or most is None or least is None:
-            return None
-        try:
-            return int(most), int(least)
-        except ValueError:
-            return None
+        return _txn_bits(response) if response.status_code == 200 else None
 
     def coordinator_stats(self) -> dict[str, Any]:
         """Per-coordinator stats of the v4 transaction coordinators."""

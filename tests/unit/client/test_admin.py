@@ -180,3 +180,21 @@ def test_unload_namespace_path(web: Recorder, admin: AdminClient) -> None:
     # 5.0.1 has no segment unload endpoint: a namespace unload is how a segment moves there
     admin.unload_namespace("public", "default")
     assert [(m, p, b) for m, p, _, b in web.requests] == [("PUT", "/admin/v2/namespaces/public/default/unload", None)]
+
+
+def test_a_stored_entry_says_whether_it_is_a_marker_and_which_transaction_wrote_it(
+        web: Recorder, admin: AdminClient) -> None:
+    """getMessageById's headers (Pulsar 2.10-5.0): a commit or abort marker carries
+    `X-Pulsar-marker-type`; a transactional message its transaction id. The drain tells a stale
+    stated end from withheld data by them (workloads/undeliverable.py)."""
+    base = "/admin/v2/persistent/public/default/t-partition-0/ledger/7/entry"
+    web.answers[("GET", f"{base}/3")] = (200, "", {"X-Pulsar-marker-type": "20", "X-Pulsar-txnid-most-bits": "1",
+                                                   "X-Pulsar-txnid-least-bits": "42"})
+    web.answers[("GET", f"{base}/4")] = (200, "v", {"X-Pulsar-txnid-most-bits": "2", "X-Pulsar-txnid-least-bits": "9"})
+    web.answers[("GET", f"{base}/5")] = (200, "v", {})
+    topic = "persistent://public/default/t-partition-0"
+    marker, in_txn, plain = (admin.stored_entry(topic, 7, e) for e in (3, 4, 5))
+    assert (marker.found, marker.marker_type, marker.txn) == (True, 20, "1:42")
+    assert (in_txn.marker_type, in_txn.txn) == (None, "2:9")
+    assert (plain.marker_type, plain.txn) == (None, None)
+    assert admin.entry_transaction(topic, 7, 4) == (2, 9) and admin.entry_transaction(topic, 7, 5) is None

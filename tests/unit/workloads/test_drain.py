@@ -716,3 +716,105 @@ def test_the_wait_for_open_transactions_and_slow_topic_loads_do_not_eat_the_read
     assert result.topics == h.topology.topics
     assert any("first messages came 14s after" in note for note in result.notes)
     assert any("unfinished transaction" in note for note in result.notes)
+
+
+class StuckBeforeStatedEndReader:
+    """Gives every message, then waits for a stated end past them that never comes (Pulsar up to
+    3.2 names a transaction marker or an aborted message as the last message id)."""
+
+    def __init__(self, messages: list[Any], topic: str) -> None:
+        self.messages, self.topic = messages, topic
+
+    def read_to_end(self, timeout_s: float | None = None) -> list[Any]:
+        got, self.messages = self.messages, []
+        raise ReadIncompleteError("deadline", got, [self.topic])
+
+    def close(self, timeout_s: float | None = None) -> None:
+        pass
+
+
+class StaleEndAdmin:
+    """The owner's view of a partition whose tail, after the `readable` entries, is `tail`: each a
+    marker ("marker"), a message of transaction "most:least", or a plain message ("plain")."""
+
+    def __init__(self, readable: int, tail: list[str]) -> None:
+        self.readable, self.tail = readable, tail
+
+    def internal_stats(self, topic: str) -> dict[str, Any]:
+        last = self.readable + len(self.tail) - 1
+        return {"ledgers": [{"ledgerId": 1, "entries": 0}], "lastConfirmedEntry": f"1:{last}", "cursors": {}}
+
+    def stored_entry(self, topic: str, ledger_id: int, entry_id: int) -> StoredEntry:
+        kind = self.tail[entry_id - self.readable] if entry_id >= self.readable else "plain"
+        if kind == "marker":
+            return StoredEntry(True, False, 200, "", marker_type=20)
+        return StoredEntry(True, False, 200, "", txn=None if kind == "plain" else kind)
+
+
+def _stale_end_setup(h: Harness) -> tuple[str, list[Any], str]:
+    """Committed transactions on the first topic, one aborted; the drain's reader of the first
+    topic gets every message and then stalls before the stated end. Returns the topic, its
+    messages and the aborted transaction's id."""
+    user = AtomicProduce(h.ctx)
+    for _ in range(4):
+        user.step()
+    txn = user.open_txn()              # left open: undecided when the drain reads
+    assert txn is not None
+    first = h.topology.topics[0]
+    real = h.client.create_reader
+    messages = real(first).read_to_end()
+
+    def reader(topic: str, **kw: Any) -> Any:
+        return StuckBeforeStatedEndReader(list(messages), topic) if topic == first else real(topic, **kw)
+
+    h.client.create_reader = reader  # type: ignore[method-assign]
+    return first, messages, str(txn.id)
+
+
+def test_a_read_stuck_before_a_stated_end_of_markers_and_aborted_messages_is_read_to_its_end(
+        make_harness: Callable[[str], Harness], tmp_path: Path) -> None:
+    """2.10.5 in the release matrix: GET_LAST_MESSAGE_ID answered the last confirmed entry, a
+    commit marker no reader is given, so every read stopped short and every verdict was unknown
+    (apache/pulsar#11877). Entries past the last read that are all markers, or messages of
+    transactions the history shows aborted, end the read; the stale end is recorded."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, messages, _ = _stale_end_setup(h)
+    aborted = _aborted_txn_in_history(h)
+    last_entry = max(int(m.msg_id.split(":")[1]) for m in messages)
+    admin = StaleEndAdmin(last_entry + 1, ["marker", aborted, "marker"])
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=60, client=h.client, admin=admin)
+    assert result.complete, result.reason
+    assert first in result.topics
+    [end] = result.undeliverable
+    assert (end.partition, end.markers, end.aborted) == (first, 2, 1)
+    assert end.to_json()["end"] == f"1:{last_entry + 3}"
+    assert any("hasMessageAvailable stays true" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("odd_one", ["plain", "committed", "undecided"])
+def test_a_stated_end_past_anything_a_reader_could_be_given_stays_unknown(
+        make_harness: Callable[[str], Harness], odd_one: str) -> None:
+    """A plain message, or one of a committed or undecided transaction, between the last read and
+    the stated end may be data the broker withholds: the read stays incomplete."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, messages, open_txn = _stale_end_setup(h)
+    committed = next(op["txn"] for op in _history_ops(h) if op["f"] == "txn-commit" and op["type"] == "ok")
+    entry = {"plain": "plain", "committed": committed, "undecided": open_txn}[odd_one]
+    last_entry = max(int(m.msg_id.split(":")[1]) for m in messages)
+    admin = StaleEndAdmin(last_entry + 1, ["marker", entry])
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=60, client=h.client, admin=admin)
+    assert not result.complete and first not in result.topics and result.undeliverable == []
+
+
+def _history_ops(h: Harness) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in h.recorder.file_path.read_text().splitlines() if x.strip()]
+
+
+def _aborted_txn_in_history(h: Harness) -> str:
+    """Record an aborted transaction in the load's history (as a user's abort would) and return it."""
+    user = AtomicProduce(h.ctx)
+    txn = user.open_txn()
+    assert txn is not None
+    op = h.recorder.invoke("w0/u9", OpF.TXN_ABORT, txn=str(txn.id))
+    h.recorder.ok(op)
+    return str(txn.id)

@@ -1,0 +1,128 @@
+"""Is a stuck read at the end of what any reader can be given?
+
+Why: up to 3.2 Apache Pulsar answers GET_LAST_MESSAGE_ID with the partition's last confirmed
+entry (2.10-3.1) or its max read position (3.2), and with transactions that entry is nearly
+always a commit or abort marker, or a message of an aborted transaction: entries the broker
+never dispatches. A reader that reads "to the last message id" (ours, or Java's
+`hasMessageAvailable` loop) then waits for an entry that never comes (apache/pulsar#11877;
+4.0 and 5.0 answer the last *dispatchable* position instead). Every drain on such a release
+stopped short and every verdict was unknown, so the release matrix could not judge them.
+
+So when a read of a v4 partition stops short, the drain asks the partition's owner for every
+entry between the last one read and the last confirmed one (admin getMessageById, at most
+`MAX_TAIL` of them). When each is a server-only marker, or a message of a transaction the
+load's own history shows aborted, the read did reach the end of what a reader is given: the
+partition counts as read, and the stale end is recorded (`UndeliverableEnd`) for the report.
+Anything else in the tail (a message of a committed or undecided transaction, a plain message,
+an entry the owner does not return, a tail longer than the bound, no answer) decides nothing:
+the read stays incomplete and the verdict unknown, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.history import OpF
+from harness.history.reader import HistoryFormatError, iter_history_file
+
+MAX_TAIL = 64        # entries between the last read and the last confirmed one, at most, asked one by one
+
+
+@dataclass(frozen=True)
+class UndeliverableEnd:
+    """A partition whose stated end lies past every entry a reader is given."""
+
+    partition: str
+    last_read: tuple[int, int] | None     # None: nothing was read from it
+    end: tuple[int, int]                  # its last confirmed entry
+    markers: int                          # entries between that are transaction markers
+    aborted: int                          # entries between that are messages of aborted transactions
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partition": self.partition,
+                "last_read": None if self.last_read is None else f"{self.last_read[0]}:{self.last_read[1]}",
+                "end": f"{self.end[0]}:{self.end[1]}", "markers": self.markers, "aborted": self.aborted}
+
+
+def aborted_transactions(history_dir: Path, skip: Iterable[Path]) -> set[str]:
+    """Transactions the load's histories show aborted: an abort answered ok, or a commit
+    answered with a definite failure (the client then aborts). Unknown outcomes are not here."""
+    skipped = {p.resolve() for p in skip}
+    aborted: set[str] = set()
+    for path in sorted(history_dir.glob("*.jsonl")):
+        if path.resolve() in skipped:
+            continue
+        try:
+            for op in iter_history_file(path):
+                txn, f, kind = op.get("txn"), op.get("f"), op.get("type")
+                if not txn:
+                    continue
+                if (f == OpF.TXN_ABORT.value and kind == "ok") or (f == OpF.TXN_COMMIT.value and kind == "fail"):
+                    aborted.add(str(txn))
+        except HistoryFormatError:
+            return set()     # no knowledge: nothing is called aborted
+    return aborted
+
+
+def _position(text: Any) -> tuple[int, int] | None:
+    try:
+        ledger, entry = str(text).split(":")[:2]
+        return int(ledger), int(entry)
+    except (ValueError, AttributeError):
+        return None
+
+
+def tail_positions(stats: Mapping[str, Any], after: tuple[int, int] | None,
+                   limit: int = MAX_TAIL) -> list[tuple[int, int]] | None:
+    """The positions after `after` up to the last confirmed entry (internalStats), in order; None
+    when there are more than `limit` or the stats do not say where the end is. The ledger list's
+    entry count of the ledger being written may lag, so that ledger ends at the last confirmed entry."""
+    end = _position(stats.get("lastConfirmedEntry"))
+    if end is None or end[1] < 0:
+        return None
+    counts: dict[int, int] = {}
+    for row in stats.get("ledgers") or []:
+        if isinstance(row, dict) and "ledgerId" in row:
+            counts[int(row["ledgerId"])] = int(row.get("entries") or 0)
+    counts[end[0]] = end[1] + 1
+    out: list[tuple[int, int]] = []
+    for ledger_id in sorted(counts):
+        if ledger_id > end[0] or (after is not None and ledger_id < after[0]):
+            continue
+        first = after[1] + 1 if after is not None and ledger_id == after[0] else 0
+        for entry_id in range(first, counts[ledger_id]):
+            if len(out) >= limit:
+                return None
+            out.append((ledger_id, entry_id))
+    return out
+
+
+def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | None,
+                      aborted: set[str], limit: int = MAX_TAIL) -> UndeliverableEnd | None:
+    """The partition's stale end when everything after `last_read` is undeliverable, else None."""
+    try:
+        stats = admin.internal_stats(partition)
+    except Exception:     # no answer is no evidence
+        return None
+    positions = tail_positions(stats, last_read, limit)
+    end = _position(stats.get("lastConfirmedEntry"))
+    if not positions or end is None:
+        return None
+    markers = aborted_entries = 0
+    for position in positions:
+        try:
+            entry = admin.stored_entry(partition, *position)
+        except Exception:
+            return None
+        if not entry.found:
+            return None
+        if entry.marker_type is not None:
+            markers += 1
+        elif entry.txn is not None and entry.txn in aborted:
+            aborted_entries += 1
+        else:
+            return None
+    return UndeliverableEnd(partition, last_read, end, markers, aborted_entries)
