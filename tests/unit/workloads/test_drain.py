@@ -818,3 +818,30 @@ def _aborted_txn_in_history(h: Harness) -> str:
     op = h.recorder.invoke("w0/u9", OpF.TXN_ABORT, txn=str(txn.id))
     h.recorder.ok(op)
     return str(txn.id)
+
+
+def test_every_topic_is_read_once_before_any_topic_waits_for_late_values(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    """5.0.1's v5 in the third fresh-clone bench (results/20261129-070131-bench-bench): four topics
+    re-read for their late values on all four drain threads while 21 topics and subscriptions were
+    never read, and the verdict was unknown. The re-reads now wait until every topic was read once."""
+    h, first, everything = committed_on_one_topic(make_harness, monkeypatch, transactions=6)
+    clock = FakeClock()
+    monkeypatch.setattr(drain_module, "_monotonic", clock)
+    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    monkeypatch.setattr(drain_module, "THREADS", 1)
+    late = LateVisibilityReaders(everything, [1, 2, len(everything)])
+    asked: list[str] = []
+    real = h.client.create_reader
+
+    def reader(topic: str, **kw: Any) -> Any:
+        asked.append(topic)
+        return late(topic, **kw) if topic == first else real(topic, **kw)
+
+    h.client.create_reader = reader  # type: ignore[method-assign]
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=30, client=h.client)
+    assert result.complete, result.reason
+    others = [t for t in h.topology.topics if t != first]
+    assert asked[:len(h.topology.topics)] == h.topology.topics        # one first read each, in order
+    assert asked[len(h.topology.topics):] == [first] * (late.made - 1)  # then the re-reads of the late one
+    assert others and all(t in result.topics for t in others)
