@@ -64,12 +64,13 @@ class CellResult:
     folder: str = ""
     error: str | None = None
     recovery: dict[str, Any] | None = None   # --coverage: {"entered", "listed", "percent"} of the recovery methods
+    observations: dict[str, int] = field(default_factory=dict)   # what the drain saw of the broker (`drain_observations`)
 
     def to_json(self) -> dict[str, Any]:
         return {"release": self.cell.version, "path": self.cell.txn_path.value, "status": self.status,
                 "verdict": self.verdict, "exit_code": self.exit_code, "anomalies": dict(self.anomalies),
                 "unexpected": list(self.unexpected), "reproduce": self.reproduce, "folder": self.folder,
-                "error": self.error, "recovery": self.recovery}
+                "error": self.error, "recovery": self.recovery, "observations": dict(self.observations)}
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -111,12 +112,18 @@ def release_diff(results: Sequence[CellResult]) -> list[dict[str, Any]]:
     for txn_path, runs in by_path.items():
         runs = sorted(runs, key=lambda r: version_key(r.cell.version))
         for older, newer in itertools.pairwise(runs):
-            gone = {c: n for c, n in older.anomalies.items() if c not in newer.anomalies}
-            new = {c: n for c, n in newer.anomalies.items() if c not in older.anomalies}
+            before, after = _classes(older), _classes(newer)
+            gone = {c: n for c, n in before.items() if c not in after}
+            new = {c: n for c, n in after.items() if c not in before}
             if gone or new:
                 diffs.append({"path": txn_path.value, "older": older.cell.version, "newer": newer.cell.version,
                               "gone": gone, "new": new})
     return diffs
+
+
+def _classes(result: CellResult) -> dict[str, int]:
+    """A run's anomaly classes and its drain's observations (`drain: <kind>`), for the diff."""
+    return {**result.anomalies, **{f"drain: {k}": n for k, n in result.observations.items()}}
 
 
 def result_of(cell: Cell, outcome: RunOutcome, reproduce: str) -> CellResult:
@@ -132,7 +139,37 @@ def result_of(cell: Cell, outcome: RunOutcome, reproduce: str) -> CellResult:
     unexpected = list(outcome.judgement.unexpected) if outcome.judgement is not None else sorted(anomalies)
     return CellResult(cell, outcome.status.value, outcome.verdict.value, outcome.exit_code, anomalies,
                       [str(c) for c in unexpected], reproduce, str(outcome.run_dir.path), outcome.error,
-                      recovery_reached(outcome.run_dir.path))
+                      recovery_reached(outcome.run_dir.path), drain_observations(outcome.run_dir.path))
+
+
+#: what a run's `drain-complete` event records about the broker, by the name the release diff uses
+OBSERVED = {"undeliverable_ends": "stale-end", "live_undeliverable_ends": "stale-end",
+            "lost_entries": "lost-entries", "held_horizons": "held-horizon"}
+
+
+def drain_observations(run_folder: Path) -> dict[str, int]:
+    """Facts about the broker the drain recorded, counted per kind: `stale-end`, a partition whose
+    last message id lies past every entry a reader is given (workloads/undeliverable.py); `lost-entries`,
+    acknowledged entries the owner can no longer return; `held-horizon`, a read horizon held by a
+    transaction. Not anomalies (the checker decides those); a release that shows one and the next
+    does not is a lead all the same."""
+    from harness.history.reader import iter_history_file
+    from harness.history.schema import PHASE_DRAIN_COMPLETE
+
+    counts: dict[str, int] = {}
+    path = run_folder / "history" / "run.jsonl"
+    try:
+        for op in iter_history_file(path):
+            extra = op.get("extra") or {}
+            if op.get("f") != "phase" or not isinstance(extra, dict) or extra.get("name") != PHASE_DRAIN_COMPLETE:
+                continue
+            for key, name in OBSERVED.items():
+                found = extra.get(key)
+                if isinstance(found, list) and found:
+                    counts[name] = counts.get(name, 0) + len(found)
+    except Exception:   # no history, or a damaged one: nothing observed
+        return {}
+    return counts
 
 
 def recovery_reached(run_folder: Path) -> dict[str, Any] | None:
@@ -159,12 +196,15 @@ def render_markdown(config_name: str, seed: int, results: Sequence[CellResult],
                     diffs: Sequence[Mapping[str, Any]]) -> str:
     """release-matrix.md: the table of runs, then the release diff."""
     lines = [f"# Release matrix: `{config_name}`, seed {seed}", "",
-             "| release | path | verdict | anomalies (unexpected in bold) | recovery methods entered | reproduce |",
-             "|---|---|---|---|---|---|"]
+             "| release | path | verdict | anomalies (unexpected in bold) | drain observed | recovery methods entered "
+             "| reproduce |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
         shown = ", ".join((f"**{c} {n}**" if c in r.unexpected else f"{c} {n}") for c, n in sorted(r.anomalies.items()))
         lines.append(f"| {r.cell.version} | {r.cell.txn_path.value} | {r.verdict}"
-                     f"{' (' + r.error + ')' if r.error else ''} | {shown or 'none'} | {_recovery_cell(r.recovery)} "
+                     f"{' (' + r.error + ')' if r.error else ''} | {shown or 'none'} "
+                     f"| {', '.join(f'{k} {n}' for k, n in sorted(r.observations.items())) or 'nothing'} "
+                     f"| {_recovery_cell(r.recovery)} "
                      f"| `{r.reproduce}` |")
     lines += ["", "## Release diff", "",
               "Per path, what a release shows that the next release in the matrix does not (gone), and what "
@@ -186,7 +226,8 @@ def cell_result(plain: Mapping[str, Any]) -> CellResult:
                       str(plain.get("verdict", "")), int(plain.get("exit_code", 2)),
                       {str(k): int(v) for k, v in (plain.get("anomalies") or {}).items()},
                       [str(c) for c in plain.get("unexpected") or []], str(plain.get("reproduce", "")),
-                      str(plain.get("folder", "")), plain.get("error"), plain.get("recovery"))
+                      str(plain.get("folder", "")), plain.get("error"), plain.get("recovery"),
+                      {str(k): int(v) for k, v in (plain.get("observations") or {}).items()})
 
 
 def combine(folders: Sequence[Path], out: Path) -> int:
@@ -206,6 +247,8 @@ def combine(folders: Sequence[Path], out: Path) -> int:
         scenario, seed = str(plain.get("scenario", scenario)), int(plain.get("seed", seed))
         for run in plain.get("runs") or []:
             result = cell_result(run)
+            if "observations" not in run and result.folder:   # a matrix written before runs recorded them
+                result.observations = drain_observations(Path(result.folder))
             if result.cell in chosen:
                 replaced.append(chosen[result.cell])
             chosen[result.cell] = result

@@ -108,8 +108,8 @@ def test_with_coverage_each_cell_says_how_many_recovery_methods_it_entered(tmp_p
     cell.recovery = measured
     assert cell_result(cell.to_json()).recovery == measured
     text = render_markdown("chaos", 7, [cell, result("2.10.5", TxnPath.V4, "valid")], [])
-    assert "| 5.0.1 | v4 | valid | none | 38/43 (88.4%) |" in text
-    assert "| 2.10.5 | v4 | valid | none | not measured |" in text
+    assert "| 5.0.1 | v4 | valid | none | nothing | 38/43 (88.4%) |" in text
+    assert "| 2.10.5 | v4 | valid | none | nothing | not measured |" in text
     args = build_parser().parse_args(["release-matrix", "--coverage"])
     assert args.coverage is True
 
@@ -131,3 +131,26 @@ def test_a_cell_run_again_replaces_the_earlier_run_and_the_report_says_so(tmp_pa
     assert [(r["release"], r["verdict"]) for r in plain["runs"]] == [("2.10.5", "invalid"), ("2.11.0", "valid")]
     assert [(r["release"], r["verdict"]) for r in plain["replaced"]] == [("2.10.5", "unknown")]
     assert "2.10.5 v4: unknown" in (out / "release-matrix.md").read_text()
+
+
+def test_what_the_drain_observed_of_the_broker_is_counted_and_enters_the_release_diff(tmp_path: Path) -> None:
+    """2.10.5-3.2 answer GET_LAST_MESSAGE_ID past every entry a reader is given (stale ends,
+    workloads/undeliverable.py); 4.0 does not. The matrix counts the drain's observations per run
+    and the release diff names the one a newer release no longer shows."""
+    from orchestrator.release_matrix import drain_observations
+
+    run = tmp_path / "run"
+    (run / "history").mkdir(parents=True)
+    events = [{"f": "phase", "type": "ok", "extra": {"name": "drain"}},
+              {"f": "phase", "type": "ok", "extra": {"name": "drain-complete", "lost_entries": [],
+                                                     "undeliverable_ends": [{"partition": "p0"}, {"partition": "p1"}],
+                                                     "live_undeliverable_ends": [{"partition": "p0"}],
+                                                     "held_horizons": [{"partition": "p2"}]}}]
+    (run / "history" / "run.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert drain_observations(run) == {"stale-end": 3, "held-horizon": 1}
+    assert drain_observations(tmp_path / "missing") == {}
+    old, new = result("3.2.0", TxnPath.V4, "valid"), result("4.0.8", TxnPath.V4, "valid")
+    old.observations = {"stale-end": 3}
+    assert release_diff([old, new]) == [{"path": "v4", "older": "3.2.0", "newer": "4.0.8",
+                                         "gone": {"drain: stale-end": 3}, "new": {}}]
+    assert "| 3.2.0 | v4 | valid | none | stale-end 3 |" in render_markdown("chaos", 7, [old, new], [])
