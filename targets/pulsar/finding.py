@@ -61,10 +61,12 @@ class Finding:
     extra_sources: tuple[str, ...] = ()
     #: broker log lines that say what happened inside Pulsar (quoted after the run, not judged)
     log_signs: tuple[str, ...] = ()
+    #: "historical": a bug of older releases that a later one fixed (docs/findings/historical/)
+    folder: str = ""
 
     @property
     def doc(self) -> Path:
-        return FINDINGS_DOCS / f"{self.name}.md"
+        return FINDINGS_DOCS / self.folder / f"{self.name}.md"
 
     def sources(self) -> list[Path]:
         return [REPRO_SOURCES / name for name in (*COMMON_SOURCES, *self.extra_sources, f"{self.main_class}.java")]
@@ -92,6 +94,13 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "is killed right after the commit: the acked messages are delivered again",
         try_timeout_s=240.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("Recovered cursor",)),
+    Finding(
+        name="v4-reader-stuck-at-transaction-marker", release="2.10.5", txn_path=TxnPath.V4,
+        main_class="V4ReaderStuckAtTransactionMarker", folder="historical",
+        what="after a transactional commit and abort, Reader.hasMessageAvailable() stays true while readNext gives "
+             "nothing: GET_LAST_MESSAGE_ID names the last confirmed entry, a marker no reader is given (2.10-3.2; "
+             "3.3 answers the last dispatchable position)",
+        try_timeout_s=120.0),
 )}
 
 
