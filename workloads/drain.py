@@ -475,8 +475,11 @@ class _Drain:
                 self._aborted = aborted_transactions(self.recorder.file_path.parent, [self.recorder.file_path])
             aborted = self._aborted
         ends = [undeliverable_end(self.admin, part, last.get(part), aborted) for part in parts]
-        found = [end for end in ends if end is not None]
+        found = [end for end in ends if isinstance(end, UndeliverableEnd)]
         if len(found) < len(parts):
+            why = "; ".join(f"{part}: {end}" for part, end in zip(parts, ends, strict=True) if isinstance(end, str))
+            with self.lock:
+                self.notes.append(f"{topic}: a read stopped short of the broker's last message id ({why})")
             return False
         with self.lock:
             self.undeliverable.extend(found)

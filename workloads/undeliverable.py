@@ -101,28 +101,36 @@ def tail_positions(stats: Mapping[str, Any], after: tuple[int, int] | None,
 
 
 def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | None,
-                      aborted: set[str], limit: int = MAX_TAIL) -> UndeliverableEnd | None:
-    """The partition's stale end when everything after `last_read` is undeliverable, else None."""
+                      aborted: set[str], limit: int = MAX_TAIL) -> UndeliverableEnd | str:
+    """The partition's stale end when everything after `last_read` is undeliverable, else why not
+    (for the drain's account of a read it could not finish)."""
     try:
         stats = admin.internal_stats(partition)
-    except Exception:     # no answer is no evidence
-        return None
+    except Exception as err:     # no answer is no evidence
+        return f"no internal stats ({type(err).__name__})"
     positions = tail_positions(stats, last_read, limit)
     end = _position(stats.get("lastConfirmedEntry"))
-    if not positions or end is None:
-        return None
+    if end is None:
+        return "no last confirmed entry in its stats"
+    if positions is None:
+        return f"more than {limit} entries between the last read and {end[0]}:{end[1]}"
+    if not positions:
+        return f"nothing after the last read up to {end[0]}:{end[1]}"
     markers = aborted_entries = 0
     for position in positions:
+        at = f"{position[0]}:{position[1]}"
         try:
             entry = admin.stored_entry(partition, *position)
-        except Exception:
-            return None
+        except Exception as err:
+            return f"no answer for {at} ({type(err).__name__})"
         if not entry.found:
-            return None
+            return f"{at} not returned (HTTP {entry.status})"
         if entry.marker_type is not None:
             markers += 1
         elif entry.txn is not None and entry.txn in aborted:
             aborted_entries += 1
+        elif entry.txn is not None:
+            return f"{at} is a message of transaction {entry.txn}, not known aborted"
         else:
-            return None
+            return f"{at} is a message outside any transaction"
     return UndeliverableEnd(partition, last_read, end, markers, aborted_entries)

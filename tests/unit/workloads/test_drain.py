@@ -804,6 +804,9 @@ def test_a_stated_end_past_anything_a_reader_could_be_given_stays_unknown(
     admin = StaleEndAdmin(last_entry + 1, ["marker", entry])
     result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=60, client=h.client, admin=admin)
     assert not result.complete and first not in result.topics and result.undeliverable == []
+    why = {"plain": "is a message outside any transaction", "committed": "not known aborted",
+           "undecided": "not known aborted"}[odd_one]
+    assert any("stopped short of the broker's last message id" in n and why in n for n in result.notes)
 
 
 def _history_ops(h: Harness) -> list[dict[str, Any]]:
