@@ -11,7 +11,8 @@ stopped short and every verdict was unknown, so the release matrix could not jud
 So when a read of a v4 partition stops short, the drain asks the partition's owner for every
 entry between the last one read and the last confirmed one (admin getMessageById, at most
 `MAX_TAIL` of them). When each is a server-only marker, or a message of a transaction the
-load's own history shows aborted, the read did reach the end of what a reader is given: the
+load's own history shows cannot have committed (`aborted_transactions`), the read did reach the
+end of what a reader is given: the
 partition counts as read, and the stale end is recorded (`UndeliverableEnd`) for the report.
 Anything else in the tail (a message of a committed or undecided transaction, a plain message,
 an entry the owner does not return, a tail longer than the bound, no answer) decides nothing:
@@ -48,9 +49,13 @@ class UndeliverableEnd:
 
 
 def aborted_transactions(history_dir: Path, skip: Iterable[Path]) -> set[str]:
-    """Transactions the load's histories show aborted: an abort answered ok, or a commit
-    answered with a definite failure (the client then aborts). Unknown outcomes are not here."""
+    """Transactions of the load that cannot have committed: an abort answered ok, a commit answered
+    with a definite failure (the client then aborts), or no commit ever asked for (left open, or
+    abandoned by a client that died: the coordinator aborts it at its timeout; a coordinator
+    commits only when asked). A commit whose outcome is unknown is not here."""
     skipped = {p.resolve() for p in skip}
+    seen: set[str] = set()
+    commit_asked: set[str] = set()
     aborted: set[str] = set()
     for path in sorted(history_dir.glob("*.jsonl")):
         if path.resolve() in skipped:
@@ -60,11 +65,14 @@ def aborted_transactions(history_dir: Path, skip: Iterable[Path]) -> set[str]:
                 txn, f, kind = op.get("txn"), op.get("f"), op.get("type")
                 if not txn:
                     continue
+                seen.add(str(txn))
+                if f == OpF.TXN_COMMIT.value and kind == "invoke":
+                    commit_asked.add(str(txn))
                 if (f == OpF.TXN_ABORT.value and kind == "ok") or (f == OpF.TXN_COMMIT.value and kind == "fail"):
                     aborted.add(str(txn))
         except HistoryFormatError:
             return set()     # no knowledge: nothing is called aborted
-    return aborted
+    return aborted | (seen - commit_asked)
 
 
 def _position(text: Any) -> tuple[int, int] | None:

@@ -771,6 +771,20 @@ def _stale_end_setup(h: Harness) -> tuple[str, list[Any], str]:
     return first, messages, str(txn.id)
 
 
+def test_a_message_of_a_transaction_never_asked_to_commit_is_not_given_to_readers(
+        make_harness: Callable[[str], Harness]) -> None:
+    """2.10.5's stale tails held messages of transactions the load left open (its clients killed,
+    34 of them waited for): no commit was asked, so the coordinator aborted them at their timeout."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, messages, open_txn = _stale_end_setup(h)
+    last_entry = max(int(m.msg_id.split(":")[1]) for m in messages)
+    admin = StaleEndAdmin(last_entry + 1, [open_txn, "marker"])
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=60, client=h.client, admin=admin)
+    assert result.complete and first in result.topics, result.reason
+    [end] = result.undeliverable
+    assert (end.markers, end.aborted) == (1, 1)
+
+
 def test_a_read_stuck_before_a_stated_end_of_markers_and_aborted_messages_is_read_to_its_end(
         make_harness: Callable[[str], Harness], tmp_path: Path) -> None:
     """2.10.5 in the release matrix: GET_LAST_MESSAGE_ID answered the last confirmed entry, a
@@ -794,10 +808,13 @@ def test_a_read_stuck_before_a_stated_end_of_markers_and_aborted_messages_is_rea
 @pytest.mark.parametrize("odd_one", ["plain", "committed", "undecided"])
 def test_a_stated_end_past_anything_a_reader_could_be_given_stays_unknown(
         make_harness: Callable[[str], Harness], odd_one: str) -> None:
-    """A plain message, or one of a committed or undecided transaction, between the last read and
-    the stated end may be data the broker withholds: the read stays incomplete."""
+    """A plain message, or one of a committed transaction or of one whose commit has no known
+    outcome, between the last read and the stated end may be data the broker withholds: the read
+    stays incomplete."""
     h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
     first, messages, open_txn = _stale_end_setup(h)
+    asked = h.recorder.invoke("w0/u8", OpF.TXN_COMMIT, txn=open_txn)    # its commit asked for, no answer
+    h.recorder.info(asked, "OperationTimeoutError: no answer")
     committed = next(op["txn"] for op in _history_ops(h) if op["f"] == "txn-commit" and op["type"] == "ok")
     entry = {"plain": "plain", "committed": committed, "undecided": open_txn}[odd_one]
     last_entry = max(int(m.msg_id.split(":")[1]) for m in messages)
