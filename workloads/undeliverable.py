@@ -9,8 +9,9 @@ never dispatches. A reader that reads "to the last message id" (ours, or Java's
 stopped short and every verdict was unknown, so the release matrix could not judge them.
 
 So when a read of a v4 partition stops short, the drain asks the partition's owner for every
-entry between the last one read and the last confirmed one (admin getMessageById, at most
-`MAX_TAIL` of them). When each is a server-only marker, or a message of a transaction the
+entry between the last one read and the last confirmed one, or the transaction buffer's max read
+position when that comes first (admin getMessageById, at most `MAX_TAIL` of them): what 3.3 and
+later answer as the last dispatchable position. When each is a server-only marker, or a message of a transaction the
 load's own history shows cannot have committed (`aborted_transactions`), the read did reach the
 end of what a reader is given: the
 partition counts as read, and the stale end is recorded (`UndeliverableEnd`) for the report.
@@ -41,11 +42,13 @@ class UndeliverableEnd:
     end: tuple[int, int]                  # its last confirmed entry
     markers: int                          # entries between that are transaction markers
     aborted: int                          # entries between that are messages of aborted transactions
+    horizon: tuple[int, int] | None = None   # the max read position, when before `end`: entries past it are held
 
     def to_json(self) -> dict[str, Any]:
         return {"partition": self.partition,
                 "last_read": None if self.last_read is None else f"{self.last_read[0]}:{self.last_read[1]}",
-                "end": f"{self.end[0]}:{self.end[1]}", "markers": self.markers, "aborted": self.aborted}
+                "end": f"{self.end[0]}:{self.end[1]}", "markers": self.markers, "aborted": self.aborted,
+                "horizon": None if self.horizon is None else f"{self.horizon[0]}:{self.horizon[1]}"}
 
 
 def aborted_transactions(history_dir: Path, skip: Iterable[Path]) -> set[str]:
@@ -84,11 +87,11 @@ def _position(text: Any) -> tuple[int, int] | None:
 
 
 def tail_positions(stats: Mapping[str, Any], after: tuple[int, int] | None,
-                   limit: int = MAX_TAIL) -> list[tuple[int, int]] | None:
-    """The positions after `after` up to the last confirmed entry (internalStats), in order; None
-    when there are more than `limit` or the stats do not say where the end is. The ledger list's
-    entry count of the ledger being written may lag, so that ledger ends at the last confirmed entry."""
-    end = _position(stats.get("lastConfirmedEntry"))
+                   limit: int = MAX_TAIL, end: tuple[int, int] | None = None) -> list[tuple[int, int]] | None:
+    """The positions after `after` up to `end` (default: the last confirmed entry, internalStats),
+    in order; None when there are more than `limit` or the stats do not say where the end is. The
+    ledger list's entry count of the ledger being written may lag, so `end`'s ledger ends at `end`."""
+    end = end or _position(stats.get("lastConfirmedEntry"))
     if end is None or end[1] < 0:
         return None
     counts: dict[int, int] = {}
@@ -116,14 +119,16 @@ def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | N
         stats = admin.internal_stats(partition)
     except Exception as err:     # no answer is no evidence
         return f"no internal stats ({type(err).__name__})"
-    positions = tail_positions(stats, last_read, limit)
     end = _position(stats.get("lastConfirmedEntry"))
     if end is None:
         return "no last confirmed entry in its stats"
+    horizon = _read_horizon(admin, partition)
+    bound = horizon if horizon is not None and horizon < end else end
+    positions = tail_positions(stats, last_read, limit, bound)
     if positions is None:
-        return f"more than {limit} entries between the last read and {end[0]}:{end[1]}"
+        return f"more than {limit} entries between the last read and {bound[0]}:{bound[1]}"
     if not positions:
-        return f"nothing after the last read up to {end[0]}:{end[1]}"
+        return f"nothing after the last read up to {bound[0]}:{bound[1]}"
     markers = aborted_entries = 0
     for position in positions:
         at = f"{position[0]}:{position[1]}"
@@ -141,4 +146,15 @@ def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | N
             return f"{at} is a message of transaction {entry.txn}, not known aborted"
         else:
             return f"{at} is a message outside any transaction"
-    return UndeliverableEnd(partition, last_read, end, markers, aborted_entries)
+    return UndeliverableEnd(partition, last_read, end, markers, aborted_entries,
+                            horizon if bound != end else None)
+
+
+def _read_horizon(admin: Any, partition: str) -> tuple[int, int] | None:
+    """The transaction buffer's max read position: no reader is given anything past it (entries
+    behind an undecided transaction, as on a terminated topic, are held there, and the checker
+    judges them by what the reads lack). None when the owner does not say."""
+    try:
+        return _position(admin.transaction_buffer_stats(partition).get("maxReadPosition"))
+    except Exception:
+        return None

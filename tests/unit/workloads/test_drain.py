@@ -737,8 +737,13 @@ class StaleEndAdmin:
     """The owner's view of a partition whose tail, after the `readable` entries, is `tail`: each a
     marker ("marker"), a message of transaction "most:least", or a plain message ("plain")."""
 
-    def __init__(self, readable: int, tail: list[str]) -> None:
-        self.readable, self.tail = readable, tail
+    def __init__(self, readable: int, tail: list[str], horizon: int | None = None) -> None:
+        self.readable, self.tail, self.horizon = readable, tail, horizon
+
+    def transaction_buffer_stats(self, topic: str) -> dict[str, Any]:
+        if self.horizon is None:
+            raise RuntimeError("not served")
+        return {"maxReadPosition": f"1:{self.horizon}"}
 
     def internal_stats(self, topic: str) -> dict[str, Any]:
         last = self.readable + len(self.tail) - 1
@@ -769,6 +774,23 @@ def _stale_end_setup(h: Harness) -> tuple[str, list[Any], str]:
 
     h.client.create_reader = reader  # type: ignore[method-assign]
     return first, messages, str(txn.id)
+
+
+def test_entries_held_behind_the_read_horizon_are_left_to_the_checker(
+        make_harness: Callable[[str], Harness]) -> None:
+    """2.10.5's terminated topic: an undecided transaction holds the max read position, and past it
+    lie committed messages no reader is given (as on 4.0, whose reader stops at the horizon and whose
+    checker reports them). The tail is judged up to the horizon only; what lies past it is recorded."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, messages, _ = _stale_end_setup(h)
+    committed = next(op["txn"] for op in _history_ops(h) if op["f"] == "txn-commit" and op["type"] == "ok")
+    last_entry = max(int(m.msg_id.split(":")[1]) for m in messages)
+    admin = StaleEndAdmin(last_entry + 1, ["marker", committed, "marker"], horizon=last_entry + 1)
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=60, client=h.client, admin=admin)
+    assert result.complete and first in result.topics, result.reason
+    [end] = result.undeliverable
+    assert end.horizon == (1, last_entry + 1) and end.to_json()["horizon"] == f"1:{last_entry + 1}"
+    assert (end.markers, end.aborted) == (1, 0)
 
 
 def test_a_message_of_a_transaction_never_asked_to_commit_is_not_given_to_readers(
