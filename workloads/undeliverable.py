@@ -30,7 +30,8 @@ from typing import Any
 from harness.history import OpF
 from harness.history.reader import HistoryFormatError, iter_history_file
 
-MAX_TAIL = 64        # entries between the last read and the last confirmed one, at most, asked one by one
+MAX_TAIL = 1000      # entries between the last read and the end, at most, asked one by one (a chaos run ends with
+                     # many aborts: 2.10.5 had more than 64 markers and aborted messages after a last value)
 
 
 @dataclass(frozen=True)
