@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-import signal
 import sys
 import threading
 import time
@@ -56,6 +55,7 @@ from harness.config import RunConfig
 from harness.errors import ConfigError, TxnbenchError
 from harness.history import HistoryRecorder
 from harness.history.schema import OpF
+from harness.interrupts import sigint_deferred
 from harness.target import ClusterInfo, ProcessControl, ServiceRole
 
 HEAL_ATTEMPTS = 3
@@ -570,19 +570,8 @@ def _error(err: BaseException) -> str:
 
 @contextlib.contextmanager
 def _sigint_deferred() -> Iterator[None]:
-    """On the main thread, a Ctrl-C during healing is noted instead of interrupting the heal."""
-    if threading.current_thread() is not threading.main_thread():
+    """A Ctrl-C during healing is noted instead of interrupting the heal."""
+    with sigint_deferred() as received:
         yield
-        return
-    received: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda *_: received.append(1))
-    except ValueError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if received:
-            _say("nemesis: Ctrl-C while healing; the heal was finished first")
+    if received:
+        _say("nemesis: Ctrl-C while healing; the heal was finished first")

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ from harness.history import HistoryRecorder, RunClock
 from harness.history.integrity import RECORD_KEY as HISTORY_RECORD_KEY
 from harness.history.integrity import record_history
 from harness.history.schema import PHASE_DRAIN_COMPLETE, PHASE_SUBSCRIPTION_START, OpF
+from harness.interrupts import sigint_deferred
 from harness.load_control import LoadControlClient, control_dir
 from harness.results import RunStatus, new_run
 from harness.target import ClusterInfo, ClusterTarget, ServiceRole
@@ -177,7 +178,7 @@ class Run:
             self.say(f"run {self.run_dir.run_id}: failed in phase {self.phase}: {outcome.error} "
                      f"(traceback in {self.run_dir.logs_dir / 'orchestrator-error.txt'})")
         finally:
-            with _sigint_deferred():
+            with sigint_deferred():
                 self._teardown()
                 self._record_history()
                 self.run_dir.set_status(outcome.status, outcome.error)
@@ -625,22 +626,6 @@ class Run:
         valid = summary.get("valid")
         verdict = Verdict.VALID if valid is True else Verdict.INVALID if valid is False else Verdict.UNKNOWN
         return verdict, summary
-
-
-@contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Let cleanup finish: a second Ctrl-C during teardown is noted, not obeyed mid-step."""
-    received: list[int] = []
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        signal.signal(signal.SIGINT, lambda *_: received.append(1))
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _tail(path: Path, lines: int = 20) -> str:

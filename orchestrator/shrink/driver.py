@@ -16,16 +16,15 @@ transaction timeout) does not run and does not fail. Candidates already tried ar
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.config import RunConfig
 from harness.errors import ConfigError
+from harness.interrupts import sigint_deferred
 from harness.results import write_text_atomic
 from orchestrator import scenario as scenario_module
 from orchestrator.shrink.record import FailingRun
@@ -147,7 +146,7 @@ class Shrinker:
         except KeyboardInterrupt:
             self.stopped = "interrupted (Ctrl-C)"
         finally:
-            with _sigint_deferred():
+            with sigint_deferred():
                 self.save()
         return self
 
@@ -258,15 +257,3 @@ def _better(faults: tuple[ShrinkFault, ...], than: tuple[ShrinkFault, ...]) -> b
     return (len(faults), total_for_s(faults)) < (len(than), total_for_s(than))
 
 
-@contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Let the last write finish: a Ctrl-C meanwhile is noted, not obeyed mid-file."""
-    try:
-        previous = signal.signal(signal.SIGINT, lambda *_: None)
-    except ValueError:   # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
