@@ -97,16 +97,12 @@ def assert_valid_run(done: subprocess.CompletedProcess[str]) -> tuple[Path, list
     return run_dir, ops
 
 
-BROKER_REDELIVERS_ACKED = (
-    "embedded broker: a position queued for redelivery by an abort (pending-ack release) is still "
-    "dispatched after another transaction acked it and committed (Pulsar's replay skips acknowledged "
-    "positions), so the checker reports lost-ack; ack-only's conflicting consumers hit it every run")
-
-
 @pytest.mark.parametrize("name", [
     "atomic-produce",
     pytest.param("consume-transform-produce", marks=pytest.mark.slow),
-    pytest.param("ack-only", marks=[pytest.mark.slow, pytest.mark.xfail(reason=BROKER_REDELIVERS_ACKED, strict=True)]),
+    # ack-only once was a strict xfail (the embedded broker redelivered a position another transaction's
+    # ack had committed); the broker skips such positions since f5bcc4d, and the run is valid (2026-11-29)
+    pytest.param("ack-only", marks=pytest.mark.slow),
     pytest.param("mixed", marks=pytest.mark.slow),
 ])
 def test_each_workload_scenario_runs_to_a_valid_verdict(tmp_path: Path, name: str) -> None:
