@@ -145,6 +145,7 @@ MAX_REASONS = 3
 RECEIVER_QUEUE = 1000
 REREAD_AFTER_S = 5.0         # a topic missing committed values is read again after this
 NO_PROGRESS_REREADS = 2      # re-reads that find nothing new before the drain stops re-reading (at least)
+SUBSCRIPTIONS_FLOOR_S = 30.0  # the subscriptions' own time after the reads, at least (within the stretched ceiling)
 LAG_FACTOR = 2.0             # late values: wait this many times the lag (and the silences) seen so far
 MAX_STRETCH = 4.0            # ... but the drain's deadline never passes this many times its budget
 MAX_PAST_END = 100_000       # messages a reader takes after the broker's stated end, at most
@@ -892,6 +893,17 @@ class _Drain:
 
     # ---- all of it ------------------------------------------------------------------------
 
+    def keep_time_for_subscriptions(self) -> None:
+        """The subscriptions are consumed after every read: when slow reads (a cold restart's topic
+        loads, 24-36 s a topic on 2.10.5) left them less than `SUBSCRIPTIONS_FLOOR_S`, the deadline
+        moves to give them that, never past the ceiling. Without it 2.10.5's drains read every topic
+        and then consumed no subscription ("no time left"), and the verdict was unknown."""
+        with self.lock:
+            wanted = min(self.ceiling, _monotonic() + SUBSCRIPTIONS_FLOOR_S)
+            if wanted > self.deadline:
+                self.stretched_s += wanted - self.deadline
+                self.deadline = wanted
+
     def _run_all(self, pool: ThreadPoolExecutor, jobs: list[tuple[Any, ...]]) -> None:
         futures = [pool.submit(*job) for job in jobs]
         for future in futures:
@@ -918,6 +930,8 @@ class _Drain:
                 settles: list[tuple[Any, ...]] = [(self.settle_topic, process, topic) for process, topic
                                                   in sorted(self.first_reads, key=lambda pt: order.get(pt[1], 0))]
                 self._run_all(pool, settles)
+                if consumes:
+                    self.keep_time_for_subscriptions()
                 self._run_all(pool, consumes)
         topics = [t for t in self.topology.topics if t in set(self.read_done)]
         subs = [s for s in self.topology.subscriptions if s in set(self.subs_done)]

@@ -920,3 +920,20 @@ def test_a_connection_lost_while_listening_past_the_end_keeps_the_read(
     result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=30, client=h.client)
     assert result.complete and first in result.topics, result.reason
     assert any("listening past the stated end stopped" in note for note in result.notes)
+
+
+def test_slow_reads_leave_the_subscriptions_their_own_time(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    """2.10.5 in the release matrix (results/20261129-080633-release-matrix-chaos): the cold restart's
+    topic loads took the reads' whole budget and no subscription was consumed ("no time left")."""
+    h = make_harness(ATOMIC)
+    user = AtomicProduce(h.ctx)
+    for _ in range(3):
+        user.step()
+    clock = FakeClock()
+    monkeypatch.setattr(drain_module, "_monotonic", clock)
+    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    h.client.create_reader = SlowToLoadReaders(h.client.create_reader, clock, load_s=9.5)  # type: ignore[method-assign]
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=18, client=h.client)
+    assert result.complete, result.reason
+    assert result.subscriptions == h.topology.subscriptions
