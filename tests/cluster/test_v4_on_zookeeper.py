@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from targets.embedded import HOST
-from targets.zookeeper import srvr_ok
 from harness.client.client import PulsarClient
 from harness.client.transaction import Transaction
+from targets.embedded import HOST
+from targets.zookeeper import srvr_ok
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v4_failover import broker_named
 from tests.cluster.test_v4_transactions import (
