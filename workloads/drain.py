@@ -56,6 +56,13 @@ ever make visible, and must say so only when that is true.
    of a transaction the histories show aborted, the read reached the end of what a reader is
    given (Pulsar up to 3.2 names such entries; workloads/undeliverable.py). The partition counts
    as read and the stale end is noted (`drain-complete` `extra.undeliverable_ends`).
+1d. *A refused last message id.* A broker can close the connection each time a reader asks
+   GET_LAST_MESSAGE_ID (Pulsar 2.10-4.0.3 on a terminated topic it loaded again:
+   apache/pulsar#24063, docs/findings/historical/terminated-topic-unreadable-after-reload.md).
+   After `LAST_ID_LOSSES` such losses on one topic whose every partition the owner says is
+   terminated, the read asks no more and runs to REACHED_END_OF_TOPIC, which a terminated
+   partition sends once it dispatched everything. The topic is noted and listed in
+   `drain-complete`'s `extra.last_id_refused`; it explains, it does not judge.
 2a. *Held horizons.* A v4 topic still missing committed values after its re-reads: the
    drain asks each partition's owner what holds its read horizon (the transaction buffer's
    max read position, the transaction of the entry after it and that transaction's
@@ -149,6 +156,7 @@ SUBSCRIPTIONS_FLOOR_S = 30.0  # the subscriptions' own time after the reads, at 
 LAG_FACTOR = 2.0             # late values: wait this many times the lag (and the silences) seen so far
 MAX_STRETCH = 4.0            # ... but the drain's deadline never passes this many times its budget
 MAX_PAST_END = 100_000       # messages a reader takes after the broker's stated end, at most
+LAST_ID_LOSSES = 2           # connections lost on GET_LAST_MESSAGE_ID before a terminated topic is read without it
 _sleep = time.sleep          # the settle wait (tests replace it)
 _monotonic = time.monotonic  # the drain's clock (tests replace it)
 
@@ -165,6 +173,7 @@ class DrainResult:
     lost: list[LostRun] = field(default_factory=list)
     held: list[HeldHorizon] = field(default_factory=list)
     undeliverable: list[UndeliverableEnd] = field(default_factory=list)   # stale ends (workloads/undeliverable.py)
+    last_id_refused: list[str] = field(default_factory=list)  # topics read to their end of topic instead (1d)
 
 
 @dataclass(frozen=True)
@@ -306,6 +315,7 @@ class _Drain:
         self.lost: list[LostRun] = []
         self.held: list[HeldHorizon] = []
         self.undeliverable: list[UndeliverableEnd] = []
+        self.last_id_refused: list[str] = []
         self._aborted: set[str] | None = None
         self.first_reads: list[tuple[str, str]] = []      # (process, topic) read to their end once
         self.unsettled: list[Unsettled] = []
@@ -392,7 +402,7 @@ class _Drain:
     # ---- 2. reads -------------------------------------------------------------------------
 
     def read_topic(self, index: int, topic: str) -> None:
-        from harness.client import ReadIncompleteError
+        from harness.client import LastMessageIdLostError, ReadIncompleteError
 
         process = f"{self.prefix}/r{index}"
         if self.remaining() <= 0:
@@ -408,11 +418,11 @@ class _Drain:
         last: dict[str, tuple[int, int]] = {}
         lost_parts: list[str] = []
         try:
-            silent_s, unanswered = 0.0, 0
+            silent_s, unanswered, last_id_losses, ask_last = 0.0, 0, 0, True
             while True:
                 round_s = max(0.1, min(self._round_s(), self.remaining()))
                 try:
-                    messages = reader.read_to_end(timeout_s=round_s)
+                    messages = reader.read_to_end(timeout_s=round_s, ask_last=ask_last)
                 except ReadIncompleteError as err:
                     # a round ended before the end; go on while messages keep coming
                     self._first_delivery(topic, asked, last, err.messages)
@@ -430,6 +440,17 @@ class _Drain:
                     why = "in time" if self.remaining() <= 0 else f"(nothing arrived for {silent_s:.0f}s)"
                     self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} {why}")
                     return
+                except LastMessageIdLostError:
+                    last_id_losses += 1
+                    if last_id_losses >= LAST_ID_LOSSES and self._all_terminated(reader):
+                        ask_last = False
+                        self._note_last_id_refused(topic, last_id_losses)
+                    elif self.remaining() <= 0:
+                        raise
+                    else:
+                        unanswered += 1
+                        time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))
+                    continue
                 except OperationError as err:
                     # Unanswered (GET_LAST_MESSAGE_ID, a lookup), or a partition's consumer not attached
                     # yet (NotReadyError; a retriable setup answer): a real broker loading its topics after
@@ -454,6 +475,27 @@ class _Drain:
                 return
         with self.lock:
             self.first_reads.append((process, topic))
+
+    def _all_terminated(self, reader: Any) -> bool:
+        """Whether the owner says every partition of `reader`'s topic is terminated (admin
+        internalStats' managed-ledger `state`); no answer is no evidence."""
+        if self.admin is None:
+            return False
+        parts = [child.topic for child in getattr(getattr(reader, "consumer", None), "consumers", ())]
+        try:
+            return bool(parts) and all(
+                str(self.admin.internal_stats(part).get("state", "")).lower() == "terminated" for part in parts)
+        except Exception:   # no answer is no evidence
+            return False
+
+    def _note_last_id_refused(self, topic: str, losses: int) -> None:
+        with self.lock:
+            self.last_id_refused.append(topic)
+            self.notes.append(
+                f"{topic}: the broker closed the connection each time the reader asked for the last message id "
+                f"(GET_LAST_MESSAGE_ID, {losses} times); every partition is terminated, so the read runs to "
+                "REACHED_END_OF_TOPIC instead (apache/pulsar#24063, fixed in 3.0.11, 3.3.6 and 4.0.4: "
+                "docs/findings/historical/terminated-topic-unreadable-after-reload.md)")
 
     def settle_topic(self, process: str, topic: str) -> None:
         """After every topic's first read: wait for `topic`'s late values, then explain what is
@@ -582,7 +624,8 @@ class _Drain:
             return set()
         try:
             try:
-                messages = list(reader.read_to_end(timeout_s=max(0.1, min(READ_STALL_S, self.remaining()))))
+                messages = list(reader.read_to_end(timeout_s=max(0.1, min(READ_STALL_S, self.remaining())),
+                                                   ask_last=topic not in self.last_id_refused))
             except ReadIncompleteError as err:
                 messages = list(err.messages)
             except OperationError:
@@ -950,7 +993,7 @@ class _Drain:
             reason = "; ".join(shown) + (f"; and {more} more" if more > 0 else "") if shown else \
                 f"{missing} topic(s)/subscription(s) not finished"
         return DrainResult(complete, reason, topics, subs, list(self.notes), list(self.lost), list(self.held),
-                           list(self.undeliverable))
+                           list(self.undeliverable), list(self.last_id_refused))
 
 
 def _worth_asking_again(err: OperationError) -> bool:

@@ -47,7 +47,7 @@ from harness.client.errors import (
     TransactionOutcomeUnknownError,
 )
 from harness.client.producer import Producer, SendReceipt
-from harness.client.reader import Reader, ReadIncompleteError
+from harness.client.reader import LastMessageIdLostError, Reader, ReadIncompleteError
 from harness.client.transaction import Transaction, TxnState
 from harness.wire import InitialPosition, MessageId, SubType, TxnId
 
@@ -61,6 +61,7 @@ __all__ = [
     "FeatureNotSupportedError",
     "InitialPosition",
     "InvalidStateError",
+    "LastMessageIdLostError",
     "Message",
     "MessageId",
     "NotReadyError",

@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 
 from harness.client.consumer import Consumer, Message, TopicConsumer
-from harness.client.errors import OperationTimeoutError
+from harness.client.errors import ConnectionLostError, OperationTimeoutError
 from harness.client.timers import Deadline
 from harness.wire import MessageId
 
@@ -42,6 +42,20 @@ class ReadIncompleteError(OperationTimeoutError):
         super().__init__(message)
         self.messages = messages
         self.missing = missing
+
+
+class LastMessageIdLostError(ConnectionLostError):
+    """The connection dropped while GET_LAST_MESSAGE_ID for `part` was outstanding.
+
+    Told apart from any lost connection because a broker can close the connection *because of*
+    the request: Pulsar 2.10-4.0.3 on a terminated topic it loaded again throws a
+    NullPointerException there and closes the whole connection (apache/pulsar#24063;
+    docs/findings/historical/terminated-topic-unreadable-after-reload.md), every time it is asked.
+    """
+
+    def __init__(self, part: str, cause: ConnectionLostError) -> None:
+        super().__init__(f"connection lost while asking the last message id of {part}: {cause}")
+        self.part = part
 
 
 def reader_subscription_name() -> str:
@@ -103,18 +117,29 @@ class Reader:
         """The reader's subscription (`reader-<random>`): the name of its cursor in the broker's stats."""
         return self._consumer.subscription
 
-    def read_to_end(self, timeout_s: float | None = None) -> list[Message]:
+    def read_to_end(self, timeout_s: float | None = None, *, ask_last: bool = True) -> list[Message]:
         """Every message from the current position to the end, grouped as the module says.
+
+        `ask_last=False` sends no GET_LAST_MESSAGE_ID: the end is then only REACHED_END_OF_TOPIC,
+        which a terminated topic's partitions report once everything was dispatched (for a topic
+        whose broker fails that request: `LastMessageIdLostError`).
 
         Raises:
             ReadIncompleteError: the deadline passed first (carries the partial read).
+            LastMessageIdLostError: the connection dropped while GET_LAST_MESSAGE_ID was asked.
             harness.errors.OperationError: GET_LAST_MESSAGE_ID failed.
         """
         deadline = Deadline.after(timeout_s if timeout_s is not None
                                   else self._consumer._ctx.config.operation_timeout_s)
         progress: dict[TopicConsumer, _Progress] = {}
         for child in self._consumer.consumers:
-            last = child.last_message_id(deadline)
+            if not ask_last:
+                progress[child] = _Progress(None, False, [])
+                continue
+            try:
+                last = child.last_message_id(deadline)
+            except ConnectionLostError as err:
+                raise LastMessageIdLostError(child.topic, err) from err
             empty = last.entry_id < 0
             progress[child] = _Progress(None if empty else last, empty or _at_end(child, last), [])
 

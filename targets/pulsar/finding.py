@@ -101,6 +101,13 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "nothing: GET_LAST_MESSAGE_ID names the last confirmed entry, a marker no reader is given (2.10-3.2; "
              "3.3 answers the last dispatchable position)",
         try_timeout_s=120.0),
+    Finding(
+        name="terminated-topic-unreadable-after-reload", release="2.10.5", txn_path=TxnPath.V4,
+        main_class="TerminatedTopicUnreadableAfterReload", folder="historical",
+        what="a terminated topic loaded again (unload, restart) keeps no current ledger: GET_LAST_MESSAGE_ID "
+             "there throws a NullPointerException and the broker closes the client's connection, so "
+             "Reader.hasMessageAvailable() fails (apache/pulsar#24063)",
+        try_timeout_s=180.0, log_signs=('because "currentLedger" is null',)),
 )}
 
 

@@ -145,9 +145,10 @@ def test_what_the_drain_observed_of_the_broker_is_counted_and_enters_the_release
               {"f": "phase", "type": "ok", "extra": {"name": "drain-complete", "lost_entries": [],
                                                      "undeliverable_ends": [{"partition": "p0"}, {"partition": "p1"}],
                                                      "live_undeliverable_ends": [{"partition": "p0"}],
-                                                     "held_horizons": [{"partition": "p2"}]}}]
+                                                     "held_horizons": [{"partition": "p2"}],
+                                                     "last_id_refused": ["ap-2"]}}]
     (run / "history" / "run.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    assert drain_observations(run) == {"stale-end": 3, "held-horizon": 1}
+    assert drain_observations(run) == {"stale-end": 3, "held-horizon": 1, "last-id-refused": 1}
     assert drain_observations(tmp_path / "missing") == {}
     old, new = result("3.2.0", TxnPath.V4, "valid"), result("4.0.8", TxnPath.V4, "valid")
     old.observations = {"stale-end": 3}

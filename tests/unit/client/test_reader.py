@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.client import BatchingConfig, PulsarClient, ReadIncompleteError
+from harness.client import BatchingConfig, LastMessageIdLostError, PulsarClient, ReadIncompleteError
 from harness.wire import CommandType as T
 from harness.wire import MessageId, commands
 from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, wait_for
@@ -115,3 +115,27 @@ def test_a_reader_started_at_the_last_message_has_nothing_to_read(cluster: FakeC
     assert client.create_reader(TOPIC, start=ids[-1]).read_to_end(3) == []    # the start is exclusive
     assert [m.data for m in client.create_reader(TOPIC, start=ids[1]).read_to_end(3)] == [b"2"]
     assert client.create_reader(TOPIC, start=MessageId.LATEST).read_to_end(3) == []
+
+
+def test_a_connection_dropped_on_the_last_message_id_is_told_apart_and_an_end_of_topic_ends_the_read(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    """Pulsar 2.10-4.0.3 closes the connection on GET_LAST_MESSAGE_ID for a terminated topic it
+    loaded again (apache/pulsar#24063): the reader says so, and can read to REACHED_END_OF_TOPIC."""
+    producer = client.create_producer(TOPIC)
+    for i in range(3):
+        producer.send(f"{i}".encode())
+    cluster.terminate(TOPIC)
+
+    def close_the_connection(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+        conn.drop()
+        return True
+
+    cluster.brokers[0].intercept(T.GET_LAST_MESSAGE_ID, close_the_connection)
+    reader = client.create_reader(TOPIC)
+    with pytest.raises(LastMessageIdLostError) as info:
+        reader.read_to_end(3)
+    assert info.value.part == TOPIC
+    asked = len(cluster.commands(T.GET_LAST_MESSAGE_ID))
+    assert [m.data for m in reader.read_to_end(5, ask_last=False)] == [b"0", b"1", b"2"]
+    assert len(cluster.commands(T.GET_LAST_MESSAGE_ID)) == asked, "asked the last message id again"
+    assert reader.consumer.reached_end_of_topic

@@ -288,7 +288,7 @@ class FakeReader:
         self.client = client
         self.topic = topic
 
-    def read_to_end(self, timeout_s: float | None = None) -> list[FakeMessage]:
+    def read_to_end(self, timeout_s: float | None = None, *, ask_last: bool = True) -> list[FakeMessage]:
         self.client.maybe_fail("read")
         dummy = FakeConsumer(self.client, SubscriptionState(self.topic, "reader", "Exclusive"), "reader")
         return [FakeMessage(e, 0, dummy) for e in self.client.logs[self.topic] if e.state == "committed"]
