@@ -108,6 +108,14 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "there throws a NullPointerException and the broker closes the client's connection, so "
              "Reader.hasMessageAvailable() fails (apache/pulsar#24063)",
         try_timeout_s=180.0, log_signs=('because "currentLedger" is null',)),
+    # a try: ~300 transactions, the live subscription (<= 180 s), a broker restart, two reads 30 s apart
+    Finding(
+        name="v5-chaos-aborted-read", release="5.0.1", txn_path=TxnPath.V5, main_class="V5AbortedReadAfterRestart",
+        extra_sources=("V5Clients.java",),
+        what="a fresh reader of a v5 segment whose broker restarted is given values of aborted transactions "
+             "(on ZooKeeper; the cause tested: MetadataTransactionBuffer dispatches before recover() has loaded them)",
+        tries=3, race=True, try_timeout_s=600.0,
+        log_signs=("Aborted-txn scan errored", "TB recovery failed")),
 )}
 
 
