@@ -144,15 +144,16 @@ def result_of(cell: Cell, outcome: RunOutcome, reproduce: str) -> CellResult:
 
 #: what a run's `drain-complete` event records about the broker, by the name the release diff uses
 OBSERVED = {"undeliverable_ends": "stale-end", "live_undeliverable_ends": "stale-end",
-            "lost_entries": "lost-entries", "held_horizons": "held-horizon", "last_id_refused": "last-id-refused"}
+            "lost_entries": "lost-entries", "held_horizons": "held-horizon", "last_id_refused": "last-id-refused",
+            "last_id_unanswered": "last-id-unanswered"}
 
 
 def drain_observations(run_folder: Path) -> dict[str, int]:
     """Facts about the broker the drain recorded, counted per kind: `stale-end`, a partition whose
     last message id lies past every entry a reader is given (workloads/undeliverable.py); `lost-entries`,
     acknowledged entries the owner can no longer return; `held-horizon`, a read horizon held by a
-    transaction; `last-id-refused`, a terminated topic whose broker closed the connection on every
-    GET_LAST_MESSAGE_ID (workloads/drain.py, 1d). Not anomalies (the checker decides those); a release that shows one and the next
+    transaction; `last-id-refused` / `last-id-unanswered`, a terminated topic whose broker closed the
+    connection on every GET_LAST_MESSAGE_ID, or never answered it (workloads/drain.py, 1d). Not anomalies (the checker decides those); a release that shows one and the next
     does not is a lead all the same."""
     from harness.history.reader import iter_history_file
     from harness.history.schema import PHASE_DRAIN_COMPLETE

@@ -57,12 +57,14 @@ ever make visible, and must say so only when that is true.
    given (Pulsar up to 3.2 names such entries; workloads/undeliverable.py). The partition counts
    as read and the stale end is noted (`drain-complete` `extra.undeliverable_ends`).
 1d. *A refused last message id.* A broker can close the connection each time a reader asks
-   GET_LAST_MESSAGE_ID (Pulsar 2.10-4.0.3 on a terminated topic it loaded again:
-   apache/pulsar#24063, docs/findings/historical/terminated-topic-unreadable-after-reload.md).
-   After `LAST_ID_LOSSES` such losses on one topic whose every partition the owner says is
-   terminated, the read asks no more and runs to REACHED_END_OF_TOPIC, which a terminated
-   partition sends once it dispatched everything. The topic is noted and listed in
-   `drain-complete`'s `extra.last_id_refused`; it explains, it does not judge.
+   GET_LAST_MESSAGE_ID, or never answer it (Pulsar 2.10-4.0.3 on a terminated topic it loaded
+   again: apache/pulsar#24063, docs/findings/historical/terminated-topic-unreadable-after-reload.md;
+   2.10, 2.11, 3.3 and 4.0.0 close the connection, 3.2 stays silent). After `LAST_ID_LOSSES`
+   such losses, or `LAST_ID_UNANSWERED` rounds without an answer, on one topic whose every
+   partition the owner says is terminated, the read asks no more and runs to REACHED_END_OF_TOPIC,
+   which a terminated partition sends once it dispatched everything. The topic is noted and
+   listed in `drain-complete`'s `extra.last_id_refused` or `extra.last_id_unanswered`; it
+   explains, it does not judge (a broker slow to load a topic after a restart is silent too).
 2a. *Held horizons.* A v4 topic still missing committed values after its re-reads: the
    drain asks each partition's owner what holds its read horizon (the transaction buffer's
    max read position, the transaction of the entry after it and that transaction's
@@ -157,6 +159,7 @@ LAG_FACTOR = 2.0             # late values: wait this many times the lag (and th
 MAX_STRETCH = 4.0            # ... but the drain's deadline never passes this many times its budget
 MAX_PAST_END = 100_000       # messages a reader takes after the broker's stated end, at most
 LAST_ID_LOSSES = 2           # connections lost on GET_LAST_MESSAGE_ID before a terminated topic is read without it
+LAST_ID_UNANSWERED = 4       # rounds without an answer to it before the same (a slow broker is silent too)
 _sleep = time.sleep          # the settle wait (tests replace it)
 _monotonic = time.monotonic  # the drain's clock (tests replace it)
 
@@ -173,7 +176,8 @@ class DrainResult:
     lost: list[LostRun] = field(default_factory=list)
     held: list[HeldHorizon] = field(default_factory=list)
     undeliverable: list[UndeliverableEnd] = field(default_factory=list)   # stale ends (workloads/undeliverable.py)
-    last_id_refused: list[str] = field(default_factory=list)  # topics read to their end of topic instead (1d)
+    last_id_refused: list[str] = field(default_factory=list)     # topics read to their end of topic instead (1d) ...
+    last_id_unanswered: list[str] = field(default_factory=list)  # ... after a closed connection, or no answer
 
 
 @dataclass(frozen=True)
@@ -316,6 +320,7 @@ class _Drain:
         self.held: list[HeldHorizon] = []
         self.undeliverable: list[UndeliverableEnd] = []
         self.last_id_refused: list[str] = []
+        self.last_id_unanswered: list[str] = []
         self._aborted: set[str] | None = None
         self.first_reads: list[tuple[str, str]] = []      # (process, topic) read to their end once
         self.unsettled: list[Unsettled] = []
@@ -402,7 +407,11 @@ class _Drain:
     # ---- 2. reads -------------------------------------------------------------------------
 
     def read_topic(self, index: int, topic: str) -> None:
-        from harness.client import LastMessageIdLostError, ReadIncompleteError
+        from harness.client import (
+            LastMessageIdLostError,
+            LastMessageIdUnansweredError,
+            ReadIncompleteError,
+        )
 
         process = f"{self.prefix}/r{index}"
         if self.remaining() <= 0:
@@ -418,7 +427,8 @@ class _Drain:
         last: dict[str, tuple[int, int]] = {}
         lost_parts: list[str] = []
         try:
-            silent_s, unanswered, last_id_losses, ask_last = 0.0, 0, 0, True
+            silent_s, unanswered, ask_last = 0.0, 0, True
+            last_id_failed = {LastMessageIdLostError: 0, LastMessageIdUnansweredError: 0}
             while True:
                 round_s = max(0.1, min(self._round_s(), self.remaining()))
                 try:
@@ -440,11 +450,13 @@ class _Drain:
                     why = "in time" if self.remaining() <= 0 else f"(nothing arrived for {silent_s:.0f}s)"
                     self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} {why}")
                     return
-                except LastMessageIdLostError:
-                    last_id_losses += 1
-                    if last_id_losses >= LAST_ID_LOSSES and self._all_terminated(reader):
+                except (LastMessageIdLostError, LastMessageIdUnansweredError) as err:
+                    kind = type(err)
+                    last_id_failed[kind] += 1
+                    enough = LAST_ID_LOSSES if kind is LastMessageIdLostError else LAST_ID_UNANSWERED
+                    if last_id_failed[kind] >= enough and self._all_terminated(reader):
                         ask_last = False
-                        self._note_last_id_refused(topic, last_id_losses)
+                        self._note_last_id_refused(topic, last_id_failed[kind], closed=kind is LastMessageIdLostError)
                     elif self.remaining() <= 0:
                         raise
                     else:
@@ -488,13 +500,14 @@ class _Drain:
         except Exception:   # no answer is no evidence
             return False
 
-    def _note_last_id_refused(self, topic: str, losses: int) -> None:
+    def _note_last_id_refused(self, topic: str, times: int, *, closed: bool) -> None:
+        what = "closed the connection each time the reader asked" if closed else "did not answer when the reader asked"
         with self.lock:
-            self.last_id_refused.append(topic)
+            (self.last_id_refused if closed else self.last_id_unanswered).append(topic)
             self.notes.append(
-                f"{topic}: the broker closed the connection each time the reader asked for the last message id "
-                f"(GET_LAST_MESSAGE_ID, {losses} times); every partition is terminated, so the read runs to "
-                "REACHED_END_OF_TOPIC instead (apache/pulsar#24063, fixed in 3.0.11, 3.3.6 and 4.0.4: "
+                f"{topic}: the broker {what} for the last message id (GET_LAST_MESSAGE_ID, {times} times); every "
+                "partition is terminated, so the read runs to REACHED_END_OF_TOPIC instead (on a terminated topic "
+                "loaded again: apache/pulsar#24063, fixed in 3.0.11, 3.3.6 and 4.0.4: "
                 "docs/findings/historical/terminated-topic-unreadable-after-reload.md)")
 
     def settle_topic(self, process: str, topic: str) -> None:
@@ -625,7 +638,7 @@ class _Drain:
         try:
             try:
                 messages = list(reader.read_to_end(timeout_s=max(0.1, min(READ_STALL_S, self.remaining())),
-                                                   ask_last=topic not in self.last_id_refused))
+                                                   ask_last=topic not in {*self.last_id_refused, *self.last_id_unanswered}))
             except ReadIncompleteError as err:
                 messages = list(err.messages)
             except OperationError:
@@ -993,7 +1006,7 @@ class _Drain:
             reason = "; ".join(shown) + (f"; and {more} more" if more > 0 else "") if shown else \
                 f"{missing} topic(s)/subscription(s) not finished"
         return DrainResult(complete, reason, topics, subs, list(self.notes), list(self.lost), list(self.held),
-                           list(self.undeliverable), list(self.last_id_refused))
+                           list(self.undeliverable), list(self.last_id_refused), list(self.last_id_unanswered))
 
 
 def _worth_asking_again(err: OperationError) -> bool:

@@ -47,7 +47,12 @@ from harness.client.errors import (
     TransactionOutcomeUnknownError,
 )
 from harness.client.producer import Producer, SendReceipt
-from harness.client.reader import LastMessageIdLostError, Reader, ReadIncompleteError
+from harness.client.reader import (
+    LastMessageIdLostError,
+    LastMessageIdUnansweredError,
+    Reader,
+    ReadIncompleteError,
+)
 from harness.client.transaction import Transaction, TxnState
 from harness.wire import InitialPosition, MessageId, SubType, TxnId
 
@@ -62,6 +67,7 @@ __all__ = [
     "InitialPosition",
     "InvalidStateError",
     "LastMessageIdLostError",
+    "LastMessageIdUnansweredError",
     "Message",
     "MessageId",
     "NotReadyError",

@@ -58,6 +58,18 @@ class LastMessageIdLostError(ConnectionLostError):
         self.part = part
 
 
+class LastMessageIdUnansweredError(OperationTimeoutError):
+    """GET_LAST_MESSAGE_ID for `part` got no answer in time.
+
+    Told apart for the same reason as `LastMessageIdLostError`: Pulsar 3.2 on a terminated topic
+    it loaded again throws the same NullPointerException inside a future and never answers.
+    """
+
+    def __init__(self, part: str, cause: OperationTimeoutError) -> None:
+        super().__init__(f"no answer to the last message id of {part}: {cause}")
+        self.part = part
+
+
 def reader_subscription_name() -> str:
     """A fresh subscription name for a reader (Java uses `reader-<random>` too)."""
     return f"reader-{uuid.uuid4().hex[:10]}"
@@ -127,6 +139,7 @@ class Reader:
         Raises:
             ReadIncompleteError: the deadline passed first (carries the partial read).
             LastMessageIdLostError: the connection dropped while GET_LAST_MESSAGE_ID was asked.
+            LastMessageIdUnansweredError: GET_LAST_MESSAGE_ID got no answer before the deadline.
             harness.errors.OperationError: GET_LAST_MESSAGE_ID failed.
         """
         deadline = Deadline.after(timeout_s if timeout_s is not None
@@ -140,6 +153,8 @@ class Reader:
                 last = child.last_message_id(deadline)
             except ConnectionLostError as err:
                 raise LastMessageIdLostError(child.topic, err) from err
+            except OperationTimeoutError as err:
+                raise LastMessageIdUnansweredError(child.topic, err) from err
             empty = last.entry_id < 0
             progress[child] = _Progress(None if empty else last, empty or _at_end(child, last), [])
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.client import BatchingConfig, LastMessageIdLostError, PulsarClient, ReadIncompleteError
+from harness.client import (
+    BatchingConfig,
+    LastMessageIdLostError,
+    LastMessageIdUnansweredError,
+    PulsarClient,
+    ReadIncompleteError,
+)
 from harness.wire import CommandType as T
 from harness.wire import MessageId, commands
 from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, wait_for
@@ -139,3 +145,14 @@ def test_a_connection_dropped_on_the_last_message_id_is_told_apart_and_an_end_of
     assert [m.data for m in reader.read_to_end(5, ask_last=False)] == [b"0", b"1", b"2"]
     assert len(cluster.commands(T.GET_LAST_MESSAGE_ID)) == asked, "asked the last message id again"
     assert reader.consumer.reached_end_of_topic
+
+
+def test_a_last_message_id_never_answered_is_told_apart(cluster: FakeCluster, client: PulsarClient) -> None:
+    """Pulsar 3.2 on a terminated topic it loaded again never answers GET_LAST_MESSAGE_ID (its
+    NullPointerException stays inside a future: apache/pulsar#24063)."""
+    client.create_producer(TOPIC).send(b"only")
+    cluster.brokers[0].intercept(T.GET_LAST_MESSAGE_ID, lambda conn, event: True)
+    with pytest.raises(LastMessageIdUnansweredError) as info:
+        client.create_reader(TOPIC).read_to_end(0.5)
+    assert info.value.part == TOPIC
+    assert not isinstance(info.value, ReadIncompleteError)
