@@ -468,6 +468,19 @@ class TopicConsumer(ReconnectingHandler):
         conn = self.ready(deadline)
         if txn is not None:
             txn.check_open()   # waiting for a connection may have outlasted the transaction's timeout
+        receipt = conn.protocol_version >= 17
+        request_id = next_request_id() if receipt else None
+        command = self._ack_command(message, cumulative=cumulative, txn=txn, request_id=request_id)
+        if request_id is None:
+            conn.send(command)
+            return
+        answer = conn.request(command, request_id, max(0.001, deadline.remaining()))
+        error = commands.error_of(answer)
+        if error is not None:
+            raise server_error(Op.ACK, error[0], error[1])
+
+    def _ack_command(self, message: Message, *, cumulative: bool, txn: Transaction | None,
+                     request_id: int | None) -> Command:
         message_id = message.message_id
         ack_sets = None
         if message_id.is_batched and message_id.batch_size > 0:
@@ -477,21 +490,26 @@ class TopicConsumer(ReconnectingHandler):
             else:
                 remaining = [i for i in range(size) if i != message_id.batch_index]
             ack_sets = {message_id: ack_set_words(size, remaining)}
-        receipt = conn.protocol_version >= 17
-        request_id = next_request_id() if receipt else None
         command = commands.ack(
             self.consumer_id, [message_id],
             ack_type=AckType.Cumulative if cumulative else AckType.Individual,
             txn=txn.id if txn is not None else None, request_id=request_id, ack_sets=ack_sets)
         if ack_sets is not None:
             command.body.message_id[0].batch_size = message_id.batch_size
-        if request_id is None:
-            conn.send(command)
+        return command
+
+    def acknowledge_cumulative_unconfirmed(self, message: Message) -> None:
+        """A cumulative ack up to `message`, sent without asking for a receipt, as Java's
+        `ReaderImpl` acks every message it hands out. A reader needs it: a broker tells a
+        subscription that a terminated topic reached its end only once its backlog is empty
+        (Pulsar's `PersistentSubscription.acknowledgeMessage` and the dispatcher's
+        NoMoreEntriesToRead path), and a non-durable cursor's backlog empties only by acks.
+        Nothing happens without a connection: the next ack covers this one."""
+        conn = self.connection
+        if conn is None:
             return
-        answer = conn.request(command, request_id, max(0.001, deadline.remaining()))
-        error = commands.error_of(answer)
-        if error is not None:
-            raise server_error(Op.ACK, error[0], error[1])
+        with contextlib.suppress(OperationError):
+            conn.send(self._ack_command(message, cumulative=True, txn=None, request_id=None))
 
     def redeliver(self, message_ids: list[MessageId] | None) -> None:
         """REDELIVER_UNACKNOWLEDGED_MESSAGES: the given ids (Shared/Key_Shared) or all unacked.

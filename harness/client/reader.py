@@ -30,6 +30,10 @@ from harness.client.timers import Deadline
 from harness.wire import MessageId
 
 
+#: without the last message ids, a read acks what it has whenever no message came for this long
+ACK_PAUSE_S = 0.5
+
+
 class ReadIncompleteError(OperationTimeoutError):
     """`read_to_end` hit its deadline before every partition/segment reached its end.
 
@@ -116,8 +120,27 @@ class Reader:
         self.topic = consumer.topic
 
     def read_next(self, timeout_s: float | None = None) -> Message | None:
-        """The next message, or None when none arrives within the timeout."""
-        return self._consumer.receive(timeout_s)
+        """The next message, or None when none arrives within the timeout. Acknowledged at
+        once, as Java's `ReaderImpl.readNext` does (see `_ack_through`)."""
+        message = self._consumer.receive(timeout_s)
+        if message is not None:
+            self._ack_through([message])
+        return message
+
+    @staticmethod
+    def _ack_through(messages: list[Message]) -> None:
+        """Cumulatively ack, per partition/segment, the last of `messages`, without waiting.
+
+        Why a reader acks at all: its subscription is non-durable, so an ack keeps nothing, but a
+        broker tells a subscription that a terminated topic reached its end only once the
+        subscription's backlog is empty (Pulsar's `PersistentSubscription.acknowledgeMessage`),
+        and Java's `ReaderImpl` acks every message it hands out for that. Without it a read of a
+        terminated topic to REACHED_END_OF_TOPIC waits forever on a real broker."""
+        last: dict[TopicConsumer, Message] = {}
+        for message in messages:
+            last[message.source] = message
+        for source, message in last.items():
+            source.acknowledge_cumulative_unconfirmed(message)
 
     @property
     def consumer(self) -> Consumer:
@@ -162,11 +185,18 @@ class Reader:
             return all(p.done or child.reached_end for child, p in progress.items())
 
         queue = self._consumer._queue
+        acked: dict[TopicConsumer, int] = {}
         while not finished():
-            message = queue.get(deadline, stop=finished)
+            # without the last ids, the end is the broker's REACHED_END_OF_TOPIC, which needs the
+            # backlog acked: ack what arrived whenever the stream pauses
+            wait = deadline if ask_last else Deadline.after(min(ACK_PAUSE_S, max(0.0, deadline.remaining())))
+            message = queue.get(wait, stop=finished)
             if message is None:
                 if finished():
                     break
+                if not ask_last and deadline.remaining() > 0:
+                    self._ack_new(progress, acked)
+                    continue
                 missing = [c.topic for c, p in progress.items() if not (p.done or c.reached_end)]
                 raise ReadIncompleteError(
                     f"read of {self.topic} did not reach the end of {', '.join(missing)} before "
@@ -177,7 +207,16 @@ class Reader:
             if message is None:
                 break
             self._record(progress, message)
+        self._ack_new(progress, acked)
         return self._ordered(progress)
+
+    def _ack_new(self, progress: dict[TopicConsumer, _Progress], acked: dict[TopicConsumer, int]) -> None:
+        """Ack each partition's last message read, once per new message (`_ack_through`)."""
+        fresh = [entry.messages[-1] for child, entry in progress.items()
+                 if entry.messages and acked.get(child) != len(entry.messages)]
+        for child, entry in progress.items():
+            acked[child] = len(entry.messages)
+        self._ack_through(fresh)
 
     @staticmethod
     def _record(progress: dict[TopicConsumer, _Progress], message: Message) -> None:

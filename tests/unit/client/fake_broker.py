@@ -28,7 +28,8 @@ Behaviour follows Pulsar where the client can observe it:
   Batch-index acks (`ack_set`) are honoured. A transactional ack of a message that is
   acked or pending in another transaction answers TransactionConflict.
 * REACHED_END_OF_TOPIC goes to a subscription's consumers when the topic is
-  terminated and everything in it is acknowledged.
+  terminated and everything in it is acknowledged, a reader's non-durable subscription too
+  (Pulsar's `PersistentSubscription.acknowledgeMessage`; readers ack what they read for it).
 * v4 coordinators: tc i is served by the owner of the assign topic's partition i;
   v5: by `tc_leaders[i]`, pushed to WATCH_TC_ASSIGNMENTS sessions on every change.
   A request to a broker that does not serve the tc answers TransactionCoordinatorNotFound.
@@ -607,8 +608,8 @@ class FakeCluster:
         if not topic.terminated:
             return
         for entry in topic.entries[sub.start_index:]:
-            pending = entry.state != "aborted" and entry.index not in sub.acked
-            if pending and (sub.durable or entry.index not in sub.delivered):
+            # as Pulsar: only an empty backlog hears the end, durable or not (a reader acks for it)
+            if entry.state != "aborted" and entry.index not in sub.acked:
                 return
         for ref in sub.consumers:
             if not ref.ended_notified:
