@@ -29,7 +29,6 @@ from harness.client.errors import ConnectionLostError, OperationTimeoutError
 from harness.client.timers import Deadline
 from harness.wire import MessageId
 
-
 #: without the last message ids, a read acks what it has whenever no message came for this long
 ACK_PAUSE_S = 0.5
 
