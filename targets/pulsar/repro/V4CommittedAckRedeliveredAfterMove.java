@@ -15,6 +15,8 @@
 //    (each commit retried up to 3 times), so that some commits reach the topic's new owner while
 //    the subscription's pending acks are replayed there, when the consumers reattach;
 //  * deliveries are recorded for OBSERVE_MS more.
+// With `--ballast B` the namespace holds B more topics whose subscriptions have a pending-ack store
+// (and stay subscribed), so each move replays B+1 pending-ack logs at once, as a broker restart does.
 // The bug shows when a message acknowledged in a transaction whose commit returned OK is
 // delivered again after that commit was invoked, while the subscription's cursor (internal stats)
 // holds it as acknowledged. (A redelivery the cursor does not hold as acknowledged is a commit
@@ -27,7 +29,7 @@
 // through, with no check of the cursor before Consumer.sendMessages.
 //
 //   java -cp <pulsar-client jars>:. V4CommittedAckRedeliveredAfterMove --service-url pulsar://...
-//       --admin-url http://<broker>:8080 [--tries 5] [--rounds 8] [--fault unload|restart]
+//       --admin-url http://<broker>:8080 [--tries 5] [--rounds 8] [--fault unload|restart] [--ballast 0]
 
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -70,6 +72,7 @@ public final class V4CommittedAckRedeliveredAfterMove {
     private final long spacingMs;
     private final long observeMs;
     private final String fault;
+    private final int ballast;
     private PulsarClient client;
 
     /** One delivery to a consumer: what, which entry, to whom, when (ms since the try began). */
@@ -107,6 +110,7 @@ public final class V4CommittedAckRedeliveredAfterMove {
         this.spacingMs = cli.integer("--spacing-ms", 200);
         this.observeMs = cli.integer("--observe-ms", 3000);
         this.fault = cli.get("--fault", "unload");
+        this.ballast = cli.integer("--ballast", 0);
     }
 
     public static void main(String[] argv) {
@@ -185,6 +189,14 @@ public final class V4CommittedAckRedeliveredAfterMove {
                         latest.put(d.value, d);
                     }).subscribe());
         }
+        List<AutoCloseable> ballastClients = new ArrayList<>();
+        try {
+            addBallast(namespace, ballastClients);
+        } catch (Exception err) {
+            out.error("try " + n + " set-up (ballast topics)", err);
+            closeAll(subscribed, producer, ballastClients);
+            return;
+        }
         int bugRounds = 0;
         int bugValues = 0;
         int undone = 0;
@@ -218,10 +230,7 @@ public final class V4CommittedAckRedeliveredAfterMove {
                 }
             }
         } finally {
-            for (Consumer<String> consumer : subscribed) {
-                consumer.closeAsync();
-            }
-            producer.closeAsync();
+            closeAll(subscribed, producer, ballastClients);
         }
         if (judgedRounds == 0) {
             out.attempt(n, false, "no round could be judged: " + notes, examples);
@@ -234,6 +243,50 @@ public final class V4CommittedAckRedeliveredAfterMove {
                 + "that did not reach the subscription); " + whileOpen + " redelivered while their transaction "
                 + "was open" + (notes.isEmpty() ? "" : "; " + notes);
         out.attempt(n, bugValues > 0, summary, examples);
+    }
+
+    /** BALLAST more topics in the namespace, each with a Shared subscription whose pending-ack store
+     *  exists (one message acked in a committed transaction) and a consumer and producer that stay:
+     *  each move reloads them and replays their pending acks beside the topic's, which lengthens
+     *  the replay that the topic's commits and consumers wait for. */
+    private void addBallast(String namespace, List<AutoCloseable> keep) throws Exception {
+        for (int b = 0; b < ballast; b++) {
+            String topic = "persistent://" + namespace + "/ballast-" + b;
+            Consumer<String> consumer = client.newConsumer(Schema.STRING).topic(topic).subscriptionName(SUBSCRIPTION)
+                    .subscriptionType(SubscriptionType.Shared)
+                    .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe();
+            keep.add(consumer);
+            Producer<String> producer = client.newProducer(Schema.STRING).topic(topic).enableBatching(false).create();
+            keep.add(producer);
+            producer.send("ballast");
+            Message<String> message = consumer.receive(30, TimeUnit.SECONDS);
+            if (message == null) {
+                throw new IllegalStateException(topic + ": its message was not delivered in 30 s");
+            }
+            Transaction txn = client.newTransaction().withTransactionTimeout(1, TimeUnit.MINUTES).build()
+                    .get(60, TimeUnit.SECONDS);
+            consumer.acknowledgeAsync(message.getMessageId(), txn).get(60, TimeUnit.SECONDS);
+            txn.commit().get(60, TimeUnit.SECONDS);
+        }
+        if (ballast > 0) {
+            out.info("ballast", ballast + " topics in " + namespace + ", each with a subscription whose pending acks "
+                    + "are replayed on every move");
+        }
+    }
+
+    private static void closeAll(List<Consumer<String>> subscribed, Producer<String> producer,
+                                 List<AutoCloseable> more) {
+        for (Consumer<String> consumer : subscribed) {
+            consumer.closeAsync();
+        }
+        producer.closeAsync();
+        for (AutoCloseable c : more) {
+            try {
+                c.close();
+            } catch (Exception err) {
+                // closing at the end of a try: nothing to report
+            }
+        }
     }
 
     /** What one round saw. */
