@@ -103,6 +103,13 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "is killed right after the commit: the acked messages are delivered again",
         try_timeout_s=240.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("Recovered cursor",)),
+    # the load is bounded at 300 s in the program and the probes (+0 to +90 s, 45 s each at most) follow it
+    Finding(
+        name="v5-segment-visibility-lag", release="5.0.1", txn_path=TxnPath.V5, main_class="V5SegmentVisibilityLag",
+        extra_sources=("V5Clients.java",),
+        what="under concurrent transactions a v5 segment's committed messages turn readable tens of seconds after "
+             "the commit: a new subscription right after the load misses them, later ones deliver them",
+        try_timeout_s=600.0),
     Finding(
         name="v4-reader-stuck-at-transaction-marker", release="2.10.5", txn_path=TxnPath.V4,
         main_class="V4ReaderStuckAtTransactionMarker", folder="historical",
