@@ -128,8 +128,9 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
     Finding(
         name="v5-chaos-aborted-read", release="5.0.1", txn_path=TxnPath.V5, main_class="V5AbortedReadAfterRestart",
         extra_sources=("V5Clients.java",),
-        what="a fresh reader of a v5 segment whose broker restarted is given values of aborted transactions "
-             "(on ZooKeeper; the cause tested: MetadataTransactionBuffer dispatches before recover() has loaded them)",
+        what="a reader that subscribes at once to a v5 segment loaded again after its broker restarted is given "
+             "values of aborted transactions (one 30 s later is not): MetadataTransactionBuffer dispatches before "
+             "recover() has loaded the aborted set",
         tries=3, race=True, try_timeout_s=600.0,
         log_signs=("Aborted-txn scan errored", "TB recovery failed")),
 )}
