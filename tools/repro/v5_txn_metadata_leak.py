@@ -10,7 +10,7 @@ the round's end until a fresh reader delivers every value committed so far); the
 coordinator's GC retention has passed, the children once more. The plot shows both against the
 transactions run.
 
-    txnbench cluster up --target pulsar --path v5          # its status names the ZooKeeper port
+    txnbench cluster up --target pulsar --path v5  # .txnbench/cluster/state.json: the metadata service's client_port
     python -m tools.repro.v5_txn_metadata_leak <service_url> <admin_url> --zookeeper 127.0.0.1:<port> \
         --rounds 4 --clients 4 --txns 25 --gc-wait 150 --out results/leak-<time>
 
@@ -68,13 +68,31 @@ def parse_ls_recursive(output: str, root: str) -> int:
     return sum(1 for line in output.splitlines() if line.strip().startswith(prefix))
 
 
+class ZooKeeperUnreachable(RuntimeError):
+    """ZooKeeperMain did not connect: a count of 0 would be a lie."""
+
+
+def connected(output: str) -> bool:
+    """Whether ZooKeeperMain's output shows its session connected (it prints the watcher's
+    `SyncConnected` event); without it an empty listing means nothing."""
+    return "state:SyncConnected" in output
+
+
 def zk_cli(zookeeper: str, *command: str) -> str:
-    """One ZooKeeperMain command against `zookeeper` (host:port); its stdout and stderr."""
+    """One ZooKeeperMain command against `zookeeper` (host:port); its stdout and stderr.
+
+    Raises:
+        ZooKeeperUnreachable: it never connected (a wrong address, a stopped server).
+    """
     classpath = str(pyspark_jars() / "*")
     argv = [java_binary(), "-Xmx128m", "-cp", classpath, "org.apache.zookeeper.ZooKeeperMain",
             "-server", zookeeper, *command]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=ZK_CLI_TIMEOUT_S, check=False)
-    return done.stdout + "\n" + done.stderr
+    output = done.stdout + "\n" + done.stderr
+    if not connected(output):
+        tail = " | ".join(output.strip().splitlines()[-3:])
+        raise ZooKeeperUnreachable(f"ZooKeeperMain did not connect to {zookeeper!r}: {tail}")
+    return output
 
 
 def count_metadata(zookeeper: str, at: str, txns: int, lag_s: float | None,
@@ -149,10 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for leak.json and leak.png")
     args = parser.parse_args(argv)
     listener = args.listener or None
+    host, _, port = args.zookeeper.rpartition(":")
+    if not host or not port.isdigit():
+        print(f"--zookeeper must be host:port, got {args.zookeeper!r} (the cluster's state.json names the "
+              "metadata service's client_port)")
+        return 2
     try:
-        java_binary()
-        pyspark_jars()
-    except ZooKeeperUnavailable as err:
+        count_metadata(args.zookeeper, "check", 0, None)
+    except (ZooKeeperUnavailable, ZooKeeperUnreachable, OSError, subprocess.TimeoutExpired) as err:
         print(f"cannot count ZooKeeper's children: {err}")
         return 2
     args.out.mkdir(parents=True, exist_ok=True)

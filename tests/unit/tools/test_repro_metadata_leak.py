@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tools.repro.v5_txn_metadata_leak import (
     Count,
+    connected,
     count_metadata,
     leak_shows,
     parse_ls,
@@ -53,3 +54,10 @@ def test_the_leak_shows_when_anything_is_left_under_txn_op(tmp_path: Path) -> No
     assert leak_shows(final) and not leak_shows(before)
     plot([before, after, final], tmp_path / "leak.png")
     assert (tmp_path / "leak.png").stat().st_size > 0
+
+
+def test_a_listing_without_a_connected_session_is_not_a_count() -> None:
+    """The first real run passed an empty address: ZooKeeperMain never connected, and every
+    count read 0 (results/20261129-103532-v5-metadata-leak, stopped)."""
+    assert connected(LS_OUTPUT)
+    assert not connected("Connecting to \nWATCHER::\nWatchedEvent state:Disconnected type:None path:null\n[]\n")
