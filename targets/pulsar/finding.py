@@ -83,13 +83,14 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
                    "is being unloaded")),
     # a try: 8 rounds of 24 messages acked in 6 transactions, an unload, the commits 200 ms apart, 3 s watched
     Finding(
-        name="v4-committed-ack-redelivered-after-move", release="2.10.5", txn_path=TxnPath.V4,
+        name="v4-committed-ack-redelivered-after-move", release="4.0.8", txn_path=TxnPath.V4,
         main_class="V4CommittedAckRedeliveredAfterMove",
         what="a message acked in a transaction whose commit returned OK is delivered again to its Shared "
-             "subscription after the topic moved: the dispatcher's first read races the commits queued "
-             "during the pending-ack replay (PendingAckHandleImpl.handleCacheRequest)",
+             "subscription after the topic moved: the commits queued during the new owner's pending-ack replay "
+             "run as the consumers attach, and the dispatcher sends entries they acknowledge (2.10.5 to 5.0.1)",
         tries=5, race=True, try_timeout_s=240.0,
-        log_signs=("pending ack handle cache request success", "endTxn error topic", "low water mark success")),
+        # 2.10-4.0 log "pending ack handle cache request success!", 5.0 "Pending ack handle cache request success"
+        log_signs=("ack handle cache request success", "endTxn error topic", "low water mark success")),
     Finding(
         name="v5-stale-last-message-id", release="5.0.1", txn_path=TxnPath.V5, main_class="V5StaleLastMessageId",
         extra_sources=("V5Clients.java",),
