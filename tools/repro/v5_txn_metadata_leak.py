@@ -143,10 +143,17 @@ def plot(counts: Sequence[Count], path: Path) -> None:
     right.plot([c.op_counters + c.op_records for c in measured], [c.lag_s for c in measured], marker="o")
     right.set_xlabel("children of /txn/op after the round")
     right.set_ylabel("visibility lag (s)")
+    right.set_ylim(bottom=0)   # the lag's size, not its wiggle (a fresh read polls every LAG_POLL_S)
     fig.suptitle("Pulsar v5 transaction metadata on ZooKeeper")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def replot(leak_json: Path, path: Path) -> None:
+    """Draw `leak.png` again from a run's `leak.json` (no cluster needed)."""
+    counts = [Count(**c) for c in json.loads(leak_json.read_text())["counts"]]
+    plot(counts, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,3 +61,15 @@ def test_a_listing_without_a_connected_session_is_not_a_count() -> None:
     count read 0 (results/20261129-103532-v5-metadata-leak, stopped)."""
     assert connected(LS_OUTPUT)
     assert not connected("Connecting to \nWATCHER::\nWatchedEvent state:Disconnected type:None path:null\n[]\n")
+
+
+def test_a_runs_json_draws_the_same_plot_again(tmp_path: Path) -> None:
+    import json
+    from dataclasses import asdict
+
+    from tools.repro.v5_txn_metadata_leak import replot
+
+    counts = [Count("before", 0, 1, 0, 2, 0, None), Count("round 1", 100, 101, 0, 103, 0, 25.8)]
+    (tmp_path / "leak.json").write_text(json.dumps({"topic": "t", "counts": [asdict(c) for c in counts]}))
+    replot(tmp_path / "leak.json", tmp_path / "again.png")
+    assert (tmp_path / "again.png").stat().st_size > 0
