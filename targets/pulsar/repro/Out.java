@@ -57,6 +57,32 @@ final class Out {
         }
     }
 
+    /** A finding program: what `run` builds from the command line and runs. */
+    interface Program {
+        Out out();
+
+        void runAll() throws Exception;
+    }
+
+    /** Every finding program's `main`: build it from `argv` (bad arguments: an error line, exit 2),
+     *  run it (an exception: an error line), then exit with what its `Out` says. */
+    static void run(String[] argv, java.util.function.Function<Cli, Program> make) {
+        Program program;
+        try {
+            program = make.apply(Cli.parse(argv));
+        } catch (RuntimeException err) {
+            new Out().error("bad arguments", err);
+            System.exit(2);
+            return;
+        }
+        try {
+            program.runAll();
+        } catch (Exception err) {
+            program.out().error("the reproduction stopped", err);
+        }
+        System.exit(program.out().finish());
+    }
+
     /** The last line; the exit status the program should end with. */
     int finish() {
         emit("{\"kind\":\"done\",\"tries\":" + tries + ",\"shown\":" + shown + "}");

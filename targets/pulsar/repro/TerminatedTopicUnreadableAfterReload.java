@@ -34,7 +34,7 @@ import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 
-public final class TerminatedTopicUnreadableAfterReload {
+public final class TerminatedTopicUnreadableAfterReload implements Out.Program {
     private static final int MESSAGES = 10;
     private static final int RECEIVE_WAIT_S = 5;
     private static final int LAST_ID_WAIT_S = 40;   // past the client's operation timeout (20 s)
@@ -51,23 +51,16 @@ public final class TerminatedTopicUnreadableAfterReload {
     }
 
     public static void main(String[] argv) {
-        TerminatedTopicUnreadableAfterReload repro;
-        try {
-            repro = new TerminatedTopicUnreadableAfterReload(Cli.parse(argv));
-        } catch (RuntimeException err) {
-            new Out().error("bad arguments", err);
-            System.exit(2);
-            return;
-        }
-        try {
-            repro.runAll();
-        } catch (Exception err) {
-            repro.out.error("the reproduction stopped", err);
-        }
-        System.exit(repro.out.finish());
+        Out.run(argv, TerminatedTopicUnreadableAfterReload::new);
     }
 
-    private void runAll() throws Exception {
+    @Override
+    public Out out() {
+        return out;
+    }
+
+    @Override
+    public void runAll() throws Exception {
         out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
         try {
             admin.createNamespace(namespace, 1);

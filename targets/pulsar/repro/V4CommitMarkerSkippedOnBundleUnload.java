@@ -48,7 +48,7 @@ import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.api.transaction.TxnID;
 
-public final class V4CommitMarkerSkippedOnBundleUnload {
+public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
     private static final String TENANT = "public";
 
     private final Out out = new Out();
@@ -83,25 +83,16 @@ public final class V4CommitMarkerSkippedOnBundleUnload {
     }
 
     public static void main(String[] argv) {
-        Out out;
-        V4CommitMarkerSkippedOnBundleUnload repro;
-        try {
-            repro = new V4CommitMarkerSkippedOnBundleUnload(Cli.parse(argv));
-        } catch (RuntimeException err) {
-            new Out().error("bad arguments", err);
-            System.exit(2);
-            return;
-        }
-        out = repro.out;
-        try {
-            repro.runAll();
-        } catch (Exception err) {
-            out.error("the reproduction stopped", err);
-        }
-        System.exit(out.finish());
+        Out.run(argv, V4CommitMarkerSkippedOnBundleUnload::new);
     }
 
-    private void runAll() throws Exception {
+    @Override
+    public Out out() {
+        return out;
+    }
+
+    @Override
+    public void runAll() throws Exception {
         int tries = cli.integer("--tries", 5);
         out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
         out.info("plan", tries + " tries; " + workers + " workers commit transactions (1 message to a partition of "

@@ -58,7 +58,7 @@ import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.impl.MessageIdImpl;
 
-public final class V4CommittedAckRedeliveredAfterMove {
+public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
     private static final String SUBSCRIPTION = "s";
 
     private final Out out = new Out();
@@ -114,23 +114,16 @@ public final class V4CommittedAckRedeliveredAfterMove {
     }
 
     public static void main(String[] argv) {
-        V4CommittedAckRedeliveredAfterMove repro;
-        try {
-            repro = new V4CommittedAckRedeliveredAfterMove(Cli.parse(argv));
-        } catch (RuntimeException err) {
-            new Out().error("bad arguments", err);
-            System.exit(2);
-            return;
-        }
-        try {
-            repro.runAll();
-        } catch (Exception err) {
-            repro.out.error("the reproduction stopped", err);
-        }
-        System.exit(repro.out.finish());
+        Out.run(argv, V4CommittedAckRedeliveredAfterMove::new);
     }
 
-    private void runAll() throws Exception {
+    @Override
+    public Out out() {
+        return out;
+    }
+
+    @Override
+    public void runAll() throws Exception {
         int tries = cli.integer("--tries", 5);
         out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
         out.info("plan", tries + " tries of " + rounds + " rounds; per round " + txns * per + " messages on a Shared "

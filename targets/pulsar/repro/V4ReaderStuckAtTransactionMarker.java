@@ -29,7 +29,7 @@ import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.transaction.Transaction;
 
-public final class V4ReaderStuckAtTransactionMarker {
+public final class V4ReaderStuckAtTransactionMarker implements Out.Program {
     private static final int READ_WAIT_S = 5;
     private static final int MAX_READS = 10;    // bounded: two messages exist, one of them aborted
     private final Out out = new Out();
@@ -44,23 +44,16 @@ public final class V4ReaderStuckAtTransactionMarker {
     }
 
     public static void main(String[] argv) {
-        V4ReaderStuckAtTransactionMarker repro;
-        try {
-            repro = new V4ReaderStuckAtTransactionMarker(Cli.parse(argv));
-        } catch (RuntimeException err) {
-            new Out().error("bad arguments", err);
-            System.exit(2);
-            return;
-        }
-        try {
-            repro.runAll();
-        } catch (Exception err) {
-            repro.out.error("the reproduction stopped", err);
-        }
-        System.exit(repro.out.finish());
+        Out.run(argv, V4ReaderStuckAtTransactionMarker::new);
     }
 
-    private void runAll() throws Exception {
+    @Override
+    public Out out() {
+        return out;
+    }
+
+    @Override
+    public void runAll() throws Exception {
         out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
         try {
             client = PulsarClient.builder().serviceUrl(cli.required("--service-url"))

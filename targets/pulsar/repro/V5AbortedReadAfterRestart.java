@@ -49,7 +49,7 @@ import org.apache.pulsar.client.api.v5.Transaction;
 import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.v5.schema.Schema;
 
-public final class V5AbortedReadAfterRestart {
+public final class V5AbortedReadAfterRestart implements Out.Program {
     /** How long the live subscription may take to see every committed value (ZooKeeper's apply lag). */
     private static final long LIVE_BUDGET_MS = 180_000;
     /** How long one Reader may read at most, however often messages keep coming. */
@@ -114,23 +114,16 @@ public final class V5AbortedReadAfterRestart {
     }
 
     public static void main(String[] argv) {
-        V5AbortedReadAfterRestart repro;
-        try {
-            repro = new V5AbortedReadAfterRestart(Cli.parse(argv));
-        } catch (RuntimeException err) {
-            new Out().error("bad arguments", err);
-            System.exit(2);
-            return;
-        }
-        try {
-            repro.runAll();
-        } catch (Exception err) {
-            repro.out.error("the reproduction stopped", err);
-        }
-        System.exit(repro.out.finish());
+        Out.run(argv, V5AbortedReadAfterRestart::new);
     }
 
-    private void runAll() throws Exception {
+    @Override
+    public Out out() {
+        return out;
+    }
+
+    @Override
+    public void runAll() throws Exception {
         String service = cli.required("--service-url");
         String listener = cli.get("--listener", null);
         out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());

@@ -35,7 +35,7 @@ import org.apache.pulsar.client.api.v5.Transaction;
 import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.v5.schema.Schema;
 
-public final class V5SegmentVisibilityLag {
+public final class V5SegmentVisibilityLag implements Out.Program {
     /** A probe stops reading after this long even if messages keep coming (it is bounded). */
     private static final long PROBE_BOUND_MS = 45_000;
     /** The whole load (every thread) must end within this; a transaction's calls time out at 30 s. */
@@ -73,23 +73,16 @@ public final class V5SegmentVisibilityLag {
     }
 
     public static void main(String[] argv) {
-        V5SegmentVisibilityLag repro;
-        try {
-            repro = new V5SegmentVisibilityLag(Cli.parse(argv));
-        } catch (RuntimeException err) {
-            new Out().error("bad arguments", err);
-            System.exit(2);
-            return;
-        }
-        try {
-            repro.runAll();
-        } catch (Exception err) {
-            repro.out.error("the reproduction stopped", err);
-        }
-        System.exit(repro.out.finish());
+        Out.run(argv, V5SegmentVisibilityLag::new);
     }
 
-    private void runAll() throws Exception {
+    @Override
+    public Out out() {
+        return out;
+    }
+
+    @Override
+    public void runAll() throws Exception {
         service = cli.required("--service-url");
         listener = cli.get("--listener", null);
         out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());

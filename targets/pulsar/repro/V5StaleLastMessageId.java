@@ -35,7 +35,7 @@ import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.v5.config.TransactionPolicy;
 import org.apache.pulsar.client.api.v5.schema.Schema;
 
-public final class V5StaleLastMessageId {
+public final class V5StaleLastMessageId implements Out.Program {
     private final Out out = new Out();
     private final Cli cli;
     private final Admin admin;
@@ -49,23 +49,16 @@ public final class V5StaleLastMessageId {
     }
 
     public static void main(String[] argv) {
-        V5StaleLastMessageId repro;
-        try {
-            repro = new V5StaleLastMessageId(Cli.parse(argv));
-        } catch (RuntimeException err) {
-            new Out().error("bad arguments", err);
-            System.exit(2);
-            return;
-        }
-        try {
-            repro.runAll();
-        } catch (Exception err) {
-            repro.out.error("the reproduction stopped", err);
-        }
-        System.exit(repro.out.finish());
+        Out.run(argv, V5StaleLastMessageId::new);
     }
 
-    private void runAll() throws Exception {
+    @Override
+    public Out out() {
+        return out;
+    }
+
+    @Override
+    public void runAll() throws Exception {
         String service = cli.required("--service-url");
         String listener = cli.get("--listener", null);
         out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
