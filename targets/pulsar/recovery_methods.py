@@ -211,7 +211,11 @@ RECOVERY_METHODS: tuple[RecoveryMethod, ...] = (
                    "finds the finalized transactions past retention", since="5.0.1"),
     RecoveryMethod(GC, _V5MD, "deleteHeader", V5, "deletes a collected transaction's header", since="5.0.1"),
     RecoveryMethod(GC, _V5MD, "deleteAbortedTxn", V5, "forgets an aborted transaction's record on a segment",
-                   since="5.0.1"),
+                   since="5.0.1",
+                   needs="an aborted transaction whose entries the segment's retention trimmed away (the buffer's "
+                         "GC sweep, pruneTrimmedAbortedTxns, forgets records before the ledger's first position): "
+                         "txnbench's namespaces keep every ledger (infinite retention) so that the final reads see "
+                         "everything, so nothing is ever trimmed"),
     # ---- v5: participants (MetadataTransactionBuffer, MetadataPendingAckStore) ----
     RecoveryMethod(V5_PARTICIPANTS, f"{_TB}.MetadataTransactionBuffer", "recover", V5,
                    "a segment's buffer rebuilds its open and aborted transactions from the store", since="5.0.1"),
