@@ -155,8 +155,9 @@ class Reader:
         """Every message from the current position to the end, grouped as the module says.
 
         `ask_last=False` sends no GET_LAST_MESSAGE_ID: the end is then only REACHED_END_OF_TOPIC,
-        which a terminated topic's partitions report once everything was dispatched (for a topic
-        whose broker fails that request: `LastMessageIdLostError`).
+        which a terminated topic's partitions report once everything is acknowledged: the read
+        acks what arrived whenever the stream pauses (for a topic whose broker fails that request:
+        `LastMessageIdLostError`, `LastMessageIdUnansweredError`).
 
         Raises:
             ReadIncompleteError: the deadline passed first (carries the partial read).
