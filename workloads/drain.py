@@ -54,8 +54,10 @@ ever make visible, and must say so only when that is true.
 1c. *Stale ends.* A v4 read that stops short of the broker's last message id, nothing arriving:
    when every entry between the last one read and that end is a transaction marker or a message
    of a transaction the histories show aborted, the read reached the end of what a reader is
-   given (Pulsar up to 3.2 names such entries; workloads/undeliverable.py). The partition counts
-   as read and the stale end is noted (`drain-complete` `extra.undeliverable_ends`).
+   given (Pulsar up to 3.2 names such entries; workloads/undeliverable.py). Where the owner cannot
+   show those entries (getMessageById failing on a terminated topic loaded again, 2.10-4.0.3), the
+   reader's own cursor past them says the same. The partition counts as read and the stale end is
+   noted (`drain-complete` `extra.undeliverable_ends`, `seen_by_cursor` for the second kind).
 1d. *A refused last message id.* A broker can close the connection each time a reader asks
    GET_LAST_MESSAGE_ID, or never answer it (Pulsar 2.10-4.0.3 on a terminated topic it loaded
    again: apache/pulsar#24063, docs/findings/historical/terminated-topic-unreadable-after-reload.md;
@@ -445,7 +447,8 @@ class _Drain:
                         break
                     if silent_s < READ_STALL_S and self.remaining() > 0:
                         continue
-                    if self.remaining() > 0 and self._ends_undeliverable(topic, err.missing, last):
+                    if self.remaining() > 0 and self._ends_undeliverable(
+                            topic, err.missing, last, getattr(reader, "subscription", None)):
                         break
                     why = "in time" if self.remaining() <= 0 else f"(nothing arrived for {silent_s:.0f}s)"
                     self.problem(f"{topic}: the read did not reach the end of {', '.join(err.missing)} {why}")
@@ -521,16 +524,19 @@ class _Drain:
         with self.lock:
             self.read_done.append(topic)
 
-    def _ends_undeliverable(self, topic: str, parts: list[str], last: Mapping[str, tuple[int, int]]) -> bool:
+    def _ends_undeliverable(self, topic: str, parts: list[str], last: Mapping[str, tuple[int, int]],
+                            subscription: str | None = None) -> bool:
         """Whether every stuck partition of `topic` is read to the end of what a reader is given,
-        its stated end past it being markers and aborted messages (workloads/undeliverable.py)."""
+        its stated end past it being markers and aborted messages, or entries the reader's cursor
+        (`subscription`) read past (workloads/undeliverable.py)."""
         if self.admin is None or topic.startswith("topic://") or not parts:
             return False     # v5 segments: no getMessageById here
         with self.lock:
             if self._aborted is None:
                 self._aborted = aborted_transactions(self.recorder.file_path.parent, [self.recorder.file_path])
             aborted = self._aborted
-        ends = [undeliverable_end(self.admin, part, last.get(part), aborted) for part in parts]
+        ends = [undeliverable_end(self.admin, part, last.get(part), aborted, subscription=subscription)
+                for part in parts]
         found = [end for end in ends if isinstance(end, UndeliverableEnd)]
         if len(found) < len(parts):
             why = "; ".join(f"{part}: {end}" for part, end in zip(parts, ends, strict=True) if isinstance(end, str))
@@ -540,6 +546,12 @@ class _Drain:
         with self.lock:
             self.undeliverable.extend(found)
             for end in found:
+                if end.seen_by_cursor:
+                    self.notes.append(
+                        f"{end.partition}: read to the last entry a reader is given; the owner could not show the "
+                        f"entries after it, but the reader's cursor had read past {_at(end.horizon or end.end)} "
+                        "and the broker gave it none of them")
+                    continue
                 self.notes.append(
                     f"{end.partition}: read to the last entry a reader is given; the broker's last message id "
                     f"{end.end[0]}:{end.end[1]} lies past it, behind {end.markers} transaction marker(s) and "
@@ -1025,6 +1037,10 @@ def _position(msg_id: Any) -> tuple[int, int] | None:
         return (int(parts[0]), int(parts[1])) if len(parts) >= 2 else None
     except ValueError:
         return None
+
+
+def _at(position: tuple[int, int]) -> str:
+    return f"{position[0]}:{position[1]}"
 
 
 def _before(position: tuple[int, int]) -> tuple[int, int]:

@@ -15,9 +15,17 @@ later answer as the last dispatchable position. When each is a server-only marke
 load's own history shows cannot have committed (`aborted_transactions`), the read did reach the
 end of what a reader is given: the
 partition counts as read, and the stale end is recorded (`UndeliverableEnd`) for the report.
-Anything else in the tail (a message of a committed or undecided transaction, a plain message,
-an entry the owner does not return, a tail longer than the bound, no answer) decides nothing:
-the read stays incomplete and the verdict unknown, as before.
+Anything else in the tail (a message of a committed or undecided transaction, a plain message)
+decides nothing: the read stays incomplete and the verdict unknown, as before.
+
+When the owner cannot show the tail (an entry it does not return, no answer, a tail longer than
+the bound), the reader's own cursor can still tell: its `readPosition` (internalStats) past the
+bound means the broker's dispatcher read every entry up to it and gave the reader none after the
+last one read, so nothing there is for a reader. Why: on 2.10-4.0.3 a terminated topic loaded
+again answers getMessageById with HTTP 500 (the NullPointerException of apache/pulsar#24063), and
+the 2.10.5 matrix cell stayed unknown on exactly that (`results/20261129-112947-release-matrix-chaos`).
+What the skipped entries were is then unknown (`UndeliverableEnd.seen_by_cursor`); the checker
+judges the values by what the reads lack, as always.
 """
 
 from __future__ import annotations
@@ -44,12 +52,14 @@ class UndeliverableEnd:
     markers: int                          # entries between that are transaction markers
     aborted: int                          # entries between that are messages of aborted transactions
     horizon: tuple[int, int] | None = None   # the max read position, when before `end`: entries past it are held
+    seen_by_cursor: bool = False          # the owner could not show the tail; the reader's cursor had read past it
 
     def to_json(self) -> dict[str, Any]:
         return {"partition": self.partition,
                 "last_read": None if self.last_read is None else f"{self.last_read[0]}:{self.last_read[1]}",
                 "end": f"{self.end[0]}:{self.end[1]}", "markers": self.markers, "aborted": self.aborted,
-                "horizon": None if self.horizon is None else f"{self.horizon[0]}:{self.horizon[1]}"}
+                "horizon": None if self.horizon is None else f"{self.horizon[0]}:{self.horizon[1]}",
+                "seen_by_cursor": self.seen_by_cursor}
 
 
 def aborted_transactions(history_dir: Path, skip: Iterable[Path]) -> set[str]:
@@ -113,9 +123,11 @@ def tail_positions(stats: Mapping[str, Any], after: tuple[int, int] | None,
 
 
 def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | None,
-                      aborted: set[str], limit: int = MAX_TAIL) -> UndeliverableEnd | str:
+                      aborted: set[str], limit: int = MAX_TAIL, *,
+                      subscription: str | None = None) -> UndeliverableEnd | str:
     """The partition's stale end when everything after `last_read` is undeliverable, else why not
-    (for the drain's account of a read it could not finish)."""
+    (for the drain's account of a read it could not finish). `subscription`: the stuck reader's,
+    whose cursor speaks when the owner cannot show the tail."""
     try:
         stats = admin.internal_stats(partition)
     except Exception as err:     # no answer is no evidence
@@ -125,9 +137,18 @@ def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | N
         return "no last confirmed entry in its stats"
     horizon = _read_horizon(admin, partition)
     bound = horizon if horizon is not None and horizon < end else end
+    held = horizon if bound != end else None
+
+    def unseen(why: str) -> UndeliverableEnd | str:
+        cursor = _cursor_read_position(stats, subscription)
+        if cursor is None or cursor <= bound:
+            at = "" if cursor is None else f"; the reader's cursor reads next at {cursor[0]}:{cursor[1]}"
+            return why + at
+        return UndeliverableEnd(partition, last_read, end, 0, 0, held, seen_by_cursor=True)
+
     positions = tail_positions(stats, last_read, limit, bound)
     if positions is None:
-        return f"more than {limit} entries between the last read and {bound[0]}:{bound[1]}"
+        return unseen(f"more than {limit} entries between the last read and {bound[0]}:{bound[1]}")
     if not positions:
         return f"nothing after the last read up to {bound[0]}:{bound[1]}"
     markers = aborted_entries = 0
@@ -136,9 +157,9 @@ def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | N
         try:
             entry = admin.stored_entry(partition, *position)
         except Exception as err:
-            return f"no answer for {at} ({type(err).__name__})"
+            return unseen(f"no answer for {at} ({type(err).__name__})")
         if not entry.found:
-            return f"{at} not returned (HTTP {entry.status})"
+            return unseen(f"{at} not returned (HTTP {entry.status})")
         if entry.marker_type is not None:
             markers += 1
         elif entry.txn is not None and entry.txn in aborted:
@@ -147,8 +168,15 @@ def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | N
             return f"{at} is a message of transaction {entry.txn}, not known aborted"
         else:
             return f"{at} is a message outside any transaction"
-    return UndeliverableEnd(partition, last_read, end, markers, aborted_entries,
-                            horizon if bound != end else None)
+    return UndeliverableEnd(partition, last_read, end, markers, aborted_entries, held)
+
+
+def _cursor_read_position(stats: Mapping[str, Any], subscription: str | None) -> tuple[int, int] | None:
+    """Where `subscription`'s cursor reads next (internalStats `cursors[...].readPosition`)."""
+    if subscription is None:
+        return None
+    cursor = (stats.get("cursors") or {}).get(subscription)
+    return _position(cursor.get("readPosition")) if isinstance(cursor, Mapping) else None
 
 
 def _read_horizon(admin: Any, partition: str) -> tuple[int, int] | None:

@@ -724,6 +724,8 @@ class StuckBeforeStatedEndReader:
     """Gives every message, then waits for a stated end past them that never comes (Pulsar up to
     3.2 names a transaction marker or an aborted message as the last message id)."""
 
+    subscription = "reader-stuck"
+
     def __init__(self, messages: list[Any], topic: str) -> None:
         self.messages, self.topic = messages, topic
 
@@ -756,6 +758,48 @@ class StaleEndAdmin:
         if kind == "marker":
             return StoredEntry(True, False, 200, "", marker_type=20)
         return StoredEntry(True, False, 200, "", txn=None if kind == "plain" else kind)
+
+
+class UnshownTailAdmin(StaleEndAdmin):
+    """2.10.5's terminated topic loaded again: getMessageById answers HTTP 500 (apache/pulsar#24063's
+    NullPointerException); the stuck reader's cursor reads next at `cursor_at`."""
+
+    def __init__(self, readable: int, tail: list[str], horizon: int | None, cursor_at: int) -> None:
+        super().__init__(readable, tail, horizon)
+        self.cursor_at = cursor_at
+
+    def internal_stats(self, topic: str) -> dict[str, Any]:
+        return {**super().internal_stats(topic),
+                "cursors": {StuckBeforeStatedEndReader.subscription: {"readPosition": f"1:{self.cursor_at}"}}}
+
+    def stored_entry(self, topic: str, ledger_id: int, entry_id: int) -> StoredEntry:
+        return StoredEntry(False, False, 500, "Internal Server Error")
+
+
+@pytest.mark.parametrize("past", [True, False], ids=["cursor-past-horizon", "cursor-short-of-it"])
+def test_a_tail_the_owner_cannot_show_ends_the_read_where_the_readers_cursor_passed_it(
+        make_harness: Callable[[str], Harness], past: bool) -> None:
+    """2.10.5's matrix cell (results/20261129-112947-release-matrix-chaos) stayed unknown: nothing
+    came after the last value of the terminated `ap-0`, and getMessageById of the next entry answered
+    HTTP 500. The reader's cursor past the read horizon shows the broker read those entries and gave
+    none to the reader: the read ends there. A cursor short of the horizon decides nothing."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, messages, _ = _stale_end_setup(h)
+    last_entry = max(int(m.msg_id.split(":")[1]) for m in messages)
+    horizon = last_entry + 2
+    admin = UnshownTailAdmin(last_entry + 1, ["marker", "marker", "plain"], horizon=horizon,
+                             cursor_at=horizon + 1 if past else horizon)
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=60 if past else 25,
+                   client=h.client, admin=admin)
+    if not past:
+        assert not result.complete and result.undeliverable == []
+        assert any("HTTP 500" in n and f"cursor reads next at 1:{horizon}" in n for n in result.notes)
+        return
+    assert result.complete and first in result.topics, result.reason
+    [end] = result.undeliverable
+    assert end.seen_by_cursor and end.horizon == (1, horizon) and (end.markers, end.aborted) == (0, 0)
+    assert end.to_json()["seen_by_cursor"] is True
+    assert any(f"cursor had read past 1:{horizon}" in n for n in result.notes)
 
 
 def _stale_end_setup(h: Harness) -> tuple[str, list[Any], str]:
