@@ -18,25 +18,34 @@ def _docker_engine_available() -> bool:
         return False
 
 
-#: the xdist group of every test that starts processes (clusters, real Pulsar): `make test` runs
-#: them one at a time on one worker, as they ran before it had two; their timing bounds assume a
-#: machine that is not also running another cluster
+#: the xdist group of the tests that start embedded clusters: `make test` runs them one at a time
+#: on one worker, as they ran before it had two; their timing bounds assume a machine that is not
+#: also running another embedded cluster
 PROCESS_GROUP = "processes"
+#: the xdist group of the tests that start real Apache Pulsar: one at a time too, but beside the
+#: embedded ones (on the other worker)
+REAL_PULSAR_GROUP = "real-pulsar"
 PROCESS_TEST_FOLDERS = ("tests/cluster/", "tests/pulsar/")
 
 
 def xdist_group_of(nodeid: str) -> str:
     """The group a test runs in under `pytest -n N --dist loadgroup` (`make test`).
 
-    Tests that start processes share one group, so they never run beside each other; every
-    other test is grouped by its file, so a module's fixtures (a Spark run, a history written
-    once for the module) are built once, on one worker, as without xdist. The process tests
-    mostly wait (on sockets, on JVMs starting), so the other worker uses the cores meanwhile.
-    (One group for the Spark tests as well, one local session at a time, measured slower:
-    12 min 13 s against 11 min 3 s, 2026-11-27.) Every `cluster` or `pulsar` test lives in
-    those two folders (the collection hook below holds that), so the path decides.
+    Tests that start embedded clusters share one group, so they never run beside each other;
+    the real-Pulsar tests share another. Every other test is grouped by its file, so a module's
+    fixtures (a Spark run, a history written once for the module) are built once, on one worker,
+    as without xdist. Why two process groups: with one, every process test ran in series on one
+    worker and that worker was `make test`'s whole wall time (1,137 of 1,170 s beside a chaos
+    run, 2026-11-29) while the other finished the unit and Spark tests and idled. A real-Pulsar
+    test mostly waits on JVMs, and shares nothing with an embedded cluster but the build caches,
+    which lock (targets/cache_lock.py) and ports, which are retried when taken. (One group for the
+    Spark tests as well, one local session at a time, measured slower: 12 min 13 s against
+    11 min 3 s, 2026-11-27.) Every `cluster` or `pulsar` test lives in those two folders (the
+    collection hook below holds that), so the path decides.
     """
     path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/pulsar/"):
+        return REAL_PULSAR_GROUP
     return PROCESS_GROUP if path.startswith(PROCESS_TEST_FOLDERS) else path
 
 
@@ -59,7 +68,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     astray = sorted({item.nodeid.split("::", 1)[0] for item in items
                      if {"cluster", "pulsar"} & {m.name for m in item.iter_markers()}
-                     and xdist_group_of(item.nodeid) != PROCESS_GROUP})
+                     and xdist_group_of(item.nodeid) not in (PROCESS_GROUP, REAL_PULSAR_GROUP)})
     if astray:
         raise pytest.UsageError(f"{', '.join(astray)}: a test marked `cluster` or `pulsar` starts processes, so it "
                                 f"belongs under {' or '.join(PROCESS_TEST_FOLDERS)} (`make test` runs those one "

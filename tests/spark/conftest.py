@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.checks import AnomalyClass, CheckResult, prepare, run_one
+from analysis.checks import AnomalyClass, CheckContext, CheckResult, prepare, run_one
+from analysis.history_io import ops_from_records
 from analysis.spark import get_spark, stop_spark, tune_for_input
 from tests.spark.dsl import History
 
@@ -24,14 +26,23 @@ RunCheck = Callable[..., CheckResult]
 
 
 @pytest.fixture
-def run_check(spark: SparkSession) -> RunCheck:
-    """`run_check(history, AnomalyClass.X, stall_after_s=10)`: one check (`run_one`) on an in-memory history."""
+def run_check(spark: SparkSession) -> Iterator[RunCheck]:
+    """`run_check(history, AnomalyClass.X, stall_after_s=10)`: one check (`run_one`) on an in-memory history.
+
+    A test often asks several checks of one history (the class it plants, and that the others stay
+    at zero): the prepared frames are kept for the test and reused while the history and the
+    settings are the same, as `check_run` prepares once for all its checks. Preparing is most of a
+    small check's time (`make test`'s Spark tests spent it three times over in the contract tests)."""
+    prepared: dict[str, CheckContext] = {}
 
     def run(history: History, name: AnomalyClass, **kwargs: object) -> CheckResult:
-        ctx = prepare(history.ops(spark), persist=True, cut_lineage=True, **kwargs)  # type: ignore[arg-type]
-        try:
-            return run_one(name, ctx)
-        finally:
-            ctx.unpersist()
+        records = history.records()
+        key = json.dumps([records, sorted(kwargs.items())], sort_keys=True, default=repr)
+        if key not in prepared:
+            prepared[key] = prepare(ops_from_records(spark, records), persist=True, cut_lineage=True,
+                                    **kwargs)  # type: ignore[arg-type]
+        return run_one(name, prepared[key])
 
-    return run
+    yield run
+    for ctx in prepared.values():
+        ctx.unpersist()

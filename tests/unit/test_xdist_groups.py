@@ -8,14 +8,18 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from tests.conftest import PROCESS_GROUP, xdist_group_of
+from tests.conftest import PROCESS_GROUP, REAL_PULSAR_GROUP, xdist_group_of
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_process_starting_tests_share_one_group_and_others_group_by_file() -> None:
+def test_process_starting_tests_share_a_group_per_kind_of_cluster_and_others_group_by_file() -> None:
+    """Embedded-cluster tests one at a time, real-Pulsar tests one at a time, the two beside each
+    other: one process group made its worker the whole of `make test`'s time."""
     assert xdist_group_of("tests/cluster/test_v5_failover.py::test_a[v5]") == PROCESS_GROUP
-    assert xdist_group_of("tests/pulsar/test_pulsar_smoke.py::test_b") == PROCESS_GROUP
+    assert xdist_group_of("tests/cluster/test_run_scenarios.py::test_e") == PROCESS_GROUP
+    assert xdist_group_of("tests/pulsar/test_pulsar_smoke.py::test_b") == REAL_PULSAR_GROUP
+    assert xdist_group_of("tests/pulsar/test_oldest_release_real.py::test_f") == REAL_PULSAR_GROUP
     assert xdist_group_of("tests/unit/test_cli.py::test_c") == "tests/unit/test_cli.py"
     assert xdist_group_of("tests/spark/test_report.py::test_d[x::y]") == "tests/spark/test_report.py"
 
