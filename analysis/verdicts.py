@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.held_account import account, held_partitions
 from harness.anomalies import AnomalyClass
 from harness.config import ChecksConfig, ExpectationScope, ExpectedAnomalies
 from harness.history.reader import history_files, iter_history_file
@@ -74,6 +75,7 @@ class Judgement:
     not_seen: tuple[str, ...] = ()                 # expected on this path but absent this time
     notes: dict[str, str] = field(default_factory=dict)       # class -> why it stayed unexpected
     attribution: dict[str, dict[str, Any]] = field(default_factory=dict)   # scoped class -> its instances' causes
+    held: dict[str, dict[str, Any]] = field(default_factory=dict)   # class -> its instances behind held horizons
 
     @property
     def only_expected(self) -> bool:
@@ -83,7 +85,7 @@ class Judgement:
     def to_json(self) -> dict[str, Any]:
         return {"valid": self.valid, "expected": self.expected, "unexpected": list(self.unexpected),
                 "expected_not_seen": list(self.not_seen), "notes": self.notes,
-                "only_expected": self.only_expected, "attribution": self.attribution}
+                "only_expected": self.only_expected, "attribution": self.attribution, "held": self.held}
 
 
 def expectations_of(manifest: Mapping[str, Any], source: str) -> dict[AnomalyClass, ExpectedAnomalies]:
@@ -148,6 +150,7 @@ def judge_run(run_dir: Path, results: Mapping[str, Any] | None = None,
         e.scope is ExpectationScope.TERMINATED_TOPICS for a, e in expectations.items() if a in anomalies) else None
     judged = judge(results.get("valid"), anomalies, expectations,
                    attributor.attribute if attributor is not None else None)
+    judged = _with_held_horizons(judged, run_dir, anomalies)
     if attributor is None or not attributor.attributions:
         return judged
     notes = dict(judged.notes)
@@ -157,6 +160,23 @@ def judge_run(run_dir: Path, results: Mapping[str, Any] | None = None,
                 f"{n} ({why})" for why, n in sorted(result.reasons.items(), key=lambda kv: -kv[1]))
     return dataclasses.replace(judged, notes=notes,
                                attribution={name: r.to_json() for name, r in attributor.attributions.items()})
+
+
+def _with_held_horizons(judged: Judgement, run_dir: Path, anomalies: Mapping[str, Any]) -> Judgement:
+    """`judged` with, per unexpected class, its instances behind the read horizons the drain found
+    held (analysis/held_account.py); unchanged when the drain found none."""
+    if not judged.unexpected:
+        return judged
+    held = held_partitions(run_dir / "history")
+    if not held:
+        return judged
+    accounts = {}
+    for name in judged.unexpected:
+        entry = anomalies.get(name) or {}
+        found = account(instances_of(run_dir, entry), int(entry.get("count") or 0), held, sends_named)
+        if found.behind:
+            accounts[name] = found.to_json() | {"describe": found.describe()}
+    return dataclasses.replace(judged, held=accounts) if accounts else judged
 
 
 #: fault kinds recorded under another name that explain what that kind explains: a server that
@@ -224,7 +244,7 @@ class TxnSpan:
                     self.written.add(str(op[key]))
             if type_ == "ok":
                 self.ok_sends += 1
-                self.sends.extend(_sends(op))
+                self.sends.extend(sends_named(op))
         elif f == "ack" and type_ == "ok":
             self.acks += 1
         elif f in ("txn-commit", "txn-abort"):
@@ -359,17 +379,7 @@ class _Attributor:
         return result.expected, total
 
     def instances(self, entry: Mapping[str, Any]) -> list[Any]:
-        """Every instance the checker kept: its file of instances (analysis/instances/), else the
-        examples. A file that is missing or torn gives the examples, which then fall short."""
-        examples = list(entry.get("examples") or [])
-        name = entry.get("instances")
-        if not isinstance(name, str) or not name:
-            return examples
-        path = self.run_dir / name
-        try:
-            return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        except (OSError, ValueError):
-            return examples
+        return instances_of(self.run_dir, entry)
 
     def cause(self, instance: Any) -> tuple[Cause | None, str]:
         """The instance's cause, or None and why it has none."""
@@ -413,7 +423,7 @@ class _Attributor:
         horizon (max read position) never passes an open transaction's first entry, and a
         terminated partition cannot take the marker that would end it, so everything written after
         that entry stays invisible, also values of transactions that committed before the terminate."""
-        sends = _sends(example)
+        sends = sends_named(example)
         if not sends:
             return None
         floors = self._stuck_floors()
@@ -463,7 +473,21 @@ class _Attributor:
         return self._spans
 
 
-def _sends(value: Any) -> list[tuple[str, tuple[int, int]]]:
+def instances_of(run_dir: Path, entry: Mapping[str, Any]) -> list[Any]:
+    """Every instance of a class the checker kept: its file of instances (analysis/instances/),
+    else the examples. A file that is missing or torn gives the examples, which then fall short."""
+    examples = list(entry.get("examples") or [])
+    name = entry.get("instances")
+    if not isinstance(name, str) or not name:
+        return examples
+    try:
+        return [json.loads(line) for line in (run_dir / name).read_text(encoding="utf-8").splitlines()
+                if line.strip()]
+    except (OSError, ValueError):
+        return examples
+
+
+def sends_named(value: Any) -> list[tuple[str, tuple[int, int]]]:
     """(partition or segment, (ledger, entry)) of every acknowledged send an example names."""
     out: list[tuple[str, tuple[int, int]]] = []
     if isinstance(value, Mapping):
@@ -474,10 +498,10 @@ def _sends(value: Any) -> list[tuple[str, tuple[int, int]]]:
                 out.append((str(where), (int(parts[0]), int(parts[1]))))
             return out
         for item in value.values():
-            out.extend(_sends(item))
+            out.extend(sends_named(item))
     elif isinstance(value, (list, tuple)):
         for item in value:
-            out.extend(_sends(item))
+            out.extend(sends_named(item))
     return out
 
 

@@ -83,6 +83,9 @@ def verdict_section(results: Mapping[str, Any] | None, *, anchor: str = "verdict
         for name, note in sorted(notes.items()):
             paragraphs.append(f"{name} is expected on this path only for transactions a terminate could have affected (its topic, from its injection on), but {note}; "
                               "it counts as unexpected.")
+        for name, held in sorted((judgement.held if judgement is not None else {}).items()):
+            paragraphs.append(f"{name}: {held['describe']}. A transaction nobody will end holds such a horizon "
+                              "for good; the instances stay anomalies (analysis/held_account.py).")
     else:
         paragraphs.append("The history cannot support a verdict; reasons below.")
     rows = []

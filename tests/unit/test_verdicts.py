@@ -337,3 +337,64 @@ def test_a_servers_own_exit_is_read_as_its_kill(tmp_path: Path) -> None:
     assert [(w.fault_id, w.kind, set(w.targets), w.start_ns, w.end_ns) for w in windows] == [
         ("exit-ledger-1", "kill", {"ledger"}, 10, 14), ("exit-ledger-2", "kill", {"ledger"}, 30, 34)]
     assert fault_windows(history) == []
+
+
+HELD = "persistent://public/t/ap-3-partition-0"
+
+
+def _held_run(tmp_path: Path) -> Path:
+    """5.0.1's v4 at full length (results/20261129-122837-chaos-chaos): a commit answered ok while its
+    partition's bundle unloaded left the partition without its marker; the drain found the horizon held
+    by it, its coordinator no longer knowing it, and thousands of lost writes behind it."""
+    run = tmp_path / "run"
+    (run / "history").mkdir(parents=True)
+    (run / "analysis" / "instances").mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"path": "v4", "config": {}}))
+
+    def send(value: str, msg_id: str, where: str = HELD) -> dict:  # type: ignore[type-arg]
+        return {"f": "send", "type": "ok", "txn": "0:9", "value": value, "msg_id": msg_id, "segment": where}
+
+    instances = [{"value": "a", "txn": "0:9", "send": send("a", "7:3:-1")},
+                 {"value": "b", "txn": "0:9", "send": send("b", "8:0:-1")},
+                 {"value": "c", "txn": "0:8", "send": send("c", "7:1:-1")},                 # before the horizon
+                 {"value": "d", "txn": "0:8", "send": send("d", "9:0:-1", "persistent://public/t/ap-1-partition-0")}]
+    (run / "analysis" / "instances" / "lost-write.jsonl").write_text("".join(json.dumps(i) + "\n" for i in instances))
+    (run / "analysis" / "results.json").write_text(json.dumps({"valid": False, "anomalies": {
+        "lost-write": {"count": 4, "examples": instances[:1], "instances": "analysis/instances/lost-write.jsonl"}}}))
+    held = {"partition": HELD, "max_read_position": "7:2", "last_confirmed": "8:5", "ongoing": 1,
+            "holder": "0:7", "holder_status": "NOT_FOUND", "low_watermarks": {"0": 3}, "stuck_for_good": True}
+    ops = [{"f": "txn-commit", "type": "invoke", "txn": "0:7", "time_ns": 173_000_000_000},
+           {"f": "txn-commit", "type": "ok", "txn": "0:7", "time_ns": 173_900_000_000},
+           {"f": "phase", "type": "ok", "time_ns": 900_000_000_000,
+            "extra": {"name": "drain-complete", "held_horizons": [held],
+                      "live_held_horizons": [{**held, "max_read_position": "7:0"}]}}]
+    (run / "history" / "w0.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops))
+    return run
+
+
+def test_instances_behind_a_held_read_horizon_are_counted_per_holder_and_stay_unexpected(tmp_path: Path) -> None:
+    judged = judge_run(_held_run(tmp_path))
+    assert judged is not None and judged.unexpected == ("lost-write",) and not judged.expected
+    held = judged.held["lost-write"]
+    assert (held["instances"], held["behind_held_horizons"]) == (4, 2)     # every instance judged, not the examples
+    [(label, count)] = held["by_holder"].items()
+    assert count == 2 and label.startswith("ap-3-partition-0 at 7:2 by transaction 0:7")   # the furthest horizon
+    assert "its coordinator: NOT_FOUND; the client: commit ok at 173.9 s" in label
+    assert judged.to_json()["held"] == judged.held
+
+
+def test_a_run_whose_drain_found_no_held_horizon_has_no_account(tmp_path: Path) -> None:
+    run = _held_run(tmp_path)
+    (run / "history" / "w0.jsonl").write_text("")
+    judged = judge_run(run)
+    assert judged is not None and judged.held == {}
+
+
+def test_the_reports_verdict_names_the_holders(tmp_path: Path) -> None:
+    from analysis.report.run_report import verdict_section
+
+    run = _held_run(tmp_path)
+    results = json.loads((run / "analysis" / "results.json").read_text())
+    section = verdict_section(results, judgement=judge_run(run))
+    [said] = [p for p in section.paragraphs if p.startswith("lost-write: 2 of 4 instance(s) lie behind read horizons")]
+    assert "by transaction 0:7 (its coordinator: NOT_FOUND; the client: commit ok at 173.9 s): 2" in said
