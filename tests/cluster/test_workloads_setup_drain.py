@@ -200,7 +200,8 @@ def test_the_drain_finds_a_lost_run_behind_transaction_markers_where_the_readers
         producer.send(encode("kept", (), 64), txn=kept)
         kept.commit()
         before = admin.topic_stats(topic)["transactionBuffer"]["lastSnapshotTimestamps"]
-        wait_until(lambda: admin.topic_stats(topic)["transactionBuffer"]["lastSnapshotTimestamps"] > before, 10,
+        # 100 ms between snapshots, but the snapshot's writer shares two cores with whatever else runs
+        wait_until(lambda: admin.topic_stats(topic)["transactionBuffer"]["lastSnapshotTimestamps"] > before, 60,
                    message="a transaction buffer snapshot after the last commit")
     ledger = lost[0].ledger_id
     with BlockingLedgerClient(f"127.0.0.1:{cluster.records['ledger'].ports['rpc_port']}") as store:
