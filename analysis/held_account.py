@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.history.positions import ledger_entry
 from harness.history.reader import HistoryFormatError, history_files, iter_history_file
 from harness.history.schema import PHASE_DRAIN_COMPLETE, OpF
 
@@ -69,14 +70,6 @@ class HeldAccount:
                 f"(workloads/horizons.py), per partition and holder: {holders}")
 
 
-def _position(text: Any) -> tuple[int, int] | None:
-    try:
-        ledger, entry = str(text).split(":")[:2]
-        return int(ledger), int(entry)
-    except ValueError:
-        return None
-
-
 def held_partitions(history_dir: Path) -> dict[str, HeldPartition]:
     """Every held horizon the history's `drain-complete` events recorded, by partition, with how
     the client's last commit or abort of each holder completed."""
@@ -104,7 +97,7 @@ def held_partitions(history_dir: Path) -> dict[str, HeldPartition]:
 def _add(found: dict[str, HeldPartition], row: Any) -> None:
     if not isinstance(row, Mapping):
         return
-    partition, horizon = row.get("partition"), _position(row.get("max_read_position"))
+    partition, horizon = row.get("partition"), ledger_entry(row.get("max_read_position"))
     if not isinstance(partition, str) or horizon is None:
         return
     known = found.get(partition)

@@ -55,6 +55,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.spark import single_partition_mode
+from harness.history.positions import ledger_entry
 from harness.history.schema import FIELDS, PHASE_DRAIN_COMPLETE, OpF, OpType
 
 __all__ = [
@@ -238,39 +239,28 @@ def _drain_from_phases(rows: Iterable[Any]) -> DrainInfo:
             elif isinstance(pair, list | tuple) and len(pair) == 2:
                 subs.add((str(pair[0]), str(pair[1])))
         for run in extra.get("lost_entries") or []:
-            if isinstance(run, Mapping) and _position(run.get("first")) and _position(run.get("last")):
+            if isinstance(run, Mapping) and ledger_entry(run.get("first")) and ledger_entry(run.get("last")):
                 lost.append(dict(run))
         for topic in extra.get("live_topics") or []:
             if isinstance(topic, str):
                 live.add(topic)
         for run in extra.get("live_lost_entries") or []:
-            if isinstance(run, Mapping) and _position(run.get("first")) and _position(run.get("last")):
+            if isinstance(run, Mapping) and ledger_entry(run.get("first")) and ledger_entry(run.get("last")):
                 live_lost.append(dict(run))
     return DrainInfo(True, frozenset(topics), frozenset(subs), max(int(r["time_ns"]) for r in found), tuple(lost),
                      frozenset(live), tuple(live_lost))
 
 
-def _position(text: Any) -> tuple[int, int] | None:
-    """`"ledger:entry[:batch]"` as (ledger, entry); None when it is not one."""
-    if not isinstance(text, str):
-        return None
-    parts = text.split(":")
-    try:
-        return (int(parts[0]), int(parts[1])) if len(parts) >= 2 else None
-    except ValueError:
-        return None
-
-
 def lost_run_of(drain: DrainInfo, topic: str | None, segment: str | None, msg_id: str | None) -> Mapping[str, Any] | None:
     """The drain's lost run that holds the entry `msg_id` of (topic, segment), if any."""
-    position = _position(msg_id)
+    position = ledger_entry(msg_id)
     if position is None:
         return None
     for run in drain.lost_entries:
         where = run.get("segment")
         if where not in (segment, topic) and not (segment is None and where == run.get("topic") == topic):
             continue
-        first, last = _position(run.get("first")), _position(run.get("last"))
+        first, last = ledger_entry(run.get("first")), ledger_entry(run.get("last"))
         if first is not None and last is not None and first <= position <= last:
             return run
     return None

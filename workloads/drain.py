@@ -132,6 +132,7 @@ from typing import Any
 from harness.config import RunConfig
 from harness.errors import OperationError
 from harness.history import HistoryRecorder, OpF
+from harness.history.positions import ledger_entry
 from harness.history.reader import HistoryFormatError, iter_history_file
 from harness.target import ClusterInfo
 from workloads.api import delivery_extra
@@ -880,7 +881,7 @@ class _Drain:
             cursor = (self.admin.internal_stats(part).get("cursors") or {}).get(subscription) or {}
         except Exception:   # no answer is no evidence
             return None
-        return _position(cursor.get("readPosition")) if isinstance(cursor, dict) else None
+        return ledger_entry(cursor.get("readPosition")) if isinstance(cursor, dict) else None
 
     def _record_reads(self, process: str, topic: str, messages: list[Any],
                       last: dict[str, tuple[int, int]] | None = None, *, segment: str | None = None) -> None:
@@ -888,7 +889,7 @@ class _Drain:
         partition when the reader read it as a topic of its own."""
         for message in messages:
             part = segment or message.segment
-            position = _position(message.msg_id) if last is not None else None
+            position = ledger_entry(message.msg_id) if last is not None else None
             if last is not None and position is not None:
                 last[part or topic] = position
             value, extra = _value_of(message)
@@ -1028,15 +1029,6 @@ def _worth_asking_again(err: OperationError) -> bool:
     from harness.client.errors import NotReadyError
 
     return isinstance(err, NotReadyError) or bool(getattr(err, "retriable", False))
-
-
-def _position(msg_id: Any) -> tuple[int, int] | None:
-    """(ledger, entry) of a history message id `"<ledger>:<entry>:<batch>"`."""
-    parts = str(msg_id).split(":")
-    try:
-        return (int(parts[0]), int(parts[1])) if len(parts) >= 2 else None
-    except ValueError:
-        return None
 
 
 def _at(position: tuple[int, int]) -> str:

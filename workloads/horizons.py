@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.history.positions import ledger_entry
+
 MAX_PARTITIONS = 64
 #: the coordinator's answers that mean nobody will end the holder (it ended or was forgotten)
 ENDED = frozenset({"NOT_FOUND", "COMMITTED", "ABORTED"})
@@ -65,14 +67,6 @@ class HeldHorizon:
         return {**asdict(self), "stuck_for_good": self.stuck_for_good}
 
 
-def _position(text: Any) -> tuple[int, int] | None:
-    try:
-        ledger, entry = str(text).split(":")[:2]
-        return int(ledger), int(entry)
-    except ValueError:
-        return None
-
-
 def held_horizon(admin: Any, partition: str) -> HeldHorizon | None:
     """The partition's held horizon, or None when nothing written lies past it (or the broker
     would not say: embedded brokers and old releases may lack these admin calls)."""
@@ -81,7 +75,7 @@ def held_horizon(admin: Any, partition: str) -> HeldHorizon | None:
         internal = admin.internal_stats(partition)
     except Exception:
         return None
-    horizon, last = _position(stats.get("maxReadPosition")), _position(internal.get("lastConfirmedEntry"))
+    horizon, last = ledger_entry(stats.get("maxReadPosition")), ledger_entry(internal.get("lastConfirmedEntry"))
     if horizon is None or last is None or last <= horizon:
         return None
     holder: str | None = None

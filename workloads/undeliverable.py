@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.history import OpF
+from harness.history.positions import ledger_entry
 from harness.history.reader import HistoryFormatError, iter_history_file
 
 MAX_TAIL = 1000      # entries between the last read and the end, at most, asked one by one (a chaos run ends with
@@ -89,20 +90,12 @@ def aborted_transactions(history_dir: Path, skip: Iterable[Path]) -> set[str]:
     return aborted | (seen - commit_asked)
 
 
-def _position(text: Any) -> tuple[int, int] | None:
-    try:
-        ledger, entry = str(text).split(":")[:2]
-        return int(ledger), int(entry)
-    except (ValueError, AttributeError):
-        return None
-
-
 def tail_positions(stats: Mapping[str, Any], after: tuple[int, int] | None,
                    limit: int = MAX_TAIL, end: tuple[int, int] | None = None) -> list[tuple[int, int]] | None:
     """The positions after `after` up to `end` (default: the last confirmed entry, internalStats),
     in order; None when there are more than `limit` or the stats do not say where the end is. The
     ledger list's entry count of the ledger being written may lag, so `end`'s ledger ends at `end`."""
-    end = end or _position(stats.get("lastConfirmedEntry"))
+    end = end or ledger_entry(stats.get("lastConfirmedEntry"))
     if end is None or end[1] < 0:
         return None
     counts: dict[int, int] = {}
@@ -132,7 +125,7 @@ def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | N
         stats = admin.internal_stats(partition)
     except Exception as err:     # no answer is no evidence
         return f"no internal stats ({type(err).__name__})"
-    end = _position(stats.get("lastConfirmedEntry"))
+    end = ledger_entry(stats.get("lastConfirmedEntry"))
     if end is None:
         return "no last confirmed entry in its stats"
     horizon = _read_horizon(admin, partition)
@@ -176,7 +169,7 @@ def _cursor_read_position(stats: Mapping[str, Any], subscription: str | None) ->
     if subscription is None:
         return None
     cursor = (stats.get("cursors") or {}).get(subscription)
-    return _position(cursor.get("readPosition")) if isinstance(cursor, Mapping) else None
+    return ledger_entry(cursor.get("readPosition")) if isinstance(cursor, Mapping) else None
 
 
 def _read_horizon(admin: Any, partition: str) -> tuple[int, int] | None:
@@ -184,6 +177,6 @@ def _read_horizon(admin: Any, partition: str) -> tuple[int, int] | None:
     behind an undecided transaction, as on a terminated topic, are held there, and the checker
     judges them by what the reads lack). None when the owner does not say."""
     try:
-        return _position(admin.transaction_buffer_stats(partition).get("maxReadPosition"))
+        return ledger_entry(admin.transaction_buffer_stats(partition).get("maxReadPosition"))
     except Exception:
         return None
