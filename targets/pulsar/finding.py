@@ -125,6 +125,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "there throws a NullPointerException and the broker closes the client's connection, so "
              "Reader.hasMessageAvailable() fails (apache/pulsar#24063)",
         try_timeout_s=180.0, log_signs=('because "currentLedger" is null',)),
+    # a try: 50 messages on each of two topics (ledgers of 20 entries), all acked but one, an unload, a fresh consumer
+    Finding(
+        name="acked-messages-redelivered-after-reload", release="3.2.0", txn_path=TxnPath.V4,
+        main_class="AckedMessagesRedeliveredAfterReload", folder="historical",
+        what="after a topic is loaded again, messages acknowledged (in committed transactions or plainly) behind "
+             "an unacknowledged one are delivered again once it is acknowledged: the dispatcher re-reads them and "
+             "filters after the read by the individually deleted ranges only, which that ack empties (up to 3.2; "
+             "apache/pulsar#21739)",
+        try_timeout_s=240.0,
+        settings=MappingProxyType({"managedLedgerMaxEntriesPerLedger": 20,
+                                   "managedLedgerMinLedgerRolloverTimeMinutes": 0,
+                                   "managedLedgerCursorMaxEntriesPerLedger": 20})),
     # a try: ~300 transactions, the live subscription (<= 180 s), a broker restart, two reads 30 s apart
     Finding(
         name="v5-chaos-aborted-read", release="5.0.1", txn_path=TxnPath.V5, main_class="V5AbortedReadAfterRestart",
