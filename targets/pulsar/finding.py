@@ -63,10 +63,12 @@ class Finding:
     log_signs: tuple[str, ...] = ()
     #: "historical": a bug of older releases that a later one fixed (docs/findings/historical/)
     folder: str = ""
+    #: the file's stem when it is not `name` (one finding, two reproductions: a v4 and a v5 shape)
+    doc_stem: str = ""
 
     @property
     def doc(self) -> Path:
-        return FINDINGS_DOCS / self.folder / f"{self.name}.md"
+        return FINDINGS_DOCS / self.folder / f"{self.doc_stem or self.name}.md"
 
     def sources(self) -> list[Path]:
         return [REPRO_SOURCES / name for name in (*COMMON_SOURCES, *self.extra_sources, f"{self.main_class}.java")]
@@ -146,6 +148,22 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "recover() has loaded the aborted set",
         tries=3, race=True, try_timeout_s=600.0,
         log_signs=("Aborted-txn scan errored", "TB recovery failed")),
+    # a try: a never-written topic terminated, Readers before and after its reload, a durable subscription, a control
+    Finding(
+        name="empty-terminated-topic-rejects-readers", release="5.0.1", txn_path=TxnPath.V4,
+        main_class="EmptyTerminatedTopicRejectsReaders",
+        what="a terminated topic whose ledgers are all empty, loaded again, has no ledger left: a Reader from "
+             "earliest is refused for good: ManagedLedgerImpl.getFirstPosition throws "
+             "NoSuchElementException (ledgers.firstKey() on an empty map)",
+        try_timeout_s=300.0, log_signs=("NoSuchElementException", "Failed to create consumer")),
+    # the same on v5: a scalable topic's two never-written segments merged (which terminates them), a reload
+    Finding(
+        name="v5-empty-merged-segment-rejects-readers", release="5.0.1", txn_path=TxnPath.V5,
+        main_class="EmptyTerminatedTopicRejectsReaders", args=("--segments", "true"),
+        doc_stem="empty-terminated-topic-rejects-readers",
+        what="a v5 segment that never held a message, terminated by a merge and loaded again, refuses every Reader "
+             "from earliest (the same ManagedLedgerImpl.getFirstPosition NoSuchElementException)",
+        try_timeout_s=300.0, log_signs=("NoSuchElementException", "Failed to create consumer")),
 )}
 
 

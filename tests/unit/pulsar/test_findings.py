@@ -19,6 +19,7 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.target import ServiceRole
+from harness.txn_paths import TxnPath
 from orchestrator.cli import build_parser
 from targets.pulsar import finding as fx
 from targets.pulsar import versions
@@ -67,6 +68,22 @@ def test_the_program_gets_the_cluster_the_tries_and_the_findings_own_arguments()
     pairs = dict(zip(argv[5::2], argv[6::2], strict=True))
     assert pairs["--service-url"] == "pulsar://h:1,h:2" and pairs["--admin-url"] == "http://h:3"
     assert pairs["--tries"] == "7" and pairs["--listener"] == "external"
+
+
+def test_one_finding_file_can_have_a_v4_and_a_v5_reproduction_by_one_program() -> None:
+    v4 = fx.FINDINGS["empty-terminated-topic-rejects-readers"]
+    v5 = fx.FINDINGS["v5-empty-merged-segment-rejects-readers"]
+    assert v4.doc == v5.doc == fx.FINDINGS_DOCS / "empty-terminated-topic-rejects-readers.md"
+    assert v4.main_class == v5.main_class and v4.sources() == v5.sources()
+    assert (v4.txn_path, v5.txn_path) == (TxnPath.V4, TxnPath.V5)
+    # the v4 shape runs on a release without the v5 path too (the managed ledger is the same since 4.0)
+    assert versions.RELEASES["4.0.8"].supports(v4.txn_path) and not versions.RELEASES["4.0.8"].supports(v5.txn_path)
+    argv = fx.program_argv("java", "cp", v5, service_url="pulsar://h:1", admin_url="http://h:2", listener=None,
+                           tries=1)
+    pairs = dict(zip(argv[5::2], argv[6::2], strict=True))
+    assert pairs["--segments"] == "true" and "--listener" not in pairs
+    assert "--segments" not in fx.program_argv("java", "cp", v4, service_url="pulsar://h:1", admin_url="http://h:2",
+                                               listener=None, tries=1)
 
 
 # ---- the command line --------------------------------------------------------------------------
