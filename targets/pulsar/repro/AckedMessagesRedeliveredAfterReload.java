@@ -155,8 +155,8 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
             }
             side.before = cursor(namespace, kind);
         }
-        String owner = owner(namespace, kinds.get(0));
-        String moved = move(namespace, owner);
+        String owner = admin.ownerOrWhy(namespace, kinds.get(0));
+        String moved = admin.move(out, fault, namespace, owner);
         for (Side side : sides) {
             if (side.problem.isEmpty()) {
                 try {
@@ -172,7 +172,7 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
         List<String> examples = new ArrayList<>();
         for (Side side : sides) {
             if (!side.problem.isEmpty()) {
-                parts.add(side.kind + ": not judged (" + trim(side.problem) + ")");
+                parts.add(side.kind + ": not judged (" + Out.trim(side.problem) + ")");
                 continue;
             }
             shows |= !side.again.isEmpty() || !side.againBefore.isEmpty();
@@ -306,29 +306,6 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
                 .acknowledgmentGroupTime(0, TimeUnit.MILLISECONDS).isAckReceiptEnabled(true).subscribe();
     }
 
-    /** Moves the topics: their namespace unloaded, or their owner broker restarted; what was done. */
-    private String move(String namespace, String owner) {
-        if ("restart".equals(fault)) {
-            return out.ask("restart-broker", owner, "restart the broker serving " + owner
-                    + " gracefully (SIGTERM, wait until it is gone, start it again), then answer `done`")
-                    ? "restart of " + owner : "restart of " + owner + " NOT done";
-        }
-        try {
-            admin.unloadNamespace(namespace);
-            return "unload";
-        } catch (Exception err) {
-            return "unload failed: " + trim(Out.describe(err));
-        }
-    }
-
-    private String owner(String namespace, String local) {
-        try {
-            return admin.ownerHttpUrl(namespace, local);
-        } catch (Exception err) {
-            return "? (" + Out.describe(err) + ")";
-        }
-    }
-
     /** The subscription's cursor in `pulsar-admin topics stats-internal`, and the topic's ledgers. */
     private String cursor(String namespace, String local) {
         try {
@@ -339,7 +316,7 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
             }
             return fields.toString();
         } catch (Exception err) {
-            return "internal stats unavailable (" + trim(Out.describe(err)) + ")";
+            return "internal stats unavailable (" + Out.trim(Out.describe(err)) + ")";
         }
     }
 
@@ -348,10 +325,5 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
             return m.getLedgerId() + ":" + m.getEntryId();
         }
         return String.valueOf(id);
-    }
-
-    private static String trim(String text) {
-        String flat = text.replaceAll("\\s+", " ");
-        return flat.length() > 300 ? flat.substring(0, 300) + "..." : flat;
     }
 }

@@ -75,6 +75,31 @@ final class Admin {
         return field(get("/lookup/v2/topic/persistent/" + namespace + "/" + topic), "httpUrl");
     }
 
+    /** Moves a namespace's topics: unloads it, or (`fault` "restart") has the harness restart the
+     *  broker serving `owner` gracefully; says what was done. */
+    String move(Out out, String fault, String namespace, String owner) {
+        if ("restart".equals(fault)) {
+            return out.ask("restart-broker", owner, "restart the broker serving " + owner
+                    + " gracefully (SIGTERM, wait until it is gone, start it again), then answer `done`")
+                    ? "restart of " + owner : "restart of " + owner + " NOT done";
+        }
+        try {
+            unloadNamespace(namespace);
+            return "unload";
+        } catch (Exception err) {
+            return "unload failed: " + Out.trim(Out.describe(err));
+        }
+    }
+
+    /** `ownerHttpUrl`, or "? (why)" when the lookup fails. */
+    String ownerOrWhy(String namespace, String topic) {
+        try {
+            return ownerHttpUrl(namespace, topic);
+        } catch (Exception err) {
+            return "? (" + Out.describe(err) + ")";
+        }
+    }
+
     /** `pulsar-admin transactions transaction-metadata -m M -l L` (raw JSON; "" when it fails) */
     String transactionMetadata(long most, long least) {
         try {

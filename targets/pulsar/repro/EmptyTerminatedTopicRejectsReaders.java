@@ -161,12 +161,12 @@ public final class EmptyTerminatedTopicRejectsReaders implements Out.Program {
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribeAsync()
                 .get(OPEN_WAIT_S, TimeUnit.SECONDS)) {
             Message<String> message = consumer.receive(RECEIVE_WAIT_S, TimeUnit.SECONDS);
-            String result = "subscribed in " + ms(start) + " ms, received " + (message == null ? "nothing"
+            String result = "subscribed in " + Out.ms(start) + " ms, received " + (message == null ? "nothing"
                     : message.getValue()) + ", hasReachedEndOfTopic()=" + consumer.hasReachedEndOfTopic();
             out.info("try " + n + " durable subscription " + name, result);
             return result;
         } catch (Exception err) {
-            String result = "FAILED after " + ms(start) + " ms: " + Out.describe(err);
+            String result = "FAILED after " + Out.ms(start) + " ms: " + Out.describe(err);
             out.info("try " + n + " durable subscription " + name, result);
             return result;
         }
@@ -228,7 +228,7 @@ public final class EmptyTerminatedTopicRejectsReaders implements Out.Program {
         long start = System.nanoTime();
         String result;
         try (Reader<String> reader = createReader(topic, segment).get(OPEN_WAIT_S, TimeUnit.SECONDS)) {
-            long opened = ms(start);
+            long opened = Out.ms(start);
             List<String> read = new ArrayList<>();
             while (read.size() < 10 && reader.hasMessageAvailableAsync().get(OPEN_WAIT_S, TimeUnit.SECONDS)) {
                 Message<String> message = reader.readNext(RECEIVE_WAIT_S, TimeUnit.SECONDS);
@@ -240,7 +240,7 @@ public final class EmptyTerminatedTopicRejectsReaders implements Out.Program {
             result = "opened in " + opened + " ms, read " + read + ", hasReachedEndOfTopic()="
                     + reader.hasReachedEndOfTopic();
         } catch (Exception err) {
-            result = "FAILED after " + ms(start) + " ms: " + Out.describe(err);
+            result = "FAILED after " + Out.ms(start) + " ms: " + Out.describe(err);
         }
         out.info("try " + n + " reader (" + what + ")", result);
         return result;
@@ -258,9 +258,5 @@ public final class EmptyTerminatedTopicRejectsReaders implements Out.Program {
         Method create = client.getClass().getMethod("createSegmentReaderAsync",
                 org.apache.pulsar.client.impl.conf.ReaderConfigurationData.class, Schema.class);
         return (CompletableFuture<Reader<String>>) create.invoke(client, conf, Schema.STRING);
-    }
-
-    private static long ms(long startNanos) {
-        return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos);
     }
 }

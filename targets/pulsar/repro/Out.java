@@ -106,6 +106,26 @@ final class Out {
         return out.toString();
     }
 
+    /** Milliseconds since `startNanos` (a System.nanoTime()). */
+    static long ms(long startNanos) {
+        return (System.nanoTime() - startNanos) / 1_000_000;
+    }
+
+    /** Thread.sleep that keeps the interrupt flag instead of throwing. */
+    static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException err) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** `text` on one line, at most 300 characters: an error inside a report line. */
+    static String trim(String text) {
+        String flat = text.replaceAll("\\s+", " ");
+        return flat.length() > 300 ? flat.substring(0, 300) + "..." : flat;
+    }
+
     static String list(Collection<String> values) {
         List<String> quoted = new ArrayList<>();
         for (String value : values) {

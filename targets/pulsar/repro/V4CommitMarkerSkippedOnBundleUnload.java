@@ -157,7 +157,7 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
             threads.add(thread);
         }
         Thread.sleep(loadMs);
-        long faultStart = ms(t0);
+        long faultStart = Out.ms(t0);
         String faultResult;
         if ("restart".equals(fault)) {
             faultResult = out.ask("restart-broker", owner, "restart the broker serving " + owner
@@ -171,7 +171,7 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
                 faultResult = "unload failed: " + Out.describe(err);
             }
         }
-        long faultEnd = ms(t0);
+        long faultEnd = Out.ms(t0);
         Thread.sleep(afterMs);
         stop.set(true);
         for (Thread thread : threads) {
@@ -242,9 +242,9 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
             examples.add("txn " + t.id + " commit OK at " + t.commitEndMs + " ms (invoked " + t.commitStartMs
                     + " ms; fault " + faultStart + "-" + faultEnd + " ms): " + partition + " "
                     + (aRead ? "delivered" : "MISSING") + ", " + b + " " + (bRead ? "delivered" : "MISSING")
-                    + "; coordinator: " + trim(admin.transactionMetadata(t.id.getMostSigBits(),
+                    + "; coordinator: " + Out.trim(admin.transactionMetadata(t.id.getMostSigBits(),
                     t.id.getLeastSigBits())) + "; " + partition + "'s buffer: "
-                    + trim(admin.transactionInBuffer(moving, partition, t.id.getMostSigBits(),
+                    + Out.trim(admin.transactionInBuffer(moving, partition, t.id.getMostSigBits(),
                     t.id.getLeastSigBits())));
         }
         String summary = txns.size() + " transactions, commits " + outcomes + "; fault " + faultResult + " at "
@@ -265,7 +265,7 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
             try {
                 txn = newTxn();
             } catch (Exception err) {
-                sleep(100);
+                Out.sleep(100);
                 continue;
             }
             try {
@@ -276,7 +276,7 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
                 txn.abort();
                 continue;
             }
-            long started = ms(t0);
+            long started = Out.ms(t0);
             String result;
             try {
                 txn.commit().get(90, TimeUnit.SECONDS);
@@ -285,7 +285,7 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
                 Throwable cause = err.getCause() == null ? err : err.getCause();
                 result = cause.getClass().getSimpleName() + ": " + cause.getMessage();
             }
-            done.add(new Txn(k, txn.getTxnID(), partition, a, b, result, started, ms(t0)));
+            done.add(new Txn(k, txn.getTxnID(), partition, a, b, result, started, Out.ms(t0)));
         }
     }
 
@@ -323,22 +323,5 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
             }
         }
         return values;
-    }
-
-    private static long ms(long t0) {
-        return (System.nanoTime() - t0) / 1_000_000;
-    }
-
-    private static void sleep(long millis) {
-        try {
-            Thread.sleep(millis);
-        } catch (InterruptedException err) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    private static String trim(String text) {
-        String flat = text.replaceAll("\\s+", " ");
-        return flat.length() > 300 ? flat.substring(0, 300) + "..." : flat;
     }
 }

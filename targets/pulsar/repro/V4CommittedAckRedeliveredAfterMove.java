@@ -177,7 +177,7 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
                     .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
                     .consumerName("c" + c)
                     .messageListener((consumer, message) -> {
-                        Delivery d = new Delivery(message.getValue(), message.getMessageId(), index, ms(t0));
+                        Delivery d = new Delivery(message.getValue(), message.getMessageId(), index, Out.ms(t0));
                         deliveries.add(d);
                         latest.put(d.value, d);
                     }).subscribe());
@@ -313,7 +313,7 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
         }
 
         // the acknowledgements, each in its transaction, each confirmed by the broker
-        long ackStartMs = ms(t0);
+        long ackStartMs = Out.ms(t0);
         List<Txn> open = new ArrayList<>();
         for (int j = 0; j < txns; j++) {
             open.add(new Txn(j, client.newTransaction().withTransactionTimeout(2, TimeUnit.MINUTES).build()
@@ -334,12 +334,12 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
                 e.getKey().ack = Out.describe(err);
             }
         }
-        long ackedMs = ms(t0);
-        String ownerBefore = owner(namespace, local);
+        long ackedMs = Out.ms(t0);
+        String ownerBefore = admin.ownerOrWhy(namespace, local);
 
         // the move, and the commits spread over it
-        long moveStart = ms(t0);
-        CompletableFuture<String> move = CompletableFuture.supplyAsync(() -> move(namespace, ownerBefore));
+        long moveStart = Out.ms(t0);
+        CompletableFuture<String> move = CompletableFuture.supplyAsync(() -> admin.move(out, fault, namespace, ownerBefore));
         List<CompletableFuture<Void>> commits = new ArrayList<>();
         for (Txn t : open) {
             CompletableFuture<Void> done = new CompletableFuture<>();
@@ -353,10 +353,10 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
             }, t.j * spacingMs, TimeUnit.MILLISECONDS);
         }
         String moved = move.get(300, TimeUnit.SECONDS);
-        long moveEnd = ms(t0);
+        long moveEnd = Out.ms(t0);
         CompletableFuture.allOf(commits.toArray(new CompletableFuture[0])).get(400, TimeUnit.SECONDS);
         Thread.sleep(observeMs);
-        String ownerAfter = owner(namespace, local);
+        String ownerAfter = admin.ownerOrWhy(namespace, local);
 
         // what came back
         Map<String, Txn> txnOf = new HashMap<>();
@@ -398,7 +398,7 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
                     + t.commitEndMs + " ms after " + t.attempts + " attempt(s)); move " + moved + " " + moveStart
                     + "-" + moveEnd + " ms, owner " + ownerBefore + " -> " + ownerAfter + "; cursor "
                     + (acknowledged ? "holds it acknowledged" : "does NOT hold it acknowledged") + ": "
-                    + trim(cursorSummary(stats)));
+                    + Out.trim(cursorSummary(stats)));
         }
         // anything of a transaction that did not commit, delivered again: acknowledged plainly
         for (Txn t : open) {
@@ -416,28 +416,13 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
         return new Round(open, redelivered, undone, whileOpen, examples);
     }
 
-    /** Moves the topic: its namespace unloaded, or its owner broker restarted; what was done. */
-    private String move(String namespace, String owner) {
-        if ("restart".equals(fault)) {
-            return out.ask("restart-broker", owner, "restart the broker serving " + owner
-                    + " gracefully (SIGTERM, wait until it is gone, start it again), then answer `done`")
-                    ? "restart of " + owner : "restart of " + owner + " NOT done";
-        }
-        try {
-            admin.unloadNamespace(namespace);
-            return "unload";
-        } catch (Exception err) {
-            return "unload failed: " + trim(Out.describe(err));
-        }
-    }
-
     private void commit(Txn t, long t0) {
         if (!t.ack.equals("ok")) {
             t.commit = "not invoked (ack failed: " + t.ack + ")";
             t.txn.abort();
             return;
         }
-        t.commitStartMs = ms(t0);
+        t.commitStartMs = Out.ms(t0);
         String result = "";
         for (int attempt = 1; attempt <= 3; attempt++) {
             t.attempts = attempt;
@@ -448,27 +433,19 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
             } catch (Exception err) {
                 Throwable cause = err.getCause() == null ? err : err.getCause();
                 result = cause.getClass().getSimpleName() + ": " + cause.getMessage();
-                sleep(500);
+                Out.sleep(500);
             }
         }
         t.commit = result;
-        t.commitEndMs = ms(t0);
+        t.commitEndMs = Out.ms(t0);
     }
 
     private static String commitTimes(List<Txn> open) {
         List<String> parts = new ArrayList<>();
         for (Txn t : open) {
-            parts.add(t.commitStartMs + "-" + t.commitEndMs + (t.committed() ? "" : " " + trim(t.commit)));
+            parts.add(t.commitStartMs + "-" + t.commitEndMs + (t.committed() ? "" : " " + Out.trim(t.commit)));
         }
         return String.join(", ", parts);
-    }
-
-    private String owner(String namespace, String local) {
-        try {
-            return admin.ownerHttpUrl(namespace, local);
-        } catch (Exception err) {
-            return "? (" + Out.describe(err) + ")";
-        }
     }
 
     /** `pulsar-admin topics stats-internal` of the topic (raw JSON), "" when it fails. */
@@ -527,22 +504,5 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
             return m.getLedgerId() + ":" + m.getEntryId();
         }
         return String.valueOf(id);
-    }
-
-    private static long ms(long t0) {
-        return (System.nanoTime() - t0) / 1_000_000;
-    }
-
-    private static void sleep(long millis) {
-        try {
-            Thread.sleep(millis);
-        } catch (InterruptedException err) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    private static String trim(String text) {
-        String flat = text.replaceAll("\\s+", " ");
-        return flat.length() > 300 ? flat.substring(0, 300) + "..." : flat;
     }
 }
