@@ -143,7 +143,10 @@ def undeliverable_end(admin: Any, partition: str, last_read: tuple[int, int] | N
     if positions is None:
         return unseen(f"more than {limit} entries between the last read and {bound[0]}:{bound[1]}")
     if not positions:
-        return f"nothing after the last read up to {bound[0]}:{bound[1]}"
+        # the reader has every entry up to the bound: up to the horizon when entries past it are held
+        # (a terminated topic's undecided transactions), or all of them when only the broker's end of
+        # topic never came; 3.1.0's matrix cell stayed unknown on exactly this (20261129-140446)
+        return UndeliverableEnd(partition, last_read, end, 0, 0, held)
     markers = aborted_entries = 0
     for position in positions:
         at = f"{position[0]}:{position[1]}"

@@ -776,6 +776,22 @@ class UnshownTailAdmin(StaleEndAdmin):
         return StoredEntry(False, False, 500, "Internal Server Error")
 
 
+def test_a_read_that_has_every_entry_up_to_a_held_horizon_is_at_its_end(
+        make_harness: Callable[[str], Harness]) -> None:
+    """3.1.0's matrix cell (results/20261129-140446-release-matrix-chaos) stayed unknown: on the terminated
+    `ap-1` the reader had read up to the read horizon, entries past it held by transactions the terminate
+    left undecided, and no end of topic came; the drain called that "nothing after the last read" and gave
+    up. Nothing between the last read and the horizon is everything a reader is given."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, messages, open_txn = _stale_end_setup(h)
+    last_entry = max(int(m.msg_id.split(":")[1]) for m in messages)
+    admin = StaleEndAdmin(last_entry + 1, [open_txn, "marker"], horizon=last_entry)
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=60, client=h.client, admin=admin)
+    assert result.complete and first in result.topics, result.reason
+    [end] = result.undeliverable
+    assert end.horizon == (1, last_entry) and (end.markers, end.aborted) == (0, 0) and not end.seen_by_cursor
+
+
 @pytest.mark.parametrize("past", [True, False], ids=["cursor-past-horizon", "cursor-short-of-it"])
 def test_a_tail_the_owner_cannot_show_ends_the_read_where_the_readers_cursor_passed_it(
         make_harness: Callable[[str], Harness], past: bool) -> None:
