@@ -139,6 +139,17 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         settings=MappingProxyType({"managedLedgerMaxEntriesPerLedger": 20,
                                    "managedLedgerMinLedgerRolloverTimeMinutes": 0,
                                    "managedLedgerCursorMaxEntriesPerLedger": 20})),
+    # a try: two topics (a control), a committed, an aborted and a committed transaction, terminate, unload
+    Finding(
+        name="aborted-read-after-terminated-reload", release="2.11.0", txn_path=TxnPath.V4,
+        main_class="AbortedReadAfterTerminatedReload",
+        what="a terminated topic loaded again delivers messages of transactions aborted after the transaction "
+             "buffer's last snapshot: TopicTransactionBufferRecover skips the replay when the last confirmed "
+             "entry is <ledger>:-1, a terminated ledger's end (the release matrix's 2.11.0 aborted-read 4; "
+             "2.11.0, 4.0.8, 5.0.1 reproduced)",
+        try_timeout_s=180.0,
+        settings=MappingProxyType({"transactionBufferSnapshotMinTimeInMillis": 600000}),
+        log_signs=("Transaction buffer snapshot recover cursor close complete", "Topic terminated at")),
     # a try: ~300 transactions, the live subscription (<= 180 s), a broker restart, two reads 30 s apart
     Finding(
         name="v5-chaos-aborted-read", release="5.0.1", txn_path=TxnPath.V5, main_class="V5AbortedReadAfterRestart",
