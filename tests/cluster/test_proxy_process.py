@@ -98,12 +98,14 @@ def test_disable_refuses_and_cuts_then_enable_restores(proxy: ProxyProcess, clie
 
 
 def test_latency_added_and_removed(proxy: ProxyProcess, client: ToxiproxyClient) -> None:
+    # 2 s of latency against a 2 s bound: a loaded machine (a `make test` beside three others
+    # took 0.51 s for one unhindered round trip, 2026-11-29) must not pass for a toxic left on
     with connect(proxy.listen("client-broker-0")) as sock:
-        assert round_trip(sock) < 1.0
-        client.add_toxic("client-broker-0", ToxicType.LATENCY, {"latency": 300}, stream=Stream.UPSTREAM)
-        assert round_trip(sock) >= 0.3
+        assert round_trip(sock) < 2.0
+        client.add_toxic("client-broker-0", ToxicType.LATENCY, {"latency": 2000}, stream=Stream.UPSTREAM)
+        assert round_trip(sock) >= 2.0
         client.remove_toxic("client-broker-0", "latency_upstream")
-        assert round_trip(sock) < 0.3
+        assert round_trip(sock) < 2.0
 
 
 def test_reset_heals_everything(proxy: ProxyProcess, client: ToxiproxyClient) -> None:

@@ -24,10 +24,11 @@ from harness.config import SCENARIO_DIR
 from harness.history.reader import read_history_dir
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
-
 TXNBENCH = [sys.executable, "-m", "orchestrator.cli"]
 RUN_TIMEOUT_S = 420
+#: past a run's own bound, so a slow run fails with its stderr, not with pytest-timeout's stack
+#: (its default 300 s cut the atomic-produce run short on a loaded machine, 2026-11-29)
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(RUN_TIMEOUT_S + 120)]
 
 
 def short_scenario(tmp: Path, name: str, *, steady_s: float = 6, path: str = "v4",
