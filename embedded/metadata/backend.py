@@ -24,7 +24,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from embedded.metadata.model import Comparison, GetResult, Notification, PutResult, Version
+from embedded.metadata.model import (
+    Comparison,
+    GetResult,
+    KeyNotFound,
+    Notification,
+    PutResult,
+    Version,
+)
 
 EventsCallback = Callable[[list[Notification]], Any]
 ResyncCallback = Callable[[], Any]
@@ -42,6 +49,24 @@ class WatchHandle(Protocol):
     async def cancel(self) -> None: ...
 
 
+class ClientSideWatch:
+    """A prefix watch that lives only in the client: ZooKeeper's one recursive watch on / and
+    Oxia's one notification stream carry every change, and the client hands each watch the ones
+    under its prefix. Cancelling forgets it; the server has nothing to be told."""
+
+    def __init__(self, registry: dict[int, ClientSideWatch], watch_id: int, prefix: str,
+                 on_events: EventsCallback, on_resync: ResyncCallback | None) -> None:
+        self._registry = registry
+        self.watch_id = watch_id
+        self.prefix = prefix
+        self.on_events = on_events
+        self.on_resync = on_resync
+        registry[watch_id] = self
+
+    async def cancel(self) -> None:
+        self._registry.pop(self.watch_id, None)
+
+
 class _GetPut(Protocol):
     async def get(self, key: str) -> GetResult: ...
 
@@ -52,7 +77,14 @@ class _GetPut(Protocol):
 
 class JsonRecords:
     """`get_json`/`put_json` over a backend's `get`/`put`, so every backend stores JSON alike
-    (compact, sorted keys: equal objects are equal bytes, whichever broker wrote them)."""
+    (compact, sorted keys: equal objects are equal bytes, whichever broker wrote them), and
+    `get_or_none`, so a missing key reads the same on every backend."""
+
+    async def get_or_none(self: _GetPut, key: str) -> GetResult | None:
+        try:
+            return await self.get(key)
+        except KeyNotFound:
+            return None
 
     async def get_json(self: _GetPut, key: str) -> tuple[Any, Version]:
         """The JSON value at `key` and its version (the CAS token for `put_json`)."""

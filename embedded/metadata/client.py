@@ -43,7 +43,6 @@ from embedded.metadata.backend import ClientCallbacks, JsonRecords
 from embedded.metadata.model import (
     Comparison,
     GetResult,
-    KeyNotFound,
     MetadataUnavailable,
     Notification,
     PutResult,
@@ -288,12 +287,6 @@ class MetadataClient(JsonRecords, ClientCallbacks):
         header = await self._call("get", idempotent=True,
                                   **requests.get_args(key, comparison, use_index, include_value))
         return requests.parse_get(header)
-
-    async def get_or_none(self, key: str) -> GetResult | None:
-        try:
-            return await self.get(key)
-        except KeyNotFound:
-            return None
 
     async def put(self, key: str, value: str, *, expected_version: int | None = None, ephemeral: bool = False,
                   partition_key: str | None = None, sequence_keys_deltas: Sequence[int] | None = None,

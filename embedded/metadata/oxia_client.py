@@ -49,6 +49,7 @@ from oxia.defs import NotificationType
 from embedded import tracing
 from embedded.metadata.backend import (
     ClientCallbacks,
+    ClientSideWatch,
     EventsCallback,
     JsonRecords,
     ResyncCallback,
@@ -216,19 +217,6 @@ def _settle(future: asyncio.Future[Any], result: Any, err: BaseException | None)
         future.set_result(result)
 
 
-class _OxiaWatch:
-    def __init__(self, client: OxiaMetadataClient, watch_id: int, prefix: str, on_events: EventsCallback,
-                 on_resync: ResyncCallback | None) -> None:
-        self.client = client
-        self.watch_id = watch_id
-        self.prefix = prefix
-        self.on_events = on_events
-        self.on_resync = on_resync
-
-    async def cancel(self) -> None:
-        self.client._watches.pop(self.watch_id, None)
-
-
 class OxiaMetadataClient(JsonRecords, ClientCallbacks):
     """The brokers' `MetadataBackend` on an Oxia service (ours or a real one)."""
 
@@ -259,7 +247,7 @@ class OxiaMetadataClient(JsonRecords, ClientCallbacks):
         self._notifications: Any = None
         self._drain_thread: threading.Thread | None = None
         self._watch_ids = itertools.count(1)
-        self._watches: dict[int, _OxiaWatch] = {}
+        self._watches: dict[int, ClientSideWatch] = {}
         self._pending: builtins.list[Any] = []
         self.sessions_lost = 0
 
@@ -378,12 +366,6 @@ class OxiaMetadataClient(JsonRecords, ClientCallbacks):
                                              include_value=include_value, use_index=use_index), idempotent=True)
         return GetResult(k, _text(value) if include_value else None, version_from_oxia(version))
 
-    async def get_or_none(self, key: str) -> GetResult | None:
-        try:
-            return await self.get(key)
-        except KeyNotFound:
-            return None
-
     async def put(self, key: str, value: str, *, expected_version: int | None = None, ephemeral: bool = False,
                   partition_key: str | None = None, sequence_keys_deltas: Sequence[int] | None = None,
                   secondary_indexes: Mapping[str, str] | None = None) -> PutResult:
@@ -448,12 +430,10 @@ class OxiaMetadataClient(JsonRecords, ClientCallbacks):
     # ---- watches ------------------------------------------------------------------------------
 
     async def watch(self, prefix: str, on_events: EventsCallback, *,
-                    on_resync: ResyncCallback | None = None) -> _OxiaWatch:
+                    on_resync: ResyncCallback | None = None) -> ClientSideWatch:
         """Watch every key under `prefix`; the stream is live since connect, so nothing later is missed."""
         self._require()
-        watch = _OxiaWatch(self, next(self._watch_ids), prefix, on_events, on_resync)
-        self._watches[watch.watch_id] = watch
-        return watch
+        return ClientSideWatch(self._watches, next(self._watch_ids), prefix, on_events, on_resync)
 
     def _drain(self) -> None:
         """Thread: hand every notification to the loop (ends when the stream is closed)."""

@@ -71,6 +71,7 @@ from kazoo.protocol.states import KazooState
 from embedded import tracing
 from embedded.metadata.backend import (
     ClientCallbacks,
+    ClientSideWatch,
     EventsCallback,
     JsonRecords,
     ResyncCallback,
@@ -169,19 +170,6 @@ def _sidecar(base: str, key: str) -> str:
     return f"{base}/{quote(key, safe='')}"
 
 
-class _ZkWatch:
-    def __init__(self, client: ZkMetadataClient, watch_id: int, prefix: str, on_events: EventsCallback,
-                 on_resync: ResyncCallback | None) -> None:
-        self.client = client
-        self.watch_id = watch_id
-        self.prefix = prefix
-        self.on_events = on_events
-        self.on_resync = on_resync
-
-    async def cancel(self) -> None:
-        self.client._watches.pop(self.watch_id, None)
-
-
 class ZkMetadataClient(JsonRecords, ClientCallbacks):
     """The brokers' `MetadataBackend` on ZooKeeper (see the module docstring)."""
 
@@ -200,7 +188,7 @@ class ZkMetadataClient(JsonRecords, ClientCallbacks):
         self._closing = False
         self._session: int | None = None
         self._watch_ids = itertools.count(1)
-        self._watches: dict[int, _ZkWatch] = {}
+        self._watches: dict[int, ClientSideWatch] = {}
         self._pending: builtins.list[Notification] = []
         self._hooked: Any = None
         self._parents: set[str] = set()
@@ -347,12 +335,6 @@ class ZkMetadataClient(JsonRecords, ClientCallbacks):
         if chosen is None:
             raise KeyNotFound(f"{key} ({comparison.value}, index {index})")
         return chosen
-
-    async def get_or_none(self, key: str) -> GetResult | None:
-        try:
-            return await self.get(key)
-        except KeyNotFound:
-            return None
 
     async def put(self, key: str, value: str, *, expected_version: int | None = None, ephemeral: bool = False,
                   partition_key: str | None = None, sequence_keys_deltas: Sequence[int] | None = None,
@@ -569,12 +551,10 @@ class ZkMetadataClient(JsonRecords, ClientCallbacks):
     # ---- watches ------------------------------------------------------------------------------
 
     async def watch(self, prefix: str, on_events: EventsCallback, *,
-                    on_resync: ResyncCallback | None = None) -> _ZkWatch:
+                    on_resync: ResyncCallback | None = None) -> ClientSideWatch:
         """Watch every key under `prefix`; the recursive watch on / is live since connect."""
         self._require()
-        watch = _ZkWatch(self, next(self._watch_ids), prefix, on_events, on_resync)
-        self._watches[watch.watch_id] = watch
-        return watch
+        return ClientSideWatch(self._watches, next(self._watch_ids), prefix, on_events, on_resync)
 
     async def _add_watch(self) -> None:
         self._install_event_hook()
