@@ -31,7 +31,7 @@ from aiohttp import web
 
 from harness.metrics import Registry
 
-log = logging.getLogger("harness.service")
+log = logging.getLogger(__name__)
 
 
 class Service(Protocol):

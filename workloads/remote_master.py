@@ -24,7 +24,7 @@ from harness.results import write_json_atomic
 from workloads import remote
 from workloads.loadspec import LoadSpec
 
-log = logging.getLogger("workloads.remote_master")
+log = logging.getLogger(__name__)
 
 HOST_SILENT_S = 15.0      # a host that sent nothing for this long while its writers are pending is gone
 

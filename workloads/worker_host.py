@@ -56,7 +56,7 @@ from workloads import remote  # noqa: E402
 from workloads.entrypoints import RUNNER, python_m  # noqa: E402
 from workloads.worker_args import add_worker_arguments  # noqa: E402
 
-log = logging.getLogger("txnbench.worker")
+log = logging.getLogger("workloads.worker_host")
 
 HELLO_EVERY_S = 2.0
 PING_EVERY_S = 2.0

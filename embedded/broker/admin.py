@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from embedded.broker.topic import PersistentTopic
     from embedded.broker.views import AdminView
 
-log = logging.getLogger("embedded.broker.admin")
+log = logging.getLogger(__name__)
 
 BROKER_KEY = web.AppKey("broker", object)
 # terminating one partition at its owner: a ledger close, well under the admin client's timeout

@@ -56,7 +56,7 @@ from embedded.metadata.model import MetadataError, MetadataUnavailable
 from harness.service import http_app, start_http
 from harness.wire import Command, SchemaType, ServerError, commands
 
-log = logging.getLogger("embedded.broker")
+log = logging.getLogger(__name__)
 
 _STORE_ERRORS = (ManagedLedgerError, LedgerError, LedgerUnavailable, MetadataError, MetadataUnavailable)
 

@@ -18,7 +18,7 @@ from embedded.broker.txn_api import BrokerInfo
 from embedded.metadata.backend import MetadataBackend, WatchHandle
 from embedded.metadata.model import MetadataError, MetadataUnavailable, Notification, SessionExpired
 
-log = logging.getLogger("embedded.broker.registry")
+log = logging.getLogger(__name__)
 
 ROOT = "/brokers/"
 _PAUSES = (0.1, 0.2, 0.5, 1.0, 2.0)

@@ -48,7 +48,7 @@ from embedded.broker.position import Position
 if TYPE_CHECKING:
     from embedded.broker.subscription import Subscription
 
-log = logging.getLogger("embedded.broker.dispatcher")
+log = logging.getLogger(__name__)
 
 _PAUSES = (0.05, 0.1, 0.2, 0.5, 1.0)
 

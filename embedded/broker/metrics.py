@@ -18,7 +18,7 @@ from collections.abc import Callable
 from embedded.tracing import Span
 from harness.metrics import Counter, Gauge, Histogram, Registry
 
-log = logging.getLogger("embedded.broker.metrics")
+log = logging.getLogger(__name__)
 
 LATENCY_MS_BUCKETS = (0.5, 1, 2, 5, 10, 20, 50, 100, 200, 1000)
 RECORDS_PER_ENTRY_BUCKETS = (10, 50, 100, 200, 500, 1000)

@@ -59,7 +59,7 @@ from embedded.metadata.model import (
 if TYPE_CHECKING:
     from embedded.broker.metrics import BrokerMetrics
 
-log = logging.getLogger("embedded.broker.ownership")
+log = logging.getLogger(__name__)
 
 ROOT = "/topic-owners/"
 _PAUSES = (0.1, 0.25, 0.5, 1.0, 2.0)   # between revalidation rounds while the store is out of reach

@@ -43,7 +43,7 @@ from harness.wire import (
 if TYPE_CHECKING:
     from embedded.broker.metrics import BrokerMetrics
 
-log = logging.getLogger("embedded.broker.peer")
+log = logging.getLogger(__name__)
 
 
 class PeerConnection:

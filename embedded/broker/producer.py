@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from embedded.broker.server_cnx import ServerCnx
     from embedded.broker.topic import PersistentTopic
 
-log = logging.getLogger("embedded.broker.producer")
+log = logging.getLogger(__name__)
 
 
 class _Slot:

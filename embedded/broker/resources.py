@@ -18,7 +18,7 @@ from embedded.broker.topic_name import TopicDomain, TopicName, decode_component,
 from embedded.metadata.backend import MetadataBackend
 from embedded.metadata.model import MUST_NOT_EXIST, BadVersion, KeyNotFound
 
-log = logging.getLogger("embedded.broker.resources")
+log = logging.getLogger(__name__)
 
 CLUSTERS = "/admin/clusters/"
 POLICIES = "/admin/policies/"

@@ -50,7 +50,7 @@ from harness.wire import (
 if TYPE_CHECKING:
     from embedded.broker.views import ConnectionView
 
-log = logging.getLogger("embedded.broker.cnx")
+log = logging.getLogger(__name__)
 
 T = CommandType
 _U64 = (1 << 64) - 1

@@ -24,7 +24,7 @@ from harness.wire import ServerError, SubType, TxnId
 if TYPE_CHECKING:
     from embedded.broker.topic import PersistentTopic
 
-log = logging.getLogger("embedded.broker.subscription")
+log = logging.getLogger(__name__)
 
 SUB_TYPE_NAMES = {SubType.Exclusive: "Exclusive", SubType.Shared: "Shared", SubType.Failover: "Failover",
                   SubType.Key_Shared: "Key_Shared"}

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-log = logging.getLogger("embedded.broker.tasks")
+log = logging.getLogger(__name__)
 
 _running: set[asyncio.Task[Any]] = set()
 

@@ -34,7 +34,7 @@ from harness.wire import Command, CommandType, ServerError, TxnId, proto
 if TYPE_CHECKING:
     from embedded.broker.views import TopicView
 
-log = logging.getLogger("embedded.broker.topic")
+log = logging.getLogger(__name__)
 
 
 class PersistentTopic:

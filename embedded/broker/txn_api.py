@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from embedded.ledger.client import LedgerClient
     from embedded.metadata.backend import MetadataBackend
 
-log = logging.getLogger("embedded.broker.txn")
+log = logging.getLogger(__name__)
 
 
 class TxnError(Exception):

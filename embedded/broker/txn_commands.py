@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from embedded.broker.topic import PersistentTopic
     from embedded.broker.views import ConnectionView
 
-log = logging.getLogger("embedded.broker.cnx")   # the connection's log, where these lines always went
+log = logging.getLogger("embedded.broker.server_cnx")   # the connection's log, where these lines always went
 
 T = CommandType
 

@@ -41,7 +41,7 @@ from harness.wire import CommandType, ServerError
 if TYPE_CHECKING:
     from aiohttp import web
 
-log = logging.getLogger("embedded.broker.txn_registry")
+log = logging.getLogger(__name__)
 
 EXTENSIONS_BY_PATH: dict[str, tuple[str, ...]] = {
     "v4": ("embedded.broker.v4",),

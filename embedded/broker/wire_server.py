@@ -33,7 +33,7 @@ from harness.wire import (
 if TYPE_CHECKING:
     from embedded.broker.views import ConnectionView
 
-log = logging.getLogger("embedded.broker.wire")
+log = logging.getLogger(__name__)
 
 
 class BrokerProtocol(asyncio.Protocol):

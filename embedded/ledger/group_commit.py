@@ -31,7 +31,7 @@ from embedded.ledger.journal import BatchWritten
 from embedded.ledger.model import LedgerKind
 from embedded.ledger.records import RECORD_HEADER_SIZE, Record, encode_record
 
-log = logging.getLogger("embedded.ledger.group_commit")
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BATCH_BYTES = 8 * 1024 * 1024
 

@@ -49,7 +49,7 @@ from embedded.ledger.records import (
     iter_records,
 )
 
-log = logging.getLogger("embedded.ledger.recovery")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

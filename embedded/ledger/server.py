@@ -27,7 +27,7 @@ from embedded.rpc import RpcError, RpcServer, ServerConnection
 from harness.metrics import Registry
 from harness.service import http_app, start_http
 
-log = logging.getLogger("embedded.ledger.server")
+log = logging.getLogger(__name__)
 
 FATAL_EXIT_CODE = 75
 

@@ -33,7 +33,7 @@ from embedded.ledger.recovery import Recovered, recover
 from embedded.ledger.stats import LedgerStats
 from harness.metrics import Registry
 
-log = logging.getLogger("embedded.ledger.store")
+log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 READ_MAX_BYTES = 16 * 1024 * 1024

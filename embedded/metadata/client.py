@@ -52,7 +52,7 @@ from embedded.metadata.model import (
 from embedded.metadata.state import prefix_end
 from embedded.rpc import AsyncRpcClient, RpcError, RpcUnavailable
 
-log = logging.getLogger("embedded.metadata.client")
+log = logging.getLogger(__name__)
 
 EventsCallback = Callable[[list[Notification]], Any]
 ResyncCallback = Callable[[], Any]

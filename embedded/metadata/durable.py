@@ -66,7 +66,7 @@ from embedded.metadata.wal import (
     truncate_file,
 )
 
-log = logging.getLogger("embedded.metadata.durable")
+log = logging.getLogger(__name__)
 
 
 def wall_ms() -> int:

@@ -73,7 +73,7 @@ from embedded.metadata.model import (
 from embedded.metadata.oxia_proto import pb
 from embedded.metadata.state import prefix_end
 
-log = logging.getLogger("embedded.metadata.oxia_client")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

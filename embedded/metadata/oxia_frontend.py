@@ -84,7 +84,7 @@ from embedded.metadata.oxia_proto import (
 from embedded.metadata.state import Delete, DeleteRange, Put, SessionClose, SessionOpen
 from harness.metrics import Registry
 
-log = logging.getLogger("embedded.metadata.oxia")
+log = logging.getLogger(__name__)
 
 #: Notification batches kept for clients that resume a stream from an offset.
 HISTORY_BATCHES = 10_000

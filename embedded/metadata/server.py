@@ -57,7 +57,7 @@ from embedded.rpc import RpcError, RpcServer, ServerConnection
 from harness.metrics import Registry
 from harness.service import http_app, start_http
 
-log = logging.getLogger("embedded.metadata")
+log = logging.getLogger(__name__)
 
 EXPIRY_CHECK_S = 0.05
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)

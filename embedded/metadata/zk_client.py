@@ -94,7 +94,7 @@ from embedded.metadata.model import (
 )
 from embedded.metadata.state import prefix_end
 
-log = logging.getLogger("embedded.metadata.zk_client")
+log = logging.getLogger(__name__)
 
 #: Our bookkeeping: sequence counters and index sidecars (never listed nor watched).
 SIDECARS = "/__txnbench"

@@ -38,7 +38,7 @@ from faults.proxy.errors import ApiError, bad_request, server_error
 from harness.metrics import Registry
 from harness.service import http_app
 
-log = logging.getLogger("faults.proxy.api")
+log = logging.getLogger(__name__)
 
 VERSION = "txnbench-proxy 0.1.0 (Toxiproxy 2.x HTTP API)"
 

@@ -27,7 +27,7 @@ from faults.proxy.link import READ_SIZE, Link, LinkEnd
 from faults.proxy.stats import ByteCounter
 from harness.toxiproxy.model import Stream
 
-log = logging.getLogger("faults.proxy.connection")
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 5.0
 FLUSH_TIMEOUT_S = 5.0

@@ -25,7 +25,7 @@ from faults.proxy.link import READ_SIZE
 from faults.proxy.stats import ByteCounter, ProxyMetrics
 from harness.toxiproxy.model import Stream
 
-log = logging.getLogger("faults.proxy")
+log = logging.getLogger(__name__)
 
 BACKLOG = 512
 STOP_WAIT_S = 2.0

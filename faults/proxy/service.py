@@ -23,7 +23,7 @@ from faults.proxy.collection import ProxySpec, parse_proxy_spec
 from faults.proxy.errors import ApiError
 from faults.proxy.server import ProxyServer
 
-log = logging.getLogger("faults.proxy.service")
+log = logging.getLogger(__name__)
 
 ENDPOINTS_FILE = "endpoints.json"
 

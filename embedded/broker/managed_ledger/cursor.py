@@ -42,7 +42,7 @@ from embedded.metadata.model import MUST_NOT_EXIST, BadVersion, MetadataError, M
 if TYPE_CHECKING:
     from embedded.broker.managed_ledger.ledger import ManagedLedger
 
-log = logging.getLogger("embedded.broker.cursor")
+log = logging.getLogger(__name__)
 
 _BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 INLINE_RANGES = 1000   # ranges kept in the metadata record's fallback state

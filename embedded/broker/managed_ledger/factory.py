@@ -19,7 +19,7 @@ from embedded.metadata.backend import MetadataBackend
 if TYPE_CHECKING:
     from embedded.broker.metrics import BrokerMetrics
 
-log = logging.getLogger("embedded.broker.ml_factory")
+log = logging.getLogger(__name__)
 
 _GONE = (MlState.CLOSED, MlState.FENCED)
 

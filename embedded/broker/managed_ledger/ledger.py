@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from embedded.broker.managed_ledger.cursor import ManagedCursor
     from embedded.broker.metrics import BrokerMetrics
 
-log = logging.getLogger("embedded.broker.ml")
+log = logging.getLogger(__name__)
 
 _instance_ids = itertools.count(1)
 _RETRY_PAUSES = (0.05, 0.1, 0.2, 0.5, 1.0)

@@ -42,7 +42,7 @@ from embedded.broker.position import Position
 from embedded.broker.v4.records import encode_batch
 from embedded.broker.v4.settings import BatchedWriteConfig
 
-log = logging.getLogger("embedded.broker.v4.writer")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

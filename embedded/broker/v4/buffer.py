@@ -60,7 +60,7 @@ from harness.wire import (
     commands,
 )
 
-log = logging.getLogger("embedded.broker.v4.buffer")
+log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = "__transaction_buffer_snapshot"
 MARKER_PRODUCER = "pulsar.marker"

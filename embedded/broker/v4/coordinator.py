@@ -68,7 +68,7 @@ from embedded.broker.v4.settings import V4Settings
 from embedded.ledger.model import LedgerKind
 from harness.wire import ServerError, TxnAction, TxnId
 
-log = logging.getLogger("embedded.broker.v4.coordinator")
+log = logging.getLogger(__name__)
 
 TRANSACTION_LOG_PREFIX = "__transaction_log_"
 TRANSACTION_LOG_CURSOR = "transaction.subscription"

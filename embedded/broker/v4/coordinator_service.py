@@ -33,7 +33,7 @@ from embedded.broker.v4.metrics import V4Metrics
 from embedded.broker.v4.settings import V4Settings
 from harness.wire import ServerError, TxnAction, TxnId
 
-log = logging.getLogger("embedded.broker.v4.coordinators")
+log = logging.getLogger(__name__)
 
 ASSIGN_TOPIC = TopicName.parse("persistent://pulsar/system/transaction_coordinator_assign")
 

@@ -41,7 +41,7 @@ from embedded.broker.v4.batched_writer import LogPosition
 from embedded.broker.v4.records import TransactionMetadataOp, TxnStatus
 from harness.wire import ServerError, TxnAction, TxnId
 
-log = logging.getLogger("embedded.broker.v4.coordinator")
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_MS = 60_000
 

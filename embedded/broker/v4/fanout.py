@@ -33,7 +33,7 @@ from embedded.broker.v4.coordinator_state import TxnMeta
 from embedded.broker.v4.metrics import V4Metrics
 from harness.wire import Command, ServerError, TxnAction, TxnId, commands
 
-log = logging.getLogger("embedded.broker.v4.fanout")
+log = logging.getLogger(__name__)
 
 RETRYABLE = frozenset({ServerError.PersistenceError, ServerError.ServiceNotReady, ServerError.MetadataError,
                        ServerError.TooManyRequests, ServerError.UnknownError,

@@ -54,7 +54,7 @@ from embedded.broker.v4.settings import V4Settings
 from embedded.ledger.model import LedgerKind
 from harness.wire import ServerError, TxnAction, TxnId
 
-log = logging.getLogger("embedded.broker.v4.pending_ack")
+log = logging.getLogger(__name__)
 
 PENDING_ACK_SUFFIX = "__transaction_pending_ack"
 PENDING_ACK_CURSOR = "__pending_ack_state"

@@ -29,7 +29,7 @@ from embedded.broker.position import Position
 from embedded.broker.v4.batched_writer import LogPosition, TxnLogBufferedWriter
 from embedded.broker.v4.records import decode_entry, split_entry
 
-log = logging.getLogger("embedded.broker.v4.log")
+log = logging.getLogger(__name__)
 
 _U64 = (1 << 64) - 1
 REPLAY_READ_BATCH = 100

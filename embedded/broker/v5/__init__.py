@@ -37,7 +37,7 @@ from embedded.broker.v5.txn.pending_ack import MetadataPendingAckProvider
 from embedded.broker.v5.txn.store import TxnMetadataStore
 from harness.wire import CommandType
 
-log = logging.getLogger("embedded.broker.v5")
+log = logging.getLogger(__name__)
 
 class _Parts:
     """Start and stop the v5 services with the broker (after its stores connect)."""

@@ -45,7 +45,7 @@ from embedded.broker.v5.scalable.resources import (
 )
 from embedded.metadata.model import MetadataError, MetadataUnavailable
 
-log = logging.getLogger("embedded.broker.v5.admin")
+log = logging.getLogger(__name__)
 
 
 def _fail(status: int, reason: str) -> web.Response:

@@ -44,7 +44,7 @@ from harness.wire import ServerError
 if TYPE_CHECKING:
     from embedded.broker.v5.settings import V5Settings
 
-log = logging.getLogger("embedded.broker.v5.scalable")
+log = logging.getLogger(__name__)
 
 _OWNER_TIMEOUT_S = 15.0
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from embedded.broker.v5.settings import V5Settings
     from embedded.metadata.backend import WatchHandle as Watch
 
-log = logging.getLogger("embedded.broker.v5.sessions")
+log = logging.getLogger(__name__)
 
 
 def parse_scalable(text: str) -> TopicName:

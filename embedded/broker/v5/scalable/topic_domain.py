@@ -19,7 +19,7 @@ import logging
 from embedded.broker.txn_api import BrokerContext, ClientChannel
 from harness.wire import Command, CommandType, ServerError, commands
 
-log = logging.getLogger("embedded.broker.v5.topic_domain")
+log = logging.getLogger(__name__)
 
 _WHY = ("{topic} is a scalable topic: resolve its segments with SCALABLE_TOPIC_LOOKUP (a Pulsar 5.0 / v5 client) "
         "and produce to or consume from its segment:// topics")

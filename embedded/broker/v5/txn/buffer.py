@@ -43,7 +43,7 @@ from embedded.broker.v5.txn.visibility import SegmentVisibility
 from embedded.metadata.model import BadVersion, MetadataError, MetadataUnavailable
 from harness.wire import ServerError, TxnAction, TxnId
 
-log = logging.getLogger("embedded.broker.v5.buffer")
+log = logging.getLogger(__name__)
 
 
 def _conflict(txn: TxnId, state: TxnState, segment: str) -> TxnError:

@@ -77,7 +77,7 @@ from harness.wire import Command, ServerError, TxnAction, TxnId, commands
 if TYPE_CHECKING:
     from embedded.metadata.backend import WatchHandle as Watch
 
-log = logging.getLogger("embedded.broker.v5.coordinator")
+log = logging.getLogger(__name__)
 
 ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 DEFAULT_TXN_TIMEOUT_MS = 60_000

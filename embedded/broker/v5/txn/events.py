@@ -38,7 +38,7 @@ from embedded.metadata.model import EventType, MetadataError, MetadataUnavailabl
 if TYPE_CHECKING:
     from embedded.metadata.backend import WatchHandle as Watch
 
-log = logging.getLogger("embedded.broker.v5.events")
+log = logging.getLogger(__name__)
 
 
 class EventFeed:

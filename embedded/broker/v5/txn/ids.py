@@ -23,7 +23,7 @@ from embedded.broker.v5.txn import keys
 from embedded.metadata.backend import MetadataBackend
 from embedded.metadata.model import MUST_NOT_EXIST, BadVersion
 
-log = logging.getLogger("embedded.broker.v5.ids")
+log = logging.getLogger(__name__)
 
 _MAX_CONFLICTS = 20
 

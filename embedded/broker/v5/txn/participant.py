@@ -49,7 +49,7 @@ from embedded.broker.v5.txn.store import TxnMetadataStore, Versioned
 from embedded.metadata.model import MetadataError, MetadataUnavailable
 from harness.wire import TxnId
 
-log = logging.getLogger("embedded.broker.v5.participant")
+log = logging.getLogger(__name__)
 
 _RETRY_PAUSES = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 RECONCILE_MIN_INTERVAL_S = 5.0   # the safety net re-reads headers of txns open longer than this, this often

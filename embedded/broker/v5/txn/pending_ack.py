@@ -50,7 +50,7 @@ from embedded.broker.v5.txn.store import StoredOp, TxnMetadataStore
 from embedded.metadata.model import MetadataError, MetadataUnavailable
 from harness.wire import ServerError, TxnAction, TxnId
 
-log = logging.getLogger("embedded.broker.v5.pending_ack")
+log = logging.getLogger(__name__)
 
 _DECIDED_MEMORY = 10_000   # decided transactions remembered to refuse late acks without a header read
 
