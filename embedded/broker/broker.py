@@ -47,7 +47,7 @@ from embedded.broker.txn_api import (
     PeerUnavailable,
     TxnError,
 )
-from embedded.broker.txn_registry import TxnRegistry
+from embedded.broker.txn_registry import TxnPaths, TxnRegistry
 from embedded.broker.wire_server import BinaryServer
 from embedded.ledger.client import LedgerClient
 from embedded.ledger.model import LedgerError, LedgerUnavailable
@@ -70,7 +70,7 @@ def _is_system_topic(topic: TopicName) -> bool:
 
 
 class BrokerService:
-    def __init__(self, raw_config: Mapping[str, Any]) -> None:
+    def __init__(self, raw_config: Mapping[str, Any], txn_paths: TxnPaths | None = None) -> None:
         self.config = BrokerConfig.from_dict(raw_config)
         cfg = self.config
         self._settings = cfg.settings
@@ -101,7 +101,7 @@ class BrokerService:
         self._peers = PeerClient(cfg.broker_id, cfg.peers, metrics=self._metrics, ensure_owner=self.assign_owner,
                                  local=self.handle_locally,
                                  timeout_s=self._settings.float("brokerClientOperationTimeoutSeconds"))
-        self.txn_registry = TxnRegistry(self._settings, cfg.txn_path)
+        self.txn_registry = TxnRegistry(self._settings, cfg.txn_path, txn_paths)
         self.topics: dict[TopicName, PersistentTopic] = {}
         self._loading: dict[TopicName, asyncio.Task[PersistentTopic]] = {}
         self._producer_names = itertools.count()

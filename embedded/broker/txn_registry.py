@@ -1,7 +1,10 @@
 """The provider registry: which transaction components serve which topics and commands.
 
 Theory of operation. At start-up the broker creates one `TxnRegistry` and asks the
-transaction paths to install themselves (`load_extensions`): `embedded.broker.v4` for
+transaction paths to install themselves (`load_extensions`). Which modules a path installs
+is handed in by the broker process's entry point (`embedded/broker/__main__.py`,
+`TXN_PATHS`), which imports them, so the import contracts see the tie while this module
+and the broker core stay free of the paths: `embedded.broker.v4` for
 every path (v4 and v4-batched use it for everything; on v5 it still serves
 `persistent://` topics and v4 clients, as Pulsar 5.0's dispatching providers do), and
 `embedded.broker.v5` on the v5 path (segment:// topics, the scalable coordinator,
@@ -19,7 +22,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from embedded.broker.config import Settings
@@ -43,11 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS_BY_PATH: dict[str, tuple[str, ...]] = {
-    "v4": ("embedded.broker.v4",),
-    "v4-batched": ("embedded.broker.v4",),
-    "v5": ("embedded.broker.v4", "embedded.broker.v5"),
-}
+#: a transaction path's name -> the modules it installs, each with `install(registry, broker)`
+TxnPaths = Mapping[str, Sequence[ModuleType]]
 
 CORE_COMMANDS = frozenset({
     CommandType.CONNECT, CommandType.PING, CommandType.PONG, CommandType.PARTITIONED_METADATA,
@@ -67,9 +68,10 @@ class RegistryError(ValueError):
 
 
 class TxnRegistry:
-    def __init__(self, settings: Settings, txn_path: str) -> None:
+    def __init__(self, settings: Settings, txn_path: str, paths: TxnPaths | None = None) -> None:
         self.settings = settings
         self.txn_path = txn_path
+        self.paths: TxnPaths = paths or {}
         self._buffers: dict[TopicDomain, TransactionBufferProvider] = {}
         self._pending_acks: dict[TopicDomain, PendingAckProvider] = {}
         self._coordinators: dict[CoordinatorKind, TransactionCoordinatorService] = {}
@@ -156,27 +158,27 @@ class TxnRegistry:
 
     # ---- installing the paths -----------------------------------------------------------------
 
-    def extension_modules(self) -> tuple[str, ...]:
-        """The path modules to install: by path, or the `txnbenchTxnExtensions` setting (a list) when set."""
+    def extensions(self) -> tuple[ModuleType, ...]:
+        """The path modules to install: the path's, or those the `txnbenchTxnExtensions` setting
+        names (a list of module names: a test's own path, or none for the broker-only tests)."""
         chosen = self.settings.get("txnbenchTxnExtensions")
         if chosen is None:
-            return EXTENSIONS_BY_PATH.get(self.txn_path, ())
+            return tuple(self.paths.get(self.txn_path, ()))
         if not isinstance(chosen, (list, tuple)) or not all(isinstance(m, str) for m in chosen):
             raise RegistryError("setting txnbenchTxnExtensions must be a list of module names, "
                                 f"e.g. [\"embedded.broker.v4\"], not {chosen!r}")
-        return tuple(chosen)
+        return tuple(importlib.import_module(name) for name in chosen)
 
-    def load_extensions(self, broker: BrokerContext, modules: Sequence[str] | None = None) -> None:
-        """Import each path module and call its `install(registry, broker)`.
+    def load_extensions(self, broker: BrokerContext, modules: Sequence[ModuleType] | None = None) -> None:
+        """Call each path module's `install(registry, broker)`.
 
         A module that is missing, fails to import, or has no `install` stops the broker
         (a half-installed path would give wrong results).
         """
-        for module_name in modules if modules is not None else self.extension_modules():
-            module = importlib.import_module(module_name)
+        for module in modules if modules is not None else self.extensions():
             install = getattr(module, "install", None)
             if install is None:
-                raise RegistryError(f"transaction extension {module_name} has no install(registry, broker)")
+                raise RegistryError(f"transaction extension {module.__name__} has no install(registry, broker)")
             install(self, broker)
-            self.installed.append(module_name)
-            log.info("installed transaction extension %s", module_name)
+            self.installed.append(module.__name__)
+            log.info("installed transaction extension %s", module.__name__)

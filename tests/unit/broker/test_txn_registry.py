@@ -90,17 +90,27 @@ def test_double_registration_and_core_commands_are_refused() -> None:
         registry.register_topic_domain_handler(TopicDomain.PERSISTENT, lambda c, m: None)  # type: ignore[arg-type,return-value]
 
 
-def test_extension_modules_follow_the_path_or_the_setting() -> None:
-    assert TxnRegistry(enabled(), "v5").extension_modules() == ("embedded.broker.v4", "embedded.broker.v5")
-    assert TxnRegistry(enabled(txnbenchTxnExtensions=[]), "v5").extension_modules() == ()
+def test_extensions_follow_the_path_or_the_setting() -> None:
+    import embedded.broker.v4
+    import embedded.broker.v5
+    from embedded.broker.__main__ import TXN_PATHS
+
+    assert TxnRegistry(enabled(), "v5", TXN_PATHS).extensions() == (embedded.broker.v4, embedded.broker.v5)
+    assert TxnRegistry(enabled(), "v4-batched", TXN_PATHS).extensions() == (embedded.broker.v4,)
+    assert TxnRegistry(enabled(), "v5").extensions() == ()          # no paths handed in: none installed
+    assert TxnRegistry(enabled(txnbenchTxnExtensions=[]), "v5", TXN_PATHS).extensions() == ()
+    assert TxnRegistry(enabled(txnbenchTxnExtensions=["embedded.broker.v5"]), "v4").extensions() == (
+        embedded.broker.v5,)
     with pytest.raises(RegistryError):
-        TxnRegistry(enabled(txnbenchTxnExtensions="v4"), "v4").extension_modules()
+        TxnRegistry(enabled(txnbenchTxnExtensions="v4"), "v4").extensions()
 
 
 def test_absent_or_incomplete_extension_modules_stop_the_broker() -> None:
-    registry = TxnRegistry(enabled(), "v4")
+    import embedded.broker.topic_name
+
     with pytest.raises(ModuleNotFoundError):
-        registry.load_extensions(broker=None, modules=["embedded.broker.no_such_path"])  # type: ignore[arg-type]
+        TxnRegistry(enabled(txnbenchTxnExtensions=["embedded.broker.no_such_path"]), "v4").extensions()
+    registry = TxnRegistry(enabled(), "v4")
     with pytest.raises(RegistryError, match="no install"):
-        registry.load_extensions(broker=None, modules=["embedded.broker.topic_name"])  # type: ignore[arg-type]
+        registry.load_extensions(broker=None, modules=[embedded.broker.topic_name])  # type: ignore[arg-type]
     assert registry.installed == []
