@@ -36,6 +36,12 @@ from typing import Any
 
 from analysis.perf.io import Selector, window_delta
 from analysis.perf.prom import Snapshot
+from harness.model_settings import (
+    ACK_READS_HEADER,
+    DELETE_CONSUMED_EVENTS,
+    MODEL_SETTINGS,
+    turned_on,
+)
 
 __all__ = ["EXCESS_LIMIT", "FAMILIES", "KINDS", "NO_NATIVE_SEQUENCE_KEYS", "build_ledger", "design_v4", "design_v5",
            "model_settings"]
@@ -53,28 +59,13 @@ FAMILIES = ("txn-header", "txn-op", "txn-event", "txn-watermark", "txn-aborted",
 NO_NATIVE_SEQUENCE_KEYS = ("zookeeper",)
 REQUESTS = "txnbench_metadata_requests_total"
 
-# Settings that turn on behaviour no source mandates (or the PIP text where Pulsar 5.0
-# differs); a report names each one a run sets. Kept in step with
-# embedded/broker/v5/settings.py MODEL_SETTINGS (analysis does not import the cluster).
-_MODEL_SETTINGS: dict[str, tuple[str, str]] = {
-    "txnbenchV5DeleteConsumedEvents": ("true", "participants delete consumed decision events (model-only)"),
-    "txnbenchV5IdBlocks": ("true", "NEW_TXNs share counter CAS in blocks (model-only)"),
-    "txnbenchV5GcLeftoverOps": ("force-delete", "GC force-deletes leftover op records (PIP text; 5.0 re-drives)"),
-    "txnbenchV5AnswerEndTxnAfterCas": ("true", "END_TXN answered after the CAS, events published behind it "
-                                               "(PIP text; 5.0 answers after the events)"),
-    "txnbenchV5AckReadsHeader": ("true", "a subscription's first transactional ack reads the txn header and "
-                                         "refuses a decided txn (model-only; 5.0 checks memory only)"),
-}
 _HARNESS_GC_RETENTION_S = 120.0   # the embedded target's v5 default (Pulsar's: 900 s)
 
 
 def model_settings(settings: Mapping[str, Any]) -> list[dict[str, str]]:
     """The model-only (or PIP-instead-of-5.0) settings a run turned on, with what each does."""
-    out = []
-    for key, (on, meaning) in _MODEL_SETTINGS.items():
-        if str(settings.get(key, "")).lower() == on:
-            out.append({"setting": key, "value": on, "meaning": meaning})
-    return out
+    return [{"setting": key, "value": setting.on, "meaning": setting.meaning}
+            for key, setting in MODEL_SETTINGS.items() if turned_on(settings, key)]
 
 
 @dataclass(frozen=True)
@@ -121,8 +112,8 @@ def design_v5(shape: Shape, settings: Mapping[str, Any], store_kind: str | None 
     counter read and a counter CAS (`seq-counter`).
     """
     n, parts = shape.txns, shape.writes + shape.ack_parts
-    delete_events = str(settings.get("txnbenchV5DeleteConsumedEvents", "")).lower() == "true"
-    ack_reads_header = str(settings.get("txnbenchV5AckReadsHeader", "")).lower() == "true"
+    delete_events = turned_on(settings, DELETE_CONSUMED_EVENTS)
+    ack_reads_header = turned_on(settings, ACK_READS_HEADER)
     exact: dict[tuple[str, str], float] = {
         ("create", "txn-header"): n,
         ("create", "txn-op"): shape.sends + shape.acks,

@@ -11,7 +11,7 @@ probes:
   header until the participants have cleaned up. `force-delete` is the PIP text: delete
   them, then the header (the review's race becomes reachable).
 * Model-only behaviours, each off by default because neither the PIP nor Pulsar 5.0
-  does it (every report that turns one on names it, `MODEL_SETTINGS`):
+  does it (every report that turns one on names it: harness/model_settings.py):
   `txnbenchV5DeleteConsumedEvents` (participants delete each decision event they
   processed; 5.0 leaves them in the store) and `txnbenchV5IdBlocks` (NEW_TXNs queued
   behind a counter CAS share the next one; 5.0 does one get + CAS per id) and
@@ -32,16 +32,7 @@ import enum
 from dataclasses import dataclass
 
 from embedded.broker.config import Settings
-
-# Settings that switch on behaviour with no source in PIP-473 or Pulsar 5.0 (or the PIP text
-# where 5.0 differs), with the value that does: a report names each one a run turned on.
-MODEL_SETTINGS: dict[str, str] = {
-    "txnbenchV5DeleteConsumedEvents": "true",
-    "txnbenchV5IdBlocks": "true",
-    "txnbenchV5GcLeftoverOps": "force-delete",
-    "txnbenchV5AnswerEndTxnAfterCas": "true",
-    "txnbenchV5AckReadsHeader": "true",
-}
+from harness import model_settings as model
 
 
 class GcLeftoverOps(enum.Enum):
@@ -89,12 +80,12 @@ class V5Settings:
                 return s.int(ours) / 1000.0
             return float(s.int(pulsar_key, int(default_s)))
 
-        leftover = s.str("txnbenchV5GcLeftoverOps", GcLeftoverOps.REDRIVE.value)
+        leftover = s.str(model.GC_LEFTOVER_OPS, GcLeftoverOps.REDRIVE.value)
         try:
             policy = GcLeftoverOps(leftover)
         except ValueError:
             choices = ", ".join(p.value for p in GcLeftoverOps)
-            raise ValueError(f"setting txnbenchV5GcLeftoverOps is {leftover!r}; use one of {choices}") from None
+            raise ValueError(f"setting {model.GC_LEFTOVER_OPS} is {leftover!r}; use one of {choices}") from None
         return cls(
             parallelism=s.int("transactionCoordinatorScalableTopicsParallelism", 16),
             timeout_sweep_interval_s=seconds("transactionCoordinatorScalableTopicsTimeoutSweepIntervalSeconds",
@@ -104,10 +95,10 @@ class V5Settings:
             gc_retention_s=seconds("transactionCoordinatorScalableTopicsGcRetentionSeconds",
                                    "txnbenchV5GcRetentionMillis", 900),
             gc_leftover_ops=policy,
-            delete_consumed_events=s.bool("txnbenchV5DeleteConsumedEvents", False),
-            answer_end_txn_after_cas=s.bool("txnbenchV5AnswerEndTxnAfterCas", False),
-            id_blocks=s.bool("txnbenchV5IdBlocks", False),
-            ack_reads_header=s.bool("txnbenchV5AckReadsHeader", False),
+            delete_consumed_events=s.bool(model.DELETE_CONSUMED_EVENTS, False),
+            answer_end_txn_after_cas=s.bool(model.ANSWER_END_TXN_AFTER_CAS, False),
+            id_blocks=s.bool(model.ID_BLOCKS, False),
+            ack_reads_header=s.bool(model.ACK_READS_HEADER, False),
             participant_delay_s=s.int("txnbenchV5ParticipantDelayMillis", 0) / 1000.0,
             participant_delay_match=s.str("txnbenchV5ParticipantDelayMatch", ""),
             default_segments=max(1, s.int("txnbenchV5DefaultSegments", 1)),

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from analysis.perf.ledger import _MODEL_SETTINGS, Shape, design_v5, model_settings
-from embedded.broker.v5.settings import MODEL_SETTINGS
+from analysis.perf.ledger import Shape, design_v5, model_settings
+from embedded.broker.config import Settings
+from embedded.broker.v5.settings import V5Settings
+from harness.model_settings import MODEL_SETTINGS
 
 SHAPE = Shape(committed=10, aborted=0, sends=40, acks=20, writes=20, ack_parts=10, writes_aborted=0, plain_sends=0)
 
 
-def test_the_analysis_names_every_model_only_setting_of_the_cluster() -> None:
-    # analysis cannot import the cluster, so it keeps its own copy: they must agree
-    assert {k: on for k, (on, _) in _MODEL_SETTINGS.items()} == MODEL_SETTINGS
+def test_each_model_only_setting_turns_its_behaviour_on_in_the_cluster_and_is_named_by_the_report() -> None:
+    # one table (harness.model_settings) for both; its "on" value must change the cluster's settings
+    default = V5Settings.from_settings(Settings({}))
+    for key, setting in MODEL_SETTINGS.items():
+        assert V5Settings.from_settings(Settings({key: setting.on})) != default, key
+        assert [m["setting"] for m in model_settings({key: setting.on})] == [key]
 
 
 def test_a_report_names_the_ack_header_read_when_a_run_turns_it_on() -> None:
