@@ -1,0 +1,101 @@
+"""The history as typed events: the one reading of its lines outside Spark.
+
+Why: the drain (which transactions may be open, which values must show up, which cannot have
+committed), the checker's killed-writer and commit-blocked windows, the verdicts' fault windows
+and transaction spans and the held-horizon account each read a few fields of every line. Each
+read raw dicts with its own `.get`s and defaults, so they could drift from each other and from
+the checker's model. Here a line becomes an `Event` once: `f` and `type` as the schema's `OpF`
+and `OpType` (the names analysis.model's Spark columns compare with), absent text as None,
+`time_ns` as an int (0 when absent), `extra` as a mapping ({} when absent or not an object).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.history.reader import HistoryFormatError, history_files, iter_history_file
+from harness.history.schema import OpF, OpType
+
+#: the writer of the faults (the nemesis, and the supervisor's record of a server's exit)
+NEMESIS = "nemesis"
+#: the writers that are not the load: the run's phases, the faults, the drain's reads
+NOT_THE_LOAD = frozenset({"run", NEMESIS, "drain", "drain-live"})
+
+_F = {f.value: f for f in OpF}
+_TYPES = {t.value: t for t in OpType}
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One history line, with the fields the passes outside Spark need (docs/history.md).
+
+    `writer` is the file's name: invocations pair with completions per (writer, process).
+    `f` or `type` is None for a value schema 1 does not name (no pass matches on it).
+    """
+
+    writer: str
+    process: str
+    time_ns: int
+    type: OpType | None
+    f: OpF | None
+    txn: str | None = None
+    topic: str | None = None
+    segment: str | None = None
+    value: str | None = None
+    msg_id: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def fault_key(self) -> str:
+        """The fault a nemesis event is about: its fault id (the supervisor records every server's
+        exit under one process), else its process."""
+        return str(self.extra.get("fault_id") or self.process)
+
+    @property
+    def phase(self) -> str | None:
+        """A `phase` event's name (`extra.name`); None for any other event."""
+        name = self.extra.get("name") if self.f is OpF.PHASE else None
+        return None if name is None else str(name)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def event_of(writer: str, line: Mapping[str, Any]) -> Event:
+    """The typed event of one parsed line of `writer`'s file."""
+    extra = line.get("extra")
+    time_ns = line.get("time_ns") or 0
+    if isinstance(time_ns, bool) or not isinstance(time_ns, int | float):
+        raise HistoryFormatError(f"{writer}: a line's time_ns {time_ns!r} is not a number")
+    return Event(writer=writer, process=str(line.get("process") or ""), time_ns=int(time_ns),
+                 type=_TYPES.get(line.get("type", "")), f=_F.get(line.get("f", "")),
+                 txn=_text(line.get("txn")), topic=_text(line.get("topic")), segment=_text(line.get("segment")),
+                 value=_text(line.get("value")), msg_id=_text(line.get("msg_id")),
+                 extra=extra if isinstance(extra, Mapping) else {})
+
+
+def read_events(history_dir: Path, *, writers: Collection[str] | None = None, exclude: Collection[str] = (),
+                fs: Collection[OpF] | None = None, skip_damaged: bool = False) -> Iterator[Event]:
+    """The events of `history_dir`'s files in file then line order (a torn last line left out).
+
+    `writers`: only these files (by writer name, e.g. `nemesis`); `exclude`: not these. `fs`: only
+    events of these operations (the others are not even typed: the drain reads every load line).
+    A line that does not parse raises `HistoryFormatError`; with `skip_damaged`, the rest of that
+    file is left out instead (for an account that explains: the checker reports the damage).
+    """
+    wanted = None if fs is None else {f.value for f in fs}
+    for path in history_files(history_dir):
+        writer = path.stem
+        if (writers is not None and writer not in writers) or writer in exclude:
+            continue
+        try:
+            for line in iter_history_file(path):
+                if wanted is None or line.get("f") in wanted:
+                    yield event_of(writer, line)
+        except HistoryFormatError:
+            if not skip_damaged:
+                raise
