@@ -21,7 +21,8 @@ from harness.history.schema import OpF, OpType
 
 #: the writer of the faults (the nemesis, and the supervisor's record of a server's exit)
 NEMESIS = "nemesis"
-#: the writers that are not the load: the run's phases, the faults, the drain's reads
+#: the writers that are not the load (the run's phases, the faults, the drain's reads): a
+#: transaction's span and an anomaly's time come from the load's own operations
 NOT_THE_LOAD = frozenset({"run", NEMESIS, "drain", "drain-live"})
 
 _F = {f.value: f for f in OpF}
@@ -39,6 +40,7 @@ class Event:
     writer: str
     process: str
     time_ns: int
+    wall_ms: float
     type: OpType | None
     f: OpF | None
     txn: str | None = None
@@ -68,34 +70,37 @@ def _text(value: Any) -> str | None:
 def event_of(writer: str, line: Mapping[str, Any]) -> Event:
     """The typed event of one parsed line of `writer`'s file."""
     extra = line.get("extra")
-    time_ns = line.get("time_ns") or 0
-    if isinstance(time_ns, bool) or not isinstance(time_ns, int | float):
-        raise HistoryFormatError(f"{writer}: a line's time_ns {time_ns!r} is not a number")
-    return Event(writer=writer, process=str(line.get("process") or ""), time_ns=int(time_ns),
-                 type=_TYPES.get(line.get("type", "")), f=_F.get(line.get("f", "")),
+    times = line.get("time_ns") or 0, line.get("wall_ms") or 0.0
+    if any(isinstance(t, bool) or not isinstance(t, int | float) for t in times):
+        raise HistoryFormatError(f"{writer}: a line's time_ns or wall_ms {times!r} is not a number")
+    return Event(writer=writer, process=str(line.get("process") or ""), time_ns=int(times[0]),
+                 wall_ms=float(times[1]), type=_TYPES.get(line.get("type", "")), f=_F.get(line.get("f", "")),
                  txn=_text(line.get("txn")), topic=_text(line.get("topic")), segment=_text(line.get("segment")),
                  value=_text(line.get("value")), msg_id=_text(line.get("msg_id")),
                  extra=extra if isinstance(extra, Mapping) else {})
 
 
-def read_events(history_dir: Path, *, writers: Collection[str] | None = None, exclude: Collection[str] = (),
-                fs: Collection[OpF] | None = None, skip_damaged: bool = False) -> Iterator[Event]:
-    """The events of `history_dir`'s files in file then line order (a torn last line left out).
+def file_events(path: Path, fs: Collection[OpF] | None = None, *, skip_damaged: bool = False) -> Iterator[Event]:
+    """The events of one history file (a torn last line left out); `fs`: only events of these
+    operations (the others are not even typed: the drain reads every line of the load).
 
-    `writers`: only these files (by writer name, e.g. `nemesis`); `exclude`: not these. `fs`: only
-    events of these operations (the others are not even typed: the drain reads every load line).
-    A line that does not parse raises `HistoryFormatError`; with `skip_damaged`, the rest of that
-    file is left out instead (for an account that explains: the checker reports the damage).
+    A line that does not parse raises `HistoryFormatError`; with `skip_damaged` the file ends
+    there instead (for an account that explains: the checker reports the damage).
     """
     wanted = None if fs is None else {f.value for f in fs}
+    try:
+        for line in iter_history_file(path):
+            if wanted is None or line.get("f") in wanted:
+                yield event_of(path.stem, line)
+    except HistoryFormatError:
+        if not skip_damaged:
+            raise
+
+
+def read_events(history_dir: Path, *, writers: Collection[str] | None = None, exclude: Collection[str] = (),
+                fs: Collection[OpF] | None = None, skip_damaged: bool = False) -> Iterator[Event]:
+    """The events of `history_dir`'s files (`file_events`), in file then line order. `writers`:
+    only these files (by writer name, e.g. `NEMESIS`); `exclude`: not these."""
     for path in history_files(history_dir):
-        writer = path.stem
-        if (writers is not None and writer not in writers) or writer in exclude:
-            continue
-        try:
-            for line in iter_history_file(path):
-                if wanted is None or line.get("f") in wanted:
-                    yield event_of(writer, line)
-        except HistoryFormatError:
-            if not skip_damaged:
-                raise
+        if (writers is None or path.stem in writers) and path.stem not in exclude:
+            yield from file_events(path, fs, skip_damaged=skip_damaged)
