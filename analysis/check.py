@@ -68,11 +68,19 @@ from analysis.spark import (
     tune_for_input,
 )
 from harness.anomalies import AnomalyClass
-from harness.errors import EnvironmentProblem
+from harness.config import RunConfig
+from harness.errors import ConfigError, EnvironmentProblem
 from harness.history.events import NEMESIS, read_events
 from harness.history.integrity import RECORD_KEY, Damage, verify_history, verify_writers
 from harness.history.schema import OpF, OpType
-from harness.results import RunDir, read_json, utc_stamp, write_json_atomic, write_text_atomic
+from harness.results import (
+    RunDir,
+    read_json,
+    recorded_config,
+    utc_stamp,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 RESULTS_SCHEMA = 1
 # Histories at least this large print progress on stderr.
@@ -101,35 +109,30 @@ def _history_bytes(run: RunDir) -> int:
     return sum(p.stat().st_size for p in run.history_dir.glob("*.jsonl") if p.is_file())
 
 
+def _recorded(run: RunDir) -> tuple[RunConfig | None, str]:
+    """The run's recorded config (harness.results.recorded_config), or None and why the checker
+    takes its defaults instead."""
+    if not run.manifest_path.is_file():
+        return None, "no manifest.json"
+    try:
+        config = recorded_config(read_json(run.manifest_path), str(run.manifest_path))
+    except (OSError, ValueError, ConfigError) as err:
+        return None, f"the manifest's config does not build: {err}"
+    return config, "manifest has no config.checks.stall_after_s"
+
+
 def stall_after_s(run: RunDir) -> tuple[float, str]:
     """The run's `config.checks.stall_after_s` and where it came from."""
-    if not run.manifest_path.is_file():
-        return DEFAULT_STALL_AFTER_S, "default (no manifest.json)"
-    try:
-        manifest = read_json(run.manifest_path)
-        value = manifest["config"]["checks"]["stall_after_s"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return DEFAULT_STALL_AFTER_S, "default (manifest has no config.checks.stall_after_s)"
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        return DEFAULT_STALL_AFTER_S, f"default (manifest's stall_after_s {value!r} is not a positive number)"
-    return float(value), "manifest"
-
-
-def _config_number(run: RunDir, section: str, key: str, default: float) -> float:
-    """A positive number from the manifest's `config.<section>.<key>`, else `default`."""
-    try:
-        value = read_json(run.manifest_path)["config"][section][key]
-    except (OSError, ValueError, KeyError, TypeError):
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        return default
-    return float(value)
+    config, why = _recorded(run)
+    return (config.checks.stall_after_s, "manifest") if config else (DEFAULT_STALL_AFTER_S, f"default ({why})")
 
 
 def abandon_limits(run: RunDir) -> tuple[float, float]:
     """(workload.txn_timeout_s, checks.abort_bound_s) of the run, for unresolved-txn."""
-    return (_config_number(run, "workload", "txn_timeout_s", DEFAULT_TXN_TIMEOUT_S),
-            _config_number(run, "checks", "abort_bound_s", DEFAULT_ABORT_BOUND_S))
+    config, _ = _recorded(run)
+    if config is None:
+        return DEFAULT_TXN_TIMEOUT_S, DEFAULT_ABORT_BOUND_S
+    return config.workload.txn_timeout_s, config.checks.abort_bound_s
 
 
 def killed_writers(run: RunDir) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from typing import Any
 
 from harness.history.events import file_events
 from harness.history.schema import OpF, OpType
-from harness.results import write_json_atomic, write_text_atomic
+from harness.results import config_of, write_json_atomic, write_text_atomic
 
 COVERAGE_DIR = "coverage"
 SCHEMA = 1
@@ -333,8 +333,8 @@ def report_run(run_dir: Path, *, say: Callable[[str], None] | None = None) -> di
     if not (directory / "dumps.jsonl").is_file():
         return None
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    version = (manifest.get("versions") or {}).get("pulsar_release") or \
-        (manifest.get("config") or {}).get("cluster", {}).get("pulsar_version")
+    config = config_of(manifest)
+    version = (manifest.get("versions") or {}).get("pulsar_release") or (config and config.cluster.pulsar_version)
     if not version:
         raise ValueError(f"{run_dir}: the manifest names no Pulsar release")
     txn_path = manifest.get("path", "")
