@@ -70,9 +70,9 @@ from analysis.spark import (
 from harness.anomalies import AnomalyClass
 from harness.config import RunConfig
 from harness.errors import ConfigError, EnvironmentProblem
-from harness.history.events import NEMESIS, read_events
+from harness.history.events import read_events
 from harness.history.integrity import RECORD_KEY, Damage, verify_history, verify_writers
-from harness.history.schema import OpF, OpType
+from harness.history.schema import NEMESIS_WRITER, OpF, OpType
 from harness.results import (
     RunDir,
     read_json,
@@ -140,7 +140,7 @@ def killed_writers(run: RunDir) -> tuple[str, ...]:
     like a lost worker, their history simply ends."""
     killed: set[str] = set()
     try:
-        for op in read_events(run.history_dir, writers=(NEMESIS,), fs=(OpF.FAULT,)):
+        for op in read_events(run.history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT,)):
             effect = op.extra.get("effect")
             if op.type is OpType.OK and op.extra.get("kind") == "client-kill" \
                     and isinstance(effect, dict) and isinstance(effect.get("writer"), str):
@@ -223,7 +223,7 @@ def commit_blocked_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
     starts: dict[str, int] = {}
     ends: dict[str, int | None] = {}
     try:
-        for op in read_events(run.history_dir, writers=(NEMESIS,), fs=(OpF.FAULT, OpF.HEAL)):
+        for op in read_events(run.history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT, OpF.HEAL)):
             if not _is_outage(op.extra, commit_store):
                 continue
             key, t = op.fault_key, op.time_ns

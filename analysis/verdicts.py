@@ -63,8 +63,8 @@ from typing import Any
 from analysis.held_account import account, held_partitions
 from harness.anomalies import AnomalyClass
 from harness.config import ChecksConfig, ExpectationScope, ExpectedAnomalies
-from harness.history.events import NEMESIS, NOT_THE_LOAD, Event, read_events
-from harness.history.schema import OpF, OpType
+from harness.history.events import Event, read_events
+from harness.history.schema import NEMESIS_WRITER, NOT_THE_LOAD, OpF, OpType
 from harness.txn_paths import TxnPath
 
 
@@ -276,7 +276,7 @@ def fault_windows(history_dir: Path, kinds: Iterable[str] = ("terminate",)) -> l
     wanted = set(kinds)
     starts: dict[str, tuple[int, Mapping[str, Any]]] = {}
     effective: dict[str, FaultWindow] = {}
-    for op in read_events(history_dir, writers=(NEMESIS,), fs=(OpF.FAULT, OpF.HEAL)):
+    for op in read_events(history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT, OpF.HEAL)):
         kind = fault_kind(op.extra)
         if kind not in wanted:
             continue

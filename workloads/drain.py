@@ -135,6 +135,7 @@ from harness.history import HistoryRecorder, OpF, OpType
 from harness.history.events import Event, read_events
 from harness.history.positions import ledger_entry
 from harness.history.reader import HistoryFormatError
+from harness.history.schema import DRAIN_WRITER, LIVE_DRAIN_WRITER
 from harness.target import ClusterInfo
 from workloads.api import delivery_extra
 from workloads.horizons import HeldHorizon, held_horizons
@@ -147,7 +148,7 @@ log = logging.getLogger(__name__)
 IDLE_S = 2.0                 # a subscription silent this long (after settling) is empty
 MAX_TXN_STATES = 2000        # transactions whose coordinator view the drain asks for, at most
 TXN_STATE_PROCESS = "drain/coordinator"
-LIVE_WRITER = "drain-live"   # the live reads' writer and process prefix (`drain-live/r<k>`)
+LIVE_WRITER = LIVE_DRAIN_WRITER   # the live reads' writer and process prefix (`drain-live/r<k>`)
 THREADS = 4
 READ_STALL_S = 10.0          # a read round that brings nothing for this long is stuck
 UNANSWERED_PAUSE_S = 0.5     # before asking again after a round the broker did not answer (growing)
@@ -295,7 +296,7 @@ class _Drain:
     def __init__(self, cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder: HistoryRecorder,
                  timeout_s: float, client: Any = None, admin: Any = None, *, live: bool = False) -> None:
         self.live = live
-        self.prefix = LIVE_WRITER if live else "drain"
+        self.prefix = LIVE_WRITER if live else DRAIN_WRITER
         self.cluster = cluster
         self.config = config
         self.topology = topology

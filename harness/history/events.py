@@ -12,18 +12,12 @@ and `OpType` (the names analysis.model's Spark columns compare with), absent tex
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from harness.history.reader import HistoryFormatError, history_files, iter_history_file
-from harness.history.schema import OpF, OpType
-
-#: the writer of the faults (the nemesis, and the supervisor's record of a server's exit)
-NEMESIS = "nemesis"
-#: the writers that are not the load (the run's phases, the faults, the drain's reads): a
-#: transaction's span and an anomaly's time come from the load's own operations
-NOT_THE_LOAD = frozenset({"run", NEMESIS, "drain", "drain-live"})
+from harness.history.schema import FIELDS, OpF, OpType
 
 _F = {f.value: f for f in OpF}
 _TYPES = {t.value: t for t in OpType}
@@ -62,6 +56,10 @@ class Event:
         name = self.extra.get("name") if self.f is OpF.PHASE else None
         return None if name is None else str(name)
 
+
+
+# The fields are the line's (FIELDS), as the Spark model's columns are (analysis.model OPS_COLUMNS).
+assert {f.name for f in fields(Event)} <= set(FIELDS), "Event must name its fields as the history does"
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)

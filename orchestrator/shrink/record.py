@@ -20,8 +20,8 @@ from typing import Any
 from analysis.verdicts import judge_run
 from harness.config import RunConfig
 from harness.errors import ConfigError
-from harness.history.events import NOT_THE_LOAD, file_events
-from harness.history.schema import OpF, OpType
+from harness.history.events import file_events
+from harness.history.schema import NOT_THE_LOAD, OpF, OpType
 from harness.results import planted_bugs_of
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from harness.history import HistoryFormatError, OpF, OpType
-from harness.history.events import NEMESIS, file_events, read_events
+from harness.history.events import file_events, read_events
+from harness.history.schema import NEMESIS_WRITER
 
 
 def write(path: Path, lines: list[str]) -> Path:
@@ -26,10 +27,10 @@ def test_a_line_becomes_typed_with_the_absent_made_plain(tmp_path: Path) -> None
 
 def test_writers_and_operations_select_and_damage_raises_unless_skipped(tmp_path: Path) -> None:
     fault = {"f": "fault", "type": "invoke", "process": "nemesis", "extra": {"fault_id": "f1"}}
-    write(tmp_path / f"{NEMESIS}.jsonl", [json.dumps(fault), json.dumps({"f": "heal", "type": "ok"})])
+    write(tmp_path / f"{NEMESIS_WRITER}.jsonl", [json.dumps(fault), json.dumps({"f": "heal", "type": "ok"})])
     write(tmp_path / "run.jsonl", [json.dumps({"f": "phase", "type": "ok", "extra": {"name": "faults"}}),
                                    "not json", json.dumps({"f": "phase", "type": "ok"}), ""])
-    assert [e.fault_key for e in read_events(tmp_path, writers=(NEMESIS,), fs=(OpF.FAULT,))] == ["f1"]
+    assert [e.fault_key for e in read_events(tmp_path, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT,))] == ["f1"]
     with pytest.raises(HistoryFormatError):
-        list(read_events(tmp_path, exclude=(NEMESIS,)))
+        list(read_events(tmp_path, exclude=(NEMESIS_WRITER,)))
     assert [e.phase for e in file_events(tmp_path / "run.jsonl", skip_damaged=True)] == ["faults"]
