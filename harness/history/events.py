@@ -2,7 +2,8 @@
 
 Why: the drain (which transactions may be open, which values must show up, which cannot have
 committed), the checker's killed-writer and commit-blocked windows, the verdicts' fault windows
-and transaction spans and the held-horizon account each read a few fields of every line. Each
+and transaction spans, the held-horizon account, the shrink's and the coverage's fault records
+and the release matrix's drain observations each read a few fields of every line. Each
 read raw dicts with its own `.get`s and defaults, so they could drift from each other and from
 the checker's model. Here a line becomes an `Event` once: `f` and `type` as the schema's `OpF`
 and `OpType` (the names analysis.model's Spark columns compare with), absent text as None,
@@ -57,9 +58,9 @@ class Event:
         return None if name is None else str(name)
 
 
-
 # The fields are the line's (FIELDS), as the Spark model's columns are (analysis.model OPS_COLUMNS).
 assert {f.name for f in fields(Event)} <= set(FIELDS), "Event must name its fields as the history does"
+
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
@@ -98,7 +99,7 @@ def file_events(path: Path, fs: Collection[OpF] | None = None, *, skip_damaged: 
 def read_events(history_dir: Path, *, writers: Collection[str] | None = None, exclude: Collection[str] = (),
                 fs: Collection[OpF] | None = None, skip_damaged: bool = False) -> Iterator[Event]:
     """The events of `history_dir`'s files (`file_events`), in file then line order. `writers`:
-    only these files (by writer name, e.g. `NEMESIS`); `exclude`: not these."""
+    only these files (by writer name, e.g. `NEMESIS_WRITER`); `exclude`: not these."""
     for path in history_files(history_dir):
         if (writers is None or path.stem in writers) and path.stem not in exclude:
             yield from file_events(path, fs, skip_damaged=skip_damaged)
