@@ -32,6 +32,7 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -67,10 +68,19 @@ from analysis.spark import (
     tune_for_input,
 )
 from harness.anomalies import AnomalyClass
-from harness.errors import EnvironmentProblem
+from harness.config import RunConfig
+from harness.errors import ConfigError, EnvironmentProblem
+from harness.history.events import read_events
 from harness.history.integrity import RECORD_KEY, Damage, verify_history, verify_writers
-from harness.history.reader import iter_history_file
-from harness.results import RunDir, read_json, utc_stamp, write_json_atomic, write_text_atomic
+from harness.history.schema import NEMESIS_WRITER, OpF, OpType
+from harness.results import (
+    RunDir,
+    read_json,
+    recorded_config,
+    utc_stamp,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 RESULTS_SCHEMA = 1
 # Histories at least this large print progress on stderr.
@@ -99,49 +109,40 @@ def _history_bytes(run: RunDir) -> int:
     return sum(p.stat().st_size for p in run.history_dir.glob("*.jsonl") if p.is_file())
 
 
+def _recorded(run: RunDir) -> tuple[RunConfig | None, str]:
+    """The run's recorded config (harness.results.recorded_config), or None and why the checker
+    takes its defaults instead."""
+    if not run.manifest_path.is_file():
+        return None, "no manifest.json"
+    try:
+        config = recorded_config(read_json(run.manifest_path), str(run.manifest_path))
+    except (OSError, ValueError, ConfigError) as err:
+        return None, f"the manifest's config does not build: {err}"
+    return config, "manifest has no config.checks.stall_after_s"
+
+
 def stall_after_s(run: RunDir) -> tuple[float, str]:
     """The run's `config.checks.stall_after_s` and where it came from."""
-    if not run.manifest_path.is_file():
-        return DEFAULT_STALL_AFTER_S, "default (no manifest.json)"
-    try:
-        manifest = read_json(run.manifest_path)
-        value = manifest["config"]["checks"]["stall_after_s"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return DEFAULT_STALL_AFTER_S, "default (manifest has no config.checks.stall_after_s)"
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        return DEFAULT_STALL_AFTER_S, f"default (manifest's stall_after_s {value!r} is not a positive number)"
-    return float(value), "manifest"
-
-
-def _config_number(run: RunDir, section: str, key: str, default: float) -> float:
-    """A positive number from the manifest's `config.<section>.<key>`, else `default`."""
-    try:
-        value = read_json(run.manifest_path)["config"][section][key]
-    except (OSError, ValueError, KeyError, TypeError):
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        return default
-    return float(value)
+    config, why = _recorded(run)
+    return (config.checks.stall_after_s, "manifest") if config else (DEFAULT_STALL_AFTER_S, f"default ({why})")
 
 
 def abandon_limits(run: RunDir) -> tuple[float, float]:
     """(workload.txn_timeout_s, checks.abort_bound_s) of the run, for unresolved-txn."""
-    return (_config_number(run, "workload", "txn_timeout_s", DEFAULT_TXN_TIMEOUT_S),
-            _config_number(run, "checks", "abort_bound_s", DEFAULT_ABORT_BOUND_S))
+    config, _ = _recorded(run)
+    if config is None:
+        return DEFAULT_TXN_TIMEOUT_S, DEFAULT_ABORT_BOUND_S
+    return config.workload.txn_timeout_s, config.checks.abort_bound_s
 
 
 def killed_writers(run: RunDir) -> tuple[str, ...]:
     """Load workers a `client-kill` fault killed (the nemesis's `fault` ok, `extra.effect.writer`):
     like a lost worker, their history simply ends."""
-    path = run.history_dir / "nemesis.jsonl"
-    if not path.is_file():
-        return ()
     killed: set[str] = set()
     try:
-        for op in iter_history_file(path):
-            extra = op.get("extra") or {}
-            effect = extra.get("effect") if isinstance(extra, dict) else None
-            if op.get("f") == "fault" and op.get("type") == "ok" and extra.get("kind") == "client-kill" \
+        for op in read_events(run.history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT,)):
+            effect = op.extra.get("effect")
+            if op.type is OpType.OK and op.extra.get("kind") == "client-kill" \
                     and isinstance(effect, dict) and isinstance(effect.get("writer"), str):
                 killed.add(effect["writer"])
     except (OSError, ValueError):
@@ -167,7 +168,7 @@ _BROKER = re.compile(r"broker-\d+")
 _BROKER_LINK = re.compile(r"client-broker-\d+|broker-\d+-(?:metadata|ledger)|brokers-broker-\d+")
 
 
-def _is_outage(extra: dict[str, Any], commit_store: str | None) -> bool:
+def _is_outage(extra: Mapping[str, Any], commit_store: str | None) -> bool:
     """True for a fault during which a commit of the run's path may have waited on the fault,
     not on the system: every client cut off, the commit store out of every broker's reach, or
     one broker stopped or cut off (`_stops_a_broker`)."""
@@ -179,7 +180,7 @@ def _is_outage(extra: dict[str, Any], commit_store: str | None) -> bool:
     return _stops_a_broker(extra)
 
 
-def _stops_a_broker(extra: dict[str, Any]) -> bool:
+def _stops_a_broker(extra: Mapping[str, Any]) -> bool:
     """A broker stopped (killed, crashed, paused, restarting, exited) or one of its links cut.
 
     Why: a transaction's coordinator and its participants' partitions live on brokers the history
@@ -218,25 +219,20 @@ def commit_blocked_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
     recorded, until healed); one broker stopped or one of its links cut (`_stops_a_broker`).
     A commit caught by such a window is slow by the fault's length; the time outside the
     windows still counts, so a commit that stays stuck after the heal is still a stall."""
-    path = run.history_dir / "nemesis.jsonl"
-    if not path.is_file():
-        return ()
     commit_store = COMMIT_STORE.get(run_txn_path(run) or "")
     starts: dict[str, int] = {}
     ends: dict[str, int | None] = {}
     try:
-        for op in iter_history_file(path):
-            extra = op.get("extra") or {}
-            if not isinstance(extra, dict) or not _is_outage(extra, commit_store):
+        for op in read_events(run.history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT, OpF.HEAL)):
+            if not _is_outage(op.extra, commit_store):
                 continue
-            # the supervisor records every exit under one process: its fault id tells them apart
-            key, t = str(extra.get("fault_id") or op.get("process")), int(op.get("time_ns") or 0)
-            if op.get("f") == "fault" and op.get("type") == "invoke":
+            key, t = op.fault_key, op.time_ns
+            if op.f is OpF.FAULT and op.type is OpType.INVOKE:
                 starts[key] = t
                 ends.setdefault(key, None)
-            elif op.get("f") == "fault" and op.get("type") == "fail":
+            elif op.f is OpF.FAULT and op.type is OpType.FAIL:
                 starts.pop(key, None)
-            elif op.get("f") == "heal" and op.get("type") == "ok":
+            elif op.f is OpF.HEAL and op.type is OpType.OK:
                 ends[key] = t
     except (OSError, ValueError):
         return ()

@@ -40,6 +40,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.results import config_of
+
 __all__ = ["FIGURES", "GAP_LIMIT", "SYSTEMS", "Figure", "RunRecord", "build_fidelity", "figures_of_run",
            "relative_gap", "render_html", "render_markdown"]
 
@@ -385,8 +387,8 @@ def build_fidelity(runs: Iterable[RunRecord], *, inputs: Sequence[str] = (), com
                 verdicts.setdefault(scenario, {})[system] = verdict_of(run.results) if run else "not run"
                 if run:
                     runs_of.setdefault(scenario, {})[system] = run.run_dir
-                settings = ((run.manifest.get("config") or {}).get("cluster") or {}).get("settings") or {} \
-                    if run else {}
+                config = config_of(run.manifest) if run else None
+                settings = config.cluster.settings if config else {}
                 supplied = figures_of_run(run.perf, system, scenario, settings) if run else {}
                 for spec in FIGURES:
                     if spec.scenario != scenario:

@@ -15,7 +15,7 @@ from typing import Any
 
 from analysis.fidelity import SYSTEMS, RunRecord, scenario_group
 from harness.errors import ConfigError
-from harness.results import read_json
+from harness.results import config_of, read_json
 
 __all__ = ["collect_runs", "run_dirs_of"]
 
@@ -54,7 +54,8 @@ def collect_runs(folders: Iterable[Path]) -> tuple[list[RunRecord], list[dict[st
             manifest = _json(run_dir / "manifest.json")
             system, group, txn_path = manifest.get("target"), scenario_group(manifest.get("scenario")), \
                 manifest.get("path")
-            pulsar_version = ((manifest.get("config") or {}).get("cluster") or {}).get("pulsar_version")
+            config = config_of(manifest)
+            pulsar_version = config.cluster.pulsar_version if config else None
             reason = None
             if system not in SYSTEMS:
                 reason = f"target {system!r} is not embedded or pulsar"

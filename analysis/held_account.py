@@ -24,13 +24,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.history.events import read_events
 from harness.history.positions import ledger_entry
-from harness.history.reader import HistoryFormatError, history_files, iter_history_file
-from harness.history.schema import PHASE_DRAIN_COMPLETE, OpF
+from harness.history.schema import PHASE_DRAIN_COMPLETE, OpF, OpType
 
 #: the drain-complete extras that list held horizons (the live drain's and the cold one's)
 HELD_KEYS = ("held_horizons", "live_held_horizons")
-ENDS = {OpF.TXN_COMMIT.value: "commit", OpF.TXN_ABORT.value: "abort"}
+ENDS = {OpF.TXN_COMMIT: "commit", OpF.TXN_ABORT: "abort"}
 
 
 @dataclass(frozen=True)
@@ -75,21 +75,15 @@ def held_partitions(history_dir: Path) -> dict[str, HeldPartition]:
     the client's last commit or abort of each holder completed."""
     found: dict[str, HeldPartition] = {}
     ends: dict[str, tuple[int, str]] = {}       # txn -> (time_ns, "commit ok") of its last end
-    for path in history_files(history_dir):
-        try:
-            for op in iter_history_file(path):
-                f = op.get("f")
-                if f in ENDS and op.get("type") != "invoke" and op.get("txn"):
-                    at = int(op.get("time_ns") or 0)
-                    if at >= ends.get(str(op["txn"]), (-1, ""))[0]:
-                        ends[str(op["txn"])] = (at, f"{ENDS[f]} {op.get('type')} at {at / 1e9:.1f} s")
-                if f != OpF.PHASE.value or (op.get("extra") or {}).get("name") != PHASE_DRAIN_COMPLETE:
-                    continue
-                for key in HELD_KEYS:
-                    for row in (op.get("extra") or {}).get(key) or []:
-                        _add(found, row)
-        except HistoryFormatError:
-            continue      # a damaged file says nothing here; the checker reports the damage
+    # a damaged file says nothing past its damage; the checker reports the damage
+    for op in read_events(history_dir, fs=(*ENDS, OpF.PHASE), skip_damaged=True):
+        end = ENDS.get(op.f) if op.f is not None else None
+        if end and op.type is not OpType.INVOKE and op.txn and op.time_ns >= ends.get(op.txn, (-1, ""))[0]:
+            ends[op.txn] = (op.time_ns, f"{end} {op.type} at {op.time_ns / 1e9:.1f} s")
+        if op.phase == PHASE_DRAIN_COMPLETE:
+            for key in HELD_KEYS:
+                for row in op.extra.get(key) or []:
+                    _add(found, row)
     return {part: replace(held, ended=ends[held.holder][1]) if held.holder in ends else held
             for part, held in found.items()}
 

@@ -61,7 +61,7 @@ from pyspark.sql import types as T
 from analysis.model import OPS_COLUMNS, SINGLE_FS
 from analysis.spark import SMALL_INPUT_BYTES
 from harness.errors import TxnbenchError
-from harness.history.reader import HistoryFormatError
+from harness.history.reader import HistoryFormatError, history_files
 from harness.history.schema import FIELDS, SCHEMA_VERSION, OpF, OpType
 from harness.results import RunDir, read_json, write_json_atomic
 
@@ -172,10 +172,6 @@ class LoadedHistory:
 
 
 # ---- reading --------------------------------------------------------------------------------
-
-
-def _history_files(history_dir: Path) -> list[Path]:
-    return sorted(p for p in history_dir.glob("*.jsonl") if p.is_file())
 
 
 def torn_tail(path: Path) -> bytes | None:
@@ -521,7 +517,7 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
     if not history_dir.is_dir():
         raise NoHistoryError(f"{history_dir}: no such history folder; pass a run folder that has "
                              "history/*.jsonl (e.g. results/<run_id>)")
-    files = [p for p in _history_files(history_dir) if p.stat().st_size > 0]
+    files = [p for p in history_files(history_dir) if p.stat().st_size > 0]
     if not files:
         raise NoHistoryError(f"{history_dir}: no history lines (no non-empty *.jsonl files); "
                              "the run wrote nothing to check: run it again")

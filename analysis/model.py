@@ -56,7 +56,7 @@ from pyspark.sql import functions as F
 
 from analysis.spark import single_partition_mode
 from harness.history.positions import ledger_entry
-from harness.history.schema import FIELDS, PHASE_DRAIN_COMPLETE, OpF, OpType
+from harness.history.schema import FIELDS, LIVE_DRAIN_WRITER, PHASE_DRAIN_COMPLETE, OpF, OpType
 
 __all__ = [
     "ABORTED", "CLIENT", "COMMITTED", "LEAN_PAIR_COLUMNS", "NO_COMMIT", "OPS_COLUMNS", "PAIR_COLUMNS",
@@ -164,7 +164,7 @@ def union_all(frames: Iterable[DataFrame]) -> DataFrame:
 # ---- events ---------------------------------------------------------------------------------
 
 
-LIVE_READ_PROCESS = "drain-live/"   # the live reads' processes (workloads.drain.LIVE_WRITER)
+LIVE_READ_PROCESS = f"{LIVE_DRAIN_WRITER}/"   # the live reads' processes
 
 
 def _live(process: Column) -> Column:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TxnbenchError
-from harness.results import MatrixDir, RunDir, read_json
+from harness.results import MatrixDir, RunDir, config_of, read_json
 
 __all__ = ["analyze_matrix", "analyze_run", "analyze_sweep", "compare_runs", "rebuild_run", "run_summary",
            "run_users"]
@@ -190,9 +190,8 @@ def analyze_matrix(matrix_dir: Path, *, master: str | None = None, out_dir: Path
 
 def run_users(run: RunDir) -> int | None:
     """The run's number of Locust users, from its manifest's resolved config."""
-    manifest = _read(run.manifest_path) or {}
-    users = ((manifest.get("config") or {}).get("load") or {}).get("users")
-    return users if isinstance(users, int) and not isinstance(users, bool) else None
+    config = config_of(_read(run.manifest_path))
+    return config.load.users if config else None
 
 
 def analyze_sweep(matrix_dir: Path, *, master: str | None = None, compute_missing: bool = True) -> dict[str, Any]:

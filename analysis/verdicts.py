@@ -63,7 +63,8 @@ from typing import Any
 from analysis.held_account import account, held_partitions
 from harness.anomalies import AnomalyClass
 from harness.config import ChecksConfig, ExpectationScope, ExpectedAnomalies
-from harness.history.reader import history_files, iter_history_file
+from harness.history.events import Event, read_events
+from harness.history.schema import NEMESIS_WRITER, NOT_THE_LOAD, OpF, OpType
 from harness.txn_paths import TxnPath
 
 
@@ -233,24 +234,21 @@ class TxnSpan:
     end_invokes: int = 0      # txn-commit and txn-abort invocations
     acks: int = 0             # ok acks
 
-    def note(self, op: Mapping[str, Any]) -> None:
-        t = int(op.get("time_ns") or 0)
-        f, type_ = op.get("f"), op.get("type")
+    def note(self, op: Event) -> None:
+        t = op.time_ns
         self.first_ns = t if self.first_ns is None else min(self.first_ns, t)
         self.last_ns = t if self.last_ns is None else max(self.last_ns, t)
-        if f == "send":
-            for key in ("topic", "segment"):
-                if op.get(key):
-                    self.written.add(str(op[key]))
-            if type_ == "ok":
+        if op.f is OpF.SEND:
+            self.written.update(where for where in (op.topic, op.segment) if where)
+            if op.type is OpType.OK:
                 self.ok_sends += 1
-                self.sends.extend(sends_named(op))
-        elif f == "ack" and type_ == "ok":
+                self.sends.extend(_sent_at(op.segment or op.topic, op.msg_id))
+        elif op.f is OpF.ACK and op.type is OpType.OK:
             self.acks += 1
-        elif f in ("txn-commit", "txn-abort"):
-            if type_ == "invoke":
+        elif op.f in (OpF.TXN_COMMIT, OpF.TXN_ABORT):
+            if op.type is OpType.INVOKE:
                 self.end_invokes += 1
-            elif type_ == "ok":
+            elif op.type is OpType.OK:
                 self.ended_ok = True
 
     @property
@@ -278,23 +276,18 @@ def fault_windows(history_dir: Path, kinds: Iterable[str] = ("terminate",)) -> l
     wanted = set(kinds)
     starts: dict[str, tuple[int, Mapping[str, Any]]] = {}
     effective: dict[str, FaultWindow] = {}
-    for path in history_files(history_dir):
-        if path.stem != "nemesis":
+    for op in read_events(history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT, OpF.HEAL)):
+        kind = fault_kind(op.extra)
+        if kind not in wanted:
             continue
-        for op in iter_history_file(path):
-            extra = op.get("extra") or {}
-            if not isinstance(extra, Mapping) or fault_kind(extra) not in wanted:
-                continue
-            key = str(extra.get("fault_id") or op.get("process") or "")
-            t = int(op.get("time_ns") or 0)
-            if op.get("f") == "fault" and op.get("type") == "invoke":
-                starts[key] = (t, extra)
-            elif op.get("f") == "fault" and op.get("type") in ("ok", "info"):
-                start, _ = starts.get(key, (t, extra))
-                effective[key] = FaultWindow(key, fault_kind(extra),
-                                             frozenset(str(x) for x in extra.get("targets") or []), start, None)
-            elif op.get("f") == "heal" and op.get("type") == "ok" and key in effective:
-                effective[key] = dataclasses.replace(effective[key], end_ns=t)
+        key, t = op.fault_key, op.time_ns
+        if op.f is OpF.FAULT and op.type is OpType.INVOKE:
+            starts[key] = (t, op.extra)
+        elif op.f is OpF.FAULT and op.type in (OpType.OK, OpType.INFO):
+            start, _ = starts.get(key, (t, op.extra))
+            effective[key] = FaultWindow(key, kind, frozenset(str(x) for x in op.extra.get("targets") or []), start, None)
+        elif op.f is OpF.HEAL and op.type is OpType.OK and key in effective:
+            effective[key] = dataclasses.replace(effective[key], end_ns=t)
     return list(effective.values())
 
 
@@ -453,22 +446,17 @@ class _Attributor:
     def _txn_spans(self) -> dict[str, TxnSpan]:
         if self._spans is None:
             spans: dict[str, TxnSpan] = {}
-            for path in history_files(self.history_dir):
-                if path.stem in ("nemesis", "drain", "drain-live", "run"):
-                    continue
-                pending: dict[str, str] = {}     # process -> txn of its open invocation
-                for op in iter_history_file(path):
-                    txn = op.get("txn")
-                    process = str(op.get("process"))
-                    if op.get("type") == "invoke":
-                        if txn:
-                            pending[process] = str(txn)
-                    else:
-                        pending.pop(process, None)
-                    if txn and op.get("f") != "txn-state":
-                        spans.setdefault(str(txn), TxnSpan()).note(op)
-                for txn in pending.values():
-                    spans.setdefault(txn, TxnSpan()).open_invokes += 1
+            pending: dict[tuple[str, str], str] = {}     # (writer, process) -> txn of its open invocation
+            for op in read_events(self.history_dir, exclude=NOT_THE_LOAD):
+                if op.type is OpType.INVOKE:
+                    if op.txn:
+                        pending[op.writer, op.process] = op.txn
+                else:
+                    pending.pop((op.writer, op.process), None)
+                if op.txn and op.f is not OpF.TXN_STATE:
+                    spans.setdefault(op.txn, TxnSpan()).note(op)
+            for txn in pending.values():
+                spans.setdefault(txn, TxnSpan()).open_invokes += 1
             self._spans = spans
         return self._spans
 
@@ -488,21 +476,26 @@ def instances_of(run_dir: Path, entry: Mapping[str, Any]) -> list[Any]:
 
 
 def sends_named(value: Any) -> list[tuple[str, tuple[int, int]]]:
-    """(partition or segment, (ledger, entry)) of every acknowledged send an example names."""
+    """(partition or segment, (ledger, entry)) of every acknowledged send an example names (the
+    checker's examples, not history lines: those are read as events, harness.history.events)."""
     out: list[tuple[str, tuple[int, int]]] = []
     if isinstance(value, Mapping):
-        if value.get("f") == "send" and value.get("msg_id"):
-            where = value.get("segment") or value.get("topic")
-            parts = str(value["msg_id"]).split(":")
-            if where and len(parts) >= 2 and all(p.lstrip("-").isdigit() for p in parts[:2]):
-                out.append((str(where), (int(parts[0]), int(parts[1]))))
-            return out
+        if value.get("f") == OpF.SEND and value.get("msg_id"):
+            return _sent_at(value.get("segment") or value.get("topic"), value["msg_id"])
         for item in value.values():
             out.extend(sends_named(item))
     elif isinstance(value, (list, tuple)):
         for item in value:
             out.extend(sends_named(item))
     return out
+
+
+def _sent_at(where: Any, msg_id: Any) -> list[tuple[str, tuple[int, int]]]:
+    """[(where, (ledger, entry))] of a send at `msg_id` (`"ledger:entry:batch"`); [] without both."""
+    parts = str(msg_id).split(":")
+    if where and msg_id and len(parts) >= 2 and all(p.lstrip("-").isdigit() for p in parts[:2]):
+        return [(str(where), (int(parts[0]), int(parts[1])))]
+    return []
 
 
 def _is_terminated(name: str, terminated: Iterable[str]) -> bool:

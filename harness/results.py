@@ -33,6 +33,7 @@ import platform
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -41,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness.config import RunConfig
+from harness.errors import ConfigError
 
 RESULTS_ROOT = Path("results")
 MANIFEST_SCHEMA = 1
@@ -264,6 +267,24 @@ def new_matrix(kind: str, scenario: str, *, root: Path = RESULTS_ROOT, now: date
     return matrix
 
 
+def recorded_config(manifest: Any, source: str = "manifest.json") -> RunConfig | None:
+    """The run's resolved config as its manifest recorded it (`config`: `RunConfig.to_dict()`),
+    rebuilt by `RunConfig.from_plain`. Why: the checker and the reports read the keys they need
+    through the typed config, with its defaults, not each by nested strings with defaults of its
+    own. None when the manifest records none (absent or empty); a ConfigError naming `source` and
+    the key when it does not build (an older txnbench's folder, a hand-edited manifest)."""
+    plain = manifest.get("config") if isinstance(manifest, Mapping) else None
+    return RunConfig.from_plain(plain, source) if isinstance(plain, Mapping) and plain else None
+
+
+def config_of(manifest: Any) -> RunConfig | None:
+    """`recorded_config`, or None when it does not build: a report leaves out what it cannot know."""
+    try:
+        return recorded_config(manifest)
+    except ConfigError:
+        return None
+
+
 PLANTED_BUG_PREFIX = "txnbenchBug"
 """embedded.planted_bugs.PREFIX, repeated so the analysis names planted bugs without importing the cluster."""
 
@@ -275,6 +296,8 @@ def planted_bugs_of(manifest: Any) -> list[str]:
     listed = manifest.get("planted_bugs")
     if isinstance(listed, list):
         return [str(b) for b in listed]
+    # the plain settings, not config_of: a folder from before the list was recorded may hold a config
+    # this txnbench no longer builds, and a planted bug must never go unnamed
     settings = ((manifest.get("config") or {}).get("cluster") or {}).get("settings") or {}
     return sorted(str(k) for k, v in settings.items() if str(k).startswith(PLANTED_BUG_PREFIX)
                   and v not in (False, "false", "False", 0, None))

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.results import write_json_atomic, write_text_atomic
+from harness.history.events import file_events
+from harness.history.schema import OpF, OpType
+from harness.results import config_of, write_json_atomic, write_text_atomic
 
 COVERAGE_DIR = "coverage"
 SCHEMA = 1
@@ -131,24 +133,19 @@ def fault_spans(nemesis_history: Path, end_ms: float) -> list[FaultSpan]:
     failed: set[str] = set()
     if not nemesis_history.is_file():
         return []
-    for line in nemesis_history.read_text().splitlines():
-        try:
-            op = json.loads(line)
-        except ValueError:
-            continue
-        extra = op.get("extra") or {}
-        fid = extra.get("fault_id")
+    for op in file_events(nemesis_history, (OpF.FAULT, OpF.HEAL), skip_damaged=True):
+        fid = op.extra.get("fault_id")
         if not fid:
             continue
-        if op.get("f") == "fault" and op.get("type") == "invoke":
-            targets = ",".join(extra.get("targets") or []) or extra.get("selector", "")
-            starts[fid] = (float(op["wall_ms"]), f"{extra.get('kind', '?')} {targets}".strip())
-        elif op.get("f") == "fault" and op.get("type") == "fail":
+        if op.f is OpF.FAULT and op.type is OpType.INVOKE:
+            targets = ",".join(op.extra.get("targets") or []) or op.extra.get("selector", "")
+            starts[fid] = (op.wall_ms, f"{op.extra.get('kind', '?')} {targets}".strip())
+        elif op.f is OpF.FAULT and op.type is OpType.FAIL:
             failed.add(fid)
-        elif op.get("f") == "fault" and op.get("type") == "ok" and extra.get("healable") is False:
-            instant[fid] = float(op["wall_ms"])
-        elif op.get("f") == "heal" and op.get("type") in ("ok", "fail"):
-            ends[fid] = float(op["wall_ms"])
+        elif op.f is OpF.FAULT and op.type is OpType.OK and op.extra.get("healable") is False:
+            instant[fid] = op.wall_ms
+        elif op.f is OpF.HEAL and op.type in (OpType.OK, OpType.FAIL):
+            ends[fid] = op.wall_ms
     return [FaultSpan(fid, label, start, ends.get(fid, instant.get(fid, end_ms)))
             for fid, (start, label) in sorted(starts.items(), key=lambda x: x[1][0]) if fid not in failed]
 
@@ -168,14 +165,9 @@ def phase_starts(run_history: Path) -> list[tuple[float, str]]:
     out: list[tuple[float, str]] = []
     if not run_history.is_file():
         return out
-    for line in run_history.read_text().splitlines():
-        try:
-            op = json.loads(line)
-        except ValueError:
-            continue
-        name = (op.get("extra") or {}).get("name")
-        if op.get("f") == "phase" and op.get("topic") is None and name:
-            out.append((float(op["wall_ms"]), str(name)))
+    for op in file_events(run_history, (OpF.PHASE,), skip_damaged=True):
+        if op.phase and op.topic is None:
+            out.append((op.wall_ms, op.phase))
     return sorted(out)
 
 
@@ -341,8 +333,8 @@ def report_run(run_dir: Path, *, say: Callable[[str], None] | None = None) -> di
     if not (directory / "dumps.jsonl").is_file():
         return None
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    version = (manifest.get("versions") or {}).get("pulsar_release") or \
-        (manifest.get("config") or {}).get("cluster", {}).get("pulsar_version")
+    config = config_of(manifest)
+    version = (manifest.get("versions") or {}).get("pulsar_release") or (config and config.cluster.pulsar_version)
     if not version:
         raise ValueError(f"{run_dir}: the manifest names no Pulsar release")
     txn_path = manifest.get("path", "")

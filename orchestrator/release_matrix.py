@@ -155,18 +155,16 @@ def drain_observations(run_folder: Path) -> dict[str, int]:
     transaction; `last-id-refused` / `last-id-unanswered`, a terminated topic whose broker closed the
     connection on every GET_LAST_MESSAGE_ID, or never answered it (workloads/drain.py, 1d). Not anomalies (the checker decides those); a release that shows one and the next
     does not is a lead all the same."""
-    from harness.history.reader import iter_history_file
-    from harness.history.schema import PHASE_DRAIN_COMPLETE
+    from harness.history.events import file_events
+    from harness.history.schema import PHASE_DRAIN_COMPLETE, OpF
 
     counts: dict[str, int] = {}
-    path = run_folder / "history" / "run.jsonl"
     try:
-        for op in iter_history_file(path):
-            extra = op.get("extra") or {}
-            if op.get("f") != "phase" or not isinstance(extra, dict) or extra.get("name") != PHASE_DRAIN_COMPLETE:
+        for op in file_events(run_folder / "history" / "run.jsonl", (OpF.PHASE,)):
+            if op.phase != PHASE_DRAIN_COMPLETE:
                 continue
             for key, name in OBSERVED.items():
-                found = extra.get(key)
+                found = op.extra.get(key)
                 if isinstance(found, list) and found:
                     counts[name] = counts.get(name, 0) + len(found)
     except Exception:   # no history, or a damaged one: nothing observed

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.results import RunStatus
+from harness.results import RunStatus, config_of
 from orchestrator.outcome import RunOutcome
 
 HEADERS = ("path", "release", "verdict", "committed txn/s", "commit p50 / p99 (ms)", "errors", "ack conflicts")
@@ -70,8 +70,8 @@ def release_of(manifest: Mapping[str, Any]) -> str:
     target = str(manifest.get("target") or "")
     if target == "pulsar":
         versions = manifest.get("versions") or {}
-        cluster = (manifest.get("config") or {}).get("cluster") or {}
-        return str(versions.get("pulsar_release") or cluster.get("pulsar_version") or "pulsar")
+        config = config_of(manifest)
+        return str(versions.get("pulsar_release") or (config and config.cluster.pulsar_version) or "pulsar")
     return target or "?"
 
 

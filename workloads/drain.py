@@ -131,9 +131,11 @@ from typing import Any
 
 from harness.config import RunConfig
 from harness.errors import OperationError
-from harness.history import HistoryRecorder, OpF
+from harness.history import HistoryRecorder, OpF, OpType
+from harness.history.events import Event, read_events
 from harness.history.positions import ledger_entry
-from harness.history.reader import HistoryFormatError, iter_history_file
+from harness.history.reader import HistoryFormatError
+from harness.history.schema import DRAIN_WRITER, LIVE_DRAIN_WRITER
 from harness.target import ClusterInfo
 from workloads.api import delivery_extra
 from workloads.horizons import HeldHorizon, held_horizons
@@ -146,7 +148,7 @@ log = logging.getLogger(__name__)
 IDLE_S = 2.0                 # a subscription silent this long (after settling) is empty
 MAX_TXN_STATES = 2000        # transactions whose coordinator view the drain asks for, at most
 TXN_STATE_PROCESS = "drain/coordinator"
-LIVE_WRITER = "drain-live"   # the live reads' writer and process prefix (`drain-live/r<k>`)
+LIVE_WRITER = LIVE_DRAIN_WRITER   # the live reads' writer and process prefix (`drain-live/r<k>`)
 THREADS = 4
 READ_STALL_S = 10.0          # a read round that brings nothing for this long is stuck
 UNANSWERED_PAUSE_S = 0.5     # before asking again after a round the broker did not answer (growing)
@@ -225,6 +227,9 @@ class Unsettled:
     until_ns: int
 
 
+TXN_FS = (OpF.TXN_OPEN, OpF.TXN_COMMIT, OpF.TXN_ABORT)
+
+
 def unsettled_transactions(history_dir: Path, skip: Iterable[Path], ttl_s: float, now_ns: int) -> list[Unsettled]:
     """Transactions in the histories that did not end with an ok commit or abort.
 
@@ -233,34 +238,27 @@ def unsettled_transactions(history_dir: Path, skip: Iterable[Path], ttl_s: float
     transaction whose id nobody knows: until its completion + ttl, or, with no
     completion, until `now_ns` + ttl.
     """
-    skipped = {p.resolve() for p in skip}
     ttl_ns = int(ttl_s * 1e9)
     opened: dict[str, int] = {}
     ended: set[str] = set()
     unknown: list[int] = []
-    for path in sorted(history_dir.glob("*.jsonl")):
-        if path.resolve() in skipped:
-            continue
-        pending: dict[str, dict[str, Any]] = {}
-        try:
-            for op in iter_history_file(path):
-                f, kind, process = op.get("f"), op.get("type"), str(op.get("process"))
-                if f not in (OpF.TXN_OPEN.value, OpF.TXN_COMMIT.value, OpF.TXN_ABORT.value):
-                    continue
-                if kind == "invoke":
-                    pending[process] = op
-                    continue
-                pending.pop(process, None)
-                if f == OpF.TXN_OPEN.value:
-                    if kind == "ok" and op.get("txn"):
-                        opened[op["txn"]] = int(op["time_ns"])
-                    elif kind == "info":
-                        unknown.append(int(op["time_ns"]))
-                elif kind == "ok" and op.get("txn"):
-                    ended.add(op["txn"])
-        except HistoryFormatError as err:
-            raise RuntimeError(f"cannot tell which transactions may be open: {err}") from None
-        unknown.extend(now_ns for op in pending.values() if op.get("f") == OpF.TXN_OPEN.value)
+    pending: dict[tuple[str, str], Event] = {}        # (writer, process) -> its open invocation
+    try:
+        for op in read_events(history_dir, exclude={p.stem for p in skip}, fs=TXN_FS):
+            if op.type is OpType.INVOKE:
+                pending[op.writer, op.process] = op
+                continue
+            pending.pop((op.writer, op.process), None)
+            if op.f is OpF.TXN_OPEN:
+                if op.type is OpType.OK and op.txn:
+                    opened[op.txn] = op.time_ns
+                elif op.type is OpType.INFO:
+                    unknown.append(op.time_ns)
+            elif op.type is OpType.OK and op.txn:
+                ended.add(op.txn)
+    except HistoryFormatError as err:
+        raise RuntimeError(f"cannot tell which transactions may be open: {err}") from None
+    unknown.extend(now_ns for op in pending.values() if op.f is OpF.TXN_OPEN)
     out = [Unsettled(txn, at + ttl_ns) for txn, at in opened.items() if txn not in ended]
     out.extend(Unsettled(None, at + ttl_ns) for at in unknown)
     return sorted(out, key=lambda u: u.until_ns)
@@ -273,23 +271,18 @@ def committed_values(history_dir: Path, skip: Iterable[Path]) -> dict[str, set[s
     Only the drain's waiting uses it (how long re-reading is worth it); the checker decides
     from the histories on its own.
     """
-    skipped = {p.resolve() for p in skip}
     sent: list[tuple[str, str, str | None]] = []
     committed: set[str] = set()
-    for path in sorted(history_dir.glob("*.jsonl")):
-        if path.resolve() in skipped:
-            continue
-        try:
-            for op in iter_history_file(path):
-                if op.get("type") != "ok":
-                    continue
-                f = op.get("f")
-                if f == OpF.SEND.value and op.get("topic") and op.get("value") is not None:
-                    sent.append((str(op["topic"]), str(op["value"]), op.get("txn")))
-                elif f == OpF.TXN_COMMIT.value and op.get("txn"):
-                    committed.add(str(op["txn"]))
-        except HistoryFormatError:
-            return {}           # no expectation: the drain reads once, as it would without one
+    try:
+        for op in read_events(history_dir, exclude={p.stem for p in skip}, fs=(OpF.SEND, OpF.TXN_COMMIT)):
+            if op.type is not OpType.OK:
+                continue
+            if op.f is OpF.SEND and op.topic and op.value is not None:
+                sent.append((op.topic, op.value, op.txn))
+            elif op.f is OpF.TXN_COMMIT and op.txn:
+                committed.add(op.txn)
+    except HistoryFormatError:
+        return {}           # no expectation: the drain reads once, as it would without one
     out: dict[str, set[str]] = {}
     for topic, value, txn in sent:
         if txn is None or txn in committed:
@@ -303,7 +296,7 @@ class _Drain:
     def __init__(self, cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder: HistoryRecorder,
                  timeout_s: float, client: Any = None, admin: Any = None, *, live: bool = False) -> None:
         self.live = live
-        self.prefix = LIVE_WRITER if live else "drain"
+        self.prefix = LIVE_WRITER if live else DRAIN_WRITER
         self.cluster = cluster
         self.config = config
         self.topology = topology

@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.history import OpF
+from harness.history import OpF, OpType
+from harness.history.events import read_events
 from harness.history.positions import ledger_entry
-from harness.history.reader import HistoryFormatError, iter_history_file
+from harness.history.reader import HistoryFormatError
 
 MAX_TAIL = 1000      # entries between the last read and the end, at most, asked one by one (a chaos run ends with
                      # many aborts: 2.10.5 had more than 64 markers and aborted messages after a last value)
@@ -68,25 +69,20 @@ def aborted_transactions(history_dir: Path, skip: Iterable[Path]) -> set[str]:
     with a definite failure (the client then aborts), or no commit ever asked for (left open, or
     abandoned by a client that died: the coordinator aborts it at its timeout; a coordinator
     commits only when asked). A commit whose outcome is unknown is not here."""
-    skipped = {p.resolve() for p in skip}
     seen: set[str] = set()
     commit_asked: set[str] = set()
     aborted: set[str] = set()
-    for path in sorted(history_dir.glob("*.jsonl")):
-        if path.resolve() in skipped:
-            continue
-        try:
-            for op in iter_history_file(path):
-                txn, f, kind = op.get("txn"), op.get("f"), op.get("type")
-                if not txn:
-                    continue
-                seen.add(str(txn))
-                if f == OpF.TXN_COMMIT.value and kind == "invoke":
-                    commit_asked.add(str(txn))
-                if (f == OpF.TXN_ABORT.value and kind == "ok") or (f == OpF.TXN_COMMIT.value and kind == "fail"):
-                    aborted.add(str(txn))
-        except HistoryFormatError:
-            return set()     # no knowledge: nothing is called aborted
+    try:
+        for op in read_events(history_dir, exclude={p.stem for p in skip}):
+            if not op.txn:
+                continue
+            seen.add(op.txn)
+            if op.f is OpF.TXN_COMMIT and op.type is OpType.INVOKE:
+                commit_asked.add(op.txn)
+            if (op.f is OpF.TXN_ABORT and op.type is OpType.OK) or (op.f is OpF.TXN_COMMIT and op.type is OpType.FAIL):
+                aborted.add(op.txn)
+    except HistoryFormatError:
+        return set()     # no knowledge: nothing is called aborted
     return aborted | (seen - commit_asked)
 
 

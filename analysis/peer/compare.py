@@ -19,6 +19,7 @@ from typing import Any
 
 from analysis.peer import brokers
 from analysis.peer.pulsar_perf import PerfResult, cpu_over
+from harness.results import config_of
 
 PEER_SCHEMA = 1
 GOAL = 0.8
@@ -132,9 +133,10 @@ def txnbench_side(run_dir: Path) -> dict[str, Any]:
     pct = None if cpu.get("absent") else cpu.get("percent_of_core")
     latency = perf.get("latency_ms") or {}
     anomalies = results.get("anomalies") or {}
-    workload = ((_read(run_dir / "manifest.json").get("config") or {}).get("workload")) or {}
+    config = config_of(_read(run_dir / "manifest.json"))
     return {
-        "concurrency": {k: workload.get(k) for k in ("send_concurrency", "txn_pipeline", "open_txns_per_user")},
+        "concurrency": {k: getattr(config.workload, k) if config else None
+                        for k in ("send_concurrency", "txn_pipeline", "open_txns_per_user")},
         "committed_txn_per_s": rate,
         "ended_txn_per_s": rate,
         "source": "txnbench's history over the steady phase",

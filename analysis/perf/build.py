@@ -34,7 +34,7 @@ from analysis.perf.prom import Snapshot
 from analysis.perf.windows import ALL, LOAD_PHASES, Window, predecessor
 from harness.history.schema import OpF, OpType
 from harness.metadata_stores import store_of_manifest
-from harness.results import RunDir
+from harness.results import RunDir, config_of
 
 __all__ = ["PERF_SCHEMA", "build_perf", "races_block", "window_block"]
 
@@ -129,20 +129,22 @@ def _timeline(stats: HistoryStats) -> dict[str, Any]:
 
 
 def _workload(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    config = manifest.get("config") or {}
-    load = config.get("load") or {}
-    workload = config.get("workload") or {}
-    phases = config.get("phases") or {}
-    cluster = config.get("cluster") or {}
+    """The run's load and workload for the report, from its recorded config (None where it records none)."""
+    config = config_of(manifest)
+    if config is None:
+        return {**dict.fromkeys(("kind", "users", "rate_per_user", "workers", "remote_workers", "messages_per_txn",
+                                 "topics_per_txn", "acks_per_txn", "message_size", "abort_ratio", "topics",
+                                 "batching", "brokers")), "remote_workers": 0, "phases_s": {}}
+    load, workload = config.load, config.workload
     return {
-        "kind": workload.get("kind"), "users": load.get("users"), "rate_per_user": load.get("rate_per_user"),
-        "workers": load.get("workers"), "remote_workers": load.get("remote_workers", 0),
-        "messages_per_txn": workload.get("messages_per_txn"),
-        "topics_per_txn": workload.get("topics_per_txn"), "acks_per_txn": workload.get("acks_per_txn"),
-        "message_size": workload.get("message_size"), "abort_ratio": workload.get("abort_ratio"),
-        "topics": workload.get("topics"), "batching": workload.get("batching"),
-        "brokers": cluster.get("brokers"),
-        "phases_s": {k: phases.get(k) for k in ("warmup_s", "steady_s", "faults_s", "recovery_s") if k in phases},
+        "kind": workload.kind, "users": load.users, "rate_per_user": load.rate_per_user,
+        "workers": load.workers, "remote_workers": load.remote_workers,
+        "messages_per_txn": workload.messages_per_txn,
+        "topics_per_txn": workload.topics_per_txn, "acks_per_txn": workload.acks_per_txn,
+        "message_size": workload.message_size, "abort_ratio": workload.abort_ratio,
+        "topics": workload.topics, "batching": workload.batching,
+        "brokers": config.cluster.brokers,
+        "phases_s": {k: getattr(config.phases, k) for k in ("warmup_s", "steady_s", "faults_s", "recovery_s")},
     }
 
 
@@ -192,15 +194,15 @@ def build_perf(run: RunDir, stats: HistoryStats, snapshots: Mapping[str, Mapping
                                  "io": {"absent": io_keys(), "reason": "no measured window", "metrics": {}}}
     else:
         block = window_block(stats, measured, snapshots, headline=True)
-    settings = ((manifest.get("config") or {}).get("cluster") or {}).get("settings") or {}
+    config = config_of(manifest)
+    settings = config.cluster.settings if config else {}
     io_block = block.get("io") or {}
     block["critical_path"] = critical_path(snapshots, io_block.get("window"), io_block.get("baseline"))
     block["cost_ledger"] = build_ledger(txn_path, stats.shapes.get(measured.name) if measured else None,
                                         block["io"], snapshots, settings,
                                         (block.get("window") or {}).get("duration_s"),
                                         store_kind=(head["metadata_store"] or {}).get("kind"))
-    load_config = (manifest.get("config") or {}).get("load", {})
-    processes = (load_config.get("workers") or 0) + (load_config.get("remote_workers") or 0) or 1
+    processes = (config.load.workers + config.load.remote_workers if config else 0) or 1
     loadgen = load_generator(run.locust_dir, block["window"], block["committed_txn_per_s"], block["msgs_per_s"],
                              processes)
     phases = {w.name: window_block(stats, w, snapshots, headline=False)

@@ -56,7 +56,7 @@ from analysis.model import pair_operations
 from analysis.perf.faults import FaultEvent, FaultWindow, fault_windows
 from analysis.perf.hdr import HIGHEST_US, SUB_BUCKET_BITS, LatencyBuckets
 from analysis.perf.windows import ALL, Window, measurement_window, phase_windows
-from harness.history.schema import OpF, OpType
+from harness.history.schema import DRAIN_WRITER, OpF, OpType
 
 __all__ = ["E2E", "LATENCY_OPS", "LOAD_FS", "HistoryStats", "compute_history_stats", "quantize_us_column",
            "races", "window_label"]
@@ -66,7 +66,6 @@ LOAD_FS: tuple[str, ...] = (OpF.TXN_OPEN.value, OpF.SEND.value, OpF.ACK.value, O
 E2E = "end-to-end"
 LATENCY_OPS: tuple[str, ...] = (*LOAD_FS, E2E)
 TIMELINE_LATENCY_OPS: tuple[str, ...] = (OpF.TXN_COMMIT.value, OpF.SEND.value, E2E)
-DRAIN_WRITER = "drain"
 DRAIN_PHASE = "drain"
 KIND_LATENCY = "latency"
 KIND_SERVICE = "service"

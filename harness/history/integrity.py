@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.history.reader import history_files
+
 __all__ = ["MAX_BLOCKS", "MIN_BLOCK_BYTES", "RECORD_KEY", "Damage", "block_bytes", "record_history",
            "verify_history", "verify_writers"]
 
@@ -67,10 +69,6 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:_DIGITS]
 
 
-def _history_files(history_dir: Path) -> list[Path]:
-    return sorted(p for p in history_dir.glob("*.jsonl") if p.is_file())
-
-
 def record_file(path: Path) -> dict[str, Any]:
     """One file's entry of the record: bytes, lines (newlines), block_bytes, blocks (digests)."""
     size = path.stat().st_size
@@ -90,7 +88,7 @@ def record_file(path: Path) -> dict[str, Any]:
 
 def record_history(history_dir: Path) -> dict[str, Any]:
     """The record of every `*.jsonl` in `history_dir`, as the manifest keeps it under RECORD_KEY."""
-    return {"schema": RECORD_SCHEMA, "files": {p.name: record_file(p) for p in _history_files(history_dir)}}
+    return {"schema": RECORD_SCHEMA, "files": {p.name: record_file(p) for p in history_files(history_dir)}}
 
 
 def _first_bad_line(data: bytes) -> tuple[int, str] | None:
@@ -188,7 +186,7 @@ def verify_history(history_dir: Path, record: Mapping[str, Any]) -> list[Damage]
             found = Damage(name, None, f"the manifest's {RECORD_KEY} entry for it cannot be read")
         if found is not None:
             damage.append(found)
-    for path in _history_files(history_dir):
+    for path in history_files(history_dir):
         if path.name not in files and path.stat().st_size > 0:
             damage.append(Damage(path.name, None, f"not among the files the run wrote (the manifest's {RECORD_KEY}): "
                                                   "written after the run ended, or copied in from elsewhere"))

@@ -52,6 +52,12 @@ FIELDS: tuple[str, ...] = (
     "txn", "topic", "segment", "subscription", "key", "value", "inputs", "msg_id", "error", "extra",
 )
 
+# The writers that are not the load (`w<i>`, `r<k>`): the run's phases, the faults (the nemesis,
+# and the supervisor's record of a server's exit), the drain's final and live reads. What a
+# transaction did and when an anomaly happened come from the load's own lines only.
+RUN_WRITER, NEMESIS_WRITER, DRAIN_WRITER, LIVE_DRAIN_WRITER = "run", "nemesis", "drain", "drain-live"
+NOT_THE_LOAD = frozenset({RUN_WRITER, NEMESIS_WRITER, DRAIN_WRITER, LIVE_DRAIN_WRITER})
+
 # Phase names the orchestrator writes (`f: phase`, `extra.name`).
 PHASE_DRAIN_COMPLETE = "drain-complete"
 # One per durable subscription, written once it exists (before the load sends anything):

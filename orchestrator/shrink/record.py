@@ -20,12 +20,9 @@ from typing import Any
 from analysis.verdicts import judge_run
 from harness.config import RunConfig
 from harness.errors import ConfigError
-from harness.history.reader import iter_history_file
+from harness.history.events import file_events
+from harness.history.schema import NOT_THE_LOAD, OpF, OpType
 from harness.results import planted_bugs_of
-
-#: Writers whose operations are not the load's: an anomaly instance's time is when the load's own
-#: evidence of it was complete, never the drain's final reads (which come after every fault).
-NOT_THE_LOAD = frozenset({"run", "nemesis", "drain", "drain-live"})
 
 
 @dataclass(frozen=True)
@@ -125,9 +122,7 @@ def _faults_phase(run_history: Path, source: str) -> tuple[int, int]:
     """When the faults phase began and ended (the next phase's start), in the run's nanoseconds."""
     if not run_history.is_file():
         raise ConfigError(source, "history/run.jsonl", "missing: the run's phases are unknown")
-    starts: list[tuple[int, str]] = [
-        (int(op.get("time_ns") or 0), str((op.get("extra") or {}).get("name")))
-        for op in iter_history_file(run_history) if op.get("f") == "phase"]
+    starts = [(op.time_ns, str(op.phase)) for op in file_events(run_history, (OpF.PHASE,))]
     names = [name for _, name in starts]
     if "faults" not in names:
         raise ConfigError(source, "history", "the run had no faults phase (its scenario has no faults)",
@@ -146,19 +141,16 @@ def _recorded_faults(nemesis: Path, phase_start: int, source: str) -> tuple[tupl
     if not nemesis.is_file():
         raise ConfigError(source, "history/nemesis.jsonl", "missing: the run has no nemesis history",
                           "shrink a chaos run (one whose scenario has faults)")
-    invokes: dict[str, tuple[int, dict[str, Any]]] = {}
-    outcome: dict[str, tuple[str, int, dict[str, Any]]] = {}
+    invokes: dict[str, tuple[int, Mapping[str, Any]]] = {}
+    outcome: dict[str, tuple[str, int, Mapping[str, Any]]] = {}
     healed: dict[str, int] = {}
-    for op in iter_history_file(nemesis):
-        extra = op.get("extra") or {}
-        key = str(extra.get("fault_id") or op.get("process") or "")
-        t = int(op.get("time_ns") or 0)
-        if op.get("f") == "fault" and op.get("type") == "invoke":
-            invokes[key] = (t, extra)
-        elif op.get("f") == "fault":
-            outcome[key] = (str(op.get("type")), t, extra)
-        elif op.get("f") == "heal" and op.get("type") == "ok":
-            healed[key] = t
+    for op in file_events(nemesis, (OpF.FAULT, OpF.HEAL)):
+        if op.f is OpF.FAULT and op.type is OpType.INVOKE:
+            invokes[op.fault_key] = (op.time_ns, op.extra)
+        elif op.f is OpF.FAULT:
+            outcome[op.fault_key] = (str(op.type), op.time_ns, op.extra)
+        elif op.type is OpType.OK:
+            healed[op.fault_key] = op.time_ns
     faults: list[RecordedFault] = []
     notes: list[str] = []
     for key, (t, extra) in sorted(invokes.items(), key=lambda item: item[1][0]):
