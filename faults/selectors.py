@@ -115,7 +115,7 @@ class ServiceClass(StrEnum):
 
 @dataclass(frozen=True)
 class DefaultSelector:
-    """`random`: the fault kind decides (faults.kinds.default_selector)."""
+    """`random`: the fault kind decides (`Kind.default_target`, faults/kinds/)."""
 
     text: str = RANDOM
 
