@@ -7,16 +7,8 @@ from types import MappingProxyType
 
 from faults.actions import ToxicAction
 from faults.environment import Capability
-from faults.kinds.base import (
-    LINK_POOL,
-    NETWORK_TARGETS,
-    Draw,
-    Kind,
-    Param,
-    direction,
-    links,
-    through_network,
-)
+from faults.kinds import base
+from faults.kinds.base import Draw, Kind
 from faults.model import Fault
 from faults.selectors import Direction
 from harness.toxiproxy.model import ToxicType
@@ -28,9 +20,9 @@ def _toxic(fault: Fault) -> Mapping[str, int]:
 
 KIND = Kind(
     "bandwidth", "limit links' rate (bandwidth toxic)",
-    NETWORK_TARGETS, lambda _p: "link:random", links,
-    through_network(lambda network: ToxicAction(network, ToxicType.BANDWIDTH, _toxic)),
-    Draw(LINK_POOL, params=lambda rng: {"rate_kbps": rng.choice((8, 32, 128, 512))}),
-    MappingProxyType({"rate_kbps": Param(64, "KB per second (1 KB = 1000 bytes)", 0, 10_000_000),
-                      "direction": direction(Direction.BOTH)}),
+    base.NETWORK_TARGETS, lambda _p: "link:random", base.links,
+    base.through_network(lambda network: ToxicAction(network, ToxicType.BANDWIDTH, _toxic)),
+    Draw(base.LINK_POOL, params=lambda rng: {"rate_kbps": rng.choice((8, 32, 128, 512))}),
+    MappingProxyType({"rate_kbps": base.Param(64, "KB per second (1 KB = 1000 bytes)", 0, 10_000_000),
+                      "direction": base.direction(Direction.BOTH)}),
     needs=frozenset({Capability.NETWORK}), network=True)

@@ -7,18 +7,8 @@ from types import MappingProxyType
 
 from faults.actions import ToxicAction
 from faults.environment import Capability
-from faults.kinds.base import (
-    ISOLATED_POOL,
-    LINK_POOL,
-    MAX_MS,
-    NETWORK_TARGETS,
-    Draw,
-    Kind,
-    Param,
-    direction,
-    links,
-    through_network,
-)
+from faults.kinds import base
+from faults.kinds.base import Draw, Kind
 from faults.model import Fault
 from faults.selectors import Direction
 from harness.toxiproxy.model import ToxicType
@@ -30,13 +20,13 @@ def _toxic(fault: Fault) -> Mapping[str, int]:
 
 KIND = Kind(
     "latency", "delay links (latency toxic, optional jitter)",
-    NETWORK_TARGETS, lambda _p: "link:random", links,
-    through_network(lambda network: ToxicAction(network, ToxicType.LATENCY, _toxic)),
-    Draw(LINK_POOL + ISOLATED_POOL,
+    base.NETWORK_TARGETS, lambda _p: "link:random", base.links,
+    base.through_network(lambda network: ToxicAction(network, ToxicType.LATENCY, _toxic)),
+    Draw(base.LINK_POOL + base.ISOLATED_POOL,
          params=lambda rng: {"latency_ms": rng.choice((20, 50, 100, 200, 500, 1000)),
                              "jitter_ms": rng.choice((0, 0, 20)),
                              "direction": rng.choice(("both", "inbound", "outbound"))}),
-    MappingProxyType({"latency_ms": Param(200, "milliseconds added per chunk", 0, MAX_MS),
-                      "jitter_ms": Param(0, "milliseconds of random variation", 0, MAX_MS),
-                      "direction": direction(Direction.BOTH)}),
+    MappingProxyType({"latency_ms": base.Param(200, "milliseconds added per chunk", 0, base.MAX_MS),
+                      "jitter_ms": base.Param(0, "milliseconds of random variation", 0, base.MAX_MS),
+                      "direction": base.direction(Direction.BOTH)}),
     needs=frozenset({Capability.NETWORK}), network=True)

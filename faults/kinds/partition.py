@@ -6,21 +6,13 @@ from types import MappingProxyType
 
 from faults.actions import PartitionAction
 from faults.environment import Capability
-from faults.kinds.base import (
-    ISOLATED_POOL,
-    LINK_POOL,
-    NETWORK_TARGETS,
-    Draw,
-    Kind,
-    direction,
-    links,
-    through_network,
-)
+from faults.kinds import base
+from faults.kinds.base import Draw, Kind
 from faults.selectors import Direction
 
 KIND = Kind(
     "partition", "cut links: disable the proxies (both ways) or drop one stream (timeout 0)",
-    NETWORK_TARGETS, lambda _p: "link:random", links, through_network(PartitionAction),
-    Draw(LINK_POOL + ISOLATED_POOL,
+    base.NETWORK_TARGETS, lambda _p: "link:random", base.links, base.through_network(PartitionAction),
+    Draw(base.LINK_POOL + base.ISOLATED_POOL,
          params=lambda rng: {"direction": rng.choice(("both", "both", "inbound", "outbound"))}),
-    MappingProxyType({"direction": direction(Direction.BOTH)}), needs=frozenset({Capability.NETWORK}), network=True)
+    MappingProxyType({"direction": base.direction(Direction.BOTH)}), needs=frozenset({Capability.NETWORK}), network=True)
