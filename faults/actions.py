@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from faults.model import Fault, LoadControl, NetworkApi, NotInjected, TopicAdmin
-from faults.selectors import (
+from faults.resolution import (
     Direction,
     LinkEnd,
     LoadTarget,

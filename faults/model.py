@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from faults.selectors import Target
+from faults.resolution import Target
 from harness.toxiproxy.model import Stream, ToxicType
 
 

@@ -45,9 +45,10 @@ from faults.environment import Capability, FaultEnvironment, topology_topics
 from faults.kinds import build_actions
 from faults.kinds.base import Kind, Refusal
 from faults.model import Fault, FaultAction, LoadControl, NotInjected
+from faults.resolution import Aim, ResolveContext
 from faults.resolve import resolve_fault
 from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
-from faults.selectors import Aim, ResolveContext, uses_coordinator, uses_trigger
+from faults.selectors import uses_coordinator, uses_trigger
 from faults.supervisor import Supervisor
 from faults.triggers import HistoryTail
 from faults.validate import check_entries

@@ -13,8 +13,9 @@ from types import MappingProxyType
 from typing import Any
 
 from faults.model import Fault
+from faults.resolution import ResolveContext
 from faults.schedule import PlannedFault
-from faults.selectors import NoTarget, ResolveContext
+from faults.selectors import NoTarget
 from harness.txn_paths import TxnPath
 
 

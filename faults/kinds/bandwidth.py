@@ -10,7 +10,7 @@ from faults.environment import Capability
 from faults.kinds import base
 from faults.kinds.base import Draw, Kind
 from faults.model import Fault
-from faults.selectors import Direction
+from faults.resolution import Direction
 from harness.toxiproxy.model import ToxicType
 
 

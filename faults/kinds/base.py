@@ -18,23 +18,25 @@ from typing import Any
 
 from faults.environment import Capability, FaultEnvironment
 from faults.model import FaultAction, LoadControl, NetworkApi, TopicAdmin
+from faults.resolution import (
+    Direction,
+    ResolveContext,
+    Target,
+    resolve_links,
+    resolve_segment,
+    resolve_service,
+)
 from faults.selectors import (
     ClientsSelector,
     DefaultSelector,
-    Direction,
     LinkSelector,
     LoadSelector,
-    ResolveContext,
     SegmentSelector,
     Selector,
     ServiceClass,
     ServiceSelector,
-    Target,
     TopicSelector,
     parse_selector,
-    resolve_links,
-    resolve_segment,
-    resolve_service,
 )
 from harness.config import GeneratedFaults, RunConfig
 from harness.target import ProcessControl

@@ -8,7 +8,8 @@ from types import MappingProxyType
 from faults.actions import PartitionAction
 from faults.environment import Capability
 from faults.kinds.base import Draw, Kind, Refusal, direction, links, through_network
-from faults.selectors import ClientsSelector, Direction
+from faults.resolution import Direction
+from faults.selectors import ClientsSelector
 from harness.config import RunConfig
 
 ISOLATE_OVER_S = (2.0, 6.0)

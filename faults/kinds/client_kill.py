@@ -6,7 +6,8 @@ from __future__ import annotations
 from faults.actions import ClientKillAction
 from faults.environment import Capability
 from faults.kinds.base import Draw, Kind, Refusal, through_load
-from faults.selectors import LoadSelector, ResolveContext, Selector, Target, resolve_load
+from faults.resolution import ResolveContext, Target, resolve_load
+from faults.selectors import LoadSelector, Selector
 from harness.config import RunConfig
 from harness.txn_paths import TxnPath
 

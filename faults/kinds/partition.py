@@ -8,7 +8,7 @@ from faults.actions import PartitionAction
 from faults.environment import Capability
 from faults.kinds import base
 from faults.kinds.base import Draw, Kind
-from faults.selectors import Direction
+from faults.resolution import Direction
 
 KIND = Kind(
     "partition", "cut links: disable the proxies (both ways) or drop one stream (timeout 0)",

@@ -11,16 +11,8 @@ from faults.actions import ToxicAction
 from faults.environment import Capability
 from faults.kinds.base import MAX_MS, Draw, Kind, Param, Refusal, direction, through_network
 from faults.model import Fault
-from faults.selectors import (
-    Direction,
-    LinkEnd,
-    NoTarget,
-    ResolveContext,
-    Selector,
-    ServiceSelector,
-    Target,
-    resolve_service,
-)
+from faults.resolution import Direction, LinkEnd, ResolveContext, Target, resolve_service
+from faults.selectors import NoTarget, Selector, ServiceSelector
 from harness.toxiproxy.model import Stream, ToxicType
 from harness.txn_paths import TxnPath
 

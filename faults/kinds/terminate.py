@@ -5,15 +5,8 @@ from __future__ import annotations
 from faults.actions import TerminateAction
 from faults.environment import Capability
 from faults.kinds.base import TOPIC_TARGETS, Draw, Kind, operators, through_admin, writes_only
-from faults.selectors import (
-    ResolveContext,
-    SegmentSelector,
-    Selector,
-    Target,
-    TopicSelector,
-    resolve_segment,
-    resolve_topic,
-)
+from faults.resolution import ResolveContext, Target, resolve_segment, resolve_topic
+from faults.selectors import SegmentSelector, Selector, TopicSelector
 from harness.txn_paths import TxnPath
 
 

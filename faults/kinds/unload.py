@@ -5,7 +5,8 @@ from __future__ import annotations
 from faults.actions import UnloadAction
 from faults.environment import Capability
 from faults.kinds.base import TOPIC_TARGETS, Draw, Kind, one_segment, through_admin
-from faults.selectors import ResolveContext, Selector, Target, TopicSelector, resolve_topic
+from faults.resolution import ResolveContext, Target, resolve_topic
+from faults.selectors import Selector, TopicSelector
 from harness.txn_paths import TxnPath
 
 

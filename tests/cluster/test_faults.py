@@ -331,7 +331,7 @@ def test_cluster_heal_removes_every_fault_the_nemesis_can_leave(tmp_path: Path) 
     from faults.environment import FaultEnvironment
     from faults.kinds import build_actions
     from faults.model import Fault
-    from faults.selectors import LinkEnd, ServiceTarget
+    from faults.resolution import LinkEnd, ServiceTarget
     from harness.toxiproxy.model import Stream
     from orchestrator.cluster_cli import cluster_heal
 

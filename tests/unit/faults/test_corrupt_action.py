@@ -9,7 +9,7 @@ import pytest
 from faults.actions import CorruptAction
 from faults.kinds import corrupt
 from faults.model import Fault, NotInjected
-from faults.selectors import ServiceTarget
+from faults.resolution import ServiceTarget
 from harness.target import CorruptionControl, NothingToDamage
 from tests.unit.faults.fakes import FakeControl
 

@@ -9,7 +9,7 @@ import pytest
 from faults.actions import CrashAction
 from faults.kinds import crash
 from faults.model import Fault, NotInjected
-from faults.selectors import ServiceTarget
+from faults.resolution import ServiceTarget
 from harness.target import CrashAim
 from tests.unit.faults.fakes import FakeControl
 

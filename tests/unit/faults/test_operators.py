@@ -14,7 +14,7 @@ from faults import actions, kinds
 from faults.actions import MergeAction, SplitAction, TerminateAction, as_operators
 from faults.kinds.base import Kind
 from faults.model import Fault, NotInjected
-from faults.selectors import SegmentTarget
+from faults.resolution import SegmentTarget
 from harness.client.admin import AdminError
 
 TOPIC = "topic://public/txnbench/orders"
