@@ -47,7 +47,7 @@ from faults.kinds.base import Kind, Refusal
 from faults.model import Fault, FaultAction, LoadControl, NotInjected
 from faults.resolution import Aim, ResolveContext
 from faults.resolve import resolve_fault
-from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
+from faults.schedule import PlannedFault, Timeline, Window, plan_run
 from faults.selectors import uses_coordinator, uses_trigger
 from faults.supervisor import Supervisor
 from faults.triggers import HistoryTail
@@ -121,11 +121,8 @@ class Nemesis:
         self.label = f"[{config.path.value}] nemesis"
         topics = environment.topics if environment is not None else topology_topics(topology)
         brokers = len(cluster.by_role(ServiceRole.BROKER))
-        self.timeline: Timeline = plan_timeline(
-            config.faults, seed=config.seed, duration_s=config.phases.faults_s, txn_path=config.path,
-            source=f"scenario {config.name}", brokers=brokers, topics=len(topics) if topics else None,
-            load_workers=config.load.workers,
-            txn_timeout_s=config.workload.txn_timeout_s)
+        self.timeline: Timeline = plan_run(config, config.path, brokers=brokers,
+                                           topics=len(topics) if topics else None)
         if environment is None:
             from faults.environment import for_run
 

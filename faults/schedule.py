@@ -53,7 +53,7 @@ from faults.generate import draw
 from faults.kinds import kind_of
 from faults.kinds.base import Kind, ParamError
 from faults.selectors import Selector, SelectorError, check_against_cluster, uses_trigger
-from harness.config import FaultsConfig, FaultSpec, TriggerSpec
+from harness.config import FaultsConfig, FaultSpec, RunConfig, TriggerSpec
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 
@@ -160,6 +160,15 @@ def selector_text(selector: Selector, written: str) -> str:
 def _occurrences(every_s: float, duration_s: float) -> list[float]:
     count = int(duration_s // every_s) + 1
     return [round(i * every_s, 9) for i in range(count) if i * every_s < duration_s]
+
+
+def plan_run(config: RunConfig, txn_path: TxnPath, *, brokers: int, topics: int | None) -> Timeline:
+    """A run's timeline on `txn_path`: the one way the early check (faults.validate, before a cluster
+    exists: the scenario's broker count, no topics) and the nemesis (the running cluster's brokers and
+    the run's topics) plan it, so both see the same faults."""
+    return plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s, txn_path=txn_path,
+                         source=f"scenario {config.name}", brokers=brokers, topics=topics,
+                         load_workers=config.load.workers, txn_timeout_s=config.workload.txn_timeout_s)
 
 
 def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_path: TxnPath,

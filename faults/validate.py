@@ -13,7 +13,7 @@ from __future__ import annotations
 from faults.environment import Capability
 from faults.kinds import BY_NAME, kind_of
 from faults.kinds.base import Refusal
-from faults.schedule import Timeline, plan_timeline
+from faults.schedule import Timeline, plan_run
 from faults.selectors import LinkSelector, Pick
 from harness.config import FaultsConfig, RunConfig, Target
 from harness.errors import ConfigError
@@ -30,11 +30,7 @@ def check_scenario(config: RunConfig, source: str | None = None) -> dict[TxnPath
     paths = dict.fromkeys([*config.paths, config.path]) if config.paths else {config.path: None}
     timelines = {}
     for txn_path in paths:
-        timeline = plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s,
-                                 txn_path=txn_path, source=f"scenario {config.name}",
-                                 brokers=config.cluster.brokers, topics=None,
-                                 load_workers=config.load.workers,
-                                 txn_timeout_s=config.workload.txn_timeout_s)
+        timeline = plan_run(config, txn_path, brokers=config.cluster.brokers, topics=None)
         _check_target(config, timeline)
         timelines[txn_path] = timeline
     return timelines
