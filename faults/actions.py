@@ -17,7 +17,7 @@ then start; SIGSTOP then SIGCONT; a power-loss crash: kill -9, tear what was nev
 merge, seal or termination stays.
 
 Which action serves which kind, and what it acts through, is the kind's registry entry
-(faults.kinds.KINDS, `action`).
+(its module in faults/kinds/, `action`).
 
 Every heal is idempotent: enabling an enabled proxy, removing a toxic that is not
 there, starting a running process and resuming a running one all succeed, so
@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from faults.model import Fault, LoadControl, NetworkApi, NotInjected, TopicAdmin
-from faults.selectors import (
+from faults.resolution import (
     Direction,
     LinkEnd,
     LoadTarget,
@@ -63,14 +63,14 @@ def toxic_name(fault: Fault, type_: ToxicType, stream: str) -> str:
 def _ends(fault: Fault) -> list[LinkEnd]:
     ends = [t for t in fault.targets if isinstance(t, LinkEnd)]
     if not ends:
-        raise NotInjected(f"{fault.kind.value} needs links as targets, got {[str(t) for t in fault.targets]}")
+        raise NotInjected(f"{fault.kind} needs links as targets, got {[str(t) for t in fault.targets]}")
     return ends
 
 
 def _services(fault: Fault) -> list[str]:
     names = [t.name for t in fault.targets if isinstance(t, ServiceTarget)]
     if not names:
-        raise NotInjected(f"{fault.kind.value} needs a service as target")
+        raise NotInjected(f"{fault.kind} needs a service as target")
     return names
 
 

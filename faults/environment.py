@@ -11,12 +11,24 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from faults.kinds import Capability
 from faults.model import CoordinatorLocator, LoadControl, NetworkApi, TopicAdmin
 from harness.target import ClusterInfo, ProcessControl
 from harness.txn_paths import TxnPath
+
+
+class Capability(StrEnum):
+    """What a fault needs from the target and the run (a kind's `needs`); here, beside what
+    provides each, so the kinds depend on the environment and never the other way round."""
+
+    NETWORK = "network"        # a Toxiproxy API in front of the links
+    PROCESSES = "processes"    # kill/start/pause/resume (ProcessControl)
+    ADMIN = "admin"            # admin REST for topics and segments
+    TOPICS = "topics"          # the run's topic list (the workload topology)
+    COORDINATORS = "coordinators"  # a client that can say which broker hosts each coordinator
+    LOAD = "load"              # the load process kills and replaces its workers (harness.load_control)
 
 
 @dataclass

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from faults.selectors import Target
+from faults.resolution import Target
 from harness.toxiproxy.model import Stream, ToxicType
-
-if TYPE_CHECKING:   # faults.kinds builds its registry from the actions, which import this module
-    from faults.kinds import FaultKind
 
 
 class NotInjected(Exception):
@@ -30,7 +27,8 @@ class Fault:
     """A fault ready to inject: what, on which targets, with which parameters, for how long."""
 
     fault_id: str
-    kind: FaultKind
+    kind: str
+    """The kind's name (its faults.kinds `Kind` is above this module: the kinds build on these types)."""
     selector: str
     targets: tuple[Target, ...]
     params: Mapping[str, Any]
@@ -51,7 +49,7 @@ class Fault:
 
     def extra(self) -> dict[str, Any]:
         """The history `extra` of its fault and heal ops (docs/history.md: kind, targets, params)."""
-        return {"kind": self.kind.value, "targets": [str(t) for t in self.targets],
+        return {"kind": self.kind, "targets": [str(t) for t in self.targets],
                 "params": dict(self.params), "selector": self.selector, "fault_id": self.fault_id,
                 "for_s": self.for_s, "healable": self.healable, "source": self.source,
                 **({"trigger": dict(self.trigger)} if self.trigger is not None else {})}

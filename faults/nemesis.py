@@ -40,17 +40,18 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from faults import kinds
 from faults.bounded import call_bounded
-from faults.environment import FaultEnvironment, topology_topics
-from faults.kinds import Capability, FaultKind, build_actions
+from faults.environment import Capability, FaultEnvironment, topology_topics
+from faults.kinds import build_actions
+from faults.kinds.base import Kind, Refusal
 from faults.model import Fault, FaultAction, LoadControl, NotInjected
+from faults.resolution import Aim, ResolveContext
 from faults.resolve import resolve_fault
-from faults.schedule import PlannedFault, Timeline, Window, plan_timeline
-from faults.selectors import Aim, ResolveContext, uses_coordinator, uses_trigger
+from faults.schedule import PlannedFault, Timeline, Window, plan_run
+from faults.selectors import uses_coordinator, uses_trigger
 from faults.supervisor import Supervisor
 from faults.triggers import HistoryTail
-from faults.validate import check_client_faults
+from faults.validate import check_entries
 from harness.config import RunConfig
 from harness.errors import ConfigError, TxnbenchError
 from harness.history import HistoryRecorder
@@ -76,6 +77,7 @@ class NemesisError(TxnbenchError):
 class _Active:
     fault: Fault
     action: FaultAction
+    kind: Kind
 
 
 @dataclass
@@ -109,7 +111,7 @@ class Nemesis:
     def __init__(self, config: RunConfig, cluster: ClusterInfo, control: ProcessControl | None,
                  recorder: HistoryRecorder, topology: Any = None, *,
                  environment: FaultEnvironment | None = None,
-                 actions: dict[FaultKind, FaultAction] | None = None,
+                 actions: dict[str, FaultAction] | None = None,
                  progress: Callable[[str], None] | None = None,
                  load_control: LoadControl | None = None) -> None:
         self.config = config
@@ -119,11 +121,8 @@ class Nemesis:
         self.label = f"[{config.path.value}] nemesis"
         topics = environment.topics if environment is not None else topology_topics(topology)
         brokers = len(cluster.by_role(ServiceRole.BROKER))
-        self.timeline: Timeline = plan_timeline(
-            config.faults, seed=config.seed, duration_s=config.phases.faults_s, txn_path=config.path,
-            source=f"scenario {config.name}", brokers=brokers, topics=len(topics) if topics else None,
-            load_workers=config.load.workers,
-            txn_timeout_s=config.workload.txn_timeout_s)
+        self.timeline: Timeline = plan_run(config, config.path, brokers=brokers,
+                                           topics=len(topics) if topics else None)
         if environment is None:
             from faults.environment import for_run
 
@@ -158,46 +157,32 @@ class Nemesis:
         have = self.env.capabilities()
         source = f"scenario {self.config.name}"
         for planned in self.timeline.faults:
-            spec = kinds.spec(planned.kind)
-            for need in sorted(spec.needs, key=str):
+            for need in sorted(planned.kind.needs, key=str):
                 if need not in have:
                     raise ConfigError(source, f"{planned.source}.kind",
-                                      f"{planned.kind.value} cannot run here: {self.env.why_missing(need)}",
+                                      f"{planned.kind.name} cannot run here: {self.env.why_missing(need)}",
                                       "remove it from the scenario or use the embedded or compose target")
-            if planned.kind not in self.actions:
+            if planned.kind.name not in self.actions:
                 raise ConfigError(source, f"{planned.source}.kind",
-                                  f"{planned.kind.value} has no action in this environment",
+                                  f"{planned.kind.name} has no action in this environment",
                                   "remove it from the scenario or use the embedded or compose target")
             if uses_coordinator(planned.selector) and Capability.COORDINATORS not in have:
                 raise ConfigError(source, f"{planned.source}.target",
                                   f"{planned.target!r} needs to locate the coordinators: "
                                   f"{self.env.why_missing(Capability.COORDINATORS)}",
                                   "name a broker instead, e.g. broker:0 or broker:random")
-        self._check_slow_participants(source)
-        check_client_faults(self.config)
+        self._check_runs(source)
+        check_entries(self.config)
 
-    def _check_slow_participants(self, source: str) -> None:
+    def _check_runs(self, source: str) -> None:
+        """Each fault against the running cluster's settings and its window, by its kind's `check_run`."""
         for window in self.timeline.windows:
             for planned in window.faults:
-                if planned.kind is not FaultKind.SLOW_PARTICIPANT:
-                    continue
-                latency_ms = planned.params.get("latency_ms") or kinds.slow_participant_latency_ms(
-                    self.cluster.settings)
-                session_ms = kinds.session_timeout_ms(self.cluster.settings)
-                if latency_ms >= session_ms:
-                    raise ConfigError(
-                        source, f"{planned.source}.params.latency_ms",
-                        f"a {latency_ms / 1000:g} s delay outlasts the brokers' metadata session "
-                        f"({session_ms / 1000:g} s): the participant would lose its topics instead of lagging",
-                        f"set {kinds.SESSION_TIMEOUT_KEY} above {int(latency_ms)} in cluster.settings, or "
-                        "lower the GC retention and interval")
-                if window.for_s * 1000 < latency_ms:
-                    raise ConfigError(
-                        source, f"{planned.source}.for_s",
-                        f"the slow participant needs {latency_ms / 1000:g} s of delay (GC retention + GC "
-                        f"interval + margin) but is held only {window.for_s:g} s",
-                        f"raise for_s (and phases.faults_s) to at least {latency_ms / 1000:g}, or lower "
-                        f"{kinds.GC_RETENTION_KEY} and {kinds.GC_INTERVAL_KEY} in cluster.settings")
+                try:
+                    if planned.kind.check_run is not None:
+                        planned.kind.check_run(planned.params, window.for_s, self.cluster.settings)
+                except Refusal as err:
+                    raise ConfigError(source, f"{planned.source}.{err.key}", err.problem, err.fix) from None
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -359,12 +344,12 @@ class Nemesis:
             # only when nothing of the window is left to heal.
             others = [h[2] for h in healing]
             last = not healing and not waiting
-            if (not last and _needs_healed_first(next_heal[2].fault, others) is not None) or \
+            if (not last and _needs_healed_first(next_heal[2], others) is not None) or \
                     not self._heal(next_heal[2], last_chance=last):
                 deferred.append(next_heal[2])
                 continue
             for active in list(deferred):
-                if not last and _needs_healed_first(active.fault, others) is not None:
+                if not last and _needs_healed_first(active, others) is not None:
                     continue
                 if self._heal(active, last_chance=last):
                     deferred.remove(active)
@@ -402,20 +387,20 @@ class Nemesis:
                                  RESOLVE_TIMEOUT_S, f"choosing the target of {planned.fault_id}")
         except Exception as err:
             inv = self.recorder.invoke(process, OpF.FAULT, extra={
-                "kind": planned.kind.value, "targets": [], "params": dict(planned.params),
+                "kind": planned.kind.name, "targets": [], "params": dict(planned.params),
                 "selector": planned.target, "fault_id": planned.fault_id, "for_s": for_s,
                 "healable": planned.healable, "source": planned.source,
                 **({"trigger": trigger} if trigger is not None else {})})
             self.recorder.fail(inv, _error(err))
-            self._count(planned.kind, "failed")
-            self.say(f"{self.label}: {planned.fault_id} {planned.kind.value} {planned.target}: "
+            self._count(planned.kind.name, "failed")
+            self.say(f"{self.label}: {planned.fault_id} {planned.kind.name} {planned.target}: "
                      f"no target ({_error(err)})")
             return None
         if trigger is not None:
             fault = dataclasses.replace(fault, trigger=trigger)
         action = self.actions[fault.kind]
-        active = _Active(fault, action)
-        what = f"{fault.fault_id} {fault.kind.value} {', '.join(map(str, fault.targets))}"
+        active = _Active(fault, action, planned.kind)
+        what = f"{fault.fault_id} {fault.kind} {', '.join(map(str, fault.targets))}"
         with self._lock:
             restarting = fault.resources & self._claimed
             if not restarting:
@@ -428,7 +413,7 @@ class Nemesis:
         inv = self.recorder.invoke(fault.process, OpF.FAULT, extra=fault.extra())
         effect: Mapping[str, Any] | None = None
         try:
-            effect = call_bounded(lambda: action.inject(fault), self._timeout(fault.kind, heal=False),
+            effect = call_bounded(lambda: action.inject(fault), self._timeout(planned.kind, heal=False),
                                   f"injecting {what}")
         except NotInjected as err:
             with self._lock:
@@ -462,7 +447,7 @@ class Nemesis:
         attempt is recorded as unknown; with `last_chance` the nemesis fails, without it the
         fault stays in effect for a later try (False)."""
         fault = active.fault
-        what = f"{fault.fault_id} {fault.kind.value} {', '.join(map(str, fault.targets))}"
+        what = f"{fault.fault_id} {fault.kind} {', '.join(map(str, fault.targets))}"
         with self._heal_lock:
             with self._lock:
                 if fault.fault_id not in self._active:
@@ -473,7 +458,7 @@ class Nemesis:
             effect: Mapping[str, Any] | None = None
             for attempt in range(1, HEAL_ATTEMPTS + 1):
                 try:
-                    effect = call_bounded(lambda: active.action.heal(fault), self._timeout(fault.kind, heal=True),
+                    effect = call_bounded(lambda: active.action.heal(fault), self._timeout(active.kind, heal=True),
                                           f"healing {what}")
                     error = None
                     break
@@ -505,29 +490,24 @@ class Nemesis:
 
     # ---- helpers --------------------------------------------------------------------------------
 
-    def _timeout(self, kind: FaultKind, heal: bool) -> float:
-        spec = kinds.spec(kind)
-        if spec.process_fault:
-            if spec.waits_healthy_on_heal and heal:   # a start waits until the service is healthy
-                return self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S
-            if kind is FaultKind.CRASH:   # a crash-loop starts the store once between its two crashes
-                return self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S
-            return PROCESS_TIMEOUT_S
-        if spec.topic_fault:
-            return ADMIN_TIMEOUT_S
-        if spec.client_fault and not spec.network:   # a replacement worker connects within the load's bound
-            return LOAD_TIMEOUT_S
-        return NETWORK_TIMEOUT_S
+    def _timeout(self, kind: Kind, heal: bool) -> float:
+        """By what the action acts through (its kind's `needs`); a process start adds the ready timeout."""
+        waits_for_start = kind.waits_healthy_on_heal if heal else kind.waits_healthy_on_inject
+        if waits_for_start:
+            return self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S
+        through = {Capability.NETWORK: NETWORK_TIMEOUT_S, Capability.PROCESSES: PROCESS_TIMEOUT_S,
+                   Capability.ADMIN: ADMIN_TIMEOUT_S, Capability.LOAD: LOAD_TIMEOUT_S}
+        return max((through.get(need, 0.0) for need in kind.needs), default=0.0) or NETWORK_TIMEOUT_S
 
     def _longest_action_s(self) -> float:
         return max(RESOLVE_TIMEOUT_S, ADMIN_TIMEOUT_S, LOAD_TIMEOUT_S * HEAL_ATTEMPTS,
                    (self.config.cluster.ready_timeout_s + PROCESS_TIMEOUT_S) * HEAL_ATTEMPTS)
 
-    def _count(self, kind: FaultKind, outcome: str) -> None:
+    def _count(self, kind: str, outcome: str) -> None:
         with self._lock:
             setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
             if outcome == "injected":
-                self.stats.kinds[kind.value] = self.stats.kinds.get(kind.value, 0) + 1
+                self.stats.kinds[kind] = self.stats.kinds.get(kind, 0) + 1
 
     def _fail(self, message: str, heal_failure: bool = False) -> None:
         with self._lock:
@@ -537,10 +517,11 @@ class Nemesis:
         self.say(f"{self.label}: {message.splitlines()[0]}")
 
 
-def _needs_healed_first(fault: Fault, others: list[_Active]) -> _Active | None:
+def _needs_healed_first(active: _Active, others: list[_Active]) -> _Active | None:
     """Another fault still in effect that `fault`'s heal needs healed first: a heal that starts a
     broker (kill, crash, restart) needs the metadata store running and reachable from it."""
-    if not kinds.spec(fault.kind).waits_healthy_on_heal:
+    fault = active.fault
+    if not active.kind.waits_healthy_on_heal:
         return None
     brokers = {str(t) for t in fault.targets if str(t).startswith("broker-")}
     if not brokers:
@@ -556,7 +537,7 @@ def timeline_progress(timeline: Timeline, started_at: Mapping[int, float]) -> di
     """The windows that began (with their lateness against the plan) and those that never did."""
     late = [started_at[n] - w.start_s for n, w in enumerate(timeline.windows) if n in started_at]
     unreached = [{"window": n + 1, "at_s": w.start_s,
-                  "faults": [f"{f.kind.value} {f.target}" for f in w.faults]}
+                  "faults": [f"{f.kind.name} {f.target}" for f in w.faults]}
                  for n, w in enumerate(timeline.windows) if n not in started_at]
     return {"windows": len(timeline.windows), "started": len(started_at),
             "max_late_s": round(max(late), 1) if late else 0.0,

@@ -48,10 +48,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from faults import kinds
-from faults.kinds import FaultKind, ParamError
+from faults.environment import Capability
+from faults.generate import draw
+from faults.kinds import kind_of
+from faults.kinds.base import Kind, ParamError
 from faults.selectors import Selector, SelectorError, check_against_cluster, uses_trigger
-from harness.config import FaultsConfig, FaultSpec, TriggerSpec
+from harness.config import FaultsConfig, FaultSpec, RunConfig, TriggerSpec
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
 
@@ -64,7 +66,7 @@ class PlannedFault:
     """One fault as the scenario declared it, validated; its targets are resolved at injection."""
 
     fault_id: str                   # f1, f2, ... in timeline order; also the history process suffix
-    kind: FaultKind
+    kind: Kind
     target: str                     # the selector as written (after `random` -> the kind's default)
     selector: Selector
     params: Mapping[str, Any]
@@ -74,7 +76,7 @@ class PlannedFault:
 
     @property
     def healable(self) -> bool:
-        return kinds.spec(self.kind).healable
+        return self.kind.healable
 
 
 @dataclass(frozen=True)
@@ -102,13 +104,13 @@ class Timeline:
     def faults(self) -> tuple[PlannedFault, ...]:
         return tuple(f for w in self.windows for f in w.faults)
 
-    def kinds(self) -> set[FaultKind]:
-        return {f.kind for f in self.faults}
+    def kinds(self) -> set[str]:
+        return {f.kind.name for f in self.faults}
 
 
 @dataclass(frozen=True)
 class _Draft:
-    kind: FaultKind
+    kind: Kind
     target: str
     selector: Selector
     params: Mapping[str, Any]
@@ -130,23 +132,22 @@ class _Candidate:
     burst_s: float | None = None    # a flap window: where its burst starts (a burst is placed whole)
 
 
-def _draft(kind: FaultKind, target: str, params: Mapping[str, Any], txn_path: TxnPath,
+def _draft(kind: Kind, target: str, params: Mapping[str, Any], txn_path: TxnPath,
            source: str, key: str, brokers: int | None, topics: int | None) -> _Draft:
-    spec = kinds.spec(kind)
     try:
-        selector = kinds.effective_selector(kind, target, txn_path)
+        selector = kind.selector(target, txn_path)
     except SelectorError as err:
         raise ConfigError(source, f"{key}.target", str(err), "see faults/README.md, 'Targets'") from None
-    if not spec.accepts_selector(selector):
-        raise ConfigError(source, f"{key}.target", f"{kind.value} cannot act on {target!r}",
-                          f"give one of: {kinds.describe_accepts(kind)}")
+    if not kind.accepts_selector(selector):
+        raise ConfigError(source, f"{key}.target", f"{kind.name} cannot act on {target!r}",
+                          f"give one of: {kind.describe_accepts()}")
     if brokers is not None:
         try:
             check_against_cluster(selector, brokers, topics)
         except SelectorError as err:
             raise ConfigError(source, f"{key}.target", str(err), "pick one that exists") from None
     try:
-        checked = kinds.validate_params(kind, params)
+        checked = kind.validate_params(params)
     except ParamError as err:
         raise ConfigError(source, f"{key}.params.{err.key}", err.problem, err.fix) from None
     return _Draft(kind, selector_text(selector, target), selector, MappingProxyType(checked), key)
@@ -159,6 +160,15 @@ def selector_text(selector: Selector, written: str) -> str:
 def _occurrences(every_s: float, duration_s: float) -> list[float]:
     count = int(duration_s // every_s) + 1
     return [round(i * every_s, 9) for i in range(count) if i * every_s < duration_s]
+
+
+def plan_run(config: RunConfig, txn_path: TxnPath, *, brokers: int, topics: int | None) -> Timeline:
+    """A run's timeline on `txn_path`: the one way the early check (faults.validate, before a cluster
+    exists: the scenario's broker count, no topics) and the nemesis (the running cluster's brokers and
+    the run's topics) plan it, so both see the same faults."""
+    return plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s, txn_path=txn_path,
+                         source=f"scenario {config.name}", brokers=brokers, topics=topics,
+                         load_workers=config.load.workers, txn_timeout_s=config.workload.txn_timeout_s)
 
 
 def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_path: TxnPath,
@@ -228,14 +238,14 @@ def _entry_draft(kind_text: str, target: str, params: Mapping[str, Any], has_tri
                  topics: int | None) -> _Draft | None:
     """A schedule entry's (or a fault stacked in it) draft, checked (a `...:trigger` target needs
     the entry's trigger); None, with a note, when its kind does not apply to `txn_path`."""
-    kind = kinds.kind_of(kind_text, source, f"{key}.kind")
+    kind = kind_of(kind_text, source, f"{key}.kind")
     draft = _draft(kind, target, params, txn_path, source, key, brokers, topics)
     if not has_trigger and uses_trigger(draft.selector):
         raise ConfigError(source, f"{key}.target", f"{target!r} aims at what a trigger saw, and the entry "
                           "has no trigger", "add e.g. `trigger: {op: txn-commit}` to the entry, or name the "
                           "target another way (topic:random, coordinator)")
-    if txn_path not in kinds.spec(kind).paths:
-        notes.append(f"{key}: {kind.value} does not apply to {txn_path.value}; left out")
+    if txn_path not in kind.paths:
+        notes.append(f"{key}: {kind.name} does not apply to {txn_path.value}; left out")
         return None
     return draft
 
@@ -250,7 +260,7 @@ def _overlap_drafts(entry: FaultSpec, key: str, txn_path: TxnPath, source: str, 
                              txn_path, source, notes, brokers, topics)
         if draft is None:
             continue
-        for_s = extra.for_s if kinds.spec(draft.kind).healable else 0.0
+        for_s = extra.for_s if draft.kind.healable else 0.0
         out.append(dataclasses.replace(draft, for_s=for_s, after_s=extra.after_s))
     return tuple(out)
 
@@ -260,24 +270,22 @@ def _generated_candidates(faults: FaultsConfig, seed: int, duration_s: float, tx
                           topics: int | None, load_workers: int | None = None,
                           txn_timeout_s: float | None = None) -> list[_Candidate]:
     """The seed's generated windows (faults.generate) as candidates, without the kinds `txn_path` lacks
-    (and without client kills when the load has no worker to kill)."""
-    from faults.generate import draw
-
+    (and without the kinds that act through the load when it has no worker)."""
     spec = faults.generated
     assert spec is not None
-    named = tuple(dict.fromkeys(kinds.kind_of(text, source, f"{GENERATED_SOURCE}.kinds[{i}]")
+    named = tuple(dict.fromkeys(kind_of(text, source, f"{GENERATED_SOURCE}.kinds[{i}]")
                                 for i, text in enumerate(spec.kinds)))
     out = []
     dropped: dict[str, int] = {}
-    no_workers = 0
+    no_workers: dict[str, int] = {}
     for n, window in enumerate(draw(spec, named, seed=seed, duration_s=duration_s, txn_timeout_s=txn_timeout_s)):
         drafts = []
         for fault in window.faults:
-            if txn_path not in kinds.spec(fault.kind).paths:
-                dropped[fault.kind.value] = dropped.get(fault.kind.value, 0) + 1
+            if txn_path not in fault.kind.paths:
+                dropped[fault.kind.name] = dropped.get(fault.kind.name, 0) + 1
                 continue
-            if fault.kind is FaultKind.CLIENT_KILL and load_workers == 0:
-                no_workers += 1
+            if Capability.LOAD in fault.kind.needs and load_workers == 0:
+                no_workers[fault.kind.name] = no_workers.get(fault.kind.name, 0) + 1
                 continue
             draft = _draft(fault.kind, fault.target, fault.params, txn_path, source, f"{GENERATED_SOURCE}[{n}]",
                            brokers, topics)
@@ -288,9 +296,8 @@ def _generated_candidates(faults: FaultsConfig, seed: int, duration_s: float, tx
                                   window.trigger))
     for kind, count in sorted(dropped.items()):
         notes.append(f"{GENERATED_SOURCE}: {count} {kind} fault(s) do not apply to {txn_path.value}; left out")
-    if no_workers:
-        notes.append(f"{GENERATED_SOURCE}: {no_workers} client-kill fault(s) need Locust workers (load.workers 0); "
-                     "left out")
+    for kind, count in sorted(no_workers.items()):
+        notes.append(f"{GENERATED_SOURCE}: {count} {kind} fault(s) need Locust workers (load.workers 0); left out")
     return out
 
 
@@ -299,7 +306,7 @@ def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, txn_p
                        topics: int | None) -> list[_Candidate]:
     spec = faults.random
     assert spec is not None
-    named = [kinds.kind_of(text, source, f"{RANDOM_SOURCE}.kinds[{i}]") for i, text in enumerate(spec.kinds)]
+    named = [kind_of(text, source, f"{RANDOM_SOURCE}.kinds[{i}]") for i, text in enumerate(spec.kinds)]
     drafts: list[_Draft] = []
     for i, kind in enumerate(dict.fromkeys(named)):
         draft = _draft(kind, spec.target, {}, txn_path, source, RANDOM_SOURCE, brokers, topics)
@@ -307,8 +314,8 @@ def _random_candidates(faults: FaultsConfig, seed: int, duration_s: float, txn_p
             raise ConfigError(source, f"{RANDOM_SOURCE}.target", f"{spec.target!r} aims at what a trigger "
                               "saw, and random faults have no trigger", "use random, or a schedule entry "
                               "with a trigger")
-        if txn_path not in kinds.spec(kind).paths:
-            notes.append(f"{RANDOM_SOURCE}.kinds[{i}]: {kind.value} does not apply to {txn_path.value}; left out")
+        if txn_path not in kind.paths:
+            notes.append(f"{RANDOM_SOURCE}.kinds[{i}]: {kind.name} does not apply to {txn_path.value}; left out")
             continue
         drafts.append(draft)
     if not drafts:
@@ -377,7 +384,7 @@ def describe(timeline: Timeline) -> list[str]:
     """One line per window, for logs and `--dry-run`-style output."""
     lines = []
     for w in timeline.windows:
-        what = ", ".join(f"{f.fault_id} {f.kind.value} {f.target}" + (f" (+{f.after_s:g}s)" if f.after_s else "")
+        what = ", ".join(f"{f.fault_id} {f.kind.name} {f.target}" + (f" (+{f.after_s:g}s)" if f.after_s else "")
                          + (f" ({f.for_s:g}s)" if f.for_s is not None else "") for f in w.faults)
         when = f"  (at the next {w.trigger.op.value} {w.trigger.type.value})" if w.trigger is not None else ""
         lines.append(f"{w.start_s:7.1f}s - {w.heal_s:7.1f}s  {what}{when}")

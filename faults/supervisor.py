@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from faults.selectors import ServiceTarget
+from faults.resolution import ServiceTarget
 from harness.history import HistoryRecorder, OpF
 from harness.target import ProcessControl
 

@@ -10,9 +10,10 @@ workload's topology (a mixed workload has several families of `workload.topics`)
 
 from __future__ import annotations
 
-from faults import kinds
-from faults.kinds import Capability, kind_of
-from faults.schedule import Timeline, plan_timeline
+from faults.environment import Capability
+from faults.kinds import BY_NAME, kind_of
+from faults.kinds.base import Refusal
+from faults.schedule import Timeline, plan_run
 from faults.selectors import LinkSelector, Pick
 from harness.config import FaultsConfig, RunConfig, Target
 from harness.errors import ConfigError
@@ -25,15 +26,11 @@ def check_scenario(config: RunConfig, source: str | None = None) -> dict[TxnPath
     `source`, the scenario's file, when given), a bad target or parameter, or a kind the target
     cannot run. A scenario without faults gives empty timelines."""
     check_kinds(config.faults, source or f"scenario {config.name}")
-    check_client_faults(config)
+    check_entries(config)
     paths = dict.fromkeys([*config.paths, config.path]) if config.paths else {config.path: None}
     timelines = {}
     for txn_path in paths:
-        timeline = plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s,
-                                 txn_path=txn_path, source=f"scenario {config.name}",
-                                 brokers=config.cluster.brokers, topics=None,
-                                 load_workers=config.load.workers,
-                                 txn_timeout_s=config.workload.txn_timeout_s)
+        timeline = plan_run(config, txn_path, brokers=config.cluster.brokers, topics=None)
         _check_target(config, timeline)
         timelines[txn_path] = timeline
     return timelines
@@ -48,25 +45,20 @@ def check_kinds(faults: FaultsConfig, source: str) -> None:
             kind_of(text, source, f"faults.random.kinds[{i}]")
 
 
-def check_client_faults(config: RunConfig) -> None:
-    """A client fault must abandon transactions: a kill needs load workers (one is killed, the
-    others go on), an isolation must outlast the transaction timeout, or the clients would come
-    back in time to end what they had open and the coordinator's timeout would never be tested.
-    Checked on the scenario's entries, not on a timeline `--duration` may have cut short."""
-    source = f"scenario {config.name}"
+def check_entries(config: RunConfig) -> None:
+    """Each entry against the scenario's other settings, by its kind's `check_entry` (a client fault
+    must abandon transactions: faults/kinds/client_kill.py, client_isolate.py). Checked on the
+    scenario's entries, not on a timeline `--duration` may have cut short."""
     entries = [(f"faults.schedule[{i}]", e.kind, e.for_s) for i, e in enumerate(config.faults.schedule)]
     if config.faults.random is not None:
         entries += [("faults.random", k, config.faults.random.for_s) for k in config.faults.random.kinds]
-    timeout = config.workload.txn_timeout_s
-    for key, kind, for_s in entries:
-        if kind == kinds.FaultKind.CLIENT_KILL.value and config.load.workers < 1:
-            raise ConfigError(source, f"{key}.kind", "client-kill kills a Locust worker, and the load runs in "
-                              "one process (load.workers 0)", "set load.workers to 2 or more")
-        if kind == kinds.FaultKind.CLIENT_ISOLATE.value and for_s <= timeout:
-            raise ConfigError(source, f"{key}.for_s",
-                              f"client-isolate is held {for_s:g} s, not longer than the transaction timeout "
-                              f"({timeout:g} s): the clients would return before the coordinator has to abort "
-                              "what they abandoned", f"raise for_s above {timeout:g} or lower workload.txn_timeout_s")
+    for key, text, for_s in entries:
+        check = BY_NAME[text].check_entry if text in BY_NAME else None
+        try:
+            if check is not None:
+                check(for_s, config)
+        except Refusal as err:
+            raise ConfigError(f"scenario {config.name}", f"{key}.{err.key}", err.problem, err.fix) from None
 
 
 def _check_target(config: RunConfig, timeline: Timeline) -> None:
@@ -76,10 +68,9 @@ def _check_target(config: RunConfig, timeline: Timeline) -> None:
     if config.target is not Target.EXTERNAL:
         return
     for planned in timeline.faults:
-        needs = kinds.spec(planned.kind).needs
-        if Capability.PROCESSES in needs:
+        if Capability.PROCESSES in planned.kind.needs:
             raise ConfigError(f"scenario {config.name}", f"{planned.source}.kind",
-                              f"{planned.kind.value} cannot run on the external target: txnbench cannot "
+                              f"{planned.kind.name} cannot run on the external target: txnbench cannot "
                               "kill or pause its processes", "remove it, or use --target embedded or compose")
 
 

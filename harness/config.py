@@ -385,7 +385,7 @@ class FaultSpec:
     """
 
     kind: str
-    """The fault kind (the table below). The kinds are the `faults` package's (faults/kinds.py);
+    """The fault kind (the table below). The kinds are the `faults` package's (faults/kinds/);
     an unknown one is refused before anything starts."""
     target: str = "random"
     """What to break (a selector, see above); `random` takes the kind's default target."""

@@ -4,7 +4,7 @@
 classes check every key while the file is parsed (harness.config), then the faults are planned
 on every path the scenario runs and checked against its target (faults.validate.check_scenario),
 so a bad fault kind, target or parameter is a one-line ConfigError now, not 20 s into a run (the
-kinds are the faults package's: the config keeps them as text, faults/kinds.py names them). `txnbench
+kinds are the faults package's: the config keeps them as text, faults/kinds/ names them). `txnbench
 run`, `bench`, `chaos`, `sweep` and `selftest` take their configs from here and trust them; the
 load process rebuilds the same config from the load spec without checking it again
 (`RunConfig.from_plain`).

@@ -27,12 +27,12 @@ import sys
 import textwrap
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from faults.kinds import KINDS, FaultKind, describe_accepts
+from faults.kinds import BY_NAME, KINDS
 from harness.config import SCENARIO_DIR, RunConfig, available_scenarios, parse_scenario
 from harness.errors import ConfigError
 from harness.txn_paths import ALL_PATHS
@@ -46,10 +46,10 @@ _EXAMPLE_SOURCE = "scenarios/my-bench.yaml"
 _EXAMPLE_TEXT = "workload:\n  hold_sec: 2\n"
 
 # Keys whose values are a vocabulary another package owns (harness.config keeps them as text).
-_VOCABULARIES: Mapping[str, type[enum.Enum]] = {
-    "faults.schedule[].kind": FaultKind,
-    "faults.schedule[].overlap[].kind": FaultKind,
-    "faults.random.kinds": FaultKind,
+_VOCABULARIES: Mapping[str, Iterable[str]] = {
+    "faults.schedule[].kind": BY_NAME,
+    "faults.schedule[].overlap[].kind": BY_NAME,
+    "faults.random.kinds": BY_NAME,
 }
 
 
@@ -172,22 +172,22 @@ def _render_section(section: Section, anchors: Mapping[str, str]) -> str:
 
 
 def _fault_kinds() -> list[str]:
-    """The table of fault kinds, one row per entry of their registry (faults/kinds.py)."""
+    """The table of fault kinds, one row per entry of their registry (faults/kinds/__init__.py)."""
     lines = ["The fault kinds (`kind`; `faults.random.kinds` draws from the same), from their registry "
              "`faults.kinds.KINDS`. A kind that does not apply to a run's path is left out of its "
              "timeline; one that needs what the target lacks (e.g. processes on an external cluster) "
              "stops the command before anything starts.", "",
              "| kind | what it does | targets | params (default) | paths | needs | healed |",
              "|---|---|---|---|---|---|---|"]
-    for kind, spec in KINDS.items():
+    for kind in KINDS:
         params = "; ".join(f"`{name}` {_yaml_value(p.default) if p.default is not None else '(computed)'}: {p.help}"
-                           for name, p in spec.params.items())
-        paths = "all" if spec.paths == frozenset(ALL_PATHS) else ", ".join(p.value for p in ALL_PATHS
-                                                                          if p in spec.paths)
-        needs = ", ".join(sorted(n.value for n in spec.needs))
-        healed = "when its window ends" if spec.healable else "no: instant, it stays"
-        targets = ", ".join(f"`{t}`" for t in describe_accepts(kind).split(", "))
-        cells = (f"**`{kind.value}`**", spec.summary, targets, params, paths, needs, healed)
+                           for name, p in kind.params.items())
+        paths = "all" if kind.paths == frozenset(ALL_PATHS) else ", ".join(p.value for p in ALL_PATHS
+                                                                          if p in kind.paths)
+        needs = ", ".join(sorted(n.value for n in kind.needs))
+        healed = "when its window ends" if kind.healable else "no: instant, it stays"
+        targets = ", ".join(f"`{t}`" for t in kind.describe_accepts().split(", "))
+        cells = (f"**`{kind.name}`**", kind.summary, targets, params, paths, needs, healed)
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return lines
 
@@ -228,7 +228,7 @@ def _type_text(hint: Any, key: str, anchors: Mapping[str, str]) -> str:
         return (f"mapping of ({_type_text(key_hint, key, anchors)}) "
                 f"to ({_type_text(value_hint, key, anchors)})")
     if hint is str and key in _VOCABULARIES:
-        return "one of: " + ", ".join(f"`{m.value}`" for m in _VOCABULARIES[key])
+        return "one of: " + ", ".join(f"`{name}`" for name in _VOCABULARIES[key])
     names = {bool: "boolean", int: "integer", float: "number", str: "text"}
     if hint in names:
         return names[hint]

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from faults.resolution import parse_segment_name
 from faults.selectors import (
     ClientsSelector,
     DefaultSelector,
@@ -33,7 +34,6 @@ from faults.selectors import (
     ServiceClass,
     ServiceSelector,
     TopicSelector,
-    parse_segment_name,
     parse_selector,
     uses_trigger,
 )

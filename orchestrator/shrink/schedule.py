@@ -104,10 +104,7 @@ def _windows(faults: Sequence[RecordedFault]) -> list[list[RecordedFault]]:
 
 
 def _is_network(kind: str) -> bool:
-    try:
-        return kinds.spec(kinds.FaultKind(kind)).network
-    except ValueError:
-        return False
+    return kind in kinds.BY_NAME and kinds.BY_NAME[kind].network
 
 
 def _trigger_spec(fault: RecordedFault, config: RunConfig) -> TriggerSpec | None:

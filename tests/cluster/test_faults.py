@@ -329,9 +329,9 @@ def test_cluster_heal_removes_every_fault_the_nemesis_can_leave(tmp_path: Path) 
     import argparse
 
     from faults.environment import FaultEnvironment
-    from faults.kinds import FaultKind, build_actions
+    from faults.kinds import build_actions
     from faults.model import Fault
-    from faults.selectors import LinkEnd, ServiceTarget
+    from faults.resolution import LinkEnd, ServiceTarget
     from harness.toxiproxy.model import Stream
     from orchestrator.cluster_cli import cluster_heal
 
@@ -343,16 +343,16 @@ def test_cluster_heal_removes_every_fault_the_nemesis_can_leave(tmp_path: Path) 
         info = cluster.info()
         actions = build_actions(FaultEnvironment(cluster=info, txn_path=info.txn_path, control=cluster, network=api))
 
-        def fault(n: int, kind: FaultKind, target: Any, **params: Any) -> Fault:
+        def fault(n: int, kind: str, target: Any, **params: Any) -> Fault:
             return Fault(f"f{n}", kind, "test", (target,), params, 60.0, True, "test")
 
         left = [
-            fault(1, FaultKind.PARTITION, LinkEnd("client-broker-0", Stream.UPSTREAM), direction="both"),
-            fault(2, FaultKind.PARTITION, LinkEnd("broker-1-ledger", Stream.UPSTREAM), direction="outbound"),
-            fault(3, FaultKind.LATENCY, LinkEnd("broker-0-metadata", Stream.UPSTREAM), direction="both",
+            fault(1, "partition", LinkEnd("client-broker-0", Stream.UPSTREAM), direction="both"),
+            fault(2, "partition", LinkEnd("broker-1-ledger", Stream.UPSTREAM), direction="outbound"),
+            fault(3, "latency", LinkEnd("broker-0-metadata", Stream.UPSTREAM), direction="both",
                   latency_ms=500, jitter_ms=0),
-            fault(4, FaultKind.KILL, ServiceTarget("broker-1")),
-            fault(5, FaultKind.PAUSE, ServiceTarget("ledger")),
+            fault(4, "kill", ServiceTarget("broker-1")),
+            fault(5, "pause", ServiceTarget("ledger")),
         ]
         for f in left:
             actions[f.kind].inject(f)

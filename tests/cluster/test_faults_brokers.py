@@ -202,7 +202,7 @@ class ScalableTopology:
 def test_split_merge_and_seal_change_a_scalable_topics_active_segments(cluster_factory: ClusterFactory,
                                                                        tmp_path: Path) -> None:
     from faults.admin import active_segment_names
-    from faults.selectors import parse_segment_name
+    from faults.resolution import parse_segment_name
     from harness.client.hashing import segment_hash
 
     cluster = cluster_factory(path="v5", brokers=2)

@@ -87,7 +87,7 @@ def test_the_sealed_segment_bug_is_sought_with_warm_reads_on_written_segments() 
     written = {t for t in topics if t.split("-")[-2] in ("ap", "out")}   # <run>-ap-<i>, <run>-ctp-out-<i>
     for fault in config.faults.schedule:
         index = int(fault.target.split(":")[1])
-        assert topics[index] in written, f"{fault.kind.value} {fault.target} seals a topic nobody writes in a transaction"
+        assert topics[index] in written, f"{fault.kind} {fault.target} seals a topic nobody writes in a transaction"
         assert fault.trigger is not None and fault.trigger.op.value == "txn-commit"
 
 

@@ -39,7 +39,7 @@ def test_the_adjusted_config_is_what_gets_validated() -> None:
 
 
 def test_an_unknown_fault_kind_is_refused_with_the_one_line_error_of_the_parser(tmp_path: Path) -> None:
-    """The kinds are the faults package's (faults/kinds.py), so the config keeps a kind as text;
+    """The kinds are the faults package's (faults/kinds/), so the config keeps a kind as text;
     the error is the one the parser gave when the config held the enum: file, key, closest kind."""
     bad = tmp_path / "kinds.yaml"
     bad.write_text("phases: {faults_s: 10}\nfaults:\n  schedule:\n    - {kind: kil, at_s: 1}\n")

@@ -15,7 +15,7 @@ import re
 import pytest
 
 import harness.config as config_module
-from faults.kinds import KINDS, FaultKind
+from faults.kinds import KINDS
 from harness.config import SCENARIO_DIR, WorkloadConfig, available_scenarios
 from orchestrator.scenario_doc import REFERENCE_PATH, WRITE_COMMAND, main, render_scenario_reference
 
@@ -108,12 +108,12 @@ def test_intro_shows_a_real_error_line_and_every_shipped_scenario_is_listed() ->
 
 def test_fault_kinds_come_from_their_registry() -> None:
     """The config keeps a kind as text; the page still lists the kinds, and tables them, from
-    faults/kinds.py."""
+    faults/kinds/."""
     page = render_scenario_reference()
     _, body = _section_of(page, config_module.FaultSpec)
-    assert _table(body)["kind"][1] == "one of: " + ", ".join(f"`{k.value}`" for k in FaultKind)
-    for kind, spec in KINDS.items():
-        assert f"| **`{kind.value}`** | {spec.summary} |" in body
+    assert _table(body)["kind"][1] == "one of: " + ", ".join(f"`{k.name}`" for k in KINDS)
+    for kind in KINDS:
+        assert f"| **`{kind.name}`** | {kind.summary} |" in body
     _, random_body = _section_of(page, config_module.RandomFaults)
     assert _table(random_body)["kinds"][1] == "list, each " + _table(body)["kind"][1]
 

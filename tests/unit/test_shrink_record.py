@@ -261,7 +261,7 @@ def test_a_candidate_round_trips_through_the_scenario_loader(tmp_path: Path) -> 
     assert config.phases.faults_s == 55.0 == faults_phase_s(kept, 10.0)
     timeline = plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s,
                              txn_path=config.path, brokers=2, topics=4)
-    assert [(w.start_s, [f.kind.value for f in w.faults]) for w in timeline.windows] == \
+    assert [(w.start_s, [f.kind.name for f in w.faults]) for w in timeline.windows] == \
         [(10.0, ["kill", "unload"]), (40.0, ["partition"])]
     assert not timeline.notes
 

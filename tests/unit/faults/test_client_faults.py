@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from faults.kinds import FaultKind, spec
+from faults.kinds import client_isolate, client_kill, kill
 from faults.selectors import ClientsSelector, LoadSelector, SelectorError, parse_selector
 from faults.validate import check_scenario
 from harness import load_control
@@ -51,9 +51,9 @@ def test_selectors_for_clients_and_load_workers() -> None:
     for bad in ("clients:1", "load:x"):
         with pytest.raises(SelectorError):
             parse_selector(bad)
-    assert spec(FaultKind.CLIENT_ISOLATE).accepts_selector(parse_selector("clients"))
-    assert not spec(FaultKind.KILL).accepts_selector(parse_selector("clients"))
-    assert not spec(FaultKind.CLIENT_KILL).accepts_selector(parse_selector("broker:0"))
+    assert client_isolate.KIND.accepts_selector(parse_selector("clients"))
+    assert not kill.KIND.accepts_selector(parse_selector("clients"))
+    assert not client_kill.KIND.accepts_selector(parse_selector("broker:0"))
 
 
 def test_client_isolate_cuts_every_client_broker_link_and_heals_them(tmp_path: Path) -> None:

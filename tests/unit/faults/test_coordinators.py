@@ -7,7 +7,8 @@ import random
 import pytest
 
 from faults.coordinators import ClientCoordinatorLocator, all_brokers_url, make_coordinator_locator
-from faults.selectors import ResolveContext, ServiceSelector, parse_selector, resolve_service
+from faults.resolution import ResolveContext, resolve_service
+from faults.selectors import ServiceSelector, parse_selector
 from harness.target import ClusterInfo, ServiceInfo, ServiceRole
 from harness.txn_paths import TxnPath
 from tests.unit.client.fake_broker import FakeCluster

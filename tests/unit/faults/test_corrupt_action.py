@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from faults.actions import CorruptAction
-from faults.kinds import FaultKind, validate_params
+from faults.kinds import corrupt
 from faults.model import Fault, NotInjected
-from faults.selectors import ServiceTarget
+from faults.resolution import ServiceTarget
 from harness.target import CorruptionControl, NothingToDamage
 from tests.unit.faults.fakes import FakeControl
 
@@ -36,7 +36,7 @@ class FakeCorruption(FakeControl):
 
 
 def _fault(fault_id: str = "f7", **params: str) -> Fault:
-    return Fault(fault_id, FaultKind.CORRUPT, "metadata", (ServiceTarget("metadata"),), dict(params), 3.0,
+    return Fault(fault_id, "corrupt", "metadata", (ServiceTarget("metadata"),), dict(params), 3.0,
                  True, "faults.schedule[7]")
 
 
@@ -69,6 +69,6 @@ def test_a_target_that_cannot_damage_files_is_not_corrupted() -> None:
 
 
 def test_the_file_param_is_log_or_snapshot() -> None:
-    assert validate_params(FaultKind.CORRUPT, {}) == {"file": "log"}
+    assert corrupt.KIND.validate_params({}) == {"file": "log"}
     with pytest.raises(ValueError, match="not one of"):
-        validate_params(FaultKind.CORRUPT, {"file": "index"})
+        corrupt.KIND.validate_params({"file": "index"})

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from faults.actions import CrashAction
-from faults.kinds import FaultKind, validate_params
+from faults.kinds import crash
 from faults.model import Fault, NotInjected
-from faults.selectors import ServiceTarget
+from faults.resolution import ServiceTarget
 from harness.target import CrashAim
 from tests.unit.faults.fakes import FakeControl
 
@@ -27,7 +27,7 @@ class FakePowerLoss(FakeControl):
 
 
 def _fault(fault_id: str = "f3", aim_ms: int = 1500, **params: str) -> Fault:
-    return Fault(fault_id, FaultKind.CRASH, "ledger", (ServiceTarget("ledger"),), {"aim_ms": aim_ms, **params},
+    return Fault(fault_id, "crash", "ledger", (ServiceTarget("ledger"),), {"aim_ms": aim_ms, **params},
                  1.0, True, "faults.schedule[3]")
 
 
@@ -54,11 +54,11 @@ def test_a_target_that_cannot_lose_unsynced_writes_is_not_crashed() -> None:
 
 
 def test_aim_defaults_and_bounds() -> None:
-    assert validate_params(FaultKind.CRASH, {}) == {"aim_ms": 2000, "aim": "write"}
+    assert crash.KIND.validate_params({}) == {"aim_ms": 2000, "aim": "write"}
     with pytest.raises(ValueError):
-        validate_params(FaultKind.CRASH, {"aim_ms": 60_000})
+        crash.KIND.validate_params({"aim_ms": 60_000})
     with pytest.raises(ValueError, match="not one of"):
-        validate_params(FaultKind.CRASH, {"aim": "header"})
+        crash.KIND.validate_params({"aim": "header"})
 
 
 def test_the_aim_reaches_the_target() -> None:

@@ -13,7 +13,6 @@ import pytest
 
 from faults import nemesis as nemesis_module
 from faults.environment import FaultEnvironment, topology_topics
-from faults.kinds import FaultKind
 from faults.model import Fault, FaultAction
 from faults.nemesis import Nemesis, NemesisError
 from harness.config import RunConfig, parse_scenario
@@ -270,7 +269,7 @@ def test_an_action_that_hangs_is_bounded(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(nemesis_module, "NETWORK_TIMEOUT_S", 0.2)
     cfg = config("schedule:\n  - {kind: partition, target: client-broker:0, at_s: 0, for_s: 0.1}", faults_s=3)
-    actions: dict[FaultKind, FaultAction] = {FaultKind.PARTITION: Hanging()}
+    actions: dict[str, FaultAction] = {"partition": Hanging()}
     with world.nemesis(cfg, actions=actions) as nemesis:
         nemesis.start()
         assert wait_for(lambda: nemesis.stats.unknown == 1 and nemesis.stats.healed == 1, 3)

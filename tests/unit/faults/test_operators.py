@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from faults import actions
+from faults import actions, kinds
 from faults.actions import MergeAction, SplitAction, TerminateAction, as_operators
-from faults.kinds import FaultKind, validate_params
+from faults.kinds.base import Kind
 from faults.model import Fault, NotInjected
-from faults.selectors import SegmentTarget
+from faults.resolution import SegmentTarget
 from harness.client.admin import AdminError
 
 TOPIC = "topic://public/txnbench/orders"
@@ -79,14 +79,14 @@ class FakeController:
         self.terminate_segment(topic)
 
 
-def _fault(kind: FaultKind, targets: tuple[SegmentTarget, ...], operators: int) -> Fault:
-    return Fault("f7", kind, "segment:trigger", targets, validate_params(kind, {"operators": operators}), 0.0,
+def _fault(kind: Kind, targets: tuple[SegmentTarget, ...], operators: int) -> Fault:
+    return Fault("f7", kind.name, "segment:trigger", targets, kind.validate_params({"operators": operators}), 0.0,
                  False, "faults.schedule[7]")
 
 
 def test_two_operators_split_one_segment_one_wins_the_other_is_refused_after_retrying_busy() -> None:
     controller = FakeController()
-    effect = SplitAction(controller).inject(_fault(FaultKind.SPLIT, (SegmentTarget(TOPIC, SEG0),), 2))
+    effect = SplitAction(controller).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 2))
     assert effect is not None and effect["operators"] == 2
     answers = effect["answers"]
     assert answers.count("ok") == 1 and len(answers) == 2
@@ -102,28 +102,28 @@ def test_a_merge_racing_a_split_of_one_of_its_segments() -> None:
     merge = MergeAction(controller)
     done: list[object] = []
     thread = threading.Thread(target=lambda: done.append(
-        split.inject(_fault(FaultKind.SPLIT, (SegmentTarget(TOPIC, SEG0),), 1))))
+        split.inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 1))))
     thread.start()
     time.sleep(0.01)
     with pytest.raises(NotInjected, match="must be active"):
-        merge.inject(_fault(FaultKind.MERGE, (SegmentTarget(TOPIC, SEG0), SegmentTarget(TOPIC, SEG1)), 2))
+        merge.inject(_fault(kinds.merge.KIND, (SegmentTarget(TOPIC, SEG0), SegmentTarget(TOPIC, SEG1)), 2))
     thread.join(5)
     assert done == [None] and controller.active == {1}
 
 
 def test_two_operators_terminating_a_segment_both_answered() -> None:
     controller = FakeController()
-    effect = TerminateAction(controller).inject(_fault(FaultKind.TERMINATE, (SegmentTarget(TOPIC, SEG0),), 2))
+    effect = TerminateAction(controller).inject(_fault(kinds.terminate.KIND, (SegmentTarget(TOPIC, SEG0),), 2))
     assert effect == {"operators": 2, "answers": ["ok", "ok"]}
     assert controller.terminated == {SEG0}
 
 
 def test_one_operator_is_the_change_as_it_was() -> None:
     controller = FakeController()
-    assert SplitAction(controller).inject(_fault(FaultKind.SPLIT, (SegmentTarget(TOPIC, SEG0),), 1)) is None
+    assert SplitAction(controller).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 1)) is None
     assert controller.answers == ["ok"]
     with pytest.raises(NotInjected, match="must be active"):   # a refusal is not retried
-        SplitAction(controller).inject(_fault(FaultKind.SPLIT, (SegmentTarget(TOPIC, SEG0),), 1))
+        SplitAction(controller).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 1))
     assert controller.answers == ["ok", "412"]
 
 
@@ -131,7 +131,7 @@ def test_busy_is_retried_only_within_its_bound(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(actions, "BUSY_RETRY_FOR_S", 0.2)
     monkeypatch.setattr(actions, "BUSY_RETRY_PAUSE_S", 0.05)
     controller = FakeController(hold_s=1.0)
-    effect = SplitAction(controller).inject(_fault(FaultKind.SPLIT, (SegmentTarget(TOPIC, SEG0),), 2))
+    effect = SplitAction(controller).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 2))
     assert effect is not None
     assert sorted(a.split(":")[0] for a in effect["answers"]) == ["ok", "refused"]
     assert any("retry" in a for a in effect["answers"])   # still busy when the operator gave up
@@ -146,7 +146,7 @@ def test_none_ok_all_refused_is_not_injected_and_an_unknown_answer_is_raised() -
         raise _refused(404, "no such topic")
 
     with pytest.raises(NotInjected, match="every one of 3 operators was refused"):
-        as_operators(_fault(FaultKind.SPLIT, (SegmentTarget(TOPIC, SEG0),), 3), refused)
+        as_operators(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 3), refused)
     assert calls == 3
 
     answers = iter([_refused(412, "sealed"), AdminError("no answer", status=None)])
@@ -158,13 +158,13 @@ def test_none_ok_all_refused_is_not_injected_and_an_unknown_answer_is_raised() -
         raise err
 
     with pytest.raises(AdminError, match="no answer"):
-        as_operators(_fault(FaultKind.SPLIT, (SegmentTarget(TOPIC, SEG0),), 2), mixed)
+        as_operators(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 2), mixed)
 
 
 def test_operators_bounds() -> None:
-    assert validate_params(FaultKind.SPLIT, {}) == {"operators": 1}
-    assert validate_params(FaultKind.MERGE, {"operators": 2}) == {"operators": 2}
-    assert validate_params(FaultKind.TERMINATE, {}) == {"operators": 1}
+    assert kinds.split.KIND.validate_params({}) == {"operators": 1}
+    assert kinds.merge.KIND.validate_params({"operators": 2}) == {"operators": 2}
+    assert kinds.terminate.KIND.validate_params({}) == {"operators": 1}
     for bad in (0, 5):
         with pytest.raises(ValueError):
-            validate_params(FaultKind.SPLIT, {"operators": bad})
+            kinds.split.KIND.validate_params({"operators": bad})

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from faults import kinds
-from faults.kinds import FaultKind
+from faults.kinds import slow_participant
 from faults.schedule import Timeline, describe, plan_timeline
 from harness.config import FaultsConfig, RunConfig, parse_scenario
 from harness.errors import ConfigError
@@ -33,9 +32,9 @@ schedule:
   - {kind: pause, target: metadata, at_s: 10, for_s: 3}
 """)
     timeline = plan(cfg)
-    starts = [(w.start_s, w.heal_s, w.faults[0].kind) for w in timeline.windows]
+    starts = [(w.start_s, w.heal_s, w.faults[0].kind.name) for w in timeline.windows]
     # partition 2-8, quiet until 13: the pause due at 10 waits until 13; then quiet until 21.
-    assert starts == [(2, 8, FaultKind.PARTITION), (13, 16, FaultKind.PAUSE), (21, 26, FaultKind.KILL)]
+    assert starts == [(2, 8, "partition"), (13, 16, "pause"), (21, 26, "kill")]
     assert [f.fault_id for f in timeline.faults] == ["f1", "f2", "f3"]
     assert any("postponed to 13s" in n for n in timeline.notes)
     assert any("postponed to 21s" in n for n in timeline.notes)
@@ -70,8 +69,8 @@ schedule:
   - {kind: split, target: segment:random, at_s: 31, for_s: 0}
 """, faults_s=60)
     # 0, 10, 20 from the repeating entry (30 is at or past until_s), then the split alone
-    assert [(w.start_s, w.faults[0].kind) for w in plan(cfg, TxnPath.V5).windows] == [
-        (0, FaultKind.RESTART), (10, FaultKind.RESTART), (20, FaultKind.RESTART), (31, FaultKind.SPLIT)]
+    assert [(w.start_s, w.faults[0].kind.name) for w in plan(cfg, TxnPath.V5).windows] == [
+        (0, "restart"), (10, "restart"), (20, "restart"), (31, "split")]
     with pytest.raises(ConfigError, match="until_s"):
         faults_of("""
 schedule:
@@ -102,7 +101,7 @@ random: {kinds: [partition, kill, pause, latency], every_s: 6, for_s: 2}
     assert first != other
     sizes = {len(w.faults) for w in first.windows}
     assert min(sizes) >= 1 and max(sizes) > 1            # subsets, not single kinds
-    assert first.kinds() == {FaultKind.PARTITION, FaultKind.KILL, FaultKind.PAUSE, FaultKind.LATENCY}
+    assert first.kinds() == {"partition", "kill", "pause", "latency"}
     assert all(f.source == "faults.random" for f in first.faults)
     assert len(first.windows) == 20
 
@@ -111,8 +110,8 @@ def test_random_target_default_is_per_kind() -> None:
     cfg = faults_of("""
 random: {kinds: [kill, partition], every_s: 5, for_s: 1}
 """)
-    targets = {(f.kind, f.target) for f in plan(cfg).faults}
-    assert targets == {(FaultKind.KILL, "process:random"), (FaultKind.PARTITION, "link:random")}
+    targets = {(f.kind.name, f.target) for f in plan(cfg).faults}
+    assert targets == {("kill", "process:random"), ("partition", "link:random")}
 
 
 def test_kinds_that_do_not_apply_to_the_path_are_left_out() -> None:
@@ -123,11 +122,11 @@ schedule:
   - {kind: slow-participant, target: broker:0, at_s: 20, for_s: 10, params: {latency_ms: 5000}}
 """)
     v4 = plan(cfg, TxnPath.V4)
-    assert [f.kind for f in v4.faults] == [FaultKind.TERMINATE]
+    assert [f.kind.name for f in v4.faults] == ["terminate"]
     assert v4.faults[0].target == "topic:random"
     assert sum("does not apply to v4" in n for n in v4.notes) == 2
     v5 = plan(cfg, TxnPath.V5)
-    assert [f.kind for f in v5.faults] == [FaultKind.SPLIT, FaultKind.TERMINATE, FaultKind.SLOW_PARTICIPANT]
+    assert [f.kind.name for f in v5.faults] == ["split", "terminate", "slow-participant"]
     assert v5.faults[1].target == "segment:random"
 
 
@@ -196,8 +195,9 @@ def test_no_faults_no_windows() -> None:
 
 
 def test_slow_participant_default_latency_comes_from_settings() -> None:
-    assert kinds.slow_participant_latency_ms({kinds.GC_RETENTION_KEY: 5, kinds.GC_INTERVAL_KEY: 1}) == 8000
-    assert kinds.slow_participant_latency_ms({}) == (900 + 300 + 2) * 1000
+    assert slow_participant.latency_ms({slow_participant.GC_RETENTION_KEY: 5,
+                                        slow_participant.GC_INTERVAL_KEY: 1}) == 8000
+    assert slow_participant.latency_ms({}) == (900 + 300 + 2) * 1000
 
 
 def test_an_entrys_own_quiet_period_makes_a_dense_series() -> None:
@@ -210,7 +210,7 @@ schedule:
   - {kind: pause, target: metadata, at_s: 10, for_s: 1}
 """, faults_s=20)
     timeline = plan(cfg)
-    windows = [(w.start_s, w.heal_s, w.faults[0].kind.value, w.quiet_s) for w in timeline.windows]
+    windows = [(w.start_s, w.heal_s, w.faults[0].kind.name, w.quiet_s) for w in timeline.windows]
     assert windows[:4] == [(0, 1, "kill", 0), (3, 4, "kill", 0), (6, 7, "kill", 0), (9, 10, "kill", 0)]
     assert (10, 11, "pause", 5) in windows
     # the kill due at 12 waits for the pause's quiet period (until 16); the one at 15 is skipped
@@ -226,10 +226,10 @@ schedule:
   - {kind: kill, target: ledger, at_s: 3, for_s: 1}
 """, faults_s=20)
     timeline = plan(cfg)
-    flaps = [(w.start_s, w.heal_s) for w in timeline.windows if w.faults[0].kind is FaultKind.PARTITION]
+    flaps = [(w.start_s, w.heal_s) for w in timeline.windows if w.faults[0].kind.name == "partition"]
     assert flaps == [(2, 2.3), (2.5, 2.8), (3, 3.3), (3.5, 3.8), (4, 4.3)]
     assert len({w.faults[0].fault_id for w in timeline.windows}) == len(timeline.windows)
-    kill = next(w for w in timeline.windows if w.faults[0].kind is FaultKind.KILL)
+    kill = next(w for w in timeline.windows if w.faults[0].kind.name == "kill")
     assert kill.start_s == pytest.approx(8.3)          # after the burst and the section's quiet period
 
 
@@ -260,7 +260,7 @@ schedule:
   - {kind: kill, target: ledger, at_s: 0, for_s: 2}
   - {kind: partition, target: client-broker:0, at_s: 0, for_s: 0.5, flap: {count: 4, off_s: 0.5}}
 """, faults_s=30)
-    flaps = [(w.start_s, w.heal_s) for w in plan(cfg).windows if w.faults[0].kind is FaultKind.PARTITION]
+    flaps = [(w.start_s, w.heal_s) for w in plan(cfg).windows if w.faults[0].kind.name == "partition"]
     assert flaps == [(3, 3.5), (4, 4.5), (5, 5.5), (6, 6.5)]      # after the kill and its quiet period
 
 
@@ -288,14 +288,14 @@ schedule:
   - {kind: kill, target: metadata, at_s: 6, for_s: 1}
 """, faults_s=60)
     stacked, later = plan(cfg).windows
-    assert [(f.kind, f.after_s, f.for_s) for f in stacked.faults] == [
-        (FaultKind.PARTITION, 0, 8), (FaultKind.RESTART, 1, 0), (FaultKind.KILL, 6, 4)]   # no split on v4
+    assert [(f.kind.name, f.after_s, f.for_s) for f in stacked.faults] == [
+        ("partition", 0, 8), ("restart", 1, 0), ("kill", 6, 4)]   # no split on v4
     assert (stacked.start_s, stacked.heal_s) == (5, 15)          # until the last heal: 6 + 4 s
     assert later.start_s == 17                                    # after the whole window and its quiet
     assert "f3 kill broker:random (+6s) (4s)" in describe(plan(cfg))[0]
     assert any("overlap[2]: split does not apply to v4" in n for n in plan(cfg).notes)
     v5 = plan(cfg, TxnPath.V5).windows[0]
-    assert [(f.kind, f.for_s) for f in v5.faults][-1] == (FaultKind.SPLIT, 0)   # instant: nothing to heal
+    assert [(f.kind.name, f.for_s) for f in v5.faults][-1] == ("split", 0)   # instant: nothing to heal
 
 
 def test_a_bad_overlapping_fault_is_one_config_error_naming_its_key() -> None:

@@ -7,29 +7,31 @@ from typing import Any
 
 import pytest
 
-from faults.selectors import (
+from faults.resolution import (
     Direction,
-    Index,
     LinkEnd,
-    LinkSelector,
-    NoTarget,
-    Pick,
     ResolveContext,
-    SegmentSelector,
-    SelectorError,
-    ServiceClass,
-    ServiceSelector,
-    TopicSelector,
     adjacent_pairs,
-    check_against_cluster,
     isolation_ends,
     parse_segment_name,
-    parse_selector,
     resolve_adjacent_pair,
     resolve_links,
     resolve_segment,
     resolve_service,
     resolve_topic,
+)
+from faults.selectors import (
+    Index,
+    LinkSelector,
+    NoTarget,
+    Pick,
+    SegmentSelector,
+    SelectorError,
+    ServiceClass,
+    ServiceSelector,
+    TopicSelector,
+    check_against_cluster,
+    parse_selector,
 )
 from harness.target import LinkKind
 from harness.toxiproxy.model import Stream
@@ -205,7 +207,8 @@ def test_segment_names_and_adjacency() -> None:
 
 
 def test_trigger_selectors_aim_at_the_triggering_transaction() -> None:
-    from faults.selectors import Aim, uses_trigger
+    from faults.resolution import Aim
+    from faults.selectors import uses_trigger
 
     for text in ("coordinator:trigger", "topic:trigger", "segment:trigger"):
         assert uses_trigger(parse_selector(text))
@@ -240,7 +243,8 @@ def test_trigger_selectors_aim_at_the_triggering_transaction() -> None:
 def test_client_broker_trigger_cuts_the_clients_link_to_the_committing_transactions_coordinator() -> None:
     """`client-broker:trigger` with a `txn-commit` trigger: the link the commit's END_TXN is on, so the
     client resends it after the cut (issue #43, END_TXN retried after a lost connection)."""
-    from faults.selectors import Aim, uses_coordinator, uses_trigger
+    from faults.resolution import Aim
+    from faults.selectors import uses_coordinator, uses_trigger
 
     selector = parse_selector("client-broker:trigger")
     assert selector == LinkSelector("client-broker:trigger", LinkKind.CLIENT_BROKER, Index(Pick.TRIGGER))
@@ -288,7 +292,8 @@ def test_links_every_broker_shares_resolve_for_each_broker() -> None:
 
 def test_broker_trigger_is_the_owner_of_a_segment_the_triggering_transaction_is_open_on() -> None:
     """`broker:trigger`: where the transaction's commit lands (its markers, its acks' commit)."""
-    from faults.selectors import Aim, uses_coordinator, uses_trigger
+    from faults.resolution import Aim
+    from faults.selectors import uses_coordinator, uses_trigger
 
     selector = parse_selector("broker:trigger")
     assert selector == ServiceSelector("broker:trigger", ServiceClass.BROKER, Index(Pick.OWNER))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from faults import supervisor as supervisor_module
-from faults.selectors import ServiceTarget
+from faults.resolution import ServiceTarget
 from faults.supervisor import EXIT_KIND, MAX_RESTARTS, Supervisor
 from harness.history import HistoryRecorder, RunClock
 from tests.unit.faults.fakes import FakeControl

@@ -118,7 +118,7 @@ def test_an_aimed_match_says_which_topics_the_transaction_wrote(tmp_path: Path) 
         handle.write(_line("txn-commit", "invoke", 2, txn="0:1"))
     seen = tail.poll("txn-commit", "invoke", aimed=True)
     assert seen is not None and seen["written"] == ["out"]
-    from faults.selectors import Aim
+    from faults.resolution import Aim
 
     aim = Aim.from_seen(seen)
     assert aim is not None and aim.writes_only().participants == (("out", "out-p1"),)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from faults.__main__ import main
-from faults.kinds import FaultKind
 from faults.validate import check_scenario
 from harness.config import SCENARIO_DIR, Target, load_scenario, parse_scenario
 from harness.errors import ConfigError
@@ -30,19 +29,19 @@ def test_every_shipped_chaos_scenario_is_valid_and_faults_every_path(name: str) 
 def test_the_default_chaos_scenario_partitions_kills_and_terminates_on_every_path() -> None:
     config = load_scenario("chaos")
     for path, timeline in check_scenario(config).items():
-        assert {FaultKind.PARTITION, FaultKind.KILL, FaultKind.TERMINATE} <= timeline.kinds(), path
+        assert {"partition", "kill", "terminate"} <= timeline.kinds(), path
     # also when the faults phase is shortened to 30 s (`make chaos DURATION=30`)
     for path, timeline in check_scenario(config.with_duration(30)).items():
-        assert {FaultKind.PARTITION, FaultKind.KILL, FaultKind.TERMINATE} <= timeline.kinds(), path
+        assert {"partition", "kill", "terminate"} <= timeline.kinds(), path
     v5 = check_scenario(config)[TxnPath.V5]
-    assert {FaultKind.SPLIT, FaultKind.MERGE} <= v5.kinds()
+    assert {"split", "merge"} <= v5.kinds()
 
 
 def test_a_kind_named_in_a_scenario_becomes_a_fault_kind() -> None:
     config = parse_scenario("phases: {faults_s: 10}\nfaults: {schedule: [{kind: kill, target: coordinator, at_s: 1}]}")
     assert config.faults.schedule[0].kind == "kill"   # the config keeps text: the kinds are the faults package's
     for timeline in check_scenario(config).values():
-        assert [f.kind for f in timeline.faults] == [FaultKind.KILL]
+        assert [f.kind.name for f in timeline.faults] == ["kill"]
 
 
 def test_an_unknown_kind_is_one_line_naming_the_key_and_the_closest_kind() -> None:

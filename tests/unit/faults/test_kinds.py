@@ -1,0 +1,32 @@
+"""The kinds' registry: every module in faults/kinds/ is registered once, so a kind is one module
+plus one registry entry, and a module left out of the registry fails here, not in a run."""
+
+from __future__ import annotations
+
+import ast
+import pkgutil
+from pathlib import Path
+
+import faults
+import faults.kinds
+from faults.kinds import BY_NAME, KINDS
+
+
+def test_every_kind_module_is_registered_once_by_its_own_name() -> None:
+    modules = {m.name for m in pkgutil.iter_modules(faults.kinds.__path__)} - {"base"}
+    assert {getattr(faults.kinds, m).KIND.name for m in modules} == set(BY_NAME)
+    assert len(BY_NAME) == len(KINDS) == len(modules)
+    for name in modules:
+        assert getattr(faults.kinds, name).KIND.name.replace("-", "_") == name
+
+
+def test_no_generic_module_of_faults_names_a_kind() -> None:
+    """The schedule, generation, resolution, checks and nemesis read a kind's facts, never its name."""
+    kind_modules = {m.name for m in pkgutil.iter_modules(faults.kinds.__path__)} - {"base"}
+    for module in sorted(Path(faults.__file__).parent.glob("*.py")):
+        nodes = list(ast.walk(ast.parse(module.read_text(encoding="utf-8"))))
+        names = {n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)} & set(BY_NAME)
+        names |= {f"{n.module}.{a.name}" for n in nodes if isinstance(n, ast.ImportFrom) and n.module
+                  for a in n.names if n.module.startswith("faults.kinds")
+                  and ({a.name, n.module.rsplit(".", 1)[-1]} & kind_modules)}
+        assert not names, f"{module.name} names the kind(s) {sorted(names)}"
