@@ -36,7 +36,7 @@ from harness.errors import ConfigError, TxnbenchError
 from harness.txn_paths import TxnPath
 
 REPRO_SOURCES = Path(__file__).parent / "repro"
-COMMON_SOURCES = ("Out.java", "Cli.java", "Admin.java")
+COMMON_SOURCES = ("Out.java", "Cli.java", "Admin.java", "Repro.java")
 FINDINGS_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
 #: Exit statuses, as the issue asks: the bug shows, it does not, it could not run.
 SHOWS, NOT_SHOWN, COULD_NOT_RUN = 1, 0, 2

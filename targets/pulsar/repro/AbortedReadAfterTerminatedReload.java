@@ -28,30 +28,23 @@
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Consumer;
-import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.transaction.Transaction;
 
-public final class AbortedReadAfterTerminatedReload implements Out.Program {
+public final class AbortedReadAfterTerminatedReload extends Repro {
     private static final int ABORTED = 3;
     private static final int RECEIVE_WAIT_S = 5;
     private static final String SUBSCRIPTION = "verify";
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 6);
     private final String namespace = "public/tb-terminated-" + run;
     private PulsarClient client;
 
     private AbortedReadAfterTerminatedReload(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class);
     }
 
     public static void main(String[] argv) {
@@ -59,32 +52,15 @@ public final class AbortedReadAfterTerminatedReload implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
+    void setUp() throws Exception {
+        client = setUp("namespace, client", () -> {
+            admin.createNamespace(namespace, 1);
+            return v4Client(true, 30, false);
+        });
     }
 
     @Override
-    public void runAll() throws Exception {
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
-        try {
-            admin.createNamespace(namespace, 1);
-            client = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
-                    .enableTransaction(true).operationTimeout(30, TimeUnit.SECONDS).build();
-        } catch (Exception err) {
-            out.error("set-up (namespace, client)", err);
-            return;
-        }
-        try {
-            int tries = cli.integer("--tries", 1);
-            for (int n = 1; n <= tries; n++) {
-                attempt(n);
-            }
-        } finally {
-            client.close();
-        }
-    }
-
-    private void attempt(int n) throws Exception {
+    void attempt(int n) throws Exception {
         List<String> terminated = scenario(n, "terminated-" + n, true);
         List<String> control = scenario(n, "control-" + n, false);
         boolean shows = terminated.stream().anyMatch(v -> v.startsWith("aborted"));
@@ -105,17 +81,17 @@ public final class AbortedReadAfterTerminatedReload implements Out.Program {
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe().close();
         try (Producer<String> producer = client.newProducer(Schema.STRING).topic(topic)
                 .sendTimeout(0, TimeUnit.SECONDS).create()) {
-            Transaction first = newTxn();
+            Transaction first = newTxn(client, 1);
             producer.newMessage(first).value("committed-0").send();
             first.commit().get(60, TimeUnit.SECONDS);
             Out.sleep(1000);
-            Transaction aborted = newTxn();
+            Transaction aborted = newTxn(client, 1);
             for (int i = 0; i < ABORTED; i++) {
                 producer.newMessage(aborted).value("aborted-" + i).send();
             }
             aborted.abort().get(60, TimeUnit.SECONDS);
             out.info("try " + n + " " + name + " abort answered OK", aborted.getTxnID().toString());
-            Transaction last = newTxn();
+            Transaction last = newTxn(client, 1);
             producer.newMessage(last).value("committed-1").send();
             last.commit().get(60, TimeUnit.SECONDS);
         }
@@ -129,22 +105,9 @@ public final class AbortedReadAfterTerminatedReload implements Out.Program {
         }
         admin.put(path + "/unload", null);
         out.info("try " + n + " " + name + " unloaded again", topic);
-        List<String> got = new ArrayList<>();
         try (Consumer<String> consumer = client.newConsumer(Schema.STRING).topic(topic)
                 .subscriptionName(SUBSCRIPTION).subscribe()) {
-            for (int i = 0; i < 20; i++) {
-                Message<String> message = consumer.receive(RECEIVE_WAIT_S, TimeUnit.SECONDS);
-                if (message == null) {
-                    break;
-                }
-                got.add(message.getValue());
-                consumer.acknowledge(message);
-            }
+            return receiveAll(consumer, 20, RECEIVE_WAIT_S);
         }
-        return got;
-    }
-
-    private Transaction newTxn() throws Exception {
-        return client.newTransaction().withTransactionTimeout(1, TimeUnit.MINUTES).build().get(60, TimeUnit.SECONDS);
     }
 }

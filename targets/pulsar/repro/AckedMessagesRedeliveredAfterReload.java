@@ -33,10 +33,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
@@ -46,15 +44,10 @@ import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.api.transaction.Transaction;
-import org.apache.pulsar.client.impl.MessageIdImpl;
 
-public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
+public final class AckedMessagesRedeliveredAfterReload extends Repro {
     private static final String SUBSCRIPTION = "s";
 
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 8);
     private final int messages;
     private final int hold;
     private final int perTxn;
@@ -65,8 +58,7 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
     private PulsarClient client;
 
     private AckedMessagesRedeliveredAfterReload(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class, 8, 3);
         this.messages = cli.integer("--messages", 50);
         this.hold = cli.integer("--hold", 16);
         this.perTxn = cli.integer("--per-txn", 4);
@@ -81,39 +73,14 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
-    }
-
-    @Override
-    public void runAll() throws Exception {
-        int tries = cli.integer("--tries", 3);
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
+    void setUp() throws Exception {
         out.info("plan", tries + " tries; per try topics " + kinds + ", each: " + messages + " messages, all "
                 + "acknowledged but index " + hold + " (on `txn` in committed transactions of " + perTxn
                 + ", on `plain` plainly), then " + ("restart".equals(fault)
                 ? "a graceful restart of their owner broker" : "an unload of their namespace")
                 + ", then a fresh consumer of each subscription, acknowledging the held message "
                 + (holdMs == 0 ? "at once" : holdMs + " ms after it comes"));
-        ClientBuilder builder = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
-                .enableTransaction(true).operationTimeout(30, TimeUnit.SECONDS);
-        String listener = cli.get("--listener", null);
-        if (listener != null) {
-            builder.listenerName(listener);
-        }
-        try {
-            client = builder.build();
-        } catch (Exception err) {
-            out.error("set-up (client)", err);
-            return;
-        }
-        try {
-            for (int n = 1; n <= tries; n++) {
-                attempt(n);
-            }
-        } finally {
-            client.close();
-        }
+        client = setUp("client", () -> v4Client(true, 30, true));
     }
 
     /** One topic of a try: what was published, acknowledged, and delivered after the move. */
@@ -136,7 +103,8 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
         }
     }
 
-    private void attempt(int n) throws Exception {
+    @Override
+    void attempt(int n) throws Exception {
         String namespace = "public/fx-xl-" + run + "-" + n;
         try {
             admin.createNamespace(namespace, 1);
@@ -227,8 +195,7 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
         if (side.kind.equals("txn")) {
             for (int from = 0; from < toAck.size(); from += perTxn) {
                 List<String> group = toAck.subList(from, Math.min(toAck.size(), from + perTxn));
-                Transaction txn = client.newTransaction().withTransactionTimeout(2, TimeUnit.MINUTES).build()
-                        .get(60, TimeUnit.SECONDS);
+                Transaction txn = newTxn(client, 2);
                 List<CompletableFuture<Void>> acks = new ArrayList<>();
                 for (String value : group) {
                     acks.add(consumer.acknowledgeAsync(received.get(value), txn));
@@ -318,12 +285,5 @@ public final class AckedMessagesRedeliveredAfterReload implements Out.Program {
         } catch (Exception err) {
             return "internal stats unavailable (" + Out.trim(Out.describe(err)) + ")";
         }
-    }
-
-    private static String position(MessageId id) {
-        if (id instanceof MessageIdImpl m) {
-            return m.getLedgerId() + ":" + m.getEntryId();
-        }
-        return String.valueOf(id);
     }
 }

@@ -65,6 +65,19 @@ final class Admin {
         put("/admin/v2/persistent/" + namespace + "/" + topic + "/partitions", Integer.toString(partitions));
     }
 
+    /** A scalable (v5) topic public/default/LOCAL of `segments` segments */
+    void createScalableTopic(String local, int segments) throws Exception {
+        put("/admin/v2/scalable/public/default/" + local + "?numInitialSegments=" + segments, null);
+    }
+
+    /** The segment:// name of a scalable topic's one segment: `<start>-<end>-<id>` from its layout
+     *  when it spells it so, else the whole hash range's first segment, 0000-ffff-0. */
+    String firstSegment(String local) throws Exception {
+        Matcher m = Pattern.compile("\\b([0-9a-f]{4}-[0-9a-f]{4}-\\d+)\\b")
+                .matcher(get("/admin/v2/scalable/public/default/" + local));
+        return "segment://public/default/" + local + "/" + (m.find() ? m.group(1) : "0000-ffff-0");
+    }
+
     /** `pulsar-admin namespaces unload public/NS` (every bundle of it) */
     void unloadNamespace(String namespace) throws Exception {
         put("/admin/v2/namespaces/" + namespace + "/unload", null);

@@ -37,12 +37,10 @@ import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
@@ -52,18 +50,15 @@ import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 
-public final class EmptyTerminatedTopicRejectsReaders implements Out.Program {
+public final class EmptyTerminatedTopicRejectsReaders extends Repro {
     private static final int OPEN_WAIT_S = 45;       // past the client's operation timeout (20 s)
     private static final int RECEIVE_WAIT_S = 5;
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 6);
+    private final boolean segments = Boolean.parseBoolean(cli.get("--segments", "false"));
+    private final String namespace = "public/empty-terminated-" + run;
     private PulsarClient client;
 
     private EmptyTerminatedTopicRejectsReaders(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class);
     }
 
     public static void main(String[] argv) {
@@ -71,48 +66,28 @@ public final class EmptyTerminatedTopicRejectsReaders implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
-    }
-
-    @Override
-    public void runAll() throws Exception {
-        boolean segments = Boolean.parseBoolean(cli.get("--segments", "false"));
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
+    void setUp() throws Exception {
         out.info("topics", segments ? "v5 segments (a scalable topic's two segments, merged)" : "v4 persistent topics");
-        String namespace = "public/empty-terminated-" + run;
-        try {
+        client = setUp("namespace, client", () -> {
             if (!segments) {
                 admin.createNamespace(namespace, 1);
             }
-            ClientBuilder builder = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
-                    .operationTimeout(20, TimeUnit.SECONDS);
-            String listener = cli.get("--listener", null);
-            if (listener != null) {
-                builder.listenerName(listener);
-            }
-            client = builder.build();
-        } catch (Exception err) {
-            out.error("set-up (namespace, client)", err);
-            return;
-        }
-        try {
-            int tries = cli.integer("--tries", 1);
-            for (int n = 1; n <= tries; n++) {
-                if (segments) {
-                    attemptSegments(n);
-                } else {
-                    attemptTopics(n, namespace);
-                }
-            }
-        } finally {
-            client.close();
+            return v4Client(false, 20, true);
+        });
+    }
+
+    @Override
+    void attempt(int n) throws Exception {
+        if (segments) {
+            attemptSegments(n);
+        } else {
+            attemptTopics(n);
         }
     }
 
     // ---- v4 topics ---------------------------------------------------------------------------
 
-    private void attemptTopics(int n, String namespace) throws Exception {
+    private void attemptTopics(int n) throws Exception {
         List<String> examples = new ArrayList<>();
         String empty = "persistent://" + namespace + "/empty-" + n;
         String emptyPath = "/admin/v2/persistent/" + namespace + "/empty-" + n;
@@ -177,7 +152,7 @@ public final class EmptyTerminatedTopicRejectsReaders implements Out.Program {
     private void attemptSegments(int n) throws Exception {
         String local = "empty-merged-" + run + "-" + n;
         String rest = "/admin/v2/scalable/public/default/" + local;
-        admin.put(rest + "?numInitialSegments=2", null);
+        admin.createScalableTopic(local, 2);
         List<String> before = segments(admin.get(rest));
         out.info("try " + n + " segments", before);
         if (before.size() < 2) {

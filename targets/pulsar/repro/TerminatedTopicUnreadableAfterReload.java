@@ -23,7 +23,6 @@
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
@@ -34,20 +33,15 @@ import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 
-public final class TerminatedTopicUnreadableAfterReload implements Out.Program {
+public final class TerminatedTopicUnreadableAfterReload extends Repro {
     private static final int MESSAGES = 10;
     private static final int RECEIVE_WAIT_S = 5;
     private static final int LAST_ID_WAIT_S = 40;   // past the client's operation timeout (20 s)
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 6);
     private final String namespace = "public/terminated-" + run;
     private PulsarClient client;
 
     private TerminatedTopicUnreadableAfterReload(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class);
     }
 
     public static void main(String[] argv) {
@@ -55,32 +49,15 @@ public final class TerminatedTopicUnreadableAfterReload implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
+    void setUp() throws Exception {
+        client = setUp("namespace, client", () -> {
+            admin.createNamespace(namespace, 1);
+            return v4Client(false, 20, false);
+        });
     }
 
     @Override
-    public void runAll() throws Exception {
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
-        try {
-            admin.createNamespace(namespace, 1);
-            client = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
-                    .operationTimeout(20, TimeUnit.SECONDS).build();
-        } catch (Exception err) {
-            out.error("set-up (namespace, client)", err);
-            return;
-        }
-        try {
-            int tries = cli.integer("--tries", 1);
-            for (int n = 1; n <= tries; n++) {
-                attempt(n);
-            }
-        } finally {
-            client.close();
-        }
-    }
-
-    private void attempt(int n) throws Exception {
+    void attempt(int n) throws Exception {
         String name = "terminated-" + n;
         String topic = "persistent://" + namespace + "/" + name;
         List<String> sent = new ArrayList<>();
@@ -123,19 +100,12 @@ public final class TerminatedTopicUnreadableAfterReload implements Out.Program {
         }
         examples.add("reader read " + readerGot + (readerProblem.isEmpty() ? "" : "; " + readerProblem));
 
-        List<String> consumerGot = new ArrayList<>();
+        List<String> consumerGot;
         boolean reachedEnd;
         try (Consumer<String> consumer = client.newConsumer(Schema.STRING).topic(topic)
                 .subscriptionName("check-" + n).subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
                 .subscribe()) {
-            for (int i = 0; i <= MESSAGES; i++) {
-                Message<String> message = consumer.receive(RECEIVE_WAIT_S, TimeUnit.SECONDS);
-                if (message == null) {
-                    break;
-                }
-                consumerGot.add(message.getValue());
-                consumer.acknowledge(message);
-            }
+            consumerGot = receiveAll(consumer, MESSAGES + 1, RECEIVE_WAIT_S);
             reachedEnd = consumer.hasReachedEndOfTopic();
         }
         examples.add("consumer received " + consumerGot + ", hasReachedEndOfTopic()=" + reachedEnd);

@@ -25,20 +25,16 @@
 //       --admin-url http://<broker>:8080 [--tries 5] [--workers 8] [--fault unload|restart]
 
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
-import java.util.UUID;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
@@ -48,13 +44,9 @@ import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.api.transaction.TxnID;
 
-public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
+public final class V4CommitMarkerSkippedOnBundleUnload extends Repro {
     private static final String TENANT = "public";
 
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 8);
     private final String moving = TENANT + "/fx-moving-" + run;
     private final String steady = TENANT + "/fx-steady-" + run;
     private final int workers;
@@ -73,8 +65,7 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
     }
 
     private V4CommitMarkerSkippedOnBundleUnload(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class, 8, 5);
         this.workers = cli.integer("--workers", 8);
         this.partitions = cli.integer("--partitions", 4);
         this.loadMs = cli.integer("--load-ms", 1500);
@@ -87,54 +78,28 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
-    }
-
-    @Override
-    public void runAll() throws Exception {
-        int tries = cli.integer("--tries", 5);
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
+    void setUp() throws Exception {
         out.info("plan", tries + " tries; " + workers + " workers commit transactions (1 message to a partition of "
                 + partitions + " of persistent://" + moving + "/a-<try>, 1 to persistent://" + steady
                 + "/b-<try>); after " + loadMs + " ms: " + ("restart".equals(fault)
                 ? "graceful restart of the broker owning " + moving : "unload of namespace " + moving));
-        ClientBuilder builder = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
-                .enableTransaction(true).operationTimeout(30, TimeUnit.SECONDS);
-        String listener = cli.get("--listener", null);
-        if (listener != null) {
-            builder.listenerName(listener);
-        }
-        try {
+        client = setUp("namespaces, client", () -> {
             admin.createNamespace(moving, 1);
             admin.createNamespace(steady, 1);
-            client = builder.build();
-        } catch (Exception err) {
-            out.error("set-up (namespaces, client)", err);
-            return;
+            return v4Client(true, 30, true);
+        });
+        int count = cli.integer("--ballast", 16);
+        for (int i = 0; i < count; i++) {   // loaded topics in the moving bundle: its unload closes each
+            Producer<String> p = client.newProducer(Schema.STRING).topic("persistent://" + moving + "/ballast-" + i)
+                    .enableBatching(false).create();
+            atEnd(p::closeAsync);
+            p.send("ballast");
         }
-        List<Producer<String>> ballast = new ArrayList<>();
-        try {
-            int count = cli.integer("--ballast", 16);
-            for (int i = 0; i < count; i++) {   // loaded topics in the moving bundle: its unload closes each
-                Producer<String> p = client.newProducer(Schema.STRING).topic("persistent://" + moving + "/ballast-" + i)
-                        .enableBatching(false).create();
-                p.send("ballast");
-                ballast.add(p);
-            }
-            out.info("ballast", count + " topics with a producer in " + moving);
-            for (int n = 1; n <= tries; n++) {
-                attempt(n);
-            }
-        } finally {
-            for (Producer<String> p : ballast) {
-                p.closeAsync();
-            }
-            client.close();
-        }
+        out.info("ballast", count + " topics with a producer in " + moving);
     }
 
-    private void attempt(int n) throws Exception {
+    @Override
+    void attempt(int n) throws Exception {
         String a = "a-" + n;
         String b = "b-" + n;
         admin.createPartitionedTopic(moving, a, partitions);
@@ -184,7 +149,7 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
         List<String> flush = new ArrayList<>();
         for (int f = 0; f < 8; f++) {
             try {
-                Transaction txn = newTxn();
+                Transaction txn = newTxn(client, 2);
                 List<CompletableFuture<MessageId>> sends = new ArrayList<>();
                 for (int p = 0; p < partitions; p++) {
                     String value = run + "/" + n + "/flush-" + f + "/" + p;
@@ -263,7 +228,7 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
             String b = run + "/" + n + "/" + k + "/b";
             Transaction txn;
             try {
-                txn = newTxn();
+                txn = newTxn(client, 2);
             } catch (Exception err) {
                 Out.sleep(100);
                 continue;
@@ -297,10 +262,6 @@ public final class V4CommitMarkerSkippedOnBundleUnload implements Out.Program {
             }
         }
         return out;
-    }
-
-    private Transaction newTxn() throws Exception {
-        return client.newTransaction().withTransactionTimeout(2, TimeUnit.MINUTES).build().get(60, TimeUnit.SECONDS);
     }
 
     private Producer<String> producer(String topic) throws Exception {

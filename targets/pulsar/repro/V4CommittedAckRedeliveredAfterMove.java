@@ -37,7 +37,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -46,7 +45,6 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
@@ -58,13 +56,9 @@ import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.impl.MessageIdImpl;
 
-public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
+public final class V4CommittedAckRedeliveredAfterMove extends Repro {
     private static final String SUBSCRIPTION = "s";
 
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 8);
     private final int consumers;
     private final int txns;
     private final int per;
@@ -74,6 +68,7 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
     private final String fault;
     private final int ballast;
     private PulsarClient client;
+    private ScheduledExecutorService timer;
 
     /** One delivery to a consumer: what, which entry, to whom, when (ms since the try began). */
     private record Delivery(String value, MessageId id, int consumer, long ms) {
@@ -101,8 +96,7 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
     }
 
     private V4CommittedAckRedeliveredAfterMove(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class, 8, 5);
         this.consumers = cli.integer("--consumers", 3);
         this.txns = cli.integer("--txns", 6);
         this.per = cli.integer("--per-txn", 4);
@@ -118,43 +112,19 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
-    }
-
-    @Override
-    public void runAll() throws Exception {
-        int tries = cli.integer("--tries", 5);
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
+    void setUp() throws Exception {
         out.info("plan", tries + " tries of " + rounds + " rounds; per round " + txns * per + " messages on a Shared "
                 + "subscription with " + consumers + " consumers, acked in " + txns + " transactions, then "
                 + ("restart".equals(fault) ? "a graceful restart of the topic's owner broker"
                 : "an unload of the topic's namespace") + " and the commits " + spacingMs + " ms apart from its "
                 + "start; deliveries watched for " + observeMs + " ms more");
-        ClientBuilder builder = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
-                .enableTransaction(true).operationTimeout(30, TimeUnit.SECONDS);
-        String listener = cli.get("--listener", null);
-        if (listener != null) {
-            builder.listenerName(listener);
-        }
-        try {
-            client = builder.build();
-        } catch (Exception err) {
-            out.error("set-up (client)", err);
-            return;
-        }
-        ScheduledExecutorService timer = Executors.newScheduledThreadPool(txns + 1);
-        try {
-            for (int n = 1; n <= tries; n++) {
-                attempt(n, timer);
-            }
-        } finally {
-            timer.shutdownNow();
-            client.close();
-        }
+        client = setUp("client", () -> v4Client(true, 30, true));
+        timer = Executors.newScheduledThreadPool(txns + 1);
+        atEnd(timer::shutdownNow);
     }
 
-    private void attempt(int n, ScheduledExecutorService timer) throws Exception {
+    @Override
+    void attempt(int n) throws Exception {
         String namespace = "public/fx-ack-" + run + "-" + n;
         String local = "in";
         String topic = "persistent://" + namespace + "/" + local;
@@ -201,7 +171,7 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
         List<String> notes = new ArrayList<>();
         try {
             for (int r = 1; r <= rounds; r++) {
-                Round round = round(n, r, namespace, local, producer, subscribed, deliveries, latest, timer, t0);
+                Round round = round(n, r, namespace, local, producer, subscribed, deliveries, latest, t0);
                 if (round == null) {
                     notes.add("round " + r + " not judged");
                     continue;
@@ -256,8 +226,7 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
             if (message == null) {
                 throw new IllegalStateException(topic + ": its message was not delivered in 30 s");
             }
-            Transaction txn = client.newTransaction().withTransactionTimeout(1, TimeUnit.MINUTES).build()
-                    .get(60, TimeUnit.SECONDS);
+            Transaction txn = newTxn(client, 1);
             consumer.acknowledgeAsync(message.getMessageId(), txn).get(60, TimeUnit.SECONDS);
             txn.commit().get(60, TimeUnit.SECONDS);
         }
@@ -289,7 +258,7 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
 
     private Round round(int n, int r, String namespace, String local, Producer<String> producer,
                         List<Consumer<String>> subscribed, ConcurrentLinkedQueue<Delivery> deliveries,
-                        Map<String, Delivery> latest, ScheduledExecutorService timer, long t0) throws Exception {
+                        Map<String, Delivery> latest, long t0) throws Exception {
         String tag = "try " + n + " round " + r;
         int count = txns * per;
         List<String> values = new ArrayList<>();
@@ -316,8 +285,7 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
         long ackStartMs = Out.ms(t0);
         List<Txn> open = new ArrayList<>();
         for (int j = 0; j < txns; j++) {
-            open.add(new Txn(j, client.newTransaction().withTransactionTimeout(2, TimeUnit.MINUTES).build()
-                    .get(60, TimeUnit.SECONDS)));
+            open.add(new Txn(j, newTxn(client, 2)));
         }
         Map<Txn, List<CompletableFuture<Void>>> acks = new LinkedHashMap<>();
         for (int i = 0; i < count; i++) {
@@ -493,16 +461,5 @@ public final class V4CommittedAckRedeliveredAfterMove implements Out.Program {
     private static long[] parse(String position) {
         Matcher m = Pattern.compile("^(\\d+):(-?\\d+)").matcher(position);
         return m.find() ? new long[] {Long.parseLong(m.group(1)), Long.parseLong(m.group(2))} : null;
-    }
-
-    private static int compare(long[] a, long[] b) {
-        return a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]);
-    }
-
-    private static String position(MessageId id) {
-        if (id instanceof MessageIdImpl m) {
-            return m.getLedgerId() + ":" + m.getEntryId();
-        }
-        return String.valueOf(id);
     }
 }

@@ -19,7 +19,6 @@
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
@@ -29,18 +28,13 @@ import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.transaction.Transaction;
 
-public final class V4ReaderStuckAtTransactionMarker implements Out.Program {
+public final class V4ReaderStuckAtTransactionMarker extends Repro {
     private static final int READ_WAIT_S = 5;
     private static final int MAX_READS = 10;    // bounded: two messages exist, one of them aborted
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 6);
     private PulsarClient client;
 
     private V4ReaderStuckAtTransactionMarker(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class);
     }
 
     public static void main(String[] argv) {
@@ -48,38 +42,19 @@ public final class V4ReaderStuckAtTransactionMarker implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
+    void setUp() throws Exception {
+        client = setUp("client", () -> v4Client(true, 30, false));
     }
 
     @Override
-    public void runAll() throws Exception {
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
-        try {
-            client = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
-                    .enableTransaction(true).operationTimeout(30, TimeUnit.SECONDS).build();
-        } catch (Exception err) {
-            out.error("set-up (client)", err);
-            return;
-        }
-        try {
-            int tries = cli.integer("--tries", 1);
-            for (int n = 1; n <= tries; n++) {
-                attempt(n);
-            }
-        } finally {
-            client.close();
-        }
-    }
-
-    private void attempt(int n) throws Exception {
+    void attempt(int n) throws Exception {
         String topic = "persistent://public/default/reader-marker-" + run + "-" + n;
         try (Producer<String> producer = client.newProducer(Schema.STRING).topic(topic)
                 .sendTimeout(0, TimeUnit.SECONDS).create()) {
-            Transaction committed = newTxn();
+            Transaction committed = newTxn(client, 1);
             producer.newMessage(committed).value("committed").send();
             committed.commit().get(60, TimeUnit.SECONDS);
-            Transaction aborted = newTxn();
+            Transaction aborted = newTxn(client, 1);
             producer.newMessage(aborted).value("aborted").send();
             aborted.abort().get(60, TimeUnit.SECONDS);
         }
@@ -108,9 +83,5 @@ public final class V4ReaderStuckAtTransactionMarker implements Out.Program {
             summary += " (it was given the aborted message)";
         }
         out.attempt(n, stuck && gotCommitted, summary, read);
-    }
-
-    private Transaction newTxn() throws Exception {
-        return client.newTransaction().withTransactionTimeout(1, TimeUnit.MINUTES).build().get(60, TimeUnit.SECONDS);
     }
 }

@@ -1,0 +1,135 @@
+// What every finding program shares: its output, command line, admin API and run id; the `client`
+// line, the set-up, try 1 to --tries and the closing of what it opened (`runAll`); the v4 client
+// and the v4 steps several programs take. A program keeps only its own steps and observations.
+// Written by txnbench (not fetched).
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
+import org.apache.pulsar.client.api.ClientBuilder;
+import org.apache.pulsar.client.api.Consumer;
+import org.apache.pulsar.client.api.Message;
+import org.apache.pulsar.client.api.MessageId;
+import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.transaction.Transaction;
+import org.apache.pulsar.client.impl.MessageIdImpl;
+
+abstract class Repro implements Out.Program {
+    final Out out = new Out();
+    final Cli cli;
+    final Admin admin;
+    final String run;
+    final int tries;
+    private final Class<?> api;
+    private final Deque<AutoCloseable> opened = new ArrayDeque<>();
+
+    /** `api`: the client class whose release the `client` line names. */
+    Repro(Cli cli, Class<?> api) {
+        this(cli, api, 6, 1);
+    }
+
+    Repro(Cli cli, Class<?> api, int runChars, int defaultTries) {
+        this.cli = cli;
+        this.api = api;
+        this.admin = new Admin(cli.required("--admin-url"));
+        this.run = UUID.randomUUID().toString().substring(0, runChars);
+        this.tries = cli.integer("--tries", defaultTries);
+    }
+
+    /** A set-up step that failed: an error line `set-up (<what>)`, and no try runs. */
+    static final class SetUpFailed extends Exception {
+        SetUpFailed(String what, Throwable cause) {
+            super(what, cause);
+        }
+    }
+
+    /** What the tries share (clients, namespaces); `setUp(what, step)` names a step that may fail. */
+    abstract void setUp() throws Exception;
+
+    abstract void attempt(int n) throws Exception;
+
+    @Override
+    public final Out out() {
+        return out;
+    }
+
+    @Override
+    public final void runAll() throws Exception {
+        out.info("client", "Pulsar Java client " + api.getPackage().getImplementationVersion());
+        try {
+            setUp();
+            for (int n = 1; n <= tries; n++) {
+                attempt(n);
+            }
+        } catch (SetUpFailed failed) {
+            out.error("set-up (" + failed.getMessage() + ")", failed.getCause());
+        } finally {
+            while (!opened.isEmpty()) {
+                opened.pop().close();
+            }
+        }
+    }
+
+    /** `step`'s value; its failure is SetUpFailed. */
+    static <T> T setUp(String what, Callable<T> step) throws SetUpFailed {
+        try {
+            return step.call();
+        } catch (Exception err) {
+            throw new SetUpFailed(what, err);
+        }
+    }
+
+    /** Closed when the program ends, the last one given first. */
+    <T extends AutoCloseable> T atEnd(T closing) {
+        opened.push(closing);
+        return closing;
+    }
+
+    /** Pulsar's v4 client on --service-url, through --listener when `viaListener` and one is named;
+     *  closed at the end. */
+    PulsarClient v4Client(boolean transactions, int timeoutS, boolean viaListener) throws Exception {
+        ClientBuilder builder = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
+                .enableTransaction(transactions).operationTimeout(timeoutS, TimeUnit.SECONDS);
+        String listener = cli.get("--listener", null);
+        if (viaListener && listener != null) {
+            builder.listenerName(listener);
+        }
+        return atEnd(builder.build());
+    }
+
+    static Transaction newTxn(PulsarClient client, int minutes) throws Exception {
+        return client.newTransaction().withTransactionTimeout(minutes, TimeUnit.MINUTES).build()
+                .get(60, TimeUnit.SECONDS);
+    }
+
+    /** What `consumer` receives (each acknowledged) until nothing comes for `waitS`, at most `limit`. */
+    static List<String> receiveAll(Consumer<String> consumer, int limit, int waitS) throws Exception {
+        List<String> got = new ArrayList<>();
+        for (int i = 0; i < limit; i++) {
+            Message<String> message = consumer.receive(waitS, TimeUnit.SECONDS);
+            if (message == null) {
+                break;
+            }
+            got.add(message.getValue());
+            consumer.acknowledge(message);
+        }
+        return got;
+    }
+
+    /** `ledger:entry` of a v4 message id. */
+    static String position(MessageId id) {
+        if (id instanceof MessageIdImpl m) {
+            return m.getLedgerId() + ":" + m.getEntryId();
+        }
+        return String.valueOf(id);
+    }
+
+    /** Orders two {ledger, entry} positions. */
+    static int compare(long[] a, long[] b) {
+        return a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]);
+    }
+}
