@@ -37,10 +37,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.UUID;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.apache.pulsar.client.api.v5.Message;
 import org.apache.pulsar.client.api.v5.Producer;
 import org.apache.pulsar.client.api.v5.PulsarClient;
@@ -49,22 +46,17 @@ import org.apache.pulsar.client.api.v5.Transaction;
 import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.v5.schema.Schema;
 
-public final class V5AbortedReadAfterRestart implements Out.Program {
+public final class V5AbortedReadAfterRestart extends Repro {
     /** How long the live subscription may take to see every committed value (ZooKeeper's apply lag). */
     private static final long LIVE_BUDGET_MS = 180_000;
     /** How long one Reader may read at most, however often messages keep coming. */
     private static final long READ_BUDGET_MS = 120_000;
 
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 6);
+    private V5Clients clients;
     private PulsarClient client;
-    private org.apache.pulsar.client.api.PulsarClient v4;
 
     private V5AbortedReadAfterRestart(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class);
     }
 
     /** What one Reader was given: values in order, with their ids and ms after `since`. */
@@ -118,54 +110,26 @@ public final class V5AbortedReadAfterRestart implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
+    void setUp() throws Exception {
+        clients = V5Clients.of(this);
+        client = clients.client;
+        // without retention the segment's ledger, read to its end by the live subscription, is
+        // trimmed when the restart rolls it (and the aborted records with it): nothing to read
+        setUp("infinite retention on public/default", () -> admin.call("POST",
+                "/admin/v2/namespaces/public/default/retention",
+                "{\"retentionTimeInMinutes\":-1,\"retentionSizeInMB\":-1}"));
     }
 
     @Override
-    public void runAll() throws Exception {
-        String service = cli.required("--service-url");
-        String listener = cli.get("--listener", null);
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
-        try {
-            V5Clients clients = V5Clients.connect(service, listener);
-            client = clients.client;
-            v4 = clients.v4;
-        } catch (Exception err) {
-            out.error("set-up (clients)", err);
-            return;
-        }
-        try {
-            // without retention the segment's ledger, read to its end by the live subscription, is
-            // trimmed when the restart rolls it (and the aborted records with it): nothing to read
-            admin.call("POST", "/admin/v2/namespaces/public/default/retention",
-                    "{\"retentionTimeInMinutes\":-1,\"retentionSizeInMB\":-1}");
-        } catch (Exception err) {
-            out.error("set-up (infinite retention on public/default)", err);
-            v4.close();
-            client.shutdown();
-            return;
-        }
-        try {
-            int tries = cli.integer("--tries", 1);
-            for (int n = 1; n <= tries; n++) {
-                attempt(n, service);
-            }
-        } finally {
-            v4.close();
-            client.shutdown();
-        }
-    }
-
-    private void attempt(int n, String service) throws Exception {
+    void attempt(int n) throws Exception {
         int aborts = cli.integer("--aborted", 200);
         int commitEvery = Math.max(1, cli.integer("--commit-every", 2));
         String mode = cli.get("--restart", "owner");
         long laterMs = cli.integer("--later-s", 30) * 1000L;
         String local = "abrd-" + run + "-" + n;
         String topic = "topic://public/default/" + local;
-        admin.put("/admin/v2/scalable/public/default/" + local + "?numInitialSegments=1", null);
-        String segment = segmentOf(local);
+        admin.createScalableTopic(local, 1);
+        String segment = admin.firstSegment(local);
         out.info("try " + n + " segment", segment);
 
         Set<String> aborted = new LinkedHashSet<>();
@@ -184,7 +148,7 @@ public final class V5AbortedReadAfterRestart implements Out.Program {
                 txn.abort();
                 aborted.add(value);
                 if ((i + 1) % commitEvery == 0 || i == aborts - 1) {
-                    commitOne(producer, run + "/" + n + "/c" + i, committed);
+                    clients.commitOne(producer, run + "/" + n + "/c" + i, committed);
                 }
             }
             wrote = (System.nanoTime() - started) / 1_000_000;
@@ -213,8 +177,8 @@ public final class V5AbortedReadAfterRestart implements Out.Program {
         Read control = read("control (loaded segment)", segment, System.nanoTime(), committed);
         out.info("try " + n + " " + control.name, control.describe(aborted, committed));
 
-        String owner = owner(segment);
-        List<String> victims = mode.equals("all") ? brokers(service) : List.of(owner);
+        String owner = clients.owner(segment);
+        List<String> victims = mode.equals("all") ? brokers(cli.required("--service-url")) : List.of(owner);
         out.info("try " + n + " owner", owner);
         boolean restarted = true;
         for (String broker : victims) {
@@ -266,13 +230,6 @@ public final class V5AbortedReadAfterRestart implements Out.Program {
         out.attempt(n, shows, String.join("; ", parts), examples);
     }
 
-    private void commitOne(Producer<String> producer, String value, Set<String> committed) throws Exception {
-        Transaction txn = client.newTransaction();
-        producer.newMessage().transaction(txn).value(value).send();
-        txn.commit();
-        committed.add(value);
-    }
-
     /** A fresh Reader of `segment` from its first message, read until QUIET_MS without a message
      *  (the first wait is longer: the segment may be loading), at most READ_BUDGET_MS or as many
      *  messages as could be there twice over. Times are ms after `since` (System.nanoTime). */
@@ -285,7 +242,7 @@ public final class V5AbortedReadAfterRestart implements Out.Program {
         long subscribed = -1;
         String problem = "";
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(READ_BUDGET_MS);
-        try (org.apache.pulsar.client.api.Reader<String> reader = segmentReader(segment)) {
+        try (org.apache.pulsar.client.api.Reader<String> reader = clients.segmentReader(segment, 60)) {
             subscribed = (System.nanoTime() - since) / 1_000_000;
             while (values.size() < limit && System.nanoTime() < deadline) {
                 long waitMs = values.isEmpty() ? Math.max(quiet, 15_000) : quiet;
@@ -307,27 +264,6 @@ public final class V5AbortedReadAfterRestart implements Out.Program {
         return new Read(name, values, ids, at, subscribed, problem);
     }
 
-    // The v4 API refuses segment:// names ("Scalable topics (topic://) require the V5 client SDK");
-    // the v5 client reads segments through this public method of the same PulsarClientImpl.
-
-    /** A Reader (a non-durable exclusive subscription) of one segment from its first message. */
-    private org.apache.pulsar.client.api.Reader<String> segmentReader(String segment) throws Exception {
-        org.apache.pulsar.client.impl.conf.ReaderConfigurationData<String> conf =
-                new org.apache.pulsar.client.impl.conf.ReaderConfigurationData<>();
-        conf.setTopicName(segment);
-        conf.setStartMessageId(org.apache.pulsar.client.api.MessageId.earliest);
-        return ((org.apache.pulsar.client.impl.PulsarClientImpl) v4)
-                .createSegmentReaderAsync(conf, org.apache.pulsar.client.api.Schema.STRING).get(60, TimeUnit.SECONDS);
-    }
-
-    /** The address (the broker's advertised service URL) the client's lookup of `topic` connects to. */
-    private String owner(String topic) throws Exception {
-        org.apache.pulsar.client.impl.ClientCnx cnx = ((org.apache.pulsar.client.impl.PulsarClientImpl) v4)
-                .getConnection(topic).get(30, TimeUnit.SECONDS);
-        java.net.InetSocketAddress address = (java.net.InetSocketAddress) cnx.ctx().channel().remoteAddress();
-        return "pulsar://" + address.getHostString() + ":" + address.getPort();
-    }
-
     /** Every broker of a multi-host service URL (`pulsar://h:1,h:2`), one URL each. */
     private static List<String> brokers(String service) {
         String hosts = service.replaceFirst("^pulsar://", "");
@@ -340,13 +276,5 @@ public final class V5AbortedReadAfterRestart implements Out.Program {
 
     private static List<String> first(List<String> values, int limit) {
         return values.subList(0, Math.min(limit, values.size()));
-    }
-
-    /** The segment:// name of the topic's one segment: `<start>-<end>-<id>` from the admin API's
-     *  layout when it spells it so, else the whole hash range's first segment, 0000-ffff-0. */
-    private String segmentOf(String local) throws Exception {
-        String layout = admin.get("/admin/v2/scalable/public/default/" + local);
-        Matcher m = Pattern.compile("\\b([0-9a-f]{4}-[0-9a-f]{4}-\\d+)\\b").matcher(layout);
-        return "segment://public/default/" + local + "/" + (m.find() ? m.group(1) : "0000-ffff-0");
     }
 }

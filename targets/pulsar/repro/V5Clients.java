@@ -3,12 +3,21 @@
 // (PulsarClientImpl's segment methods, which the v5 client itself uses underneath). Both go
 // through the given advertised listener when one is named (the pulsar target's clients dial
 // through Toxiproxy on the `external` listener). Written by txnbench.
+//
+// The v4 API refuses segment:// names ("Scalable topics (topic://) require the V5 client SDK");
+// the v5 client reads segments through public methods of the same PulsarClientImpl, as these do.
 
 import java.time.Duration;
+import java.util.Collection;
 import java.util.concurrent.TimeUnit;
+import org.apache.pulsar.client.api.v5.Producer;
 import org.apache.pulsar.client.api.v5.PulsarClient;
 import org.apache.pulsar.client.api.v5.PulsarClientBuilder;
+import org.apache.pulsar.client.api.v5.Transaction;
 import org.apache.pulsar.client.api.v5.config.TransactionPolicy;
+import org.apache.pulsar.client.impl.PulsarClientImpl;
+import org.apache.pulsar.client.impl.conf.ConsumerConfigurationData;
+import org.apache.pulsar.client.impl.conf.ReaderConfigurationData;
 
 final class V5Clients {
     final PulsarClient client;
@@ -30,5 +39,49 @@ final class V5Clients {
             v4Builder.listenerName(listener);
         }
         return new V5Clients(builder.build(), v4Builder.build());
+    }
+
+    /** A program's clients on its --service-url (and --listener), closed when it ends (the v4 one
+     *  first); their failure is the set-up step `clients`. */
+    static V5Clients of(Repro program) throws Repro.SetUpFailed {
+        V5Clients clients = Repro.setUp("clients", () -> connect(program.cli.required("--service-url"),
+                program.cli.get("--listener", null)));
+        program.atEnd(clients.client::shutdown);
+        program.atEnd(clients.v4);
+        return clients;
+    }
+
+    /** `value` sent in a transaction of its own, committed, then added to `committed`. */
+    void commitOne(Producer<String> producer, String value, Collection<String> committed) throws Exception {
+        Transaction txn = client.newTransaction();
+        producer.newMessage().transaction(txn).value(value).send();
+        txn.commit();
+        committed.add(value);
+    }
+
+    /** A consumer of one segment (its GET_LAST_MESSAGE_ID is the segment's). */
+    org.apache.pulsar.client.api.Consumer<String> segmentConsumer(String segment) throws Exception {
+        ConsumerConfigurationData<String> conf = new ConsumerConfigurationData<>();
+        conf.getTopicNames().add(segment);
+        conf.setSubscriptionName("probe");
+        return ((PulsarClientImpl) v4).subscribeSegmentAsync(conf, org.apache.pulsar.client.api.Schema.STRING)
+                .get(30, TimeUnit.SECONDS);
+    }
+
+    /** A Reader (a non-durable exclusive subscription) of one segment from its first message. */
+    org.apache.pulsar.client.api.Reader<String> segmentReader(String segment, int waitS) throws Exception {
+        ReaderConfigurationData<String> conf = new ReaderConfigurationData<>();
+        conf.setTopicName(segment);
+        conf.setStartMessageId(org.apache.pulsar.client.api.MessageId.earliest);
+        return ((PulsarClientImpl) v4).createSegmentReaderAsync(conf, org.apache.pulsar.client.api.Schema.STRING)
+                .get(waitS, TimeUnit.SECONDS);
+    }
+
+    /** The address (the broker's advertised service URL) the client's lookup of `topic` connects to. */
+    String owner(String topic) throws Exception {
+        org.apache.pulsar.client.impl.ClientCnx cnx = ((PulsarClientImpl) v4).getConnection(topic)
+                .get(30, TimeUnit.SECONDS);
+        java.net.InetSocketAddress address = (java.net.InetSocketAddress) cnx.ctx().channel().remoteAddress();
+        return "pulsar://" + address.getHostString() + ":" + address.getPort();
     }
 }

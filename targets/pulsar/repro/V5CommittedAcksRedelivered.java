@@ -26,31 +26,22 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
-import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.v5.Message;
 import org.apache.pulsar.client.api.v5.Producer;
 import org.apache.pulsar.client.api.v5.PulsarClient;
-import org.apache.pulsar.client.api.v5.PulsarClientBuilder;
 import org.apache.pulsar.client.api.v5.QueueConsumer;
 import org.apache.pulsar.client.api.v5.Transaction;
 import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
-import org.apache.pulsar.client.api.v5.config.TransactionPolicy;
 import org.apache.pulsar.client.api.v5.schema.Schema;
 
-public final class V5CommittedAcksRedelivered implements Out.Program {
+public final class V5CommittedAcksRedelivered extends Repro {
     private static final int MESSAGES = 4;
 
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 6);
+    private V5Clients clients;
     private PulsarClient client;
-    private org.apache.pulsar.client.api.PulsarClient v4;
 
     private V5CommittedAcksRedelivered(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class);
     }
 
     /** What one case saw: the values it acked, and which came back before and after the commit. */
@@ -68,57 +59,39 @@ public final class V5CommittedAcksRedelivered implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
+    void setUp() throws Exception {
+        clients = V5Clients.of(this);
+        client = clients.client;
     }
 
     @Override
-    public void runAll() throws Exception {
-        String service = cli.required("--service-url");
-        String listener = cli.get("--listener", null);
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
-        try {
-            V5Clients clients = V5Clients.connect(service, listener);
-            client = clients.client;
-            v4 = clients.v4;
-        } catch (Exception err) {
-            out.error("set-up (clients)", err);
-            return;
+    void attempt(int n) throws Exception {
+        String[] cases = cli.get("--cases", "still,moved,crashed").split(",");
+        Map<String, Case> seen = new LinkedHashMap<>();
+        for (String name : cases) {
+            seen.put(name, runCase(n, name.trim()));
         }
-        try {
-            int tries = cli.integer("--tries", 1);
-            String[] cases = cli.get("--cases", "still,moved,crashed").split(",");
-            for (int n = 1; n <= tries; n++) {
-                Map<String, Case> seen = new LinkedHashMap<>();
-                for (String name : cases) {
-                    seen.put(name, runCase(n, name.trim()));
-                }
-                List<String> examples = new ArrayList<>();
-                List<String> parts = new ArrayList<>();
-                boolean shows = false;
-                for (Case c : seen.values()) {
-                    List<String> lost = c.lost();
-                    shows |= !lost.isEmpty();
-                    parts.add(c.name + ": " + lost.size() + " of " + c.acked.size() + " committed acks lost"
-                            + (c.note.isEmpty() ? "" : " (" + c.note + ")"));
-                    if (!lost.isEmpty()) {
-                        examples.add(c.name + " " + c.topic + ": acked in a committed transaction " + c.acked
-                                + "; delivered again while it was open " + c.whileOpen
-                                + "; delivered to the subscription opened again after the commit " + c.after);
-                    }
-                }
-                out.attempt(n, shows, String.join("; ", parts), examples);
+        List<String> examples = new ArrayList<>();
+        List<String> parts = new ArrayList<>();
+        boolean shows = false;
+        for (Case c : seen.values()) {
+            List<String> lost = c.lost();
+            shows |= !lost.isEmpty();
+            parts.add(c.name + ": " + lost.size() + " of " + c.acked.size() + " committed acks lost"
+                    + (c.note.isEmpty() ? "" : " (" + c.note + ")"));
+            if (!lost.isEmpty()) {
+                examples.add(c.name + " " + c.topic + ": acked in a committed transaction " + c.acked
+                        + "; delivered again while it was open " + c.whileOpen
+                        + "; delivered to the subscription opened again after the commit " + c.after);
             }
-        } finally {
-            v4.close();
-            client.shutdown();
         }
+        out.attempt(n, shows, String.join("; ", parts), examples);
     }
 
     private Case runCase(int n, String name) throws Exception {
         String local = "acks-" + name + "-" + run + "-" + n;
         String topic = "topic://public/default/" + local;
-        admin.put("/admin/v2/scalable/public/default/" + local + "?numInitialSegments=1", null);
+        admin.createScalableTopic(local, 1);
         List<String> acked = new ArrayList<>();
         List<String> whileOpen = new ArrayList<>();
         String note = "";
@@ -148,7 +121,7 @@ public final class V5CommittedAcksRedelivered implements Out.Program {
             }
             txn.commit();
             if (name.equals("crashed")) {
-                String owner = owner("segment://public/default/" + local + "/" + segmentOf(local));
+                String owner = clients.owner(admin.firstSegment(local));
                 boolean killed = out.ask("kill-broker", owner, "kill -9 the broker serving " + owner
                         + " and start it again, then answer `done`");
                 note = killed ? "the segment's broker " + owner + " killed (SIGKILL) right after the commit"
@@ -183,20 +156,5 @@ public final class V5CommittedAcksRedelivered implements Out.Program {
             out.add(message);
         }
         return out;
-    }
-
-    /** The address (the broker's advertised service URL) the client's lookup of `topic` connects to. */
-    private String owner(String topic) throws Exception {
-        org.apache.pulsar.client.impl.ClientCnx cnx = ((org.apache.pulsar.client.impl.PulsarClientImpl) v4)
-                .getConnection(topic).get(30, TimeUnit.SECONDS);
-        java.net.InetSocketAddress address = (java.net.InetSocketAddress) cnx.ctx().channel().remoteAddress();
-        return "pulsar://" + address.getHostString() + ":" + address.getPort();
-    }
-
-    private String segmentOf(String local) throws Exception {
-        String layout = admin.get("/admin/v2/scalable/public/default/" + local);
-        java.util.regex.Matcher m = java.util.regex.Pattern.compile("\\b([0-9a-f]{4}-[0-9a-f]{4}-\\d+)\\b")
-                .matcher(layout);
-        return m.find() ? m.group(1) : "0000-ffff-0";
     }
 }

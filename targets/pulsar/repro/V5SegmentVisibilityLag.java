@@ -35,23 +35,18 @@ import org.apache.pulsar.client.api.v5.Transaction;
 import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.v5.schema.Schema;
 
-public final class V5SegmentVisibilityLag implements Out.Program {
+public final class V5SegmentVisibilityLag extends Repro {
     /** A probe stops reading after this long even if messages keep coming (it is bounded). */
     private static final long PROBE_BOUND_MS = 45_000;
     /** The whole load (every thread) must end within this; a transaction's calls time out at 30 s. */
     private static final long LOAD_BOUND_MS = 300_000;
 
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 6);
-    private String service;
-    private String listener;
     private PulsarClient client;
+    /** set when a try could not be judged (already reported as an error): no later try runs */
+    private boolean stopped;
 
     private V5SegmentVisibilityLag(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class);
     }
 
     /** What the load did: values by how their transaction ended, as its threads saw it. */
@@ -77,38 +72,17 @@ public final class V5SegmentVisibilityLag implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
+    void setUp() throws Exception {
+        client = V5Clients.of(this).client;
     }
 
     @Override
-    public void runAll() throws Exception {
-        service = cli.required("--service-url");
-        listener = cli.get("--listener", null);
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
-        V5Clients clients;
-        try {
-            clients = V5Clients.connect(service, listener);
-            client = clients.client;
-        } catch (Exception err) {
-            out.error("set-up (clients)", err);
-            return;
-        }
-        try {
-            int tries = cli.integer("--tries", 1);
-            for (int n = 1; n <= tries; n++) {
-                if (!attempt(n)) {
-                    return;
-                }
-            }
-        } finally {
-            clients.v4.close();
-            client.shutdown();
-        }
+    void attempt(int n) throws Exception {
+        stopped = stopped || !judged(n);
     }
 
     /** One try; false when it could not be judged (already reported as an error). */
-    private boolean attempt(int n) throws Exception {
+    private boolean judged(int n) throws Exception {
         int clients = cli.integer("--clients", 8);
         int txns = cli.integer("--txns", 20);
         int messages = cli.integer("--messages", 2);
@@ -120,7 +94,7 @@ public final class V5SegmentVisibilityLag implements Out.Program {
         }
         String local = "vislag-" + run + "-" + n;
         String topic = "topic://public/default/" + local;
-        admin.put("/admin/v2/scalable/public/default/" + local + "?numInitialSegments=1", null);
+        admin.createScalableTopic(local, 1);
         out.info("try " + n + " topic", topic + " (1 segment): " + clients + " clients x " + txns + " transactions x "
                 + messages + " messages, abort every " + abortEvery + " (from a thread's 2nd)");
 
@@ -201,7 +175,7 @@ public final class V5SegmentVisibilityLag implements Out.Program {
             for (int c = 0; c < clients; c++) {
                 // its own client per thread, as separate applications would commit; the v4 client
                 // V5Clients builds beside it is not used by the load
-                V5Clients own = V5Clients.connect(service, listener);
+                V5Clients own = V5Clients.connect(cli.required("--service-url"), cli.get("--listener", null));
                 connected.add(own);
                 producers.add(own.client.newProducer(Schema.string()).topic(topic).create());
             }

@@ -21,31 +21,20 @@
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.apache.pulsar.client.api.v5.Message;
 import org.apache.pulsar.client.api.v5.Producer;
 import org.apache.pulsar.client.api.v5.PulsarClient;
-import org.apache.pulsar.client.api.v5.PulsarClientBuilder;
 import org.apache.pulsar.client.api.v5.QueueConsumer;
-import org.apache.pulsar.client.api.v5.Transaction;
 import org.apache.pulsar.client.api.v5.config.SubscriptionInitialPosition;
-import org.apache.pulsar.client.api.v5.config.TransactionPolicy;
 import org.apache.pulsar.client.api.v5.schema.Schema;
 
-public final class V5StaleLastMessageId implements Out.Program {
-    private final Out out = new Out();
-    private final Cli cli;
-    private final Admin admin;
-    private final String run = UUID.randomUUID().toString().substring(0, 6);
+public final class V5StaleLastMessageId extends Repro {
+    private V5Clients clients;
     private PulsarClient client;
-    private org.apache.pulsar.client.api.PulsarClient v4;
 
     private V5StaleLastMessageId(Cli cli) {
-        this.cli = cli;
-        this.admin = new Admin(cli.required("--admin-url"));
+        super(cli, PulsarClient.class);
     }
 
     public static void main(String[] argv) {
@@ -53,52 +42,30 @@ public final class V5StaleLastMessageId implements Out.Program {
     }
 
     @Override
-    public Out out() {
-        return out;
+    void setUp() throws Exception {
+        clients = V5Clients.of(this);
+        client = clients.client;
     }
 
     @Override
-    public void runAll() throws Exception {
-        String service = cli.required("--service-url");
-        String listener = cli.get("--listener", null);
-        out.info("client", "Pulsar Java client " + PulsarClient.class.getPackage().getImplementationVersion());
-        try {
-            V5Clients clients = V5Clients.connect(service, listener);
-            client = clients.client;
-            v4 = clients.v4;
-        } catch (Exception err) {
-            out.error("set-up (clients)", err);
-            return;
-        }
-        try {
-            int tries = cli.integer("--tries", 1);
-            for (int n = 1; n <= tries; n++) {
-                attempt(n);
-            }
-        } finally {
-            v4.close();
-            client.shutdown();
-        }
-    }
-
-    private void attempt(int n) throws Exception {
+    void attempt(int n) throws Exception {
         int commits = cli.integer("--commits", 3);
         String local = "lmid-" + run + "-" + n;
         String topic = "topic://public/default/" + local;
-        admin.put("/admin/v2/scalable/public/default/" + local + "?numInitialSegments=1", null);
+        admin.createScalableTopic(local, 1);
         List<String> committed = new ArrayList<>();
         List<String> delivered = new ArrayList<>();
         try (Producer<String> producer = client.newProducer(Schema.string()).topic(topic).create();
              QueueConsumer<String> subscription = client.newQueueConsumer(Schema.string()).topic(topic)
                      .subscriptionName("s").subscriptionInitialPosition(SubscriptionInitialPosition.EARLIEST)
                      .subscribe()) {
-            commitOne(producer, "m1", committed);
-            String segment = segmentOf(local);
+            clients.commitOne(producer, run + "/m1", committed);
+            String segment = admin.firstSegment(local);
             out.info("try " + n + " segment", segment);
-            try (org.apache.pulsar.client.api.Consumer<String> probe = segmentConsumer(segment)) {
+            try (org.apache.pulsar.client.api.Consumer<String> probe = clients.segmentConsumer(segment)) {
                 String first = String.valueOf(probe.getLastMessageId());
                 for (int i = 2; i <= commits; i++) {
-                    commitOne(producer, "m" + i, committed);
+                    clients.commitOne(producer, run + "/m" + i, committed);
                 }
                 for (int i = 0; i < commits * 2; i++) {   // bounded: ends at the first quiet receive
                     Message<String> message = subscription.receive(Duration.ofSeconds(i < commits ? 15 : 3));
@@ -111,7 +78,7 @@ public final class V5StaleLastMessageId implements Out.Program {
                 Thread.sleep(cli.integer("--settle-ms", 3000));
                 String last = String.valueOf(probe.getLastMessageId());
                 List<String> read = new ArrayList<>();
-                try (org.apache.pulsar.client.api.Reader<String> reader = segmentReader(segment)) {
+                try (org.apache.pulsar.client.api.Reader<String> reader = clients.segmentReader(segment, 30)) {
                     while (read.size() < commits * 2 && reader.hasMessageAvailable()) {
                         org.apache.pulsar.client.api.Message<String> message = reader.readNext(5, TimeUnit.SECONDS);
                         if (message == null) {
@@ -147,13 +114,6 @@ public final class V5StaleLastMessageId implements Out.Program {
         }
     }
 
-    private void commitOne(Producer<String> producer, String value, List<String> committed) throws Exception {
-        Transaction txn = client.newTransaction();
-        producer.newMessage().transaction(txn).value(run + "/" + value).send();
-        txn.commit();
-        committed.add(run + "/" + value);
-    }
-
     /** ledger and entry of a v4 message id's text (`ledger:entry:partition[:batch]`). */
     private static long[] position(String id) {
         String[] parts = id.split(":");
@@ -162,40 +122,5 @@ public final class V5StaleLastMessageId implements Out.Program {
         } catch (RuntimeException err) {
             return new long[] {-1, -1};
         }
-    }
-
-    private static int compare(long[] a, long[] b) {
-        return a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]);
-    }
-
-    // The v4 API refuses segment:// names ("Scalable topics (topic://) require the V5 client SDK");
-    // the v5 client reads segments through these two public methods of the same PulsarClientImpl.
-
-    /** A consumer of one segment (its GET_LAST_MESSAGE_ID is the segment's). */
-    private org.apache.pulsar.client.api.Consumer<String> segmentConsumer(String segment) throws Exception {
-        org.apache.pulsar.client.impl.conf.ConsumerConfigurationData<String> conf =
-                new org.apache.pulsar.client.impl.conf.ConsumerConfigurationData<>();
-        conf.getTopicNames().add(segment);
-        conf.setSubscriptionName("probe");
-        return ((org.apache.pulsar.client.impl.PulsarClientImpl) v4)
-                .subscribeSegmentAsync(conf, org.apache.pulsar.client.api.Schema.STRING).get(30, TimeUnit.SECONDS);
-    }
-
-    /** A Reader of one segment from its first message. */
-    private org.apache.pulsar.client.api.Reader<String> segmentReader(String segment) throws Exception {
-        org.apache.pulsar.client.impl.conf.ReaderConfigurationData<String> conf =
-                new org.apache.pulsar.client.impl.conf.ReaderConfigurationData<>();
-        conf.setTopicName(segment);
-        conf.setStartMessageId(org.apache.pulsar.client.api.MessageId.earliest);
-        return ((org.apache.pulsar.client.impl.PulsarClientImpl) v4)
-                .createSegmentReaderAsync(conf, org.apache.pulsar.client.api.Schema.STRING).get(30, TimeUnit.SECONDS);
-    }
-
-    /** The segment:// name of the topic's one segment: `<start>-<end>-<id>` from the admin API's
-     *  layout when it spells it so, else the whole hash range's first segment, 0000-ffff-0. */
-    private String segmentOf(String local) throws Exception {
-        String layout = admin.get("/admin/v2/scalable/public/default/" + local);
-        Matcher m = Pattern.compile("\\b([0-9a-f]{4}-[0-9a-f]{4}-\\d+)\\b").matcher(layout);
-        return "segment://public/default/" + local + "/" + (m.find() ? m.group(1) : "0000-ffff-0");
     }
 }
