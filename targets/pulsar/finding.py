@@ -37,6 +37,8 @@ from harness.txn_paths import TxnPath
 
 REPRO_SOURCES = Path(__file__).parent / "repro"
 COMMON_SOURCES = ("Out.java", "Cli.java", "Admin.java", "Repro.java")
+#: the transaction check's JSON lines, which repro/Out.java writes too
+JSON_LINES = Path(__file__).parent / "txncheck" / "JsonLines.java"
 FINDINGS_DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings"
 #: Exit statuses, as the issue asks: the bug shows, it does not, it could not run.
 SHOWS, NOT_SHOWN, COULD_NOT_RUN = 1, 0, 2
@@ -71,7 +73,8 @@ class Finding:
         return FINDINGS_DOCS / self.folder / f"{self.doc_stem or self.name}.md"
 
     def sources(self) -> list[Path]:
-        return [REPRO_SOURCES / name for name in (*COMMON_SOURCES, *self.extra_sources, f"{self.main_class}.java")]
+        return [JSON_LINES, *(REPRO_SOURCES / name for name in
+                              (*COMMON_SOURCES, *self.extra_sources, f"{self.main_class}.java"))]
 
 
 FINDINGS: dict[str, Finding] = {f.name: f for f in (

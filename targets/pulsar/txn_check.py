@@ -43,7 +43,7 @@ from targets.pulsar.jars import CLIENT_POM, Classpath, cache_root, ensure_jars, 
 from targets.pulsar.versions import PulsarRelease
 
 SOURCES = Path(__file__).parent / "txncheck"
-V4_SOURCES = ("Report.java", "Args.java", "Scenario.java", "TxnCheckV4.java")
+V4_SOURCES = ("JsonLines.java", "Report.java", "Args.java", "Scenario.java", "TxnCheckV4.java")
 V5_SOURCES = ("TxnCheckV5.java",)
 COMPILE_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 240

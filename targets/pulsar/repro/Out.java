@@ -1,6 +1,6 @@
 // What a finding's reproduction prints: one JSON object per line on stdout, read by
-// targets/pulsar/finding.py (and readable by a person). Written by txnbench (not fetched);
-// no JSON library, so a program needs nothing but Pulsar's client jars and the JDK.
+// targets/pulsar/finding.py (and readable by a person), written as the transaction check's are
+// (../txncheck/JsonLines.java). Written by txnbench (not fetched).
 //
 // Lines: {"kind":"info","name":..,"value":..} what was set up or seen;
 // {"kind":"ask","action":..,"target":..} a step only the person or harness running the program
@@ -13,19 +13,13 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.Collection;
-import java.util.List;
 
-final class Out {
+final class Out extends JsonLines {
     private int tries;
     private int shown;
     private boolean failed;
     private final BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-
-    void info(String name, Object value) {
-        emit("{\"kind\":\"info\",\"name\":" + quote(name) + ",\"value\":" + quote(String.valueOf(value)) + "}");
-    }
 
     /** One try's observation: `shows` is whether the bug showed in it. */
     void attempt(int n, boolean shows, String summary, Collection<String> examples) {
@@ -92,25 +86,6 @@ final class Out {
         return failed || tries == 0 ? 2 : 0;
     }
 
-    static String describe(Throwable err) {
-        StringBuilder out = new StringBuilder();
-        for (Throwable t = err; t != null && out.length() < 1500; t = t.getCause()) {
-            if (out.length() > 0) {
-                out.append(" <- ");
-            }
-            out.append(t.getClass().getName()).append(": ").append(t.getMessage());
-            if (t.getCause() == t) {
-                break;
-            }
-        }
-        return out.toString();
-    }
-
-    /** Milliseconds since `startNanos` (a System.nanoTime()). */
-    static long ms(long startNanos) {
-        return (System.nanoTime() - startNanos) / 1_000_000;
-    }
-
     /** Thread.sleep that keeps the interrupt flag instead of throwing. */
     static void sleep(long millis) {
         try {
@@ -124,39 +99,5 @@ final class Out {
     static String trim(String text) {
         String flat = text.replaceAll("\\s+", " ");
         return flat.length() > 300 ? flat.substring(0, 300) + "..." : flat;
-    }
-
-    static String list(Collection<String> values) {
-        List<String> quoted = new ArrayList<>();
-        for (String value : values) {
-            quoted.add(quote(value));
-        }
-        return "[" + String.join(",", quoted) + "]";
-    }
-
-    static String quote(String text) {
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : String.valueOf(text).toCharArray()) {
-            switch (c) {
-                case '"' -> out.append("\\\"");
-                case '\\' -> out.append("\\\\");
-                case '\n' -> out.append("\\n");
-                case '\r' -> out.append("\\r");
-                case '\t' -> out.append("\\t");
-                default -> {
-                    if (c < 0x20) {
-                        out.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        out.append(c);
-                    }
-                }
-            }
-        }
-        return out.append('"').toString();
-    }
-
-    private static synchronized void emit(String line) {
-        System.out.println(line);
-        System.out.flush();
     }
 }

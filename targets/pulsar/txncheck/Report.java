@@ -1,6 +1,6 @@
 // The Java transaction check's output: one JSON object per line on stdout, which
-// targets/pulsar/txn_check.py parses and a pytest test asserts. Written by txnbench (not
-// fetched); no JSON library, so the program needs nothing but the Pulsar client's jars.
+// targets/pulsar/txn_check.py parses and a pytest test asserts (written by JsonLines.java).
+// Written by txnbench (not fetched).
 //
 // Lines: {"kind":"step","name":..,"ok":true,"ms":..} for every client call the check makes (a
 // failed one carries "error" and ends the check: later steps depend on it);
@@ -13,7 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
-final class Report {
+final class Report extends JsonLines {
     private int checks;
     private int failed;
 
@@ -33,10 +33,10 @@ final class Report {
         long started = System.nanoTime();
         try {
             T value = call.call();
-            emit("{\"kind\":\"step\",\"name\":" + quote(name) + ",\"ok\":true,\"ms\":" + millis(started) + "}");
+            emit("{\"kind\":\"step\",\"name\":" + quote(name) + ",\"ok\":true,\"ms\":" + ms(started) + "}");
             return value;
         } catch (Exception | Error err) {
-            emit("{\"kind\":\"step\",\"name\":" + quote(name) + ",\"ok\":false,\"ms\":" + millis(started)
+            emit("{\"kind\":\"step\",\"name\":" + quote(name) + ",\"ok\":false,\"ms\":" + ms(started)
                     + ",\"error\":" + quote(describe(err)) + "}");
             throw new StepFailed(name, err);
         }
@@ -59,10 +59,6 @@ final class Report {
         record(name, seen.isEmpty(), List.of(), seen);
     }
 
-    void info(String name, String value) {
-        emit("{\"kind\":\"info\",\"name\":" + quote(name) + ",\"value\":" + quote(value) + "}");
-    }
-
     int finish() {
         emit("{\"kind\":\"done\",\"checks\":" + checks + ",\"failed\":" + failed + "}");
         return failed == 0 && checks > 0 ? 0 : 1;
@@ -83,57 +79,5 @@ final class Report {
             out.merge(value, 1, Integer::sum);
         }
         return out;
-    }
-
-    static String describe(Throwable err) {
-        StringBuilder out = new StringBuilder();
-        for (Throwable t = err; t != null && out.length() < 1500; t = t.getCause()) {
-            if (out.length() > 0) {
-                out.append(" <- ");
-            }
-            out.append(t.getClass().getName()).append(": ").append(t.getMessage());
-            if (t.getCause() == t) {
-                break;
-            }
-        }
-        return out.toString();
-    }
-
-    private static long millis(long started) {
-        return (System.nanoTime() - started) / 1_000_000;
-    }
-
-    private static String list(Collection<String> values) {
-        List<String> quoted = new ArrayList<>();
-        for (String value : values) {
-            quoted.add(quote(value));
-        }
-        return "[" + String.join(",", quoted) + "]";
-    }
-
-    static String quote(String text) {
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : String.valueOf(text).toCharArray()) {
-            switch (c) {
-                case '"' -> out.append("\\\"");
-                case '\\' -> out.append("\\\\");
-                case '\n' -> out.append("\\n");
-                case '\r' -> out.append("\\r");
-                case '\t' -> out.append("\\t");
-                default -> {
-                    if (c < 0x20) {
-                        out.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        out.append(c);
-                    }
-                }
-            }
-        }
-        return out.append('"').toString();
-    }
-
-    private static synchronized void emit(String line) {
-        System.out.println(line);
-        System.out.flush();
     }
 }
