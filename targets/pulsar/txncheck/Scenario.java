@@ -46,7 +46,8 @@ final class Scenario {
     /** The timeout of the transaction that is left open (t5). */
     static final long SHORT_TIMEOUT_MS = 2_000;
 
-    interface Api {
+    /** A client API on one cluster; closing it closes its clients. */
+    interface Api extends AutoCloseable {
         Txn newTxn() throws Exception;
 
         /** A transaction the coordinator times out after `SHORT_TIMEOUT_MS`. */
@@ -62,9 +63,35 @@ final class Scenario {
         List<String> readAll(String topic, String reader, int expected) throws Exception;
     }
 
+    /** Connects to the cluster `args` names, reporting each client it builds as a step. */
+    interface Connect {
+        Api connect(Args args, Report report) throws Exception;
+    }
+
     private final Api api;
     private final Args args;
     private final Report report;
+
+    /** A check's `main`: the `api` line, the connection, the scenario, then exit 0 only when
+     *  every check passed (a failed step or an error ends it with the `done` line, exit 1). */
+    static void main(String[] argv, String apiName, Connect connect) {
+        Report report = new Report();
+        int status = 1;
+        try {
+            Args args = Args.parse(argv);
+            report.info("api", apiName);
+            try (Api api = connect.connect(args, report)) {
+                new Scenario(api, args, report).run();
+            }
+            status = report.finish();
+        } catch (Report.StepFailed failed) {
+            report.finish();
+        } catch (Exception err) {
+            report.info("error", Report.describe(err));
+            report.finish();
+        }
+        System.exit(status);
+    }
 
     Scenario(Api api, Args args, Report report) {
         this.api = api;

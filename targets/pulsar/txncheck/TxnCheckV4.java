@@ -21,30 +21,14 @@ public final class TxnCheckV4 {
     }
 
     public static void main(String[] argv) {
-        Report report = new Report();
-        int status = 1;
-        try {
-            Args args = Args.parse(argv);
-            report.info("api", "v4 " + PulsarClient.class.getPackage().getImplementationVersion());
+        Scenario.main(argv, "v4 " + PulsarClient.class.getPackage().getImplementationVersion(), (args, report) -> {
             ClientBuilder builder = PulsarClient.builder().serviceUrl(args.serviceUrl).enableTransaction(true)
                     .operationTimeout(30, TimeUnit.SECONDS);
             if (args.listener != null) {
                 builder.listenerName(args.listener);
             }
-            PulsarClient client = report.step("connect (transaction coordinators)", builder::build);
-            try {
-                new Scenario(new V4(client), args, report).run();
-            } finally {
-                client.close();
-            }
-            status = report.finish();
-        } catch (Report.StepFailed failed) {
-            report.finish();
-        } catch (Exception err) {
-            report.info("error", Report.describe(err));
-            report.finish();
-        }
-        System.exit(status);
+            return new V4(report.step("connect (transaction coordinators)", builder::build));
+        });
     }
 
     private record Txn(Transaction txn) implements Scenario.Txn {
@@ -91,6 +75,11 @@ public final class TxnCheckV4 {
 
         V4(PulsarClient client) {
             this.client = client;
+        }
+
+        @Override
+        public void close() throws Exception {
+            client.close();
         }
 
         @Override

@@ -22,40 +22,22 @@ public final class TxnCheckV5 {
     }
 
     public static void main(String[] argv) {
-        Report report = new Report();
-        int status = 1;
-        try {
-            Args args = Args.parse(argv);
-            report.info("api", "v5 " + PulsarClient.class.getPackage().getImplementationVersion());
-            PulsarClientBuilder builder = PulsarClient.builder().serviceUrl(args.serviceUrl)
-                    .operationTimeout(Duration.ofSeconds(30))
-                    .transactionPolicy(TransactionPolicy.builder().timeout(Duration.ofMinutes(2)).build());
-            if (args.listener != null) {
-                builder.listenerName(args.listener);
-            }
-            PulsarClient client = report.step("connect", builder::build);
+        Scenario.main(argv, "v5 " + PulsarClient.class.getPackage().getImplementationVersion(), (args, report) -> {
+            PulsarClient client = report.step("connect", () -> client(args, Duration.ofMinutes(2)));
             // the v5 API sets the transaction timeout per client: a second one for t5
-            PulsarClientBuilder shortBuilder = PulsarClient.builder().serviceUrl(args.serviceUrl)
-                    .operationTimeout(Duration.ofSeconds(30)).transactionPolicy(TransactionPolicy.builder()
-                            .timeout(Duration.ofMillis(Scenario.SHORT_TIMEOUT_MS)).build());
-            if (args.listener != null) {
-                shortBuilder.listenerName(args.listener);
-            }
-            PulsarClient shortClient = report.step("connect (short transaction timeout)", shortBuilder::build);
-            try {
-                new Scenario(new V5(client, shortClient), args, report).run();
-            } finally {
-                shortClient.shutdown();
-                client.shutdown();
-            }
-            status = report.finish();
-        } catch (Report.StepFailed failed) {
-            report.finish();
-        } catch (Exception err) {
-            report.info("error", Report.describe(err));
-            report.finish();
+            return new V5(client, report.step("connect (short transaction timeout)",
+                    () -> client(args, Duration.ofMillis(Scenario.SHORT_TIMEOUT_MS))));
+        });
+    }
+
+    private static PulsarClient client(Args args, Duration transactionTimeout) throws Exception {
+        PulsarClientBuilder builder = PulsarClient.builder().serviceUrl(args.serviceUrl)
+                .operationTimeout(Duration.ofSeconds(30))
+                .transactionPolicy(TransactionPolicy.builder().timeout(transactionTimeout).build());
+        if (args.listener != null) {
+            builder.listenerName(args.listener);
         }
-        System.exit(status);
+        return builder.build();
     }
 
     private record Txn(Transaction txn) implements Scenario.Txn {
@@ -103,6 +85,12 @@ public final class TxnCheckV5 {
         V5(PulsarClient client, PulsarClient shortClient) {
             this.client = client;
             this.shortClient = shortClient;
+        }
+
+        @Override
+        public void close() throws Exception {
+            shortClient.shutdown();
+            client.shutdown();
         }
 
         @Override
