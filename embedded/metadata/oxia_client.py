@@ -217,6 +217,26 @@ def _settle(future: asyncio.Future[Any], result: Any, err: BaseException | None)
         future.set_result(result)
 
 
+#: oxia 0.2.1 (the newest on PyPI) starts its ServiceDiscovery thread before it creates the
+#: barrier that thread waits on: when the first shard assignments arrive before the barrier
+#: exists, the thread dies (AttributeError) and the constructor times out after 30 s with this
+#: message. Seen under load in `make test` (twice, 2026-11-29); a new client is a new draw.
+DISCOVERY_RACE = "waiting for initial shard assignments"
+CLIENT_ATTEMPTS = 3
+
+
+def new_oxia_client(address: str, **options: Any) -> Any:
+    """`oxia.Client(address, **options)`, made again when the library's discovery race killed it."""
+    for attempt in range(1, CLIENT_ATTEMPTS + 1):
+        try:
+            return oxia.Client(address, **options)
+        except RuntimeError as err:
+            if DISCOVERY_RACE not in str(err) or attempt == CLIENT_ATTEMPTS:
+                raise
+            log.warning("oxia client for %s: %s (the client library's discovery race); a new client", address, err)
+    raise AssertionError("unreachable")
+
+
 class OxiaMetadataClient(JsonRecords, ClientCallbacks):
     """The brokers' `MetadataBackend` on an Oxia service (ours or a real one)."""
 
@@ -278,7 +298,7 @@ class OxiaMetadataClient(JsonRecords, ClientCallbacks):
         else:
             raise MetadataUnavailable(f"cannot reach Oxia at {self._address} after {self.connect_attempts} "
                                       f"attempts ({last})")
-        self._client = await self._blocking(lambda: oxia.Client(
+        self._client = await self._blocking(lambda: new_oxia_client(
             self._address, namespace=self.namespace, session_timeout_ms=self.session_timeout_ms,
             client_identifier=self.client_name or None))
         self._internals = _Internals(self._client)

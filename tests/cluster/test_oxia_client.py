@@ -33,6 +33,7 @@ import pytest
 from oxia.defs import NotificationType
 
 from embedded.metadata.blocking import BlockingMetadataClient
+from embedded.metadata.oxia_client import new_oxia_client
 from embedded.metadata.oxia_proto import pb
 from tools.launch import RealOxiaProcess, StoreProcess
 
@@ -87,7 +88,7 @@ def store(impl: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxiaS
 
 @pytest.fixture
 def client(store: OxiaServer) -> Iterator[oxia.Client]:
-    c = oxia.Client(store.oxia_address, session_timeout_ms=SESSION_MS)
+    c = new_oxia_client(store.oxia_address, session_timeout_ms=SESSION_MS)
     try:
         yield c
     finally:
@@ -256,7 +257,7 @@ def test_keys_sort_hierarchically_on_oxia_and_naturally_here(impl: str, client: 
 # ---- sessions and ephemeral records ------------------------------------------------------------------
 
 def test_ephemeral_record_vanishes_when_its_session_closes(store: OxiaServer, client: oxia.Client) -> None:
-    owner = oxia.Client(store.oxia_address, session_timeout_ms=SESSION_MS)
+    owner = new_oxia_client(store.oxia_address, session_timeout_ms=SESSION_MS)
     try:
         _, version = owner.put("/eph/closed", "mine", ephemeral=True)
         assert version.is_ephemeral() and version.session_id() is not None
@@ -300,7 +301,7 @@ def test_ephemeral_record_vanishes_when_its_client_dies(store: OxiaServer, clien
 
 
 def test_session_timeout_outside_oxia_bounds_is_invalid(store: OxiaServer) -> None:
-    c = oxia.Client(store.oxia_address, session_timeout_ms=6 * 60 * 1000)   # Oxia's maximum is 5 min
+    c = new_oxia_client(store.oxia_address, session_timeout_ms=6 * 60 * 1000)   # Oxia's maximum is 5 min
     try:
         with pytest.raises(grpc.RpcError) as err:
             c.put("/eph/too-long", "x", ephemeral=True)
@@ -371,7 +372,7 @@ def test_a_range_delete_is_one_key_range_deleted_notification(client: oxia.Clien
 def test_notifications_include_ephemeral_deletions_at_session_end(store: OxiaServer,
                                                                   client: oxia.Client) -> None:
     stream = Collector(client.get_notifications())
-    owner = oxia.Client(store.oxia_address, session_timeout_ms=SESSION_MS)
+    owner = new_oxia_client(store.oxia_address, session_timeout_ms=SESSION_MS)
     try:
         owner.put("/notify-eph/k", "x", ephemeral=True)
         owner.close()
@@ -475,7 +476,7 @@ def test_acknowledged_writes_and_live_sessions_survive_a_store_kill(impl: str, t
     session_ms = 15_000
     store = new_server(impl, tmp_path / "restart")
     store.start()
-    c = oxia.Client(store.oxia_address, session_timeout_ms=session_ms)
+    c = new_oxia_client(store.oxia_address, session_timeout_ms=session_ms)
     closed_client = False
     try:
         versions = {f"/restart/{i}": c.put(f"/restart/{i}", f"v{i}")[1].version_id() for i in range(20)}
@@ -501,7 +502,7 @@ def test_acknowledged_writes_and_live_sessions_survive_a_store_kill(impl: str, t
         # wait on its start-up barrier again, and then `close()` never returns (README).
         close_bounded(c)
         closed_client = True
-        fresh = oxia.Client(store.oxia_address)   # the session was closed first: its record went
+        fresh = new_oxia_client(store.oxia_address)   # the session was closed first: its record went
         try:
             wait_until(lambda: missing(fresh, "/restart/eph"), timeout=5,
                        what="the closed session's ephemeral record to go")
@@ -565,7 +566,7 @@ def test_a_notification_stream_resumes_across_a_server_restart(impl: str, tmp_pa
     that broke with the store lost the changes in between."""
     server = new_server(impl, tmp_path / "resume-restart")
     server.start()
-    writer = oxia.Client(server.oxia_address)
+    writer = new_oxia_client(server.oxia_address)
     try:
         channel = grpc.insecure_channel(server.oxia_address)
         try:
