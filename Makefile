@@ -22,8 +22,9 @@ matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target 
 .DEFAULT_GOAL := help
 .PHONY: help setup test test-cluster test-pulsar test-proxy-real test-oxia-real test-slow test-docker bench chaos sweep peer fidelity selftest report report-picture lint clean distclean check-java
 
-# `make test`'s pytest workers: the process-starting tests on one, every other test file on any
-TEST_WORKERS ?= 2
+# `make test`'s pytest workers: three process-test groups (two embedded-cluster, one real Pulsar),
+# each on one worker at a time, every other test file on any (tests/conftest.py, xdist_group_of)
+TEST_WORKERS ?= 3
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)

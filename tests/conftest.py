@@ -18,34 +18,50 @@ def _docker_engine_available() -> bool:
         return False
 
 
-#: the xdist group of the tests that start embedded clusters: `make test` runs them one at a time
-#: on one worker, as they ran before it had two; their timing bounds assume a machine that is not
-#: also running another embedded cluster
+#: the xdist group of the tests that start embedded clusters: at most two of them at a time,
+#: one per group, never two from one group
 PROCESS_GROUP = "processes"
-#: the xdist group of the tests that start real Apache Pulsar: one at a time too, but beside the
-#: embedded ones (on the other worker)
+#: the second embedded-cluster group: the files that run whole `txnbench` command lines or a
+#: JVM client against their cluster, the longest ones. Chosen by their measured time so the two
+#: groups take about as long (beside a release-matrix cell, 2026-11-29: 595 s of these files
+#: against 557 s of the rest); a new long file in tests/cluster/ belongs here when the first
+#: group grows past it
+LONG_PROCESS_GROUP = "processes-long"
+LONG_PROCESS_FILES = frozenset({
+    "tests/cluster/test_run_scenarios.py",
+    "tests/cluster/test_broker_store_restart.py",
+    "tests/cluster/test_java_txn_check.py",
+    "tests/cluster/test_workloads_runner.py",
+    "tests/cluster/test_v4_on_zookeeper.py",
+})
+#: the xdist group of the tests that start real Apache Pulsar: one at a time, beside the
+#: embedded ones
 REAL_PULSAR_GROUP = "real-pulsar"
+PROCESS_GROUPS = (PROCESS_GROUP, LONG_PROCESS_GROUP, REAL_PULSAR_GROUP)
 PROCESS_TEST_FOLDERS = ("tests/cluster/", "tests/pulsar/")
 
 
 def xdist_group_of(nodeid: str) -> str:
     """The group a test runs in under `pytest -n N --dist loadgroup` (`make test`).
 
-    Tests that start embedded clusters share one group, so they never run beside each other;
-    the real-Pulsar tests share another. Every other test is grouped by its file, so a module's
-    fixtures (a Spark run, a history written once for the module) are built once, on one worker,
-    as without xdist. Why two process groups: with one, every process test ran in series on one
-    worker and that worker was `make test`'s whole wall time (1,137 of 1,170 s beside a chaos
-    run, 2026-11-29) while the other finished the unit and Spark tests and idled. A real-Pulsar
-    test mostly waits on JVMs, and shares nothing with an embedded cluster but the build caches,
-    which lock (targets/cache_lock.py) and ports, which are retried when taken. (One group for the
-    Spark tests as well, one local session at a time, measured slower: 12 min 13 s against
-    11 min 3 s, 2026-11-27.) Every `cluster` or `pulsar` test lives in those two folders (the
-    collection hook below holds that), so the path decides.
+    Tests that start embedded clusters are in two groups and the real-Pulsar tests in a third;
+    a group's tests run one at a time on one worker. Every other test is grouped by its file, so
+    a module's fixtures (a Spark run, a history written once for the module) are built once, on
+    one worker, as without xdist. Why three process groups on three workers: with one, every
+    process test ran in series and that worker was `make test`'s whole wall time (1,137 of
+    1,170 s beside a chaos run, 2026-11-29); with the real-Pulsar tests apart, the embedded group
+    still was (1,152 of 1,243 s beside a release-matrix cell, 2026-11-29), so it is split in two.
+    Tests of one group share nothing with another group's but the build caches, which lock
+    (targets/cache_lock.py), and ports, which are retried when taken. (One group for the Spark
+    tests as well, one local session at a time, measured slower: 12 min 13 s against 11 min 3 s,
+    2026-11-27.) Every `cluster` or `pulsar` test lives in those two folders (the collection hook
+    below holds that), so the path decides.
     """
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/pulsar/"):
         return REAL_PULSAR_GROUP
+    if path in LONG_PROCESS_FILES:
+        return LONG_PROCESS_GROUP
     return PROCESS_GROUP if path.startswith(PROCESS_TEST_FOLDERS) else path
 
 
@@ -68,11 +84,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     astray = sorted({item.nodeid.split("::", 1)[0] for item in items
                      if {"cluster", "pulsar"} & {m.name for m in item.iter_markers()}
-                     and xdist_group_of(item.nodeid) not in (PROCESS_GROUP, REAL_PULSAR_GROUP)})
+                     and xdist_group_of(item.nodeid) not in PROCESS_GROUPS})
     if astray:
         raise pytest.UsageError(f"{', '.join(astray)}: a test marked `cluster` or `pulsar` starts processes, so it "
-                                f"belongs under {' or '.join(PROCESS_TEST_FOLDERS)} (`make test` runs those one "
-                                f"at a time; see xdist_group_of in tests/conftest.py)")
+                                f"belongs under {' or '.join(PROCESS_TEST_FOLDERS)} (`make test` runs each "
+                                f"group of those one test at a time; see xdist_group_of in tests/conftest.py)")
     if any(item.get_closest_marker("docker") for item in items) and not _docker_engine_available():
         skip = pytest.mark.skip(reason="no Docker engine on this machine (docker info failed)")
         for item in items:

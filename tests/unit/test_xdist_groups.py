@@ -8,20 +8,32 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from tests.conftest import PROCESS_GROUP, REAL_PULSAR_GROUP, xdist_group_of
+from tests.conftest import (
+    LONG_PROCESS_FILES,
+    LONG_PROCESS_GROUP,
+    PROCESS_GROUP,
+    REAL_PULSAR_GROUP,
+    xdist_group_of,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_process_starting_tests_share_a_group_per_kind_of_cluster_and_others_group_by_file() -> None:
-    """Embedded-cluster tests one at a time, real-Pulsar tests one at a time, the two beside each
-    other: one process group made its worker the whole of `make test`'s time."""
+    """Embedded-cluster tests in two groups, real-Pulsar tests in a third, each one at a time, the
+    three beside each other: one embedded group made its worker the whole of `make test`'s time."""
     assert xdist_group_of("tests/cluster/test_v5_failover.py::test_a[v5]") == PROCESS_GROUP
-    assert xdist_group_of("tests/cluster/test_run_scenarios.py::test_e") == PROCESS_GROUP
+    assert xdist_group_of("tests/cluster/test_run_scenarios.py::test_e") == LONG_PROCESS_GROUP
     assert xdist_group_of("tests/pulsar/test_pulsar_smoke.py::test_b") == REAL_PULSAR_GROUP
     assert xdist_group_of("tests/pulsar/test_oldest_release_real.py::test_f") == REAL_PULSAR_GROUP
     assert xdist_group_of("tests/unit/test_cli.py::test_c") == "tests/unit/test_cli.py"
     assert xdist_group_of("tests/spark/test_report.py::test_d[x::y]") == "tests/spark/test_report.py"
+
+
+def test_every_file_of_the_long_group_exists() -> None:
+    """A renamed file would leave the long group silently and unbalance the two."""
+    missing = sorted(name for name in LONG_PROCESS_FILES if not (REPO / name).is_file())
+    assert not missing, missing
 
 
 def test_two_workers_keep_each_group_on_one_worker() -> None:
