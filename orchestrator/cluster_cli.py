@@ -22,6 +22,7 @@ from harness.txn_paths import TxnPath
 from targets.embedded import EmbeddedCluster, EmbeddedSpec, default_dir
 from targets.processes import ProcessState
 from targets.pulsar.cluster import PulsarCluster, PulsarSpec
+from targets.state import recorded_target
 
 
 def _directory(args: argparse.Namespace) -> Path:
@@ -47,12 +48,7 @@ Cluster = EmbeddedCluster | PulsarCluster
 
 def attach(directory: Path) -> Cluster:
     """The cluster recorded in `directory`, of whichever target started it."""
-    state = directory / "state.json"
-    try:
-        target = json.loads(state.read_text()).get("target") if state.is_file() else None
-    except (OSError, ValueError):
-        target = None
-    return PulsarCluster.attach(directory) if target == "pulsar" else EmbeddedCluster.attach(directory)
+    return PulsarCluster.attach(directory) if recorded_target(directory) == "pulsar" else EmbeddedCluster.attach(directory)
 
 
 def cluster_up(args: argparse.Namespace) -> int:

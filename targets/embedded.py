@@ -5,27 +5,16 @@ under `<dir>/conf/`, and starts, in order: the fault proxy (which listens on eve
 link's port and forwards to the real one), the metadata store, the ledger store and
 the brokers. Brokers reach their dependencies and peers only through the proxy, and
 advertise their `client-broker-<i>` proxy address, so every link can be cut.
-It waits for each service's `/health`; a service that exits or stays unhealthy
-stops the start-up with its log's last lines in the error.
-
-`<dir>/state.json` records every service's pid, kernel start time, ports and URLs.
-A later process (e.g. `txnbench cluster down`, or `status`) attaches to the same
-cluster from that file; signals go only to pids whose start time still matches.
-Every process started is stopped by pid in `down()`, also after a fault killed or
-paused it. Killing and restarting a service keeps its ports, data and config, so the
-cluster sees the same service come back.
-
-Ports are planned by name (`targets.ports.PortPlan`). A service that finds one of its
-ports taken by another process when it starts up (it exits saying the address is in
-use) gets new ports: the plan moves them, every config, link and record is planned
-again, the running proxy's links are pointed at the new address, and the service starts
-again (at most `targets.ports.BIND_TRIES` starts); state.json's `port_moves` says so.
+Each is ready once its `/health` answers (ZooKeeper: `srvr`) while it holds its ports.
+What every local cluster shares (start-up within one deadline, a service whose port was
+taken moved and started again, `<dir>/state.json`, attach, stop by pid) is
+`targets.local.LocalCluster`; killing and restarting a service keeps its ports, data
+and config, so the cluster sees the same service come back.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import random
@@ -33,13 +22,11 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-import requests
 
 import embedded.broker as broker_package
 import embedded.ledger as ledger_package
@@ -47,34 +34,28 @@ import embedded.metadata as metadata_package
 import faults.proxy as proxy_package
 from harness.errors import EnvironmentProblem
 from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
-from harness.results import write_json_atomic
 from harness.sync_mark import read_mark
 from harness.target import (
-    ClusterInfo,
     CrashAim,
     DamagedFile,
     LinkInfo,
     LinkKind,
     NothingToDamage,
-    ServiceInfo,
     ServiceRole,
-    multi_host_service_url,
 )
 from harness.txn_paths import PIP_160_BATCHED_WRITES, TxnPath
 from targets.corruption import Damage, candidates, flip_bit, newest_snapshots, plan_damage
 from targets.file_births import FileBirthWatch, quick_thread_switches
-from targets.local import LocalProcessControl
-from targets.ports import PortKey, PortMove, PortPlan, PortsTaken, follow_links, start_services
+from targets.local import LocalCluster
+from targets.ports import PortKey, PortPlan
 from targets.power_loss import crash_store_files, is_new_log_file, mark_directories, unsynced_bytes
 from targets.processes import (
     HOST,
     ProcessState,
-    ServiceExited,
-    ServiceNotReady,
     ServiceProcess,
     module_argv,
-    wait_ready,
 )
+from targets.state import ServiceRecord
 from targets.zookeeper import (
     ZooKeeperServer,
     ZooKeeperUnavailable,
@@ -199,39 +180,19 @@ def path_settings(txn_path: TxnPath) -> dict[str, Any]:
     return settings
 
 
-@dataclass
-class ServiceRecord:
-    """What state.json keeps of one service."""
+@dataclass(kw_only=True)
+class EmbeddedRecord(ServiceRecord):
+    """What state.json keeps of one service: the shared record, its config file and program."""
 
-    name: str
-    role: ServiceRole
-    ports: dict[str, int]
     config_path: Path
-    log_path: Path
-    pid: int | None = None
-    start_time: int | None = None
-    service_url: str | None = None
-    admin_url: str | None = None
-    health_url: str | None = None
-    metrics_url: str | None = None
     program: str | None = None   # "zookeeper": a Java server, not one of MODULES
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "role": self.role.value, "ports": self.ports,
-                "config_path": str(self.config_path), "log_path": str(self.log_path),
-                "pid": self.pid, "start_time": self.start_time, "service_url": self.service_url,
-                "admin_url": self.admin_url, "health_url": self.health_url,
-                "metrics_url": self.metrics_url, "program": self.program}
+        return {**super().to_json(), "config_path": str(self.config_path), "program": self.program}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ServiceRecord:
-        return cls(name=data["name"], role=ServiceRole(data["role"]), ports=dict(data["ports"]),
-                   config_path=Path(data["config_path"]), log_path=Path(data["log_path"]),
-                   pid=data.get("pid"), start_time=data.get("start_time"),
-                   service_url=data.get("service_url"), admin_url=data.get("admin_url"),
-                   health_url=data.get("health_url"), metrics_url=data.get("metrics_url"),
-                   program=data.get("program"))
-
+    def from_json(cls, data: Mapping[str, Any]) -> EmbeddedRecord:
+        return cls(**cls.common_fields(data), config_path=Path(data["config_path"]), program=data.get("program"))
 
 @dataclass
 class EmbeddedSpec:
@@ -250,139 +211,41 @@ class EmbeddedSpec:
     coverage_dir: Path | None = None
 
 
-class EmbeddedCluster(LocalProcessControl):
-    """The reference cluster; a `ClusterTarget` and its own `ProcessControl`."""
+class EmbeddedCluster(LocalCluster[EmbeddedRecord]):
+    """The reference cluster; a `ClusterTarget` and its own `ProcessControl` (targets/local.py)."""
 
     name = "embedded"
+    up_command = "txnbench cluster up"
+    down_command = "txnbench cluster down"
+    spec: EmbeddedSpec
+    record_type = EmbeddedRecord
 
     def __init__(self, spec: EmbeddedSpec) -> None:
+        super().__init__(spec.directory, logging.getLogger("targets.embedded").warning)
         self.spec = spec
-        self.directory = spec.directory.resolve()
-        self.records: dict[str, ServiceRecord] = {}
-        self.processes: dict[str, ServiceProcess] = {}
-        self.links: list[LinkInfo] = []
-        self.toxiproxy_url: str | None = None
-        self.settings: dict[str, Any] = {}
-        self.port_plan: PortPlan | None = None   # set by up(); an attached cluster has none
         self._damage: dict[str, Damage] = {}   # the `corrupt` fault's flipped bits, until repaired
 
-    # ---- attach to a running cluster -----------------------------------------------------------
-
-    @property
-    def state_path(self) -> Path:
-        return self.directory / "state.json"
+    # ---- LocalCluster: what differs ----------------------------------------------------------
 
     @classmethod
-    def attach(cls, directory: Path | None = None) -> EmbeddedCluster:
-        """The cluster a previous `up()` (maybe in another process) recorded in `directory`."""
-        directory = (directory or default_dir()).resolve()
-        state_path = directory / "state.json"
-        if not state_path.is_file():
-            raise EnvironmentProblem(f"no embedded cluster recorded in {directory}; "
-                                     "start one with `txnbench cluster up`")
-        state = json.loads(state_path.read_text())
-        spec = EmbeddedSpec(txn_path=TxnPath(state["path"]), brokers=state["brokers"],
-                            settings=state.get("settings", {}), directory=directory,
-                            parent_pid=state.get("parent_pid"))
-        cluster = cls(spec)
-        cluster.settings = dict(state.get("settings", {}))
-        cluster.toxiproxy_url = state.get("toxiproxy_url")
-        for data in state["services"]:
-            record = ServiceRecord.from_json(data)
-            cluster.records[record.name] = record
-            cluster.processes[record.name] = cluster._process(record, pid=record.pid, start_time=record.start_time)
-        cluster.links = [LinkInfo(name=link["name"], kind=LinkKind(link["kind"]), source=link["source"],
-                                  dest=link["dest"], listen=link["listen"], upstream=link["upstream"])
-                         for link in state.get("links", [])]
-        return cluster
+    def from_state(cls, state: Mapping[str, Any], directory: Path) -> EmbeddedCluster:
+        return cls(EmbeddedSpec(txn_path=TxnPath(state["path"]), brokers=state["brokers"],
+                                settings=state.get("settings", {}), directory=directory,
+                                parent_pid=state.get("parent_pid")))
 
-    def any_running(self) -> bool:
-        return any(p.state != ProcessState.STOPPED for p in self.processes.values())
-
-    # ---- ClusterTarget ------------------------------------------------------------------------
-
-    def up(self) -> ClusterInfo:
-        if self.state_path.is_file():
-            previous = EmbeddedCluster.attach(self.directory)
-            if previous.any_running():
-                running = ", ".join(f"{n} (pid {p.pid})" for n, p in previous.processes.items()
-                                    if p.state != ProcessState.STOPPED)
-                raise EnvironmentProblem(f"an embedded cluster is already running in {self.directory}: "
-                                         f"{running}; stop it with `txnbench cluster down`")
+    def _prepare(self) -> None:
         for sub in ("data", "conf"):
             shutil.rmtree(self.directory / sub, ignore_errors=True)
         (self.directory / "logs").mkdir(parents=True, exist_ok=True)
-        self.port_plan = self._choose_ports()
-        self._plan()
-        self.save_state()
-        try:
-            deadline = time.monotonic() + self.spec.ready_timeout_s
-            for name in ("proxy", "metadata", "ledger"):
-                self._start_ready([name], deadline)
-            self._start_ready([f"broker-{i}" for i in range(self.spec.brokers)], deadline)
-        except BaseException:
-            self.down()
-            raise
-        return self.info()
 
-    def down(self) -> None:
-        """Stop brokers first, then the stores and the proxy; each by pid."""
-        order = sorted(self.processes, key=lambda n: (0 if n.startswith("broker-") else
-                                                       1 if n in ("ledger", "metadata") else 2, n))
-        errors = []
-        for name in order:
-            try:
-                self.processes[name].stop()
-            except Exception as err:  # keep stopping the others
-                errors.append(f"{name}: {err}")
-        if self.records:
-            self.save_state(stopped=True)
-        if errors:
-            raise EnvironmentProblem("could not stop every service: " + "; ".join(errors))
+    def _start_all(self, deadline: float, started: float) -> None:
+        """The proxy, the metadata store and the ledger store one by one, then the brokers together."""
+        for name in ("proxy", "metadata", "ledger"):
+            self._start_ready([name], deadline)
+        self._start_ready([f"broker-{i}" for i in range(self.spec.brokers)], deadline)
 
-    def info(self) -> ClusterInfo:
-        services = []
-        for name, record in self.records.items():
-            proc = self.processes.get(name)
-            state = proc.state if proc else "unknown"
-            services.append(ServiceInfo(name=name, role=record.role, state=state,
-                                        pid=proc.pid if proc else None,
-                                        service_url=record.service_url, admin_url=record.admin_url,
-                                        metrics_url=record.metrics_url, log_path=record.log_path))
-        brokers = [r for r in self.records.values() if r.role is ServiceRole.BROKER]
-        return ClusterInfo(
-            target=self.name, txn_path=self.spec.txn_path,
-            service_url=multi_host_service_url(b.service_url for b in brokers),
-            admin_url=(brokers[0].admin_url or "") if brokers else "",
-            toxiproxy_url=self.toxiproxy_url, services=tuple(services), links=tuple(self.links),
-            settings=dict(self.settings),
-        )
-
-    def scrape_metrics(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for name, record in self.records.items():
-            proc = self.processes[name]
-            if not record.metrics_url or proc.state != ProcessState.RUNNING:
-                continue
-            with contextlib.suppress(requests.RequestException):
-                out[name] = proc.metrics_text()
-        return out
-
-    def collect_logs(self, dest: Path) -> None:
-        dest.mkdir(parents=True, exist_ok=True)
-        for name, record in self.records.items():
-            if record.log_path.is_file():
-                shutil.copyfile(record.log_path, dest / f"{name}.log")
-
-    def process_control(self) -> EmbeddedCluster:
-        return self
-
-    # ---- LocalProcessControl (kill, stop, start, pause, resume, is_running) ----------------------
-
-    def restart_service(self, service: str) -> None:
-        """Start a stopped service with its original config and wait until it is healthy."""
-        self._start(service)
-        self._wait_healthy([service], time.monotonic() + self.spec.ready_timeout_s)
+    def _state_extra(self) -> dict[str, Any]:
+        return {"directory": str(self.directory)}
 
     # ---- PowerLossControl (the `crash` fault kind: targets/power_loss.py) ----------------------
 
@@ -474,7 +337,7 @@ class EmbeddedCluster(LocalProcessControl):
 
     # ---- internals ----------------------------------------------------------------------------
 
-    def _argv(self, record: ServiceRecord) -> list[str]:
+    def _argv(self, record: EmbeddedRecord) -> list[str]:
         if record.program == ZOOKEEPER:
             try:
                 return server_command(record.config_path)
@@ -482,20 +345,20 @@ class EmbeddedCluster(LocalProcessControl):
                 raise EnvironmentProblem(str(err)) from None
         return module_argv(MODULES[record.role], record.config_path, self.spec.coverage_dir)
 
-    def _process(self, record: ServiceRecord, config: Mapping[str, Any] | None = None, *,
-                 pid: int | None = None, start_time: int | None = None) -> ServiceProcess:
+
+    def _process(self, record: EmbeddedRecord, config: Mapping[str, Any] | None = None) -> ServiceProcess:
         """The process of one service: ours by module and /health, or ZooKeeper (ready by `srvr`).
 
         `config` is what the plan wrote (it is written again before each start); an attached
         process has none and starts with the file already there."""
         own = tuple(record.ports.values())   # ready only while it listens on them itself
         if record.program == ZOOKEEPER:
-            return ZooKeeperServer(record.name, self._argv(record), record.log_path, pid=pid, start_time=start_time,
-                                   config_path=record.config_path, port=record.ports["client_port"],
-                                   owner_pid=self.spec.parent_pid, ports=own)
-        return ServiceProcess(record.name, self._argv(record), record.log_path, pid=pid, start_time=start_time,
-                              config_path=record.config_path, config=config, health_url=record.health_url,
-                              metrics_url=record.metrics_url, ports=own)
+            return ZooKeeperServer(record.name, self._argv(record), record.log_path, pid=record.pid,
+                                   start_time=record.start_time, config_path=record.config_path,
+                                   port=record.ports["client_port"], owner_pid=self.spec.parent_pid, ports=own)
+        return ServiceProcess(record.name, self._argv(record), record.log_path, pid=record.pid,
+                              start_time=record.start_time, config_path=record.config_path, config=config,
+                              health_url=record.health_url, metrics_url=record.metrics_url, ports=own)
 
     def _link_names(self) -> list[str]:
         n = self.spec.brokers
@@ -532,9 +395,9 @@ class EmbeddedCluster(LocalProcessControl):
         link_port = {name: plan[("proxy", f"link:{name}")] for name in link_names}
         self.records = {}
 
-        def record(name: str, role: ServiceRole, port_names: tuple[str, ...]) -> ServiceRecord:
-            rec = ServiceRecord(name=name, role=role, ports={p: plan[(name, p)] for p in port_names},
-                                config_path=conf_dir / f"{name}.json", log_path=log_dir / f"{name}.log")
+        def record(name: str, role: ServiceRole, port_names: tuple[str, ...]) -> EmbeddedRecord:
+            rec = EmbeddedRecord(name=name, role=role, ports={p: plan[(name, p)] for p in port_names},
+                                 config_path=conf_dir / f"{name}.json", log_path=log_dir / f"{name}.log")
             self.records[name] = rec
             return rec
 
@@ -620,76 +483,5 @@ class EmbeddedCluster(LocalProcessControl):
                          data_dir / "metadata" / "txnlog")
         for config in configs.values():
             Path(config["data_dir"]).mkdir(parents=True, exist_ok=True)
-        for name, rec in self.records.items():
-            running = self.processes.get(name)
-            if running is not None and running.state != ProcessState.STOPPED:
-                running.config = configs.get(name)   # same ports; the proxy's upstreams may have moved
-            else:
-                self.processes[name] = self._process(rec, configs.get(name))
-            self.processes[name].write_config()
-
-    def _start(self, name: str) -> None:
-        """Start one service without waiting (the caller waits, for several at once when it can)."""
-        proc = self.processes[name]
-        proc.start()   # ZooKeeper also gets its watchdog here (ZooKeeperServer.spawn)
-        record = self.records[name]
-        record.pid, record.start_time = proc.pid, proc.start_time
-        self.save_state()
-
-    def _start_ready(self, names: list[str], deadline: float) -> None:
-        """Start `names` and wait until they are ready; one whose port another process took before
-        it bound it is moved to new ports and started again (targets/ports.py)."""
-        log = logging.getLogger("targets.embedded")
-        with self._start_up_errors():
-            start_services(names, deadline, process=self._proc, start=self._start, move=self._move_ports,
-                           say=log.warning, poll_s=0.1)
-
-    def _move_ports(self, name: str, start: int) -> PortMove:
-        """New ports for `name`; everything planned again, the running proxy's links pointed at them."""
-        if self.port_plan is None:
-            raise EnvironmentProblem(f"{name}'s ports cannot move: this cluster was attached, not planned here")
-        others = [n for n, p in self.processes.items() if n != name and p.state != ProcessState.STOPPED]
-        if name == "proxy" and others:
-            raise EnvironmentProblem(f"the proxy's ports cannot move under running services ({', '.join(others)})")
-        before = {link.name: link.upstream for link in self.links}
-        moved = self.port_plan.move(name, start)
-        self._plan()
-        follow_links(self.toxiproxy_url, self.processes.get("proxy"), before,
-                     {link.name: link.upstream for link in self.links})
-        self.save_state()
-        return moved
-
-    def _wait_healthy(self, names: list[str], deadline: float) -> None:
-        with self._start_up_errors():
-            wait_ready([self.processes[n] for n in names], deadline, poll_s=0.1)
-
-    @contextlib.contextmanager
-    def _start_up_errors(self) -> Iterator[None]:
-        """A service that exited or was not ready in time, as an EnvironmentProblem quoting its log."""
-        try:
-            yield
-        except ServiceExited as err:
-            proc = err.pending[0]
-            why = f"{err}; " if isinstance(err, PortsTaken) else ""
-            raise EnvironmentProblem(f"{proc.name} exited during start-up (code {proc.exit_code()}); {why}"
-                                     f"see {proc.log_path}; last lines:\n{proc.tail()}") from None
-        except ServiceNotReady as err:
-            details = "; ".join(f"{p.name}: see {p.log_path}" for p in err.pending)
-            raise EnvironmentProblem(
-                f"embedded cluster not ready within {self.spec.ready_timeout_s:.0f}s ({details}); "
-                f"last lines of {err.pending[0].name}:\n{err.pending[0].tail()}") from None
-
-    def save_state(self, stopped: bool = False) -> None:
-        for name, record in self.records.items():
-            proc = self.processes.get(name)
-            if proc is not None:
-                record.pid, record.start_time = proc.pid, proc.start_time
-        write_json_atomic(self.state_path, {
-            "schema": 1, "path": self.spec.txn_path.value, "brokers": self.spec.brokers,
-            "directory": str(self.directory), "parent_pid": self.spec.parent_pid,
-            "toxiproxy_url": self.toxiproxy_url, "settings": self.settings, "stopped": stopped,
-            "services": [r.to_json() for r in self.records.values()],
-            "links": [{"name": link.name, "kind": link.kind.value, "source": link.source, "dest": link.dest,
-                       "listen": link.listen, "upstream": link.upstream} for link in self.links],
-            "port_moves": [m.to_json() for m in self.port_plan.moves] if self.port_plan else [],
-        })
+        for name, rec in list(self.records.items()):   # a running one keeps its pid: its ports did not move
+            self._add(rec, configs.get(name))

@@ -405,11 +405,11 @@ class ServiceProcess(ManagedProcess):
         answered = answering_pid(response.text)
         return answered is None or answered == self.pid
 
-    def metrics_text(self) -> str:
+    def metrics_text(self, timeout_s: float = 5.0) -> str:
         """Its `/metrics` now (Prometheus text); raises requests' errors."""
         if self.metrics_url is None:
             raise RuntimeError(f"{self.name} serves no metrics")
-        response = requests.get(self.metrics_url, timeout=5)
+        response = requests.get(self.metrics_url, timeout=timeout_s)
         response.raise_for_status()
         return response.text
 

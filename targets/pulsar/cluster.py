@@ -22,63 +22,48 @@ per server, so a link cannot be cut for one caller alone; cutting the link into 
 also cuts j's connections to itself. A fault on one broker's link to the bookie is refused
 when the scenario is validated (faults/validate.py).
 
-`<dir>/state.json` records every process's pid and start time so `txnbench cluster
-down` in another process stops the same processes, by pid. Every exit path of `up()`
-stops what it started.
-
 With `PulsarSpec.coverage_dir` (`--coverage`), the brokers and the bookie start with JaCoCo's
 agent and our dump server on a port of their own (`coverage_port`), and this class's process
 control dumps a JVM's coverage before it kills or pauses it, before and during a graceful stop,
 and every JVM's before the cluster goes down (`targets.pulsar.jacoco.CoverageCollector`): the
 nemesis acts through it, so no fault loses what a JVM ran.
 
-Ports are planned by name (`targets.ports.PortPlan`). A server that finds one of its
-ports taken by another process when it starts (a broker's `Failed to bind Pulsar broker
-... Address already in use`, Toxiproxy's "Failed to populate proxies from file") gets new
-ports: configs, links, advertised listeners and records are planned again, the running
-Toxiproxy's links are pointed at the new address, and the server starts again (at most
-`targets.ports.BIND_TRIES` starts); state.json's `port_moves` says so.
+What every local cluster shares (ports planned by name, a server whose port was taken moved
+and started again, `<dir>/state.json`, attach, stop by pid, every exit path of `up()` stopping
+what it started) is `targets.local.LocalCluster`. A taken port reads here as a broker's
+`Failed to bind Pulsar broker ... Address already in use`, or Toxiproxy's "Failed to populate
+proxies from file".
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import requests
 
 import faults.proxy as proxy_package
 from harness.errors import EnvironmentProblem
 from harness.results import write_json_atomic
 from harness.target import (
     EVERY_BROKER,
-    ClusterInfo,
     LinkInfo,
     LinkKind,
-    ServiceInfo,
     ServiceRole,
-    multi_host_service_url,
 )
 from harness.txn_paths import TxnPath
 from targets import gobuild
-from targets.local import LocalProcessControl
-from targets.ports import PortKey, PortMove, PortPlan, PortsTaken, follow_links, start_services
+from targets.local import LocalCluster
+from targets.ports import PortKey, PortPlan
 from targets.processes import (
     HOST,
     ProcessState,
-    ServiceExited,
-    ServiceNotReady,
     ServiceProcess,
     module_argv,
-    wait_ready,
 )
 from targets.pulsar import conf
 from targets.pulsar.jacoco import (
@@ -94,6 +79,7 @@ from targets.pulsar.java import find_java
 from targets.pulsar.ready import transaction_round_trip
 from targets.pulsar.servers import JavaServer
 from targets.pulsar.versions import PulsarRelease, listed, path_needs, release
+from targets.state import ServiceRecord
 
 DEFAULT_DIR = Path(".txnbench/pulsar-cluster")
 DIR_ENV = "TXNBENCH_PULSAR_CLUSTER_DIR"
@@ -148,58 +134,43 @@ class PulsarSpec:
         return listed(self.version) if self.trial and self.version else release(self.version)
 
 
-@dataclass
-class PlannedService:
-    """What state.json keeps of one process."""
+@dataclass(kw_only=True)
+class PulsarRecord(ServiceRecord):
+    """What state.json keeps of one process: the shared record, what it runs and its environment."""
 
-    name: str
-    role: ServiceRole
     kind: str                   # proxy (ours), toxiproxy, zookeeper, oxia, bookie, broker
-    ports: dict[str, int]
     argv: list[str]
-    log_path: Path
-    pid: int | None = None
-    start_time: int | None = None
-    service_url: str | None = None
-    admin_url: str | None = None
-    health_url: str | None = None
-    metrics_url: str | None = None
     env: dict[str, str] = field(default_factory=dict)   # on top of ours (Oxia's GOMAXPROCS)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "role": self.role.value, "kind": self.kind, "ports": self.ports,
-                "argv": self.argv, "log_path": str(self.log_path), "pid": self.pid,
-                "start_time": self.start_time, "service_url": self.service_url, "admin_url": self.admin_url,
-                "health_url": self.health_url, "metrics_url": self.metrics_url, "env": self.env}
+        return {**super().to_json(), "kind": self.kind, "argv": self.argv, "env": self.env}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PlannedService:
-        return cls(name=data["name"], role=ServiceRole(data["role"]), kind=data["kind"], ports=dict(data["ports"]),
-                   argv=list(data["argv"]), log_path=Path(data["log_path"]), pid=data.get("pid"),
-                   start_time=data.get("start_time"), service_url=data.get("service_url"),
-                   admin_url=data.get("admin_url"), health_url=data.get("health_url"),
-                   metrics_url=data.get("metrics_url"), env=dict(data.get("env") or {}))
+    def from_json(cls, data: Mapping[str, Any]) -> PulsarRecord:
+        return cls(**cls.common_fields(data), kind=data["kind"], argv=list(data["argv"]),
+                   env=dict(data.get("env") or {}))
 
 
-def _own_ports(planned: PlannedService) -> tuple[int, ...]:
+def _own_ports(record: PulsarRecord) -> tuple[int, ...]:
     """The ports the service itself listens on (a broker's `internal_port` is its peer link's, the proxy's)."""
-    return tuple(port for name, port in planned.ports.items() if name != "internal_port")
+    return tuple(port for name, port in record.ports.items() if name != "internal_port")
 
 
-def _internal_urls(planned: PlannedService) -> tuple[str, ...]:
-    """A broker's internal-listener URL (through its `brokers-broker-<i>` link): v5 coordinator
-    assignments and segment layouts name it, so the `coordinator` fault selector must know it."""
-    port = planned.ports.get("internal_port")
-    return (f"pulsar://{HOST}:{port}",) if port else ()
-
-
-class PulsarCluster(LocalProcessControl):
-    """Real Pulsar as local processes; a `ClusterTarget` and its own `ProcessControl`."""
+class PulsarCluster(LocalCluster[PulsarRecord]):
+    """Real Pulsar as local processes; a `ClusterTarget` and its own `ProcessControl` (targets/local.py)."""
 
     name = "pulsar"
+    up_command = "txnbench cluster up --target pulsar"
+    down_command = "txnbench cluster down --target pulsar"
+    spec: PulsarSpec
+    record_type = PulsarRecord
+    listener_name = conf.EXTERNAL_LISTENER
     stop_timeout_s = 20.0
+    poll_s = 0.25
+    metrics_timeout_s = 10.0
 
     def __init__(self, spec: PulsarSpec) -> None:
+        super().__init__(spec.directory, spec.say or (lambda text: print(text, flush=True)))
         self.spec = spec
         self.release = spec.release
         if not self.release.supports(spec.txn_path):
@@ -207,70 +178,36 @@ class PulsarCluster(LocalProcessControl):
                                      f"Pulsar {self.release.version} does not have; use --pulsar-version "
                                      f"{release(None).version}")
         self.store = conf.metadata_store(spec.txn_path, spec.settings)
-        self.directory = spec.directory.resolve()
-        self.planned: dict[str, PlannedService] = {}
-        self.processes: dict[str, ServiceProcess] = {}
-        self.links: list[LinkInfo] = []
-        self.toxiproxy_url: str | None = None
-        self.settings: dict[str, Any] = {}
         self.components: dict[str, str] = {}
         self.java: str = ""
         self.binaries: dict[str, str] = {}
-        self.port_plan: PortPlan | None = None        # set by up(); an attached cluster has none
         self._classpath: Classpath | None = None
         self._major = 0
-        self._say = spec.say or (lambda text: print(text, flush=True))
         self.jacoco: JacocoJars | None = None
         self.dump_agent: Path | None = None
         self.coverage: CoverageCollector | None = None
 
-    # ---- attach ----------------------------------------------------------------------------------
-
-    @property
-    def state_path(self) -> Path:
-        return self.directory / "state.json"
+    # ---- LocalCluster: what differs ----------------------------------------------------------------
 
     @classmethod
-    def attach(cls, directory: Path | None = None) -> PulsarCluster:
-        directory = (directory or default_dir()).resolve()
-        path = directory / "state.json"
-        if not path.is_file():
-            raise EnvironmentProblem(f"no pulsar cluster recorded in {directory}; start one with "
-                                     "`txnbench cluster up --target pulsar`")
-        state = json.loads(path.read_text())
-        spec = PulsarSpec(txn_path=TxnPath(state["path"]), version=state["pulsar_version"],
-                          brokers=state["brokers"], settings=state.get("settings", {}), directory=directory,
-                          parent_pid=state.get("parent_pid"), proxy=state.get("proxy", OUR_PROXY), trial=True)
-        cluster = cls(spec)
-        cluster.settings = dict(state.get("settings", {}))
+    def from_state(cls, state: Mapping[str, Any], directory: Path) -> PulsarCluster:
+        cluster = cls(PulsarSpec(txn_path=TxnPath(state["path"]), version=state["pulsar_version"],
+                                 brokers=state["brokers"], settings=state.get("settings", {}), directory=directory,
+                                 parent_pid=state.get("parent_pid"), proxy=state.get("proxy", OUR_PROXY), trial=True))
         cluster.components = dict(state.get("components", {}))
-        cluster.toxiproxy_url = state.get("toxiproxy_url")
-        cluster.links = [LinkInfo(name=x["name"], kind=LinkKind(x["kind"]), source=x["source"], dest=x["dest"],
-                                  listen=x["listen"], upstream=x["upstream"]) for x in state.get("links", [])]
-        for data in state["services"]:   # after the links: Toxiproxy is ready once it has each link's proxy
-            planned = PlannedService.from_json(data)
-            cluster.planned[planned.name] = planned
-            cluster.processes[planned.name] = cluster._process(planned)
         return cluster
 
-    def any_running(self) -> bool:
-        return any(p.state != ProcessState.STOPPED for p in self.processes.values())
-
-    # ---- ClusterTarget ---------------------------------------------------------------------------
-
-    def up(self) -> ClusterInfo:
-        if self.state_path.is_file() and PulsarCluster.attach(self.directory).any_running():
-            raise EnvironmentProblem(f"a pulsar cluster is already running in {self.directory}; "
-                                     "stop it with `txnbench cluster down --target pulsar`")
-        classpath = ensure_jars(self.release, self._say)
-        java, major = find_java(self.release.min_java)
+    def _prepare(self) -> None:
+        """The release's jars, a Java for it, the Go servers and JaCoCo when asked; fresh folders."""
+        self._classpath = ensure_jars(self.release, self._say)
+        java, self._major = find_java(self.release.min_java)
         if self.spec.coverage_dir is not None:
             self.jacoco = ensure_jacoco(self._say)
             self.dump_agent = ensure_dump_agent(self.jacoco, self._say)
             self.coverage = CoverageCollector(self.spec.coverage_dir, self._runs, say=self._say)
         self.java = str(java)
         self.binaries = {tool.name: str(gobuild.ensure_binary(tool, self._say)) for tool in self._go_tools()}
-        self.components = {**classpath.component_versions(), "java": str(major),
+        self.components = {**self._classpath.component_versions(), "java": str(self._major),
                            **({"jacoco": self.jacoco.version} if self.jacoco else {}),
                            **{tool.name.removesuffix("-server"): tool.version for tool in self._go_tools()}}
         if self.store != conf.ZOOKEEPER:
@@ -278,94 +215,54 @@ class PulsarCluster(LocalProcessControl):
         for sub in ("data", "conf", "logs", "tmp"):
             shutil.rmtree(self.directory / sub, ignore_errors=True)
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        try:
-            self._classpath, self._major = classpath, major
-            self.port_plan = self._choose_ports()
-            self._plan(classpath, major)
-            self.save_state()
-            deadline = started + self.spec.ready_timeout_s
-            store = "Oxia" if self.store == conf.OXIA else "ZooKeeper"
-            proxy = "Toxiproxy" if self.spec.proxy == REAL_TOXIPROXY else "txnbench proxy"
-            self._say(f"starting Pulsar {self.release.version} ({self.spec.txn_path.value}) on Java {major}: "
-                      f"{proxy}, {store}, cluster metadata, bookie, {self.spec.brokers} brokers")
-            for name in ("proxy", "metadata"):
-                self._start_ready([name], deadline)
-            self._setup_metadata(classpath, major)
-            self._start_ready(["ledger"], deadline)
-            self._start_ready([n for n in self.planned if self.planned[n].role is ServiceRole.BROKER], deadline)
-            self._say(f"  brokers up after {time.monotonic() - started:.0f} s; opening a transaction")
-            transaction_round_trip(self.info(), deadline)
-        except BaseException:
-            self.down()
-            raise
+
+    def _start_all(self, deadline: float, started: float) -> None:
+        """The proxy, the store, the cluster metadata, the bookie, the brokers together; then a transaction."""
+        store = "Oxia" if self.store == conf.OXIA else "ZooKeeper"
+        proxy = "Toxiproxy" if self.spec.proxy == REAL_TOXIPROXY else "txnbench proxy"
+        self._say(f"starting Pulsar {self.release.version} ({self.spec.txn_path.value}) on Java {self._major}: "
+                  f"{proxy}, {store}, cluster metadata, bookie, {self.spec.brokers} brokers")
+        for name in ("proxy", "metadata"):
+            self._start_ready([name], deadline)
+        self._setup_metadata()
+        self._start_ready(["ledger"], deadline)
+        self._start_ready([n for n in self.records if self.records[n].role is ServiceRole.BROKER], deadline)
+        self._say(f"  brokers up after {time.monotonic() - started:.0f} s; opening a transaction")
+        transaction_round_trip(self.info(), deadline)
         self._say(f"Pulsar {self.release.version} ready in {time.monotonic() - started:.0f} s "
                   f"({self.info().service_url})")
-        return self.info()
 
-    def down(self) -> None:
-        """Brokers first, then the bookie, ZooKeeper and the proxy; each by pid."""
-        rank = {ServiceRole.BROKER: 0, ServiceRole.LEDGER: 1, ServiceRole.METADATA: 2, ServiceRole.PROXY: 3}
-        errors = []
-        if self.coverage is not None:   # what every JVM ran since its last dump, before it stops
-            try:
+    def _state_extra(self) -> dict[str, Any]:
+        return {"pulsar_version": self.release.version, "components": self.components, "store": self.store,
+                "proxy": self.spec.proxy}
+
+    def _internal_urls(self, record: PulsarRecord) -> tuple[str, ...]:
+        """A broker's internal-listener URL (through its `brokers-broker-<i>` link): v5 coordinator
+        assignments and segment layouts name it, so the `coordinator` fault selector must know it."""
+        port = record.ports.get("internal_port")
+        return (f"pulsar://{HOST}:{port}",) if port else ()
+
+    def _info_settings(self) -> dict[str, Any]:
+        return {**self.settings, "pulsarVersion": self.release.version, **self._store_setting()}
+
+    def _before_down(self) -> list[str]:
+        """What every JVM ran since its last dump, before it stops."""
+        try:
+            if self.coverage is not None:
                 self.coverage.close()
-            except Exception as err:
-                errors.append(f"coverage: {err}")
-        for name in sorted(self.processes, key=lambda n: (rank[self.planned[n].role], n)):
-            try:
-                self.processes[name].stop(timeout_s=20)
-            except Exception as err:   # keep stopping the others
-                errors.append(f"{name}: {err}")
-        if self.planned:
-            self.save_state(stopped=True)
-        if errors:
-            raise EnvironmentProblem("could not stop every process: " + "; ".join(errors))
-
-    def info(self) -> ClusterInfo:
-        services = []
-        for name, planned in self.planned.items():
-            proc = self.processes.get(name)
-            services.append(ServiceInfo(name=name, role=planned.role, state=proc.state if proc else "unknown",
-                                        pid=proc.pid if proc else None, service_url=planned.service_url,
-                                        internal_urls=_internal_urls(planned),
-                                        admin_url=planned.admin_url, metrics_url=planned.metrics_url,
-                                        log_path=planned.log_path))
-        brokers = [p for p in self.planned.values() if p.role is ServiceRole.BROKER]
-        return ClusterInfo(
-            target=self.name, txn_path=self.spec.txn_path,
-            service_url=multi_host_service_url(b.service_url for b in brokers),
-            admin_url=(brokers[0].admin_url or "") if brokers else "", toxiproxy_url=self.toxiproxy_url,
-            listener_name=conf.EXTERNAL_LISTENER, services=tuple(services), links=tuple(self.links),
-            settings={**self.settings, "pulsarVersion": self.release.version, **self._store_setting()},
-        )
-
-    def scrape_metrics(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for name, planned in self.planned.items():
-            proc = self.processes[name]
-            if not planned.metrics_url or proc.state != ProcessState.RUNNING:
-                continue
-            try:
-                response = requests.get(planned.metrics_url, timeout=10)
-            except requests.RequestException:
-                continue
-            if response.status_code == 200:
-                out[name] = response.text
-        return out
+        except Exception as err:
+            return [f"coverage: {err}"]
+        return []
 
     def collect_logs(self, dest: Path) -> None:
-        dest.mkdir(parents=True, exist_ok=True)
-        for name, planned in self.planned.items():
-            if planned.log_path.is_file():
-                shutil.copyfile(planned.log_path, dest / f"{name}.log")
+        super().collect_logs(dest)
         setup_log = self.directory / "logs" / "cluster-metadata-setup.log"
         if setup_log.is_file():
             shutil.copyfile(setup_log, dest / setup_log.name)
 
     def _store_setting(self) -> dict[str, str]:
         """The store as a report names it: its own address (brokers dial it through their links)."""
-        store = self.planned.get("metadata")
+        store = self.records.get("metadata")
         return {"metadataStoreUrl": conf.store_url(self.store, f"{HOST}:{store.ports['client_port']}")} if store else {}
 
     def _go_tools(self) -> list[gobuild.GoTool]:
@@ -373,18 +270,9 @@ class PulsarCluster(LocalProcessControl):
         return ([gobuild.OXIA] if self.store == conf.OXIA else []) + (
             [gobuild.TOXIPROXY] if self.spec.proxy == REAL_TOXIPROXY else [])
 
-    def process_control(self) -> PulsarCluster:
-        return self
-
     def versions(self) -> dict[str, str]:
         """What a manifest records: the release and the jars' component versions."""
         return {"pulsar_release": self.release.version, **self.components}
-
-    # ---- LocalProcessControl ---------------------------------------------------------------------
-
-    def restart_service(self, service: str) -> None:
-        self._start(service)
-        self._wait([service], time.monotonic() + self.spec.ready_timeout_s)
 
     def kill(self, service: str) -> None:
         if self._covered(service):
@@ -407,16 +295,24 @@ class PulsarCluster(LocalProcessControl):
         super().pause(service)
 
     def _covered(self, service: str) -> bool:
-        planned = self.planned.get(service)
+        planned = self.records.get(service)
         return self.coverage is not None and planned is not None and "coverage_port" in planned.ports
 
     def _runs(self, service: str) -> bool:
         proc = self.processes.get(service)
         return proc is not None and proc.state == ProcessState.RUNNING
 
+    def _start(self, name: str) -> None:
+        super()._start(name)
+        record = self.records[name]
+        if self.coverage is not None and record.kind in COVERED_KINDS and "coverage_port" in record.ports:
+            self.coverage.started(name, record.ports["coverage_port"])   # a new life of this JVM
+
     # ---- internals -------------------------------------------------------------------------------
 
-    def _process(self, planned: PlannedService) -> ServiceProcess:
+    def _process(self, planned: PulsarRecord, config: Mapping[str, Any] | None = None) -> ServiceProcess:
+        """Our proxy, or a server that does not watch its owner itself (`servers.JavaServer`); their
+        configs are files the plan wrote, so `config` is none."""
         if planned.kind == "proxy":   # ours: a Python service that watches its parent itself
             return ServiceProcess(planned.name, planned.argv, planned.log_path, pid=planned.pid,
                                   start_time=planned.start_time, health_url=planned.health_url,
@@ -429,15 +325,17 @@ class PulsarCluster(LocalProcessControl):
                           owner_pid=self.spec.parent_pid, env=dict(planned.env), ports=_own_ports(planned),
                           proxy_names=tuple(link.name for link in self.links) if planned.kind == "toxiproxy" else ())
 
-    def _java_argv(self, kind: str, classpath: Classpath, major: int, *args: str,
-                   agent_port: int | None = None) -> list[str]:
+    def _java_argv(self, kind: str, *args: str, agent_port: int | None = None) -> list[str]:
+        """A JVM of the release's jars (`_prepare` found them and a Java for them)."""
+        if self._classpath is None:
+            raise EnvironmentProblem("this cluster was attached, not planned here: it has no jars to run")
         role = ROLE_OF_KIND.get(kind, "tool")
         drivers = conf.bookkeeper_driver_props(self.store) if kind in ("bookie", "setup", "broker") else []
         agent = agent_options(self.jacoco.agent, self.dump_agent, agent_port, HOST) \
             if self.jacoco and self.dump_agent and agent_port else []
-        return [self.java, *conf.jvm_args(role, major, self.directory / "conf" / "log4j2.xml",
+        return [self.java, *conf.jvm_args(role, self._major, self.directory / "conf" / "log4j2.xml",
                                           self.directory / "tmp"), *drivers, *agent,
-                "-cp", classpath.java_classpath, MAIN_CLASS[kind], *args]
+                "-cp", self._classpath.java_classpath, MAIN_CLASS[kind], *args]
 
     def _coverage_port(self, plan: PortPlan, owner: str) -> dict[str, int]:
         """The JaCoCo agent's port of a covered JVM (none without --coverage)."""
@@ -458,7 +356,7 @@ class PulsarCluster(LocalProcessControl):
             keys += [("ledger", "coverage_port"), *((f"broker-{i}", "coverage_port") for i in range(self.spec.brokers))]
         return PortPlan.choose(keys)
 
-    def _plan(self, classpath: Classpath, major: int) -> None:
+    def _plan(self) -> None:
         """Links, configs and services from `port_plan`; planned again after a service's ports moved
         (`_move_ports`), when the processes still running are kept (their pids) with their ports."""
         n = self.spec.brokers
@@ -491,7 +389,7 @@ class PulsarCluster(LocalProcessControl):
                                    addr(link_port[SHARED_LEDGER_LINK]), addr(bookie_port)))
 
         self._plan_proxy(conf_dir, data_dir, log_dir, api_port)
-        self._plan_store(classpath, major, conf_dir, data_dir, log_dir, zk_port, store_metrics)
+        self._plan_store(conf_dir, data_dir, log_dir, zk_port, store_metrics)
 
         bk_conf = conf_dir / "bookie.conf"
         bk_conf.write_text(conf.bookie_conf(bookie_port=bookie_port, advertised_id=addr(link_port[SHARED_LEDGER_LINK]),
@@ -499,11 +397,11 @@ class PulsarCluster(LocalProcessControl):
                                             data_dir=data_dir / "bookie", store=self.store))
         metrics = f"http://{HOST}:{bookie_metrics}/metrics"
         agent = self._coverage_port(plan, "ledger")
-        self._add(PlannedService("ledger", ServiceRole.LEDGER, "bookie",
-                                 {"bookie_port": bookie_port, "metrics_port": bookie_metrics, **agent},
-                                 self._java_argv("bookie", classpath, major, "--conf", str(bk_conf),
-                                                 agent_port=agent.get("coverage_port")),
-                                 log_dir / "ledger.log", health_url=metrics, metrics_url=metrics))
+        self._add(PulsarRecord("ledger", ServiceRole.LEDGER,
+                               {"bookie_port": bookie_port, "metrics_port": bookie_metrics, **agent},
+                               log_dir / "ledger.log", health_url=metrics, metrics_url=metrics, kind="bookie",
+                               argv=self._java_argv("bookie", "--conf", str(bk_conf),
+                                                    agent_port=agent.get("coverage_port"))))
 
         for i, (binary, http) in enumerate(broker_ports):
             values = conf.broker_conf(binary_port=binary, http_port=http,
@@ -516,15 +414,15 @@ class PulsarCluster(LocalProcessControl):
             path.write_text(conf.properties(values))
             admin = f"http://{HOST}:{http}"
             agent = self._coverage_port(plan, f"broker-{i}")
-            self._add(PlannedService(f"broker-{i}", ServiceRole.BROKER, "broker",
-                                     {"binary_port": binary, "http_port": http,
-                                      "internal_port": link_port[PEER_LINK.format(i)], **agent},
-                                     self._java_argv("broker", classpath, major, "--broker-conf", str(path),
-                                                     agent_port=agent.get("coverage_port")),
-                                     log_dir / f"broker-{i}.log",
-                                     service_url=f"pulsar://{addr(link_port[f'client-broker-{i}'])}",
-                                     admin_url=admin, health_url=f"{admin}/admin/v2/brokers/ready",
-                                     metrics_url=f"{admin}/metrics/"))
+            self._add(PulsarRecord(f"broker-{i}", ServiceRole.BROKER,
+                                   {"binary_port": binary, "http_port": http,
+                                    "internal_port": link_port[PEER_LINK.format(i)], **agent},
+                                   log_dir / f"broker-{i}.log",
+                                   service_url=f"pulsar://{addr(link_port[f'client-broker-{i}'])}",
+                                   admin_url=admin, health_url=f"{admin}/admin/v2/brokers/ready",
+                                   metrics_url=f"{admin}/metrics/", kind="broker",
+                                   argv=self._java_argv("broker", "--broker-conf", str(path),
+                                                        agent_port=agent.get("coverage_port"))))
         store_url = conf.store_url(self.store, addr(zk_port))
         self._setup_args = [
             "--cluster", conf.CLUSTER_NAME, "--metadata-store", store_url,
@@ -543,8 +441,8 @@ class PulsarCluster(LocalProcessControl):
             write_json_atomic(path, proxies)
             argv = [self.binaries[gobuild.TOXIPROXY.name], "-host", HOST, "-port", str(api_port),
                     "-config", str(path), "-proxy-metrics"]
-            self._add(PlannedService("proxy", ServiceRole.PROXY, "toxiproxy", {"api_port": api_port}, argv,
-                                     log_dir / "proxy.log", health_url=health, metrics_url=metrics))
+            self._add(PulsarRecord("proxy", ServiceRole.PROXY, {"api_port": api_port}, log_dir / "proxy.log",
+                                   health_url=health, metrics_url=metrics, kind="toxiproxy", argv=argv))
             return
         proxy_conf = conf_dir / "proxy.json"
         write_json_atomic(proxy_conf, {
@@ -552,40 +450,30 @@ class PulsarCluster(LocalProcessControl):
             "api_port": api_port, **({"parent_pid": self.spec.parent_pid} if self.spec.parent_pid else {}),
             "proxies": proxies})
         (data_dir / "proxy").mkdir(parents=True, exist_ok=True)
-        self._add(PlannedService("proxy", ServiceRole.PROXY, "proxy", {"api_port": api_port},
-                                 module_argv(proxy_package, proxy_conf),
-                                 log_dir / "proxy.log", health_url=health, metrics_url=metrics))
+        self._add(PulsarRecord("proxy", ServiceRole.PROXY, {"api_port": api_port}, log_dir / "proxy.log",
+                               health_url=health, metrics_url=metrics, kind="proxy",
+                               argv=module_argv(proxy_package, proxy_conf)))
 
-    def _plan_store(self, classpath: Classpath, major: int, conf_dir: Path, data_dir: Path, log_dir: Path,
-                    port: int, metrics_port: int) -> None:
+    def _plan_store(self, conf_dir: Path, data_dir: Path, log_dir: Path, port: int, metrics_port: int) -> None:
         """The `metadata` service: ZooKeeper, or `oxia standalone` (its data and WAL in the data folder)."""
         if self.store == conf.OXIA:
             argv = conf.oxia_argv(self.binaries[gobuild.OXIA.name], port=port, metrics_port=metrics_port,
                                   data_dir=data_dir / "oxia")
             metrics = f"http://{HOST}:{metrics_port}/metrics"
-            self._add(PlannedService("metadata", ServiceRole.METADATA, "oxia",
-                                     {"client_port": port, "metrics_port": metrics_port}, argv,
-                                     log_dir / "metadata.log", health_url=metrics, metrics_url=metrics,
-                                     env=conf.oxia_env()))
+            self._add(PulsarRecord("metadata", ServiceRole.METADATA, {"client_port": port, "metrics_port": metrics_port},
+                                   log_dir / "metadata.log", health_url=metrics, metrics_url=metrics, kind="oxia",
+                                   argv=argv, env=conf.oxia_env()))
             return
         zk_conf = conf_dir / "zookeeper.conf"
         zk_conf.write_text(conf.zookeeper_conf(port, data_dir / "zookeeper"))
-        self._add(PlannedService("metadata", ServiceRole.METADATA, "zookeeper", {"client_port": port},
-                                 self._java_argv("zookeeper", classpath, major, str(zk_conf)),
-                                 log_dir / "metadata.log"))
+        self._add(PulsarRecord("metadata", ServiceRole.METADATA, {"client_port": port}, log_dir / "metadata.log",
+                               kind="zookeeper", argv=self._java_argv("zookeeper", str(zk_conf))))
 
-    def _add(self, planned: PlannedService) -> None:
-        """Plan a service; one still running (planned again after another's ports moved) keeps its process."""
-        self.planned[planned.name] = planned
-        running = self.processes.get(planned.name)
-        if running is None or running.state == ProcessState.STOPPED:
-            self.processes[planned.name] = self._process(planned)
-
-    def _setup_metadata(self, classpath: Classpath, major: int) -> None:
+    def _setup_metadata(self) -> None:
         """PulsarClusterMetadataSetup, once: the cluster, `public/default`, `pulsar/system` and
         the v4 coordinators' partitioned assign topic."""
         log = self.directory / "logs" / "cluster-metadata-setup.log"
-        argv = self._java_argv("setup", classpath, major, *self._setup_args)
+        argv = self._java_argv("setup", *self._setup_args)
         with log.open("ab") as out:
             try:
                 result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -596,72 +484,3 @@ class PulsarCluster(LocalProcessControl):
         if result.returncode != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
             raise EnvironmentProblem(f"cluster metadata set-up failed (exit {result.returncode}); see {log}:\n{tail}")
-
-    def _start(self, name: str) -> None:
-        proc = self.processes[name]
-        proc.start()
-        planned = self.planned[name]
-        planned.pid, planned.start_time = proc.pid, proc.start_time
-        if self.coverage is not None and planned.kind in COVERED_KINDS and "coverage_port" in planned.ports:
-            self.coverage.started(name, planned.ports["coverage_port"])   # a new life of this JVM
-        self.save_state()
-
-    def _start_ready(self, names: list[str], deadline: float) -> None:
-        """Start `names` and wait until they are ready; one whose port another process took before
-        it bound it is moved to new ports and started again (targets/ports.py)."""
-        with self._start_up_errors():
-            start_services(names, deadline, process=self._proc, start=self._start, move=self._move_ports,
-                           say=self._say, poll_s=0.25)
-
-    def _move_ports(self, name: str, start: int) -> PortMove:
-        """New ports for `name`: configs, links and records planned again, the running proxy's links
-        pointed at the new upstreams. (The cluster metadata written by the set-up keeps broker-0's first
-        URLs when broker-0 moves: nothing of Pulsar's within one cluster dials those.)"""
-        if self.port_plan is None or self._classpath is None:
-            raise EnvironmentProblem(f"{name}'s ports cannot move: this cluster was attached, not planned here")
-        others = [n for n, p in self.processes.items() if n != name and p.state != ProcessState.STOPPED]
-        if name == "proxy" and others:
-            raise EnvironmentProblem(f"the proxy's ports cannot move under running services ({', '.join(others)})")
-        before = {link.name: link.upstream for link in self.links}
-        moved = self.port_plan.move(name, start)
-        self._plan(self._classpath, self._major)
-        follow_links(self.toxiproxy_url, self.processes.get("proxy"), before,
-                     {link.name: link.upstream for link in self.links})
-        self.save_state()
-        return moved
-
-    def _wait(self, names: list[str], deadline: float) -> None:
-        with self._start_up_errors():
-            wait_ready([self.processes[n] for n in names], deadline, poll_s=0.25)
-
-    @contextlib.contextmanager
-    def _start_up_errors(self) -> Iterator[None]:
-        """A service that exited or was not ready in time, as an EnvironmentProblem quoting its log."""
-        try:
-            yield
-        except ServiceExited as err:
-            proc = err.pending[0]
-            why = f"{err}; " if isinstance(err, PortsTaken) else ""
-            raise EnvironmentProblem(f"{proc.name} exited during start-up (code {proc.exit_code()}); {why}see "
-                                     f"{proc.log_path}; last lines:\n{proc.tail()}") from None
-        except ServiceNotReady as err:
-            proc = err.pending[0]
-            raise EnvironmentProblem(f"pulsar cluster not ready within {self.spec.ready_timeout_s:.0f} s "
-                                     f"({', '.join(p.name for p in err.pending)}); last lines of {proc.name} "
-                                     f"({proc.log_path}):\n{proc.tail()}") from None
-
-    def save_state(self, stopped: bool = False) -> None:
-        for name, planned in self.planned.items():
-            proc = self.processes.get(name)
-            if proc is not None:
-                planned.pid, planned.start_time = proc.pid, proc.start_time
-        write_json_atomic(self.state_path, {
-            "schema": 1, "target": self.name, "path": self.spec.txn_path.value,
-            "pulsar_version": self.release.version, "components": self.components, "brokers": self.spec.brokers,
-            "parent_pid": self.spec.parent_pid, "toxiproxy_url": self.toxiproxy_url, "settings": self.settings,
-            "store": self.store, "proxy": self.spec.proxy,
-            "stopped": stopped, "services": [p.to_json() for p in self.planned.values()],
-            "links": [{"name": x.name, "kind": x.kind.value, "source": x.source, "dest": x.dest,
-                       "listen": x.listen, "upstream": x.upstream} for x in self.links],
-            "port_moves": [m.to_json() for m in self.port_plan.moves] if self.port_plan else [],
-        })

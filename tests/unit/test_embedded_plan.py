@@ -74,6 +74,20 @@ def test_state_round_trips(tmp_path: Path) -> None:
     assert not again.any_running()
 
 
+def test_a_state_file_without_target_is_the_embedded_ones_and_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    from targets.state import STATE_FILE, recorded_target
+
+    _planned(tmp_path).save_state()
+    path = tmp_path / STATE_FILE
+    state = json.loads(path.read_text())
+    assert state["target"] == "embedded" and state["schema"] == 1 and recorded_target(tmp_path) == "embedded"
+    path.write_text(json.dumps({k: v for k, v in state.items() if k != "target"}))   # as written before #44
+    assert recorded_target(tmp_path) == "embedded" and EmbeddedCluster.attach(tmp_path).spec.brokers == 3
+    path.write_text(json.dumps({**state, "schema": 2}))
+    with pytest.raises(EnvironmentProblem, match="schema 2, newer than this txnbench reads"):
+        EmbeddedCluster.attach(tmp_path)
+
+
 def test_multi_host_service_url_keeps_order_and_skips_what_is_not_pulsar() -> None:
     from harness.target import multi_host_service_url
 

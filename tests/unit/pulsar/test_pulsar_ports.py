@@ -44,7 +44,7 @@ def cluster(tmp_path: Path) -> PulsarCluster:
     cluster._classpath, cluster._major = Classpath(PULSAR_5, tmp_path / "lib"), 21
     plan = cluster._choose_ports()
     cluster.port_plan = PortPlan.choose(list(plan.ports), chooser=scripted(20000))
-    cluster._plan(cluster._classpath, 21)
+    cluster._plan()
     return cluster
 
 
@@ -104,7 +104,7 @@ def test_a_moved_bookie_keeps_its_id_the_link_follows(cluster: PulsarCluster) ->
     assert bookie["bookiePort"] == str(move.new["bookie_port"]) and bookie["bookieId"] == id_before
     assert bookie["prometheusStatsHttpPort"] == str(move.new["metrics_port"])
     assert upstreams(cluster)["brokers-ledger"] == f"127.0.0.1:{move.new['bookie_port']}"
-    assert cluster.planned["ledger"].metrics_url == f"http://127.0.0.1:{move.new['metrics_port']}/metrics"
+    assert cluster.records["ledger"].metrics_url == f"http://127.0.0.1:{move.new['metrics_port']}/metrics"
 
 
 def test_a_moved_proxy_takes_every_link_to_new_ports_and_the_servers_follow(cluster: PulsarCluster) -> None:

@@ -14,7 +14,7 @@ from harness.errors import EnvironmentProblem
 from harness.target import ServiceRole
 from harness.txn_paths import TxnPath
 from targets.pulsar import conf, jars
-from targets.pulsar.cluster import PlannedService
+from targets.pulsar.cluster import PulsarRecord
 from targets.pulsar.java import find_java, java_major
 from targets.pulsar.versions import DEFAULT_RELEASE, PULSAR_4_LTS, PULSAR_5, release
 
@@ -165,11 +165,11 @@ def test_oxia_runs_on_one_core_and_keeps_it_across_restarts(tmp_path: Path) -> N
     oxia-v0.14.0-wal-offset-race.md); the planned service keeps its environment in state.json,
     so `cluster down` from another process and a restart fault start it the same way."""
     assert conf.oxia_env() == {"GOMAXPROCS": "1"}
-    planned = PlannedService("metadata", ServiceRole.METADATA, "oxia", {"client_port": 6648}, ["/bin/oxia"],
-                             tmp_path / "metadata.log", env=conf.oxia_env())
-    again = PlannedService.from_json(planned.to_json())
+    planned = PulsarRecord("metadata", ServiceRole.METADATA, {"client_port": 6648}, tmp_path / "metadata.log",
+                           kind="oxia", argv=["/bin/oxia"], env=conf.oxia_env())
+    again = PulsarRecord.from_json(planned.to_json())
     assert again.env == {"GOMAXPROCS": "1"} and again == planned
-    assert PlannedService.from_json({**planned.to_json(), "env": None}).env == {}   # a state file from before
+    assert PulsarRecord.from_json({**planned.to_json(), "env": None}).env == {}   # a state file from before
 
 
 def test_oxia_standalone_binds_loopback_with_its_own_metrics_port(tmp_path: Path) -> None:
