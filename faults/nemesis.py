@@ -28,14 +28,13 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import random
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -243,7 +242,7 @@ class Nemesis:
         """Stop the timeline and heal everything that may be in effect. Idempotent; a second
         Ctrl-C while healing is deferred (on the main thread) so the heal completes."""
         self._stop.set()
-        with _sigint_deferred():
+        with sigint_deferred() as ctrl_c:
             if self.supervisor is not None:
                 self.supervisor.stop(self._longest_action_s() + 5.0)
             thread = self._thread
@@ -258,6 +257,8 @@ class Nemesis:
             if not self._closed:
                 self._closed = True
                 self.env.close()
+        if ctrl_c:
+            _say("nemesis: Ctrl-C while healing; the heal was finished first")
 
     # ---- the timeline ---------------------------------------------------------------------------
 
@@ -547,12 +548,3 @@ def timeline_progress(timeline: Timeline, started_at: Mapping[int, float]) -> di
 
 def _error(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
-
-
-@contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """A Ctrl-C during healing is noted instead of interrupting the heal."""
-    with sigint_deferred() as received:
-        yield
-    if received:
-        _say("nemesis: Ctrl-C while healing; the heal was finished first")
