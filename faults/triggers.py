@@ -22,11 +22,15 @@ ack (the line's own segment), or a commit or abort of a transaction whose sends 
 tail saw. The match then carries them (`participants`), and the fault's target is
 chosen among them (faults.selectors, `Aim`).
 
-Matching is a pure function of one line (`matches`); the tail keeps one offset per
-file and the bytes of a line not yet complete, so a line is seen once, whole. Every
-wait is bounded by its timeout and by the stop event; files are polled every
-`POLL_S`, and one poll reads at most `MAX_READ` bytes per file (a writer far ahead
-is caught up over a few polls, newest lines not skipped).
+Each new line is read once as a typed `Event` (harness.history.events, the one reading of
+the history, so `f` and `type` are the schema's `OpF` and `OpType`, as for every other
+pass); a line that is not JSON or not an event is skipped. A match is the raw line: the
+nemesis records its fields (`index` too) as the trigger's `seen`. Matching is a pure
+function of one event (`matches`); the tail keeps one offset per file and the bytes of a
+line not yet complete, so a line is seen once, whole. Every wait is bounded by its timeout
+and by the stop event; files are polled every `POLL_S`, and one poll reads at most
+`MAX_READ` bytes per file (a writer far ahead is caught up over a few polls, newest lines
+not skipped).
 """
 
 from __future__ import annotations
@@ -34,24 +38,27 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from harness.history.events import Event, event_of
+from harness.history.schema import OpF, OpType
 
 POLL_S = 0.005
 MAX_READ = 1 << 20
 MAX_OPEN_TXNS = 20_000      # transactions remembered at once; the oldest are forgotten first
-_ENDS = frozenset({"txn-commit", "txn-abort"})
-_WRITES = frozenset({"send", "ack"})
+_ENDS = frozenset({OpF.TXN_COMMIT, OpF.TXN_ABORT})
+_WRITES = frozenset({OpF.SEND, OpF.ACK})
 
 
-def matches(op: Mapping[str, Any], on: str, type_: str) -> bool:
-    """True when the history line is the operation a trigger waits for. A `send` or `ack`
+def matches(event: Event, on: OpF, type_: OpType) -> bool:
+    """True when the history event is the operation a trigger waits for. A `send` or `ack`
     counts only inside a transaction: a trigger times a fault to the load's transactions, and
     a non-transactional send (a feeder's) says nothing about one being open."""
-    if op.get("f") in ("send", "ack") and not op.get("txn"):
+    if event.f in _WRITES and not event.txn:
         return False
-    return op.get("f") == on and op.get("type") == type_
+    return event.f is on and event.type is type_
 
 
 class OpenTxns:
@@ -63,24 +70,22 @@ class OpenTxns:
         self._parts: dict[str, dict[tuple[str, str | None], None]] = {}
         self._written: dict[str, set[str]] = {}      # txn -> topics it sent to (not only acked on)
 
-    def observe(self, op: Mapping[str, Any]) -> None:
-        txn, f = op.get("txn"), op.get("f")
-        if not isinstance(txn, str):
+    def observe(self, event: Event) -> None:
+        txn, f, topic = event.txn, event.f, event.topic
+        if txn is None:
             return
-        if f in _ENDS and op.get("type") != "invoke":
+        if f in _ENDS and event.type is not OpType.INVOKE:
             self._parts.pop(txn, None)
             self._written.pop(txn, None)
             return
-        topic = op.get("topic")
-        if f not in _WRITES or not isinstance(topic, str):
+        if f not in _WRITES or topic is None:
             return
-        if f == "send":
+        if f is OpF.SEND:
             self._written.setdefault(txn, set()).add(topic)
-        segment = op.get("segment")
         parts = self._parts.setdefault(txn, {})
-        if isinstance(segment, str):
+        if event.segment is not None:
             parts.pop((topic, None), None)
-            parts[(topic, segment)] = None
+            parts[(topic, event.segment)] = None
         elif not any(t == topic for t, _ in parts):
             parts[(topic, None)] = None
         while len(self._parts) > self.limit:
@@ -88,25 +93,19 @@ class OpenTxns:
             del self._parts[oldest]
             self._written.pop(oldest, None)
 
-    def participants(self, op: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-        """Where the line's transaction is open: its known topics and segments (the line's own first)."""
-        txn = op.get("txn")
-        if not isinstance(txn, str):
+    def participants(self, event: Event) -> list[tuple[str, str | None]]:
+        """Where the event's transaction is open: its known topics and segments (the event's own first)."""
+        if event.txn is None:
             return []
-        own = [(op["topic"], op.get("segment") if isinstance(op.get("segment"), str) else None)] \
-            if op.get("f") in _WRITES and isinstance(op.get("topic"), str) else []
-        known = [p for p in self._parts.get(txn, {}) if p not in own]
-        return own + known
+        own = [(event.topic, event.segment)] if event.f in _WRITES and event.topic is not None else []
+        return own + [p for p in self._parts.get(event.txn, {}) if p not in own]
 
-    def written(self, op: Mapping[str, Any]) -> list[str]:
-        """The topics the line's transaction sent to (a send line's own topic included)."""
-        txn = op.get("txn")
-        if not isinstance(txn, str):
+    def written(self, event: Event) -> list[str]:
+        """The topics the event's transaction sent to (a send's own topic included)."""
+        if event.txn is None:
             return []
-        topics = set(self._written.get(txn, set()))
-        if op.get("f") == "send" and isinstance(op.get("topic"), str):
-            topics.add(op["topic"])
-        return sorted(topics)
+        own = {event.topic} if event.f is OpF.SEND and event.topic is not None else set()
+        return sorted(self._written.get(event.txn, set()) | own)
 
 
 class HistoryTail:
@@ -150,24 +149,24 @@ class HistoryTail:
     def poll(self, on: str, type_: str, *, aimed: bool = False) -> dict[str, Any] | None:
         """The first new line matching, or None; every new line is consumed either way. With
         `aimed`, only a line whose transaction is known to be open somewhere matches, and the
-        match carries `participants` ([topic, segment] pairs)."""
+        match carries `participants` ([topic, segment] pairs) and `written`."""
+        want, want_type = OpF(on), OpType(type_)      # the trigger's TriggerOn, TriggerType, as the schema's
         found: dict[str, Any] | None = None
         for path in self._files():
             for line in self._new_lines(path):
-                if not line.strip():
-                    continue
-                try:
+                try:       # a blank line, or one that is not JSON or not an event, is skipped
                     op = json.loads(line)
-                except ValueError:
+                    event = event_of(path.stem, op) if isinstance(op, dict) else None
+                except (ValueError, TypeError):
                     continue
-                if not isinstance(op, dict):
+                if event is None:
                     continue
-                if found is None and matches(op, on, type_):
-                    parts = self.open_txns.participants(op)
+                if found is None and matches(event, want, want_type):
+                    parts = self.open_txns.participants(event)
                     if parts or not aimed:
                         found = {**op, "participants": [list(p) for p in parts],
-                                 "written": self.open_txns.written(op)} if aimed else op
-                self.open_txns.observe(op)
+                                 "written": self.open_txns.written(event)} if aimed else op
+                self.open_txns.observe(event)
         return found
 
     def wait_for(self, on: str, type_: str, timeout_s: float, stop: threading.Event, *,

@@ -12,12 +12,13 @@ import pytest
 
 from faults.kinds import client_isolate, client_kill, kill
 from faults.selectors import ClientsSelector, LoadSelector, SelectorError, parse_selector
+from faults.triggers import matches
 from faults.validate import check_scenario
 from harness import load_control
 from harness.config import parse_scenario
 from harness.errors import ConfigError
-from harness.history import HistoryRecorder, RunClock
-from harness.history.schema import OpF
+from harness.history import HistoryRecorder, OpF, OpType, RunClock
+from harness.history.events import event_of
 from tests.unit.faults.test_nemesis import World, config, wait_for
 
 
@@ -137,10 +138,8 @@ def test_an_unanswered_request_is_bounded(tmp_path: Path) -> None:
 
 
 def test_a_triggered_client_kill_kills_the_worker_whose_transaction_set_it_off(tmp_path: Path) -> None:
-    from faults.triggers import matches
-
-    assert matches({"f": "send", "type": "ok", "txn": "1:2"}, "send", "ok")
-    assert not matches({"f": "send", "type": "ok", "txn": None}, "send", "ok")    # a feeder's send
+    assert matches(event_of("w0", {"f": "send", "type": "ok", "txn": "1:2"}), OpF.SEND, OpType.OK)
+    assert not matches(event_of("w0", {"f": "send", "type": "ok", "txn": None}), OpF.SEND, OpType.OK)  # a feeder's send
     world = World(tmp_path)
     load = FakeLoad(("w0", "w1", "w2"))
     world.env.load = load

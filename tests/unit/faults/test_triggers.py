@@ -7,7 +7,10 @@ import threading
 import time
 from pathlib import Path
 
-from faults.triggers import HistoryTail, matches
+from faults.triggers import HistoryTail, OpenTxns, matches
+from harness.config import TriggerOn, TriggerType
+from harness.history.events import event_of
+from harness.history.schema import OpF, OpType
 
 
 def _line(f: str, type_: str, index: int, **extra: object) -> str:
@@ -15,9 +18,10 @@ def _line(f: str, type_: str, index: int, **extra: object) -> str:
 
 
 def test_matches_on_f_and_type() -> None:
-    assert matches({"f": "txn-commit", "type": "invoke"}, "txn-commit", "invoke")
-    assert not matches({"f": "txn-commit", "type": "ok"}, "txn-commit", "invoke")
-    assert not matches({"f": "send", "type": "invoke"}, "txn-commit", "invoke")
+    assert matches(event_of("w0", {"f": "txn-commit", "type": "invoke"}), OpF.TXN_COMMIT, OpType.INVOKE)
+    assert not matches(event_of("w0", {"f": "txn-commit", "type": "ok"}), OpF.TXN_COMMIT, OpType.INVOKE)
+    assert not matches(event_of("w0", {"f": "send", "type": "invoke"}), OpF.TXN_COMMIT, OpType.INVOKE)
+    assert set(TriggerOn) <= set(OpF) and set(TriggerType) <= set(OpType)     # what poll reads them as
 
 
 def test_only_lines_after_arming_count_and_a_torn_line_waits_for_its_end(tmp_path: Path) -> None:
@@ -98,13 +102,11 @@ def test_an_aimed_send_trigger_is_a_transactional_send_and_carries_its_own_segme
 
 
 def test_open_transactions_are_bounded() -> None:
-    from faults.triggers import OpenTxns
-
     txns = OpenTxns(limit=3)
     for i in range(10):
-        txns.observe({"f": "send", "type": "ok", "txn": f"0:{i}", "topic": "t", "segment": "s"})
-    assert txns.participants({"f": "txn-commit", "txn": "0:0"}) == []
-    assert txns.participants({"f": "txn-commit", "txn": "0:9"}) == [("t", "s")]
+        txns.observe(event_of("w0", {"f": "send", "type": "ok", "txn": f"0:{i}", "topic": "t", "segment": "s"}))
+    assert txns.participants(event_of("w0", {"f": "txn-commit", "txn": "0:0"})) == []
+    assert txns.participants(event_of("w0", {"f": "txn-commit", "txn": "0:9"})) == [("t", "s")]
 
 
 def test_an_aimed_match_says_which_topics_the_transaction_wrote(tmp_path: Path) -> None:
