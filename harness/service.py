@@ -1,7 +1,7 @@
 """What every service process shares: config, logging, lifecycle, HTTP.
 
 Why in the harness: the reference cluster's stores and brokers (`embedded`) and the
-fault proxy (`faults.proxy`) run the same way, and neither package may import the other;
+fault proxy (`faultproxy`) run the same way, and neither package may import the other;
 this leaf serves both.
 
 Theory of operation. Each service runs as `python -m <module> --config F.json`.

@@ -2,7 +2,7 @@
 
 Why a package of its own above the products: a target starts the system under test.
 The embedded target runs our reference cluster (`embedded`) and the fault proxy
-(`faults.proxy`) as processes, so it sits above both and imports the modules it starts
+(`faultproxy`) as processes, so it sits above both and imports the modules it starts
 (the `python -m` names come from them, `harness.entrypoints`); the orchestrator, above
 it, picks one per run. What a target gives a run is the protocol in `harness.target`
 (`ClusterTarget`, `ClusterInfo`, `ProcessControl`), which the products below use without

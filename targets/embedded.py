@@ -31,7 +31,7 @@ from typing import Any
 import embedded.broker as broker_package
 import embedded.ledger as ledger_package
 import embedded.metadata as metadata_package
-import faults.proxy as proxy_package
+import faultproxy as proxy_package
 from harness.errors import EnvironmentProblem
 from harness.metadata_stores import OUR_STORE, default_store_url, is_our_store
 from harness.sync_mark import read_mark

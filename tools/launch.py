@@ -28,8 +28,8 @@ import requests
 import embedded.broker as broker_package
 import embedded.ledger as ledger_package
 import embedded.metadata as metadata_package
-import faults.proxy as proxy_package
-from faults.proxy.service import ENDPOINTS_FILE
+import faultproxy as proxy_package
+from faultproxy.service import ENDPOINTS_FILE
 from targets import gobuild
 from targets.processes import (
     HOST,
@@ -144,7 +144,7 @@ def one_broker(settings: Mapping[str, Any], *, txn_path: str = "v4",
 
 
 class ProxyProcess(ServiceProcess):
-    """`python -m faults.proxy` in `directory`; ready once `endpoints.json` names this pid and the API answers.
+    """`python -m faultproxy` in `directory`; ready once `endpoints.json` names this pid and the API answers.
 
     `api_port` 0 (the default) lets the proxy pick its port: `url` and `listen(name)` read
     what it chose from its endpoints file."""

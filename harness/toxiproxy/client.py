@@ -1,7 +1,7 @@
 """A small synchronous client of the Toxiproxy HTTP API.
 
 The nemesis drives network faults through this client against both our fault proxy
-(`faults.proxy`, embedded target) and the real Toxiproxy (compose target), so it uses
+(`faultproxy`, embedded target) and the real Toxiproxy (compose target), so it uses
 only what both serve: proxy updates go as POST (every Toxiproxy 2.x accepts it; PATCH
 came in 2.6), and nothing depends on server-specific fields. Every request has a
 timeout; failures raise `ToxiproxyError` subclasses that say what went wrong and

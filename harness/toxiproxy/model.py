@@ -1,7 +1,7 @@
 """Toxiproxy's vocabulary: toxic types, the streams they affect, their attribute names.
 
 Why its own module: the words are shared by the client (`harness.toxiproxy.client`),
-the fault model and its actions (`faults`), and our proxy server (`faults.proxy`), and
+the fault model and its actions (`faults`), and our proxy server (`faultproxy`), and
 none of those should import another just to name a toxic. Names, defaults (0) and units
 are Toxiproxy's:
 

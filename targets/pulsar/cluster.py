@@ -3,7 +3,7 @@
 Theory of operation. `up()` resolves the release's jars (`jars.ensure_jars`, cached),
 finds a Java new enough for it, picks free ports on 127.0.0.1 and writes every config
 under `<dir>/conf/`. It then starts, in order: the fault proxy (the real Toxiproxy, one
-proxy per link; `TXNBENCH_PULSAR_PROXY=ours` runs our `faults.proxy` instead), the
+proxy per link; `TXNBENCH_PULSAR_PROXY=ours` runs our `faultproxy` instead), the
 metadata store (ZooKeeper, or a real Oxia server with `--set metadataStoreUrl=oxia`: `conf.metadata_store`),
 the one-shot cluster metadata set-up (with the v4 coordinators' assign topic), one
 bookie, and the brokers together; the Go servers (Oxia, Toxiproxy) are built on first
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import faults.proxy as proxy_package
+import faultproxy as proxy_package
 from harness.errors import EnvironmentProblem
 from harness.results import write_json_atomic
 from harness.target import (
@@ -87,7 +87,7 @@ SHARED_LEDGER_LINK = "brokers-ledger"
 PEER_LINK = "brokers-broker-{}"
 SETUP_TIMEOUT_S = 180.0
 PROXY_ENV = "TXNBENCH_PULSAR_PROXY"
-#: The proxy in front of every link: the real Toxiproxy, or ours (`faults.proxy`).
+#: The proxy in front of every link: the real Toxiproxy, or ours (`faultproxy`).
 REAL_TOXIPROXY, OUR_PROXY = "toxiproxy", "ours"
 
 MAIN_CLASS = {
@@ -108,7 +108,7 @@ def default_proxy() -> str:
     chosen = os.environ.get(PROXY_ENV, REAL_TOXIPROXY) or REAL_TOXIPROXY
     if chosen not in (REAL_TOXIPROXY, OUR_PROXY):
         raise EnvironmentProblem(f"{PROXY_ENV}={chosen}: choose `{REAL_TOXIPROXY}` (the real Toxiproxy, the "
-                                 f"default) or `{OUR_PROXY}` (txnbench's faults.proxy)")
+                                 f"default) or `{OUR_PROXY}` (txnbench's faultproxy)")
     return chosen
 
 

@@ -1,4 +1,4 @@
-"""The fault proxy as a real process (`python -m faults.proxy --config f.json`)."""
+"""The fault proxy as a real process (`python -m faultproxy --config f.json`)."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ config_path = sys.argv[1]
 config = json.load(open(config_path))
 config["parent_pid"] = os.getpid()
 json.dump(config, open(config_path, "w"))
-child = subprocess.Popen([sys.executable, "-m", "faults.proxy", "--config", config_path],
+child = subprocess.Popen([sys.executable, "-m", "faultproxy", "--config", config_path],
                          stdout=open(sys.argv[2], "ab"), stderr=subprocess.STDOUT)
 print(child.pid, flush=True)
 time.sleep(120)

@@ -101,7 +101,7 @@ def _where(path: Path, node: ast.AST) -> str:
 def test_no_module_is_started_by_a_literal_name() -> None:
     trees = _trees()
     runnable = _runnable(trees)
-    assert {"embedded.broker", "faults.proxy", "embedded.nullbroker", "targets.zk_watchdog"} <= runnable
+    assert {"embedded.broker", "faultproxy", "embedded.nullbroker", "targets.zk_watchdog"} <= runnable
     found = []
     for _name, (path, tree) in trees.items():
         for after in _after_dash_m(tree):

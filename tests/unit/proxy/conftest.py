@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from faults.proxy.server import ProxyServer
+from faultproxy.server import ProxyServer
 from harness.toxiproxy.client import ToxiproxyClient
 from targets import gobuild
 from tests.unit.proxy.support import (

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import requests
 
-from faults.proxy.server import ProxyServer
+from faultproxy.server import ProxyServer
 from harness.toxiproxy.client import ToxiproxyClient
 
 T = TypeVar("T")

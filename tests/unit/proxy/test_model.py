@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from faults.proxy.addresses import Address, parse_listen, parse_upstream
-from faults.proxy.behaviours import slice_bounds
-from faults.proxy.errors import ApiError
-from faults.proxy.service import ConfigError, parse_config
-from faults.proxy.toxics import parse_toxic, updated_toxic
+from faultproxy.addresses import Address, parse_listen, parse_upstream
+from faultproxy.behaviours import slice_bounds
+from faultproxy.errors import ApiError
+from faultproxy.service import ConfigError, parse_config
+from faultproxy.toxics import parse_toxic, updated_toxic
 from harness.toxiproxy.model import Stream, ToxicType
 
 

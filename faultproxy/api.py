@@ -33,8 +33,8 @@ from typing import Any
 
 from aiohttp import web
 
-from faults.proxy.collection import PopulateFailed, ProxyCollection, parse_proxy_spec
-from faults.proxy.errors import ApiError, bad_request, server_error
+from faultproxy.collection import PopulateFailed, ProxyCollection, parse_proxy_spec
+from faultproxy.errors import ApiError, bad_request, server_error
 from harness.metrics import Registry
 from harness.service import http_app
 

@@ -17,12 +17,12 @@ import logging
 import socket
 from typing import Any
 
-from faults.proxy.addresses import Address
-from faults.proxy.chain import ToxicCollection
-from faults.proxy.connection import Connection
-from faults.proxy.errors import server_error
-from faults.proxy.link import READ_SIZE
-from faults.proxy.stats import ByteCounter, ProxyMetrics
+from faultproxy.addresses import Address
+from faultproxy.chain import ToxicCollection
+from faultproxy.connection import Connection
+from faultproxy.errors import server_error
+from faultproxy.link import READ_SIZE
+from faultproxy.stats import ByteCounter, ProxyMetrics
 from harness.toxiproxy.model import Stream
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The proxies and their HTTP API in one event loop.
 
-This is what the `faults.proxy` process runs, and what tests and the benchmark can
+This is what the `faultproxy` process runs, and what tests and the benchmark can
 run in-process: `await ProxyServer().start(api_port=0)` then talk to `.url`.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from faults.proxy.addresses import LISTEN_HOST
-from faults.proxy.api import create_app
-from faults.proxy.collection import ProxyCollection, ProxySpec
-from faults.proxy.stats import ProxyMetrics
+from faultproxy.addresses import LISTEN_HOST
+from faultproxy.api import create_app
+from faultproxy.collection import ProxyCollection, ProxySpec
+from faultproxy.stats import ProxyMetrics
 from harness.metrics import Registry
 from harness.service import start_http
 

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from faults.proxy.toxics import Toxic
+from faultproxy.toxics import Toxic
 from harness.toxiproxy.model import ToxicType
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from faults.proxy.errors import bad_request
+from faultproxy.errors import bad_request
 
 LISTEN_HOST = "127.0.0.1"
 

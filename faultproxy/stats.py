@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Iterable
 
-from faults.proxy.toxics import Toxic
+from faultproxy.toxics import Toxic
 from harness.metrics import Counter, Registry
 from harness.toxiproxy.model import Stream
 

@@ -4,7 +4,7 @@ Theory of operation. A link has two tasks. The reader reads chunks from the sour
 socket, stamps each with the time it arrived and queues it (a bounded queue, so a
 slow link stops reading and TCP pushes back on the sender); end of stream or a read
 error queues `None`. The processor takes one chunk at a time and carries it through
-the chain of toxics of its stream (see `faults.proxy.behaviours`), then writes it to
+the chain of toxics of its stream (see `faultproxy.behaviours`), then writes it to
 the destination and waits for the write buffer to drain. One chunk at a time is what
 keeps the bytes of a stream in order under latency and jitter; the stamps taken by
 the reader are what keep a stream of delayed chunks flowing rather than queueing
@@ -28,10 +28,10 @@ import random
 from enum import Enum
 from functools import partial
 
-from faults.proxy.behaviours import BEHAVIOURS, Chunk, CloseLink, ResetLink, ToxicState
-from faults.proxy.chain import ToxicChain
-from faults.proxy.stats import ByteCounter
-from faults.proxy.toxics import Toxic
+from faultproxy.behaviours import BEHAVIOURS, Chunk, CloseLink, ResetLink, ToxicState
+from faultproxy.chain import ToxicChain
+from faultproxy.stats import ByteCounter
+from faultproxy.toxics import Toxic
 
 READ_SIZE = 64 * 1024
 QUEUE_CHUNKS = 64  # at most 4 MiB read ahead of the toxics per link

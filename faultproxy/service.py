@@ -1,4 +1,4 @@
-"""The `faults.proxy` service process: config file -> proxies + API, run by `harness.service`.
+"""The `faultproxy` service process: config file -> proxies + API, run by `harness.service`.
 
 Config keys (see docs/architecture.md, "Service processes"): `name`, `host` (must be
 127.0.0.1), `data_dir`, `log_level`, `parent_pid` (optional: exit when that process
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faults.proxy.addresses import LISTEN_HOST
-from faults.proxy.collection import ProxySpec, parse_proxy_spec
-from faults.proxy.errors import ApiError
-from faults.proxy.server import ProxyServer
+from faultproxy.addresses import LISTEN_HOST
+from faultproxy.collection import ProxySpec, parse_proxy_spec
+from faultproxy.errors import ApiError
+from faultproxy.server import ProxyServer
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ import socket
 import struct
 from collections.abc import Callable
 
-from faults.proxy.addresses import Address
-from faults.proxy.chain import ToxicChain
-from faults.proxy.link import READ_SIZE, Link, LinkEnd
-from faults.proxy.stats import ByteCounter
+from faultproxy.addresses import Address
+from faultproxy.chain import ToxicChain
+from faultproxy.link import READ_SIZE, Link, LinkEnd
+from faultproxy.stats import ByteCounter
 from harness.toxiproxy.model import Stream
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,10 @@
-"""`python -m faults.proxy --config f.json`: the fault proxy process."""
+"""`python -m faultproxy --config f.json`: the fault proxy process."""
 
 from __future__ import annotations
 
 import sys
 
-from faults.proxy.service import ConfigError, ProxyService
+from faultproxy.service import ConfigError, ProxyService
 from harness.service import run_service
 
 
@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         run_service(ProxyService, argv)
     except ConfigError as err:
-        sys.exit(f"faults.proxy: {err}")
+        sys.exit(f"faultproxy: {err}")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from faults.proxy.errors import toxic_exists, toxic_not_found
-from faults.proxy.toxics import Toxic, parse_toxic, updated_toxic
+from faultproxy.errors import toxic_exists, toxic_not_found
+from faultproxy.toxics import Toxic, parse_toxic, updated_toxic
 from harness.toxiproxy.model import Stream
 
 

@@ -6,7 +6,7 @@ toxicity (the probability that it applies to a given connection) and integer
 attributes whose names, defaults (0) and units are Toxiproxy's (the vocabulary and its
 table are in `harness.toxiproxy.model`, shared with the client and the fault actions).
 
-What it does to a stream is in `faults.proxy.behaviours`. A `Toxic` is immutable; an
+What it does to a stream is in `faultproxy.behaviours`. A `Toxic` is immutable; an
 update makes a new one with the same `uid` and the next `revision`, so a link can tell
 "changed" from "removed and added again".
 """
@@ -21,7 +21,7 @@ from http import HTTPStatus
 from types import MappingProxyType
 from typing import Any
 
-from faults.proxy.errors import ApiError, bad_request, invalid_stream, invalid_toxic_type
+from faultproxy.errors import ApiError, bad_request, invalid_stream, invalid_toxic_type
 from harness.toxiproxy.model import ATTRIBUTES, Stream, ToxicType
 
 _uids = itertools.count(1)

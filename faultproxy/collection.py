@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from faults.proxy.addresses import LISTEN_HOST, Address, parse_listen, parse_upstream
-from faults.proxy.errors import ApiError, bad_request, missing_field, proxy_exists, proxy_not_found
-from faults.proxy.proxy import Proxy
-from faults.proxy.stats import ProxyMetrics
+from faultproxy.addresses import LISTEN_HOST, Address, parse_listen, parse_upstream
+from faultproxy.errors import ApiError, bad_request, missing_field, proxy_exists, proxy_not_found
+from faultproxy.proxy import Proxy
+from faultproxy.stats import ProxyMetrics
 
 
 @dataclass(frozen=True)
