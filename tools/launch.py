@@ -30,7 +30,6 @@ import embedded.ledger as ledger_package
 import embedded.metadata as metadata_package
 import faultproxy as proxy_package
 from faultproxy.service import ENDPOINTS_FILE
-from targets import gobuild
 from targets.processes import (
     HOST,
     ProcessState,
@@ -40,8 +39,7 @@ from targets.processes import (
     module_argv,
     process_state,
 )
-from targets.pulsar import conf as pulsar_conf
-from targets.pulsar.servers import JavaServer
+from targets.pulsar.servers import OxiaStandalone
 from targets.zookeeper import ZooKeeperServer, server_command, write_config
 
 
@@ -208,27 +206,8 @@ class ZooKeeperProcess(ZooKeeperServer):
         self.argv = server_command(self.base_dir / "zoo.cfg")
 
 
-class RealOxiaProcess(JavaServer):
-    """The real Oxia server, `oxia standalone` (targets/gobuild.py builds the pinned release on
-    first use), as the `pulsar` target runs it (`conf.oxia_argv`, `conf.oxia_env`): 127.0.0.1,
-    one shard, data and WAL in `base_dir`, a watchdog that kills it when this process dies.
-
-    `env` replaces the target's environment (e.g. `{}` to run Oxia on every core, where its
-    v0.14.0 WAL offset race shows: docs/findings/oxia-v0.14.0-wal-offset-race.md)."""
-
-    def __init__(self, base_dir: Path, *, name: str = "oxia", env: Mapping[str, str] | None = None) -> None:
-        self.base_dir = base_dir
-        self.oxia_port, self.metrics_port = free_ports(2)
-        metrics = f"http://{HOST}:{self.metrics_port}/metrics"
-        argv = pulsar_conf.oxia_argv(str(gobuild.ensure_binary(gobuild.OXIA)), port=self.oxia_port,
-                                     metrics_port=self.metrics_port, data_dir=base_dir / "data")
-        super().__init__(name, argv, base_dir / f"{name}.log", health_url=metrics, metrics_url=metrics,
-                         ready_timeout_s=30.0, kind="oxia", port=self.oxia_port, owner_pid=os.getpid(),
-                         env=dict(pulsar_conf.oxia_env() if env is None else env))
-
-    @property
-    def oxia_address(self) -> str:
-        return f"{HOST}:{self.oxia_port}"
+#: The real Oxia server alone; it lives in the target (the Oxia finding runs it too).
+RealOxiaProcess = OxiaStandalone
 
 
 def process_gone(pid: int) -> bool:

@@ -13,13 +13,17 @@ owning the cluster is gone: a run killed with -9 leaves no JVM behind.
 
 from __future__ import annotations
 
+import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import requests
 
-from targets import zk_watchdog
-from targets.processes import HOST, ServiceProcess
+from targets import gobuild, zk_watchdog
+from targets.processes import HOST, ServiceProcess, free_ports
+from targets.pulsar import conf
 from targets.zookeeper import srvr_ok
 
 
@@ -75,3 +79,28 @@ class JavaServer(ServiceProcess):
         except (requests.RequestException, ValueError, TypeError):
             return False
         return set(self.proxy_names) <= names
+
+
+class OxiaStandalone(JavaServer):
+    """The real Oxia server alone, `oxia standalone` (targets/gobuild.py builds the pinned release on
+    first use), as the `pulsar` target runs it (`conf.oxia_argv`, `conf.oxia_env`): 127.0.0.1,
+    one shard, data and WAL in `base_dir`, a watchdog that kills it when this process dies.
+    Why here and not only inside a cluster: the Oxia finding (`targets/pulsar/oxia_race.py`) and
+    the Oxia client tests run it without Pulsar.
+
+    `env` replaces the target's environment (e.g. `{}` to run Oxia on every core, where its
+    v0.14.0 WAL offset race shows: docs/findings/oxia-v0.14.0-wal-offset-race.md)."""
+
+    def __init__(self, base_dir: Path, *, name: str = "oxia", env: Mapping[str, str] | None = None) -> None:
+        self.base_dir = base_dir
+        self.oxia_port, self.metrics_port = free_ports(2)
+        metrics = f"http://{HOST}:{self.metrics_port}/metrics"
+        argv = conf.oxia_argv(str(gobuild.ensure_binary(gobuild.OXIA)), port=self.oxia_port,
+                              metrics_port=self.metrics_port, data_dir=base_dir / "data")
+        super().__init__(name, argv, base_dir / f"{name}.log", health_url=metrics, metrics_url=metrics,
+                         ready_timeout_s=30.0, kind="oxia", port=self.oxia_port, owner_pid=os.getpid(),
+                         env=dict(conf.oxia_env() if env is None else env))
+
+    @property
+    def oxia_address(self) -> str:
+        return f"{HOST}:{self.oxia_port}"

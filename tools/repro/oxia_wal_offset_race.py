@@ -11,7 +11,9 @@ set-up are) show it within seconds on two cores:
     python -m tools.repro.oxia_wal_offset_race --writers 8 --seconds 30            # as the pulsar target runs it
     python -m tools.repro.oxia_wal_offset_race --writers 8 --seconds 30 --all-cores  # Oxia's default
 
-`reproduce` returns what happened; tests/cluster/test_real_oxia_wal_race.py holds the
+The reproduction itself is `targets.pulsar.oxia_race` (so `txnbench finding
+oxia-v0.14.0-wal-offset-race` runs it too); this is its command line. `reproduce` returns what
+happened; tests/cluster/test_real_oxia_wal_race.py holds the
 target's environment to "none within 20 s" (rarer, not never: the finding) and the default one to the fixed behaviour (a strict
 expected failure, so the day a fixed Oxia is pinned the test says so).
 """
@@ -20,79 +22,11 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import threading
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-import oxia
+from targets.pulsar.oxia_race import WAL_ERROR, Observation, reproduce
 
-from tools.launch import RealOxiaProcess
-
-#: What the server logs, and the client is told, when the race has hit.
-WAL_ERROR = "can not immediately follow"
-KEYS_PER_WRITER = 50
-
-
-@dataclass(frozen=True)
-class Observation:
-    writers: int
-    seconds: float                # how long the writers ran
-    puts: int                     # puts acknowledged
-    client_error: str | None      # the first failed put's status and message
-    wal_errors: int               # server log lines with WAL_ERROR
-
-    @property
-    def broken(self) -> bool:
-        return self.client_error is not None or self.wal_errors > 0
-
-
-def _close_bounded(client: oxia.Client) -> None:
-    closer = threading.Thread(target=client.close, daemon=True)   # oxia 0.2.1's close can hang
-    closer.start()
-    closer.join(5)
-
-
-def reproduce(directory: Path, *, writers: int = 8, seconds: float = 30.0,
-              env: Mapping[str, str] | None = None) -> Observation:
-    """A fresh Oxia in `directory` (`env`: None is the pulsar target's, {} Oxia's defaults);
-    `writers` clients put until `seconds` pass or the first put fails."""
-    server = RealOxiaProcess(directory, env=env)
-    server.start()
-    puts = [0] * writers
-    errors: list[str] = []
-    started = time.monotonic()
-    deadline = started + seconds
-
-    def write(i: int) -> None:
-        client = oxia.Client(server.oxia_address)
-        try:
-            n = 0
-            while time.monotonic() < deadline and not errors:   # bounded by the deadline
-                try:
-                    client.put(f"/race/{i}/{n % KEYS_PER_WRITER}", "x")
-                except grpc.RpcError as err:
-                    errors.append(f"{err.code().name}: {err.details()}")
-                    return
-                puts[i] += 1
-                n += 1
-        finally:
-            _close_bounded(client)
-
-    threads = [threading.Thread(target=write, args=(i,), daemon=True) for i in range(writers)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(seconds + 60)
-        ran = time.monotonic() - started
-    finally:
-        server.stop()
-    log = server.log_path.read_text(errors="replace")
-    return Observation(writers, ran, sum(puts), errors[0] if errors else None,
-                       sum(1 for line in log.splitlines() if WAL_ERROR in line))
+__all__ = ["WAL_ERROR", "Observation", "main", "reproduce"]
 
 
 def main() -> int:
