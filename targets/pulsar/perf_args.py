@@ -90,6 +90,9 @@ class PerfPlan:
     abort: bool
     txn_timeout_s: int
     subscription: str
+    #: -txnRate (transactions opened per second); the peer runs a closed loop (None). pulsar-perf ignores
+    #: it: docs/findings/pulsar-perf-txnrate-ignored.md, reproduced by targets/pulsar/perf_txnrate.py
+    txn_rate: int | None = None
 
     @property
     def duration_s(self) -> int:
@@ -122,6 +125,8 @@ class PerfPlan:
             args += ["-np", str(self.partitions)]
         if self.abort:
             args.append("-abort")
+        if self.txn_rate is not None:
+            args += ["-txnRate", str(self.txn_rate)]
         return args
 
     def to_json(self) -> dict[str, object]:
