@@ -270,11 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
     fidelity.set_defaults(handler=_cmd_fidelity)
 
     finding = sub.add_parser(
-        "finding", help="reproduce a finding about Pulsar with Pulsar's own Java client",
+        "finding", help="reproduce a finding about Pulsar with Pulsar's own Java client (or the tool it is about)",
         description="Start a fresh pulsar-target cluster at the finding's release, run its reproduction (a Java "
                     "program on Pulsar's client, targets/pulsar/repro; no txnbench client or checker), print what "
                     "it observed and keep it in results/findings/<time>-<name>/. Exit 1 the bug shows, 0 it does "
-                    "not, 2 it could not run; a race runs N tries and reports the rate.",
+                    "not, 2 it could not run; a race runs N tries and reports the rate. A finding about a tool "
+                    "beside the broker runs that tool instead (pulsar-perf on the cluster; Oxia alone, no Pulsar).",
         epilog=_epilog("finding"), formatter_class=_HelpFormatter)
     finding.add_argument("name", nargs="?", metavar="NAME", help="the finding: its file stem in docs/findings/")
     finding.add_argument("--all", action="store_true",
@@ -287,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="brokers in the cluster (default: the finding's, 2; 1 is a standalone's shape)")
     finding.add_argument("--program-args", metavar="ARGS",
                          help="more arguments for the finding's Java program, quoted as one (e.g. \"--fault restart\" "
-                              "for the bundle-unload finding: its top comment lists them)")
+                              "for the bundle-unload finding: its top comment lists them; a tool finding has none)")
     finding.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                          help="results root (default: results/)")
     finding.set_defaults(handler=_cmd_finding)
@@ -562,9 +563,9 @@ def _cmd_fidelity(args: argparse.Namespace) -> int:
 
 
 def _cmd_finding(args: argparse.Namespace) -> int:
-    from targets.pulsar import finding as finding_module
+    from targets.pulsar import finding_command
 
-    return finding_module.main_finding(args)
+    return finding_command.main_finding(args)
 
 
 def _cmd_shrink(args: argparse.Namespace) -> int:

@@ -14,7 +14,8 @@ path, broker settings, program class and sources, default tries, and the log lin
 quoting. The verdict (`judge`) is read from the program's `try` lines: exit 1 when the bug
 showed in any try, 0 when every try ran and it never did, 2 when it could not run (no try
 finished, a set-up step failed, the cluster did not start, a tool is missing). A race gets
-N tries and the rate.
+N tries and the rate. `txnbench finding` itself (both kinds: these and the tool findings of
+`tool_finding.py`) is `finding_command.py`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -203,6 +203,8 @@ class Outcome:
     returncode: int | None = None
     folder: Path | None = None
     log_lines: dict[str, list[str]] = field(default_factory=dict)
+    #: what ran, as the summary names it, when it is not Pulsar itself (a tool finding: "Oxia v0.14.0")
+    system: str = ""
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [line for line in self.lines if line.get("kind") == kind]
@@ -227,7 +229,8 @@ class Outcome:
         return {"finding": self.finding, "release": self.release, "exit_code": self.exit_code,
                 "verdict": VERDICT[self.exit_code], "tries": len(self.tries), "shown": self.shown,
                 "rate": self.rate, "problem": self.problem, "program_exit": self.returncode,
-                "errors": [e.get("what", "") for e in self.of("error")], "log_lines": self.log_lines}
+                "errors": [e.get("what", "") for e in self.of("error")], "log_lines": self.log_lines,
+                **({"system": self.system} if self.system else {})}
 
 
 VERDICT = {SHOWS: "the bug shows", NOT_SHOWN: "the bug does not show", COULD_NOT_RUN: "could not run"}
@@ -273,11 +276,12 @@ def describe(line: Mapping[str, Any]) -> Iterator[str]:
 
 
 def summary(outcome: Outcome) -> str:
+    where = outcome.system or f"Pulsar {outcome.release}"
     if outcome.exit_code == COULD_NOT_RUN and not outcome.tries:
         why = outcome.problem or "; ".join(e.get("what", "") for e in outcome.of("error")) or "no try finished"
-        return f"{outcome.finding} on Pulsar {outcome.release}: could not run: {why}"
+        return f"{outcome.finding} on {where}: could not run: {why}"
     rate = f" ({outcome.rate:.0%})" if outcome.rate is not None else ""
-    return (f"{outcome.finding} on Pulsar {outcome.release}: {VERDICT[outcome.exit_code]}: "
+    return (f"{outcome.finding} on {where}: {VERDICT[outcome.exit_code]}: "
             f"{outcome.shown} of {len(outcome.tries)} tries{rate}")
 
 
@@ -465,21 +469,3 @@ def run_finding(finding: Finding, *, tries: int | None = None, version: str | No
     say(summary(outcome))
     return outcome
 
-
-def main_finding(args: Any) -> int:
-    """The command: one finding, or every one (`--all`: 2 if any could not run, else 1 if any showed)."""
-    if args.list:
-        for f in FINDINGS.values():
-            print(f"{f.name:<48} Pulsar {f.release:<7} {f.txn_path.value:<4} {'race' if f.race else 'deterministic'}"
-                  f", {f.tries} tr{'ies' if f.tries > 1 else 'y'}: {f.what}")
-        return 0
-    if args.all == bool(args.name):
-        raise ConfigError("txnbench finding", "NAME", "name one finding or pass --all", "`--list` lists them")
-    chosen = list(FINDINGS.values()) if args.all else [get(args.name)]
-    extra = tuple(shlex.split(args.program_args or ""))
-    outcomes = [run_finding(f, tries=args.tries, version=args.pulsar_version, results=args.results, args=extra,
-                            brokers=args.brokers) for f in chosen]
-    if len(outcomes) > 1:
-        print("\n".join(summary(o) for o in outcomes))
-    codes = {o.exit_code for o in outcomes}
-    return COULD_NOT_RUN if COULD_NOT_RUN in codes else SHOWS if SHOWS in codes else NOT_SHOWN

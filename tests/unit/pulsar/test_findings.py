@@ -22,7 +22,7 @@ from harness.target import ServiceRole
 from harness.txn_paths import TxnPath
 from orchestrator.cli import build_parser
 from targets.pulsar import finding as fx
-from targets.pulsar import versions
+from targets.pulsar import finding_command, tool_finding, versions
 from targets.pulsar.finding import COULD_NOT_RUN, NOT_SHOWN, SHOWS, Outcome, judge
 
 
@@ -104,9 +104,9 @@ def test_finding_name_tries_and_release_parse() -> None:
 
 def test_a_name_and_all_together_or_neither_is_refused() -> None:
     with pytest.raises(ConfigError, match="name one finding or pass --all"):
-        fx.main_finding(parse())
+        finding_command.main_finding(parse())
     with pytest.raises(ConfigError):
-        fx.main_finding(parse("v4-commit-marker-skipped-on-bundle-unload", "--all"))
+        finding_command.main_finding(parse("v4-commit-marker-skipped-on-bundle-unload", "--all"))
 
 
 @pytest.mark.parametrize(("codes", "expected"), [
@@ -117,6 +117,7 @@ def test_all_runs_every_finding_and_exits_by_the_worst(monkeypatch: pytest.Monke
     registry = {n: fx.Finding(name=n, release="4.0.8", txn_path=fx.TxnPath.V4, main_class="M", what="w")
                 for n in names}
     monkeypatch.setattr(fx, "FINDINGS", registry)
+    monkeypatch.setattr(tool_finding, "TOOL_FINDINGS", {})   # the tool kind: test_tool_findings.py
     lines = {NOT_SHOWN: [attempt(1, False), DONE], SHOWS: [attempt(1, True), DONE], COULD_NOT_RUN: []}
     ran: list[tuple[str, int | None, str | None]] = []
 
@@ -127,7 +128,8 @@ def test_all_runs_every_finding_and_exits_by_the_worst(monkeypatch: pytest.Monke
         return Outcome(finding.name, "4.0.8", lines=list(lines[codes[names.index(finding.name)]]))
 
     monkeypatch.setattr(fx, "run_finding", fake_run)
-    assert fx.main_finding(parse("--all", "--tries", "2", "--brokers", "1", "--program-args", "--fault restart")) \
+    assert finding_command.main_finding(parse("--all", "--tries", "2", "--brokers", "1", "--program-args",
+                                              "--fault restart")) \
         == expected
     assert ran == [(n, 2, None) for n in names]
 
