@@ -60,6 +60,7 @@ from harness.interrupts import sigint_deferred
 from harness.load_control import LoadControlClient, control_dir
 from harness.results import RunStatus, new_run
 from harness.target import ClusterInfo, ClusterTarget, ServiceRole
+from orchestrator import scenario
 from orchestrator.coverage import COVERAGE_DIR
 from orchestrator.outcome import (
     LoadProcessDied,
@@ -366,8 +367,8 @@ class Run:
         # Client kills go through the load process, which owns its workers (harness.load_control).
         load_control = LoadControlClient(control_dir(self.run_dir.path), timeout_s=LOAD_CONTROL_TIMEOUT_S) \
             if self.config.load.workers > 0 else None
-        self.nemesis = Nemesis(config=self.config, cluster=self.target.info(),
-                               control=self.target.process_control(), recorder=recorder,
+        self.nemesis = Nemesis(config=self.config, timeline=scenario.timeline(self.config),
+                               cluster=self.target.info(), control=self.target.process_control(), recorder=recorder,
                                topology=self._topology, load_control=load_control)
         try:
             with self.nemesis:

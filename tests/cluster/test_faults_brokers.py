@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from faults.nemesis import Nemesis
+from faults.schedule import plan_run
 from harness.client import PulsarClient, TopicTerminatedError
 from harness.client.admin import AdminClient
 from harness.config import parse_scenario
@@ -65,8 +66,8 @@ def recorder(tmp_path: Path) -> Iterator[HistoryRecorder]:
 def nemesis(cluster: EmbeddedCluster, recorder: HistoryRecorder, fault: str, faults_s: float = 120) -> Nemesis:
     config = parse_scenario(f"name: broker-faults\npath: v4\nphases: {{faults_s: {faults_s}}}\n"
                             f"faults:\n  quiet_s: 0\n  schedule:\n    - {fault}\n", source="test")
-    return Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
-                   topology=Topology(), progress=lambda _m: None)
+    return Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
+                   recorder=recorder, topology=Topology(), progress=lambda _m: None)
 
 
 def history(recorder: HistoryRecorder) -> list[dict[str, Any]]:
@@ -169,8 +170,8 @@ def test_killing_the_coordinator_kills_the_broker_hosting_it(cluster_factory: Cl
     config = parse_scenario(f"name: coordinator\npath: {path}\nphases: {{faults_s: 120}}\nfaults:\n"
                             "  schedule:\n    - {kind: kill, target: 'coordinator:0', at_s: 0, for_s: 60}\n",
                             source="test")
-    with Nemesis(config=config, cluster=info, control=cluster, recorder=recorder,
-                 progress=lambda _m: None) as nem:
+    with Nemesis(config=config, timeline=plan_run(config), cluster=info, control=cluster,
+                 recorder=recorder, progress=lambda _m: None) as nem:
         nem.start()
         assert wait_for(lambda: nem.stats.injected == 1)
         assert str(nem.in_effect()[0].targets[0]) == host.name
@@ -220,8 +221,8 @@ def test_split_merge_and_seal_change_a_scalable_topics_active_segments(cluster_f
                             "    - {kind: merge, target: 'topic:0', at_s: 1, for_s: 0}\n"
                             "    - {kind: terminate, target: 'segment:0', at_s: 2, for_s: 0}\n", source="test")
     seen: list[int] = []
-    with Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
-                 topology=ScalableTopology(), progress=lambda _m: None) as nem:
+    with Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
+                 recorder=recorder, topology=ScalableTopology(), progress=lambda _m: None) as nem:
         nem.start()
         for done in (1, 2, 3):
             assert wait_for(lambda d=done: nem.stats.not_healable + nem.stats.failed == d)  # type: ignore[misc]
@@ -283,8 +284,8 @@ def test_unloading_a_topic_and_a_segment_keeps_them_serving(cluster_factory: Clu
         producer = client.create_producer(SCALABLE)
         for i in range(10):
             producer.send(b'{"v": "before"}', key=f"k{i}")
-        with Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
-                     topology=ScalableTopology(), progress=lambda _m: None) as nem:
+        with Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
+                     recorder=recorder, topology=ScalableTopology(), progress=lambda _m: None) as nem:
             nem.start()
             assert wait_for(lambda: nem.stats.not_healable + nem.stats.failed == 2)
             assert nem.stats.failed == 0, history(recorder)

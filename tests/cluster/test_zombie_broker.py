@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from faults.nemesis import Nemesis
+from faults.schedule import plan_run
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from harness.config import parse_scenario
@@ -124,8 +125,8 @@ def test_a_broker_cut_off_from_the_store_keeps_serving_until_the_new_owner_fence
     with PulsarClient(info.service(zombie).service_url, operation_timeout_s=10) as client:
         producer = client.create_producer(TOPIC)
         producer.send(b'{"v": "before"}')
-        with Nemesis(config=config, cluster=info, control=cluster, recorder=recorder,
-                     progress=lambda _m: None) as nem:
+        with Nemesis(config=config, timeline=plan_run(config), cluster=info, control=cluster,
+                     recorder=recorder, progress=lambda _m: None) as nem:
             nem.start()
             assert wait_for(lambda: nem.stats.injected == 1, 10)
             time.sleep(4)   # past the session (3 s): the zombie's client has declared it lost ...

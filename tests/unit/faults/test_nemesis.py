@@ -15,6 +15,7 @@ from faults import nemesis as nemesis_module
 from faults.environment import FaultEnvironment, topology_topics
 from faults.model import Fault, FaultAction
 from faults.nemesis import Nemesis, NemesisError
+from faults.schedule import plan_run
 from harness.config import RunConfig, parse_scenario
 from harness.errors import ConfigError
 from harness.history import HistoryRecorder, RunClock
@@ -32,7 +33,7 @@ TOPICS = tuple(f"persistent://public/txnbench/t{i}" for i in range(4))
 
 
 def config(faults_yaml: str, faults_s: float = 5.0, path: str = "v4", seed: int = 1,
-           cluster: str = "") -> RunConfig:
+           cluster: str = "cluster: {brokers: 3}\n") -> RunConfig:
     body = "\n".join("  " + line for line in faults_yaml.strip().splitlines())
     return parse_scenario(f"name: unit\nseed: {seed}\npath: {path}\nphases: {{faults_s: {faults_s}}}\n"
                           f"{cluster}faults:\n{body}\n", source="unit.yaml")
@@ -56,8 +57,8 @@ class World:
         self.lines: list[str] = []
 
     def nemesis(self, cfg: RunConfig, **kwargs: Any) -> Nemesis:
-        return Nemesis(config=cfg, cluster=self.cluster, control=self.control, recorder=self.recorder,
-                       environment=self.env, progress=self.lines.append, **kwargs)
+        return Nemesis(config=cfg, timeline=plan_run(cfg), cluster=self.cluster, control=self.control,
+                       recorder=self.recorder, environment=self.env, progress=self.lines.append, **kwargs)
 
     def history(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.recorder.file_path.read_text().splitlines()]
@@ -337,8 +338,9 @@ def test_capabilities_are_checked_when_the_nemesis_is_built(tmp_path: Path) -> N
     world.env.topics = ()
     with pytest.raises(ConfigError, match="terminate cannot run here: the run has no workload topology"):
         world.nemesis(config("schedule:\n  - {kind: terminate, at_s: 0}"))
-    with pytest.raises(ConfigError, match="there is no broker 3"):
-        world.nemesis(config("schedule:\n  - {kind: partition, target: broker-metadata:3, at_s: 0}"))
+    with pytest.raises(ConfigError, match="there is no broker 3"):   # planned on 4, the cluster has 3
+        world.nemesis(config("schedule:\n  - {kind: partition, target: broker-metadata:3, at_s: 0}",
+                             cluster="cluster: {brokers: 4}\n"))
 
 
 def test_random_faults_in_one_window_never_share_a_target(tmp_path: Path) -> None:
