@@ -186,7 +186,7 @@ def test_a_stored_entry_says_whether_it_is_a_marker_and_which_transaction_wrote_
         web: Recorder, admin: AdminClient) -> None:
     """getMessageById's headers (Pulsar 2.10-5.0): a commit or abort marker carries
     `X-Pulsar-marker-type`; a transactional message its transaction id. The drain tells a stale
-    stated end from withheld data by them (workloads/undeliverable.py)."""
+    stated end from withheld data by them (orchestrator/load/undeliverable.py)."""
     base = "/admin/v2/persistent/public/default/t-partition-0/ledger/7/entry"
     web.answers[("GET", f"{base}/3")] = (200, "", {"X-Pulsar-marker-type": "20", "X-Pulsar-txnid-most-bits": "1",
                                                    "X-Pulsar-txnid-least-bits": "42"})

@@ -18,17 +18,17 @@ from harness.client.reader import LastMessageIdLostError, LastMessageIdUnanswere
 from harness.history import HistoryRecorder, OpF
 from harness.target import ClusterInfo
 from harness.txn_paths import TxnPath
-from tests.unit.workloads.conftest import Harness, ManualClock
-from tests.unit.workloads.history_checks import assert_well_formed
-from workloads import drain as drain_module
-from workloads.atomic import AtomicProduce
-from workloads.drain import (
+from orchestrator.load import drain as drain_module
+from orchestrator.load.drain import (
     _backlog_in,
     drain,
     positions_after,
     subscription_backlog,
     unsettled_transactions,
 )
+from tests.unit.workloads.conftest import Harness, ManualClock
+from tests.unit.workloads.history_checks import assert_well_formed
+from workloads.atomic import AtomicProduce
 from workloads.topology import SubscriptionRole
 
 ATOMIC = """
