@@ -389,11 +389,9 @@ class Nemesis:
                                                        settings=self.cluster.settings),
                                  RESOLVE_TIMEOUT_S, f"choosing the target of {planned.fault_id}")
         except Exception as err:
-            inv = self.recorder.invoke(process, OpF.FAULT, extra={
-                "kind": planned.kind.name, "targets": [], "params": dict(planned.params),
-                "selector": planned.target, "fault_id": planned.fault_id, "for_s": for_s,
-                "healable": planned.healable, "source": planned.source,
-                **({"trigger": trigger} if trigger is not None else {})})
+            unresolved = Fault(planned.fault_id, planned.kind.name, planned.target, (), planned.params, for_s,
+                               planned.healable, planned.source, trigger, planned.kind.effects)
+            inv = self.recorder.invoke(process, OpF.FAULT, extra=unresolved.extra())
             self.recorder.fail(inv, _error(err))
             self._count(planned.kind.name, "failed")
             self.say(f"{self.label}: {planned.fault_id} {planned.kind.name} {planned.target}: "

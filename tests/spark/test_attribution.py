@@ -40,7 +40,7 @@ STALL_S = 40.0
 
 
 def _terminate(h: History) -> None:
-    extra = {"kind": "terminate", "targets": [TERMINATED], "fault_id": "f1", "healable": False}
+    extra = {"kind": "terminate", "effects": ["stays"], "targets": [TERMINATED], "fault_id": "f1", "healable": False}
     h.emit("nemesis", "nemesis/f1", "invoke", "fault", extra=extra)
     h.emit("nemesis", "nemesis/f1", "ok", "fault", extra=extra)
 

@@ -136,6 +136,7 @@ schedule:
             (f"nemesis/f{n}", "heal", "invoke"), (f"nemesis/f{n}", "heal", "ok")]
     kill = [h for h in history if h["process"] == "nemesis/f3"]
     assert kill[0]["extra"]["kind"] == "kill" and kill[0]["extra"]["targets"] == ["broker-2"]
+    assert kill[0]["extra"]["effects"] == ["stops"]   # what the analysis reads (it names no kind)
     assert kill[0]["extra"]["selector"] == "coordinator:1" and kill[0]["extra"]["params"] == {}
     assert all(h["writer"] == "nemesis" and h["path"] == "v4" for h in history)
     assert [h["index"] for h in history] == list(range(len(history)))
@@ -233,6 +234,7 @@ schedule:
     kill = [h for h in history if h["process"] == "nemesis/f3"]
     assert [(h["f"], h["type"]) for h in kill] == [("fault", "invoke"), ("fault", "fail")]
     assert kill[0]["extra"]["targets"] == [] and "no transaction coordinator 7" in kill[1]["error"]
+    assert kill[0]["extra"]["effects"] == ["stops"]
     assert world.control.calls == [] and world.network.clean()   # the pause never ran; the toxic is gone
 
 
