@@ -31,6 +31,7 @@ from targets import embedded as embedded_target
 from targets.embedded import EmbeddedCluster, EmbeddedSpec
 from targets.processes import ProcessState, process_state
 from tests.unit.faults import standin_broker
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -115,15 +116,6 @@ def unreachable(probe: Callable[[], object]) -> bool:
         probe()
     except (OSError, RpcUnavailable):
         return True
-    return False
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
     return False
 
 

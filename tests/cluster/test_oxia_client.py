@@ -35,6 +35,7 @@ from oxia.defs import NotificationType
 from embedded.metadata.blocking import BlockingMetadataClient
 from embedded.metadata.oxia_client import new_oxia_client
 from embedded.metadata.oxia_proto import pb
+from tests.waiting import wait_until
 from tools.launch import RealOxiaProcess, StoreProcess
 
 pytestmark = pytest.mark.cluster
@@ -93,15 +94,6 @@ def client(store: OxiaServer) -> Iterator[oxia.Client]:
         yield c
     finally:
         c.close()
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{what} not reached within {timeout}s")
 
 
 def missing(client: oxia.Client, key: str) -> bool:
@@ -291,8 +283,8 @@ def test_ephemeral_record_vanishes_when_its_client_dies(store: OxiaServer, clien
         child.kill()
         child.wait(timeout=10)
         killed_at = time.monotonic()
-        wait_until(lambda: missing(client, "/eph/killed"), timeout=SESSION_MS / 1000 + 5,
-                   what="the dead client's ephemeral record to expire")
+        wait_until(lambda: missing(client, "/eph/killed"), timeout_s=SESSION_MS / 1000 + 5,
+                   message="the dead client's ephemeral record to expire")
         assert time.monotonic() - killed_at >= SESSION_MS / 1000 * 0.5   # expired, not deleted at once
     finally:
         if child.poll() is None:
@@ -492,7 +484,7 @@ def test_acknowledged_writes_and_live_sessions_survive_a_store_kill(impl: str, t
             except grpc.RpcError:
                 return False
 
-        wait_until(readable, timeout=20, what="the client to reach the restarted store")
+        wait_until(readable, timeout_s=20, message="the client to reach the restarted store")
         assert {k: c.get(k)[2].version_id() for k in versions} == versions
         later = time.monotonic() + 5.0   # more than two heartbeats (every 2 s) after the restart
         while time.monotonic() < later:
@@ -504,8 +496,8 @@ def test_acknowledged_writes_and_live_sessions_survive_a_store_kill(impl: str, t
         closed_client = True
         fresh = new_oxia_client(store.oxia_address)   # the session was closed first: its record went
         try:
-            wait_until(lambda: missing(fresh, "/restart/eph"), timeout=5,
-                       what="the closed session's ephemeral record to go")
+            wait_until(lambda: missing(fresh, "/restart/eph"), timeout_s=5,
+                       message="the closed session's ephemeral record to go")
         finally:
             close_bounded(fresh)
     finally:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -30,19 +29,11 @@ from harness.errors import OperationError
 from harness.history import HistoryRecorder, RunClock
 from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import ClusterFactory
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
 TOPIC = "persistent://public/default/zombie-0"
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def owner_seen_by(cluster: EmbeddedCluster, asked: str, topic: str) -> str | None:

@@ -28,6 +28,7 @@ from tests.unit.faults.fakes import (
     cluster_info,
     v5_segments,
 )
+from tests.waiting import wait_for
 
 TOPICS = tuple(f"persistent://public/txnbench/t{i}" for i in range(4))
 
@@ -65,15 +66,6 @@ class World:
 
     def clean(self) -> bool:
         return self.network.clean() and (self.control is None or self.control.clean())
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def ops(history: list[dict[str, Any]]) -> list[tuple[str, str, str]]:

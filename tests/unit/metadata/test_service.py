@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,23 +21,12 @@ from embedded.metadata.model import (
     SessionExpired,
 )
 from embedded.metadata.server import ConfigError, MetadataConfig, MetadataService
+from tests.waiting import eventually, run
 
 
 def service(data_dir: Path, rpc_port: int = 0) -> MetadataService:
     return MetadataService({"name": "metadata", "host": "127.0.0.1", "data_dir": str(data_dir),
                             "rpc_port": rpc_port, "http_port": 0})
-
-
-def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(asyncio.wait_for(coro_fn(), 60))
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached within {timeout}s")
-        await asyncio.sleep(0.01)
 
 
 def test_config_errors_name_the_key() -> None:
