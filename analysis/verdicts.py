@@ -379,10 +379,6 @@ class _Attributor:
             return None, "its transaction never sent to a terminated topic"
         return None, "its transaction was not open when the topic was terminated"
 
-    def affected(self, example: Any) -> bool:
-        """Whether a terminate caused this instance (without the per-transaction bound)."""
-        return self.cause(example)[0] is not None
-
     def _touched_txns(self) -> dict[str, str]:
         """Transaction -> the first terminate (by injection) that touched it (class docstring)."""
         if self._touched is None:
