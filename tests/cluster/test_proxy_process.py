@@ -26,8 +26,8 @@ from tests.unit.proxy.support import (
     connect,
     echo_handler,
     round_trip,
-    wait_until,
 )
+from tests.waiting import wait_until
 from tools.launch import ProxyProcess, process_gone
 
 pytestmark = pytest.mark.cluster
@@ -185,11 +185,11 @@ def test_exits_when_its_parent_dies(tmp_path: Path) -> None:
         child_pid = int(parent.stdout.readline())
         endpoints = data_dir / "endpoints.json"
         wait_until(lambda: endpoints.exists() and json.loads(endpoints.read_text())["pid"] == child_pid,
-                   timeout=30, what="the proxy to start")
+                   timeout_s=30, message="the proxy to start")
         parent.kill()
         parent.wait(10)
         started = time.monotonic()
-        wait_until(lambda: process_gone(child_pid), timeout=15, what="the proxy to notice its parent died")
+        wait_until(lambda: process_gone(child_pid), timeout_s=15, message="the proxy to notice its parent died")
         assert time.monotonic() - started < 15
     finally:
         if parent.poll() is None:
