@@ -1,7 +1,7 @@
 """Shared fixtures: an embedded cluster (proxy, metadata, ledger, brokers) that is always stopped.
 
-`embedded_cluster` starts the default cluster (v4 path, 2 brokers, fast timeouts).
-`cluster_factory(path=..., brokers=..., settings=...)` starts others; every cluster
+`cluster_factory()` starts the default cluster (v4 path, 2 brokers, fast timeouts),
+`cluster_factory(path=..., brokers=..., settings=...)` others; every cluster
 started through it is brought down at teardown, also when the test fails, so no
 process outlives a test. Clusters live under the test's tmp_path and their services
 exit if the test process dies (`parent_pid`).
@@ -86,11 +86,6 @@ def started_clusters(base: Path) -> Iterator[ClusterFactory]:
 def cluster_factory(tmp_path: Path) -> Iterator[ClusterFactory]:
     with started_clusters(tmp_path) as start:
         yield start
-
-
-@pytest.fixture
-def embedded_cluster(cluster_factory: ClusterFactory) -> EmbeddedCluster:
-    return cluster_factory()
 
 
 # ---- traffic with the real pulsar-client (failover and restart tests) -------------------------
@@ -245,6 +240,15 @@ def subscribe(url: str, topic: str, timeout_s: float, *, subscription: str = "re
         if time.monotonic() > deadline:
             raise AssertionError(f"cannot subscribe: {commands.describe(answer)}")
         time.sleep(0.2)
+
+
+def running(process: Any) -> Iterator[Any]:
+    """`process` started for a fixture, and stopped when the fixture ends."""
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 @pytest.fixture(scope="session")

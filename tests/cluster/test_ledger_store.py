@@ -16,6 +16,7 @@ from embedded.ledger.client import (
     LedgerState,
     LedgerUnavailable,
 )
+from tests.cluster.conftest import running
 from tests.waiting import eventually, run
 from tools.launch import LedgerProcess
 
@@ -24,12 +25,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[LedgerProcess]:
-    proc = LedgerProcess(tmp_path / "ledger")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from running(LedgerProcess(tmp_path / "ledger"))
 
 
 def test_every_acknowledged_append_survives_kill_9(ledger: LedgerProcess) -> None:

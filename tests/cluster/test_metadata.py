@@ -25,6 +25,7 @@ from embedded.metadata.model import (
     SessionExpired,
 )
 from harness.metrics import parse_prometheus_text
+from tests.cluster.conftest import running
 from tests.waiting import eventually, run
 from tools.launch import StoreProcess
 
@@ -33,12 +34,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[StoreProcess]:
-    proc = StoreProcess(tmp_path / "metadata")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from running(StoreProcess(tmp_path / "metadata"))
 
 
 def metric(store: StoreProcess, name: str, **labels: str) -> float:

@@ -34,6 +34,7 @@ from embedded.metadata.model import (
 )
 from embedded.metadata.oxia_client import OxiaMetadataClient
 from embedded.metadata.zk_client import ZkMetadataClient
+from tests.cluster.conftest import running
 from tests.waiting import eventually, run
 from tools.launch import StoreProcess, ZooKeeperProcess
 
@@ -45,12 +46,7 @@ BACKENDS = ("ours", "oxia", "zk")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreProcess]:
-    proc = StoreProcess(tmp_path_factory.mktemp("backends-store"), oxia=True)
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from running(StoreProcess(tmp_path_factory.mktemp("backends-store"), oxia=True))
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from oxia.defs import NotificationType
 from embedded.metadata.blocking import BlockingMetadataClient
 from embedded.metadata.oxia_client import new_oxia_client
 from embedded.metadata.oxia_proto import pb
+from tests.cluster.conftest import running
 from tests.waiting import wait_until
 from tools.launch import RealOxiaProcess, StoreProcess
 
@@ -79,12 +80,7 @@ def _only_where_it_applies(request: pytest.FixtureRequest, impl: str) -> None:
 
 @pytest.fixture(scope="module")
 def store(impl: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxiaServer]:
-    proc = new_server(impl, tmp_path_factory.mktemp(f"oxia-{impl}"))
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from running(new_server(impl, tmp_path_factory.mktemp(f"oxia-{impl}")))
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import requests
 from harness.metrics import parse_prometheus_text
 from harness.toxiproxy.client import Stream, ToxicType, ToxiproxyClient
 from targets.processes import free_port
+from tests.cluster.conftest import running
 from tests.unit.proxy.support import (
     HOST,
     BackgroundLoop,
@@ -52,11 +53,7 @@ def proxy(tmp_path: Path, echo_address: str) -> Iterator[ProxyProcess]:
         {"name": "broker-0-metadata", "listen": f"{HOST}:0", "upstream": echo_address, "enabled": True},
         {"name": "broker-0-ledger", "listen": f"{HOST}:0", "upstream": echo_address, "enabled": False},
     ])
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    yield from running(process)
 
 
 @pytest.fixture
