@@ -14,7 +14,7 @@ import pytest
 from faults import nemesis as nemesis_module
 from faults.environment import FaultEnvironment, topology_topics
 from faults.model import Fault, FaultAction
-from faults.nemesis import Nemesis, NemesisError
+from faults.nemesis import Nemesis, NemesisError, NemesisStats
 from faults.schedule import plan_run
 from harness.config import RunConfig, parse_scenario
 from harness.errors import ConfigError
@@ -60,6 +60,12 @@ class World:
     def nemesis(self, cfg: RunConfig, **kwargs: Any) -> Nemesis:
         return Nemesis(config=cfg, timeline=plan_run(cfg), cluster=self.cluster, control=self.control,
                        recorder=self.recorder, environment=self.env, progress=self.lines.append, **kwargs)
+
+    def run_until(self, cfg: RunConfig, done: Callable[[NemesisStats], bool]) -> None:
+        """Run `cfg`'s timeline until `done(stats)`, then leave the nemesis (it heals)."""
+        with self.nemesis(cfg) as nemesis:
+            nemesis.start()
+            assert wait_for(lambda: done(nemesis.stats))
 
     def history(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.recorder.file_path.read_text().splitlines()]
@@ -276,9 +282,7 @@ def test_an_action_that_hangs_is_bounded(tmp_path: Path, monkeypatch: pytest.Mon
 def test_topic_faults_are_not_healable(tmp_path: Path) -> None:
     world = World(tmp_path)
     cfg = config("schedule:\n  - {kind: terminate, target: topic:2, at_s: 0, for_s: 0}", faults_s=1)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.not_healable == 1)
+    world.run_until(cfg, lambda stats: stats.not_healable == 1)
     assert world.admin.calls == [("terminate_topic", TOPICS[2])]
     history = world.history()
     assert [(h["f"], h["type"]) for h in history] == [("fault", "invoke"), ("fault", "ok")]
@@ -295,9 +299,7 @@ schedule:
   - {kind: merge, target: topic:1, at_s: 0.05, for_s: 0}
   - {kind: terminate, target: topic:1, at_s: 0.1, for_s: 0}
 """, faults_s=1, path="v5")
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.not_healable == 3)
+    world.run_until(cfg, lambda stats: stats.not_healable == 3)
     split, merge, seal = world.admin.calls
     assert split[0] == "split" and split[1] == topics[0] and split[2] in (0, 1)
     assert merge == ("merge", topics[1], 0, 1)
@@ -400,9 +402,7 @@ def test_a_slow_participant_must_keep_its_metadata_session(tmp_path: Path) -> No
 def test_restart_stops_gracefully_and_starts_when_healed(tmp_path: Path) -> None:
     world = World(tmp_path)
     cfg = config("schedule:\n  - {kind: restart, target: broker:1, at_s: 0, for_s: 0.2}", faults_s=2)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.healed == 1)
+    world.run_until(cfg, lambda stats: stats.healed == 1)
     assert world.control is not None
     assert world.control.calls == [("stop", "broker-1"), ("start", "broker-1")]
     assert world.clean()
@@ -416,27 +416,21 @@ def test_restart_of_a_stopped_process_is_not_injected(tmp_path: Path) -> None:
     assert world.control is not None
     world.control.state["broker-0"] = "stopped"
     cfg = config("schedule:\n  - {kind: restart, target: broker:0, at_s: 0, for_s: 0.1}", faults_s=1)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.failed == 1)
+    world.run_until(cfg, lambda stats: stats.failed == 1)
     assert ("stop", "broker-0") not in world.control.calls
 
 
 def test_unload_moves_ownership_of_a_topic_or_one_segment(tmp_path: Path) -> None:
     world = World(tmp_path)
     cfg = config("quiet_s: 0\nschedule:\n  - {kind: unload, target: topic:3, at_s: 0, for_s: 0}", faults_s=1)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.not_healable == 1)
+    world.run_until(cfg, lambda stats: stats.not_healable == 1)
     assert world.admin.calls == [("unload_topic", TOPICS[3])]
 
     topics = tuple(f"topic://public/txnbench/t{i}" for i in range(2))
     v5 = World(tmp_path / "v5", TxnPath.V5, topics=topics)
     cfg = config("quiet_s: 0\nschedule:\n  - {kind: unload, target: segment:1, at_s: 0, for_s: 0}\n"
                  "  - {kind: unload, target: topic:0, at_s: 0.05, for_s: 0}", faults_s=1, path="v5")
-    with v5.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.not_healable == 2)
+    v5.run_until(cfg, lambda stats: stats.not_healable == 2)
     (kind, segment), whole = v5.admin.calls
     assert kind == "unload_segment" and segment in v5.admin.segments_by_topic[topics[1]]
     assert whole == ("unload_topic", topics[0])
@@ -465,9 +459,7 @@ def test_a_trigger_that_never_comes_injects_at_its_deadline(tmp_path: Path) -> N
     world = World(tmp_path)
     cfg = config("schedule:\n  - {kind: kill, target: broker:0, at_s: 0, for_s: 0.1, "
                  "trigger: {op: txn-commit, type: ok, within_s: 0.2}}", faults_s=5)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.healed == 1)
+    world.run_until(cfg, lambda stats: stats.healed == 1)
     trigger = world.history()[0]["extra"]["trigger"]
     assert trigger["fired"] is False and trigger["waited_s"] >= 0.2 and "seen" not in trigger
 
