@@ -17,7 +17,6 @@ when a stream breaks (a resume offset) is sent with its own stub.
 
 from __future__ import annotations
 
-import os
 import queue
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from embedded.metadata.blocking import BlockingMetadataClient
 from embedded.metadata.oxia_client import new_oxia_client
 from embedded.metadata.oxia_proto import pb
 from tests.cluster.conftest import running
+from tests.prerequisites import under_test
 from tests.waiting import wait_until
 from tools.launch import RealOxiaProcess, StoreProcess
 
@@ -53,20 +53,12 @@ UNDER_TEST_ENV = "TXNBENCH_OXIA_UNDER_TEST"
 OxiaServer = StoreProcess | RealOxiaProcess
 
 
-def under_test() -> list[str]:
-    chosen = [x.strip() for x in os.environ.get(UNDER_TEST_ENV, OURS).split(",") if x.strip()]
-    unknown = set(chosen) - {OURS, REAL}
-    if unknown:
-        raise pytest.UsageError(f"{UNDER_TEST_ENV}: {', '.join(sorted(unknown))}; use {OURS}, {REAL} or both")
-    return chosen
-
-
 def new_server(impl: str, directory: Path) -> OxiaServer:
     """Our store with its Oxia frontend, or the real Oxia; not started."""
     return StoreProcess(directory, oxia=True) if impl == OURS else RealOxiaProcess(directory)
 
 
-@pytest.fixture(scope="module", params=under_test())
+@pytest.fixture(scope="module", params=under_test(UNDER_TEST_ENV, OURS, REAL))
 def impl(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

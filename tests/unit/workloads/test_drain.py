@@ -613,6 +613,14 @@ class FakeClock:
     def sleep(self, seconds: float) -> None:
         self.now += seconds
 
+    @classmethod
+    def installed(cls, monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+        """One the drain reads its time from and sleeps on."""
+        clock = cls()
+        monkeypatch.setattr(drain_module, "_monotonic", clock)
+        monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+        return clock
+
 
 def test_the_drain_follows_a_lag_longer_than_its_fixed_budget(
         make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -621,9 +629,7 @@ def test_the_drain_follows_a_lag_longer_than_its_fixed_budget(
     (with silences between them) now stretch the deadline and the tolerated silence."""
     h, first, everything = committed_on_one_topic(make_harness, monkeypatch, transactions=6)
     n = len(everything)
-    clock = FakeClock()
-    monkeypatch.setattr(drain_module, "_monotonic", clock)
-    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    FakeClock.installed(monkeypatch)
     # re-reads every 5 s: more at 5 s, nothing at 10 s, more at 15 s, nothing for 10 s (the old rule
     # stopped here, and the old budget of 20 s had run out at 20 s), the rest at 30 s
     late = late_on_first_topic(h, first, LateVisibilityReaders(everything, [1, 2, 2, 3, 3, 3, n]))
@@ -644,9 +650,7 @@ def test_values_still_arriving_when_even_the_stretched_deadline_passes_leave_the
     h, first, everything = committed_on_one_topic(make_harness, monkeypatch, transactions=6)
     n = len(everything)
     assert n >= 6
-    clock = FakeClock()
-    monkeypatch.setattr(drain_module, "_monotonic", clock)
-    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    FakeClock.installed(monkeypatch)
     # one more value every other re-read (10 s apart), for longer than 4 x 12 s allows
     late_on_first_topic(h, first, LateVisibilityReaders(everything, [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, n]))
     recorder = drain_recorder(h)
@@ -680,9 +684,7 @@ def test_the_wait_for_open_transactions_and_slow_topic_loads_do_not_eat_the_read
     for _ in range(4):
         user.step()
     assert user.open_txn() is not None           # abandoned: the drain waits txn_timeout_s + the margin
-    clock = FakeClock()
-    monkeypatch.setattr(drain_module, "_monotonic", clock)
-    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    clock = FakeClock.installed(monkeypatch)
     h.client.create_reader = SlowToLoadReaders(h.client.create_reader, clock, load_s=14.0)  # type: ignore[method-assign]
     result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=20, client=h.client)
     assert result.complete, result.reason
@@ -896,9 +898,7 @@ def test_every_topic_is_read_once_before_any_topic_waits_for_late_values(
     re-read for their late values on all four drain threads while 21 topics and subscriptions were
     never read, and the verdict was unknown. The re-reads now wait until every topic was read once."""
     h, first, everything = committed_on_one_topic(make_harness, monkeypatch, transactions=6)
-    clock = FakeClock()
-    monkeypatch.setattr(drain_module, "_monotonic", clock)
-    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    FakeClock.installed(monkeypatch)
     monkeypatch.setattr(drain_module, "THREADS", 1)
     late = LateVisibilityReaders(everything, [1, 2, len(everything)])
     asked: list[str] = []
@@ -958,9 +958,7 @@ def test_slow_reads_leave_the_subscriptions_their_own_time(
     user = AtomicProduce(h.ctx)
     for _ in range(3):
         user.step()
-    clock = FakeClock()
-    monkeypatch.setattr(drain_module, "_monotonic", clock)
-    monkeypatch.setattr(drain_module, "_sleep", clock.sleep)
+    clock = FakeClock.installed(monkeypatch)
     h.client.create_reader = SlowToLoadReaders(h.client.create_reader, clock, load_s=9.5)  # type: ignore[method-assign]
     result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=18, client=h.client)
     assert result.complete, result.reason
