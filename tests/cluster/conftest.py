@@ -32,6 +32,10 @@ from typing import Any
 import pulsar
 import pytest
 
+from faults.nemesis import Nemesis
+from faults.schedule import plan_run
+from harness.config import RunConfig
+from harness.history import HistoryRecorder
 from harness.metadata_stores import OUR_STORE
 from harness.txn_paths import TxnPath
 from harness.wire import Command, CommandType, Connection, InitialPosition, Role, SubType, commands
@@ -241,6 +245,12 @@ def subscribe(url: str, topic: str, timeout_s: float, *, subscription: str = "re
             raise AssertionError(f"cannot subscribe: {commands.describe(answer)}")
         time.sleep(0.2)
 
+
+
+def quiet_nemesis(config: RunConfig, cluster: EmbeddedCluster, recorder: HistoryRecorder, **kwargs: Any) -> Nemesis:
+    """A nemesis that says nothing, on `config`'s planned timeline against `cluster`, which it controls."""
+    return Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
+                   recorder=recorder, progress=lambda _m: None, **kwargs)
 
 def running(process: Any) -> Iterator[Any]:
     """`process` started for a fixture, and stopped when the fixture ends."""

@@ -17,7 +17,6 @@ import pytest
 import requests
 
 from faults.nemesis import Nemesis
-from faults.schedule import plan_run
 from harness.client import PulsarClient, TopicTerminatedError
 from harness.client.admin import AdminClient
 from harness.config import parse_scenario
@@ -25,10 +24,8 @@ from harness.errors import OperationError
 from harness.history import HistoryRecorder, RunClock
 from targets.embedded import EmbeddedCluster
 from targets.processes import ProcessState
-from tests.cluster.conftest import ClusterFactory
+from tests.cluster.conftest import ClusterFactory, quiet_nemesis
 from tests.waiting import wait_for
-
-pytestmark = pytest.mark.cluster
 
 TOPICS = ("persistent://public/default/faults-0", "persistent://public/default/faults-1")
 
@@ -57,8 +54,7 @@ def recorder(tmp_path: Path) -> Iterator[HistoryRecorder]:
 def nemesis(cluster: EmbeddedCluster, recorder: HistoryRecorder, fault: str, faults_s: float = 120) -> Nemesis:
     config = parse_scenario(f"name: broker-faults\npath: v4\nphases: {{faults_s: {faults_s}}}\n"
                             f"faults:\n  quiet_s: 0\n  schedule:\n    - {fault}\n", source="test")
-    return Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
-                   recorder=recorder, topology=Topology(), progress=lambda _m: None)
+    return quiet_nemesis(config, cluster, recorder, topology=Topology())
 
 
 def history(recorder: HistoryRecorder) -> list[dict[str, Any]]:
@@ -161,8 +157,7 @@ def test_killing_the_coordinator_kills_the_broker_hosting_it(cluster_factory: Cl
     config = parse_scenario(f"name: coordinator\npath: {path}\nphases: {{faults_s: 120}}\nfaults:\n"
                             "  schedule:\n    - {kind: kill, target: 'coordinator:0', at_s: 0, for_s: 60}\n",
                             source="test")
-    with Nemesis(config=config, timeline=plan_run(config), cluster=info, control=cluster,
-                 recorder=recorder, progress=lambda _m: None) as nem:
+    with quiet_nemesis(config, cluster, recorder) as nem:
         nem.start()
         assert wait_for(lambda: nem.stats.injected == 1, 20)
         assert str(nem.in_effect()[0].targets[0]) == host.name
@@ -212,8 +207,7 @@ def test_split_merge_and_seal_change_a_scalable_topics_active_segments(cluster_f
                             "    - {kind: merge, target: 'topic:0', at_s: 1, for_s: 0}\n"
                             "    - {kind: terminate, target: 'segment:0', at_s: 2, for_s: 0}\n", source="test")
     seen: list[int] = []
-    with Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
-                 recorder=recorder, topology=ScalableTopology(), progress=lambda _m: None) as nem:
+    with quiet_nemesis(config, cluster, recorder, topology=ScalableTopology()) as nem:
         nem.start()
         for done in (1, 2, 3):
             assert wait_for(lambda d=done: nem.stats.not_healable + nem.stats.failed == d, 20)  # type: ignore[misc]
@@ -275,8 +269,7 @@ def test_unloading_a_topic_and_a_segment_keeps_them_serving(cluster_factory: Clu
         producer = client.create_producer(SCALABLE)
         for i in range(10):
             producer.send(b'{"v": "before"}', key=f"k{i}")
-        with Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
-                     recorder=recorder, topology=ScalableTopology(), progress=lambda _m: None) as nem:
+        with quiet_nemesis(config, cluster, recorder, topology=ScalableTopology()) as nem:
             nem.start()
             assert wait_for(lambda: nem.stats.not_healable + nem.stats.failed == 2, 20)
             assert nem.stats.failed == 0, history(recorder)

@@ -20,8 +20,6 @@ from tests.cluster.conftest import running
 from tests.waiting import eventually, run
 from tools.launch import LedgerProcess
 
-pytestmark = pytest.mark.cluster
-
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[LedgerProcess]:

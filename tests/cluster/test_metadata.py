@@ -29,8 +29,6 @@ from tests.cluster.conftest import running
 from tests.waiting import eventually, run
 from tools.launch import StoreProcess
 
-pytestmark = pytest.mark.cluster
-
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[StoreProcess]:

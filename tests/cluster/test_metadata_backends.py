@@ -38,8 +38,6 @@ from tests.cluster.conftest import running
 from tests.waiting import eventually, run
 from tools.launch import StoreProcess, ZooKeeperProcess
 
-pytestmark = pytest.mark.cluster
-
 SESSION_MS = 4_000
 BACKENDS = ("ours", "oxia", "zk")
 

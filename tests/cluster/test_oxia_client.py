@@ -39,8 +39,6 @@ from tests.prerequisites import under_test
 from tests.waiting import wait_until
 from tools.launch import RealOxiaProcess, StoreProcess
 
-pytestmark = pytest.mark.cluster
-
 # The client heartbeats every max(timeout/10, 2 s), capped just under the timeout: at Oxia's
 # minimum of 2 s it would heartbeat every 1.999 s and lose its session to any delay (on a real
 # Oxia too, whose expiry is the same `last heartbeat + timeout`). 4 s leaves 2 s of slack.

@@ -23,8 +23,6 @@ from tests.cluster.test_v5_gc_race import (
 )
 from tests.cluster.test_v5_helpers import start_v5
 
-pytestmark = pytest.mark.cluster
-
 BUG = planted_bugs.V5_GC_RETENTION_UNITS
 SLOW: dict[str, Any] = {"txnbenchV5GcRetentionMillis": 30_000, "txnbenchV5GcIntervalMillis": 200,
                         "txnbenchV5ParticipantDelayMillis": 2000, "txnbenchV5ParticipantDelayMatch": "|slow-sub",

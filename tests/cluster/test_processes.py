@@ -5,12 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from targets.processes import ManagedProcess, ProcessState, process_state
 from tests.waiting import wait_for
-
-pytestmark = pytest.mark.cluster
 
 
 def _sleeper(tmp_path: Path) -> ManagedProcess:

@@ -31,8 +31,6 @@ from tests.unit.proxy.support import (
 from tests.waiting import wait_until
 from tools.launch import ProxyProcess, process_gone
 
-pytestmark = pytest.mark.cluster
-
 
 @pytest.fixture
 def echo_address() -> Iterator[str]:

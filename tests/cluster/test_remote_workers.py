@@ -37,8 +37,6 @@ from tests.cluster.test_run_scenarios import short_scenario
 from tests.waiting import wait_until
 from workloads.topology import plan
 
-pytestmark = pytest.mark.cluster
-
 TXNBENCH = [sys.executable, "-m", "orchestrator.cli"]
 REPO = Path(__file__).resolve().parents[2]
 

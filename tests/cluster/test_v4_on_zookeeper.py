@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from harness.client.client import PulsarClient
 from harness.client.transaction import Transaction
 from targets.embedded import HOST
@@ -28,8 +26,6 @@ from tests.cluster.test_v4_transactions import (
     value_of,
 )
 from tests.waiting import wait_until
-
-pytestmark = pytest.mark.cluster
 
 ZK_SETTINGS = {**TXN_SETTINGS, "metadataStoreUrl": "zk"}
 

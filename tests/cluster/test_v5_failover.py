@@ -38,8 +38,6 @@ from tests.cluster.test_v5_helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.cluster
-
 TXN_TIMEOUT_S = 10
 TOPICS = ("topic://public/default/failover-a", "topic://public/default/failover-b")
 

@@ -39,8 +39,6 @@ from tests.cluster.test_v5_helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.cluster
-
 RACE: dict[str, Any] = {"txnbenchV5GcRetentionMillis": 300, "txnbenchV5GcIntervalMillis": 200,
         "txnbenchV5ParticipantDelayMillis": 2000, "txnbenchV5ParticipantDelayMatch": "|slow-sub"}
 

@@ -10,8 +10,6 @@ that leads the coordinators hands them over once its Oxia session expires, atomi
 
 from __future__ import annotations
 
-import pytest
-
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v5_failover import (
     kill_the_coordinator_leader,
@@ -24,8 +22,6 @@ from tests.cluster.test_v5_helpers import (
     scrape,
     start_v5,
 )
-
-pytestmark = pytest.mark.cluster
 
 # The Python client heartbeats every 2 s at the least: a session needs comfortably more.
 OXIA_SETTINGS = {"metadataStoreUrl": "oxia", "metadataStoreSessionTimeoutMillis": 6000}

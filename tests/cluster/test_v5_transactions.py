@@ -35,8 +35,6 @@ from tests.cluster.test_v5_helpers import (
     values,
 )
 
-pytestmark = pytest.mark.cluster
-
 
 def test_atomic_produce_across_two_scalable_topics(cluster_factory: ClusterFactory) -> None:
     cluster = start_v5(cluster_factory)

@@ -28,8 +28,6 @@ from tests.waiting import wait_until
 from workloads.payload import encode
 from workloads.topology import SubscriptionRole, TopicRole, plan
 
-pytestmark = pytest.mark.cluster
-
 CONFIG = """
 workload: {{kind: consume-transform-produce, topics: 2, topics_per_txn: 1, partitions: {partitions},
            namespace: public/wl}}

@@ -18,20 +18,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from faults.nemesis import Nemesis
-from faults.schedule import plan_run
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from harness.config import parse_scenario
 from harness.errors import OperationError
 from harness.history import HistoryRecorder, RunClock
 from targets.embedded import EmbeddedCluster
-from tests.cluster.conftest import ClusterFactory
+from tests.cluster.conftest import ClusterFactory, quiet_nemesis
 from tests.waiting import wait_for
-
-pytestmark = pytest.mark.cluster
 
 TOPIC = "persistent://public/default/zombie-0"
 
@@ -116,8 +110,7 @@ def test_a_broker_cut_off_from_the_store_keeps_serving_until_the_new_owner_fence
     with PulsarClient(info.service(zombie).service_url, operation_timeout_s=10) as client:
         producer = client.create_producer(TOPIC)
         producer.send(b'{"v": "before"}')
-        with Nemesis(config=config, timeline=plan_run(config), cluster=info, control=cluster,
-                     recorder=recorder, progress=lambda _m: None) as nem:
+        with quiet_nemesis(config, cluster, recorder) as nem:
             nem.start()
             assert wait_for(lambda: nem.stats.injected == 1, 10)
             time.sleep(4)   # past the session (3 s): the zombie's client has declared it lost ...

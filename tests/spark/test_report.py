@@ -18,8 +18,6 @@ from tests.unit.report.fakes import fake_results
 from tests.unit.report.simrun import SimSpec, simulate_run
 from tests.unit.report.test_render import assert_self_contained
 
-pytestmark = pytest.mark.spark
-
 PHASES = (("setup", 0.1), ("warmup", 0.2), ("steady", 0.8), ("recovery", 0.1))
 
 

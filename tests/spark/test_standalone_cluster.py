@@ -27,7 +27,7 @@ from analysis.check import check_run
 from targets.processes import free_port
 from tests.spark.dsl import History
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 READY_TIMEOUT_S = 90.0
 CHECK_TIMEOUT_S = 600.0
