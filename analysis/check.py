@@ -32,7 +32,6 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -70,9 +69,9 @@ from analysis.spark import (
 from harness.anomalies import AnomalyClass
 from harness.config import RunConfig
 from harness.errors import ConfigError, EnvironmentProblem
-from harness.history.events import read_events
+from harness.history.events import Event, read_events
 from harness.history.integrity import RECORD_KEY, Damage, verify_history, verify_writers
-from harness.history.schema import NEMESIS_WRITER, OpF, OpType
+from harness.history.schema import NEMESIS_WRITER, FaultEffect, OpF, OpType
 from harness.results import (
     RunDir,
     read_json,
@@ -136,13 +135,13 @@ def abandon_limits(run: RunDir) -> tuple[float, float]:
 
 
 def killed_writers(run: RunDir) -> tuple[str, ...]:
-    """Load workers a `client-kill` fault killed (the nemesis's `fault` ok, `extra.effect.writer`):
+    """Load workers a client fault killed (the nemesis's `fault` ok, `extra.effect.writer`):
     like a lost worker, their history simply ends."""
     killed: set[str] = set()
     try:
         for op in read_events(run.history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT,)):
             effect = op.extra.get("effect")
-            if op.type is OpType.OK and op.extra.get("kind") == "client-kill" \
+            if op.type is OpType.OK and FaultEffect.KILLS_CLIENT in op.effects \
                     and isinstance(effect, dict) and isinstance(effect.get("writer"), str):
                 killed.add(effect["writer"])
     except (OSError, ValueError):
@@ -154,33 +153,29 @@ def killed_writers(run: RunDir) -> tuple[str, ...]:
 #: and writes markers into the topics (the ledger store); v5's is a CAS of the transaction's
 #: header and its decision events (the metadata store)
 COMMIT_STORE = {"v4": "ledger", "v4-batched": "ledger", "v5": "metadata"}
-#: fault kinds that put a store out of every broker's reach while they hold (`target: ledger` or
-#: `metadata` partitions every broker's link to it; a kill, crash, corrupt or pause stops the store;
-#: an `exit` is the supervisor's record of a store that stopped on its own, until it started it
-#: again: a kill, as far as commits can tell, faults/supervisor.py)
-OUTAGE_KINDS = frozenset({"partition", "kill", "crash", "corrupt", "pause", "exit"})
-#: fault kinds that stop a broker while they hold (a restart is down from its stop to its heal, the
-#: broker ready again; an `exit` is the supervisor's record of a broker that stopped on its own)
-BROKER_STOP_KINDS = frozenset({"kill", "crash", "pause", "restart", "exit"})
 _BROKER = re.compile(r"broker-\d+")
 #: one broker's links: the clients' to it, its own to the metadata or ledger store, the other
 #: brokers' to it (the coordinator reaches a participant's owner over it)
 _BROKER_LINK = re.compile(r"client-broker-\d+|broker-\d+-(?:metadata|ledger)|brokers-broker-\d+")
 
 
-def _is_outage(extra: Mapping[str, Any], commit_store: str | None) -> bool:
+def _is_outage(op: Event, commit_store: str | None) -> bool:
     """True for a fault during which a commit of the run's path may have waited on the fault,
-    not on the system: every client cut off, the commit store out of every broker's reach, or
-    one broker stopped or cut off (`_stops_a_broker`)."""
-    kind = extra.get("kind")
-    if kind == "client-isolate":
+    not on the system: every client cut off, the commit store out of every broker's reach (every
+    link to it cut, `target: ledger` or `metadata`, or the store down: killed, crashed, corrupted,
+    paused, or exited on its own until the supervisor started it again), or one broker stopped
+    or cut off (`_stops_a_broker`). The fault's effects say which (harness.history.schema
+    FaultEffect, as its kind declares them)."""
+    effects = op.effects
+    if FaultEffect.ISOLATES_CLIENTS in effects:
         return True
-    if commit_store is not None and kind in OUTAGE_KINDS and extra.get("selector") == commit_store:
+    if commit_store is not None and effects & {FaultEffect.STOPS, FaultEffect.CUTS} \
+            and op.extra.get("selector") == commit_store:
         return True
-    return _stops_a_broker(extra)
+    return _stops_a_broker(op)
 
 
-def _stops_a_broker(extra: Mapping[str, Any]) -> bool:
+def _stops_a_broker(op: Event) -> bool:
     """A broker stopped (killed, crashed, paused, restarting, exited) or one of its links cut.
 
     Why: a transaction's coordinator and its participants' partitions live on brokers the history
@@ -191,11 +186,10 @@ def _stops_a_broker(extra: Mapping[str, Any]) -> bool:
     faults stacked in one window make a healthy commit wait longer than any fixed bound. That time
     is the fault's; the time the commit waits with every broker up and reachable still counts, so
     a commit a restart leaves stuck, or a failover slower than the bound, is still a stall."""
-    targets = [str(t) for t in extra.get("targets") or []]
-    kind = extra.get("kind")
-    if kind in BROKER_STOP_KINDS:
+    targets = [str(t) for t in op.extra.get("targets") or []]
+    if FaultEffect.STOPS in op.effects:
         return any(_BROKER.fullmatch(t) for t in targets)
-    if kind == "partition":
+    if FaultEffect.CUTS in op.effects:
         return any(_BROKER_LINK.fullmatch(t) for t in targets)
     return False
 
@@ -213,10 +207,9 @@ def commit_blocked_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
     """When a commit may have waited on a fault rather than on the system: (a fault's `fault`
     invoke, its `heal` ok or None), run clock; stalled-commit does not count that time.
 
-    Every client cut off from every broker (`client-isolate`); the store every commit of the
-    run's path needs out of every broker's reach (`COMMIT_STORE`: a partition of all its links,
-    a kill, a power-loss crash, a corruption or a pause of it, or its own exit the supervisor
-    recorded, until healed); one broker stopped or one of its links cut (`_stops_a_broker`).
+    Every client cut off from every broker; the store every commit of the run's path needs out of
+    every broker's reach (`COMMIT_STORE`: all its links cut, or it stopped, until healed); one
+    broker stopped or one of its links cut (`_is_outage`, by the faults' recorded effects).
     A commit caught by such a window is slow by the fault's length; the time outside the
     windows still counts, so a commit that stays stuck after the heal is still a stall."""
     commit_store = COMMIT_STORE.get(run_txn_path(run) or "")
@@ -224,7 +217,7 @@ def commit_blocked_windows(run: RunDir) -> tuple[tuple[int, int | None], ...]:
     ends: dict[str, int | None] = {}
     try:
         for op in read_events(run.history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT, OpF.HEAL)):
-            if not _is_outage(op.extra, commit_store):
+            if not _is_outage(op, commit_store):
                 continue
             key, t = op.fault_key, op.time_ns
             if op.f is OpF.FAULT and op.type is OpType.INVOKE:

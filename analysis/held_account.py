@@ -5,7 +5,7 @@ partition cannot take its marker) holds a v4 partition's max read position for g
 value committed after it there stays invisible: `make chaos TARGET=pulsar` on 5.0.1 reported
 8,084 lost writes whose every value lay behind three such horizons
 (`results/20261129-122837-chaos-chaos`, docs/findings/v4-commit-marker-skipped-on-bundle-unload.md).
-The drain asks each partition's owner what holds its horizon and records it (workloads/horizons.py,
+The drain asks each partition's owner what holds its horizon and records it (orchestrator/load/horizons.py,
 `drain-complete` `extra.held_horizons`); the report said nothing of it, so the reader of a run
 had to join instances and horizons by hand to see that thousands of instances are a few holders.
 
@@ -67,7 +67,7 @@ class HeldAccount:
     def describe(self) -> str:
         holders = "; ".join(f"{label}: {n}" for label, n in sorted(self.by_holder.items(), key=lambda kv: -kv[1]))
         return (f"{self.behind} of {self.total} instance(s) lie behind read horizons the drain found held "
-                f"(workloads/horizons.py), per partition and holder: {holders}")
+                f"(orchestrator/load/horizons.py), per partition and holder: {holders}")
 
 
 def held_partitions(history_dir: Path) -> dict[str, HeldPartition]:

@@ -39,10 +39,11 @@ the checker keeps a class's instances in a file of their own (`instances`,
 analysis/checks/base.py MAX_INSTANCES). A class with more instances than were kept stays
 unexpected: an expectation may explain a finding, never swallow an unrelated one.
 
-A fault the supervisor records when a server exits on its own (`exit`, faults/supervisor.py)
-counts as a kill of that service (`fault_kind`); no expectation scope explains anything by
-a kill, and the checker leaves a broker's or the commit store's exit out of stalled-commit's
-time as it does its kill (analysis/check.py, `commit_blocked_windows`).
+Faults are told apart by their recorded effects (`extra.effects`, harness.history.schema
+FaultEffect), never by kind: a server's own exit, which the supervisor records (faults/supervisor.py),
+stops it as a kill does; no expectation scope explains anything by a stopped service, and the checker
+leaves a broker's or the commit store's exit out of stalled-commit's time as it does its kill
+(analysis/check.py, `commit_blocked_windows`).
 
 What a scenario expects has one definition, `ChecksConfig.expected_on` (harness.config):
 `judge_run` rebuilds the run's `ChecksConfig` from its manifest (`config.checks`, the
@@ -64,7 +65,7 @@ from analysis.held_account import account, held_partitions
 from harness.anomalies import AnomalyClass
 from harness.config import ChecksConfig, ExpectationScope, ExpectedAnomalies
 from harness.history.events import Event, read_events
-from harness.history.schema import NEMESIS_WRITER, NOT_THE_LOAD, OpF, OpType
+from harness.history.schema import NEMESIS_WRITER, NOT_THE_LOAD, FaultEffect, OpF, OpType
 from harness.txn_paths import TxnPath
 
 
@@ -180,18 +181,6 @@ def _with_held_horizons(judged: Judgement, run_dir: Path, anomalies: Mapping[str
     return dataclasses.replace(judged, held=accounts) if accounts else judged
 
 
-#: fault kinds recorded under another name that explain what that kind explains: a server that
-#: exited on its own and was started again by the supervisor (faults/supervisor.py, `extra.kind`
-#: "exit", its service as the target) is a kill of that service
-KIND_ALIASES = {"exit": "kill"}
-
-
-def fault_kind(extra: Mapping[str, Any]) -> str:
-    """The kind a recorded fault counts as (`KIND_ALIASES`): an `exit` is a `kill`."""
-    kind = str(extra.get("kind"))
-    return KIND_ALIASES.get(kind, kind)
-
-
 @dataclass(frozen=True)
 class FaultWindow:
     """When and where a fault could affect transactions: from its injection (the `fault` invoke)
@@ -270,22 +259,20 @@ class TxnSpan:
         return 1
 
 
-def fault_windows(history_dir: Path, kinds: Iterable[str] = ("terminate",)) -> list[FaultWindow]:
-    """The windows of the nemesis's faults of `kinds` (as `fault_kind` names them: an `exit` is a
-    `kill`) that took effect (or may have: `info`), including the supervisor's."""
-    wanted = set(kinds)
+def fault_windows(history_dir: Path, effect: FaultEffect = FaultEffect.STAYS) -> list[FaultWindow]:
+    """The windows of the nemesis's faults with `effect` (default: those that stay, terminated topics)
+    that took effect (or may have: `info`), including the supervisor's (a server's own exit stops it)."""
     starts: dict[str, tuple[int, Mapping[str, Any]]] = {}
     effective: dict[str, FaultWindow] = {}
     for op in read_events(history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT, OpF.HEAL)):
-        kind = fault_kind(op.extra)
-        if kind not in wanted:
+        if effect not in op.effects:
             continue
         key, t = op.fault_key, op.time_ns
         if op.f is OpF.FAULT and op.type is OpType.INVOKE:
             starts[key] = (t, op.extra)
         elif op.f is OpF.FAULT and op.type in (OpType.OK, OpType.INFO):
             start, _ = starts.get(key, (t, op.extra))
-            effective[key] = FaultWindow(key, kind, frozenset(str(x) for x in op.extra.get("targets") or []), start, None)
+            effective[key] = FaultWindow(key, str(op.extra.get("kind")), frozenset(str(x) for x in op.extra.get("targets") or []), start, None)
         elif op.f is OpF.HEAL and op.type is OpType.OK and key in effective:
             effective[key] = dataclasses.replace(effective[key], end_ns=t)
     return list(effective.values())
@@ -391,10 +378,6 @@ class _Attributor:
         if not any(_is_terminated(n, w.targets) for w in self.windows for n in span.written):
             return None, "its transaction never sent to a terminated topic"
         return None, "its transaction was not open when the topic was terminated"
-
-    def affected(self, example: Any) -> bool:
-        """Whether a terminate caused this instance (without the per-transaction bound)."""
-        return self.cause(example)[0] is not None
 
     def _touched_txns(self) -> dict[str, str]:
         """Transaction -> the first terminate (by injection) that touched it (class docstring)."""

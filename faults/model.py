@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from faults.resolution import Target
+from harness.history.schema import FaultEffect
 from harness.toxiproxy.model import Stream, ToxicType
 
 
@@ -37,6 +38,8 @@ class Fault:
     source: str
     trigger: Mapping[str, Any] | None = None
     """For a triggered fault: what it waited for and what it saw (history `extra.trigger`)."""
+    effects: frozenset[FaultEffect] = frozenset()
+    """Its kind's effects (history `extra.effects`)."""
 
     @property
     def resources(self) -> frozenset[str]:
@@ -52,6 +55,7 @@ class Fault:
         return {"kind": self.kind, "targets": [str(t) for t in self.targets],
                 "params": dict(self.params), "selector": self.selector, "fault_id": self.fault_id,
                 "for_s": self.for_s, "healable": self.healable, "source": self.source,
+                "effects": sorted(e.value for e in self.effects),
                 **({"trigger": dict(self.trigger)} if self.trigger is not None else {})}
 
 

@@ -1,9 +1,9 @@
 """The nemesis: walks a run's fault timeline beside the load, and always heals.
 
-Theory of operation. Built from the run's config, it plans the timeline
-(faults.schedule, a pure function of the scenario and seed) and checks every
-fault against what the target can do, so a bad scenario fails with one
-ConfigError before anything runs. `start()` runs the timeline in one background
+Theory of operation. Built from the run's config and its timeline (planned once,
+before the cluster started: faults.schedule, a pure function of the scenario and seed),
+it checks every fault against the running cluster and what the target can do, so a
+bad scenario fails with one ConfigError before anything runs. `start()` runs the timeline in one background
 thread; the orchestrator polls `raise_if_failed()` and leaves the `with` block
 when the faults phase ends, which stops the thread and heals.
 
@@ -46,11 +46,10 @@ from faults.kinds.base import Kind, Refusal
 from faults.model import Fault, FaultAction, LoadControl, NotInjected
 from faults.resolution import Aim, ResolveContext
 from faults.resolve import resolve_fault
-from faults.schedule import PlannedFault, Timeline, Window, plan_run
-from faults.selectors import uses_coordinator, uses_trigger
+from faults.schedule import PlannedFault, Timeline, Window
+from faults.selectors import SelectorError, check_against_cluster, uses_coordinator, uses_trigger
 from faults.supervisor import Supervisor
 from faults.triggers import HistoryTail
-from faults.validate import check_entries
 from harness.config import RunConfig
 from harness.errors import ConfigError, TxnbenchError
 from harness.history import HistoryRecorder
@@ -98,7 +97,8 @@ class Nemesis:
     """A context manager; `start()` begins the timeline, leaving the block heals everything.
 
     Args:
-        config: the run's config (faults, seed, phases.faults_s, path).
+        config: the run's config (seed, path, the cluster's ready timeout).
+        timeline: the run's faults, as planned before the cluster started (faults.schedule.plan_run).
         cluster: the running cluster's services and links.
         control: process control, or None (external target: no kill/pause).
         recorder: the nemesis's history writer.
@@ -107,7 +107,7 @@ class Nemesis:
         progress: where one-line progress goes (default: stderr).
     """
 
-    def __init__(self, config: RunConfig, cluster: ClusterInfo, control: ProcessControl | None,
+    def __init__(self, config: RunConfig, timeline: Timeline, cluster: ClusterInfo, control: ProcessControl | None,
                  recorder: HistoryRecorder, topology: Any = None, *,
                  environment: FaultEnvironment | None = None,
                  actions: dict[str, FaultAction] | None = None,
@@ -119,9 +119,7 @@ class Nemesis:
         self.say = progress or _say
         self.label = f"[{config.path.value}] nemesis"
         topics = environment.topics if environment is not None else topology_topics(topology)
-        brokers = len(cluster.by_role(ServiceRole.BROKER))
-        self.timeline: Timeline = plan_run(config, config.path, brokers=brokers,
-                                           topics=len(topics) if topics else None)
+        self.timeline = timeline
         if environment is None:
             from faults.environment import for_run
 
@@ -155,7 +153,12 @@ class Nemesis:
     def _check_capabilities(self) -> None:
         have = self.env.capabilities()
         source = f"scenario {self.config.name}"
+        brokers = len(self.cluster.by_role(ServiceRole.BROKER))
         for planned in self.timeline.faults:
+            try:   # planned with the scenario's numbers; the running cluster and the run's topics decide
+                check_against_cluster(planned.selector, brokers, len(self.env.topics) or None)
+            except SelectorError as err:
+                raise ConfigError(source, f"{planned.source}.target", str(err), "pick one that exists") from None
             for need in sorted(planned.kind.needs, key=str):
                 if need not in have:
                     raise ConfigError(source, f"{planned.source}.kind",
@@ -171,7 +174,6 @@ class Nemesis:
                                   f"{self.env.why_missing(Capability.COORDINATORS)}",
                                   "name a broker instead, e.g. broker:0 or broker:random")
         self._check_runs(source)
-        check_entries(self.config)
 
     def _check_runs(self, source: str) -> None:
         """Each fault against the running cluster's settings and its window, by its kind's `check_run`."""
@@ -387,11 +389,9 @@ class Nemesis:
                                                        settings=self.cluster.settings),
                                  RESOLVE_TIMEOUT_S, f"choosing the target of {planned.fault_id}")
         except Exception as err:
-            inv = self.recorder.invoke(process, OpF.FAULT, extra={
-                "kind": planned.kind.name, "targets": [], "params": dict(planned.params),
-                "selector": planned.target, "fault_id": planned.fault_id, "for_s": for_s,
-                "healable": planned.healable, "source": planned.source,
-                **({"trigger": trigger} if trigger is not None else {})})
+            unresolved = Fault(planned.fault_id, planned.kind.name, planned.target, (), planned.params, for_s,
+                               planned.healable, planned.source, trigger, planned.kind.effects)
+            inv = self.recorder.invoke(process, OpF.FAULT, extra=unresolved.extra())
             self.recorder.fail(inv, _error(err))
             self._count(planned.kind.name, "failed")
             self.say(f"{self.label}: {planned.fault_id} {planned.kind.name} {planned.target}: "

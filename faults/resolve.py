@@ -32,4 +32,4 @@ def resolve_fault(planned: PlannedFault, ctx: ResolveContext, *, txn_path: TxnPa
         raise NoTarget(f"{', '.join(map(str, busy))} is held by another fault")
     return Fault(fault_id=planned.fault_id, kind=kind.name, selector=planned.target, targets=targets,
                  params=MappingProxyType(params), for_s=for_s, healable=planned.healable,
-                 source=planned.source)
+                 source=planned.source, effects=kind.effects)

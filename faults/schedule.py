@@ -162,13 +162,14 @@ def _occurrences(every_s: float, duration_s: float) -> list[float]:
     return [round(i * every_s, 9) for i in range(count) if i * every_s < duration_s]
 
 
-def plan_run(config: RunConfig, txn_path: TxnPath, *, brokers: int, topics: int | None) -> Timeline:
-    """A run's timeline on `txn_path`: the one way the early check (faults.validate, before a cluster
-    exists: the scenario's broker count, no topics) and the nemesis (the running cluster's brokers and
-    the run's topics) plan it, so both see the same faults."""
-    return plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s, txn_path=txn_path,
-                         source=f"scenario {config.name}", brokers=brokers, topics=topics,
-                         load_workers=config.load.workers, txn_timeout_s=config.workload.txn_timeout_s)
+def plan_run(config: RunConfig, txn_path: TxnPath | None = None) -> Timeline:
+    """A run's timeline on `txn_path` (default: the run's), checked against the scenario's broker count.
+    Planned once, before a cluster exists (orchestrator.scenario), and handed to the nemesis, which
+    checks it against the running cluster (its brokers, the run's topics) without planning it again."""
+    return plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s,
+                         txn_path=txn_path or config.path, source=f"scenario {config.name}",
+                         brokers=config.cluster.brokers, load_workers=config.load.workers,
+                         txn_timeout_s=config.workload.txn_timeout_s)
 
 
 def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_path: TxnPath,

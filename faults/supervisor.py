@@ -30,6 +30,7 @@ from typing import Any
 
 from faults.resolution import ServiceTarget
 from harness.history import HistoryRecorder, OpF
+from harness.history.schema import FaultEffect
 from harness.target import ProcessControl
 
 CHECK_EVERY_S = 1.0
@@ -128,7 +129,7 @@ class Supervisor:
         self.stats.exits[service] = count
         extra: dict[str, Any] = {"kind": EXIT_KIND, "targets": [service], "params": {}, "selector": service,
                                  "fault_id": f"exit-{service}-{count}", "for_s": 0.0, "healable": True,
-                                 "source": "supervisor"}
+                                 "source": "supervisor", "effects": [FaultEffect.STOPS.value]}
         fault = self.recorder.invoke(PROCESS, OpF.FAULT, extra=extra)
         self.recorder.ok(fault)
         if count > MAX_RESTARTS:

@@ -30,7 +30,7 @@ def check_scenario(config: RunConfig, source: str | None = None) -> dict[TxnPath
     paths = dict.fromkeys([*config.paths, config.path]) if config.paths else {config.path: None}
     timelines = {}
     for txn_path in paths:
-        timeline = plan_run(config, txn_path, brokers=config.cluster.brokers, topics=None)
+        timeline = plan_run(config, txn_path)
         _check_target(config, timeline)
         timelines[txn_path] = timeline
     return timelines

@@ -150,10 +150,10 @@ OBSERVED = {"undeliverable_ends": "stale-end", "live_undeliverable_ends": "stale
 
 def drain_observations(run_folder: Path) -> dict[str, int]:
     """Facts about the broker the drain recorded, counted per kind: `stale-end`, a partition whose
-    last message id lies past every entry a reader is given (workloads/undeliverable.py); `lost-entries`,
+    last message id lies past every entry a reader is given (orchestrator/load/undeliverable.py); `lost-entries`,
     acknowledged entries the owner can no longer return; `held-horizon`, a read horizon held by a
     transaction; `last-id-refused` / `last-id-unanswered`, a terminated topic whose broker closed the
-    connection on every GET_LAST_MESSAGE_ID, or never answered it (workloads/drain.py, 1d). Not anomalies (the checker decides those); a release that shows one and the next
+    connection on every GET_LAST_MESSAGE_ID, or never answered it (orchestrator/load/drain.py, 1d). Not anomalies (the checker decides those); a release that shows one and the next
     does not is a lead all the same."""
     from harness.history.events import file_events
     from harness.history.schema import PHASE_DRAIN_COMPLETE, OpF

@@ -60,6 +60,7 @@ from harness.interrupts import sigint_deferred
 from harness.load_control import LoadControlClient, control_dir
 from harness.results import RunStatus, new_run
 from harness.target import ClusterInfo, ClusterTarget, ServiceRole
+from orchestrator import scenario
 from orchestrator.coverage import COVERAGE_DIR
 from orchestrator.outcome import (
     LoadProcessDied,
@@ -77,7 +78,7 @@ from workloads.loadspec import LoadSpec
 from workloads.topology import Topology
 
 if TYPE_CHECKING:
-    from workloads.drain import DrainResult
+    from orchestrator.load.drain import DrainResult
 
 LOAD_CONTROL_TIMEOUT_S = 80.0   # a replacement worker connects within the load's own 60 s bound
 
@@ -204,7 +205,7 @@ class Run:
         store = self._record_cluster()
         self.say(f"[{self.config.path.value}] cluster ready in {time.monotonic() - started:.1f}s "
                  f"({self._cluster.service_url}; metadata store: {store['label']})")
-        from workloads import setup as workload_setup
+        from orchestrator.load import setup as workload_setup
         from workloads import topology as workload_topology
 
         self.topology = workload_topology.plan(self.config, self.run_dir.run_id)
@@ -366,8 +367,8 @@ class Run:
         # Client kills go through the load process, which owns its workers (harness.load_control).
         load_control = LoadControlClient(control_dir(self.run_dir.path), timeout_s=LOAD_CONTROL_TIMEOUT_S) \
             if self.config.load.workers > 0 else None
-        self.nemesis = Nemesis(config=self.config, cluster=self.target.info(),
-                               control=self.target.process_control(), recorder=recorder,
+        self.nemesis = Nemesis(config=self.config, timeline=scenario.timeline(self.config),
+                               cluster=self.target.info(), control=self.target.process_control(), recorder=recorder,
                                topology=self._topology, load_control=load_control)
         try:
             with self.nemesis:
@@ -420,7 +421,7 @@ class Run:
                          f"{lost['reason']}")
 
     def _drain(self) -> None:
-        from workloads.drain import drain
+        from orchestrator.load.drain import drain
 
         self._begin(Phase.DRAIN)
         live = self._live_reads() if self._cold_mode() is not ColdReads.NONE else None
@@ -493,7 +494,7 @@ class Run:
         The checker holds both reads to the same rules (docs/checks.md, "Live and cold final
         reads"): what a broker shows from memory must be what it shows once restarted from
         durable state. The topics read to the end go into `drain-complete`'s `live_topics`."""
-        from workloads.drain import LIVE_WRITER, drain
+        from orchestrator.load.drain import LIVE_WRITER, drain
 
         recorder = HistoryRecorder(self.run_dir.history_dir, self.run_dir.run_id, LIVE_WRITER, self.clock,
                                    txn_path=self.config.path.value)

@@ -4,7 +4,8 @@
 classes check every key while the file is parsed (harness.config), then the faults are planned
 on every path the scenario runs and checked against its target (faults.validate.check_scenario),
 so a bad fault kind, target or parameter is a one-line ConfigError now, not 20 s into a run (the
-kinds are the faults package's: the config keeps them as text, faults/kinds/ names them). `txnbench
+kinds are the faults package's: the config keeps them as text, faults/kinds/ names them). Those
+timelines are kept: a run hands its nemesis the one planned here (`timeline`). `txnbench
 run`, `bench`, `chaos`, `sweep` and `selftest` take their configs from here and trust them; the
 load process rebuilds the same config from the load spec without checking it again
 (`RunConfig.from_plain`).
@@ -12,11 +13,15 @@ load process rebuilds the same config from the load spec without checking it aga
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
+from faults.schedule import Timeline
 from faults.validate import check_scenario
 from harness.config import RunConfig, Target, parse_scenario, resolve_scenario
 from harness.errors import ConfigError
+
+_PLANNED: dict[str, Timeline] = {}   # a run's config (its repr: frozen plain values) -> its timeline
 
 
 def load(name_or_path: str, adjust: Callable[[RunConfig], RunConfig] | None = None) -> RunConfig:
@@ -28,9 +33,20 @@ def load(name_or_path: str, adjust: Callable[[RunConfig], RunConfig] | None = No
         config = adjust(config)
     if config.target is Target.PULSAR:
         check_pulsar_release(config, source=str(file))
-    if config.faults.enabled:
-        check_scenario(config, source=str(file))   # an unknown kind names the file, as the parser would
+    if config.faults.enabled:   # an unknown kind names the file, as the parser would
+        for txn_path, planned in check_scenario(config, source=str(file)).items():
+            _PLANNED[repr(config.for_path(txn_path))] = planned
     return config
+
+
+def timeline(config: RunConfig) -> Timeline:
+    """The faults a run of `config` injects, planned once: by `load` on each of the scenario's paths, or
+    here, checked as `load` checks, for a config made after it (a selftest's shorter run, a shrink
+    candidate, the peer's bent scenario)."""
+    key = repr(config)
+    if key not in _PLANNED:
+        _PLANNED[key] = check_scenario(dataclasses.replace(config, paths=()))[config.path]
+    return _PLANNED[key]
 
 
 def check_pulsar_release(config: RunConfig, source: str) -> None:

@@ -81,7 +81,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return ProcessTestsTogether(config, log)
 
 
+#: the marker every test of a folder carries, so its files need not say it
+FOLDER_MARKERS = {"tests/cluster/": "cluster", "tests/spark/": "spark", "tests/docker/": "docker",
+                  "tests/browser/": "browser"}
+
+
+@pytest.hookimpl(tryfirst=True)   # before `-m` selects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = next((f for f in FOLDER_MARKERS if item.nodeid.startswith(f)), None)
+        if folder is not None:
+            item.add_marker(FOLDER_MARKERS[folder])
     astray = sorted({item.nodeid.split("::", 1)[0] for item in items
                      if {"cluster", "pulsar"} & {m.name for m in item.iter_markers()}
                      and xdist_group_of(item.nodeid) not in PROCESS_GROUPS})

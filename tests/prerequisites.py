@@ -13,11 +13,21 @@ still fails the test.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from harness.errors import MissingTool
+
+
+def under_test(env: str, ours: str, real: str) -> list[str]:
+    """Which implementations a suite runs against: `$env`, a comma-separated list of `ours` and `real`."""
+    chosen = [x.strip() for x in os.environ.get(env, ours).split(",") if x.strip()]
+    unknown = set(chosen) - {ours, real}
+    if unknown:
+        raise pytest.UsageError(f"{env}: {', '.join(sorted(unknown))}; use {ours}, {real} or both")
+    return chosen
 
 
 @contextlib.contextmanager

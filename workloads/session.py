@@ -188,9 +188,6 @@ class Session:
         self.iteration = Iteration(slot)
         return not self.ctx.stopping.is_set()
 
-    def iteration_ms(self) -> float:
-        return self.iteration.elapsed_ms()
-
     # ---- operations ------------------------------------------------------------------
 
     def op(self, f: OpF, call: Callable[[], T], *, result: Callable[[T], dict[str, Any]] | None = None,

@@ -3,7 +3,7 @@
 Theory of operation. Every run gets its own topics, named after the run id inside
 `workload.namespace`, so runs never see each other's messages and the drain knows
 exactly what to read. The plan depends only on the config and the run id: the
-orchestrator plans it, `workloads.setup.prepare` creates it, the load process
+orchestrator plans it, `orchestrator.load.setup.prepare` creates it, the load process
 rebuilds it from the load spec (`Topology.from_dict`), and the drain reads it.
 
 Each workload kind owns a family of topics, by role:

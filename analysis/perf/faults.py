@@ -68,6 +68,7 @@ class FaultWindow:
     fault_id: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     healable: bool = True       # False: an instant action (split, merge, terminate), never healed
+    effects: tuple[str, ...] = ()   # what it did while it held (harness.history.schema FaultEffect)
 
     def end_or(self, history_end_ns: int) -> int:
         return self.end_ns if self.end_ns is not None else history_end_ns
@@ -79,7 +80,7 @@ class FaultWindow:
             "effect_s": round(self.effect_ns / 1e9, 6) if self.effect_ns is not None else None,
             "end_s": round(self.end_ns / 1e9, 6) if self.end_ns is not None else None,
             "healed": self.healable and self.injected and self.end_ns is not None, "injected": self.injected,
-            "healable": self.healable, "params": dict(self.params),
+            "healable": self.healable, "params": dict(self.params), "effects": list(self.effects),
         }
 
 
@@ -106,6 +107,7 @@ class _Open:
     injected: bool = True
     end_ns: int | None = None
     healable: bool = True
+    effects: tuple[str, ...] = ()
 
 
 def fault_windows(events: Iterable[FaultEvent]) -> list[FaultWindow]:
@@ -121,7 +123,8 @@ def fault_windows(events: Iterable[FaultEvent]) -> list[FaultWindow]:
                 params = ev.extra.get("params")
                 opened = _Open(str(ev.extra.get("kind") or "fault"), _targets(ev.extra), _id(ev.extra),
                                ev.time_ns, params if isinstance(params, Mapping) else {},
-                               healable=ev.extra.get("healable") is not False)
+                               healable=ev.extra.get("healable") is not False,
+                               effects=tuple(str(e) for e in ev.extra.get("effects") or ()))
                 faults.append(opened)
                 pending[who] = opened
             elif who in pending:
@@ -150,7 +153,7 @@ def fault_windows(events: Iterable[FaultEvent]) -> list[FaultWindow]:
         if target is not None:
             target.end_ns = ev.time_ns
     return [FaultWindow(f.kind, f.targets, f.start_ns, f.effect_ns, f.end_ns, f.injected, f.fault_id, f.params,
-                        f.healable) for f in faults]
+                        f.healable, f.effects) for f in faults]
 
 
 def _match(faults: list[_Open], fault_id: str | None, kind: str, targets: str) -> _Open | None:

@@ -39,6 +39,7 @@ from faults.selectors import (
     parse_selector,
 )
 from harness.config import GeneratedFaults, RunConfig
+from harness.history.schema import FaultEffect
 from harness.target import ProcessControl
 from harness.txn_paths import ALL_PATHS, TxnPath
 
@@ -187,6 +188,8 @@ class Kind:
     params: Mapping[str, Param] = field(default_factory=lambda: MappingProxyType({}))
     healable: bool = True
     """False: instant, it stays (no heal; drawn with no duration)."""
+    effects: frozenset[FaultEffect] = frozenset()
+    """What it does while it holds, as the history records it for the analysis."""
     paths: frozenset[TxnPath] = frozenset(ALL_PATHS)
     needs: frozenset[Capability] = frozenset()
     """What it acts through; also what times its actions (faults.nemesis)."""

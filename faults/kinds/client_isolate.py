@@ -11,6 +11,7 @@ from faults.kinds.base import Draw, Kind, Refusal, direction, links, through_net
 from faults.resolution import Direction
 from faults.selectors import ClientsSelector
 from harness.config import RunConfig
+from harness.history.schema import FaultEffect
 
 ISOLATE_OVER_S = (2.0, 6.0)
 """How much longer than the transaction timeout a drawn client-isolate is held (uniform)."""
@@ -32,4 +33,4 @@ KIND = Kind(
     Draw(("clients",), duration=lambda _for_s, rng, timeout: round(timeout + rng.uniform(*ISOLATE_OVER_S), 2),
          cap=lambda spec: spec.isolations),
     MappingProxyType({"direction": direction(Direction.BOTH)}), needs=frozenset({Capability.NETWORK}),
-    network=True, check_entry=_check)
+    network=True, check_entry=_check, effects=frozenset({FaultEffect.ISOLATES_CLIENTS}))

@@ -9,6 +9,7 @@ from faults.kinds.base import Draw, Kind, Refusal, through_load
 from faults.resolution import ResolveContext, Target, resolve_load
 from faults.selectors import LoadSelector, Selector
 from harness.config import RunConfig
+from harness.history.schema import FaultEffect
 from harness.txn_paths import TxnPath
 
 
@@ -28,4 +29,5 @@ KIND = Kind(
     "client-kill", "kill -9 a Locust worker of the load (its open transactions are abandoned); "
                    "a replacement worker takes its users when healed",
     (LoadSelector,), lambda _p: "load:random", _resolve, through_load(ClientKillAction),
-    Draw(("load:random",)), needs=frozenset({Capability.LOAD}), check_entry=_check)
+    Draw(("load:random",)), needs=frozenset({Capability.LOAD}), check_entry=_check,
+    effects=frozenset({FaultEffect.KILLS_CLIENT}))

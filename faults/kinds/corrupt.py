@@ -9,6 +9,7 @@ from faults.actions import CorruptAction
 from faults.environment import Capability
 from faults.kinds.base import Draw, Kind, Param, one_service, through_processes
 from faults.selectors import ServiceSelector
+from harness.history.schema import FaultEffect
 from harness.target import DamagedFile
 
 KIND = Kind(
@@ -21,4 +22,4 @@ KIND = Kind(
     MappingProxyType({"file": Param(DamagedFile.LOG.value, "log (a sealed log file, not the newest) or "
                                     "snapshot (the metadata store's newest)",
                                     choices=tuple(f.value for f in DamagedFile))}),
-    needs=frozenset({Capability.PROCESSES}), waits_healthy_on_heal=True)
+    needs=frozenset({Capability.PROCESSES}), waits_healthy_on_heal=True, effects=frozenset({FaultEffect.STOPS}))

@@ -9,6 +9,7 @@ from faults.actions import CrashAction
 from faults.environment import Capability
 from faults.kinds.base import Draw, Kind, Param, one_service, through_processes
 from faults.selectors import ServiceSelector
+from harness.history.schema import FaultEffect
 from harness.target import CrashAim
 
 KIND = Kind(
@@ -25,4 +26,5 @@ KIND = Kind(
                                    "durable",
                                    choices=tuple(a.value for a in CrashAim))}),
     # a crash-loop starts the store once between its two crashes
-    needs=frozenset({Capability.PROCESSES}), waits_healthy_on_heal=True, waits_healthy_on_inject=True)
+    needs=frozenset({Capability.PROCESSES}), waits_healthy_on_heal=True, waits_healthy_on_inject=True,
+    effects=frozenset({FaultEffect.STOPS}))

@@ -7,6 +7,7 @@ from faults.environment import Capability
 from faults.kinds.base import TOPIC_TARGETS, Draw, Kind, operators, through_admin, writes_only
 from faults.resolution import ResolveContext, Target, resolve_segment, resolve_topic
 from faults.selectors import SegmentSelector, Selector, TopicSelector
+from harness.history.schema import FaultEffect
 from harness.txn_paths import TxnPath
 
 
@@ -28,4 +29,5 @@ KIND = Kind(
     # expected anomalies could not be attributed); v5: one of its segments, sealed. Capped: a terminated
     # v4 topic refuses every later send, so more would leave nothing to test.
     Draw(("topic:random",), aimed=("topic:trigger",), cap=lambda spec: spec.terminates), operators(),
-    healable=False, needs=frozenset({Capability.ADMIN, Capability.TOPICS}))
+    healable=False, needs=frozenset({Capability.ADMIN, Capability.TOPICS}),
+    effects=frozenset({FaultEffect.STAYS}))

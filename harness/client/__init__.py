@@ -27,67 +27,51 @@ Modules: `config` (settings), `topics`/`hashing` (names, routing), `connection`
 """
 
 from harness.client.client import PulsarClient
-from harness.client.config import BatchingConfig, ClientConfig, TxnPath
-from harness.client.consumer import Consumer, Message
+from harness.client.config import BatchingConfig
+from harness.client.consumer import Consumer
 from harness.client.errors import (
-    AlreadyClosedError,
     ConnectionLostError,
     CoordinatorNotEnabledError,
     FeatureNotSupportedError,
     InvalidStateError,
     NotReadyError,
-    NotSentError,
     OperationTimeoutError,
     ServerFailedError,
-    ServerRejectedError,
-    SetupError,
     TopicTerminatedError,
     TransactionConflictError,
     TransactionOpFailedError,
     TransactionOutcomeUnknownError,
 )
-from harness.client.producer import Producer, SendReceipt
+from harness.client.producer import Producer
 from harness.client.reader import (
     LastMessageIdLostError,
     LastMessageIdUnansweredError,
-    Reader,
     ReadIncompleteError,
 )
 from harness.client.transaction import Transaction, TxnState
-from harness.wire import InitialPosition, MessageId, SubType, TxnId
+from harness.wire import MessageId, SubType
 
 __all__ = [
-    "AlreadyClosedError",
     "BatchingConfig",
-    "ClientConfig",
     "ConnectionLostError",
     "Consumer",
     "CoordinatorNotEnabledError",
     "FeatureNotSupportedError",
-    "InitialPosition",
     "InvalidStateError",
     "LastMessageIdLostError",
     "LastMessageIdUnansweredError",
-    "Message",
     "MessageId",
     "NotReadyError",
-    "NotSentError",
     "OperationTimeoutError",
     "Producer",
     "PulsarClient",
     "ReadIncompleteError",
-    "Reader",
-    "SendReceipt",
     "ServerFailedError",
-    "ServerRejectedError",
-    "SetupError",
     "SubType",
     "TopicTerminatedError",
     "Transaction",
     "TransactionConflictError",
     "TransactionOpFailedError",
     "TransactionOutcomeUnknownError",
-    "TxnId",
-    "TxnPath",
     "TxnState",
 ]

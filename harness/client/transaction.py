@@ -118,23 +118,13 @@ class Transaction:
             raise InvalidStateError(f"transaction {self.id} timed out on the client ({self.timeout_s:g} s "
                                     "since it opened; its coordinator aborts it)")
 
-    def register_produced(self, topic: str, deadline: Deadline) -> None:
-        """ADD_PARTITION_TO_TXN for `topic`, once per transaction.
-
-        Raises:
-            TxnRegistrationError, InvalidStateError, NotReadyError: definite; the send
-                that needed the registration must not be written.
-        """
-        self._register(self._partitions, topic, deadline, lambda: self._coordinator.add_partitions(
-            self.id, [topic], deadline), f"partition {topic}")
-
     def register_produced_async(self, topic: str, deadline: Deadline) -> tuple[Future[None], bool]:
         """ADD_PARTITION_TO_TXN for `topic`, once per transaction, without waiting for it.
 
         Returns the registration's future, shared by every send to `topic` in this
         transaction, and whether this call sent the request (its owner). A failed
-        registration is forgotten, so the next send to `topic` tries again, as with
-        `register_produced`; `registration_error` turns its error into what the send raises.
+        registration is forgotten, so the next send to `topic` tries again;
+        `registration_error` turns its error into what the send raises.
 
         Raises:
             InvalidStateError: the transaction is not open (definite).

@@ -5,13 +5,8 @@ from harness.history.reader import HistoryFormatError, read_history_dir
 from harness.history.recorder import HistoryMisuse, HistoryRecorder, HistoryWriteError, Invocation
 from harness.history.schema import (
     FIELDS,
-    PHASE_DRAIN_COMPLETE,
-    SCHEMA_VERSION,
-    Op,
     OpF,
     OpType,
-    format_msg_id,
-    format_txn_id,
 )
 
 __all__ = [

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.history.reader import HistoryFormatError, history_files, iter_history_file
-from harness.history.schema import FIELDS, OpF, OpType
+from harness.history.schema import FIELDS, FaultEffect, OpF, OpType
 
 _F = {f.value: f for f in OpF}
+_EFFECTS = {e.value: e for e in FaultEffect}
 _TYPES = {t.value: t for t in OpType}
 
 
@@ -50,6 +51,11 @@ class Event:
         """The fault a nemesis event is about: its fault id (the supervisor records every server's
         exit under one process), else its process."""
         return str(self.extra.get("fault_id") or self.process)
+
+    @property
+    def effects(self) -> frozenset[FaultEffect]:
+        """A nemesis event's fault effects (`extra.effects`); those schema 1 does not name are left out."""
+        return frozenset(_EFFECTS[e] for e in self.extra.get("effects") or () if e in _EFFECTS)
 
     @property
     def phase(self) -> str | None:

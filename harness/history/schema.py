@@ -43,6 +43,18 @@ class OpF(StrEnum):
     TXN_STATE = "txn-state"   # the drain's reading of a coordinator's view of one transaction
 
 
+class FaultEffect(StrEnum):
+    """What a fault does while it holds, in its `fault` and `heal` ops' `extra.effects`: each kind
+    declares its own (faults/kinds/), so the analysis judges faults by effect and names no kind."""
+
+    STOPS = "stops"                        # its target services are down (killed, paused, crashed,
+                                           # corrupted, restarting, or exited on their own)
+    CUTS = "cuts"                          # its target links carry nothing
+    ISOLATES_CLIENTS = "isolates-clients"  # every client cut off from every broker
+    KILLS_CLIENT = "kills-client"          # a load worker killed (`extra.effect.writer` names it)
+    STAYS = "stays"                        # it outlasts the run: its topics are terminated
+
+
 # Operations that are one `ok` line with no invocation.
 SINGLE_EVENT_FS = frozenset({OpF.RECEIVE, OpF.READ, OpF.PHASE, OpF.TXN_STATE})
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.verdicts import judge_run
+from faults.supervisor import EXIT_KIND
 from harness.config import RunConfig
 from harness.errors import ConfigError
 from harness.history.events import file_events
@@ -155,7 +156,7 @@ def _recorded_faults(nemesis: Path, phase_start: int, source: str) -> tuple[tupl
     notes: list[str] = []
     for key, (t, extra) in sorted(invokes.items(), key=lambda item: item[1][0]):
         kind = str(extra.get("kind"))
-        if extra.get("source") == "supervisor" or kind == "exit":
+        if extra.get("source") == "supervisor" or kind == EXIT_KIND:
             notes.append(f"{key}: {kind} of {', '.join(map(str, extra.get('targets') or []))} left out "
                          "(a server exited on its own; the supervisor started it again)")
             continue

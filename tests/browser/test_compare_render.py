@@ -30,8 +30,6 @@ from analysis.report.compare_report import COMPARE_REPORT
 from analysis.report.writer import write_report
 from tests.unit.report.fakes import fake_perf, fake_results
 
-pytestmark = pytest.mark.browser
-
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
          "--remote-debugging-pipe", "--window-size=1280,2000")

@@ -1,7 +1,7 @@
 """Shared fixtures: an embedded cluster (proxy, metadata, ledger, brokers) that is always stopped.
 
-`embedded_cluster` starts the default cluster (v4 path, 2 brokers, fast timeouts).
-`cluster_factory(path=..., brokers=..., settings=...)` starts others; every cluster
+`cluster_factory()` starts the default cluster (v4 path, 2 brokers, fast timeouts),
+`cluster_factory(path=..., brokers=..., settings=...)` others; every cluster
 started through it is brought down at teardown, also when the test fails, so no
 process outlives a test. Clusters live under the test's tmp_path and their services
 exit if the test process dies (`parent_pid`).
@@ -32,6 +32,10 @@ from typing import Any
 import pulsar
 import pytest
 
+from faults.nemesis import Nemesis
+from faults.schedule import plan_run
+from harness.config import RunConfig
+from harness.history import HistoryRecorder
 from harness.metadata_stores import OUR_STORE
 from harness.txn_paths import TxnPath
 from harness.wire import Command, CommandType, Connection, InitialPosition, Role, SubType, commands
@@ -86,11 +90,6 @@ def started_clusters(base: Path) -> Iterator[ClusterFactory]:
 def cluster_factory(tmp_path: Path) -> Iterator[ClusterFactory]:
     with started_clusters(tmp_path) as start:
         yield start
-
-
-@pytest.fixture
-def embedded_cluster(cluster_factory: ClusterFactory) -> EmbeddedCluster:
-    return cluster_factory()
 
 
 # ---- traffic with the real pulsar-client (failover and restart tests) -------------------------
@@ -245,6 +244,21 @@ def subscribe(url: str, topic: str, timeout_s: float, *, subscription: str = "re
         if time.monotonic() > deadline:
             raise AssertionError(f"cannot subscribe: {commands.describe(answer)}")
         time.sleep(0.2)
+
+
+
+def quiet_nemesis(config: RunConfig, cluster: EmbeddedCluster, recorder: HistoryRecorder, **kwargs: Any) -> Nemesis:
+    """A nemesis that says nothing, on `config`'s planned timeline against `cluster`, which it controls."""
+    return Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
+                   recorder=recorder, progress=lambda _m: None, **kwargs)
+
+def running(process: Any) -> Iterator[Any]:
+    """`process` started for a fixture, and stopped when the fixture ends."""
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 @pytest.fixture(scope="session")

@@ -14,12 +14,9 @@ import sys
 from pathlib import Path
 
 import pulsar
-import pytest
 
 from targets.processes import ProcessState, process_state
 from tests.waiting import wait_until
-
-pytestmark = pytest.mark.cluster
 
 
 def txnbench(directory: Path, *args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:

@@ -20,8 +20,6 @@ from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import started_clusters
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
-
 NO_TXN_PATHS = {"txnbenchTxnExtensions": []}
 
 

@@ -52,8 +52,6 @@ from harness.wire import (
 )
 from tests.cluster.conftest import ClusterFactory, WireClient, lookup_until_connect, subscribe
 
-pytestmark = pytest.mark.cluster
-
 MODULE = "tests.cluster.test_broker_extension"
 
 

@@ -35,8 +35,6 @@ from tests.cluster.conftest import (
 )
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
-
 SETTINGS = {"txnbenchTxnExtensions": [], "managedLedgerDefaultMarkDeleteRateLimit": 5.0}
 
 

@@ -23,8 +23,6 @@ from embedded.ledger.model import LedgerKind
 from embedded.metadata.client import MetadataClient
 from tools.launch import LedgerProcess, StoreProcess
 
-pytestmark = pytest.mark.cluster
-
 
 @pytest.fixture
 def stores(tmp_path: Path) -> Iterator[tuple[StoreProcess, LedgerProcess]]:

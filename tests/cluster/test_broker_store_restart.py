@@ -27,8 +27,6 @@ from tests.cluster.conftest import ClusterFactory, Traffic, consume, produce, se
 from tests.cluster.test_v4_transactions import TXN_SETTINGS, payload, value_of
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
-
 
 @pytest.mark.parametrize(("metadata_store", "fault"), [
     ("", "kill"), ("zk", "kill"), ("", "crash"), pytest.param("zk", "pause", marks=pytest.mark.slow)])

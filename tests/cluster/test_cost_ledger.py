@@ -20,7 +20,7 @@ from tests.cluster.test_run_scenarios import assert_valid_run, txnbench
 
 # slow: a whole `txnbench run` through the command line with the report: 230 s of `make test`'s
 # 33 min on 2026-11-29 (fresh clone, the release matrix beside it); nightly's `make test-slow` runs it
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def short_bench(tmp: Path, path: str) -> Path:

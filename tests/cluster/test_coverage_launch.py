@@ -9,11 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from orchestrator.coverage import Span, _Measured, data_files
-
-pytestmark = pytest.mark.cluster
 
 
 def test_a_killed_process_keeps_what_it_ran(tmp_path: Path) -> None:

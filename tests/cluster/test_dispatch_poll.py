@@ -11,12 +11,8 @@ append wakes the dispatcher, and with a short poll it is delivered on its own.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v5_helpers import admin_of, new_client, receive_values, start_v5
-
-pytestmark = pytest.mark.cluster
 
 TOPIC = "topic://public/default/poll"
 

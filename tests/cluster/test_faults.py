@@ -29,9 +29,9 @@ from harness.txn_paths import TxnPath
 from targets import embedded as embedded_target
 from targets.embedded import EmbeddedCluster, EmbeddedSpec
 from targets.processes import ProcessState, process_state
+from tests.cluster.conftest import quiet_nemesis
 from tests.unit.faults import standin_broker
-
-pytestmark = pytest.mark.cluster
+from tests.waiting import wait_for
 
 STANDIN_BROKER = standin_broker   # started as `python -m tests.unit.faults.standin_broker`
 GC_SETTINGS = {"transactionCoordinatorScalableTopicsGcRetentionSeconds": 0.5,
@@ -117,15 +117,6 @@ def unreachable(probe: Callable[[], object]) -> bool:
     return False
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def assert_clean(cluster: EmbeddedCluster) -> None:
     """No fault in effect: every proxy enabled without toxics, every process running and answering."""
     assert cluster.toxiproxy_url
@@ -150,8 +141,7 @@ class Held:
 
     def __init__(self, cluster: EmbeddedCluster, tmp_path: Path, fault: str) -> None:
         self.recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v5")
-        self.nemesis = Nemesis(config=scenario(fault), cluster=cluster.info(), control=cluster,
-                               recorder=self.recorder, progress=lambda _m: None)
+        self.nemesis = quiet_nemesis(scenario(fault), cluster, self.recorder)
 
     def __enter__(self) -> Nemesis:
         self.nemesis.__enter__()
@@ -284,8 +274,7 @@ def test_slow_participant_delays_one_brokers_metadata_link_past_gc_retention(clu
 def test_a_fault_window_heals_on_its_own(cluster: EmbeddedCluster, tmp_path: Path) -> None:
     recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v5")
     config = scenario("{kind: partition, target: client-broker:1, at_s: 0, for_s: 0.5}", faults_s=5)
-    with Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
-                 progress=lambda _m: None) as nemesis:
+    with quiet_nemesis(config, cluster, recorder) as nemesis:
         nemesis.start()
         assert wait_for(lambda: nemesis.stats.injected == 1)
         assert wait_for(lambda: nemesis.stats.healed == 1)
@@ -305,8 +294,7 @@ def test_after_a_chaos_run_no_fault_is_in_effect_and_no_process_is_left(tmp_path
             "name: chaos-test\nseed: 11\npath: v5\nphases: {faults_s: 20}\nfaults:\n  quiet_s: 0.5\n"
             "  random: {kinds: [partition, latency, bandwidth, kill, pause], every_s: 2, for_s: 1}\n",
             source="test")
-        with Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
-                     progress=lambda _m: None) as nemesis:
+        with quiet_nemesis(config, cluster, recorder) as nemesis:
             nemesis.start()
             assert wait_for(lambda: not nemesis.running, 120)
             nemesis.raise_if_failed()

@@ -8,8 +8,7 @@ a terminated topic rejects sends. The nemesis runs as a run drives it.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,8 @@ from harness.errors import OperationError
 from harness.history import HistoryRecorder, RunClock
 from targets.embedded import EmbeddedCluster
 from targets.processes import ProcessState
-from tests.cluster.conftest import ClusterFactory
-
-pytestmark = pytest.mark.cluster
+from tests.cluster.conftest import ClusterFactory, quiet_nemesis
+from tests.waiting import wait_for
 
 TOPICS = ("persistent://public/default/faults-0", "persistent://public/default/faults-1")
 
@@ -35,15 +33,6 @@ TOPICS = ("persistent://public/default/faults-0", "persistent://public/default/f
 @dataclass(frozen=True)
 class Topology:
     topics: tuple[str, ...] = TOPICS
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture
@@ -65,8 +54,7 @@ def recorder(tmp_path: Path) -> Iterator[HistoryRecorder]:
 def nemesis(cluster: EmbeddedCluster, recorder: HistoryRecorder, fault: str, faults_s: float = 120) -> Nemesis:
     config = parse_scenario(f"name: broker-faults\npath: v4\nphases: {{faults_s: {faults_s}}}\n"
                             f"faults:\n  quiet_s: 0\n  schedule:\n    - {fault}\n", source="test")
-    return Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
-                   topology=Topology(), progress=lambda _m: None)
+    return quiet_nemesis(config, cluster, recorder, topology=Topology())
 
 
 def history(recorder: HistoryRecorder) -> list[dict[str, Any]]:
@@ -94,12 +82,12 @@ def test_clients_cannot_reach_a_partitioned_broker_and_come_back_after_the_heal(
         with nemesis(v4, recorder, f"{{kind: partition, target: 'client-broker:{index}', at_s: 0, for_s: 60}}") \
                 as nem:
             nem.start()
-            assert wait_for(lambda: nem.stats.injected == 1)
+            assert wait_for(lambda: nem.stats.injected == 1, 20)
             with pytest.raises(OperationError):
                 producer.send(b'{"v": "during"}', timeout_s=2)
             with pytest.raises(OperationError), PulsarClient(url, operation_timeout_s=2) as other:
                 other.create_producer(topic, timeout_s=2)
-        assert wait_for(lambda: _sends(producer))           # the producer reconnected by itself
+        assert wait_for(lambda: _sends(producer), 20)           # the producer reconnected by itself
     assert [(h["f"], h["type"]) for h in history(recorder)] == [
         ("fault", "invoke"), ("fault", "ok"), ("heal", "invoke"), ("heal", "ok")]
 
@@ -120,7 +108,7 @@ def test_a_killed_broker_loses_its_topics_and_rejoins_when_healed(v4: EmbeddedCl
     with nemesis(v4, recorder, f"{{kind: kill, target: '{owner.replace('broker-', 'broker:')}', at_s: 0, "
                                f"for_s: 60}}") as nem:
         nem.start()
-        assert wait_for(lambda: nem.stats.injected == 1)
+        assert wait_for(lambda: nem.stats.injected == 1, 20)
         assert v4.processes[owner].state == ProcessState.STOPPED
         survivor = next(b for b in ("broker-0", "broker-1") if b != owner)
         assert wait_for(lambda: _owner_or_none(v4, topic) == survivor, 30)   # after the session expires
@@ -145,7 +133,7 @@ def test_terminate_topic_is_recorded_as_not_healable_and_sends_are_rejected(v4: 
         producer.send(b'{"v": "before"}')
         with nemesis(v4, recorder, "{kind: terminate, target: 'topic:1', at_s: 0, for_s: 0}", faults_s=2) as nem:
             nem.start()
-            assert wait_for(lambda: nem.stats.not_healable == 1)
+            assert wait_for(lambda: nem.stats.not_healable == 1, 20)
         with pytest.raises(TopicTerminatedError):
             producer.send(b'{"v": "after"}')
     ops = history(recorder)
@@ -169,10 +157,9 @@ def test_killing_the_coordinator_kills_the_broker_hosting_it(cluster_factory: Cl
     config = parse_scenario(f"name: coordinator\npath: {path}\nphases: {{faults_s: 120}}\nfaults:\n"
                             "  schedule:\n    - {kind: kill, target: 'coordinator:0', at_s: 0, for_s: 60}\n",
                             source="test")
-    with Nemesis(config=config, cluster=info, control=cluster, recorder=recorder,
-                 progress=lambda _m: None) as nem:
+    with quiet_nemesis(config, cluster, recorder) as nem:
         nem.start()
-        assert wait_for(lambda: nem.stats.injected == 1)
+        assert wait_for(lambda: nem.stats.injected == 1, 20)
         assert str(nem.in_effect()[0].targets[0]) == host.name
         assert cluster.processes[host.name].state == ProcessState.STOPPED
         survivor = next(s for s in info.by_role(host.role) if s.name != host.name)
@@ -220,11 +207,10 @@ def test_split_merge_and_seal_change_a_scalable_topics_active_segments(cluster_f
                             "    - {kind: merge, target: 'topic:0', at_s: 1, for_s: 0}\n"
                             "    - {kind: terminate, target: 'segment:0', at_s: 2, for_s: 0}\n", source="test")
     seen: list[int] = []
-    with Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
-                 topology=ScalableTopology(), progress=lambda _m: None) as nem:
+    with quiet_nemesis(config, cluster, recorder, topology=ScalableTopology()) as nem:
         nem.start()
         for done in (1, 2, 3):
-            assert wait_for(lambda d=done: nem.stats.not_healable + nem.stats.failed == d)  # type: ignore[misc]
+            assert wait_for(lambda d=done: nem.stats.not_healable + nem.stats.failed == d, 20)  # type: ignore[misc]
             seen.append(len(active()))
         assert nem.stats.failed == 0, history(recorder)
     recorder.close()
@@ -259,7 +245,7 @@ def test_a_graceful_restart_moves_ownership_at_once_and_the_broker_rejoins(v4: E
         with nemesis(v4, recorder, f"{{kind: restart, target: '{owner.replace('broker-', 'broker:')}', "
                                    "at_s: 0, for_s: 60}") as nem:
             nem.start()
-            assert wait_for(lambda: nem.stats.injected == 1)
+            assert wait_for(lambda: nem.stats.injected == 1, 20)
             assert v4.processes[owner].state == ProcessState.STOPPED
             assert wait_for(lambda: _sends(producer), 15)       # the producer found the new owner
             assert _owner_or_none(v4, topic) == survivor
@@ -283,10 +269,9 @@ def test_unloading_a_topic_and_a_segment_keeps_them_serving(cluster_factory: Clu
         producer = client.create_producer(SCALABLE)
         for i in range(10):
             producer.send(b'{"v": "before"}', key=f"k{i}")
-        with Nemesis(config=config, cluster=cluster.info(), control=cluster, recorder=recorder,
-                     topology=ScalableTopology(), progress=lambda _m: None) as nem:
+        with quiet_nemesis(config, cluster, recorder, topology=ScalableTopology()) as nem:
             nem.start()
-            assert wait_for(lambda: nem.stats.not_healable + nem.stats.failed == 2)
+            assert wait_for(lambda: nem.stats.not_healable + nem.stats.failed == 2, 20)
             assert nem.stats.failed == 0, history(recorder)
         for i in range(10):                         # every segment is served again after a lookup
             producer.send(b'{"v": "after"}', key=f"k{i}")

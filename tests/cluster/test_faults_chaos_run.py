@@ -17,7 +17,7 @@ from orchestrator.outcome import RunOptions
 from orchestrator.run import Run
 from targets.processes import ProcessState, process_state
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def history(run_dir: Path, writer: str) -> list[dict[str, Any]]:

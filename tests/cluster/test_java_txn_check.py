@@ -25,7 +25,7 @@ from targets.pulsar.versions import PULSAR_4_LTS, PULSAR_5
 from tests.cluster.conftest import ClusterFactory
 from tests.prerequisites import or_skip
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 #: One embedded cluster per path; on v4 both clients run against it (5.0.1's, then 4.0.8's).
 CLIENTS = {TxnPath.V4: (PULSAR_5, PULSAR_4_LTS), TxnPath.V4_BATCHED: (PULSAR_5,), TxnPath.V5: (PULSAR_5,)}

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,32 +16,14 @@ from embedded.ledger.client import (
     LedgerState,
     LedgerUnavailable,
 )
+from tests.cluster.conftest import running
+from tests.waiting import eventually, run
 from tools.launch import LedgerProcess
-
-pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[LedgerProcess]:
-    proc = LedgerProcess(tmp_path / "ledger")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-def run(coro_fn: Callable[[], Awaitable[Any]], timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro_fn(), timeout))
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{what} not reached within {timeout}s")
+    yield from running(LedgerProcess(tmp_path / "ledger"))
 
 
 def test_every_acknowledged_append_survives_kill_9(ledger: LedgerProcess) -> None:
@@ -67,7 +47,7 @@ def test_every_acknowledged_append_survives_kill_9(ledger: LedgerProcess) -> Non
                 acked[ledger_id][entry_id] = payload
 
         workers = [asyncio.create_task(appender(w)) for w in range(16)]
-        await eventually(lambda: sum(map(len, acked.values())) >= 3000, what="3000 acknowledged appends")
+        await eventually(lambda: sum(map(len, acked.values())) >= 3000, what="3000 acknowledged appends", timeout=20)
         ledger.kill()                                   # mid-load: appends are in flight
         await asyncio.wait_for(asyncio.gather(*workers), 30)
         await client.close()
@@ -105,7 +85,7 @@ def test_fencing_stops_the_writer_and_the_reader_sees_every_acknowledged_entry(l
                     return
 
         writers = [asyncio.create_task(write()) for _ in range(8)]   # pipelined, in flight at fence time
-        await eventually(lambda: len(acked) >= 500, what="500 appends before fencing")
+        await eventually(lambda: len(acked) >= 500, what="500 appends before fencing", timeout=20)
         last = await recoverer.fence(ledger_id)
         await asyncio.wait_for(asyncio.gather(*writers), 20)
         assert len(fenced_at) == 8                         # every writer was stopped

@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.cluster
-
 REPO = Path(__file__).resolve().parents[2]
 
 

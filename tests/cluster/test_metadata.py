@@ -8,9 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,32 +25,14 @@ from embedded.metadata.model import (
     SessionExpired,
 )
 from harness.metrics import parse_prometheus_text
+from tests.cluster.conftest import running
+from tests.waiting import eventually, run
 from tools.launch import StoreProcess
-
-pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[StoreProcess]:
-    proc = StoreProcess(tmp_path / "metadata")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-def run(coro_fn: Callable[[], Awaitable[Any]], timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro_fn(), timeout))
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{what} not reached within {timeout}s")
+    yield from running(StoreProcess(tmp_path / "metadata"))
 
 
 def metric(store: StoreProcess, name: str, **labels: str) -> float:

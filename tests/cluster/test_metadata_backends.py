@@ -14,7 +14,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,9 +34,9 @@ from embedded.metadata.model import (
 )
 from embedded.metadata.oxia_client import OxiaMetadataClient
 from embedded.metadata.zk_client import ZkMetadataClient
+from tests.cluster.conftest import running
+from tests.waiting import eventually, run
 from tools.launch import StoreProcess, ZooKeeperProcess
-
-pytestmark = pytest.mark.cluster
 
 SESSION_MS = 4_000
 BACKENDS = ("ours", "oxia", "zk")
@@ -44,12 +44,7 @@ BACKENDS = ("ours", "oxia", "zk")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreProcess]:
-    proc = StoreProcess(tmp_path_factory.mktemp("backends-store"), oxia=True)
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from running(StoreProcess(tmp_path_factory.mktemp("backends-store"), oxia=True))
 
 
 @pytest.fixture
@@ -70,19 +65,6 @@ async def connected(urls: Callable[[str], str], backend: str, **kw: Any) -> Asyn
         yield client
     finally:
         await client.close()
-
-
-def run(coro_fn: Callable[[], Awaitable[Any]], timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro_fn(), timeout))
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{what} not reached within {timeout}s")
 
 
 def test_the_url_picks_the_backend(store: StoreProcess) -> None:

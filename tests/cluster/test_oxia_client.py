@@ -17,7 +17,6 @@ when a stream breaks (a resume offset) is sent with its own stub.
 
 from __future__ import annotations
 
-import os
 import queue
 import subprocess
 import sys
@@ -35,9 +34,10 @@ from oxia.defs import NotificationType
 from embedded.metadata.blocking import BlockingMetadataClient
 from embedded.metadata.oxia_client import new_oxia_client
 from embedded.metadata.oxia_proto import pb
+from tests.cluster.conftest import running
+from tests.prerequisites import under_test
+from tests.waiting import wait_until
 from tools.launch import RealOxiaProcess, StoreProcess
-
-pytestmark = pytest.mark.cluster
 
 # The client heartbeats every max(timeout/10, 2 s), capped just under the timeout: at Oxia's
 # minimum of 2 s it would heartbeat every 1.999 s and lose its session to any delay (on a real
@@ -51,20 +51,12 @@ UNDER_TEST_ENV = "TXNBENCH_OXIA_UNDER_TEST"
 OxiaServer = StoreProcess | RealOxiaProcess
 
 
-def under_test() -> list[str]:
-    chosen = [x.strip() for x in os.environ.get(UNDER_TEST_ENV, OURS).split(",") if x.strip()]
-    unknown = set(chosen) - {OURS, REAL}
-    if unknown:
-        raise pytest.UsageError(f"{UNDER_TEST_ENV}: {', '.join(sorted(unknown))}; use {OURS}, {REAL} or both")
-    return chosen
-
-
 def new_server(impl: str, directory: Path) -> OxiaServer:
     """Our store with its Oxia frontend, or the real Oxia; not started."""
     return StoreProcess(directory, oxia=True) if impl == OURS else RealOxiaProcess(directory)
 
 
-@pytest.fixture(scope="module", params=under_test())
+@pytest.fixture(scope="module", params=under_test(UNDER_TEST_ENV, OURS, REAL))
 def impl(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -78,12 +70,7 @@ def _only_where_it_applies(request: pytest.FixtureRequest, impl: str) -> None:
 
 @pytest.fixture(scope="module")
 def store(impl: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxiaServer]:
-    proc = new_server(impl, tmp_path_factory.mktemp(f"oxia-{impl}"))
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from running(new_server(impl, tmp_path_factory.mktemp(f"oxia-{impl}")))
 
 
 @pytest.fixture
@@ -93,15 +80,6 @@ def client(store: OxiaServer) -> Iterator[oxia.Client]:
         yield c
     finally:
         c.close()
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{what} not reached within {timeout}s")
 
 
 def missing(client: oxia.Client, key: str) -> bool:
@@ -291,8 +269,8 @@ def test_ephemeral_record_vanishes_when_its_client_dies(store: OxiaServer, clien
         child.kill()
         child.wait(timeout=10)
         killed_at = time.monotonic()
-        wait_until(lambda: missing(client, "/eph/killed"), timeout=SESSION_MS / 1000 + 5,
-                   what="the dead client's ephemeral record to expire")
+        wait_until(lambda: missing(client, "/eph/killed"), timeout_s=SESSION_MS / 1000 + 5,
+                   message="the dead client's ephemeral record to expire")
         assert time.monotonic() - killed_at >= SESSION_MS / 1000 * 0.5   # expired, not deleted at once
     finally:
         if child.poll() is None:
@@ -492,7 +470,7 @@ def test_acknowledged_writes_and_live_sessions_survive_a_store_kill(impl: str, t
             except grpc.RpcError:
                 return False
 
-        wait_until(readable, timeout=20, what="the client to reach the restarted store")
+        wait_until(readable, timeout_s=20, message="the client to reach the restarted store")
         assert {k: c.get(k)[2].version_id() for k in versions} == versions
         later = time.monotonic() + 5.0   # more than two heartbeats (every 2 s) after the restart
         while time.monotonic() < later:
@@ -504,8 +482,8 @@ def test_acknowledged_writes_and_live_sessions_survive_a_store_kill(impl: str, t
         closed_client = True
         fresh = new_oxia_client(store.oxia_address)   # the session was closed first: its record went
         try:
-            wait_until(lambda: missing(fresh, "/restart/eph"), timeout=5,
-                       what="the closed session's ephemeral record to go")
+            wait_until(lambda: missing(fresh, "/restart/eph"), timeout_s=5,
+                       message="the closed session's ephemeral record to go")
         finally:
             close_bounded(fresh)
     finally:

@@ -24,7 +24,7 @@ from targets.ports import PortPlan
 from targets.processes import HOST, listening_ports
 from tests.cluster.conftest import ClusterFactory
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture

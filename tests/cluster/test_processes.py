@@ -5,11 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from targets.processes import ManagedProcess, ProcessState, process_state
-
-pytestmark = pytest.mark.cluster
+from tests.waiting import wait_for
 
 
 def _sleeper(tmp_path: Path) -> ManagedProcess:
@@ -36,9 +33,9 @@ def test_pause_and_resume(tmp_path: Path) -> None:
     proc = _sleeper(tmp_path)
     try:
         proc.signal(signal.SIGSTOP)
-        assert _eventually(lambda: proc.state == ProcessState.PAUSED)
+        assert wait_for(lambda: proc.state == ProcessState.PAUSED)
         proc.signal(signal.SIGCONT)
-        assert _eventually(lambda: proc.state == ProcessState.RUNNING)
+        assert wait_for(lambda: proc.state == ProcessState.RUNNING)
     finally:
         proc.stop()
     assert proc.state == ProcessState.STOPPED
@@ -49,7 +46,7 @@ def test_stop_a_paused_process(tmp_path: Path) -> None:
 
     proc = _sleeper(tmp_path)
     proc.signal(signal.SIGSTOP)
-    assert _eventually(lambda: proc.state == ProcessState.PAUSED)
+    assert wait_for(lambda: proc.state == ProcessState.PAUSED)
     proc.stop(timeout_s=5)
     assert proc.state == ProcessState.STOPPED
 
@@ -64,14 +61,3 @@ def test_a_recycled_pid_is_not_ours(tmp_path: Path) -> None:
         assert proc.state == ProcessState.RUNNING
     finally:
         proc.stop()
-
-
-def _eventually(condition, timeout_s: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False

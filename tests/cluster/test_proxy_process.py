@@ -19,6 +19,7 @@ import requests
 from harness.metrics import parse_prometheus_text
 from harness.toxiproxy.client import Stream, ToxicType, ToxiproxyClient
 from targets.processes import free_port
+from tests.cluster.conftest import running
 from tests.unit.proxy.support import (
     HOST,
     BackgroundLoop,
@@ -26,11 +27,9 @@ from tests.unit.proxy.support import (
     connect,
     echo_handler,
     round_trip,
-    wait_until,
 )
+from tests.waiting import wait_until
 from tools.launch import ProxyProcess, process_gone
-
-pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
@@ -52,11 +51,7 @@ def proxy(tmp_path: Path, echo_address: str) -> Iterator[ProxyProcess]:
         {"name": "broker-0-metadata", "listen": f"{HOST}:0", "upstream": echo_address, "enabled": True},
         {"name": "broker-0-ledger", "listen": f"{HOST}:0", "upstream": echo_address, "enabled": False},
     ])
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    yield from running(process)
 
 
 @pytest.fixture
@@ -185,11 +180,11 @@ def test_exits_when_its_parent_dies(tmp_path: Path) -> None:
         child_pid = int(parent.stdout.readline())
         endpoints = data_dir / "endpoints.json"
         wait_until(lambda: endpoints.exists() and json.loads(endpoints.read_text())["pid"] == child_pid,
-                   timeout=30, what="the proxy to start")
+                   timeout_s=30, message="the proxy to start")
         parent.kill()
         parent.wait(10)
         started = time.monotonic()
-        wait_until(lambda: process_gone(child_pid), timeout=15, what="the proxy to notice its parent died")
+        wait_until(lambda: process_gone(child_pid), timeout_s=15, message="the proxy to notice its parent died")
         assert time.monotonic() - started < 15
     finally:
         if parent.poll() is None:

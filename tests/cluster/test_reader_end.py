@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from harness.client.consumer import Message
@@ -31,8 +29,6 @@ from harness.wire import MessageId
 from tests.cluster.conftest import ClusterFactory, service_urls
 from tests.cluster.test_v4_transactions import TXN_SETTINGS, payload, value_of
 from tests.waiting import wait_until
-
-pytestmark = pytest.mark.cluster
 
 READ_S = 10.0     # generous: each read below that works ends as soon as its messages arrived
 

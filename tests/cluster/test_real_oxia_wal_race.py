@@ -18,12 +18,12 @@ import pytest
 
 from targets.pulsar import tool_finding
 from targets.pulsar.finding import COULD_NOT_RUN, NOT_SHOWN, summary
-from tests.cluster.test_oxia_client import REAL, under_test
+from tests.cluster.test_oxia_client import OURS, REAL, UNDER_TEST_ENV
+from tests.prerequisites import under_test
 from tools.repro.oxia_wal_offset_race import reproduce
 
-pytestmark = [pytest.mark.cluster,
-              pytest.mark.skipif(REAL not in under_test(), reason="the real Oxia is not under test "
-                                                                   "(TXNBENCH_OXIA_UNDER_TEST=ours,real)")]
+pytestmark = pytest.mark.skipif(REAL not in under_test(UNDER_TEST_ENV, OURS, REAL),
+                                reason="the real Oxia is not under test (TXNBENCH_OXIA_UNDER_TEST=ours,real)")
 
 WRITERS = 8
 

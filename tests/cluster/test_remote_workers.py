@@ -18,7 +18,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -32,22 +31,14 @@ from harness.config import RunConfig, load_scenario
 from harness.history import RunClock
 from harness.history.reader import read_history_dir
 from harness.results import RunDir, write_json_atomic
-from orchestrator.capacity import null_broker_command
+from orchestrator.capacity import capacity_config, start_null_broker
+from targets.processes import free_port
 from tests.cluster.test_run_scenarios import short_scenario
 from tests.waiting import wait_until
-from workloads.capacity import _start_null_broker, capacity_config
 from workloads.topology import plan
-
-pytestmark = pytest.mark.cluster
 
 TXNBENCH = [sys.executable, "-m", "orchestrator.cli"]
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def start_host(folder: Path, port: int, processes: int = 1, *extra: str) -> subprocess.Popen[bytes]:
@@ -75,7 +66,7 @@ class NullBrokerMaster:
     """A master load process against the null broker, as orchestrator/run.py would start it."""
 
     def __init__(self, tmp: Path, config: RunConfig) -> None:
-        self.broker, broker_port = _start_null_broker(null_broker_command())
+        self.broker, broker_port = start_null_broker()
         self.run_dir = RunDir(tmp / "run")
         self.run_dir.make_folders()
         self.clock = RunClock.start()

@@ -28,7 +28,7 @@ TXNBENCH = [sys.executable, "-m", "orchestrator.cli"]
 RUN_TIMEOUT_S = 420
 #: past a run's own bound, so a slow run fails with its stderr, not with pytest-timeout's stack
 #: (its default 300 s cut the atomic-produce run short on a loaded machine, 2026-11-29)
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(RUN_TIMEOUT_S + 120)]
+pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 120)
 
 
 def short_scenario(tmp: Path, name: str, *, steady_s: float = 6, path: str = "v4",

@@ -28,7 +28,7 @@ from orchestrator import scenario as scenario_module
 # slow: a real shrink, an embedded run and its Spark check: 128 s of `make test`'s 33 min on
 # 2026-11-29; nightly's `make test-slow` runs it; tests/unit/test_shrink_*.py cover the search
 # without processes
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 RUN_ID = "20261129-063700-shrink-planted-v4"
 BUG = "txnbenchBugV4BufferReplayAbortAsCommit"

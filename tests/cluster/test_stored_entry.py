@@ -10,13 +10,10 @@ from __future__ import annotations
 import uuid
 
 import pulsar
-import pytest
 
 from embedded.ledger.client import BlockingLedgerClient
 from harness.client.admin import AdminClient
 from tests.cluster.conftest import ClusterFactory, service_urls
-
-pytestmark = pytest.mark.cluster
 
 
 def test_stored_entry_tells_a_lost_entry_from_one_that_never_was(cluster_factory: ClusterFactory) -> None:

@@ -5,15 +5,11 @@ by the coordinator's timeout: v4 then forgets it (404), v5 keeps its header ABOR
 
 from __future__ import annotations
 
-import pytest
-
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from tests.cluster.conftest import ClusterFactory, service_urls
 from tests.cluster.test_v5_helpers import admin_of, new_client, start_v5
 from tests.waiting import wait_until
-
-pytestmark = pytest.mark.cluster
 
 
 def _status(admins: list[AdminClient], most: int, least: int) -> list[str]:

@@ -25,8 +25,6 @@ from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v4_transactions import TXN_SETTINGS, payload, read_all, topic_on, v4_client
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
-
 TXN_TIMEOUT_S = 8.0
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from harness.client.client import PulsarClient
 from harness.client.transaction import Transaction
 from targets.embedded import HOST
@@ -28,8 +26,6 @@ from tests.cluster.test_v4_transactions import (
     value_of,
 )
 from tests.waiting import wait_until
-
-pytestmark = pytest.mark.cluster
 
 ZK_SETTINGS = {**TXN_SETTINGS, "metadataStoreUrl": "zk"}
 
@@ -69,9 +65,7 @@ def test_atomic_produce_on_zookeeper_and_its_data_survives_a_kill(cluster_factor
 
 def test_v5_atomic_produce_on_zookeeper(cluster_factory: ClusterFactory) -> None:
     """v5 on ZooKeeper: sequence keys (op records, events) and index scans emulated, watches recursive."""
-    from tests.cluster.test_v5_helpers import admin_of, new_client, receive_values, start_v5
-    from tests.cluster.test_v5_helpers import read_all as read_v5
-    from tests.cluster.test_v5_helpers import values as values_v5
+    from tests.cluster.test_v5_helpers import admin_of, commit_abort_and_read, start_v5
 
     cluster = start_v5(cluster_factory, metadataStoreUrl="zk")
     assert cluster.records["metadata"].program == "zookeeper"
@@ -79,28 +73,7 @@ def test_v5_atomic_produce_on_zookeeper(cluster_factory: ClusterFactory) -> None
     first, second = "topic://public/default/zk-a", "topic://public/default/zk-b"
     admin.create_scalable_topic(first, 2)
     admin.create_scalable_topic(second, 2)
-    with new_client(cluster) as client:
-        consumers = [client.subscribe(t, "check") for t in (first, second)]
-        producers = [client.create_producer(t) for t in (first, second)]
-        committed = client.new_transaction(60)
-        for i in range(10):
-            for topic_index, producer in enumerate(producers):
-                producer.send(f"c-{topic_index}-{i}", key=f"key-{i}", txn=committed)
-        assert all(c.receive(0.5) is None for c in consumers), "uncommitted messages were delivered"
-        committed.commit()
-        got = [receive_values(c, 10, 15.0) for c in consumers]
-        assert [sorted(g) for g in got] == [sorted(f"c-{t}-{i}" for i in range(10)) for t in (0, 1)]
-        aborted = client.new_transaction(60)
-        for topic_index, producer in enumerate(producers):
-            producer.send(f"a-{topic_index}", key="key-0", txn=aborted)
-        aborted.abort()
-        for topic_index, producer in enumerate(producers):
-            producer.send(f"plain-{topic_index}", key="key-0")
-        assert [receive_values(c, 1, 15.0) for c in consumers] == [["plain-0"], ["plain-1"]]
-        final = [values_v5(read_v5(client, t)) for t in (first, second)]
-    for topic_index, seen in enumerate(final):
-        assert sorted(seen) == sorted([f"c-{topic_index}-{i}" for i in range(10)] + [f"plain-{topic_index}"])
-
+    commit_abort_and_read(cluster, first, second, aborted=1)
 
 def test_a_killed_and_restarted_broker_serves_its_coordinators_before_its_old_session_expires(
         cluster_factory: ClusterFactory) -> None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from harness.client import ConnectionLostError, NotReadyError, Producer, PulsarClient, Transaction
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v4_transactions import (
@@ -25,8 +23,6 @@ from tests.cluster.test_v4_transactions import (
     v4_client,
     value_of,
 )
-
-pytestmark = pytest.mark.cluster
 
 
 def send_or_refused(producer: Producer, data: bytes) -> bool:

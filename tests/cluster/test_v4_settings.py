@@ -7,8 +7,6 @@ import pytest
 from harness.errors import EnvironmentProblem
 from tests.cluster.conftest import ClusterFactory
 
-pytestmark = pytest.mark.cluster
-
 
 def test_broker_refuses_to_start_with_a_too_small_batched_write_setting(cluster_factory: ClusterFactory) -> None:
     with pytest.raises(EnvironmentProblem) as err:

@@ -26,8 +26,6 @@ from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v4_transactions import TXN_SETTINGS, payload, read_all, topic_on, v4_client
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
-
 STALL_BOUND_S = 10.0
 
 

@@ -36,8 +36,6 @@ from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import ClusterFactory, WireClient, lookup_until_connect, service_urls
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
-
 TXN_SETTINGS: dict[str, Any] = {"txnbenchTxnEndRetryIntervalMillis": 300}
 ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 

@@ -23,6 +23,7 @@ import pytest
 
 from harness.client.admin import AdminClient
 from harness.errors import DefiniteError, IndeterminateError, OperationError
+from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v5_helpers import (
     admin_of,
@@ -36,8 +37,6 @@ from tests.cluster.test_v5_helpers import (
     values,
     wait_until,
 )
-
-pytestmark = pytest.mark.cluster
 
 TXN_TIMEOUT_S = 10
 TOPICS = ("topic://public/default/failover-a", "topic://public/default/failover-b")
@@ -101,6 +100,19 @@ def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory,
     """`store` zk: v5 over a real ZooKeeper; the victim's elections are ephemeral znodes that go
     when ZooKeeper expires its session."""
     cluster = start_v5(cluster_factory, brokers=2, metadataStoreUrl=store)
+    victim, survivor = kill_the_coordinator_leader(cluster, 20)
+    metrics = scrape(cluster.records[survivor].metrics_url or "")
+    recovery = [v for (n, _), v in metrics.items() if n == "pulsar_txn_coordinator_recovery_seconds"]
+    assert recovery and max(recovery) < 1.0, f"coordinator recovery took {recovery}"
+    assert metric_sum(metrics, "txnbench_ml_add_entries_total", lambda labels: labels.get("kind") == "txn-log") == 0
+    assert broker_metric(cluster, "txnbench_v5_tc_leader", skip=[victim]) == 4   # all 4 partitions here
+
+
+def kill_the_coordinator_leader(cluster: EmbeddedCluster, commits: int) -> tuple[str, str]:
+    """Two writers commit `commits` transactions; the broker leading the most coordinator partitions
+    is killed -9, the survivor takes every partition over and `commits` more commit; once every
+    transaction ended (the timeout sweep aborts those left open) each one is all or nothing on both
+    topics. The victim and the survivor."""
     admin = admin_of(cluster)
     for topic in TOPICS:
         admin.create_scalable_topic(topic, 2)
@@ -115,14 +127,13 @@ def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory,
                    for i in range(2)]
         for thread in threads:
             thread.start()
-        wait_until(lambda: len(out.committed) >= 20, 60, "committed transactions before the kill")
+        wait_until(lambda: len(out.committed) >= commits, 60, "committed transactions before the kill")
         cluster.kill(victim)
         killed_at = time.monotonic()
         survivor_url = cluster.records[survivor].service_url
         takeover = wait_until(lambda: set(client.coordinator_brokers().values()) == {survivor_url}, 60,
                               "the survivor leading every coordinator partition", 0.2)
-        wait_until(lambda: any(t > killed_at for t in out.commit_times) and
-                   sum(t > killed_at for t in out.commit_times) >= 20, 90, "commits after the takeover")
+        wait_until(lambda: sum(t > killed_at for t in out.commit_times) >= commits, 90, "commits after the takeover")
         stop.set()
         for thread in threads:
             thread.join(60)
@@ -138,12 +149,7 @@ def test_killing_the_coordinator_leader_mid_run(cluster_factory: ClusterFactory,
                    "every transaction to have ended")
         visible = [set(values(read_all(client, t, 60))) for t in TOPICS]
     assert_all_or_nothing(out, visible)
-
-    metrics = scrape(cluster.records[survivor].metrics_url or "")
-    recovery = [v for (n, _), v in metrics.items() if n == "pulsar_txn_coordinator_recovery_seconds"]
-    assert recovery and max(recovery) < 1.0, f"coordinator recovery took {recovery}"
-    assert metric_sum(metrics, "txnbench_ml_add_entries_total", lambda labels: labels.get("kind") == "txn-log") == 0
-    assert broker_metric(cluster, "txnbench_v5_tc_leader", skip=[victim]) == 4   # all 4 partitions here
+    return victim, survivor
 
 
 def assert_all_or_nothing(out: Outcomes, visible: list[set[str]]) -> None:

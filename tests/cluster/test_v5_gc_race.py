@@ -22,11 +22,14 @@ after they end. A consumer acknowledges 5 messages in one transaction and commit
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from harness.client.consumer import Message
+from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v5_helpers import (
     admin_of,
@@ -36,8 +39,6 @@ from tests.cluster.test_v5_helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.cluster
-
 RACE: dict[str, Any] = {"txnbenchV5GcRetentionMillis": 300, "txnbenchV5GcIntervalMillis": 200,
         "txnbenchV5ParticipantDelayMillis": 2000, "txnbenchV5ParticipantDelayMatch": "|slow-sub"}
 
@@ -45,9 +46,20 @@ RACE: dict[str, Any] = {"txnbenchV5GcRetentionMillis": 300, "txnbenchV5GcInterva
 @pytest.mark.parametrize("policy", ["force-delete", "redrive"])
 def test_gc_before_a_slow_participant_loses_committed_acks(cluster_factory: ClusterFactory, policy: str) -> None:
     cluster = start_v5(cluster_factory, txnbenchV5GcLeftoverOps=policy, **RACE)
-    admin = admin_of(cluster)
-    topic = "topic://public/default/gc-race"
-    admin.create_scalable_topic(topic, 1)
+    with acks_committed_on_a_slow_subscription(cluster, "topic://public/default/gc-race") as consumer:
+        if policy == "force-delete":
+            assert_acks_lost(cluster, consumer)
+            assert broker_metric(cluster, "txnbench_v5_gc_forced_op_records_total") == 5
+        else:
+            assert_acks_kept(cluster, consumer)
+            assert broker_metric(cluster, "txnbench_v5_gc_redrives_total") >= 1
+
+
+@contextmanager
+def acks_committed_on_a_slow_subscription(cluster: EmbeddedCluster, topic: str) -> Iterator[Any]:
+    """Five messages on a new `topic`, received on `slow-sub` and acknowledged in one transaction that
+    commits (the header CAS is the decision); its consumer, to see what comes back."""
+    admin_of(cluster).create_scalable_topic(topic, 1)
     with new_client(cluster) as client:
         producer = client.create_producer(topic)
         for i in range(5):
@@ -58,21 +70,25 @@ def test_gc_before_a_slow_participant_loses_committed_acks(cluster_factory: Clus
         txn = client.new_transaction(60)
         for message in received:
             consumer.acknowledge(message, txn=txn)
-        txn.commit()   # succeeds: the header CAS is the decision
+        txn.commit()
+        yield consumer
 
-        again: list[Message] = []
-        if policy == "force-delete":
-            wait_until(lambda: _take(consumer, again) >= 5, 30,
-                       "the committed-but-lost acks' messages to be delivered again")
-            assert sorted(m.data.decode() for m in again) == [f"m{i}" for i in range(5)]
-            assert broker_metric(cluster, "txnbench_v5_gc_forced_op_records_total") == 5
-            assert broker_metric(cluster, "txnbench_v5_pending_ack_lost_total") == 5
-        else:
-            wait_until(lambda: admin.scalable_topic_stats(topic)["subscriptions"]["slow-sub"]["msgBacklog"] == 0,
-                       30, "the slow participant to apply the committed acks")
-            assert consumer.receive(1.0) is None, "a committed ack was lost"
-            assert broker_metric(cluster, "txnbench_v5_gc_redrives_total") >= 1
-            assert broker_metric(cluster, "txnbench_v5_pending_ack_lost_total") == 0
+
+def assert_acks_lost(cluster: EmbeddedCluster, consumer: Any) -> None:
+    """The 5 committed acks were lost: their messages are delivered again."""
+    again: list[Message] = []
+    wait_until(lambda: _take(consumer, again) >= 5, 30, "the committed-but-lost acks' messages to be delivered again")
+    assert sorted(m.data.decode() for m in again) == [f"m{i}" for i in range(5)]
+    assert broker_metric(cluster, "txnbench_v5_pending_ack_lost_total") == 5
+
+
+def assert_acks_kept(cluster: EmbeddedCluster, consumer: Any) -> None:
+    """The slow participant applied the 5 committed acks: nothing comes back."""
+    admin = admin_of(cluster)
+    wait_until(lambda: admin.scalable_topic_stats(consumer.topic)["subscriptions"]["slow-sub"]["msgBacklog"] == 0,
+               30, "the slow participant to apply the committed acks")
+    assert consumer.receive(1.0) is None, "a committed ack was lost"
+    assert broker_metric(cluster, "txnbench_v5_pending_ack_lost_total") == 0
 
 
 def _take(consumer: object, into: list[Message]) -> int:

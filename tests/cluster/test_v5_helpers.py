@@ -78,6 +78,34 @@ def receive_values(consumer: Any, count: int, timeout_s: float, ack: bool = True
     return out
 
 
+def commit_abort_and_read(cluster: EmbeddedCluster, first: str, second: str, aborted: int) -> None:
+    """Across two scalable topics: a transaction's 10 sends to each are not delivered before its
+    commit and are after it; an aborted one's `aborted` sends to each never are, a plain send after
+    it is; the final reads hold exactly the committed and the plain values."""
+    with new_client(cluster) as client:
+        consumers = [client.subscribe(t, "check") for t in (first, second)]
+        producers = [client.create_producer(t) for t in (first, second)]
+        committed = client.new_transaction(60)
+        for i in range(10):
+            for topic_index, producer in enumerate(producers):
+                producer.send(f"c-{topic_index}-{i}", key=f"key-{i}", txn=committed)
+        assert all(c.receive(0.5) is None for c in consumers), "uncommitted messages were delivered"
+        committed.commit()
+        got = [receive_values(c, 10, 15.0) for c in consumers]
+        assert [sorted(g) for g in got] == [sorted(f"c-{t}-{i}" for i in range(10)) for t in (0, 1)]
+        txn = client.new_transaction(60)
+        for i in range(aborted):
+            for topic_index, producer in enumerate(producers):
+                producer.send(f"a-{topic_index}-{i}", key=f"key-{i}", txn=txn)
+        txn.abort()
+        for topic_index, producer in enumerate(producers):
+            producer.send(f"plain-{topic_index}", key="key-0")
+        assert [receive_values(c, 1, 15.0) for c in consumers] == [["plain-0"], ["plain-1"]]
+        final = [values(read_all(client, t)) for t in (first, second)]
+    for topic_index, seen in enumerate(final):
+        assert sorted(seen) == sorted([f"c-{topic_index}-{i}" for i in range(10)] + [f"plain-{topic_index}"])
+
+
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     response = requests.get(url, timeout=10)
     response.raise_for_status()

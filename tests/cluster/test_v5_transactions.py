@@ -25,6 +25,7 @@ from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v5_helpers import (
     admin_of,
     broker_metric,
+    commit_abort_and_read,
     metric_sum,
     new_client,
     read_all,
@@ -33,8 +34,6 @@ from tests.cluster.test_v5_helpers import (
     start_v5,
     values,
 )
-
-pytestmark = pytest.mark.cluster
 
 
 def test_atomic_produce_across_two_scalable_topics(cluster_factory: ClusterFactory) -> None:
@@ -45,32 +44,7 @@ def test_atomic_produce_across_two_scalable_topics(cluster_factory: ClusterFacto
     admin.create_scalable_topic(second, 3)
     assert len(admin.scalable_topic_metadata(second)["segments"]) == 3
     data_entries_before = broker_metric(cluster, "txnbench_ml_add_entries_total", lambda labels: labels.get("kind") == "data")
-    with new_client(cluster) as client:
-        consumers = [client.subscribe(t, "check") for t in (first, second)]
-        producers = [client.create_producer(t) for t in (first, second)]
-
-        committed = client.new_transaction(60)
-        for i in range(10):
-            for topic_index, producer in enumerate(producers):
-                producer.send(f"c-{topic_index}-{i}", key=f"key-{i}", txn=committed)
-        assert all(c.receive(0.5) is None for c in consumers), "uncommitted messages were delivered"
-        committed.commit()
-        got = [receive_values(c, 10, 15.0) for c in consumers]
-        assert [sorted(g) for g in got] == [sorted(f"c-{t}-{i}" for i in range(10)) for t in (0, 1)]
-
-        aborted = client.new_transaction(60)
-        for i in range(10):
-            for topic_index, producer in enumerate(producers):
-                producer.send(f"a-{topic_index}-{i}", key=f"key-{i}", txn=aborted)
-        aborted.abort()
-        for topic_index, producer in enumerate(producers):
-            producer.send(f"plain-{topic_index}", key="key-0")
-        after = [receive_values(c, 1, 15.0) for c in consumers]
-        assert after == [["plain-0"], ["plain-1"]]
-
-        final = [values(read_all(client, t)) for t in (first, second)]
-        for topic_index, seen in enumerate(final):
-            assert sorted(seen) == sorted([f"c-{topic_index}-{i}" for i in range(10)] + [f"plain-{topic_index}"])
+    commit_abort_and_read(cluster, first, second, aborted=10)
 
     data_entries = broker_metric(cluster, "txnbench_ml_add_entries_total",
                                  lambda labels: labels.get("kind") == "data") - data_entries_before

@@ -22,8 +22,6 @@ from harness.wire import Command, CommandType, Connection, Role, ServerError, co
 from tests.cluster.conftest import ClusterFactory, WireClient
 from tests.cluster.test_v5_helpers import admin_of, start_v5
 
-pytestmark = pytest.mark.cluster
-
 
 def connect_tc(request_id: int, tc_id: int) -> Command:
     return commands.tc_client_connect_request(request_id, tc_id, scalable=True)

@@ -29,8 +29,6 @@ from tests.unit.workloads.history_checks import assert_unique_values, assert_wel
 from tests.waiting import wait_until
 from workloads.topology import plan
 
-pytestmark = pytest.mark.cluster
-
 
 @pytest.fixture(scope="module")
 def null_broker() -> Iterator[str]:

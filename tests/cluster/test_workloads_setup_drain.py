@@ -19,16 +19,14 @@ from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from harness.history import HistoryRecorder, RunClock
 from harness.history.reader import read_history_dir
+from orchestrator.load.drain import drain
+from orchestrator.load.setup import prepare
 from tests.cluster.conftest import ClusterFactory
 from tests.unit.workloads.conftest import scenario
 from tests.unit.workloads.history_checks import assert_well_formed
 from tests.waiting import wait_until
-from workloads.drain import drain
 from workloads.payload import encode
-from workloads.setup import prepare
 from workloads.topology import SubscriptionRole, TopicRole, plan
-
-pytestmark = pytest.mark.cluster
 
 CONFIG = """
 workload: {{kind: consume-transform-produce, topics: 2, topics_per_txn: 1, partitions: {partitions},

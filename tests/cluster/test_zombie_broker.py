@@ -14,34 +14,20 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from faults.nemesis import Nemesis
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
 from harness.config import parse_scenario
 from harness.errors import OperationError
 from harness.history import HistoryRecorder, RunClock
 from targets.embedded import EmbeddedCluster
-from tests.cluster.conftest import ClusterFactory
-
-pytestmark = pytest.mark.cluster
+from tests.cluster.conftest import ClusterFactory, quiet_nemesis
+from tests.waiting import wait_for
 
 TOPIC = "persistent://public/default/zombie-0"
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def owner_seen_by(cluster: EmbeddedCluster, asked: str, topic: str) -> str | None:
@@ -124,8 +110,7 @@ def test_a_broker_cut_off_from_the_store_keeps_serving_until_the_new_owner_fence
     with PulsarClient(info.service(zombie).service_url, operation_timeout_s=10) as client:
         producer = client.create_producer(TOPIC)
         producer.send(b'{"v": "before"}')
-        with Nemesis(config=config, cluster=info, control=cluster, recorder=recorder,
-                     progress=lambda _m: None) as nem:
+        with quiet_nemesis(config, cluster, recorder) as nem:
             nem.start()
             assert wait_for(lambda: nem.stats.injected == 1, 10)
             time.sleep(4)   # past the session (3 s): the zombie's client has declared it lost ...

@@ -13,12 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from targets.zk_watchdog import start_time
 from tests.waiting import wait_until
-
-pytestmark = pytest.mark.cluster
 
 _OWNER = """
 import sys

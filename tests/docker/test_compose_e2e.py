@@ -25,8 +25,6 @@ from targets.compose import COMPOSE_DIR, ComposeCluster, ComposeSpec
 from targets.compose.layout import load_layout
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.docker
-
 FILES = ["v4.yaml", "v4-batched.yaml", "v5-oxia.yaml", "v5-zookeeper.yaml"]
 
 

@@ -12,15 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
 from analysis.check import check_run
 from analysis.verdicts import judge_run
 from harness.config import parse_scenario
 from tests.spark.dsl import History, Txn
-
-pytestmark = pytest.mark.spark
 
 TERMINATED = "persistent://public/t/ap-2"
 OTHER = "persistent://public/t/ap-3"
@@ -40,7 +37,7 @@ STALL_S = 40.0
 
 
 def _terminate(h: History) -> None:
-    extra = {"kind": "terminate", "targets": [TERMINATED], "fault_id": "f1", "healable": False}
+    extra = {"kind": "terminate", "effects": ["stays"], "targets": [TERMINATED], "fault_id": "f1", "healable": False}
     h.emit("nemesis", "nemesis/f1", "invoke", "fault", extra=extra)
     h.emit("nemesis", "nemesis/f1", "ok", "fault", extra=extra)
 

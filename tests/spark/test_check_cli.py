@@ -16,8 +16,6 @@ from harness.results import RunDir
 from orchestrator.cli import main
 from tests.spark.dsl import History
 
-pytestmark = pytest.mark.spark
-
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from analysis.checks import AnomalyClass
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
-
-pytestmark = pytest.mark.spark
 
 
 def _produced(h: History, *values: str, topic: str = "t1") -> History:

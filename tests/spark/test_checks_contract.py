@@ -19,9 +19,6 @@ from analysis.history_io import HistoryFormatError, load_run
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
-pytestmark = pytest.mark.spark
-
-
 # ---- rule 1: visible without a commit is not committed -----------------------------------------
 
 def test_a_visible_value_of_a_transaction_never_committed_is_an_aborted_read(run_check: RunCheck) -> None:

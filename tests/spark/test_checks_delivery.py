@@ -3,14 +3,10 @@ start must be delivered to it, when the drain emptied that subscription."""
 
 from __future__ import annotations
 
-import pytest
-
 from analysis.checks import AnomalyClass, CheckStatus
 from harness.history.schema import PHASE_SUBSCRIPTION_START, OpF, OpType
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
-
-pytestmark = pytest.mark.spark
 
 
 def _start(h: History, topic: str = "t1", sub: str = "s") -> History:

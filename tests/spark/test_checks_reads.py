@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from analysis.checks import AnomalyClass, CheckStatus
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
-
-pytestmark = pytest.mark.spark
 
 
 def test_aborted_read_by_a_consumer_is_found_with_its_ops(run_check: RunCheck) -> None:

@@ -10,8 +10,6 @@ from analysis.checks.base import PendingCheck, evaluate
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
-pytestmark = pytest.mark.spark
-
 
 def test_lost_write_names_the_missing_send(run_check: RunCheck) -> None:
     h = History()

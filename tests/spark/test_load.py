@@ -19,8 +19,6 @@ from analysis.history_io import (
 from analysis.model import OPS_COLUMNS, PAIR_COLUMNS, pair_operations
 from tests.spark.dsl import History
 
-pytestmark = pytest.mark.spark
-
 
 def _small_run(tmp_path: Path) -> Path:
     h = History()

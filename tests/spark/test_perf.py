@@ -25,8 +25,6 @@ from analysis.perf.history_stats import quantize_us_column
 from harness.history.schema import Op, OpF, OpType
 from tests.unit.report.simrun import SimSpec, simulate_run
 
-pytestmark = pytest.mark.spark
-
 OMITTED = "txnbench_metadata_fsyncs_total"
 SPEC = SimSpec(producers=3, phases=(("setup", 0.1), ("warmup", 0.3), ("steady", 1.2), ("faults", 0.8),
                                     ("recovery", 0.2)), fault=True, omit_metrics=frozenset({OMITTED}))

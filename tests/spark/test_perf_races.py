@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
 from analysis.perf import compute_perf
 from harness.history.schema import OpF
 from tests.spark.dsl import History
-
-pytestmark = pytest.mark.spark
 
 
 def _commit(h: History, process: str, txn: str, type_: str, **extra: object) -> None:

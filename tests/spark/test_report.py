@@ -18,8 +18,6 @@ from tests.unit.report.fakes import fake_results
 from tests.unit.report.simrun import SimSpec, simulate_run
 from tests.unit.report.test_render import assert_self_contained
 
-pytestmark = pytest.mark.spark
-
 PHASES = (("setup", 0.1), ("warmup", 0.2), ("steady", 0.8), ("recovery", 0.1))
 
 
@@ -133,7 +131,8 @@ def test_report_rebuilds_a_run_whose_manifest_an_older_txnbench_wrote(
     shutil.copytree(analyzed[0].path, run.path)
     shutil.copyfile(OLD_MANIFEST, run.manifest_path)
     terminated = "persistent://public/default/chaos-t2"
-    extra = {"kind": "terminate", "targets": [terminated], "params": {}, "fault_id": "f1", "healable": False}
+    extra = {"kind": "terminate", "effects": ["stays"], "targets": [terminated], "params": {}, "fault_id": "f1",
+             "healable": False}
     lines = [Op(run=run.run_id, writer="nemesis", process="nemesis/f1", index=i, time_ns=(100 + i) * 10**6,
                 wall_ms=1.7e12 + 100 + i, type=t, f=OpF.FAULT, path="v4", extra=extra).to_json()
              for i, t in enumerate((OpType.INVOKE, OpType.OK))]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,18 +24,13 @@ import pyspark
 import pytest
 
 from analysis.check import check_run
+from targets.processes import free_port
 from tests.spark.dsl import History
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 READY_TIMEOUT_S = 90.0
 CHECK_TIMEOUT_S = 600.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _spark_class() -> Path:
@@ -69,7 +63,7 @@ class StandaloneCluster:
 
     def __init__(self, work: Path, workers: int = 2) -> None:
         self.work = work
-        self.port, self.web_port = _free_port(), _free_port()
+        self.port, self.web_port = free_port(), free_port()
         self.workers = workers
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[IO[bytes]] = []
@@ -91,7 +85,7 @@ class StandaloneCluster:
         self._wait(lambda s: s.get("status") == "ALIVE", "the master to come up")
         for n in range(self.workers):
             self._start(f"worker-{n}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                        "--webui-port", str(_free_port()), "--cores", "1", "--memory", "1g",
+                        "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g",
                         "--work-dir", str(self.work / f"worker-{n}"), self.url)
         self._wait(lambda s: int(s.get("aliveworkers", 0)) >= self.workers, f"{self.workers} workers to register")
 

@@ -13,8 +13,6 @@ from harness.history import read_history_dir
 from harness.history.schema import Op
 from tools.synth import SynthConfig, generate
 
-pytestmark = pytest.mark.spark
-
 
 def test_synthetic_histories_follow_the_contract(tmp_path: Path) -> None:
     summary = generate(SynthConfig(events=3000, writers=2, plant=tuple(c.value for c in AnomalyClass)),

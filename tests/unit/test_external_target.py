@@ -11,6 +11,7 @@ from harness.errors import EnvironmentProblem
 from harness.target import service_hosts
 from harness.txn_paths import TxnPath
 from targets.external import ExternalCluster
+from targets.processes import free_port
 
 
 def test_service_hosts_reads_every_host_in_order() -> None:
@@ -25,24 +26,18 @@ def test_a_bad_service_url_names_itself(url: str) -> None:
         service_hosts(url)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_up_needs_one_reachable_broker_of_several(tmp_path: Path) -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
         live = server.getsockname()[1]
-        url = f"pulsar://127.0.0.1:{_free_port()},127.0.0.1:{live}"   # the first broker is down
+        url = f"pulsar://127.0.0.1:{free_port()},127.0.0.1:{live}"   # the first broker is down
         info = ExternalCluster(url, None, TxnPath.V4, embedded_dir=tmp_path).up()
     assert info.service_url == url and info.target == "external"
 
 
 def test_up_names_every_host_when_none_answers(tmp_path: Path) -> None:
-    ports = (_free_port(), _free_port())
+    ports = (free_port(), free_port())
     url = f"pulsar://127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}"
     with pytest.raises(EnvironmentProblem, match=r"cannot reach .*is the cluster running") as raised:
         ExternalCluster(url, None, TxnPath.V4, embedded_dir=tmp_path).up()

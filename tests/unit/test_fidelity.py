@@ -45,7 +45,7 @@ def bench_perf(*, rate: float, ledger: float, fsyncs: float, writes: float | Non
 
 
 def failover_perf(outage: float, recovery: float | None) -> dict[str, Any]:
-    return {"faults": [{"kind": "kill", "coordinator_outage_s": outage, "injected": True}],
+    return {"faults": [{"kind": "kill", "effects": ["stops"], "coordinator_outage_s": outage, "injected": True}],
             "coordinator_recovery_s": ({"absent": True, "reason": "no snapshot exposes "
                                                                   "pulsar_txn_coordinator_recovery_seconds"}
                                        if recovery is None else {"faults": recovery}),

@@ -10,12 +10,19 @@ import pytest
 
 from analysis.check import commit_blocked_windows
 from analysis.checks.liveness import merged_windows
+from faults.kinds import BY_NAME
 from harness.results import RunDir
 
 
 def _fault(process: str, f: str, type_: str, t_s: float, kind: str, selector: str) -> dict[str, Any]:
-    return {"writer": "nemesis", "index": 0, "process": process, "f": f, "type": type_,
-            "time_ns": int(t_s * 1e9), "extra": {"kind": kind, "selector": selector, "targets": []}}
+    return {"writer": "nemesis", "index": 0, "process": process, "f": f, "type": type_, "time_ns": int(t_s * 1e9),
+            "extra": {"kind": kind, "selector": selector, "targets": [], "effects": _effects(kind)}}
+
+
+def _effects(kind: str) -> list[str]:
+    """As the nemesis records them: the effects the kind declares (faults/kinds/); the supervisor's
+    `exit` records its own."""
+    return sorted(e.value for e in BY_NAME[kind].effects) if kind in BY_NAME else []
 
 
 def _run(tmp_path: Path, path: str) -> RunDir:
@@ -62,7 +69,7 @@ def test_a_stores_own_exit_the_supervisor_recorded_counts_as_its_kill(tmp_path: 
     lines = []
     for n, (service, start_s) in enumerate([("ledger", 10.0), ("broker-0", 20.0), ("ledger", 30.0)], start=1):
         extra = {"kind": "exit", "targets": [service], "selector": service, "fault_id": f"exit-{service}-{n}",
-                 "source": "supervisor"}
+                 "source": "supervisor", "effects": ["stops"]}
         lines += [{**_fault("nemesis/supervisor", f, type_, t, "exit", service), "extra": extra}
                   for f, type_, t in (("fault", "invoke", start_s), ("fault", "ok", start_s),
                                       ("heal", "invoke", start_s), ("heal", "ok", start_s + 4))]
@@ -71,7 +78,7 @@ def test_a_stores_own_exit_the_supervisor_recorded_counts_as_its_kill(tmp_path: 
 
 
 def _broker_fault(n: int, kind: str, targets: list[str], start_s: float, end_s: float) -> list[dict[str, Any]]:
-    extra = {"kind": kind, "targets": targets, "selector": "broker:random", "fault_id": f"f{n}"}
+    extra = {"kind": kind, "targets": targets, "selector": "broker:random", "fault_id": f"f{n}", "effects": _effects(kind)}
     return [{**_fault(f"nemesis/f{n}", f, type_, t, kind, "broker:random"), "extra": extra}
             for f, type_, t in (("fault", "invoke", start_s), ("fault", "ok", start_s),
                                 ("heal", "invoke", start_s), ("heal", "ok", end_s))]

@@ -135,7 +135,7 @@ def test_a_cell_run_again_replaces_the_earlier_run_and_the_report_says_so(tmp_pa
 
 def test_what_the_drain_observed_of_the_broker_is_counted_and_enters_the_release_diff(tmp_path: Path) -> None:
     """2.10.5-3.2 answer GET_LAST_MESSAGE_ID past every entry a reader is given (stale ends,
-    workloads/undeliverable.py); 4.0 does not. The matrix counts the drain's observations per run
+    orchestrator/load/undeliverable.py); 4.0 does not. The matrix counts the drain's observations per run
     and the release diff names the one a newer release no longer shows."""
     from orchestrator.release_matrix import drain_observations
 

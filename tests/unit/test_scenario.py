@@ -18,6 +18,15 @@ def test_a_valid_scenario_loads_as_the_parser_reads_it() -> None:
     assert scenario.load("chaos") == load_scenario("chaos")
 
 
+def test_a_run_hands_its_nemesis_the_timeline_load_planned(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = scenario.load("chaos")
+    monkeypatch.setattr(scenario, "check_scenario", None)   # planned by load, not again
+    assert all(scenario.timeline(config.for_path(txn_path)).faults for txn_path in config.paths)
+    monkeypatch.undo()
+    shorter = config.with_duration(7)   # made after load: planned once, when first asked for
+    assert scenario.timeline(shorter) is scenario.timeline(shorter) and scenario.timeline(shorter).duration_s == 7
+
+
 def test_bad_faults_are_refused_with_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "typo.yaml"
     bad.write_text("phases: {faults_s: 10}\nfaults:\n  schedule:\n    - {kind: kill, target: 'brokr:1', at_s: 1}\n")

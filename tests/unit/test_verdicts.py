@@ -70,7 +70,7 @@ def _run(tmp_path: Path, anomalies: dict) -> Path:  # type: ignore[type-arg]
     (run / "manifest.json").write_text(json.dumps({"path": "v4", "config": config}))
     (run / "analysis" / "results.json").write_text(json.dumps({"valid": False, "anomalies": anomalies}))
     (run / "history" / "nemesis.jsonl").write_text(json.dumps(
-        {"f": "fault", "type": "ok", "extra": {"kind": "terminate", "targets": [TERMINATED], "fault_id": "f1"}}) + "\n")
+        {"f": "fault", "type": "ok", "extra": {"kind": "terminate", "effects": ["stays"], "targets": [TERMINATED], "fault_id": "f1"}}) + "\n")
     sends = [{"f": "send", "type": "invoke", "txn": "1:1", "topic": TERMINATED},
              {"f": "send", "type": "invoke", "txn": "1:1", "topic": "persistent://public/t/ap-3"},
              {"f": "send", "type": "invoke", "txn": "1:2", "topic": "persistent://public/t/ap-3"},
@@ -193,9 +193,9 @@ def _timed_run(tmp_path: Path, anomalies: dict, lines: list[dict]) -> Path:  # t
     s = 1_000_000_000
     (run / "history" / "nemesis.jsonl").write_text("".join(json.dumps(op) + "\n" for op in [
         {"f": "fault", "type": "invoke", "time_ns": 10 * s, "process": "nemesis/f3",
-         "extra": {"kind": "terminate", "targets": [TERMINATED], "fault_id": "f3"}},
+         "extra": {"kind": "terminate", "effects": ["stays"], "targets": [TERMINATED], "fault_id": "f3"}},
         {"f": "fault", "type": "ok", "time_ns": 10 * s + 5, "process": "nemesis/f3",
-         "extra": {"kind": "terminate", "targets": [TERMINATED], "fault_id": "f3", "healable": False}}]))
+         "extra": {"kind": "terminate", "effects": ["stays"], "targets": [TERMINATED], "fault_id": "f3", "healable": False}}]))
     (run / "history" / "w0.jsonl").write_text("".join(json.dumps(op) + "\n" for op in lines))
     return run
 
@@ -317,25 +317,25 @@ def test_a_value_behind_a_transaction_the_terminate_left_open_is_expected(tmp_pa
     assert judged is not None and judged.unexpected == ("partial-txn",)
 
 
-def test_a_servers_own_exit_is_read_as_its_kill(tmp_path: Path) -> None:
+def test_a_servers_own_exit_is_read_as_its_stop(tmp_path: Path) -> None:
     """The supervisor (faults/supervisor.py) records a server that exited on its own as a fault of
-    kind `exit`, every one under process `nemesis/supervisor`: each is a window of a kill of that
-    service, told apart by its fault id; a terminate's windows do not include it."""
-    from analysis.verdicts import fault_kind, fault_windows
+    kind `exit` that stops it, every one under process `nemesis/supervisor`: each is a window of a
+    stop of that service, told apart by its fault id; the windows of faults that stay do not include it."""
+    from analysis.verdicts import fault_windows
+    from harness.history.schema import FaultEffect
 
     history = tmp_path / "history"
     history.mkdir()
     lines = []
     for n, (service, t) in enumerate([("ledger", 10), ("ledger", 30)], start=1):
         extra = {"kind": "exit", "targets": [service], "selector": service, "fault_id": f"exit-{service}-{n}",
-                 "source": "supervisor"}
+                 "source": "supervisor", "effects": ["stops"]}
         lines += [{"f": f, "type": type_, "time_ns": at, "process": "nemesis/supervisor", "extra": extra}
                   for f, type_, at in (("fault", "invoke", t), ("fault", "ok", t), ("heal", "ok", t + 4))]
     (history / "nemesis.jsonl").write_text("".join(json.dumps(op) + "\n" for op in lines))
-    assert fault_kind({"kind": "exit"}) == "kill" and fault_kind({"kind": "terminate"}) == "terminate"
-    windows = sorted(fault_windows(history, ("kill",)), key=lambda w: w.start_ns)
+    windows = sorted(fault_windows(history, FaultEffect.STOPS), key=lambda w: w.start_ns)
     assert [(w.fault_id, w.kind, set(w.targets), w.start_ns, w.end_ns) for w in windows] == [
-        ("exit-ledger-1", "kill", {"ledger"}, 10, 14), ("exit-ledger-2", "kill", {"ledger"}, 30, 34)]
+        ("exit-ledger-1", "exit", {"ledger"}, 10, 14), ("exit-ledger-2", "exit", {"ledger"}, 30, 34)]
     assert fault_windows(history) == []
 
 

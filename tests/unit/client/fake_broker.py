@@ -47,7 +47,6 @@ import contextlib
 import itertools
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +67,7 @@ from harness.wire import (
     TxnId,
     commands,
 )
+from tests.waiting import wait_until
 
 T = CommandType
 ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
@@ -246,11 +246,6 @@ class FakeBroker:
         """Let `hook` see every `kind` command first; True from it means 'handled'."""
         with self.cluster.lock:
             self._hooks.setdefault(kind, []).append(hook)
-
-    def clear_hooks(self) -> None:
-        """Remove every hook."""
-        with self.cluster.lock:
-            self._hooks.clear()
 
     def drop_connections(self) -> None:
         """Close every client connection abruptly."""
@@ -874,14 +869,7 @@ class FakeCluster:
 
 def wait_for(condition: Callable[[], Any], timeout_s: float = 5.0, what: str = "condition") -> Any:
     """Poll `condition` until truthy (bounded); returns its value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} not met within {timeout_s}s")
-        time.sleep(0.005)
+    return wait_until(condition, timeout_s, 0.005, what)
 
 
 def silent(conn: BrokerConnection, event: Command) -> bool:

@@ -3,63 +3,38 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from harness.client.admin import AdminClient, AdminError
+from tests.fake_http import FakeHttpServer
 
 
-class Recorder:
+class Recorder(FakeHttpServer):
     """A tiny web server that records requests and answers from a script."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.answers: dict[tuple[str, str], tuple[int, Any, dict[str, str]]] = {}
-        recorder = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def _handle(self) -> None:
-                parts = urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                body = json.loads(raw) if raw else None
-                recorder.requests.append((self.command, parts.path, parse_qs(parts.query), body))
-                status, payload, headers = recorder.answers.get(
-                    (self.command, parts.path), (200, None, {}))
-                data = b"" if payload is None else (
-                    payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_PUT = do_POST = do_DELETE = _handle
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        parts = urlsplit(path)
+        self.requests.append((method, parts.path, parse_qs(parts.query), json.loads(body) if body else None))
+        status, payload, headers = self.answers.get((method, parts.path), (200, None, {}))
+        data = b"" if payload is None else (
+            payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
+        return status, headers, data
 
 
 @pytest.fixture
 def web() -> Iterator[Recorder]:
     recorder = Recorder()
     yield recorder
-    recorder.stop()
+    recorder.close()
 
 
 @pytest.fixture
@@ -153,7 +128,7 @@ def test_redirect_to_the_owner_is_followed(web: Recorder, admin: AdminClient) ->
         assert admin.terminate_topic("t") == {"ledgerId": 1, "entryId": 4}
         assert [(m, p) for m, p, _, _ in owner.requests] == [("POST", path)]
     finally:
-        owner.stop()
+        owner.close()
 
 
 def test_health_metrics_and_unreachable(web: Recorder, admin: AdminClient) -> None:
@@ -163,7 +138,7 @@ def test_health_metrics_and_unreachable(web: Recorder, admin: AdminClient) -> No
     admin.wait_healthy(timeout_s=1)
     assert "pulsar_txn_created_total 3" in admin.metrics()
     gone = Recorder()
-    gone.stop()
+    gone.close()
     dead = AdminClient(gone.url, timeout_s=1)
     assert not dead.health()
     with pytest.raises(AdminError, match="cannot reach") as info:
@@ -186,7 +161,7 @@ def test_a_stored_entry_says_whether_it_is_a_marker_and_which_transaction_wrote_
         web: Recorder, admin: AdminClient) -> None:
     """getMessageById's headers (Pulsar 2.10-5.0): a commit or abort marker carries
     `X-Pulsar-marker-type`; a transactional message its transaction id. The drain tells a stale
-    stated end from withheld data by them (workloads/undeliverable.py)."""
+    stated end from withheld data by them (orchestrator/load/undeliverable.py)."""
     base = "/admin/v2/persistent/public/default/t-partition-0/ledger/7/entry"
     web.answers[("GET", f"{base}/3")] = (200, "", {"X-Pulsar-marker-type": "20", "X-Pulsar-txnid-most-bits": "1",
                                                    "X-Pulsar-txnid-least-bits": "42"})

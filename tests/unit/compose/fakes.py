@@ -17,58 +17,13 @@ import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from targets.compose.engine import CommandResult
 from targets.compose.layout import ComposeLayout, interpolate
-
-HOST = "127.0.0.1"
-
-
-class _Server:
-    """A threaded HTTP server on 127.0.0.1 whose handler calls `self.handle`."""
-
-    def __init__(self, port: int = 0) -> None:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _dispatch(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                status, headers, payload = outer.handle(self.command, self.path, body)
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _dispatch
-
-        self.httpd = ThreadingHTTPServer((HOST, port), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                       daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+from tests.fake_http import HOST, FakeHttpServer
 
 
 def _json(status: int, data: Any) -> tuple[int, dict[str, str], bytes]:
@@ -104,7 +59,7 @@ class FakeContainer:
         return {"Id": self.id, "Names": ["/" + self.name], "Labels": self.labels, "State": self.status}
 
 
-class FakeDockerEngine(_Server):
+class FakeDockerEngine(FakeHttpServer):
     API = "1.45"
 
     def __init__(self) -> None:
@@ -178,7 +133,7 @@ class FakeDockerEngine(_Server):
 
 # ---- Toxiproxy ---------------------------------------------------------------------------------
 
-class FakeToxiproxy(_Server):
+class FakeToxiproxy(FakeHttpServer):
     """Toxiproxy's API; a 0.0.0.0 listener is reported as [::]:port, as Toxiproxy does."""
 
     def __init__(self, port: int = 0, initial: Sequence[Mapping[str, Any]] = ()) -> None:
@@ -238,7 +193,7 @@ class FakeToxiproxy(_Server):
 
 # ---- published endpoints ------------------------------------------------------------------------
 
-class FakeEndpoint(_Server):
+class FakeEndpoint(FakeHttpServer):
     """A published port: /metrics, and a hook for admin paths."""
 
     def __init__(self, port: int, name: str,

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -13,6 +11,7 @@ import pytest
 from faults.admin import ClientTopicAdmin, active_segment_names, make_topic_admin
 from faults.model import NotInjected
 from harness.client.admin import AdminError
+from tests.fake_http import FakeHttpServer
 from tests.unit.faults.fakes import cluster_info
 
 TOPIC = "topic://public/txnbench/orders"
@@ -32,31 +31,16 @@ METADATA = {
 }
 
 
-class FakeAdmin:
+class FakeAdmin(FakeHttpServer):
     def __init__(self) -> None:
         self.requests: list[tuple[str, str]] = []
         self.refuse: set[str] = set()      # paths answered 412
-        outer = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self) -> None:
-                outer.requests.append((self.command, self.path))
-                status, body = outer.route(self.command, self.path)
-                data = json.dumps(body).encode() if body is not None else b""
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = _answer
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        self.requests.append((method, path))
+        status, answer = self.route(method, path)
+        return status, {"Content-Type": "application/json"}, b"" if answer is None else json.dumps(answer).encode()
 
     def route(self, method: str, path: str) -> tuple[int, Any]:
         if path in self.refuse:
@@ -69,9 +53,6 @@ class FakeAdmin:
             return 204, None
         return 404, {"reason": "not found"}
 
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

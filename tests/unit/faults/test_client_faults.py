@@ -78,9 +78,7 @@ def test_client_kill_records_the_worker_it_killed_and_its_replacement(tmp_path: 
     world.env.load = load
     cfg = config("schedule:\n  - {kind: client-kill, at_s: 0, for_s: 0.2}", faults_s=2)
     cfg = dataclasses.replace(cfg, load=dataclasses.replace(cfg.load, workers=2))
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.healed == 1)
+    world.run_until(cfg, lambda stats: stats.healed == 1)
     killed = load.calls[0][1]
     assert load.calls == [("kill", killed), ("start", f"{killed}-2")]
     history = world.history()

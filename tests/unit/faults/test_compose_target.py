@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from faults.nemesis import Nemesis
+from faults.schedule import plan_run
 from harness.config import parse_scenario
 from harness.history import HistoryRecorder, RunClock
 from harness.txn_paths import TxnPath
@@ -36,8 +37,8 @@ faults:
 """, source="test")
     recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v4")
     seen: set[str] = set()
-    with Nemesis(config=config, cluster=info, control=cluster, recorder=recorder,
-                 progress=lambda _m: None) as nemesis:
+    with Nemesis(config=config, timeline=plan_run(config), cluster=info, control=cluster,
+                 recorder=recorder, progress=lambda _m: None) as nemesis:
         nemesis.start()
         deadline = time.monotonic() + 20
         while nemesis.stats.healed < 4 and time.monotonic() < deadline:

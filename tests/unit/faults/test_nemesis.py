@@ -14,7 +14,8 @@ import pytest
 from faults import nemesis as nemesis_module
 from faults.environment import FaultEnvironment, topology_topics
 from faults.model import Fault, FaultAction
-from faults.nemesis import Nemesis, NemesisError
+from faults.nemesis import Nemesis, NemesisError, NemesisStats
+from faults.schedule import plan_run
 from harness.config import RunConfig, parse_scenario
 from harness.errors import ConfigError
 from harness.history import HistoryRecorder, RunClock
@@ -27,12 +28,13 @@ from tests.unit.faults.fakes import (
     cluster_info,
     v5_segments,
 )
+from tests.waiting import wait_for
 
 TOPICS = tuple(f"persistent://public/txnbench/t{i}" for i in range(4))
 
 
 def config(faults_yaml: str, faults_s: float = 5.0, path: str = "v4", seed: int = 1,
-           cluster: str = "") -> RunConfig:
+           cluster: str = "cluster: {brokers: 3}\n") -> RunConfig:
     body = "\n".join("  " + line for line in faults_yaml.strip().splitlines())
     return parse_scenario(f"name: unit\nseed: {seed}\npath: {path}\nphases: {{faults_s: {faults_s}}}\n"
                           f"{cluster}faults:\n{body}\n", source="unit.yaml")
@@ -56,23 +58,20 @@ class World:
         self.lines: list[str] = []
 
     def nemesis(self, cfg: RunConfig, **kwargs: Any) -> Nemesis:
-        return Nemesis(config=cfg, cluster=self.cluster, control=self.control, recorder=self.recorder,
-                       environment=self.env, progress=self.lines.append, **kwargs)
+        return Nemesis(config=cfg, timeline=plan_run(cfg), cluster=self.cluster, control=self.control,
+                       recorder=self.recorder, environment=self.env, progress=self.lines.append, **kwargs)
+
+    def run_until(self, cfg: RunConfig, done: Callable[[NemesisStats], bool]) -> None:
+        """Run `cfg`'s timeline until `done(stats)`, then leave the nemesis (it heals)."""
+        with self.nemesis(cfg) as nemesis:
+            nemesis.start()
+            assert wait_for(lambda: done(nemesis.stats))
 
     def history(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.recorder.file_path.read_text().splitlines()]
 
     def clean(self) -> bool:
         return self.network.clean() and (self.control is None or self.control.clean())
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def ops(history: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -135,6 +134,7 @@ schedule:
             (f"nemesis/f{n}", "heal", "invoke"), (f"nemesis/f{n}", "heal", "ok")]
     kill = [h for h in history if h["process"] == "nemesis/f3"]
     assert kill[0]["extra"]["kind"] == "kill" and kill[0]["extra"]["targets"] == ["broker-2"]
+    assert kill[0]["extra"]["effects"] == ["stops"]   # what the analysis reads (it names no kind)
     assert kill[0]["extra"]["selector"] == "coordinator:1" and kill[0]["extra"]["params"] == {}
     assert all(h["writer"] == "nemesis" and h["path"] == "v4" for h in history)
     assert [h["index"] for h in history] == list(range(len(history)))
@@ -232,6 +232,7 @@ schedule:
     kill = [h for h in history if h["process"] == "nemesis/f3"]
     assert [(h["f"], h["type"]) for h in kill] == [("fault", "invoke"), ("fault", "fail")]
     assert kill[0]["extra"]["targets"] == [] and "no transaction coordinator 7" in kill[1]["error"]
+    assert kill[0]["extra"]["effects"] == ["stops"]
     assert world.control.calls == [] and world.network.clean()   # the pause never ran; the toxic is gone
 
 
@@ -281,9 +282,7 @@ def test_an_action_that_hangs_is_bounded(tmp_path: Path, monkeypatch: pytest.Mon
 def test_topic_faults_are_not_healable(tmp_path: Path) -> None:
     world = World(tmp_path)
     cfg = config("schedule:\n  - {kind: terminate, target: topic:2, at_s: 0, for_s: 0}", faults_s=1)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.not_healable == 1)
+    world.run_until(cfg, lambda stats: stats.not_healable == 1)
     assert world.admin.calls == [("terminate_topic", TOPICS[2])]
     history = world.history()
     assert [(h["f"], h["type"]) for h in history] == [("fault", "invoke"), ("fault", "ok")]
@@ -300,9 +299,7 @@ schedule:
   - {kind: merge, target: topic:1, at_s: 0.05, for_s: 0}
   - {kind: terminate, target: topic:1, at_s: 0.1, for_s: 0}
 """, faults_s=1, path="v5")
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.not_healable == 3)
+    world.run_until(cfg, lambda stats: stats.not_healable == 3)
     split, merge, seal = world.admin.calls
     assert split[0] == "split" and split[1] == topics[0] and split[2] in (0, 1)
     assert merge == ("merge", topics[1], 0, 1)
@@ -337,8 +334,9 @@ def test_capabilities_are_checked_when_the_nemesis_is_built(tmp_path: Path) -> N
     world.env.topics = ()
     with pytest.raises(ConfigError, match="terminate cannot run here: the run has no workload topology"):
         world.nemesis(config("schedule:\n  - {kind: terminate, at_s: 0}"))
-    with pytest.raises(ConfigError, match="there is no broker 3"):
-        world.nemesis(config("schedule:\n  - {kind: partition, target: broker-metadata:3, at_s: 0}"))
+    with pytest.raises(ConfigError, match="there is no broker 3"):   # planned on 4, the cluster has 3
+        world.nemesis(config("schedule:\n  - {kind: partition, target: broker-metadata:3, at_s: 0}",
+                             cluster="cluster: {brokers: 4}\n"))
 
 
 def test_random_faults_in_one_window_never_share_a_target(tmp_path: Path) -> None:
@@ -404,9 +402,7 @@ def test_a_slow_participant_must_keep_its_metadata_session(tmp_path: Path) -> No
 def test_restart_stops_gracefully_and_starts_when_healed(tmp_path: Path) -> None:
     world = World(tmp_path)
     cfg = config("schedule:\n  - {kind: restart, target: broker:1, at_s: 0, for_s: 0.2}", faults_s=2)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.healed == 1)
+    world.run_until(cfg, lambda stats: stats.healed == 1)
     assert world.control is not None
     assert world.control.calls == [("stop", "broker-1"), ("start", "broker-1")]
     assert world.clean()
@@ -420,27 +416,21 @@ def test_restart_of_a_stopped_process_is_not_injected(tmp_path: Path) -> None:
     assert world.control is not None
     world.control.state["broker-0"] = "stopped"
     cfg = config("schedule:\n  - {kind: restart, target: broker:0, at_s: 0, for_s: 0.1}", faults_s=1)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.failed == 1)
+    world.run_until(cfg, lambda stats: stats.failed == 1)
     assert ("stop", "broker-0") not in world.control.calls
 
 
 def test_unload_moves_ownership_of_a_topic_or_one_segment(tmp_path: Path) -> None:
     world = World(tmp_path)
     cfg = config("quiet_s: 0\nschedule:\n  - {kind: unload, target: topic:3, at_s: 0, for_s: 0}", faults_s=1)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.not_healable == 1)
+    world.run_until(cfg, lambda stats: stats.not_healable == 1)
     assert world.admin.calls == [("unload_topic", TOPICS[3])]
 
     topics = tuple(f"topic://public/txnbench/t{i}" for i in range(2))
     v5 = World(tmp_path / "v5", TxnPath.V5, topics=topics)
     cfg = config("quiet_s: 0\nschedule:\n  - {kind: unload, target: segment:1, at_s: 0, for_s: 0}\n"
                  "  - {kind: unload, target: topic:0, at_s: 0.05, for_s: 0}", faults_s=1, path="v5")
-    with v5.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.not_healable == 2)
+    v5.run_until(cfg, lambda stats: stats.not_healable == 2)
     (kind, segment), whole = v5.admin.calls
     assert kind == "unload_segment" and segment in v5.admin.segments_by_topic[topics[1]]
     assert whole == ("unload_topic", topics[0])
@@ -469,9 +459,7 @@ def test_a_trigger_that_never_comes_injects_at_its_deadline(tmp_path: Path) -> N
     world = World(tmp_path)
     cfg = config("schedule:\n  - {kind: kill, target: broker:0, at_s: 0, for_s: 0.1, "
                  "trigger: {op: txn-commit, type: ok, within_s: 0.2}}", faults_s=5)
-    with world.nemesis(cfg) as nemesis:
-        nemesis.start()
-        assert wait_for(lambda: nemesis.stats.healed == 1)
+    world.run_until(cfg, lambda stats: stats.healed == 1)
     trigger = world.history()[0]["extra"]["trigger"]
     assert trigger["fired"] is False and trigger["waited_s"] >= 0.2 and "seen" not in trigger
 

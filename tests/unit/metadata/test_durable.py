@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from embedded.metadata.model import EventType, Notification
 from embedded.metadata.snapshot import list_snapshots
 from embedded.metadata.state import KEY_SPACE_END, Delete, Put, SessionOpen
 from embedded.metadata.wal import CorruptLog, encode_record, list_segments
+from tests.waiting import run
 
 WAIT_S = 10.0
 
@@ -25,10 +25,6 @@ class Clock:
 
     def __call__(self) -> int:
         return self.now
-
-
-def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(asyncio.wait_for(coro_fn(), 60))
 
 
 def open_store(path: Path, clock: Clock | None = None, **kw: Any) -> DurableStore:

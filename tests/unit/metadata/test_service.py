@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,23 +21,13 @@ from embedded.metadata.model import (
     SessionExpired,
 )
 from embedded.metadata.server import ConfigError, MetadataConfig, MetadataService
+from tests.unit.v5.fakes import metadata_service
+from tests.waiting import eventually, run
 
 
 def service(data_dir: Path, rpc_port: int = 0) -> MetadataService:
     return MetadataService({"name": "metadata", "host": "127.0.0.1", "data_dir": str(data_dir),
                             "rpc_port": rpc_port, "http_port": 0})
-
-
-def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(asyncio.wait_for(coro_fn(), 60))
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached within {timeout}s")
-        await asyncio.sleep(0.01)
 
 
 def test_config_errors_name_the_key() -> None:
@@ -54,89 +41,74 @@ def test_config_errors_name_the_key() -> None:
 
 def test_every_operation_over_the_wire(tmp_path: Path) -> None:
     async def main() -> None:
-        svc = service(tmp_path)
-        await svc.start()
-        try:
-            async with MetadataClient(f"127.0.0.1:{svc.rpc.port}") as c:
-                await c.ping()
-                v1 = (await c.put("/t/a", "1", secondary_indexes={"ix": "b"})).version
-                await c.put("/t/b", "2", secondary_indexes={"ix": "a"})
-                assert (await c.get("/t/a")).value == "1"
-                assert (await c.get("/t/0", comparison=Comparison.CEILING)).key == "/t/a"
-                assert (await c.get("/t/a", comparison=Comparison.HIGHER, include_value=False)).value is None
-                by_index = await c.get("a", use_index="ix")
-                assert (by_index.key, by_index.secondary_key) == ("/t/b", "a")
-                assert await c.list("a", "c", use_index="ix") == ["/t/b", "/t/a"]
-                assert [r.key for r in await c.range_scan("/t/", "/t0", limit=1)] == ["/t/a"]
-                assert await c.list_prefix("/t/") == ["/t/a", "/t/b"]
-                seq = await c.put("/t/seq", "s", partition_key="t", sequence_keys_deltas=[1])
-                assert seq.key == "/t/seq-00000000000000000001"
-                with pytest.raises(BadVersion):
-                    await c.put("/t/a", "x", expected_version=v1.version_id + 100)
-                with pytest.raises(KeyNotFound):
-                    await c.get("/t/none")
-                with pytest.raises(InvalidOptions, match="partition_key"):
-                    await c.put("/t/seq", "s", sequence_keys_deltas=[1])
-                with pytest.raises(InvalidOptions, match="comparison"):
-                    await c._call("get", idempotent=True, key="/t/a", comparison="nearest")
-                with pytest.raises(MetadataError, match="UnknownOp"):
-                    await c._call("frobnicate", idempotent=True)
-                await c.put_json("/t/j", {"b": 1, "a": [1, 2]})
-                value, version = await c.get_json("/t/j")
-                assert value == {"a": [1, 2], "b": 1}
-                await c.put_json("/t/j", {"b": 2}, expected_version=version.version_id)
-                with pytest.raises(BadVersion):
-                    await c.delete("/t/j", expected_version=-1)
-                assert await c.delete("/t/j") is True
-                assert await c.delete("/t/j") is False
-                assert await c.delete_range("/t/", "/t/b") == 1
-                stats = await c.stats()
-                assert stats["records"] == 2 and stats["applied_lsn"] == stats["durable_lsn"]
-                assert stats["indexes"] == ["ix"]
-        finally:
-            await svc.stop()
+        async with metadata_service(tmp_path) as address, MetadataClient(address) as c:
+            await c.ping()
+            v1 = (await c.put("/t/a", "1", secondary_indexes={"ix": "b"})).version
+            await c.put("/t/b", "2", secondary_indexes={"ix": "a"})
+            assert (await c.get("/t/a")).value == "1"
+            assert (await c.get("/t/0", comparison=Comparison.CEILING)).key == "/t/a"
+            assert (await c.get("/t/a", comparison=Comparison.HIGHER, include_value=False)).value is None
+            by_index = await c.get("a", use_index="ix")
+            assert (by_index.key, by_index.secondary_key) == ("/t/b", "a")
+            assert await c.list("a", "c", use_index="ix") == ["/t/b", "/t/a"]
+            assert [r.key for r in await c.range_scan("/t/", "/t0", limit=1)] == ["/t/a"]
+            assert await c.list_prefix("/t/") == ["/t/a", "/t/b"]
+            seq = await c.put("/t/seq", "s", partition_key="t", sequence_keys_deltas=[1])
+            assert seq.key == "/t/seq-00000000000000000001"
+            with pytest.raises(BadVersion):
+                await c.put("/t/a", "x", expected_version=v1.version_id + 100)
+            with pytest.raises(KeyNotFound):
+                await c.get("/t/none")
+            with pytest.raises(InvalidOptions, match="partition_key"):
+                await c.put("/t/seq", "s", sequence_keys_deltas=[1])
+            with pytest.raises(InvalidOptions, match="comparison"):
+                await c._call("get", idempotent=True, key="/t/a", comparison="nearest")
+            with pytest.raises(MetadataError, match="UnknownOp"):
+                await c._call("frobnicate", idempotent=True)
+            await c.put_json("/t/j", {"b": 1, "a": [1, 2]})
+            value, version = await c.get_json("/t/j")
+            assert value == {"a": [1, 2], "b": 1}
+            await c.put_json("/t/j", {"b": 2}, expected_version=version.version_id)
+            with pytest.raises(BadVersion):
+                await c.delete("/t/j", expected_version=-1)
+            assert await c.delete("/t/j") is True
+            assert await c.delete("/t/j") is False
+            assert await c.delete_range("/t/", "/t/b") == 1
+            stats = await c.stats()
+            assert stats["records"] == 2 and stats["applied_lsn"] == stats["durable_lsn"]
+            assert stats["indexes"] == ["ix"]
 
     run(main)
 
 
 def test_watch_events_are_ordered_prefix_filtered_and_start_after_registration(tmp_path: Path) -> None:
     async def main() -> None:
-        svc = service(tmp_path)
-        await svc.start()
-        try:
-            async with MetadataClient(f"127.0.0.1:{svc.rpc.port}") as c:
-                await c.put("/w/before", "x")
-                got: list[Notification] = []
-                watch = await c.watch("/w/", got.extend)
-                await asyncio.gather(*(c.put(f"/w/{i:02d}", "v") for i in range(20)))
-                await c.put("/other", "x")
-                await c.put("/w/00", "again")
-                await c.delete("/w/00")
-                await eventually(lambda: len(got) == 22)
-                assert [e.key for e in got[:20]] == [f"/w/{i:02d}" for i in range(20)]
-                assert [e.version_id for e in got] == sorted(e.version_id for e in got)
-                assert [(e.type, e.key) for e in got[20:]] == [(EventType.MODIFIED, "/w/00"), (EventType.DELETED, "/w/00")]
-                await watch.cancel()
-                await c.put("/w/after-cancel", "x")
-                await c.ping()
-                assert len(got) == 22
-        finally:
-            await svc.stop()
+        async with metadata_service(tmp_path) as address, MetadataClient(address) as c:
+            await c.put("/w/before", "x")
+            got: list[Notification] = []
+            watch = await c.watch("/w/", got.extend)
+            await asyncio.gather(*(c.put(f"/w/{i:02d}", "v") for i in range(20)))
+            await c.put("/other", "x")
+            await c.put("/w/00", "again")
+            await c.delete("/w/00")
+            await eventually(lambda: len(got) == 22)
+            assert [e.key for e in got[:20]] == [f"/w/{i:02d}" for i in range(20)]
+            assert [e.version_id for e in got] == sorted(e.version_id for e in got)
+            assert [(e.type, e.key) for e in got[20:]] == [(EventType.MODIFIED, "/w/00"), (EventType.DELETED, "/w/00")]
+            await watch.cancel()
+            await c.put("/w/after-cancel", "x")
+            await c.ping()
+            assert len(got) == 22
 
     run(main)
 
 
 def test_pipelined_writes_on_one_connection_apply_in_order(tmp_path: Path) -> None:
     async def main() -> None:
-        svc = service(tmp_path)
-        await svc.start()
-        try:
-            async with MetadataClient(f"127.0.0.1:{svc.rpc.port}") as c:
-                results = await asyncio.gather(*(c.put("/p/k", str(i)) for i in range(50)))
-                assert [r.version.version_id for r in results] == list(range(1, 51))
-                assert (await c.get("/p/k")).value == "49"
-        finally:
-            await svc.stop()
+        async with metadata_service(tmp_path) as address, MetadataClient(address) as c:
+            results = await asyncio.gather(*(c.put("/p/k", str(i)) for i in range(50)))
+            assert [r.version.version_id for r in results] == list(range(1, 51))
+            assert (await c.get("/p/k")).value == "49"
 
     run(main)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from faultproxy.server import ProxyServer
 from harness.toxiproxy.client import ToxiproxyClient
 from targets import gobuild
+from tests.prerequisites import under_test
 from tests.unit.proxy.support import (
     HOST,
     OURS,
@@ -25,15 +25,7 @@ from tests.unit.proxy.support import (
 )
 
 
-def _under_test() -> list[str]:
-    chosen = [x.strip() for x in os.environ.get(UNDER_TEST_ENV, OURS).split(",") if x.strip()]
-    unknown = set(chosen) - {OURS, REAL}
-    if unknown:
-        raise pytest.UsageError(f"{UNDER_TEST_ENV}: {', '.join(sorted(unknown))}; use {OURS}, {REAL} or both")
-    return chosen
-
-
-@pytest.fixture(params=_under_test())
+@pytest.fixture(params=under_test(UNDER_TEST_ENV, OURS, REAL))
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProxyEnv]:
     """The proxy under test, with an echo server: ours in process, or the real Toxiproxy as a process.
 

@@ -186,14 +186,6 @@ def round_trip(sock: socket.socket, payload: bytes = b"ping") -> float:
     return time.perf_counter() - started
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
-
-
 def assert_cut(sock: socket.socket) -> None:
     """The peer closed or reset the connection (and sent nothing more)."""
     try:

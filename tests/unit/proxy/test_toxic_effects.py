@@ -23,8 +23,8 @@ from tests.unit.proxy.support import (
     recv_exactly,
     recv_until_closed,
     round_trip,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 
 def test_passes_bytes_unchanged_both_ways(env: ProxyEnv) -> None:
@@ -216,7 +216,7 @@ def test_removing_latency_releases_data_held_by_it(env: ProxyEnv) -> None:
             received_bytes = env.ours.metrics.received
             wait_until(lambda: env.loop.call(lambda: sum(
                 v for k, v in received_bytes.values.items() if k[0] == "downstream")) >= 4,
-                what="the echo to reach the latency toxic")
+                message="the echo to reach the latency toxic")
         else:   # no in-process counters to watch: give the echo time to reach the toxic
             time.sleep(0.5)
         env.client.remove_toxic("echo", "huge")
@@ -249,7 +249,7 @@ def test_unreachable_upstream_closes_the_client(env: ProxyEnv) -> None:
     if env.impl != OURS:   # the failure counter is ours
         return
     failures = env.ours.metrics.upstream_failures
-    wait_until(lambda: env.loop.call(lambda: failures.get(proxy="dead")) == 1, what="the failure count")
+    wait_until(lambda: env.loop.call(lambda: failures.get(proxy="dead")) == 1, message="the failure count")
 
 
 def test_delete_closes_connections_and_frees_the_port(env: ProxyEnv) -> None:

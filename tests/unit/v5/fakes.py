@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,31 +30,6 @@ from embedded.metadata.client import MetadataClient
 from embedded.metadata.server import MetadataService
 
 SEGMENT = TopicName.parse("segment://public/default/orders/0000-ffff-0")
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        await asyncio.sleep(0.01)
-
-
-async def eventually_async(read: Callable[[], Awaitable[Any]], check: Callable[[Any], bool], timeout: float = 10.0,
-                           what: str = "condition") -> Any:
-    """Poll an async `read()` until `check(value)` holds (bounded)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await read()
-        if check(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s (last: {value!r:.200})")
-        await asyncio.sleep(0.02)
-
-
-def run(coro_fn: Callable[[], Awaitable[Any]], timeout: float = 60.0) -> Any:
-    return asyncio.run(asyncio.wait_for(coro_fn(), timeout))
 
 
 @asynccontextmanager

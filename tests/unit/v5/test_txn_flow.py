@@ -32,13 +32,11 @@ from tests.unit.v5.fakes import (
     FakeSubscription,
     FakeTopic,
     Node,
-    eventually,
-    eventually_async,
     metadata_service,
-    run,
     start_node,
     stop_node,
 )
+from tests.waiting import eventually, eventually_async, run
 
 
 @contextlib.asynccontextmanager

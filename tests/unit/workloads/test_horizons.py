@@ -1,4 +1,4 @@
-"""What holds a v4 partition's read horizon, as the drain asks the owner (workloads/horizons.py).
+"""What holds a v4 partition's read horizon, as the drain asks the owner (orchestrator/load/horizons.py).
 
 Issue #47: Pulsar 4.0.8 hid thousands of committed values on two partitions after a chaos run;
 the drain saw entries in the backlog and nothing more. These tests pin what it now records."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workloads.horizons import HeldHorizon, held_horizon, held_horizons
+from orchestrator.load.horizons import HeldHorizon, held_horizon, held_horizons
 
 
 class FakeAdmin:

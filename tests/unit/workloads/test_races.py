@@ -13,6 +13,7 @@ from typing import Any
 from tests.unit.workloads.conftest import Harness, ManualClock
 from tests.unit.workloads.fakes import FakeClient, FakeTxn
 from tests.unit.workloads.history_checks import assert_well_formed, transactions
+from tests.unit.workloads.test_consumers import feed
 from workloads.atomic import AtomicProduce
 from workloads.context import Counters, LoadContext
 from workloads.ctp import ConsumeTransformProduce
@@ -45,12 +46,6 @@ workload:
   txn_timeout_s: 5
   {extra}
 """
-
-
-def feed(feeder: Feeder, times: int) -> None:
-    feeder.idle_wait_s = 0.0
-    for _ in range(times):
-        feeder.step()
 
 
 def once(action: Callable[[], None]) -> Callable[..., None]:

@@ -12,10 +12,10 @@ from harness.errors import EnvironmentProblem
 from harness.target import ClusterInfo
 from harness.txn_paths import TxnPath
 from harness.wire import ServerError
+from orchestrator.load import setup as workload_setup
+from orchestrator.load.setup import prepare, wait_transactions_ready
 from tests.unit.workloads.conftest import scenario
 from tests.unit.workloads.fakes import FakeClient
-from workloads import setup as workload_setup
-from workloads.setup import prepare, wait_transactions_ready
 from workloads.topology import plan
 
 

@@ -182,7 +182,7 @@ def test_only_the_load_process_modules_import_locust() -> None:
     import sys
 
     code = ("import sys\n"
-            "import workloads.topology, workloads.setup, workloads.drain, workloads.status, workloads.capacity\n"
+            "import workloads.topology, orchestrator.load.setup, orchestrator.load.drain, workloads.status, workloads.capacity\n"
             "import workloads.atomic, workloads.ctp, workloads.ackonly, workloads.verifier, workloads.feeder\n"
             "print('locust' in sys.modules, 'gevent' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

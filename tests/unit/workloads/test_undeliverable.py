@@ -1,11 +1,11 @@
-"""The tail between a stuck read and a stale stated end, without processes (workloads/undeliverable.py)."""
+"""The tail between a stuck read and a stale stated end, without processes (orchestrator/load/undeliverable.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from workloads.undeliverable import aborted_transactions, tail_positions
+from orchestrator.load.undeliverable import aborted_transactions, tail_positions
 
 
 def test_the_tail_runs_from_after_the_last_read_to_the_last_confirmed_entry() -> None:

@@ -54,7 +54,7 @@ ever make visible, and must say so only when that is true.
 1c. *Stale ends.* A v4 read that stops short of the broker's last message id, nothing arriving:
    when every entry between the last one read and that end is a transaction marker or a message
    of a transaction the histories show aborted, the read reached the end of what a reader is
-   given (Pulsar up to 3.2 names such entries; workloads/undeliverable.py). Where the owner cannot
+   given (Pulsar up to 3.2 names such entries; orchestrator/load/undeliverable.py). Where the owner cannot
    show those entries (getMessageById failing on a terminated topic loaded again, 2.10-4.0.3), the
    reader's own cursor past them says the same. The partition counts as read and the stale end is
    noted (`drain-complete` `extra.undeliverable_ends`, `seen_by_cursor` for the second kind).
@@ -70,7 +70,7 @@ ever make visible, and must say so only when that is true.
 2a. *Held horizons.* A v4 topic still missing committed values after its re-reads: the
    drain asks each partition's owner what holds its read horizon (the transaction buffer's
    max read position, the transaction of the entry after it and that transaction's
-   coordinator's view; workloads/horizons.py), notes it and records it in `drain-complete`'s
+   coordinator's view; orchestrator/load/horizons.py), notes it and records it in `drain-complete`'s
    `extra.held_horizons`. It explains; it does not judge.
 2b. *Lost entries.* A stuck read is either slow or blocked by an entry the broker can
    no longer return. For each v4 partition (or plain topic) that stopped short, the
@@ -137,11 +137,15 @@ from harness.history.positions import ledger_entry
 from harness.history.reader import HistoryFormatError
 from harness.history.schema import DRAIN_WRITER, LIVE_DRAIN_WRITER
 from harness.target import ClusterInfo
+from orchestrator.load.horizons import HeldHorizon, held_horizons
+from orchestrator.load.undeliverable import (
+    UndeliverableEnd,
+    aborted_transactions,
+    undeliverable_end,
+)
 from workloads.api import delivery_extra
-from workloads.horizons import HeldHorizon, held_horizons
 from workloads.payload import PayloadError, decode
 from workloads.topology import SubscriptionPlan, Topology
-from workloads.undeliverable import UndeliverableEnd, aborted_transactions, undeliverable_end
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +184,7 @@ class DrainResult:
     notes: list[str] = field(default_factory=list)
     lost: list[LostRun] = field(default_factory=list)
     held: list[HeldHorizon] = field(default_factory=list)
-    undeliverable: list[UndeliverableEnd] = field(default_factory=list)   # stale ends (workloads/undeliverable.py)
+    undeliverable: list[UndeliverableEnd] = field(default_factory=list)   # stale ends (orchestrator/load/undeliverable.py)
     last_id_refused: list[str] = field(default_factory=list)     # topics read to their end of topic instead (1d) ...
     last_id_unanswered: list[str] = field(default_factory=list)  # ... after a closed connection, or no answer
 
@@ -522,7 +526,7 @@ class _Drain:
                             subscription: str | None = None) -> bool:
         """Whether every stuck partition of `topic` is read to the end of what a reader is given,
         its stated end past it being markers and aborted messages, or entries the reader's cursor
-        (`subscription`) read past (workloads/undeliverable.py)."""
+        (`subscription`) read past (orchestrator/load/undeliverable.py)."""
         if self.admin is None or topic.startswith("topic://") or not parts:
             return False     # v5 segments: no getMessageById here
         with self.lock:
@@ -567,7 +571,7 @@ class _Drain:
 
     def _explain_missing(self, topic: str) -> None:
         """Committed values still missing from a v4 topic: ask its partitions' owners what holds
-        their read horizons (workloads/horizons.py), and note it; the verdict does not depend on it."""
+        their read horizons (orchestrator/load/horizons.py), and note it; the verdict does not depend on it."""
         with self.lock:
             missing = self.expected.get(topic, set()) - self.read_values.get(topic, set())
         if not missing or self.admin is None or topic.startswith("topic://") or self.remaining() <= 0:
