@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.history.schema import FaultEffect
+from harness.history.schema import FaultEffect, recorded_effects
 from harness.results import config_of
 
 __all__ = ["FIGURES", "GAP_LIMIT", "SYSTEMS", "Figure", "RunRecord", "build_fidelity", "figures_of_run",
@@ -159,7 +159,7 @@ def _depth(perf: Mapping[str, Any], what: str, source: str) -> dict[str, Any]:
 
 def _failover(perf: Mapping[str, Any]) -> dict[str, Any]:
     found = [_number(f.get("coordinator_outage_s")) for f in perf.get("faults") or []
-             if FaultEffect.STOPS in (f.get("effects") or ()) and f.get("injected", True)]
+             if FaultEffect.STOPS in recorded_effects(f) and f.get("injected", True)]
     outages = [o for o in found if o is not None]
     if not outages:
         return _absent(_HISTORY, "no coordinator stopped with a measured outage in the run")

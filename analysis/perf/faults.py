@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.history.schema import OpF, OpType
+from harness.history.schema import OpF, OpType, recorded_effects
 
 __all__ = ["FaultEvent", "FaultWindow", "fault_windows"]
 
@@ -124,7 +124,7 @@ def fault_windows(events: Iterable[FaultEvent]) -> list[FaultWindow]:
                 opened = _Open(str(ev.extra.get("kind") or "fault"), _targets(ev.extra), _id(ev.extra),
                                ev.time_ns, params if isinstance(params, Mapping) else {},
                                healable=ev.extra.get("healable") is not False,
-                               effects=tuple(str(e) for e in ev.extra.get("effects") or ()))
+                               effects=tuple(sorted(recorded_effects(ev.extra))))
                 faults.append(opened)
                 pending[who] = opened
             elif who in pending:

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.history.reader import HistoryFormatError, history_files, iter_history_file
-from harness.history.schema import FIELDS, FaultEffect, OpF, OpType
+from harness.history.schema import FIELDS, FaultEffect, OpF, OpType, recorded_effects
 
 _F = {f.value: f for f in OpF}
-_EFFECTS = {e.value: e for e in FaultEffect}
 _TYPES = {t.value: t for t in OpType}
 
 
@@ -54,8 +53,9 @@ class Event:
 
     @property
     def effects(self) -> frozenset[FaultEffect]:
-        """A nemesis event's fault effects (`extra.effects`); those schema 1 does not name are left out."""
-        return frozenset(_EFFECTS[e] for e in self.extra.get("effects") or () if e in _EFFECTS)
+        """A nemesis event's fault effects (`extra.effects`, or its kind's in a history recorded before
+        faults carried them: harness.history.schema `recorded_effects`)."""
+        return recorded_effects(self.extra)
 
     @property
     def phase(self) -> str | None:

@@ -13,8 +13,10 @@ Field meanings are in docs/history.md; this module is the executable version.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -53,6 +55,35 @@ class FaultEffect(StrEnum):
     ISOLATES_CLIENTS = "isolates-clients"  # every client cut off from every broker
     KILLS_CLIENT = "kills-client"          # a load worker killed (`extra.effect.writer` names it)
     STAYS = "stays"                        # it outlasts the run: its topics are terminated
+
+
+#: The effects of each fault kind a history recorded before faults carried `extra.effects`
+#: (until 2026-11-29): such a history names only the kind, and reading it again must find the
+#: same outage, killed-writer and terminate windows it was judged by, or a re-check would invent
+#: stalls and lost writes. Frozen: a kind's effects today are declared in faults/kinds/.
+LEGACY_KIND_EFFECTS: Mapping[str, frozenset[FaultEffect]] = MappingProxyType({
+    "partition": frozenset({FaultEffect.CUTS}),
+    "kill": frozenset({FaultEffect.STOPS}),
+    "crash": frozenset({FaultEffect.STOPS}),
+    "corrupt": frozenset({FaultEffect.STOPS}),
+    "pause": frozenset({FaultEffect.STOPS}),
+    "restart": frozenset({FaultEffect.STOPS}),
+    "exit": frozenset({FaultEffect.STOPS}),
+    "client-isolate": frozenset({FaultEffect.ISOLATES_CLIENTS}),
+    "client-kill": frozenset({FaultEffect.KILLS_CLIENT}),
+    "terminate": frozenset({FaultEffect.STAYS}),
+})
+_EFFECT_NAMES = {e.value: e for e in FaultEffect}
+
+
+def recorded_effects(fault: Mapping[str, Any]) -> frozenset[FaultEffect]:
+    """A recorded fault's effects: its `effects` (a nemesis op's `extra`, a perf fault entry), or,
+    where it has none (recorded before they were), its `kind`'s in `LEGACY_KIND_EFFECTS`. Names
+    schema 1 does not know are left out."""
+    named = fault.get("effects")
+    if named is None:
+        return LEGACY_KIND_EFFECTS.get(str(fault.get("kind")), frozenset())
+    return frozenset(_EFFECT_NAMES[e] for e in named if e in _EFFECT_NAMES)
 
 
 # Operations that are one `ok` line with no invocation.
