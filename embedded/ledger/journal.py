@@ -176,6 +176,11 @@ class Journal:
         self.active: SegmentFile | None = None
         self._mark = SyncMarkWriter(directory)
 
+    def mark_synced(self, segment: SegmentFile) -> None:
+        """Record `segment`'s length as durable, the caller having just fsynced it (recovery), so the
+        power-loss crash never tears what recovery replayed and made durable."""
+        self._mark.record(segment.path.name, segment.size)
+
     @staticmethod
     def open_segment(segment_no: int, path: Path, size: int) -> SegmentFile:
         return SegmentFile(segment_no, path, os.open(path, os.O_RDWR), size)

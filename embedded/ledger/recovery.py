@@ -170,6 +170,8 @@ def recover(directory: Path, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Reco
         raise JournalCorrupt(f"journal records are missing (a segment file lost or damaged?): {detail}; "
                              f"restore {directory} from a copy, or remove it to start empty")
     journal = Journal(directory, segments, next_seq=last_seq + 1, segment_bytes=segment_bytes)
+    if segments:   # the newest segment was fsynced above: a power loss may no longer take what it holds
+        journal.mark_synced(segments[max(segments)])
     stats = RecoveryStats(len(segments), n_batches, n_records, n_entries, journal_bytes, torn_bytes,
                           time.perf_counter() - started)
     return Recovered(book, index, usage, journal, stats)

@@ -208,6 +208,7 @@ class DurableStore:
             # after a kill -9 its last records may be in the page cache only (their fsync never
             # returned) and were replayed: make them durable before anything builds on them
             fsync_file(segments[-1][1])
+            self._writer.mark_synced(segments[-1][1])
         self.state.reset_session_deadlines(self._clock())
         self.applied_lsn = self.durable_lsn = lsn
         self._writer.open(lsn + 1)

@@ -135,6 +135,16 @@ class SegmentWriter:
             view = view[written:]
             self._size += written
 
+    def mark_synced(self, path: Path) -> None:
+        """Record `path`'s whole length as durable, the caller having just fsynced it (recovery: the
+        segment it replayed, before the next one exists). Without this the mark stays where the last
+        crash left it, and a power loss while the next segment is created would tear bytes recovery
+        made durable, leaving a torn record in a sealed segment (targets/power_loss.py)."""
+        if self._mark is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._mark = SyncMarkWriter(self.directory)
+        self._mark.record(path.name, path.stat().st_size)
+
     def sync(self) -> None:
         if self._fd is not None:
             _sync(self._fd)

@@ -19,7 +19,7 @@ from embedded.ledger.store import LedgerStore
 from embedded.metadata.durable import DurabilityConfig, DurableStore
 from embedded.metadata.state import Put
 from embedded.metadata.wal import SegmentWriter, encode_record, segment_name
-from harness.sync_mark import MARK_BYTES, Mark, decode_mark, encode_mark, read_mark
+from harness.sync_mark import MARK_BYTES, MARK_FILE, Mark, decode_mark, encode_mark, read_mark
 from targets.power_loss import (
     Tear,
     TearMode,
@@ -175,4 +175,67 @@ def test_recovery_fsyncs_the_segment_it_replayed(tmp_path: Path) -> None:
     mark = read_mark(directory)
     assert mark is not None and mark.length == SEGMENT_HEADER_SIZE
     assert unsynced_bytes(directory) == 0
+    recovered.journal.close()
+
+
+def _rewind_mark(directory: Path, mark: Mark) -> None:
+    """The mark as a crash left it: the newest writes reached the disk whole, their fsync never returned."""
+    (directory / MARK_FILE).write_bytes(encode_mark(mark))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_crash_as_the_metadata_store_opens_its_next_segment_keeps_what_recovery_replayed(
+        tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The crash loop (targets/embedded.py): a power loss that kept two unsynced records whole, then
+    one more as recovery creates its next segment. Recovery fsynced the replayed segment; it must
+    record that in the mark, or the second loss tears it and it becomes a sealed segment with a torn
+    record the store refuses to start on (seen under load in test_broker_store_restart[-crash])."""
+    async def write(store: DurableStore, keys: range) -> None:
+        for i in keys:
+            _applied, lsn = store.execute(Put(f"/k{i}", "v"))
+            await store.wait_durable(lsn)
+
+    store = DurableStore(DurabilityConfig(tmp_path), clock_ms=lambda: 1_000)
+    store.recover()
+    asyncio.run(asyncio.wait_for(write(store, range(10)), 60))
+    wal = tmp_path / "wal"
+    at_ten = read_mark(wal)
+    asyncio.run(asyncio.wait_for(write(store, range(10, 12)), 60))
+    asyncio.run(store.close())
+    assert at_ten is not None
+    _rewind_mark(wal, at_ten)
+
+    def killed_in_open(self: SegmentWriter, first_lsn: int) -> None:
+        (self.directory / segment_name(first_lsn)).write_bytes(b"")   # created; the kill came first
+        raise RuntimeError("killed as it opened its next segment")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SegmentWriter, "open", killed_in_open)
+        crashing = DurableStore(DurabilityConfig(tmp_path), clock_ms=lambda: 1_000)
+        with pytest.raises(RuntimeError, match="killed"):
+            crashing.recover()
+        crashing.release()
+    crash_store_files(tmp_path, random.Random(seed))
+    store = DurableStore(DurabilityConfig(tmp_path), clock_ms=lambda: 1_000)
+    assert store.recover().applied_lsn == 12
+    asyncio.run(store.close())
+
+
+def test_a_crash_as_the_ledger_journal_starts_its_next_segment_keeps_what_recovery_replayed(tmp_path: Path) -> None:
+    """The ledger store's side of the same: recovery replays a batch whose fsync never returned and
+    fsyncs it; a power loss while its first write creates the next segment must not take it."""
+    directory, _ = _ledger_journal(tmp_path, batches=2, in_flight=False)
+    segment_name_, size = list_segments(directory)[-1][1].name, list_segments(directory)[-1][1].stat().st_size
+    recovered = recover(directory)
+    recovered.journal.write_batch([ledger_record(EntryRecord(1, 1, b"third"))], recovered.book.next_ledger_id)
+    recovered.journal.close()
+    _rewind_mark(directory, Mark(segment_name_, size))      # the third batch's fsync never returned
+    recovered = recover(directory)                           # replays it and fsyncs it
+    assert recovered.stats.batches == 3
+    new = directory / f"segment-{list_segments(directory)[-1][0] + 1:012d}.log"
+    new.write_bytes(b"TBLEDGJ1")                             # its first write's new segment, then the crash
+    recovered.journal.close()
+    crash_store_files(tmp_path, random.Random(1))
+    recovered = recover(directory)
+    assert recovered.stats.batches == 3
     recovered.journal.close()
