@@ -36,6 +36,10 @@ import org.apache.pulsar.client.api.v5.schema.Schema;
 
 public final class V5CommittedAcksRedelivered extends Repro {
     private static final int MESSAGES = 4;
+    /** How often a case runs again, on a fresh topic, when its commit is refused (see runCaseAgainIfRefused). */
+    private static final int CASE_ATTEMPTS = 3;
+    /** The v5 API's transactional ack returns before the broker has it and gives no future to wait on. */
+    private static final long ACKS_SETTLE_MS = 1_000;
 
     private V5Clients clients;
     private PulsarClient client;
@@ -69,7 +73,7 @@ public final class V5CommittedAcksRedelivered extends Repro {
         String[] cases = cli.get("--cases", "still,moved,crashed").split(",");
         Map<String, Case> seen = new LinkedHashMap<>();
         for (String name : cases) {
-            seen.put(name, runCase(n, name.trim()));
+            seen.put(name, runCaseAgainIfRefused(n, name.trim()));
         }
         List<String> examples = new ArrayList<>();
         List<String> parts = new ArrayList<>();
@@ -88,54 +92,93 @@ public final class V5CommittedAcksRedelivered extends Repro {
         out.attempt(n, shows, String.join("; ", parts), examples);
     }
 
-    private Case runCase(int n, String name) throws Exception {
-        String local = "acks-" + name + "-" + run + "-" + n;
+    /**
+     * A case whose commit the client refuses because one of its acks failed (an ack still on its way
+     * when the move began: on a busy machine it can be overtaken by the unload) ran no experiment: the
+     * transaction never committed, so nothing can be judged. It runs again on a fresh topic, at most
+     * CASE_ATTEMPTS times, each refusal said in an info line.
+     */
+    private Case runCaseAgainIfRefused(int n, String name) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return runCase(n, name, attempt);
+            } catch (org.apache.pulsar.client.api.v5.PulsarClientException.TransactionConflictException refused) {
+                out.info("case " + name + " attempt " + attempt + ": commit refused", Out.trim(refused.getMessage()));
+                if (attempt >= CASE_ATTEMPTS) {
+                    throw refused;
+                }
+            }
+        }
+    }
+
+    private Case runCase(int n, String name, int attempt) throws Exception {
+        String local = "acks-" + name + "-" + run + "-" + n + (attempt > 1 ? "-" + attempt : "");
         String topic = "topic://public/default/" + local;
         admin.createScalableTopic(local, 1);
+        try (Producer<String> producer = client.newProducer(Schema.string()).topic(topic).create()) {
+            QueueConsumer<String> consumer = subscribe(topic);
+            try {
+                return judged(name, local, topic, producer, consumer);
+            } finally {
+                closeQuietly(consumer);   // judged closes it before it subscribes again; a refused case too
+            }
+        }
+    }
+
+    private Case judged(String name, String local, String topic, Producer<String> producer,
+                        QueueConsumer<String> consumer) throws Exception {
         List<String> acked = new ArrayList<>();
         List<String> whileOpen = new ArrayList<>();
         String note = "";
-        try (Producer<String> producer = client.newProducer(Schema.string()).topic(topic).create()) {
-            QueueConsumer<String> consumer = subscribe(topic);
-            for (int i = 0; i < MESSAGES; i++) {
-                producer.newMessage().value(run + "/" + name + "-" + i).send();
+        for (int i = 0; i < MESSAGES; i++) {
+            producer.newMessage().value(run + "/" + name + "-" + i).send();
+        }
+        List<Message<String>> received = drain(consumer, 15_000, 2_000, MESSAGES);
+        if (received.size() != MESSAGES) {
+            return new Case(name, topic, List.of(), List.of(), List.of(),
+                    "received " + received.size() + " of " + MESSAGES + " before the acks: not judged");
+        }
+        Transaction txn = client.newTransaction();
+        for (Message<String> message : received) {
+            consumer.acknowledge(message.id(), txn);
+            acked.add(message.value());
+        }
+        Thread.sleep(ACKS_SETTLE_MS);
+        if (name.equals("moved")) {
+            admin.unloadNamespace("public/default");
+            Thread.sleep(3000);   // the consumer reattaches to the segment's next owner
+            for (Message<String> message : drain(consumer, 1_000, 1_000, MESSAGES * 2)) {
+                whileOpen.add(message.value());
             }
-            List<Message<String>> received = drain(consumer, 15_000, 2_000, MESSAGES);
-            if (received.size() != MESSAGES) {
-                consumer.close();
-                return new Case(name, topic, List.of(), List.of(), List.of(),
-                        "received " + received.size() + " of " + MESSAGES + " before the acks: not judged");
-            }
-            Transaction txn = client.newTransaction();
-            for (Message<String> message : received) {
-                consumer.acknowledge(message.id(), txn);
-                acked.add(message.value());
-            }
-            if (name.equals("moved")) {
-                admin.unloadNamespace("public/default");
-                Thread.sleep(3000);   // the consumer reattaches to the segment's next owner
-                for (Message<String> message : drain(consumer, 1_000, 1_000, MESSAGES * 2)) {
-                    whileOpen.add(message.value());
-                }
-                note = "namespace public/default unloaded between the acks and the commit";
-            }
-            txn.commit();
-            if (name.equals("crashed")) {
-                String owner = clients.owner(admin.firstSegment(local));
-                boolean killed = out.ask("kill-broker", owner, "kill -9 the broker serving " + owner
-                        + " and start it again, then answer `done`");
-                note = killed ? "the segment's broker " + owner + " killed (SIGKILL) right after the commit"
-                        : "the segment's broker was not killed";
-            }
-            consumer.close();
-            QueueConsumer<String> again = subscribe(topic);
-            List<String> after = new ArrayList<>();
+            note = "namespace public/default unloaded between the acks and the commit";
+        }
+        txn.commit();
+        if (name.equals("crashed")) {
+            String owner = clients.owner(admin.firstSegment(local));
+            boolean killed = out.ask("kill-broker", owner, "kill -9 the broker serving " + owner
+                    + " and start it again, then answer `done`");
+            note = killed ? "the segment's broker " + owner + " killed (SIGKILL) right after the commit"
+                    : "the segment's broker was not killed";
+        }
+        consumer.close();
+        QueueConsumer<String> again = subscribe(topic);
+        List<String> after = new ArrayList<>();
+        try {
             for (Message<String> message : drain(again, name.equals("crashed") ? 40_000 : 4_000, 4_000,
                     MESSAGES * 2)) {
                 after.add(message.value());
             }
-            again.close();
-            return new Case(name, topic, acked, whileOpen, after, note);
+        } finally {
+            closeQuietly(again);
+        }
+        return new Case(name, topic, acked, whileOpen, after, note);
+    }
+
+    private static void closeQuietly(QueueConsumer<String> consumer) {
+        try {
+            consumer.close();
+        } catch (Exception alreadyClosed) {
+            // closed before, or its connection is gone: nothing is left to release
         }
     }
 
