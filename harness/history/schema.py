@@ -62,16 +62,9 @@ class FaultEffect(StrEnum):
 #: same outage, killed-writer and terminate windows it was judged by, or a re-check would invent
 #: stalls and lost writes. Frozen: a kind's effects today are declared in faults/kinds/.
 LEGACY_KIND_EFFECTS: Mapping[str, frozenset[FaultEffect]] = MappingProxyType({
-    "partition": frozenset({FaultEffect.CUTS}),
-    "kill": frozenset({FaultEffect.STOPS}),
-    "crash": frozenset({FaultEffect.STOPS}),
-    "corrupt": frozenset({FaultEffect.STOPS}),
-    "pause": frozenset({FaultEffect.STOPS}),
-    "restart": frozenset({FaultEffect.STOPS}),
-    "exit": frozenset({FaultEffect.STOPS}),
-    "client-isolate": frozenset({FaultEffect.ISOLATES_CLIENTS}),
-    "client-kill": frozenset({FaultEffect.KILLS_CLIENT}),
-    "terminate": frozenset({FaultEffect.STAYS}),
+    **dict.fromkeys(("kill", "crash", "corrupt", "pause", "restart", "exit"), frozenset({FaultEffect.STOPS})),
+    "partition": frozenset({FaultEffect.CUTS}), "client-isolate": frozenset({FaultEffect.ISOLATES_CLIENTS}),
+    "client-kill": frozenset({FaultEffect.KILLS_CLIENT}), "terminate": frozenset({FaultEffect.STAYS}),
 })
 _EFFECT_NAMES = {e.value: e for e in FaultEffect}
 
