@@ -263,6 +263,21 @@ class ServerCnx:
             return
         self.send(commands.partitioned_metadata_response(body.request_id, partitions))
 
+    async def _stored_topic(self, request_id: int, topic: str, command: Command) -> TopicName | None:
+        """The stored topic a producer or subscribe command names; None when it was answered here: an
+        invalid name refused, or a topic of another domain (v5's scalable topics) handed to its handler."""
+        try:
+            topic_name = self._parse(topic)
+        except InvalidTopicName as err:
+            self._error(request_id, ServerError.InvalidTopicName, str(err))
+            return None
+        if not topic_name.domain.is_stored:
+            if not await self._to_domain_handler(topic_name, command):
+                self._error(request_id, ServerError.NotAllowedError,
+                            f"{topic_name.domain.value}:// topics are not served by this broker")
+            return None
+        return topic_name
+
     async def _to_domain_handler(self, topic: TopicName, command: Command) -> bool:
         handler = self.broker.txn_registry.domain_handler(topic.domain)
         if handler is None:
@@ -315,15 +330,8 @@ class ServerCnx:
             else:
                 self._error(request_id, ServerError.ProducerBusy, f"producer id {producer_id} is already in use")
             return
-        try:
-            topic_name = self._parse(body.topic)
-        except InvalidTopicName as err:
-            self._error(request_id, ServerError.InvalidTopicName, str(err))
-            return
-        if not topic_name.domain.is_stored:
-            if not await self._to_domain_handler(topic_name, command):
-                self._error(request_id, ServerError.NotAllowedError,
-                            f"{topic_name.domain.value}:// topics are not served by this broker")
+        topic_name = await self._stored_topic(request_id, body.topic, command)
+        if topic_name is None:
             return
         try:
             topic = await self.broker.get_topic(topic_name, create=True)
@@ -378,15 +386,8 @@ class ServerCnx:
         if existing is not None and not existing.closed:
             self.send(commands.success(request_id))
             return
-        try:
-            topic_name = self._parse(body.topic)
-        except InvalidTopicName as err:
-            self._error(request_id, ServerError.InvalidTopicName, str(err))
-            return
-        if not topic_name.domain.is_stored:
-            if not await self._to_domain_handler(topic_name, command):
-                self._error(request_id, ServerError.NotAllowedError,
-                            f"{topic_name.domain.value}:// topics are not served by this broker")
+        topic_name = await self._stored_topic(request_id, body.topic, command)
+        if topic_name is None:
             return
         sub_type = SubType(body.subType)
         try:
