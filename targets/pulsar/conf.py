@@ -50,17 +50,14 @@ ADD_OPENS = ("java.base/java.io", "java.base/java.nio", "java.base/java.util.zip
              "java.base/sun.net", "java.management/sun.management", "java.base/java.lang",
              "java.base/jdk.internal.platform")
 
-LOG4J2 = """<Configuration status="WARN">
-  <Appenders>
-    <Console name="out" target="SYSTEM_OUT">
-      <PatternLayout pattern="%d{ISO8601} %-5level [%t] %c{1.} - %msg %X%n%throwable"/>
-    </Console>
-  </Appenders>
-  <Loggers>
-    <Root level="info"><AppenderRef ref="out"/></Root>
-  </Loggers>
-</Configuration>
-"""
+def console_log4j2(pattern: str) -> str:
+    """A log4j2 configuration that writes every INFO line to standard output in `pattern`."""
+    return ('<Configuration status="WARN">\n  <Appenders>\n    <Console name="out" target="SYSTEM_OUT">\n'
+            f'      <PatternLayout pattern="{pattern}"/>\n    </Console>\n  </Appenders>\n'
+            '  <Loggers>\n    <Root level="info"><AppenderRef ref="out"/></Root>\n  </Loggers>\n</Configuration>\n')
+
+
+LOG4J2 = console_log4j2("%d{ISO8601} %-5level [%t] %c{1.} - %msg %X%n%throwable")
 
 
 def properties(values: Mapping[str, Any]) -> str:

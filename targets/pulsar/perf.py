@@ -43,17 +43,7 @@ CPU_SAMPLE_S = 1.0
 #: (OutOfMemoryError while it builds its commands); later -X flags override earlier ones.
 PERF_HEAP = ("-Xms512m", "-Xmx1024m", "-XX:MaxDirectMemorySize=512m")
 
-PERF_LOG4J2 = """<Configuration status="WARN">
-  <Appenders>
-    <Console name="out" target="SYSTEM_OUT">
-      <PatternLayout pattern="%d{UNIX_MILLIS} %-5level %c{1} - %msg%n%throwable"/>
-    </Console>
-  </Appenders>
-  <Loggers>
-    <Root level="info"><AppenderRef ref="out"/></Root>
-  </Loggers>
-</Configuration>
-"""
+PERF_LOG4J2 = conf.console_log4j2("%d{UNIX_MILLIS} %-5level %c{1} - %msg%n%throwable")
 
 
 @dataclass
