@@ -12,10 +12,12 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from faults.model import CoordinatorLocator, LoadControl, NetworkApi, TopicAdmin
-from harness.target import ClusterInfo, ProcessControl
+from harness.config import Target
+from harness.target import ClusterInfo, CorruptionControl, PowerLossControl, ProcessControl
 from harness.txn_paths import TxnPath
 
 
@@ -29,6 +31,18 @@ class Capability(StrEnum):
     TOPICS = "topics"          # the run's topic list (the workload topology)
     COORDINATORS = "coordinators"  # a client that can say which broker hosts each coordinator
     LOAD = "load"              # the load process kills and replaces its workers (harness.load_control)
+    STORE_FILES = "store-files"    # tear or damage a store's own files (PowerLossControl, CorruptionControl)
+
+
+def _lacks_store_files(target: Target) -> Mapping[Capability, str]:
+    return MappingProxyType({Capability.STORE_FILES: f"cannot run on the {target.value} target (only the embedded "
+                             "cluster's stores record what they fsynced, in files txnbench can tear or damage)"})
+
+
+#: What a target cannot give a fault, known before its cluster exists, and why: the plan leaves such
+#: faults out (faults.schedule.plan_run), so one scenario (chaos.yaml's crashes) runs on every target.
+TARGET_LACKS: Mapping[Target, Mapping[Capability, str]] = MappingProxyType(
+    {target: _lacks_store_files(target) for target in (Target.PULSAR, Target.COMPOSE, Target.EXTERNAL)})
 
 
 @dataclass
@@ -58,6 +72,8 @@ class FaultEnvironment:
             have.add(Capability.TOPICS)
         if self.load is not None:
             have.add(Capability.LOAD)
+        if isinstance(self.control, PowerLossControl) and isinstance(self.control, CorruptionControl):
+            have.add(Capability.STORE_FILES)
         return have
 
     def why_missing(self, capability: Capability) -> str:
@@ -69,6 +85,8 @@ class FaultEnvironment:
             Capability.TOPICS: "the run has no workload topology to take topics from",
             Capability.LOAD: "the load runs in one process (load.workers 0): there is no worker to kill; "
                              "set load.workers to 2 or more",
+            Capability.STORE_FILES: "the target cannot tear or damage a store's files (only the embedded "
+                                    "cluster's stores record what they fsynced)",
         }
         return self.missing.get(capability, default[capability])
 

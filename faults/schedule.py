@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from faults.environment import Capability
+from faults.environment import TARGET_LACKS, Capability
 from faults.generate import draw
 from faults.kinds import kind_of
 from faults.kinds.base import Kind, ParamError
@@ -166,10 +166,34 @@ def plan_run(config: RunConfig, txn_path: TxnPath | None = None) -> Timeline:
     """A run's timeline on `txn_path` (default: the run's), checked against the scenario's broker count.
     Planned once, before a cluster exists (orchestrator.scenario), and handed to the nemesis, which
     checks it against the running cluster (its brokers, the run's topics) without planning it again."""
-    return plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s,
-                         txn_path=txn_path or config.path, source=f"scenario {config.name}",
-                         brokers=config.cluster.brokers, load_workers=config.load.workers,
-                         txn_timeout_s=config.workload.txn_timeout_s)
+    timeline = plan_timeline(config.faults, seed=config.seed, duration_s=config.phases.faults_s,
+                             txn_path=txn_path or config.path, source=f"scenario {config.name}",
+                             brokers=config.cluster.brokers, load_workers=config.load.workers,
+                             txn_timeout_s=config.workload.txn_timeout_s)
+    return without_lacking(timeline, TARGET_LACKS.get(config.target, {}))
+
+
+def without_lacking(timeline: Timeline, lacks: Mapping[Capability, str]) -> Timeline:
+    """`timeline` without the faults that need what the target lacks (`lacks`: capability -> why), with a
+    note per scenario entry. The faults kept keep their times and ids, so a scenario's faults line up
+    across targets (a crash window on the embedded target is a gap on the pulsar target, not a shift)."""
+    left_out: dict[tuple[str, str], int] = {}
+    windows = []
+    for window in timeline.windows:
+        kept = []
+        for fault in window.faults:
+            missing = sorted(fault.kind.needs & lacks.keys(), key=str)
+            if missing:
+                key = (fault.source, f"{fault.kind.name} {lacks[missing[0]]}")
+                left_out[key] = left_out.get(key, 0) + 1
+            else:
+                kept.append(fault)
+        if kept:
+            windows.append(dataclasses.replace(window, faults=tuple(kept)))
+    if not left_out:
+        return timeline
+    notes = [f"{source}: {count} {why}; left out" for (source, why), count in left_out.items()]
+    return dataclasses.replace(timeline, windows=tuple(windows), notes=(*timeline.notes, *notes))
 
 
 def plan_timeline(faults: FaultsConfig, *, seed: int, duration_s: float, txn_path: TxnPath,

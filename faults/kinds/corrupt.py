@@ -22,4 +22,4 @@ KIND = Kind(
     MappingProxyType({"file": Param(DamagedFile.LOG.value, "log (a sealed log file, not the newest) or "
                                     "snapshot (the metadata store's newest)",
                                     choices=tuple(f.value for f in DamagedFile))}),
-    needs=frozenset({Capability.PROCESSES}), waits_healthy_on_heal=True, effects=frozenset({FaultEffect.STOPS}))
+    needs=frozenset({Capability.PROCESSES, Capability.STORE_FILES}), waits_healthy_on_heal=True, effects=frozenset({FaultEffect.STOPS}))

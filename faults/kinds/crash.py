@@ -26,5 +26,5 @@ KIND = Kind(
                                    "durable",
                                    choices=tuple(a.value for a in CrashAim))}),
     # a crash-loop starts the store once between its two crashes
-    needs=frozenset({Capability.PROCESSES}), waits_healthy_on_heal=True, waits_healthy_on_inject=True,
+    needs=frozenset({Capability.PROCESSES, Capability.STORE_FILES}), waits_healthy_on_heal=True, waits_healthy_on_inject=True,
     effects=frozenset({FaultEffect.STOPS}))

@@ -323,6 +323,9 @@ def test_slow_participant_delays_the_brokers_metadata_link_past_gc_retention(tmp
 
 
 def test_capabilities_are_checked_when_the_nemesis_is_built(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"faults.schedule\[0\].kind: crash cannot run here: the target cannot "
+                                          r"tear or damage a store's files"):
+        World(tmp_path / "crash").nemesis(config("schedule:\n  - {kind: crash, target: ledger, at_s: 0}"))
     world = World(tmp_path, control=False)
     with pytest.raises(ConfigError, match=r"scenario unit: faults.schedule\[0\].kind: kill cannot run here: "
                                           r"the target cannot kill, start or pause processes"):

@@ -308,3 +308,32 @@ def test_a_bad_overlapping_fault_is_one_config_error_naming_its_key() -> None:
         faults_of("schedule:\n  - {kind: kill, at_s: 1, flap: {count: 2}, overlap: [{kind: pause}]}")
     with pytest.raises(ConfigError, match=r"faults\.schedule\[0\]\.overlap\[0\]\.kind"):
         plan(faults_of("schedule:\n  - {kind: kill, at_s: 1, overlap: [{kind: explode}]}"))
+
+
+def test_faults_a_target_cannot_run_are_left_out_and_the_rest_keep_their_times_and_ids() -> None:
+    """chaos.yaml's crashes and corruptions on the pulsar target: a gap where the embedded target
+    tears a store's files, with a note, not a window recorded as not injected; the other faults
+    line up with the embedded target's plan."""
+    from dataclasses import replace
+
+    from faults.schedule import plan_run
+    from harness.config import Target
+
+    cfg = faults_of("""
+quiet_s: 1
+schedule:
+  - {kind: kill, target: broker:0, at_s: 2, for_s: 2}
+  - {kind: crash, target: metadata, at_s: 6, for_s: 1, flap: {count: 2, off_s: 1}}
+  - {kind: partition, target: client-broker:0, at_s: 12, for_s: 2,
+     overlap: [{kind: corrupt, target: ledger, after_s: 1, for_s: 1}]}
+""")
+    embedded, pulsar = (plan_run(replace(cfg, target=target)) for target in (Target.EMBEDDED, Target.PULSAR))
+    assert [(f.fault_id, f.kind.name) for f in embedded.faults] == [
+        ("f1", "kill"), ("f2", "crash"), ("f3", "crash"), ("f4", "partition"), ("f5", "corrupt")]
+    assert [(f.fault_id, f.kind.name) for f in pulsar.faults] == [("f1", "kill"), ("f4", "partition")]
+    assert [w.start_s for w in pulsar.windows] == [embedded.windows[0].start_s, embedded.windows[3].start_s]
+    assert [n for n in pulsar.notes if "pulsar target" in n] == [
+        "faults.schedule[1]: 2 crash cannot run on the pulsar target (only the embedded cluster's stores "
+        "record what they fsynced, in files txnbench can tear or damage); left out",
+        "faults.schedule[2].overlap[0]: 1 corrupt cannot run on the pulsar target (only the embedded "
+        "cluster's stores record what they fsynced, in files txnbench can tear or damage); left out"]
