@@ -70,6 +70,14 @@ _SMALL_INPUT_CONF = {
     # are far above their real size. The small checker's frames are single-partition leaves
     # (analysis.checks.context.single_partition_leaf): trust them whatever their estimate.
     "spark.sql.maxSinglePartitionBytes": (str(2**63 - 1), "128m"),
+    # Runtime bloom filters (on by default since Spark 3.4) add, for a join whose other side
+    # "looks" large, a subquery that aggregates a filter over one side first: a scan and a job
+    # of its own. The checker's joins are between persisted frames whose size estimates are
+    # far above their real size (a join's estimate is the product of its inputs'), so nearly
+    # every join got one: 132 of the 329 exchanges of the large checks' plans, and as many
+    # extra jobs, each scanning a frame the join scans again anyway. Small inputs keep the
+    # default (their plans have none: the single-partition leaves' estimates are bounded).
+    "spark.sql.optimizer.runtime.bloomFilter.enabled": ("true", "false"),
 }
 # Code generation: off (interpreted expressions) for the smallest inputs, on otherwise.
 _CODEGEN_CONF = {
