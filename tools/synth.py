@@ -147,7 +147,8 @@ class _Writer:
         self.seq = 0
         self.force_commit: set[int] = set()
         self.drop_from_reads: set[int] = set()
-        self.unknown_txns: list[tuple[str, int]] = []    # (txn, its open's completion): commits ended info
+        # (txn, its open's completion, a producer's): commits ended info, the drain asks their coordinator
+        self.unknown_txns: list[tuple[str, int, bool]] = []
         self.show_in_reads: set[int] = set()
 
     # ---- naming ------------------------------------------------------------------------------
@@ -247,7 +248,7 @@ class _Writer:
             yield (t, p, _OK, OpF.TXN_OPEN.value, {"txn": tname})
             outcome = "committed" if reused else self.outcome()
             if outcome.startswith("unknown"):
-                self.unknown_txns.append((tname, t))
+                self.unknown_txns.append((tname, t, True))
             if outcome == "committed":
                 last_committed = tname
             n = self.rng.randint(1, 4)
@@ -332,6 +333,8 @@ class _Writer:
             yield (t, p, _OK, OpF.TXN_OPEN.value, {"txn": tname})
             forced = value in self.force_commit
             outcome = "committed" if forced else self.outcome()
+            if outcome.startswith("unknown"):
+                self.unknown_txns.append((tname, t, False))
             self.force_commit.discard(value)
             ack = {"txn": tname, "topic": topic, "subscription": sub, "value": vname,
                    "msg_id": self.msg_id(value)}
@@ -480,12 +483,14 @@ class _Writer:
                     index += 1
             # The coordinators' view of each transaction the load left unfinished (its commit ended
             # info), asked past its timeout plus the bound, as the drain does: forgotten (ended), or,
-            # planted, still OPEN (unresolved-txn).
+            # planted, still OPEN (unresolved-txn; a producer's). A consumer's too: without a reading
+            # an abandoned transaction is unjudged and the verdict unknown.
             plant_unresolved = self.want(AnomalyClass.UNRESOLVED_TXN)
-            for txn, opened_ns in sorted(self.unknown_txns, key=lambda u: u[1]):
+            for txn, opened_ns, producer in sorted(self.unknown_txns, key=lambda u: u[1]):
                 t = max(t + 50_000, opened_ns + TXN_DEADLINE_NS + NS_PER_MS)
-                status = "OPEN" if plant_unresolved else "NOT_FOUND"
-                if plant_unresolved:
+                planted = plant_unresolved and producer
+                status = "OPEN" if planted else "NOT_FOUND"
+                if planted:
                     self.note(AnomalyClass.UNRESOLVED_TXN, txn=txn)
                     plant_unresolved = False
                 f.write(self._line(writer, index, (t, "drain/coordinator", _OK, OpF.TXN_STATE.value, {

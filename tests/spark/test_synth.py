@@ -49,6 +49,17 @@ def test_every_planted_class_is_found_with_the_count_planted(spark: object, tmp_
     assert [e["txns"] for e in doubled] == [summary["planted"]["double-ack"][0]["txns"]]
 
 
+def test_a_clean_synthetic_history_is_valid_with_every_value_and_transaction_judged(spark: object,
+                                                                                    tmp_path: Path) -> None:
+    """The benchmark's histories (tools.bench.checker) print their verdict beside their time, so a
+    fast wrong answer shows: it must be valid, not unknown. A consumer's transaction whose commit
+    ended `info` had no coordinator reading, and left unresolved-txn unjudged."""
+    generate(SynthConfig(events=2000), tmp_path / "run", jobs=1)
+    out = check_run(tmp_path / "run")
+    assert out["valid"] is True, out["unknown_reasons"]
+    assert out["transactions"]["unknown-committed"] + out["transactions"]["unknown-aborted"] > 0
+
+
 def test_generate_refuses_a_used_folder(tmp_path: Path) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "x").write_text("")
