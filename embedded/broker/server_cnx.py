@@ -29,7 +29,7 @@ from embedded.broker.consumer import Consumer
 from embedded.broker.managed_ledger.api import CursorClosed, ManagedLedgerError
 from embedded.broker.position import Position
 from embedded.broker.producer import Producer
-from embedded.broker.subscription import ConsumerBusy, Subscription
+from embedded.broker.subscription import ConsumerBusy, Subscription, SubscriptionBusy
 from embedded.broker.topic_name import InvalidTopicName, TopicName
 from embedded.broker.txn_api import TxnError
 from harness.wire import (
@@ -571,6 +571,9 @@ class ServerCnx:
                 self._error(body.request_id, ServerError.MetadataError, "seek needs a message id or a publish time")
                 return
             await subscription.reset_to(target)
+        except SubscriptionBusy as err:
+            self._error(body.request_id, ServerError.ConsumerBusy, str(err))
+            return
         except (ManagedLedgerError, CursorClosed) as err:
             self._error(body.request_id, ServerError.PersistenceError, f"seek failed: {err}")
             return

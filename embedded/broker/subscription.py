@@ -10,6 +10,7 @@ they resubscribe from the new position (PersistentSubscription.resetCursor).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,10 @@ class ConsumerBusy(Exception):
     """The subscription cannot take this consumer (ServerError.ConsumerBusy)."""
 
 
+class SubscriptionBusy(ConsumerBusy):
+    """A seek while another is in progress (Pulsar: "Failed to fence subscription", ConsumerBusy)."""
+
+
 class Subscription:
     def __init__(self, topic: PersistentTopic, name: str, cursor: ManagedCursor, *, durable: bool) -> None:
         self._topic = topic
@@ -45,6 +50,8 @@ class Subscription:
         provider = topic.broker.txn_registry.pending_ack_provider(topic.name.domain)
         self._pending_ack: PendingAckHandle = provider.create(self)
         self.closed = False
+        # Set while a seek resets the cursor: consumers that subscribe meanwhile wait for its end.
+        self._reset_done: asyncio.Event | None = None
 
     # ---- SubscriptionServices -----------------------------------------------------------------
 
@@ -82,6 +89,16 @@ class Subscription:
         return self.dispatcher.consumers if self.dispatcher is not None else []
 
     async def add_consumer(self, consumer: Consumer) -> None:
+        """Add a consumer; one that subscribes during a seek is added only after the reset.
+
+        Pulsar's PersistentSubscription.addConsumer chains on the reset in progress. Were the
+        consumer added at once, the client (which reconnects as soon as the seek closed its
+        consumer) could get messages before the seek's response, and the C++ client clears
+        its receive queue on that response: the messages would be lost to it, still pending
+        here, and never redelivered.
+        """
+        while self._reset_done is not None:
+            await self._reset_done.wait()
         sub_type = consumer.sub_type
         if sub_type is SubType.Key_Shared:
             raise TxnError(ServerError.NotAllowedError,
@@ -161,17 +178,28 @@ class Subscription:
     # ---- seek ---------------------------------------------------------------------------------
 
     async def reset_to(self, position: Position) -> None:
-        """Deliver from `position` on: everything before it counts as acknowledged, nothing after."""
-        mark_delete = Position(position.ledger_id, position.entry_id - 1)
-        for consumer in list(self.consumers):   # they resubscribe and read from the new position
-            consumer.close_by_broker()
-            consumer.cnx.forget_consumer(consumer)
-            self.remove_consumer(consumer)
-        self._cursor.reset(mark_delete)
-        if self.dispatcher is not None:
-            self.dispatcher.reset()
-        if self.durable:
-            await self._cursor.flush()
+        """Deliver from `position` on: everything before it counts as acknowledged, nothing after.
+
+        Consumers that subscribe before it returns are added after it (`add_consumer`); the
+        caller answers the seek before they are, as it runs on straight from this return.
+        """
+        if self._reset_done is not None:
+            raise SubscriptionBusy(f"Failed to fence subscription {self._name}: a seek is in progress")
+        done = self._reset_done = asyncio.Event()
+        try:
+            mark_delete = Position(position.ledger_id, position.entry_id - 1)
+            for consumer in list(self.consumers):   # they resubscribe and read from the new position
+                consumer.close_by_broker()
+                consumer.cnx.forget_consumer(consumer)
+                self.remove_consumer(consumer)
+            self._cursor.reset(mark_delete)
+            if self.dispatcher is not None:
+                self.dispatcher.reset()
+            if self.durable:
+                await self._cursor.flush()
+        finally:
+            self._reset_done = None
+            done.set()
 
     # ---- stats --------------------------------------------------------------------------------
 
