@@ -25,21 +25,24 @@ compare better. `--json` prints the figures as JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tools.spark_cluster import descendants
 from tools.synth import SynthConfig, generate
 
-__all__ = ["Timing", "main", "time_check"]
+__all__ = ["Timing", "main", "parse_sizes", "synth", "time_bare_session", "time_check"]
 
 CHECK_TIMEOUT_S = 3600.0
 
@@ -53,8 +56,10 @@ class Timing:
     """One `txnbench check` process: wall seconds, the verdict, events and where they were read from.
 
     `jvm_cpu_s` is the CPU time of the check's Java processes (the driver JVM and Spark's
-    launcher), `python_cpu_s` that of the checking Python process; both None where /proc
-    is not available.
+    launcher), `python_cpu_s` that of the checking Python process, `cluster_cpu_s` that of
+    a standalone cluster's executors while it ran; None where /proc is not available (or,
+    for `cluster_cpu_s`, no cluster was watched). `peak_rss_bytes` is the peak of their
+    summed resident memory, a watched cluster's daemons and executors included.
     """
 
     what: str
@@ -65,6 +70,8 @@ class Timing:
     checker_s: float | None
     jvm_cpu_s: float | None = None
     python_cpu_s: float | None = None
+    cluster_cpu_s: float | None = None
+    peak_rss_bytes: int | None = None
 
     @property
     def events_per_s(self) -> float:
@@ -80,22 +87,12 @@ def _cpu_s(pid: int) -> float | None:
         return None
 
 
-def _descendants(pid: int) -> Iterator[int]:
-    """Every process below `pid`, from /proc's children lists."""
-    stack = [pid]
-    while stack:
-        parent = stack.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                children = [int(c) for c in Path(f"/proc/{parent}/task/{task}/children").read_text().split()]
-            except (OSError, ValueError):
-                continue
-            yield from children
-            stack.extend(children)
+def _rss_bytes(pid: int) -> int:
+    """Resident memory of a live process, from /proc (0 when gone or not Linux)."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _check_command() -> list[str]:
@@ -109,43 +106,109 @@ def _check_command() -> list[str]:
     return python_m(orchestrator.cli)
 
 
-def time_check(run: Path, what: str, *, master: str | None = None) -> Timing:
+@dataclass(frozen=True)
+class _Sampled:
+    """A finished process: exit code, output, wall seconds and the CPU sampled while it ran."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    own_cpu_s: float | None
+    below_cpu_s: float | None
+    watched_cpu_s: float | None
+    peak_rss_bytes: int
+
+
+def _run_sampled(cmd: list[str], what: str, *, env: Mapping[str, str] | None = None,
+                 timeout_s: float = CHECK_TIMEOUT_S, watch: Sequence[int] = ()) -> _Sampled:
+    """Run `cmd`, sampling every 0.1 s the CPU of it, of its descendants and of those of `watch`.
+
+    `watch` is for processes the command uses but did not start: a standalone cluster's
+    workers, whose executors (their children, one per application) do a check's tasks. A
+    process's last sample before it exits counts (its last 0.1 s may be missed). The peak
+    of the summed resident memory of all of them (`watch` included) is kept too. Past
+    `timeout_s`, or on Ctrl-C, the command and its descendants are killed by pid.
+    """
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(env) if env is not None else None)
+    own: float | None = None
+    below: dict[int, float] = {}
+    watched: dict[int, float] = {}
+    peak_rss = 0
+    try:
+        while proc.poll() is None:
+            if time.monotonic() - started > timeout_s:
+                raise RuntimeError(f"{what} took longer than {timeout_s:.0f} s")
+            own = _cpu_s(proc.pid) or own
+            rss = _rss_bytes(proc.pid) + sum(_rss_bytes(root) for root in watch)
+            for pid in descendants(proc.pid):
+                cpu = _cpu_s(pid)
+                if cpu is not None:
+                    below[pid] = cpu
+                    rss += _rss_bytes(pid)
+            for root in watch:
+                for pid in descendants(root):
+                    cpu = _cpu_s(pid)
+                    if cpu is not None:
+                        watched[pid] = cpu
+                        rss += _rss_bytes(pid)
+            peak_rss = max(peak_rss, rss)
+            time.sleep(_SAMPLE_S)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            for pid in list(descendants(proc.pid)):   # the driver JVM below the check's Python
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            proc.kill()
+            proc.wait(timeout=30)
+    return _Sampled(proc.returncode, stdout, stderr, time.monotonic() - started, own,
+                    round(sum(below.values()), 2) if below else None,
+                    round(sum(watched.values()), 2) if watched else None, peak_rss)
+
+
+def time_check(run: Path, what: str, *, master: str | None = None, env: Mapping[str, str] | None = None,
+               timeout_s: float = CHECK_TIMEOUT_S, watch: Sequence[int] = ()) -> Timing:
     """Run `txnbench check RUN` in a new process and time it from start to exit.
 
-    While it runs, the CPU time of its processes is sampled every 0.1 s; a process's last
-    sample before it exits counts (the JVM's last 0.1 s may be missed).
+    While it runs, the CPU time of its processes (and of those below `watch`, a cluster's
+    workers: `Timing.cluster_cpu_s`) is sampled every 0.1 s (`_run_sampled`).
     """
     cmd = [*_check_command(), "check", str(run)]
     if master:
         cmd += ["--master", master]
-    started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    own: float | None = None
-    below: dict[int, float] = {}
-    try:
-        while proc.poll() is None:
-            if time.monotonic() - started > CHECK_TIMEOUT_S:
-                proc.kill()
-                raise RuntimeError(f"txnbench check {run} took longer than {CHECK_TIMEOUT_S:.0f} s")
-            own = _cpu_s(proc.pid) or own
-            for pid in _descendants(proc.pid):
-                cpu = _cpu_s(pid)
-                if cpu is not None:
-                    below[pid] = cpu
-            time.sleep(_SAMPLE_S)
-        _, stderr = proc.communicate()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    wall = time.monotonic() - started
+    done = _run_sampled(cmd, f"txnbench check {run}", env=env, timeout_s=timeout_s, watch=watch)
     results_path = newest_results(run)
-    if proc.returncode not in (0, 1, 2) or results_path is None:
-        raise RuntimeError(f"txnbench check {run} failed (exit {proc.returncode}): {stderr.strip()[-500:]}")
+    if done.returncode not in (0, 1, 2) or results_path is None:
+        raise RuntimeError(f"txnbench check {run} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     results = json.loads(results_path.read_text(encoding="utf-8"))
-    return Timing(what, int(results.get("history", {}).get("lines") or 0), wall, results.get("valid"),
+    return Timing(what, int(results.get("history", {}).get("lines") or 0), done.wall_s, results.get("valid"),
                   results.get("history", {}).get("source"), results.get("checker", {}).get("elapsed_s"),
-                  round(sum(below.values()), 2) if below else None, own)
+                  done.below_cpu_s, done.own_cpu_s, done.watched_cpu_s, done.peak_rss_bytes or None)
+
+
+def time_bare_session(what: str = "bare Spark session", *, master: str | None = None,
+                      env: Mapping[str, str] | None = None, timeout_s: float = 600.0,
+                      watch: Sequence[int] = ()) -> Timing:
+    """A fresh process that only starts a Spark session and counts a range (`tools.bench.bare_session`).
+
+    Why: a check's wall time on a shared machine says as much about the load as about the
+    checker, and Spark's own start (JVM, classes, executors on a cluster) is a fixed part of
+    every check. A bare session started in the same sitting is the denominator that makes
+    figures from different sittings and machines comparable (docs/checks.md, "Profile of
+    the large end": `get_spark`, the default 4 GiB heap, the large-input settings, one count).
+    """
+    from harness.entrypoints import python_m
+    from tools.bench import bare_session
+
+    cmd = python_m(bare_session, *(["--master", master] if master else []))
+    done = _run_sampled(cmd, what, env=env, timeout_s=timeout_s, watch=watch)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+    return Timing(what, 0, done.wall_s, None, None, None, done.below_cpu_s, done.own_cpu_s, done.watched_cpu_s,
+                  done.peak_rss_bytes or None)
 
 
 def newest_results(run: Path) -> Path | None:
@@ -157,7 +220,8 @@ def newest_results(run: Path) -> Path | None:
     return max(existing, key=lambda path: path.stat().st_mtime_ns) if existing else None
 
 
-def _synth(out: Path, events: int, seed: int) -> int:
+def synth(out: Path, events: int, seed: int) -> int:
+    """Write the benchmark's synthetic history of about `events` events at `out` (two writers); return its events."""
     summary = generate(SynthConfig(events=events, writers=2, seed=seed, run_id=out.name), out)
     return int(summary["events"])
 
@@ -168,8 +232,8 @@ def _line(t: Timing) -> str:
             f"{t.events_per_s:>10,.0f} events/s  valid={t.valid}  source={t.source}")
 
 
-def _sizes(text: str) -> list[int]:
-    """`--small-events`: one size or a comma-separated list (0 or empty: none)."""
+def parse_sizes(text: str) -> list[int]:
+    """`--small-events` (and the scale-out's `--events`): one size or a comma-separated list (0 or empty: none)."""
     try:
         sizes = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -183,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench.checker",
                                      description="Time `txnbench check` on small and large synthetic histories.")
     parser.add_argument("--events", type=int, default=1_000_000, help="events of the large history (0: skip)")
-    parser.add_argument("--small-events", type=_sizes, default=[2_000],
+    parser.add_argument("--small-events", type=parse_sizes, default=[2_000],
                         help="events of the small history, or a comma-separated list of sizes (0: skip)")
     parser.add_argument("--repeat", type=int, default=3, help="checks of the small history (the median counts)")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
@@ -204,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         smalls: list[dict[str, object]] = []
         for size in args.small_events:
             small = work / f"small-{size}"
-            events = _synth(small, size, args.seed)
+            events = synth(small, size, args.seed)
             runs = []
             for n in range(args.repeat):
                 shutil.rmtree(small / "analysis", ignore_errors=True)
@@ -225,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.events:
             large = work / "large"
             started = time.monotonic()
-            events = _synth(large, args.events, args.seed)
+            events = synth(large, args.events, args.seed)
             size = sum(p.stat().st_size for p in (large / "history").glob("*.jsonl"))
             if not args.json:
                 print(f"large history: {events:,} events, {size / 1e9:.2f} GB of JSONL "
