@@ -25,7 +25,9 @@ candidate lines, Spark's variant type decides on those).
 Parquet once, in the run's analysis folder (`analysis/history.parquet/`), with
 a fingerprint of the source files (names, sizes, mtimes) beside it; a later
 load with the same fingerprint reads the Parquet and skips JSON parsing and
-validation. Smaller histories are read straight from JSONL and cached in memory.
+validation. Arrow's JSON parser converts (analysis.columnar, several times cheaper);
+where it cannot be sure to read a file as Spark's reader would, Spark's reader does,
+and its validation names the bad line. Smaller histories are read straight from JSONL and cached in memory.
 
 Public API (stable; analysis.check, analysis.perf and tools build on it):
 
@@ -58,6 +60,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from analysis import columnar
 from analysis.model import OPS_COLUMNS, SINGLE_FS
 from analysis.spark import SMALL_INPUT_BYTES
 from harness.errors import TxnbenchError
@@ -549,8 +552,7 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         tmp = cache_dir / f".{CACHE_NAME}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         cache_dir.mkdir(parents=True, exist_ok=True)
-        raw = _read_jsonl(spark, files, torn)
-        _with_derived(raw, keep_corrupt=True).write.parquet(str(tmp))
+        _convert(spark, files, torn, tmp, say)
         staged = spark.read.parquet(str(tmp))
         say("validating the history")
         try:
@@ -588,6 +590,17 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         raise
     facts = HistoryFacts(str(history_dir), names, total_bytes, lines, torn_names, first_ns, last_ns, "jsonl")
     return LoadedHistory(staged.select(*OPS_COLUMNS), facts, cached=cached, summary=row if summary else None)
+
+
+def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes], out: Path, say: Progress) -> None:
+    """JSONL to Parquet at `out`: with Arrow's parser (analysis.columnar), or Spark's where it cannot."""
+    try:
+        columnar.convert(files, torn, out)
+        return
+    except columnar.NotConvertible as why:
+        say(f"converting with Spark's JSON reader instead ({why})")
+    shutil.rmtree(out, ignore_errors=True)
+    _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True).write.parquet(str(out))
 
 
 def _summarize(ops: DataFrame, windows: Mapping[str, Column] | None, summary: Sequence[Column]) -> Row | None:

@@ -1,0 +1,201 @@
+"""A large JSONL history to Parquet with Arrow's JSON parser, not Spark's.
+
+Why: converting a 20-million-event history with Spark's JSON reader was one stage of
+242 s of task CPU, more than the checks' budget from JSONL (docs/checks.md, "Profile of
+the large end"). Arrow's parser is C++, multi-threaded and strict: a JSON type other than
+the schema's, a number out of range, a repeated key, bad UTF-8 or a line that is not an
+object stops it. Where it stops, or where this module cannot be sure it reads a file as
+Spark's reader would, it raises `NotConvertible`, and the caller converts with Spark,
+whose validation names the line and the problem. So this is a faster road to the same
+Parquet copy, never a second judge of what a history may hold: the copy is validated by
+analysis.history_io as before.
+
+What it makes: the columns of `analysis.history_io._with_derived` (the history's fields,
+`file`, and the five typed columns taken from `extra`), one Parquet file per chunk of
+input, in input order. `extra` keeps the line's own text of the object; Spark's reader
+re-renders the same JSON value (the recorder writes compact JSON, which reads back the
+same either way).
+
+Public API:
+
+    NotConvertible                      (why Spark has to convert this history)
+    convert(files, torn, out_dir, *, chunk_bytes=...) -> int   (rows written)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from harness.history.schema import FIELDS
+
+__all__ = ["ARROW_FIELDS", "NotConvertible", "convert"]
+
+CHUNK_BYTES = 128 * 1024 * 1024
+_BLOCK_BYTES = 8 * 1024 * 1024
+
+_EXTRA = pa.struct([
+    ("name", pa.string()), ("redelivery", pa.int64()), ("cumulative", pa.bool_()),
+    ("intended_ns", pa.int64()), ("delivered_ns", pa.int64()),
+])
+# The line schema of analysis.history_io.HISTORY_SCHEMA in Arrow's types; `extra` as the
+# object's keys the analysis reads (its text is taken from the line).
+ARROW_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("schema", pa.int64()), ("run", pa.string()), ("writer", pa.string()), ("process", pa.string()),
+    ("index", pa.int64()), ("time_ns", pa.int64()), ("wall_ms", pa.float64()), ("type", pa.string()),
+    ("f", pa.string()), ("path", pa.string()), ("txn", pa.string()), ("topic", pa.string()),
+    ("segment", pa.string()), ("subscription", pa.string()), ("key", pa.string()), ("value", pa.string()),
+    ("inputs", pa.list_(pa.string())), ("msg_id", pa.string()), ("error", pa.string()), ("extra", _EXTRA),
+)
+assert tuple(name for name, _ in ARROW_FIELDS) == FIELDS, "ARROW_FIELDS must follow harness FIELDS"
+_LINE_SCHEMA = pa.schema(list(ARROW_FIELDS))
+_DERIVED = (("name", "phase"), ("redelivery", "redelivery"), ("cumulative", "cumulative"),
+            ("intended_ns", "intended_ns"), ("delivered_ns", "delivered_ns"))
+# `"extra":` once in the line, its object last: the text between is the object's.
+_EXTRA_KEY = r'"extra"\s*:'
+_EXTRA_TEXT = r'"extra"\s*:\s*(?P<extra>\{.*\})\s*\}\s*$'
+
+
+class NotConvertible(Exception):
+    """This module cannot be sure to read the history as Spark's reader would."""
+
+
+def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
+            chunk_bytes: int = CHUNK_BYTES, progress: Callable[[str], None] | None = None) -> int:
+    """Write `files` as Parquet under `out_dir` (created); return the rows written.
+
+    `torn` maps a file to its torn last line (analysis.history_io.torn_tail), which is
+    left out as Spark's reading leaves it out. Raises NotConvertible; the caller then
+    removes `out_dir` and converts with Spark.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = part = 0
+    # One chunk is written while the next is parsed (both release the GIL): two cores busy.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer") as writer:
+        writing: Future[None] | None = None
+        for path in files:
+            for chunk in _chunks(path, torn.get(path), chunk_bytes):
+                table = _table(chunk, path.name)
+                if writing is not None:
+                    writing.result()
+                writing = writer.submit(pq.write_table, table, out_dir / f"part-{part:05d}.parquet")
+                rows += table.num_rows
+                part += 1
+            if progress is not None:
+                progress(f"converted {path.name} ({rows:,} lines so far)")
+        if writing is not None:
+            writing.result()
+    return rows
+
+
+def _chunks(path: Path, tail: bytes | None, chunk_bytes: int) -> Iterator[bytes]:
+    """The file in pieces of about `chunk_bytes` that end at a newline; the torn tail left out."""
+    size = path.stat().st_size
+    end_of_data = size - len(tail) if tail is not None else size
+    with path.open("rb") as f:
+        carry = b""
+        read = 0
+        while read < end_of_data:
+            piece = f.read(min(chunk_bytes, end_of_data - read))
+            if not piece:
+                break
+            read += len(piece)
+            data = carry + piece
+            cut = data.rfind(b"\n") + 1 if read < end_of_data else len(data)
+            if cut == 0:
+                carry = data
+                continue
+            carry = data[cut:]
+            yield data[:cut]
+        if carry:
+            yield carry
+    # Spark drops every line equal to the torn tail, not only the last. Such a line is never
+    # read here: a torn tail is not a JSON object, so Arrow's parser stops at it.
+
+
+def _lines(chunk: bytes) -> pa.StringArray:
+    """Each line of `chunk` with its newline, as one Arrow string array over the chunk's bytes."""
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    ends = np.flatnonzero(data == 10) + 1
+    if not len(ends) or ends[-1] != len(chunk):
+        ends = np.append(ends, len(chunk))
+    offsets = np.concatenate(([0], ends)).astype(np.int32)
+    lines = pa.StringArray.from_buffers(len(ends), pa.py_buffer(offsets.tobytes()), pa.py_buffer(chunk))
+    try:
+        lines.validate(full=True)
+    except pa.ArrowInvalid as err:
+        raise NotConvertible(f"not UTF-8: {err}") from err
+    return lines
+
+
+def _table(chunk: bytes, file_name: str) -> pa.Table:
+    if b"\r" in chunk:
+        raise NotConvertible(f"{file_name}: carriage returns (Spark's reader splits lines on them)")
+    lines = _lines(chunk)
+    # Spark's reading keeps a line unless it is spaces only (`trim`); Arrow's skips blank lines.
+    kept = lines.filter(pc.not_equal(pc.utf8_trim(lines, " \n"), ""))
+    try:
+        parsed = pj.read_json(
+            pa.BufferReader(chunk),
+            read_options=pj.ReadOptions(use_threads=True, block_size=_BLOCK_BYTES),
+            parse_options=pj.ParseOptions(explicit_schema=_LINE_SCHEMA, unexpected_field_behavior="ignore",
+                                          newlines_in_values=False))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        raise NotConvertible(f"{file_name}: {err}") from err
+    if parsed.num_rows != len(kept):
+        raise NotConvertible(f"{file_name}: {parsed.num_rows} objects in {len(kept)} lines")
+    parsed = parsed.combine_chunks()
+    extra = parsed.column("extra").chunk(0) if parsed.num_rows else pa.array([], _EXTRA)
+    columns: dict[str, pa.Array] = {name: parsed.column(name).chunk(0) if parsed.num_rows
+                                    else pa.array([], typ) for name, typ in ARROW_FIELDS}
+    columns["extra"] = _extra_text(kept, extra, file_name)
+    columns["file"] = pa.repeat(pa.scalar(file_name, pa.string()), parsed.num_rows)
+    for key, name in _DERIVED:
+        columns[name] = pc.struct_field(extra, key)
+    return pa.table(columns)
+
+
+def _extra_text(lines: pa.StringArray, extra: pa.StructArray, file_name: str) -> pa.StringArray:
+    """The text of each line's `extra` object; null where `extra` is null or absent."""
+    present = pc.is_valid(extra)
+    with_extra = lines.filter(present)
+    if not len(with_extra):
+        return pa.nulls(len(lines), pa.string())
+    if not pc.all(pc.equal(pc.count_substring_regex(with_extra, _EXTRA_KEY), 1)).as_py():
+        raise NotConvertible(f"{file_name}: a line names \"extra\" more than once")
+    found = pc.extract_regex(with_extra, _EXTRA_TEXT)
+    texts = pc.struct_field(found, "extra")
+    if texts.null_count:
+        raise NotConvertible(f"{file_name}: a line's \"extra\" is not its last field")
+    _one_object_each(texts, file_name)
+    positions = np.flatnonzero(present.to_numpy(zero_copy_only=False))
+    indices = np.full(len(lines), -1, dtype=np.int64)
+    indices[positions] = np.arange(len(positions))
+    return texts.take(pa.array(indices, mask=indices < 0))
+
+
+def _joined(strings: pa.StringArray) -> pa.Buffer:
+    """The strings' bytes one after another: the slice of their data buffer they cover."""
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)[strings.offset:strings.offset + len(strings) + 1]
+    data = strings.buffers()[2]
+    return data.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+
+
+def _one_object_each(texts: pa.StringArray, file_name: str) -> None:
+    """Each text must be exactly one JSON object, or the capture took more than `extra`."""
+    body = _joined(pc.binary_join_element_wise(texts, "", "\n"))
+    try:
+        again = pj.read_json(pa.BufferReader(body), read_options=pj.ReadOptions(use_threads=True),
+                             parse_options=pj.ParseOptions(explicit_schema=pa.schema([]),
+                                                           unexpected_field_behavior="ignore"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        raise NotConvertible(f"{file_name}: a line's \"extra\" is not one object: {err}") from err
+    if again.num_rows != len(texts):
+        raise NotConvertible(f"{file_name}: a line's \"extra\" is not one object")

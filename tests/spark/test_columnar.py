@@ -1,0 +1,120 @@
+"""Arrow's conversion of a large history (analysis.columnar) against Spark's reader.
+
+The Parquet copy must hold what Spark's reader makes of the same lines; what Arrow cannot
+read as Spark would must go to Spark (`NotConvertible`), whose validation names the line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from analysis.columnar import NotConvertible, convert
+from analysis.history_io import (
+    HistoryFormatError,
+    _read_jsonl,
+    _with_derived,
+    load_history,
+    torn_tail,
+)
+from analysis.model import OPS_COLUMNS
+from harness.history.reader import history_files
+from tools.synth import SynthConfig, generate
+
+_ODD_LINES: list[dict[str, Any]] = [   # valid lines a recorder could write, in a writer of their own ("odd")
+    {"process": "odd/1", "f": "phase", "type": "ok", "value": "é ☃ \"extra\":{ \\ /",
+     "extra": {"name": "drain", "nested": {"a": [1, 2.5, None, "x}"]}, "ratio": 1e-05}},
+    {"process": "odd/1", "f": "send", "type": "invoke", "inputs": ["a", "b"], "key": "k",
+     "extra": {"intended_ns": 12, "text": "{\"extra\":1}"}},
+    {"process": "odd/1", "f": "send", "type": "ok", "inputs": [], "error": None, "extra": {}},
+    {"process": "odd/2", "f": "receive", "type": "ok", "value": "v",
+     "extra": {"redelivery": 2, "cumulative": True, "delivered_ns": 99}},
+]
+
+
+def _odd_file(history: Path) -> None:
+    """A writer whose lines use what the synthetic ones do not; blank lines and no final newline."""
+    lines = []
+    for index, fields in enumerate(_ODD_LINES):
+        line = {"schema": 1, "run": "synthetic", "writer": "odd", "index": index, "time_ns": 1_000 + index,
+                "wall_ms": 1.5 + index, "path": "v4", **fields}
+        lines.append(json.dumps(line, separators=(",", ":"), ensure_ascii=False))
+    text = lines[0] + "\n\n   \n" + "\n".join(lines[1:])   # blank lines; the last without newline
+    (history / "odd.jsonl").write_text(text, encoding="utf-8")
+
+
+def _rows(frame: Any) -> list[tuple[Any, ...]]:
+    rows = []
+    for row in frame.select(*OPS_COLUMNS).collect():
+        values = row.asDict()
+        values["extra"] = json.loads(values["extra"]) if values["extra"] is not None else None
+        rows.append(tuple(json.dumps(values[name], sort_keys=True) for name in OPS_COLUMNS))
+    return sorted(rows)
+
+
+def test_arrow_and_spark_make_the_same_rows(spark: SparkSession, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    generate(SynthConfig(events=6_000, writers=2, plant=("aborted-read", "duplicate"), seed=5), run,
+             jobs=1)
+    history = run / "history"
+    _odd_file(history)
+    with (history / "w0.jsonl").open("ab") as f:     # a torn last line
+        f.write(b'{"schema":1,"run":"synthetic","writer":"w0","ind')
+    files = [p for p in history_files(history) if p.stat().st_size > 0]
+    torn = {p: tail for p in files if (tail := torn_tail(p)) is not None}
+    assert set(torn) == {history / "w0.jsonl"}
+
+    rows = convert(files, torn, tmp_path / "arrow", chunk_bytes=64 * 1024)   # many chunks per file
+    arrow = spark.read.parquet(str(tmp_path / "arrow"))
+    by_spark = _with_derived(_read_jsonl(spark, files, torn))
+    assert rows == arrow.count() == by_spark.count()
+    assert _rows(arrow) == _rows(by_spark)
+    assert {f.name: f.dataType for f in arrow.select(*OPS_COLUMNS).schema.fields} == \
+        {f.name: f.dataType for f in by_spark.select(*OPS_COLUMNS).schema.fields}
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ('{"schema":1,"value":5}', "changed from string to number"),
+    ('{"schema":1,"inputs":["x",7]}', "changed from string to number"),
+    ('{"schema":1,"extra":"text"}', "changed from object to string"),
+    ('{"schema":1.5}', "int64"),
+    ('not json', "JSON"),
+    ('[1,2]', "JSON"),
+    ('{"schema":1,"run":"a","run":"b"}', "specified twice"),
+    ('\t', "objects in"),
+    ('{"schema":1}\r', "carriage returns"),
+    ('{"schema":1,"extra":{"a":1},"error":null}', "not its last field"),
+    ('{"schema":1,"extra":{"a":1},"q":{"b":2}}', "not one object"),
+])
+def test_what_arrow_cannot_read_as_spark_does_goes_to_spark(tmp_path: Path, line: str, why: str) -> None:
+    path = tmp_path / "w.jsonl"
+    path.write_text('{"schema":1,"index":0}\n' + line + '\n{"schema":1,"index":2}\n', encoding="utf-8")
+    with pytest.raises(NotConvertible, match=why):
+        convert([path], {}, tmp_path / "out")
+
+
+def test_a_torn_tail_that_is_also_a_whole_line_goes_to_spark(tmp_path: Path) -> None:
+    path = tmp_path / "w.jsonl"
+    path.write_bytes(b'{"schema":1,"ind\n{"schema":1}\n{"schema":1,"ind')
+    with pytest.raises(NotConvertible, match="JSON parse error"):
+        convert([path], {path: b'{"schema":1,"ind'}, tmp_path / "out")
+
+
+@pytest.mark.parametrize(("field", "value"), [("value", 5), ("extra", "text"), ("inputs", ["x", 7])])
+def test_a_large_history_of_the_wrong_type_fails_as_a_small_one(spark: SparkSession, tmp_path: Path,
+                                                                 field: str, value: Any) -> None:
+    run = tmp_path / "run"
+    generate(SynthConfig(events=500, writers=1, seed=2), run, jobs=1)
+    w0 = run / "history" / "w0.jsonl"
+    lines = w0.read_text().splitlines()
+    wrong = json.loads(lines[2])
+    wrong[field] = value
+    lines[2] = json.dumps(wrong)
+    w0.write_text("\n".join(lines) + "\n")
+    with pytest.raises(HistoryFormatError, match=rf"w0\.jsonl: line 3: .*{field}"):
+        load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0)
+    assert not (run / "analysis" / "history.parquet").exists()
