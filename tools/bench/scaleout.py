@@ -66,7 +66,12 @@ PROJECTED_WORKERS = (4, 8, 16)
 
 @dataclass(frozen=True)
 class Row:
-    """One timed process of the sitting. `workers` 0 is the local baseline (`local[*]`); `events` 0 a bare session."""
+    """One timed process of the sitting. `workers` 0 is the local baseline (`local[*]`); `events` 0 a bare session.
+
+    CPU seconds: `driver_cpu_s` of the driver JVM (locally also the tasks), `python_cpu_s` of
+    the check's Python process (where a large history's JSONL is converted to Parquet by
+    Arrow, analysis.columnar: on a cluster too), `executor_cpu_s` of the cluster's executors.
+    """
 
     events: int
     workers: int
@@ -75,6 +80,7 @@ class Row:
     verdict: bool | str | None
     round: int = 1
     driver_cpu_s: float | None = None
+    python_cpu_s: float | None = None
     executor_cpu_s: float | None = None
     peak_rss_bytes: int | None = None
 
@@ -91,7 +97,7 @@ class Row:
     @classmethod
     def of(cls, timing: Timing, workers: int, bare_s: float, round_: int) -> Row:
         return cls(timing.events, workers, round(timing.wall_s, 2), round(bare_s, 2), timing.valid, round_,
-                   timing.jvm_cpu_s, timing.cluster_cpu_s, timing.peak_rss_bytes)
+                   timing.jvm_cpu_s, timing.python_cpu_s, timing.cluster_cpu_s, timing.peak_rss_bytes)
 
 
 def parse_workers(text: str) -> list[int]:
@@ -206,15 +212,15 @@ def _cell(value: float | None, fmt: str) -> str:
 def format_table(rows: Sequence[Row]) -> str:
     """The measured rows as a Markdown table (events, workers, wall, s per million, ratio, verdict, CPU, memory)."""
     lines = ["| events | workers | round | wall s | s per million events | ratio to bare session | verdict "
-             "| driver JVM CPU s | executor CPU s | peak RSS GiB |",
-             "|---:|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+             "| driver JVM CPU s | check's Python CPU s | executor CPU s | peak RSS GiB |",
+             "|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(
             f"| {f'{row.events:,}' if row.events else 'bare session'} "
             f"| {'local' if row.workers == 0 else row.workers} | {row.round} | {row.wall_s:.1f} "
             f"| {_cell(row.s_per_million, '.1f')} | {_cell(row.ratio, '.2f')} "
             f"| {'-' if row.events == 0 else row.verdict} | {_cell(row.driver_cpu_s, '.1f')} "
-            f"| {_cell(row.executor_cpu_s, '.1f')} "
+            f"| {_cell(row.python_cpu_s, '.1f')} | {_cell(row.executor_cpu_s, '.1f')} "
             f"| {_cell(row.peak_rss_bytes / 1024 ** 3 if row.peak_rss_bytes else None, '.2f')} |")
     return "\n".join(lines)
 
