@@ -60,7 +60,6 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from analysis import columnar
 from analysis.model import OPS_COLUMNS, SINGLE_FS
 from analysis.spark import SMALL_INPUT_BYTES
 from harness.errors import TxnbenchError
@@ -593,7 +592,13 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
 
 
 def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes], out: Path, say: Progress) -> None:
-    """JSONL to Parquet at `out`: with Arrow's parser (analysis.columnar), or Spark's where it cannot."""
+    """JSONL to Parquet at `out`: with Arrow's parser (analysis.columnar), or Spark's where it cannot.
+
+    Imported here: Arrow's modules take a quarter of a second to load, which a small check,
+    never converted, should not pay.
+    """
+    from analysis import columnar
+
     try:
         columnar.convert(files, torn, out)
         return
