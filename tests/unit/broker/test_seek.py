@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -20,6 +19,7 @@ from embedded.broker.consumer import Consumer
 from embedded.broker.position import Position
 from embedded.broker.subscription import Subscription, SubscriptionBusy
 from harness.wire import SubType
+from tests.unit.broker.test_consumer import Cnx as RecordingCnx
 
 
 class SlowCursor:
@@ -38,17 +38,7 @@ class SlowCursor:
         await self.release.wait()
 
 
-class Cnx:
-    closed = False
-    remote = "test"
-    understands_end_of_topic = True
-
-    def __init__(self) -> None:
-        self.sent: list[Any] = []
-
-    def send(self, command: Any) -> None:
-        self.sent.append(command)
-
+class Cnx(RecordingCnx):
     def forget_consumer(self, consumer: Consumer) -> None:
         return None
 
