@@ -40,6 +40,7 @@ __all__ = ["ARROW_FIELDS", "NotConvertible", "convert"]
 
 CHUNK_BYTES = 128 * 1024 * 1024
 _BLOCK_BYTES = 8 * 1024 * 1024
+MAX_CHUNK_BYTES = 2 ** 31 - 1   # the offsets of an Arrow string array are 32-bit
 
 _EXTRA = pa.struct([
     ("name", pa.string()), ("redelivery", pa.int64()), ("cumulative", pa.bool_()),
@@ -122,6 +123,8 @@ def _chunks(path: Path, tail: bytes | None, chunk_bytes: int) -> Iterator[bytes]
 
 def _lines(chunk: bytes) -> pa.StringArray:
     """Each line of `chunk` with its newline, as one Arrow string array over the chunk's bytes."""
+    if len(chunk) > MAX_CHUNK_BYTES:   # one line of about 2 GiB: past a string array's 32-bit offsets
+        raise NotConvertible(f"a piece of {len(chunk):,} bytes without a newline")
     data = np.frombuffer(chunk, dtype=np.uint8)
     ends = np.flatnonzero(data == 10) + 1
     if not len(ends) or ends[-1] != len(chunk):

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from analysis import columnar
 from analysis.columnar import NotConvertible, convert
 from analysis.history_io import (
     HistoryFormatError,
@@ -118,3 +119,12 @@ def test_a_large_history_of_the_wrong_type_fails_as_a_small_one(spark: SparkSess
     with pytest.raises(HistoryFormatError, match=rf"w0\.jsonl: line 3: .*{field}"):
         load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0)
     assert not (run / "analysis" / "history.parquet").exists()
+
+
+def test_a_line_too_long_for_one_string_array_goes_to_spark(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columnar, "MAX_CHUNK_BYTES", 100)
+    path = tmp_path / "w.jsonl"
+    path.write_text('{"schema":1,"index":0}\n{"schema":1,"value":"' + "x" * 200 + '"}\n', encoding="utf-8")
+    with pytest.raises(NotConvertible, match="without a newline"):
+        convert([path], {}, tmp_path / "out", chunk_bytes=64)
