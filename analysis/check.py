@@ -511,7 +511,9 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         pairs = pair_operations(loaded.ops, lean=True)
         orphan = loaded.summary["_first_orphan"]
     else:
-        pairs = pair_operations(loaded.ops, include_orphans=True, lean=True).persist(StorageLevel.MEMORY_AND_DISK)
+        # Paired by Arrow as it converted the history (analysis.columnar_pairs), else here: a shuffle.
+        pairs = (loaded.pairs if loaded.pairs is not None else
+                 pair_operations(loaded.ops, include_orphans=True, lean=True).persist(StorageLevel.MEMORY_AND_DISK))
         orphans = pairs.filter("orphan").select("writer", "index", "process", "f", "type")
         found = orphans.orderBy("writer", "index").limit(1).collect()
         orphan = found[0] if found else None

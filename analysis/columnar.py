@@ -14,7 +14,8 @@ What it makes: the columns of `analysis.history_io._with_derived` (the history's
 `file`, and the five typed columns taken from `extra`), one Parquet file per chunk of
 input, in input order. `extra` keeps the line's own text of the object; Spark's reader
 re-renders the same JSON value (the recorder writes compact JSON, which reads back the
-same either way).
+same either way). With `pairs_dir`, the same pass pairs the operations
+(analysis.columnar_pairs) and writes them there, chunk by chunk.
 
 Public API:
 
@@ -24,6 +25,7 @@ Public API:
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from analysis.columnar_pairs import NotPairable, Pairing
 from harness.history.schema import FIELDS
 
 __all__ = ["ARROW_FIELDS", "NotConvertible", "convert"]
@@ -69,31 +72,65 @@ class NotConvertible(Exception):
 
 
 def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
-            chunk_bytes: int = CHUNK_BYTES, progress: Callable[[str], None] | None = None) -> int:
+            chunk_bytes: int = CHUNK_BYTES, progress: Callable[[str], None] | None = None,
+            pairs_dir: Path | None = None) -> int:
     """Write `files` as Parquet under `out_dir` (created); return the rows written.
 
     `torn` maps a file to its torn last line (analysis.history_io.torn_tail), which is
     left out as Spark's reading leaves it out. Raises NotConvertible; the caller then
     removes `out_dir` and converts with Spark.
+
+    With `pairs_dir`, the operations paired (analysis.columnar_pairs) go there as Parquet
+    too, in the same pass; where the lines cannot be paired as a stream, `pairs_dir` is
+    removed (the check then pairs with Spark) and the conversion goes on.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
+    pairing: Pairing | None = None
+    if pairs_dir is not None:
+        pairs_dir.mkdir(parents=True, exist_ok=True)
+        pairing = Pairing()
     rows = part = 0
     # One chunk is written while the next is parsed (both release the GIL): two cores busy.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer") as writer:
         writing: Future[None] | None = None
+
+        def write(table: pa.Table, pairs: pa.Table | None) -> None:
+            nonlocal writing
+            if writing is not None:
+                writing.result()
+            writing = writer.submit(_write_part, table, out_dir / f"part-{part:05d}.parquet", pairs,
+                                    pairs_dir / f"part-{part:05d}.parquet" if pairs_dir is not None else None)
+
         for path in files:
             for chunk in _chunks(path, torn.get(path), chunk_bytes):
                 table = _table(chunk, path.name)
-                if writing is not None:
-                    writing.result()
-                writing = writer.submit(pq.write_table, table, out_dir / f"part-{part:05d}.parquet")
+                pairs = None
+                if pairing is not None:
+                    try:
+                        pairs = pairing.add(table)
+                    except NotPairable:
+                        pairing = None
+                        if writing is not None:
+                            writing.result()
+                        assert pairs_dir is not None
+                        shutil.rmtree(pairs_dir, ignore_errors=True)
+                write(table, pairs)
                 rows += table.num_rows
                 part += 1
             if progress is not None:
                 progress(f"converted {path.name} ({rows:,} lines so far)")
+        if pairing is not None:
+            write(pa.table({}), pairing.finish())
         if writing is not None:
             writing.result()
     return rows
+
+
+def _write_part(table: pa.Table, path: Path, pairs: pa.Table | None, pairs_path: Path | None) -> None:
+    if table.num_columns:
+        pq.write_table(table, path)
+    if pairs is not None and pairs_path is not None and pairs.num_rows:
+        pq.write_table(pairs, pairs_path)
 
 
 def _chunks(path: Path, tail: bytes | None, chunk_bytes: int) -> Iterator[bytes]:

@@ -27,7 +27,9 @@ a fingerprint of the source files (names, sizes, mtimes) beside it; a later
 load with the same fingerprint reads the Parquet and skips JSON parsing and
 validation. Arrow's JSON parser converts (analysis.columnar, several times cheaper);
 where it cannot be sure to read a file as Spark's reader would, Spark's reader does,
-and its validation names the bad line. Smaller histories are read straight from JSONL and cached in memory.
+and its validation names the bad line. Arrow's conversion also pairs the operations as
+it streams the lines (analysis.columnar_pairs) into `analysis/history.pairs.parquet/`,
+so a large check pairs without a shuffle (`LoadedHistory.pairs`). Smaller histories are read straight from JSONL and cached in memory.
 
 Public API (stable; analysis.check, analysis.perf and tools build on it):
 
@@ -60,7 +62,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from analysis.model import OPS_COLUMNS, SINGLE_FS
+from analysis.model import LEAN_PAIR_COLUMNS, OPS_COLUMNS, SINGLE_FS
 from analysis.spark import SMALL_INPUT_BYTES
 from harness.errors import TxnbenchError
 from harness.history.reader import HistoryFormatError, history_files
@@ -76,7 +78,7 @@ __all__ = [
 Progress = Callable[[str], None]
 
 # Bump when the cached Parquet layout changes, so stale caches are rebuilt.
-LOADER_VERSION = 2   # 2: delivered_ns parsed from extra (Parquet caches of 1 are rebuilt)
+LOADER_VERSION = 3   # 2: delivered_ns parsed from extra; 3: the operations paired beside the copy
 PARQUET_MIN_BYTES = 64 * 1024 * 1024
 # Histories up to this size are kept in one partition: Spark then plans joins,
 # windows and aggregations without shuffles, which is what makes small checks fast.
@@ -84,6 +86,7 @@ SINGLE_PARTITION_MAX_BYTES = SMALL_INPUT_BYTES
 # Above this size a one-partition history is still parsed in parallel (one task per file split).
 PARALLEL_PARSE_MIN_BYTES = 4 * 1024 * 1024
 CACHE_NAME = "history.parquet"
+PAIRS_NAME = "history.pairs.parquet"
 _CORRUPT = "_corrupt_record"
 _RAW = "_raw"
 _MISTYPED = "_mistyped"
@@ -160,12 +163,15 @@ class LoadedHistory:
     `cached` is the in-memory frame behind `ops` for histories read from JSONL;
     `release()` frees it when the caller is done. `summary` is the row of the
     aggregates the caller asked `load_history` for (None when none were asked).
+    `pairs` is `pair_operations(ops, include_orphans=True, lean=True)` as Arrow's
+    conversion made it (analysis.columnar_pairs), None where it did not.
     """
 
     ops: DataFrame
     facts: HistoryFacts
     cached: DataFrame | None = None
     summary: Row | None = None
+    pairs: DataFrame | None = None
 
     def release(self) -> None:
         if self.cached is not None:
@@ -546,12 +552,15 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
                 facts = HistoryFacts(str(history_dir), names, total_bytes, int(meta["lines"]), torn_names,
                                      meta.get("first_ns"), meta.get("last_ns"), "parquet-cache")
                 ops = spark.read.parquet(str(cache)).select(*OPS_COLUMNS)
-                return LoadedHistory(ops, facts, summary=_summarize(ops, windows, summary))
+                pairs = _read_pairs(spark, cache_dir / PAIRS_NAME) if meta.get("pairs") else None
+                return LoadedHistory(ops, facts, summary=_summarize(ops, windows, summary), pairs=pairs)
         say(f"converting {len(files)} history file(s), {total_bytes / 1e6:.1f} MB, to Parquet")
         tmp = cache_dir / f".{CACHE_NAME}.{os.getpid()}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp_pairs = cache_dir / f".{PAIRS_NAME}.{os.getpid()}.tmp"
+        for stale in (tmp, tmp_pairs):
+            shutil.rmtree(stale, ignore_errors=True)
         cache_dir.mkdir(parents=True, exist_ok=True)
-        _convert(spark, files, torn, tmp, say)
+        _convert(spark, files, torn, tmp, say, pairs_dir=tmp_pairs)
         staged = spark.read.parquet(str(tmp))
         say("validating the history")
         try:
@@ -559,17 +568,25 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
                                                                    summary=summary, together=single)
         except HistoryFormatError:
             shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp_pairs, ignore_errors=True)
             raise
         # The validated copy drops the corrupt-record column: every row is well formed.
+        pairs_cache = cache_dir / PAIRS_NAME
         shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(pairs_cache, ignore_errors=True)
         meta_path.unlink(missing_ok=True)
         os.replace(tmp, cache)
+        paired = any(tmp_pairs.glob("*.parquet"))
+        if paired:
+            os.replace(tmp_pairs, pairs_cache)
+        shutil.rmtree(tmp_pairs, ignore_errors=True)
         write_json_atomic(meta_path, {"fingerprint": fingerprint, "lines": lines,
-                                      "first_ns": first_ns, "last_ns": last_ns})
+                                      "first_ns": first_ns, "last_ns": last_ns, "pairs": paired})
         ops = spark.read.parquet(str(cache)).select(*OPS_COLUMNS)
         facts = HistoryFacts(str(history_dir), names, total_bytes, lines, torn_names, first_ns, last_ns,
                              "parquet")
-        return LoadedHistory(ops, facts, summary=row if summary else None)
+        return LoadedHistory(ops, facts, summary=row if summary else None,
+                             pairs=_read_pairs(spark, pairs_cache) if paired else None)
 
     say(f"reading {len(files)} history file(s), {total_bytes / 1e6:.1f} MB")
     parsed = _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True)
@@ -591,8 +608,19 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
     return LoadedHistory(staged.select(*OPS_COLUMNS), facts, cached=cached, summary=row if summary else None)
 
 
-def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes], out: Path, say: Progress) -> None:
+def _read_pairs(spark: SparkSession, path: Path) -> DataFrame | None:
+    """The operations Arrow's conversion paired, or None when the folder is gone (the check pairs them)."""
+    if not any(path.glob("*.parquet")):
+        return None
+    return spark.read.parquet(str(path)).select(*LEAN_PAIR_COLUMNS)
+
+
+def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes], out: Path, say: Progress, *,
+             pairs_dir: Path) -> None:
     """JSONL to Parquet at `out`: with Arrow's parser (analysis.columnar), or Spark's where it cannot.
+
+    Arrow's conversion pairs the operations into `pairs_dir` as it goes (where it can);
+    Spark's does not, and leaves no `pairs_dir`.
 
     Imported here: Arrow's modules take a quarter of a second to load, which a small check,
     never converted, should not pay.
@@ -600,11 +628,12 @@ def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes],
     from analysis import columnar
 
     try:
-        columnar.convert(files, torn, out)
+        columnar.convert(files, torn, out, pairs_dir=pairs_dir)
         return
     except columnar.NotConvertible as why:
         say(f"converting with Spark's JSON reader instead ({why})")
     shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(pairs_dir, ignore_errors=True)
     _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True).write.parquet(str(out))
 
 

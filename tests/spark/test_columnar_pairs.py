@@ -1,0 +1,135 @@
+"""Operations paired as Arrow converts (analysis.columnar_pairs) against Spark's window.
+
+The stream must give exactly `pair_operations(ops, include_orphans=True, lean=True)`'s rows
+wherever a chunk, or a file, ends; where a writer's lines are not in index order it must
+give up, and leave the check to Spark.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from analysis import columnar
+from analysis.columnar import convert
+from analysis.history_io import PAIRS_NAME, load_history, torn_tail
+from analysis.model import LEAN_PAIR_COLUMNS, pair_operations
+from harness.anomalies import AnomalyClass
+from harness.history.reader import history_files
+from tools.synth import SynthConfig, generate
+
+
+def _rows(frame: DataFrame) -> list[tuple[str, ...]]:
+    return sorted(tuple(json.dumps(row[name]) for name in LEAN_PAIR_COLUMNS)
+                  for row in frame.select(*LEAN_PAIR_COLUMNS).collect())
+
+
+def _convert(history: Path, out: Path, chunk_bytes: int) -> tuple[Path, Path]:
+    files = [p for p in history_files(history) if p.stat().st_size > 0]
+    torn = {p: tail for p in files if (tail := torn_tail(p)) is not None}
+    convert(files, torn, out / "ops", chunk_bytes=chunk_bytes, pairs_dir=out / "pairs")
+    return out / "ops", out / "pairs"
+
+
+def _same_as_spark(spark: SparkSession, ops_dir: Path, pairs_dir: Path) -> None:
+    ops = spark.read.parquet(str(ops_dir))
+    by_spark = _rows(pair_operations(ops, include_orphans=True, lean=True))
+    by_arrow = _rows(spark.read.parquet(str(pairs_dir)))
+    assert len(by_arrow) == len(by_spark)
+    assert by_arrow == by_spark
+
+
+@pytest.mark.parametrize("chunk_bytes", [8 * 1024, 1 << 20])
+def test_a_planted_history_pairs_as_spark_pairs_it(spark: SparkSession, tmp_path: Path, chunk_bytes: int) -> None:
+    run = tmp_path / "run"
+    generate(SynthConfig(events=8_000, writers=3, plant=tuple(c.value for c in AnomalyClass), seed=11), run,
+             jobs=1)
+    _same_as_spark(spark, *_convert(run / "history", tmp_path / "out", chunk_bytes))
+
+
+def _line(writer: str, index: int, process: str, f: str, type_: str, **fields: Any) -> str:
+    line = {"schema": 1, "run": "r", "writer": writer, "process": process, "index": index,
+            "time_ns": 1_000 * (index + 1), "wall_ms": 1.0, "type": type_, "f": f, "path": "v4",
+            "txn": None, "topic": None, "segment": None, "subscription": None, "key": None, "value": None,
+            "inputs": None, "msg_id": None, "error": None, "extra": None, **fields}
+    return json.dumps(line, separators=(",", ":"))
+
+
+# (process, f, type, fields): every way an event can relate to the one before it in its process.
+_EDGES: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("p/1", "send", "ok", {"value": "orphan-first"}),            # a completion first: orphan
+    ("p/2", "txn-open", "invoke", {}),
+    ("p/1", "send", "invoke", {"value": "a", "key": "k", "topic": "t", "inputs": ["x"]}),
+    ("d/1", "read", "ok", {"value": "a", "topic": "t", "msg_id": "1:0:-1"}),
+    ("p/2", "txn-open", "ok", {"txn": "1:1"}),                    # the completion gives the txn
+    ("p/1", "send", "ok", {"value": "a", "msg_id": "1:0:-1", "topic": None}),  # null result: the invocation's
+    ("p/1", "send", "ok", {"value": "again"}),                    # a second completion: orphan
+    ("p/3", "ack", "invoke", {"value": "a", "subscription": "s", "extra": {"cumulative": True}}),
+    ("p/3", "txn-commit", "ok", {"txn": "1:1"}),                  # another f: the ack is info, this an orphan
+    ("c/1", "receive", "ok", {"value": "a", "subscription": "s", "extra": {"delivered_ns": 5}}),
+    ("p/2", "send", "invoke", {"value": "b", "txn": "1:1"}),
+    ("p/4", "txn-commit", "invoke", {"txn": "1:1"}),
+    ("p/2", "send", "fail", {"value": "b", "error": "x: y"}),
+    ("p/4", "txn-commit", "info", {"txn": "1:1"}),
+    ("p/5", "txn-abort", "invoke", {"txn": "1:2"}),               # never completed: info at the end
+    ("p/2", "send", "invoke", {"value": "c"}),
+    ("n/1", "phase", "ok", {"extra": {"name": "drain"}}),
+    ("p/2", "send", "invoke", {"value": "d"}),                    # invoked twice in a row: the first is info
+    ("p/2", "send", "ok", {"value": "d", "msg_id": "1:1:-1"}),
+]
+
+
+def test_every_edge_pairs_as_spark_pairs_it_wherever_a_chunk_or_file_ends(
+        spark: SparkSession, tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    history.mkdir()
+    lines = [_line("w", i, *edge[:3], **edge[3]) for i, edge in enumerate(_EDGES)]
+    # One writer in two files, in index order; a second writer interleaved in its own file.
+    (history / "w-a.jsonl").write_text("\n".join(lines[:9]) + "\n")
+    (history / "w-b.jsonl").write_text("\n".join(lines[9:]) + "\n")
+    (history / "x.jsonl").write_text("\n".join(_line("x", i, f"p/{i % 2}", "send", ("invoke", "ok")[i % 3 == 1],
+                                                     value=f"x{i}") for i in range(12)) + "\n")
+    for chunk_bytes in (1, 700, 1 << 20):     # a line per chunk, a few, and one chunk per file
+        out = tmp_path / f"out-{chunk_bytes}"
+        _same_as_spark(spark, *_convert(history, out, chunk_bytes))
+
+
+def test_lines_out_of_index_order_leave_the_pairing_to_spark(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    history.mkdir()
+    lines = [_line("w", i, "p/1", "send", ("invoke", "ok")[i % 2], value=f"v{i // 2}") for i in range(6)]
+    lines[2], lines[4] = lines[4], lines[2]
+    (history / "w.jsonl").write_text("\n".join(lines) + "\n")
+    ops, pairs = _convert(history, tmp_path / "out", 1 << 20)
+    assert not pairs.exists()
+    assert list(ops.glob("*.parquet"))      # the conversion itself goes on
+
+
+def test_a_converted_history_loads_with_its_pairs_and_so_does_its_cache(spark: SparkSession, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    generate(SynthConfig(events=3_000, writers=2, seed=3), run, jobs=1)
+    first = load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0)
+    again = load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0)
+    assert (first.facts.source, again.facts.source) == ("parquet", "parquet-cache")
+    expected = _rows(pair_operations(first.ops, include_orphans=True, lean=True))
+    for loaded in (first, again):
+        assert loaded.pairs is not None
+        assert _rows(loaded.pairs) == expected
+
+
+def test_a_history_spark_converts_loads_without_pairs(spark: SparkSession, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args: Any, **_kwargs: Any) -> int:
+        raise columnar.NotConvertible("refused for the test")
+
+    monkeypatch.setattr(columnar, "convert", refuse)
+    run = tmp_path / "run"
+    generate(SynthConfig(events=1_000, writers=2, seed=3), run, jobs=1)
+    loaded = load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0)
+    assert loaded.facts.source == "parquet" and loaded.pairs is None
+    assert not (run / "analysis" / PAIRS_NAME).exists()
+    assert load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0).pairs is None
