@@ -20,7 +20,8 @@ same either way). With `pairs_dir`, the same pass pairs the operations
 Public API:
 
     NotConvertible                      (why Spark has to convert this history)
-    convert(files, torn, out_dir, *, chunk_bytes=...) -> int   (rows written)
+    Converted                           (rows written, paired, writers intact)
+    convert(files, torn, out_dir, *, chunk_bytes=..., pairs_dir=None) -> Converted
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +41,7 @@ import pyarrow.parquet as pq
 from analysis.columnar_pairs import NotPairable, Pairing
 from harness.history.schema import FIELDS
 
-__all__ = ["ARROW_FIELDS", "NotConvertible", "convert"]
+__all__ = ["ARROW_FIELDS", "Converted", "NotConvertible", "convert"]
 
 CHUNK_BYTES = 128 * 1024 * 1024
 _BLOCK_BYTES = 8 * 1024 * 1024
@@ -71,10 +73,21 @@ class NotConvertible(Exception):
     """This module cannot be sure to read the history as Spark's reader would."""
 
 
+@dataclass(frozen=True)
+class Converted:
+    """What `convert` wrote: `rows`; whether `pairs_dir` holds the operations (`paired`); and whether
+    every writer's lines were seen to be its indexes 0, 1, 2 ... in order with a clock that never went
+    back (`writers_intact`, known only when paired), so validation may skip its window over each writer."""
+
+    rows: int
+    paired: bool
+    writers_intact: bool
+
+
 def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
             chunk_bytes: int = CHUNK_BYTES, progress: Callable[[str], None] | None = None,
-            pairs_dir: Path | None = None) -> int:
-    """Write `files` as Parquet under `out_dir` (created); return the rows written.
+            pairs_dir: Path | None = None) -> Converted:
+    """Write `files` as Parquet under `out_dir` (created); say what was written.
 
     `torn` maps a file to its torn last line (analysis.history_io.torn_tail), which is
     left out as Spark's reading leaves it out. Raises NotConvertible; the caller then
@@ -123,7 +136,7 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
             write(pa.table({}), pairing.finish())
         if writing is not None:
             writing.result()
-    return rows
+    return Converted(rows, pairing is not None, pairing is not None and pairing.writers_intact)
 
 
 def _write_part(table: pa.Table, path: Path, pairs: pa.Table | None, pairs_path: Path | None) -> None:

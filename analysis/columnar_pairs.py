@@ -88,6 +88,11 @@ class Pairing:
     def __init__(self) -> None:
         self._held: pa.Table | None = None
         self._last_index: dict[str, int] = {}
+        self._last_time: dict[str, int] = {}
+        self.writers_intact = True
+        """Every writer's lines so far are its indexes 0, 1, 2 ... in file order, its `time_ns` never
+        going back: the writer integrity analysis.history_io checks with a window over each writer,
+        which may then skip it. False says only that the window must look."""
 
     def add(self, table: pa.Table) -> pa.Table:
         """The operations `table` (rows of analysis.columnar's conversion) completes, as PAIR_SCHEMA rows."""
@@ -109,17 +114,24 @@ class Pairing:
         return self._pair(empty.append_column(_CLAIMED, pa.array([], pa.bool_())), final=True)
 
     def _check_order(self, rows: pa.Table) -> None:
-        """Each writer's indexes must rise line by line, across chunks and files."""
+        """Each writer's indexes must rise line by line, across chunks and files; notes whether they
+        also go 0, 1, 2 ... with a clock that never goes back (`writers_intact`)."""
         if not rows.num_rows:
             return
         writers, names = _codes(rows.column("writer"))
         index = rows.column("index").to_numpy()
+        times = rows.column("time_ns").to_numpy()
         for code, writer in enumerate(names):
-            mine = index[writers == code]
+            mine = writers == code
+            indexes, clock = index[mine], times[mine]
             before = self._last_index.get(writer)
-            if (before is not None and mine[0] <= before) or bool(np.any(np.diff(mine) <= 0)):
+            if (before is not None and indexes[0] <= before) or bool(np.any(np.diff(indexes) <= 0)):
                 raise NotPairable(f"writer {writer}'s lines are not in index order")
-            self._last_index[writer] = int(mine[-1])
+            start, since = (before + 1 if before is not None else 0), self._last_time.get(writer, clock[0])
+            if indexes[0] != start or indexes[-1] - indexes[0] != len(indexes) - 1 or clock[0] < since \
+                    or bool(np.any(np.diff(clock) < 0)):
+                self.writers_intact = False
+            self._last_index[writer], self._last_time[writer] = int(indexes[-1]), int(clock[-1])
 
     def _pair(self, events: pa.Table, *, final: bool) -> pa.Table:
         """Operations of the held-back events and `events`; holds back each process's last event unless `final`."""

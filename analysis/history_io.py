@@ -438,7 +438,8 @@ def validate_ops(ops: DataFrame, *, directory: Path | None = None) -> tuple[int,
 
 def validate_and_summarize(ops: DataFrame, *, directory: Path | None = None,
                            windows: Mapping[str, Column] | None = None, summary: Sequence[Column] = (),
-                           together: bool = False) -> tuple[int, int | None, int | None, Row]:
+                           together: bool = False, writers_intact: bool = False
+                           ) -> tuple[int, int | None, int | None, Row]:
     """`validate_ops`, and the caller's `summary` aggregates over the same rows.
 
     `windows` are columns (window functions) added to every row before aggregating,
@@ -446,14 +447,17 @@ def validate_and_summarize(ops: DataFrame, *, directory: Path | None = None,
     window costs no shuffle) the validation, the writer-integrity window and the
     summary are one Spark job; otherwise the integrity window is a second one.
     The summary is only meaningful when validation passes (it raises otherwise).
+    `writers_intact` says the caller has seen every writer's lines to be its indexes
+    0, 1, 2 ... in order with a clock that never goes back (analysis.columnar's stream):
+    then the integrity window, which can only pass, is not run.
     Returns (lines, first time_ns, last time_ns, the row of summary aggregates).
     """
     bad, why = _problem_condition(ops)
     extra_columns: dict[str, Column] = dict(windows or {})
-    if together:
+    if together and not writers_intact:
         extra_columns[_WRITER_PROBLEM] = _writer_problem()
     rows = ops.select("*", *[column.alias(name) for name, column in extra_columns.items()]) if extra_columns else ops
-    checks = [F.min(_WRITER_PROBLEM).alias(_WRITER_PROBLEM)] if together else []
+    checks = [F.min(_WRITER_PROBLEM).alias(_WRITER_PROBLEM)] if together and not writers_intact else []
     summary_row = rows.agg(
         F.count(F.lit(1)).alias("_lines"),
         F.sum(F.when(bad, 1).otherwise(0)).alias("_bad"),
@@ -479,7 +483,9 @@ def validate_and_summarize(ops: DataFrame, *, directory: Path | None = None,
             + (f": {excerpt!r}" if excerpt else "")
             + f" ({summary_row['_bad']} bad line(s) in all); only a torn last line is skipped, so this "
             "history cannot support a verdict: re-run, or restore the file as the recorder wrote it")
-    if together:
+    if writers_intact:
+        problem = None
+    elif together:
         problem = summary_row[_WRITER_PROBLEM]
     else:
         found = (ops.select(_writer_problem().alias(_WRITER_PROBLEM))
@@ -560,12 +566,13 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         for stale in (tmp, tmp_pairs):
             shutil.rmtree(stale, ignore_errors=True)
         cache_dir.mkdir(parents=True, exist_ok=True)
-        _convert(spark, files, torn, tmp, say, pairs_dir=tmp_pairs)
+        writers_intact = _convert(spark, files, torn, tmp, say, pairs_dir=tmp_pairs)
         staged = spark.read.parquet(str(tmp))
         say("validating the history")
         try:
             lines, first_ns, last_ns, row = validate_and_summarize(staged, directory=history_dir, windows=windows,
-                                                                   summary=summary, together=single)
+                                                                   summary=summary, together=single,
+                                                                   writers_intact=writers_intact)
         except HistoryFormatError:
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(tmp_pairs, ignore_errors=True)
@@ -616,11 +623,12 @@ def _read_pairs(spark: SparkSession, path: Path) -> DataFrame | None:
 
 
 def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes], out: Path, say: Progress, *,
-             pairs_dir: Path) -> None:
+             pairs_dir: Path) -> bool:
     """JSONL to Parquet at `out`: with Arrow's parser (analysis.columnar), or Spark's where it cannot.
 
     Arrow's conversion pairs the operations into `pairs_dir` as it goes (where it can);
-    Spark's does not, and leaves no `pairs_dir`.
+    Spark's does not, and leaves no `pairs_dir`. True when the conversion saw every
+    writer's lines intact (analysis.columnar.Converted.writers_intact).
 
     Imported here: Arrow's modules take a quarter of a second to load, which a small check,
     never converted, should not pay.
@@ -628,13 +636,13 @@ def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes],
     from analysis import columnar
 
     try:
-        columnar.convert(files, torn, out, pairs_dir=pairs_dir)
-        return
+        return columnar.convert(files, torn, out, pairs_dir=pairs_dir).writers_intact
     except columnar.NotConvertible as why:
         say(f"converting with Spark's JSON reader instead ({why})")
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(pairs_dir, ignore_errors=True)
     _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True).write.parquet(str(out))
+    return False
 
 
 def _summarize(ops: DataFrame, windows: Mapping[str, Column] | None, summary: Sequence[Column]) -> Row | None:

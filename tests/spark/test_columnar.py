@@ -69,7 +69,7 @@ def test_arrow_and_spark_make_the_same_rows(spark: SparkSession, tmp_path: Path)
     torn = {p: tail for p in files if (tail := torn_tail(p)) is not None}
     assert set(torn) == {history / "w0.jsonl"}
 
-    rows = convert(files, torn, tmp_path / "arrow", chunk_bytes=64 * 1024)   # many chunks per file
+    rows = convert(files, torn, tmp_path / "arrow", chunk_bytes=64 * 1024).rows   # many chunks per file
     arrow = spark.read.parquet(str(tmp_path / "arrow"))
     by_spark = _with_derived(_read_jsonl(spark, files, torn))
     assert rows == arrow.count() == by_spark.count()

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analysis import columnar
 from analysis.columnar import convert
-from analysis.history_io import PAIRS_NAME, load_history, torn_tail
+from analysis.history_io import PAIRS_NAME, HistoryFormatError, load_history, torn_tail
 from analysis.model import LEAN_PAIR_COLUMNS, pair_operations
 from harness.anomalies import AnomalyClass
 from harness.history.reader import history_files
@@ -133,3 +133,30 @@ def test_a_history_spark_converts_loads_without_pairs(spark: SparkSession, tmp_p
     assert loaded.facts.source == "parquet" and loaded.pairs is None
     assert not (run / "analysis" / PAIRS_NAME).exists()
     assert load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0).pairs is None
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    (lambda lines: lines[:3] + lines[4:], "index 3 is missing"),
+    (lambda lines: [lines[0], lines[1].replace('"time_ns":2000', '"time_ns":500'), *lines[2:]],
+     "time_ns goes backwards"),
+])
+def test_a_converted_writer_with_a_gap_or_a_clock_going_back_is_still_refused(
+        spark: SparkSession, tmp_path: Path, change: Any, problem: str) -> None:
+    """The stream notes an intact writer so validation may skip its window; a broken one it leaves to it."""
+    history = tmp_path / "history"
+    history.mkdir()
+    lines = [_line("w", i, "p/1", "send", ("invoke", "ok")[i % 2], value=f"v{i // 2}") for i in range(8)]
+    (history / "w.jsonl").write_text("\n".join(change(lines)) + "\n")
+    with pytest.raises(HistoryFormatError, match=problem):
+        load_history(spark, history, cache_dir=tmp_path / "analysis", parquet_min_bytes=0)
+
+
+def test_the_stream_says_whether_every_writer_is_intact(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    history.mkdir()
+    lines = [_line("w", i, "p/1", "send", ("invoke", "ok")[i % 2], value=f"v{i // 2}") for i in range(8)]
+    (history / "w.jsonl").write_text("\n".join(lines) + "\n")
+    files = history_files(history)
+    assert convert(files, {}, tmp_path / "a", chunk_bytes=300, pairs_dir=tmp_path / "pa").writers_intact
+    (history / "w.jsonl").write_text("\n".join(lines[1:]) + "\n")     # starts at index 1
+    assert not convert(files, {}, tmp_path / "b", chunk_bytes=300, pairs_dir=tmp_path / "pb").writers_intact
