@@ -86,7 +86,8 @@ PAIR_COLUMNS: tuple[str, ...] = (
 TXN_COLUMNS: tuple[str, ...] = (
     "txn", "writer", "process", "open_index", "open_ns", "commit_invoke_ns", "end_invoke_ns",
     "end_ns", "client_outcome", "outcome", "decided_by", "outcome_label", "sends_ok", "sends_info",
-    "sends_fail", "sends_visible", "sends_uncovered", "acks", "ctp",
+    "sends_fail", "sends_visible", "sends_uncovered", "acks", "ctp", "opens_ok", "ok_open_invoke_ns",
+    "ok_open_complete_ns",
 )
 
 # Transaction outcome labels (TXN_COLUMNS.outcome_label).
@@ -478,6 +479,12 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
     committed, aborted, unknown-committed, unknown-aborted or unknown.
     `sends_uncovered` counts possible values that are not visible and went to a
     topic the drain did not read to the end.
+
+    `opens_ok` counts the `txn-open`s that completed `ok` with this id (more than one
+    is a txn-id-reuse), `ok_open_invoke_ns` is the earliest invocation of those and
+    `ok_open_complete_ns` the earliest completion (when an abandoned transaction's
+    timeout started). They come from this one grouping of every transaction's
+    operations, so the checks that need them do not scan every operation again.
     """
     cols = ("txn", "f", "type", "invoke_ns", "complete_ns", "writer", "index", "process", "topic", "inputs")
     # The drain's `txn-state` readings name a transaction but are none of its client's operations.
@@ -508,6 +515,7 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
                  if covered is not None else F.lit(False))
     commit_ok, abort_ok = is_commit & (typ == OpType.OK.value), is_abort & (typ == OpType.OK.value)
     commit_fail = is_commit & (typ == OpType.FAIL.value)
+    open_ok = (f == OpF.TXN_OPEN.value) & (typ == OpType.OK.value)
     first = F.min(F.struct("invoke_ns", "writer", "index", "process"))
     agg = tx.groupBy("txn").agg(
         first.alias("_first"),
@@ -525,6 +533,9 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         _count(uncovered).alias("sends_uncovered"),
         _count(f == OpF.ACK.value).alias("acks"),
         _flag(is_send & (F.size(F.coalesce(F.col("inputs"), F.array())) > 0)).alias("ctp"),
+        _count(open_ok).alias("opens_ok"),
+        F.min(F.when(open_ok, F.col("invoke_ns"))).alias("ok_open_invoke_ns"),
+        F.min(F.when(open_ok, F.col("complete_ns"))).alias("ok_open_complete_ns"),
     )
     client = (F.when(F.col("_commit_ok"), F.lit(COMMITTED))
               .when(F.col("_aborted"), F.lit(ABORTED)).otherwise(F.lit(UNKNOWN)))
@@ -553,5 +564,6 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         F.col("_open.index").alias("open_index"), F.col("_open.invoke_ns").alias("open_ns"),
         "commit_invoke_ns", "end_invoke_ns", end_ns.alias("end_ns"), "client_outcome", "outcome",
         decided_by.alias("decided_by"), label.alias("outcome_label"), "sends_ok", "sends_info",
-        "sends_fail", "sends_visible", "sends_uncovered", "acks", "ctp",
+        "sends_fail", "sends_visible", "sends_uncovered", "acks", "ctp", "opens_ok", "ok_open_invoke_ns",
+        "ok_open_complete_ns",
     )

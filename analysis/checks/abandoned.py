@@ -47,15 +47,15 @@ NOT_JUDGED = ("UNKNOWN",)
 
 
 def abandoned_transactions(ctx: CheckContext) -> DataFrame:
-    """txn, writer, process, open_ns (the open's completion), commit_invoke_ns, outcome, deadline_ns."""
-    opened = (ctx.pairs.filter((F.col("f") == OpF.TXN_OPEN.value) & (F.col("type") == OpType.OK.value)
-                               & F.col("txn").isNotNull())
-              .groupBy("txn").agg(F.min("complete_ns").alias("_opened_ns")))
+    """txn, writer, process, open_ns (the open's completion), commit_invoke_ns, outcome, deadline_ns.
+
+    The opens come from the transactions' one grouping (`opens_ok`, `ok_open_complete_ns`:
+    analysis.model.transaction_outcomes), not from another scan of every operation."""
     limit = F.lit(ctx.txn_timeout_ns + ctx.abort_bound_ns).cast("long")
     return one_partition(
-        ctx.txns.filter(F.col("client_outcome") == UNKNOWN).join(opened, "txn")
-        .select("txn", "writer", "process", F.col("_opened_ns").alias("open_ns"), "commit_invoke_ns", "outcome",
-                (F.col("_opened_ns") + limit).alias("deadline_ns")))
+        ctx.txns.filter((F.col("client_outcome") == UNKNOWN) & (F.col("opens_ok") > 0))
+        .select("txn", "writer", "process", F.col("ok_open_complete_ns").alias("open_ns"), "commit_invoke_ns",
+                "outcome", (F.col("ok_open_complete_ns") + limit).alias("deadline_ns")))
 
 
 def plan_unresolved_txn(ctx: CheckContext) -> Plan:
