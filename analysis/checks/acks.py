@@ -172,13 +172,17 @@ def plan_stuck_ack(ctx: CheckContext) -> Plan:
 def stuck_acks(ctx: CheckContext) -> tuple[DataFrame, DataFrame]:
     """(stuck, unjudged): acks of aborted transactions never released, as stuck-ack defines them
     (value, topic, subscription, txn, client_outcome, ack), and those on subscriptions the drain
-    did not empty. unresolved-txn reads the same frame for its abandoned transactions."""
+    did not empty. unresolved-txn reads the same stuck acks for its abandoned transactions: they
+    are computed once per context and kept with the shared frames (`CheckContext.shared`)."""
     aborted = ctx.acks.filter(F.col("txn").isNotNull() & (F.col("outcome") == ABORTED)
                               & F.col("subscription").isNotNull())
     drained = ctx.drained(F.col("topic"), F.col("subscription"))
-    unjudged = aborted.filter(~drained)
-    judged = aborted.filter(drained)
+    stuck = ctx.shared("stuck-acks", lambda: _stuck(ctx, aborted.filter(drained)))
+    return stuck, aborted.filter(~drained)
 
+
+def _stuck(ctx: CheckContext, judged: DataFrame) -> DataFrame:
+    """The acks of `judged` (aborted, on drained subscriptions) never released: `stuck_acks`."""
     settling = ctx.acks.filter((F.col("type") == OpType.OK.value)
                                & (F.col("txn").isNull() | (F.col("outcome") == COMMITTED)))
     settled = settling.select("value", "subscription").distinct()
@@ -212,4 +216,4 @@ def stuck_acks(ctx: CheckContext) -> tuple[DataFrame, DataFrame]:
         ref(candidates, f=OpF.ACK.value, time="invoke_ns").alias("ack"))
     if covered_stuck is not None:
         stuck = union_all([stuck, covered_stuck])
-    return stuck, unjudged
+    return stuck

@@ -26,7 +26,9 @@ Vocabulary used by the checks:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
@@ -69,6 +71,23 @@ _OBSERVED = ("writer", "index", "process", "time_ns", "delivered_ns", "topic", "
 _SENT = ("writer", "index", "process", "type", "invoke_ns", "topic", "segment", "msg_id")
 
 
+class Keeping(StrEnum):
+    """How `prepare` keeps the frames several checks read."""
+
+    NONE = "none"              # plain plans, recomputed by each reader (tests that look at one frame)
+    PERSIST = "persist"        # persisted (memory, then disk): large histories
+    CHECKPOINT = "checkpoint"  # single-partition local checkpoints: small histories (single_partition_leaf)
+
+
+def kept(frame: DataFrame, how: Keeping) -> DataFrame:
+    """`frame` kept as `how` says; the caller unpersists a PERSIST frame when done."""
+    if how is Keeping.PERSIST:
+        return frame.persist(StorageLevel.MEMORY_AND_DISK)
+    if how is Keeping.CHECKPOINT:
+        return single_partition_leaf(frame)
+    return frame
+
+
 @dataclass(frozen=True)
 class CheckContext:
     """Inputs of the checks. Frame columns are listed in `prepare()`'s docstring."""
@@ -104,6 +123,10 @@ class CheckContext:
     clock_slack_ns: int = 0
     """How far two writers' `time_ns` may disagree (remote hosts' measured clock offset bound plus
     drift; 0 on one host): time comparisons across writers give the benefit of this doubt."""
+    keeping: Keeping = Keeping.NONE
+    """How the shared frames are kept; `shared()` keeps the frames checks share the same way."""
+    _derived: dict[str, DataFrame] = field(default_factory=dict, repr=False, compare=False)
+    """The frames `shared()` built, by name (the context is frozen; this cache is its one mutable part)."""
 
     def later(self, a: Column, b: Column) -> Column:
         """`a` certainly after `b`, given the clock slack."""
@@ -117,9 +140,23 @@ class CheckContext:
         """True when (topic, subscription) was consumed until empty by the drain."""
         return drained(self.drain, topic, subscription)
 
+    def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
+        """The frame `build()` gives, built once per context at first use and kept as the shared
+        frames are (persisted, or a local checkpoint on a small history).
+
+        For a result two checks read (e.g. stuck-ack's stuck acks, which unresolved-txn holds its
+        abandoned transactions to): the second check reads what the first computed, instead of
+        planning and running the same joins again. `unpersist()` releases it."""
+        frame = self._derived.get(name)
+        if frame is None:
+            frame = kept(build(), self.keeping)
+            self._derived[name] = frame
+        return frame
+
     def unpersist(self) -> None:
-        for frame in self.persisted:
+        for frame in (*self.persisted, *self._derived.values()):
             frame.unpersist()
+        self._derived.clear()
 
 
 def drained(drain: DrainInfo, topic: Column, subscription: Column) -> Column:
@@ -233,15 +270,13 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
     """
     facts = facts if facts is not None else overview(ops)
     drain = facts.drain
-    kept: list[DataFrame] = []
+    persisted: list[DataFrame] = []
+    keeping = Keeping.NONE if not persist else Keeping.CHECKPOINT if cut_lineage else Keeping.PERSIST
 
     def keep(frame: DataFrame) -> DataFrame:
-        if not persist:
-            return frame
-        if cut_lineage:
-            return single_partition_leaf(frame)
-        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-        kept.append(frame)
+        frame = kept(frame, keeping)
+        if keeping is Keeping.PERSIST:
+            persisted.append(frame)
         return frame
 
     if pairs is None:
@@ -335,7 +370,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         pairs=pairs, txns=txns, sends=sends, acks=acks, receives=recv, reads=reads, visible=visible,
         observations=observations, drain=drain, stall_after_ns=int(stall_after_s * 1e9),
         history_end_ns=facts.last_ns, drain_phase_ns=marks[0].time_ns if marks else None, overview=facts,
-        max_examples=max_examples, persisted=tuple(kept), lost_writers=tuple(lost_writers),
+        max_examples=max_examples, persisted=tuple(persisted), keeping=keeping, lost_writers=tuple(lost_writers),
         clock_slack_ns=int(clock_slack_ns), txn_states=txn_states, txn_timeout_ns=int(txn_timeout_s * 1e9),
         abort_bound_ns=int(abort_bound_s * 1e9), commit_blocked_windows=tuple(commit_blocked_windows),
     )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from analysis.checks import AnomalyClass, CheckStatus
+from pyspark.sql import SparkSession
+
+from analysis.checks import AnomalyClass, CheckStatus, prepare, run_one
+from analysis.checks.acks import stuck_acks
+from analysis.history_io import ops_from_records
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -95,6 +99,27 @@ def test_acks_an_abandoned_transaction_held_must_come_back(run_check: RunCheck) 
     released.drain_receive("m", sub="s")
     released.read("t1", "m").drain_complete(subscriptions=[("t1", "s")])
     assert run_check(released, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT).count == 0
+
+
+def test_stuck_acks_are_computed_once_per_context_and_released_with_it(spark: SparkSession) -> None:
+    """stuck-ack and unresolved-txn read one kept frame of stuck acks: the second does not recompute it."""
+    h = History()
+    h.process("w0/p").open().send("m").commit()
+    c = h.process("w1/c1")
+    c.receive("m", sub="s")
+    txn = c.open().ack("m", sub="s").id
+    h.sleep(4.0).txn_state(txn, "NOT_FOUND")
+    h.drain(reads={"t1": ["m"]}, subscriptions=[("t1", "s")])
+    ctx = prepare(ops_from_records(spark, h.records()), persist=True, **TIMEOUT)
+    try:
+        stuck, _ = stuck_acks(ctx)
+        assert stuck.is_cached
+        assert run_one(AnomalyClass.STUCK_ACK, ctx).count == 1
+        assert run_one(AnomalyClass.UNRESOLVED_TXN, ctx).count == 1
+        assert stuck_acks(ctx)[0] is stuck
+    finally:
+        ctx.unpersist()
+    assert not stuck.is_cached
 
 
 def test_time_every_client_was_cut_off_is_not_a_stall(run_check: RunCheck) -> None:
