@@ -101,12 +101,18 @@ CLIENT, VISIBILITY, NO_COMMIT, REDELIVERY = "client", "visibility", "no-commit",
 
 @dataclass(frozen=True)
 class PhaseMark:
-    """A `phase` event: `name` started at `time_ns` (run clock)."""
+    """A `phase` event: `name` started at `time_ns` (run clock).
+
+    `topic` and `subscription` are the event's own (a `subscription-start` names the
+    subscription that now exists), None when it has none: checks that need them read
+    them here, from the overview's one pass, instead of scanning the history again."""
 
     name: str
     time_ns: int
     writer: str
     index: int
+    topic: str | None = None
+    subscription: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,7 +289,8 @@ def overview_aggregates() -> list[Column]:
     return [
         F.min("time_ns").alias("first_ns"), F.max("time_ns").alias("last_ns"),
         F.collect_list(F.when(f == OpF.PHASE.value, F.struct(
-            F.col("time_ns"), F.col("writer"), F.col("index"), F.col("phase"), F.col("extra")))).alias("phases"),
+            F.col("time_ns"), F.col("writer"), F.col("index"), F.col("phase"), F.col("extra"), F.col("topic"),
+            F.col("subscription")))).alias("phases"),
         F.count(F.lit(1)).alias("events"),
         n(f == OpF.SEND.value).alias("sends"),
         n((f == OpF.SEND.value) & (F.size(F.coalesce(F.col("inputs"), F.array())) > 0)).alias("ctp_sends"),
@@ -299,8 +306,8 @@ def overview_aggregates() -> list[Column]:
 def overview_from_row(row: Any) -> HistoryOverview:
     """The HistoryOverview of a row holding `overview_aggregates()`."""
     phase_rows = sorted(row["phases"] or [], key=lambda r: (r["time_ns"], r["writer"], r["index"]))
-    phases = tuple(PhaseMark(r["phase"] or "", int(r["time_ns"]), r["writer"], int(r["index"]))
-                   for r in phase_rows)
+    phases = tuple(PhaseMark(r["phase"] or "", int(r["time_ns"]), r["writer"], int(r["index"]), r["topic"],
+                             r["subscription"]) for r in phase_rows)
     counts = {k: int(row[k] or 0) for k in ("events", "sends", "ctp_sends", "acks", "cumulative_acks",
                                             "acks_without_topic", "receives", "reads", "txn_states")}
     return HistoryOverview(phases, _drain_from_phases(phase_rows), row["first_ns"], row["last_ns"], counts)

@@ -46,16 +46,22 @@ from harness.history.schema import PHASE_SUBSCRIPTION_START, OpF
 
 def subscription_starts(ctx: CheckContext) -> DataFrame | None:
     """One row per (logical topic, subscription): `_topic`, `subscription`, `start_ns` (the
-    latest start recorded for it), or None when the history records no start."""
-    marks = [(m.writer, m.index) for m in ctx.overview.phases if m.name == PHASE_SUBSCRIPTION_START]
-    if not marks:
+    latest start recorded for it), or None when the history records no start.
+
+    The starts are a few `phase` events the overview already holds (`ctx.overview.phases`,
+    gathered in the pass that read the history), so they become a frame of literals here, not
+    a scan of every operation for them. It is one partition, so in small-input mode the join
+    with the sends needs no shuffle; the logical topic is Spark's `logical_topic`, as before."""
+    marks = [m for m in ctx.overview.phases
+             if m.name == PHASE_SUBSCRIPTION_START and m.topic is not None and m.subscription is not None]
+    if not any(m.name == PHASE_SUBSCRIPTION_START for m in ctx.overview.phases):
         return None
-    writers = sorted({w for w, _ in marks})
-    keys = sorted(f"{w}\u0000{i}" for w, i in marks)
-    events = ctx.pairs.filter(
-        (F.col("f") == OpF.PHASE.value) & F.col("writer").isin(*writers)
-        & F.concat(F.col("writer"), F.lit("\u0000"), F.col("index").cast("string")).isin(*keys)
-        & F.col("topic").isNotNull() & F.col("subscription").isNotNull())
+    rows = [F.struct(F.lit(m.topic).cast("string").alias("topic"),
+                     F.lit(m.subscription).cast("string").alias("subscription"),
+                     F.lit(m.time_ns).cast("long").alias("invoke_ns")) for m in marks]
+    schema = "array<struct<topic:string,subscription:string,invoke_ns:bigint>>"
+    events = ctx.pairs.sparkSession.range(0, 1, 1, 1).select(
+        F.inline(F.array(*rows) if rows else F.array().cast(schema)))
     return (events.groupBy(logical_topic(F.col("topic")).alias("_topic"), "subscription")
             .agg(F.max("invoke_ns").alias("start_ns")))
 
