@@ -86,8 +86,8 @@ PAIR_COLUMNS: tuple[str, ...] = (
 TXN_COLUMNS: tuple[str, ...] = (
     "txn", "writer", "process", "open_index", "open_ns", "commit_invoke_ns", "end_invoke_ns",
     "end_ns", "client_outcome", "outcome", "decided_by", "outcome_label", "sends_ok", "sends_info",
-    "sends_fail", "sends_visible", "sends_uncovered", "acks", "ctp", "opens_ok", "ok_open_invoke_ns",
-    "ok_open_complete_ns",
+    "sends_fail", "sends_visible", "sends_uncovered", "sends_ok_missing", "sends_ok_uncovered", "acks", "ctp",
+    "opens_ok", "ok_open_invoke_ns", "ok_open_complete_ns",
 )
 
 # Transaction outcome labels (TXN_COLUMNS.outcome_label).
@@ -485,7 +485,10 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
     aborted) or "visibility", null while still unknown); `outcome_label` is
     committed, aborted, unknown-committed, unknown-aborted or unknown.
     `sends_uncovered` counts possible values that are not visible and went to a
-    topic the drain did not read to the end.
+    topic the drain did not read to the end. Of the `ok` sends that are not visible,
+    `sends_ok_missing` counts those on a topic the drain read to the end and
+    `sends_ok_uncovered` the others (partial-txn's counts: they come from this grouping
+    rather than one of every send again).
 
     `opens_ok` counts the `txn-open`s that completed `ok` with this id (more than one
     is a txn-id-reuse), `ok_open_invoke_ns` is the earliest invocation of those and
@@ -520,6 +523,10 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
     uncovered = (maybe_written & ~F.coalesce(F.col("_visible"), F.lit(False))
                  & (~logical_topic(F.col("topic")).isin(*covered) | F.col("topic").isNull())
                  if covered is not None else F.lit(False))
+    # As the sends' `covered` (analysis.checks.context.prepare): never null.
+    on_covered = (F.coalesce(logical_topic(F.col("topic")).isin(*covered), F.lit(False)) if covered
+                  else F.lit(False))
+    ok_unseen = is_send & (typ == OpType.OK.value) & ~F.coalesce(F.col("_visible"), F.lit(False))
     commit_ok, abort_ok = is_commit & (typ == OpType.OK.value), is_abort & (typ == OpType.OK.value)
     commit_fail = is_commit & (typ == OpType.FAIL.value)
     open_ok = (f == OpF.TXN_OPEN.value) & (typ == OpType.OK.value)
@@ -538,6 +545,8 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         _count(is_send & (typ == OpType.FAIL.value)).alias("sends_fail"),
         _count(maybe_written & F.coalesce(F.col("_visible"), F.lit(False))).alias("sends_visible"),
         _count(uncovered).alias("sends_uncovered"),
+        _count(ok_unseen & on_covered).alias("sends_ok_missing"),
+        _count(ok_unseen & ~on_covered).alias("sends_ok_uncovered"),
         _count(f == OpF.ACK.value).alias("acks"),
         _flag(is_send & (F.size(F.coalesce(F.col("inputs"), F.array())) > 0)).alias("ctp"),
         _count(open_ok).alias("opens_ok"),
@@ -571,6 +580,6 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         F.col("_open.index").alias("open_index"), F.col("_open.invoke_ns").alias("open_ns"),
         "commit_invoke_ns", "end_invoke_ns", end_ns.alias("end_ns"), "client_outcome", "outcome",
         decided_by.alias("decided_by"), label.alias("outcome_label"), "sends_ok", "sends_info",
-        "sends_fail", "sends_visible", "sends_uncovered", "acks", "ctp", "opens_ok", "ok_open_invoke_ns",
-        "ok_open_complete_ns",
+        "sends_fail", "sends_visible", "sends_uncovered", "sends_ok_missing", "sends_ok_uncovered", "acks", "ctp",
+        "opens_ok", "ok_open_invoke_ns", "ok_open_complete_ns",
     )

@@ -100,16 +100,12 @@ def plan_partial_txn(ctx: CheckContext) -> Plan:
         return skipped(AnomalyClass.PARTIAL_TXN, NO_DRAIN_REASON)
     if ctx.count("sends") == 0:
         return clean(AnomalyClass.PARTIAL_TXN)
-    ok = F.col("type") == OpType.OK.value
-    seen = F.col("visible") & F.col("type").isin(OpType.OK.value, OpType.INFO.value)
-    missing = ok & F.col("covered") & ~F.col("visible")
-
-    def n(cond: F.Column) -> F.Column:
-        return F.sum(F.when(cond, 1).otherwise(0))
-
-    counts = ctx.sends.filter(F.col("txn").isNotNull()).groupBy("txn").agg(
-        n(seen).alias("visible_count"), n(missing).alias("missing_count"),
-        n(ok & ~F.col("covered") & ~F.col("visible")).alias("uncovered_count"))
+    # Per transaction: its visible values (ok or info sends), its ok sends that are not visible on
+    # covered topics, and on other topics. The transactions' one grouping already counted them
+    # (analysis.model.transaction_outcomes), so this reads one row per transaction, not every send.
+    counts = ctx.txns.select("txn", F.col("sends_visible").alias("visible_count"),
+                             F.col("sends_ok_missing").alias("missing_count"),
+                             F.col("sends_ok_uncovered").alias("uncovered_count"))
     partial = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") > 0)).drop("uncovered_count")
     unjudged = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") == 0)
                              & (F.col("uncovered_count") > 0))
