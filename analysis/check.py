@@ -508,7 +508,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
     assert loaded.summary is not None
     if small:
         # prepare() keeps the pairs as a local checkpoint (a leaf plan), which keeps every later plan small.
-        pairs = pair_operations(loaded.ops, lean=True)
+        pairs = loaded.pairs if loaded.pairs is not None else pair_operations(loaded.ops, lean=True)
         orphan = loaded.summary["_first_orphan"]
     else:
         # Paired by Arrow as it converted the history (analysis.columnar_pairs), else here: a shuffle.
@@ -533,7 +533,8 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
                       lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run),
                       txn_timeout_s=txn_timeout, abort_bound_s=abort_bound,
-                      commit_blocked_windows=commit_blocked_windows(run))
+                      commit_blocked_windows=commit_blocked_windows(run),
+                      pairs_on_disk=not small and loaded.pairs is not None)
         try:
             # Why operations ended `info` (Jepsen's info-txn-causes): the error's class, or
             # "never completed" for an invocation the writer left without completion.

@@ -234,11 +234,16 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
             facts: HistoryOverview | None = None, cut_lineage: bool = False,
             lost_writers: tuple[str, ...] = (), clock_slack_ns: int = 0,
             txn_timeout_s: float = DEFAULT_TXN_TIMEOUT_S, abort_bound_s: float = DEFAULT_ABORT_BOUND_S,
-            commit_blocked_windows: tuple[tuple[int, int | None], ...] = ()) -> CheckContext:
+            commit_blocked_windows: tuple[tuple[int, int | None], ...] = (),
+            pairs_on_disk: bool = False) -> CheckContext:
     """Derive the check inputs from validated ops (analysis.model.OPS_COLUMNS).
 
     `pairs` (pair_operations(), lean or not, orphans allowed) and `facts`
     (overview()) may be passed when the caller has them already.
+
+    `pairs_on_disk` says `pairs` is a Parquet copy (analysis.columnar_pairs): each reader scans
+    the columns and rows it needs from it, cheaper than keeping a second copy of every operation
+    in memory (24 s of task CPU at 20 million events, docs/checks.md).
 
     `cut_lineage` keeps the shared frames as local checkpoints instead of
     persisted plans: each becomes a leaf, computed once at first use, so the
@@ -281,7 +286,9 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
 
     if pairs is None:
         pairs = pair_operations(ops, lean=True)
-    pairs = keep(pairs.filter(~F.col("orphan")).select(*LEAN_PAIR_COLUMNS))
+    pairs = pairs.filter(~F.col("orphan")).select(*LEAN_PAIR_COLUMNS)
+    if not pairs_on_disk:
+        pairs = keep(pairs)
     reads = keep(final_reads(ops).select("value", "topic", "segment", "msg_id", "time_ns", "writer", "index",
                                          "process"))
     visible = keep(visible_values(reads))
