@@ -90,16 +90,26 @@ _SEP = "\u0000"
 
 
 class _Progress:
-    """One-line progress messages on stderr with the elapsed time."""
+    """One-line progress messages on stderr with the elapsed time.
+
+    Once the session runs (`label_jobs`), each message also names the Spark jobs that follow it
+    (their job description), so Spark's event log says which check spent what
+    (`python -m tools.bench.spark_profile`)."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.start = time.monotonic()
+        self.spark: SparkSession | None = None
+
+    def label_jobs(self, spark: SparkSession) -> None:
+        self.spark = spark
 
     def __call__(self, message: str) -> None:
         if self.enabled:
             print(f"txnbench check: [{time.monotonic() - self.start:7.1f} s] {message}", file=sys.stderr,
                   flush=True)
+        if self.spark is not None:
+            self.spark.sparkContext.setJobDescription(message)
 
 
 def _history_bytes(run: RunDir) -> int:
@@ -462,6 +472,7 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     say("starting Spark")
     memory = driver_memory(size)
     spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory)
+    say.label_jobs(spark)
     try:
         return _check(spark, run, size, stall, say, started, out, integrity)
     except (PySparkException, Py4JError) as err:
