@@ -106,9 +106,10 @@ def profile(events: Iterable[dict[str, Any]]) -> list[PhaseCost]:
             for stage in event.get("Stage IDs") or []:
                 stage_phase[int(stage)] = cost
         elif kind == "SparkListenerTaskEnd":
-            cost = stage_phase.get(int(event.get("Stage ID", -1)))
-            if cost is None:
+            owner = stage_phase.get(int(event.get("Stage ID", -1)))
+            if owner is None:
                 continue
+            cost = owner
             metrics = event.get("Task Metrics") or {}
             shuffle_read = metrics.get("Shuffle Read Metrics") or {}
             cost._stage_ids.add(int(event["Stage ID"]))
