@@ -323,7 +323,9 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
                                              F.col("time_ns")).alias("delivered_ns")))
     txns = transaction_outcomes(pairs, covered_topics=covered, visible_sends=send_vis)
     if facts.counts.get("acks", 0) and drain.complete:
-        txns = decide_ack_only_by_redelivery(txns, pairs, recv, drain)
+        # The deciding reads the transactions twice (which to decide, and the join back): kept,
+        # a large history groups every transaction's operations once, not twice.
+        txns = decide_ack_only_by_redelivery(keep(txns) if not cut_lineage else txns, pairs, recv, drain)
     txns = keep(txns)
     txn_cols = txns.select(
         "txn", "outcome", "client_outcome", "decided_by", "commit_invoke_ns", "end_ns", "ctp",
