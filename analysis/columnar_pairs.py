@@ -195,28 +195,26 @@ def _invocations(events: pa.Table, own: np.ndarray, following: np.ndarray, done:
 
 def _orphans(rows: pa.Table) -> pa.Table:
     """Completions no invocation claims: their own fields, no invocation time."""
-    count = rows.num_rows
-    columns: dict[str, pa.Array] = {
-        "writer": rows.column("writer"), "process": rows.column("process"), "f": rows.column("f"),
-        "type": rows.column("type"), "completed": pa.repeat(pa.scalar(True), count),
-        "orphan": pa.repeat(pa.scalar(True), count),
-        **{name: rows.column(name) for name in (*_RESULTS, *_OWN)},
-        "index": rows.column("index"), "complete_index": rows.column("index"),
-        "invoke_ns": pa.nulls(count, pa.int64()), "complete_ns": rows.column("time_ns"),
-    }
-    return _shaped(columns)
+    return _complete_as_recorded(rows, orphan=True)
 
 
 def _single_operations(rows: pa.Table) -> pa.Table:
     """Events complete on their own (receive, read, phase, txn-state): one operation each."""
+    return _complete_as_recorded(rows, orphan=False)
+
+
+def _complete_as_recorded(rows: pa.Table, *, orphan: bool) -> pa.Table:
+    """Each row an operation of its own fields; an orphan has no invocation time, a single event
+    is invoked and completed at its one time."""
     count = rows.num_rows
     columns: dict[str, pa.Array] = {
         "writer": rows.column("writer"), "process": rows.column("process"), "f": rows.column("f"),
         "type": rows.column("type"), "completed": pa.repeat(pa.scalar(True), count),
-        "orphan": pa.repeat(pa.scalar(False), count),
+        "orphan": pa.repeat(pa.scalar(orphan), count),
         **{name: rows.column(name) for name in (*_RESULTS, *_OWN)},
         "index": rows.column("index"), "complete_index": rows.column("index"),
-        "invoke_ns": rows.column("time_ns"), "complete_ns": rows.column("time_ns"),
+        "invoke_ns": pa.nulls(count, pa.int64()) if orphan else rows.column("time_ns"),
+        "complete_ns": rows.column("time_ns"),
     }
     return _shaped(columns)
 
