@@ -351,10 +351,17 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
 
     seen = recv.select(F.lit(OpF.RECEIVE.value).alias("kind"), "value",
                        *[F.col(c).alias(f"o_{c}") for c in _OBSERVED])
-    sent = sends.select("value", *[F.col(c).alias(f"s_{c}") for c in _SENT], "txn", "outcome", "decided_by",
-                        "commit_invoke_ns", F.lit(True).alias("sent"))
-    observations = keep(seen.join(sent, "value", "left")
-                        .withColumn("sent", F.coalesce(F.col("sent"), F.lit(False))))
+    # Each receive meets its send in `send_vis`, already partitioned by value, and then its
+    # transaction's outcome: the receives are shuffled twice, not every send a second time.
+    sent = send_vis.select("value", *[F.col(c).alias(f"s_{c}") for c in _SENT], "txn",
+                           lone.alias("_lone"), F.lit(True).alias("sent"))
+    outcomes = txn_cols.select("txn", F.col("outcome").alias("_outcome"), "decided_by", "commit_invoke_ns")
+    with_send = seen.join(sent, "value", "left").withColumn("sent", F.coalesce(F.col("sent"), F.lit(False)))
+    observations = keep(with_send.join(outcomes, "txn", "left").select(
+        "value", "kind", *[f"o_{c}" for c in _OBSERVED], *[f"s_{c}" for c in _SENT], "txn",
+        F.when(~F.col("sent"), F.lit(None).cast("string")).when(is_lone, F.col("_lone"))
+        .otherwise(F.coalesce(F.col("_outcome"), F.lit(UNKNOWN))).alias("outcome"),
+        "decided_by", "commit_invoke_ns", "sent"))
 
     ack_rows = pairs.filter(F.col("f") == OpF.ACK.value)
     if facts.counts.get("acks_without_topic", 0):

@@ -40,6 +40,20 @@ def test_a_definitely_failed_send_that_shows_up_is_an_aborted_read(run_check: Ru
     assert result.count == 1 and result.examples[0]["why"] == "send failed definitively"
 
 
+def test_a_send_outside_any_transaction_takes_its_own_outcome_where_a_consumer_receives_it(
+        run_check: RunCheck) -> None:
+    """A receive takes a lone send's own outcome, not a transaction's (observations join both): an
+    `info` send that is not in the final reads of a topic read to the end was not written, so
+    receiving it is an aborted read; an `ok` one received and read is not."""
+    h = History()
+    h.process("w0/u1").send("x", type="info").send("y")
+    h.process("c1").receive("x").receive("y")
+    h.drain(reads={"t1": ["y"]})
+    result = run_check(h, AnomalyClass.ABORTED_READ)
+    assert result.count == 1
+    assert result.examples[0]["value"] == "x" and result.examples[0]["observed"]["f"] == "receive"
+
+
 def test_unknown_transaction_decided_aborted_makes_its_receive_an_aborted_read(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().send("a").commit(type="info")
