@@ -20,7 +20,7 @@ same either way). With `pairs_dir`, the same pass pairs the operations
 Public API:
 
     NotConvertible                      (why Spark has to convert this history)
-    Converted                           (rows written, paired, writers intact)
+    Converted                           (rows written, writers intact)
     convert(files, torn, out_dir, *, chunk_bytes=..., pairs_dir=None) -> Converted
 """
 
@@ -75,12 +75,11 @@ class NotConvertible(Exception):
 
 @dataclass(frozen=True)
 class Converted:
-    """What `convert` wrote: `rows`; whether `pairs_dir` holds the operations (`paired`); and whether
-    every writer's lines were seen to be its indexes 0, 1, 2 ... in order with a clock that never went
-    back (`writers_intact`, known only when paired), so validation may skip its window over each writer."""
+    """What `convert` wrote: `rows`; and whether every writer's lines were seen to be its indexes
+    0, 1, 2 ... in order with a clock that never went back (`writers_intact`, known only where the
+    lines were paired), so validation may skip its window over each writer."""
 
     rows: int
-    paired: bool
     writers_intact: bool
 
 
@@ -107,7 +106,7 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer") as writer:
         writing: Future[None] | None = None
 
-        def write(table: pa.Table, pairs: pa.Table | None) -> None:
+        def write(table: pa.Table | None, pairs: pa.Table | None) -> None:
             nonlocal writing
             if writing is not None:
                 writing.result()
@@ -133,14 +132,14 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
             if progress is not None:
                 progress(f"converted {path.name} ({rows:,} lines so far)")
         if pairing is not None:
-            write(pa.table({}), pairing.finish())
+            write(None, pairing.finish())
         if writing is not None:
             writing.result()
-    return Converted(rows, pairing is not None, pairing is not None and pairing.writers_intact)
+    return Converted(rows, pairing is not None and pairing.writers_intact)
 
 
-def _write_part(table: pa.Table, path: Path, pairs: pa.Table | None, pairs_path: Path | None) -> None:
-    if table.num_columns:
+def _write_part(table: pa.Table | None, path: Path, pairs: pa.Table | None, pairs_path: Path | None) -> None:
+    if table is not None:
         pq.write_table(table, path)
     if pairs is not None and pairs_path is not None and pairs.num_rows:
         pq.write_table(pairs, pairs_path)
