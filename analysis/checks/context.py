@@ -325,7 +325,8 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
     if facts.counts.get("acks", 0) and drain.complete:
         # The deciding reads the transactions twice (which to decide, and the join back): kept,
         # a large history groups every transaction's operations once, not twice.
-        txns = decide_ack_only_by_redelivery(keep(txns) if not cut_lineage else txns, pairs, recv, drain)
+        txns = decide_ack_only_by_redelivery(keep(txns) if keeping is Keeping.PERSIST else txns,
+                                             pairs, recv, drain)
     txns = keep(txns)
     txn_cols = txns.select(
         "txn", "outcome", "client_outcome", "decided_by", "commit_invoke_ns", "end_ns", "ctp",
