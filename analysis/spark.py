@@ -60,6 +60,8 @@ BYTES_PER_PARTITION = 64 * 1024 * 1024
 MAX_SHUFFLE_PARTITIONS = 2000
 # Inputs up to this size run in "small-input mode", one partition (see tune_for_input).
 SMALL_INPUT_BYTES = 512 * 1024 * 1024
+# No shuffle writes one file per reduce partition (get_spark: `spark.shuffle.sort.bypassMergeThreshold`).
+SHUFFLE_BYPASS_MERGE_THRESHOLD = 0
 # Small inputs above this size are mostly data: generated code pays back its compilation there.
 SMALL_INPUT_CODEGEN_BYTES = 16 * 1024 * 1024
 
@@ -330,6 +332,12 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
             .config("spark.sql.sources.partitionOverwriteMode", "static")
             # Persisted frames are narrow and short-lived: compressing them costs more CPU than it saves.
             .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
+            # Every shuffle writes one sorted file per map task, never one file per reduce partition:
+            # below this many partitions Spark's default writes one file each, and a large check's
+            # many small shuffles (a few MB over 100 partitions, from 100 map tasks) spent most of
+            # their time opening and closing 10,000 files a stage (20 million events: 237 s of task
+            # CPU with them, 179 s without; docs/checks.md).
+            .config("spark.shuffle.sort.bypassMergeThreshold", str(SHUFFLE_BYPASS_MERGE_THRESHOLD))
         )
         try:
             session = builder.getOrCreate()
