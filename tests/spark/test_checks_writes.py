@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from analysis.checks import AnomalyClass, CheckStatus, base, prepare
 from analysis.checks.base import PendingCheck, evaluate
+from analysis.model import logical, logical_topic
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -164,6 +166,16 @@ def test_partition_names_match_the_drained_logical_topic(run_check: RunCheck) ->
     h.drain(reads={"t1-partition-0": ["a"]}, topics=["t1"])
     result = run_check(h, AnomalyClass.LOST_WRITE)
     assert result.count == 1 and result.unjudged == 0 and result.examples[0]["value"] == "b"
+
+
+@pytest.mark.parametrize("name", [
+    "t1", "t1-partition-0", "t1-partition-12", "t1-partition-", "t1-partition-x", "t1-partition-3-partition-4",
+    "t1-partition-3x", "persistent://p/ns/t-partition-7", "", None])
+def test_the_logical_topic_column_names_what_the_python_function_names(spark: SparkSession, name: str | None) -> None:
+    # The column tests for the literal part before running the expression: the same names either way.
+    (row,) = spark.createDataFrame([(name,)], "topic string").select(
+        logical_topic(F.col("topic")).alias("logical")).collect()
+    assert row["logical"] == (logical(name) if name is not None else None)
 
 
 def test_a_committed_value_the_live_system_hid_is_a_lost_write_though_the_cold_read_has_it(
