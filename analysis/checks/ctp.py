@@ -15,6 +15,7 @@ from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref
 from analysis.checks.context import CheckContext
 from analysis.checks.writes import send_ref
 from analysis.model import COMMITTED
+from analysis.spark import single_partition_mode
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
@@ -27,6 +28,21 @@ def _outputs(ctx: CheckContext, *, visible_only: bool) -> DataFrame:
     if visible_only:
         outs = outs.filter(F.col("visible") & F.col("type").isin(OpType.OK.value, OpType.INFO.value))
     return outs.select(F.explode("inputs").alias("input"), "value", "txn")
+
+
+def _carried(ctx: CheckContext) -> DataFrame:
+    """One row per input some visible output carries: `input`, `visible_outputs` (how many distinct
+    visible values carry it). ctp-duplicate reads the inputs carried twice, ctp-loss every carried
+    input: built once for both (`CheckContext.shared`), in one shuffle of the outputs by input."""
+    def build() -> DataFrame:
+        outputs = _outputs(ctx, visible_only=True)
+        if not single_partition_mode():
+            # Both groupings below keep this partitioning: one shuffle, not one each.
+            outputs = outputs.repartition("input")
+        # A null value is no output to count (as a distinct count skips it), but still carries its input.
+        return (outputs.select("input", "value").distinct().groupBy("input")
+                .agg(F.count("value").alias("visible_outputs")))
+    return ctx.shared("ctp-carried", build)
 
 
 def _output_rows(ctx: CheckContext, inputs: list[str]) -> dict[str, list[Row]]:
@@ -48,9 +64,7 @@ def plan_ctp_duplicate(ctx: CheckContext) -> Plan:
         return skipped(AnomalyClass.CTP_DUPLICATE, NO_DRAIN_REASON)
     if ctx.count("ctp_sends") == 0:
         return clean(AnomalyClass.CTP_DUPLICATE)
-    per_input = _outputs(ctx, visible_only=True).groupBy("input").agg(
-        F.countDistinct("value").alias("visible_outputs"))
-    dups = per_input.filter(F.col("visible_outputs") > 1)
+    dups = _carried(ctx).filter(F.col("visible_outputs") > 1)
 
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = _output_rows(ctx, [e["input"] for e in examples])
@@ -76,11 +90,12 @@ def plan_ctp_loss(ctx: CheckContext) -> Plan:
     ctp_txns = ctx.txns.filter(F.col("ctp")).select("txn", "sends_uncovered")
     consumed = (ctx.acks.filter((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED))
                 .join(ctp_txns, "txn"))
-    carried = _outputs(ctx, visible_only=True).select(F.col("input").alias("value")).distinct()
+    carried = _carried(ctx).select(F.col("input").alias("value"))
     # An input a visible output carries is judged wherever that output is; one no visible
     # output carries is lost only when its transaction wrote nothing to a topic the drain
     # did not read to the end (sends_uncovered counts only values that are not visible).
-    not_carried = consumed.join(carried, "value", "left_anti")
+    # Kept: the lost and the unjudged ones are both read from it, not joined twice.
+    not_carried = ctx.shared("ctp-loss-not-carried", lambda: consumed.join(carried, "value", "left_anti"))
     lost = not_carried.filter(F.col("sends_uncovered") == 0)
     lost = lost.select(F.col("value").alias("input"), "txn", "subscription",
                        ref(lost, f=OpF.ACK.value, time="invoke_ns").alias("ack"))
