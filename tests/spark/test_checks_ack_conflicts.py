@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from analysis.checks import AnomalyClass
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from analysis.checks import AnomalyClass, prepare, run_one
+from analysis.checks.context import message_name, message_position
+from analysis.history_io import ops_from_records
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -197,3 +203,30 @@ def test_aborted_cumulative_acks_claim_nothing(run_check: RunCheck) -> None:
     c.open().ack("m1", cumulative=True).commit()
     h.drain(reads={"t1": ["m0", "m1"]})
     assert run_check(h, AnomalyClass.DOUBLE_ACK).count == 0
+
+
+def test_two_committed_claims_of_a_message_of_no_known_topic_are_a_double_ack(spark: SparkSession) -> None:
+    """The claims are grouped with a null topic; the count that finds messages claimed twice matches
+    that null as the grouping does (a plain join would drop it, and the double-ack with it)."""
+    h = History()
+    for name in ("w1/c1", "w1/c2"):
+        h.process(name).open().ack("ghost", msg_id="100:0:-1").commit()
+    records = h.records()
+    for record in records:
+        if record["f"] == "ack":
+            record["topic"] = None
+    ctx = prepare(ops_from_records(spark, records), persist=False)
+    result = run_one(AnomalyClass.DOUBLE_ACK, ctx)
+    assert result.count == 1 and result.examples[0]["txns"] == ["1:1", "1:2"]
+    assert "topic" not in result.examples[0]
+
+
+@pytest.mark.parametrize("msg_id", ["1000:0:-1", "1000:0", "0:0:0", "-1:-1:-1", "007:1:2", "-0:1:2", "1:2:3:4", "a:b",
+                                    "", "1:2:", "123456789012345678:1:1", "1234567890123456789:1:1", "1:٣:2", None])
+def test_a_message_is_named_as_its_position_in_every_form(spark: SparkSession, msg_id: str | None) -> None:
+    """The short way (an id printed as Pulsar prints it names itself) gives the position's own text."""
+    pos = message_position(F.col("msg_id"))
+    long_way = F.when(pos.isNotNull(), F.concat_ws(":", pos["ledger"], pos["entry"], pos["batch"]))
+    (row,) = spark.createDataFrame([(msg_id,)], "msg_id string").select(
+        message_name(F.col("msg_id")).alias("short"), long_way.alias("long")).collect()
+    assert row["short"] == row["long"]
