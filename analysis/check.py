@@ -84,6 +84,9 @@ from harness.results import (
 RESULTS_SCHEMA = 1
 # Histories at least this large print progress on stderr.
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
+# Checks run at once on a large history, after the first (analysis.checks.run_checks_with_tallies):
+# each check's job mostly keeps one core busy, so two fill this machine's two.
+CHECK_THREADS = 2
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
 # Separates the parts of a tally key (what, f, type) in the counting job.
 _SEP = "\u0000"
@@ -563,7 +566,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
             # Small histories: all counts (and these tallies) in one Spark job. Large ones: check by
             # check, with progress.
             results, tallied = run_checks_with_tallies(ctx, progress=say, together=small or size < PROGRESS_MIN_BYTES,
-                                                       tallies=counted)
+                                                       tallies=counted, threads=CHECK_THREADS)
             operations: dict[str, dict[str, int]] = {}
             transactions: dict[str, int] = {}
             info_causes: dict[str, dict[str, int]] = {}

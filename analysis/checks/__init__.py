@@ -11,6 +11,7 @@ them: the one place a check is registered. `run_checks` evaluates them all
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import DataFrame
 
@@ -70,24 +71,50 @@ def run_checks(ctx: CheckContext, progress: Callable[[str], None] | None = None,
 
 
 def run_checks_with_tallies(ctx: CheckContext, progress: Callable[[str], None] | None = None, *,
-                            together: bool = True, tallies: DataFrame | None = None
+                            together: bool = True, tallies: DataFrame | None = None, threads: int = 1
                             ) -> tuple[list[CheckResult], dict[str, int]]:
     """`run_checks`, and the counts of the caller's `tallies` (analysis.checks.base.evaluate):
-    in the one counting job when `together`, else in a job of their own."""
+    in the one counting job when `together`, else in a job of their own.
+
+    Check by check (`together` false), `threads` above 1 runs that many checks at once once the
+    first has run alone (it computes the frames every check shares): one check's Spark job mostly
+    keeps one core busy (a stage of a few tasks, then the driver planning the next), so two at once
+    fill two cores. The results are the same in any order; they are returned in REGISTRY order."""
     if together:
         if progress is not None:
             progress(f"running the {len(REGISTRY)} checks")
         return evaluate_with_tallies([plan(ctx) for plan in REGISTRY.values()], tallies)
-    results = []
-    for number, name in enumerate(REGISTRY, start=1):
+    names = list(REGISTRY)
+
+    def check(number: int) -> CheckResult:
         if progress is not None:
-            progress(f"check {number}/{len(REGISTRY)}: {name}")
-        results.append(run_one(name, ctx))
-    if tallies is None:
-        return results, {}
-    if progress is not None:
-        progress("counting operations and transactions")
-    return results, evaluate_with_tallies([], tallies)[1]
+            progress(f"check {number}/{len(names)}: {names[number - 1]}")
+        return run_one(names[number - 1], ctx)
+
+    def count() -> dict[str, int]:
+        if tallies is None:
+            return {}
+        if progress is not None:
+            progress("counting operations and transactions")
+        return evaluate_with_tallies([], tallies)[1]
+
+    results = [check(1)]
+    if threads <= 1:
+        results.extend(check(number) for number in range(2, len(names) + 1))
+        return results, count()
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="check") as pool:
+        checks = [pool.submit(check, number) for number in range(2, len(names) + 1)]
+        counted = pool.submit(count)
+        try:
+            results.extend(future.result() for future in checks)
+            return results, counted.result()
+        except BaseException:
+            # Interrupted, or one check failed: the others' Spark jobs stop too, so the pool's
+            # threads end instead of running every remaining check first.
+            for future in (*checks, counted):
+                future.cancel()
+            ctx.pairs.sparkSession.sparkContext.cancelAllJobs()
+            raise
 
 
 __all__ = [

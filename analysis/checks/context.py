@@ -26,6 +26,7 @@ Vocabulary used by the checks:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -127,6 +128,8 @@ class CheckContext:
     """How the shared frames are kept; `shared()` keeps the frames checks share the same way."""
     _derived: dict[str, DataFrame] = field(default_factory=dict, repr=False, compare=False)
     """The frames `shared()` built, by name (the context is frozen; this cache is its one mutable part)."""
+    _deriving: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """Held while `shared()` looks up or builds a frame: checks may run in threads of their own."""
 
     def later(self, a: Column, b: Column) -> Column:
         """`a` certainly after `b`, given the clock slack."""
@@ -147,16 +150,18 @@ class CheckContext:
         For a result two checks read (e.g. stuck-ack's stuck acks, which unresolved-txn holds its
         abandoned transactions to): the second check reads what the first computed, instead of
         planning and running the same joins again. `unpersist()` releases it."""
-        frame = self._derived.get(name)
-        if frame is None:
-            frame = kept(build(), self.keeping)
-            self._derived[name] = frame
-        return frame
+        with self._deriving:
+            frame = self._derived.get(name)
+            if frame is None:
+                frame = kept(build(), self.keeping)
+                self._derived[name] = frame
+            return frame
 
     def unpersist(self) -> None:
-        for frame in (*self.persisted, *self._derived.values()):
-            frame.unpersist()
-        self._derived.clear()
+        with self._deriving:
+            for frame in (*self.persisted, *self._derived.values()):
+                frame.unpersist()
+            self._derived.clear()
 
 
 def drained(drain: DrainInfo, topic: Column, subscription: Column) -> Column:
