@@ -102,8 +102,11 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
         pairs_dir.mkdir(parents=True, exist_ok=True)
         pairing = Pairing()
     rows = part = 0
-    # One chunk is written while the next is parsed (both release the GIL): two cores busy.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer") as writer:
+    # Three stages at once: the next chunk is parsed (Arrow, outside the GIL) while this one is
+    # paired (Python) and the one before is written (Arrow, outside the GIL). One after the other
+    # they kept about one core busy.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer") as writer, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="json-parser") as parser:
         writing: Future[None] | None = None
 
         def write(table: pa.Table | None, pairs: pa.Table | None) -> None:
@@ -114,8 +117,7 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
                                     pairs_dir / f"part-{part:05d}.parquet" if pairs_dir is not None else None)
 
         for path in files:
-            for chunk in _chunks(path, torn.get(path), chunk_bytes):
-                table = _table(chunk, path.name)
+            for table in _parsed(parser, _chunks(path, torn.get(path), chunk_bytes), path.name):
                 pairs = None
                 if pairing is not None:
                     try:
@@ -136,6 +138,18 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
         if writing is not None:
             writing.result()
     return Converted(rows, pairing is not None and pairing.writers_intact)
+
+
+def _parsed(parser: ThreadPoolExecutor, chunks: Iterator[bytes], file_name: str) -> Iterator[pa.Table]:
+    """`_table` of each chunk, in order, the next one parsed by `parser` while the caller uses this one."""
+    ahead: Future[pa.Table] | None = None
+    for chunk in chunks:
+        following = parser.submit(_table, chunk, file_name)
+        if ahead is not None:
+            yield ahead.result()
+        ahead = following
+    if ahead is not None:
+        yield ahead.result()
 
 
 def _write_part(table: pa.Table | None, path: Path, pairs: pa.Table | None, pairs_path: Path | None) -> None:

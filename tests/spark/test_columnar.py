@@ -98,6 +98,15 @@ def test_what_arrow_cannot_read_as_spark_does_goes_to_spark(tmp_path: Path, line
         convert([path], {}, tmp_path / "out")
 
 
+def test_a_bad_line_in_a_chunk_parsed_ahead_still_stops_the_conversion(tmp_path: Path) -> None:
+    # The next chunk is parsed while this one is paired: its error surfaces when its turn comes.
+    path = tmp_path / "w.jsonl"
+    good = "".join(f'{{"schema":1,"index":{i}}}\n' for i in range(200))
+    path.write_text(good + '{"schema":1,"value":5}\n' + good, encoding="utf-8")
+    with pytest.raises(NotConvertible, match="changed from string to number"):
+        convert([path], {}, tmp_path / "out", chunk_bytes=512, pairs_dir=tmp_path / "pairs")
+
+
 def test_a_torn_tail_that_is_also_a_whole_line_goes_to_spark(tmp_path: Path) -> None:
     path = tmp_path / "w.jsonl"
     path.write_bytes(b'{"schema":1,"ind\n{"schema":1}\n{"schema":1,"ind')
