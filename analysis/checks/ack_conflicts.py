@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from analysis.checks.base import PendingCheck, Plan, clean, ref
 from analysis.checks.context import CheckContext, message_name, message_position
 from analysis.model import COMMITTED, UNKNOWN, logical_topic, union_all
+from analysis.spark import single_partition_mode
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
@@ -105,6 +106,20 @@ def _cumulative_claims(ctx: CheckContext, claims: DataFrame, individual: DataFra
             .select(*_KEY, "topic", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack"))
 
 
+def _claimed_twice(claims: DataFrame) -> DataFrame:
+    """The claims of messages claimed twice or more: only those can be a double-ack or unjudged.
+
+    On a large history the few such messages are found by a count (a hash aggregation), and
+    only their claims are gathered into sets and lists, which Spark does by sorting (gathering
+    every claim cost 16 s of task CPU at 20 million events). A small history's claims are one
+    partition, where the count would only be more plan. A key may hold a null (an ack of no
+    known topic): matched null-safe, as the grouping groups it."""
+    twice = (claims.groupBy(*_KEY).agg(F.count(F.lit(1)).alias("_claims"))
+             .filter(F.col("_claims") >= 2).select(*[F.col(k).alias(f"_twice{k}") for k in _KEY]))
+    same = [F.col(k).eqNullSafe(F.col(f"_twice{k}")) for k in _KEY]
+    return claims.join(twice, same[0] & same[1] & same[2], "left_semi")
+
+
 def plan_double_ack(ctx: CheckContext) -> Plan:
     """One message acknowledged ok on one subscription by two transactions that both committed."""
     if ctx.count("acks") == 0:
@@ -119,14 +134,9 @@ def plan_double_ack(ctx: CheckContext) -> Plan:
     if ctx.count("cumulative_acks"):
         parts.append(_cumulative_claims(ctx, claims, individual))
     every = union_all(parts)
-    # Only a message claimed twice or more can be either: the few such messages are found by a
-    # count (a hash aggregation), and only their claims are gathered into sets and lists, which
-    # Spark does by sorting. Gathering every claim cost 16 s of task CPU at 20 million events.
-    # A key may hold a null (an ack of no known topic): matched null-safe, as the grouping groups it.
-    twice = (every.groupBy(*_KEY).agg(F.count(F.lit(1)).alias("_claims"))
-             .filter(F.col("_claims") >= 2).select(*[F.col(k).alias(f"_twice{k}") for k in _KEY]))
-    same = [F.col(k).eqNullSafe(F.col(f"_twice{k}")) for k in _KEY]
-    per_message = every.join(twice, same[0] & same[1] & same[2], "left_semi").groupBy(*_KEY).agg(
+    if not single_partition_mode():
+        every = _claimed_twice(every)
+    per_message = every.groupBy(*_KEY).agg(
         F.array_sort(F.collect_set(F.when(F.col("outcome") == COMMITTED, F.col("txn")))).alias("txns"),
         F.collect_set(F.when(F.col("outcome") == UNKNOWN, F.col("txn"))).alias("_unknown"),
         F.slice(F.array_sort(F.collect_list(F.struct(F.col("invoke_ns").alias("_t"), F.col("ack").alias("_op")))),

@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from analysis.checks import AnomalyClass, prepare, run_one
 from analysis.checks.context import message_name, message_position
 from analysis.history_io import ops_from_records
+from analysis.spark import SMALL_INPUT_BYTES, tune_for_input
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -205,9 +206,20 @@ def test_aborted_cumulative_acks_claim_nothing(run_check: RunCheck) -> None:
     assert run_check(h, AnomalyClass.DOUBLE_ACK).count == 0
 
 
-def test_two_committed_claims_of_a_message_of_no_known_topic_are_a_double_ack(spark: SparkSession) -> None:
-    """The claims are grouped with a null topic; the count that finds messages claimed twice matches
-    that null as the grouping does (a plain join would drop it, and the double-ack with it)."""
+@pytest.mark.parametrize("large", [False, True])
+def test_two_committed_claims_of_a_message_of_no_known_topic_are_a_double_ack(spark: SparkSession,
+                                                                              large: bool) -> None:
+    """The claims are grouped with a null topic; on a large history the count that first finds the
+    messages claimed twice matches that null as the grouping does (a plain join would drop it)."""
+    if large:
+        tune_for_input(spark, SMALL_INPUT_BYTES + 1)
+    try:
+        _assert_ghost_double_ack(spark)
+    finally:
+        tune_for_input(spark, 0)        # the tests' session is in small-input mode (conftest)
+
+
+def _assert_ghost_double_ack(spark: SparkSession) -> None:
     h = History()
     for name in ("w1/c1", "w1/c2"):
         h.process(name).open().ack("ghost", msg_id="100:0:-1").commit()
