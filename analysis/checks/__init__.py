@@ -111,8 +111,9 @@ def run_checks_with_tallies(ctx: CheckContext, progress: Callable[[str], None] |
         except BaseException:
             # Interrupted, or one check failed: the others' Spark jobs stop too, so the pool's
             # threads end instead of running every remaining check first.
-            for future in (*checks, counted):
-                future.cancel()
+            for check_future in checks:
+                check_future.cancel()
+            counted.cancel()
             ctx.pairs.sparkSession.sparkContext.cancelAllJobs()
             raise
 
