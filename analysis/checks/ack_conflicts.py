@@ -110,10 +110,10 @@ def _claimed_twice(claims: DataFrame) -> DataFrame:
     """The claims of messages claimed twice or more: only those can be a double-ack or unjudged.
 
     On a large history the few such messages are found by a count (a hash aggregation), and
-    only their claims are gathered into sets and lists, which Spark does by sorting (gathering
-    every claim cost 16 s of task CPU at 20 million events). A small history's claims are one
-    partition, where the count would only be more plan. A key may hold a null (an ack of no
-    known topic): matched null-safe, as the grouping groups it."""
+    only their claims are gathered into sets and lists, which Spark does by sorting, instead of
+    every claim. A small history's claims are one partition, where the count would only be more
+    plan. A key may hold a null (an ack of no known topic): matched null-safe, as the grouping
+    groups it."""
     twice = (claims.groupBy(*_KEY).agg(F.count(F.lit(1)).alias("_claims"))
              .filter(F.col("_claims") >= 2).select(*[F.col(k).alias(f"_twice{k}") for k in _KEY]))
     same = [F.col(k).eqNullSafe(F.col(f"_twice{k}")) for k in _KEY]

@@ -407,8 +407,8 @@ def message_name(msg_id: Column) -> Column:
     """`message_position` as text, `ledger:entry:batch` (null when not in that form).
 
     An id already printed that way is its own name: one regular expression instead of the
-    position's split and casts, evaluated once per field (9 µs per ack, 5 s of task CPU per
-    pass over the acks at 20 million events). Any other form goes the long way."""
+    position's regular expression, splits and casts, evaluated once per field. Any other form
+    goes the long way."""
     pos = message_position(msg_id)
     return F.when(msg_id.rlike(_PRINTED_POSITION), msg_id).when(
         pos.isNotNull(), F.concat_ws(":", pos["ledger"], pos["entry"], pos["batch"]))
