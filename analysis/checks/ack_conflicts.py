@@ -34,6 +34,9 @@ claimed by a single committed transaction and by one or more of unknown outcome
 
 from __future__ import annotations
 
+import operator
+from functools import reduce
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -116,8 +119,8 @@ def _claimed_twice(claims: DataFrame) -> DataFrame:
     groups it."""
     twice = (claims.groupBy(*_KEY).agg(F.count(F.lit(1)).alias("_claims"))
              .filter(F.col("_claims") >= 2).select(*[F.col(k).alias(f"_twice{k}") for k in _KEY]))
-    same = [F.col(k).eqNullSafe(F.col(f"_twice{k}")) for k in _KEY]
-    return claims.join(twice, same[0] & same[1] & same[2], "left_semi")
+    same = reduce(operator.and_, [F.col(k).eqNullSafe(F.col(f"_twice{k}")) for k in _KEY])
+    return claims.join(twice, same, "left_semi")
 
 
 def plan_double_ack(ctx: CheckContext) -> Plan:
