@@ -66,6 +66,10 @@ DEFAULT_STALL_AFTER_S = 10.0
 DEFAULT_TXN_TIMEOUT_S = 30.0   # harness.config WorkloadConfig.txn_timeout_s
 DEFAULT_ABORT_BOUND_S = 5.0    # harness.config ChecksConfig.abort_bound_s
 DRAIN_PHASE = "drain"
+# Up to this many transactions, a large history's outcomes are broadcast to the sends, acks and
+# receives (each join holds its own copy in the driver's heap while the check runs: about 0.4 GiB
+# each at 1.8 million); more are joined by a shuffle of the sends and acks.
+BROADCAST_TXNS_MAX = 3_000_000
 
 _OBSERVED = ("writer", "index", "process", "time_ns", "delivered_ns", "topic", "segment", "subscription",
              "msg_id")
@@ -336,6 +340,11 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
     txn_cols = txns.select(
         "txn", "outcome", "client_outcome", "decided_by", "commit_invoke_ns", "end_ns", "ctp",
         F.col("sends_uncovered").alias("txn_uncovered"))
+    if keeping is Keeping.PERSIST and txns.count() <= BROADCAST_TXNS_MAX:
+        # Sent whole to every task, the outcomes leave the sends and acks where they are: no send is
+        # shuffled by its transaction, and the sends stay partitioned by value, where the checks
+        # meet them with reads and receives (docs/checks.md, "Outcomes broadcast").
+        txn_cols = F.broadcast(txn_cols)
     # A send outside any transaction is its own unit of atomicity.
     lone = (F.when(F.col("type") == OpType.OK.value, F.lit(COMMITTED))
             .when(F.col("type") == OpType.FAIL.value, F.lit(ABORTED))
