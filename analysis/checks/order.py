@@ -13,11 +13,17 @@ a coarse clock gives two reads one time (ties are not order).
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
+from functools import reduce
+from typing import Any
+
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
+from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped, to_plain
 from analysis.checks.context import CheckContext
+from analysis.checks.writes import send_ref
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
@@ -34,14 +40,38 @@ def plan_nonmonotonic(ctx: CheckContext) -> Plan:
         .otherwise(F.concat(F.lit("s:"), F.coalesce(F.col("segment"), F.lit("")))))
     w = (Window.partitionBy("writer", "process", "topic", "_order_key").orderBy("index")
          .rowsBetween(Window.unboundedPreceding, -1))
-    latest_earlier = F.max(F.struct("read_pos", "read_ns", "value", "index", "invoke_ns", "txn", "msg_id")).over(w)
+    # The window carries only what finds the latest-read earlier send: its read position, and its
+    # index where one value was sent twice. The examples look that send up (`finish`), whole: its
+    # own segment, which a keyed value split across segments need not share with the later send.
+    latest_earlier = F.max(F.struct("read_pos", "index")).over(w)
     hits = (ordered.withColumn("_earlier", latest_earlier)
             .filter(F.col("_earlier.read_pos") > F.col("read_pos")))
-    earlier = ref(hits, f=OpF.SEND.value, time="_earlier.invoke_ns", index="_earlier.index",
-                  value="_earlier.value", txn="_earlier.txn", msg_id="_earlier.msg_id")
     out = hits.select(
         "process", "topic", "key", "value", ref(hits, f=OpF.SEND.value, time="invoke_ns").alias("send"),
-        F.col("read_ns").alias("first_read_ns"),
-        F.struct(F.col("_earlier.value").alias("value"), earlier.alias("send"),
-                 F.col("_earlier.read_ns").alias("first_read_ns")).alias("sent_earlier_read_later"))
-    return PendingCheck(AnomalyClass.NONMONOTONIC, out, ["send.time_ns", "value"], max_examples=ctx.max_examples)
+        F.col("read_ns").alias("first_read_ns"), F.col("_earlier.index").alias("_earlier_index"))
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        found = _sends_at(ctx, [(e["send"]["writer"], e["_earlier_index"]) for e in examples])
+        for e in examples:
+            earlier = found[(e["send"]["writer"], e.pop("_earlier_index"))]
+            e["sent_earlier_read_later"] = to_plain({
+                "value": earlier["value"], "send": send_ref(earlier), "first_read_ns": earlier["read_ns"]})
+        return examples
+
+    return PendingCheck(AnomalyClass.NONMONOTONIC, out, ["send.time_ns", "value"], max_examples=ctx.max_examples,
+                        finish=finish)
+
+
+def _sends_at(ctx: CheckContext, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+    """(writer, index) -> that send's row, for a few sends (the examples' earlier sends)."""
+    by_writer: dict[str, set[int]] = {}
+    for writer, index in places:
+        by_writer.setdefault(writer, set()).add(index)
+    if not by_writer:
+        return {}
+    wanted = [(F.col("writer") == writer) & F.col("index").isin(*sorted(indexes))
+              for writer, indexes in sorted(by_writer.items())]
+    rows = ctx.sends.filter(reduce(operator.or_, wanted)).select(
+        "writer", "index", "process", "type", "invoke_ns", "txn", "value", "topic", "segment", "msg_id",
+        "read_ns").collect()
+    return {(row["writer"], row["index"]): row for row in rows}

@@ -191,3 +191,21 @@ def test_lanes_still_catch_a_lane_read_out_of_order(run_check: RunCheck) -> None
     example = result.examples[0]
     assert example["process"] == "w0/u1" and example["value"] == "c"
     assert example["sent_earlier_read_later"]["value"] == "a"
+
+
+def test_nonmonotonic_names_the_earlier_send_with_its_own_segment(run_check: RunCheck) -> None:
+    """A key's sends in two segments (a v5 split between them): the earlier send of an example
+    is the earlier send's own operation, segment included, not the later send's."""
+    h = History()
+    p = h.process("w0/u1")
+    p.open().send("a", key="k", segment="s0").commit()
+    p.open().send("b", key="k", segment="s1").commit()
+    h.drain(reads={"t1": ["b", "a"]})
+    result = run_check(h, AnomalyClass.NONMONOTONIC)
+    assert result.count == 1
+    example = result.examples[0]
+    assert example["send"]["value"] == "b" and example["send"]["segment"] == "s1"
+    earlier = example["sent_earlier_read_later"]
+    assert earlier["value"] == "a" and earlier["send"]["segment"] == "s0"
+    assert earlier["send"]["index"] < example["send"]["index"] and earlier["send"]["txn"] == "1:1"
+    assert earlier["first_read_ns"] > example["first_read_ns"]
