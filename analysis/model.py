@@ -541,6 +541,18 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
     commit_ok, abort_ok = is_commit & (typ == OpType.OK.value), is_abort & (typ == OpType.OK.value)
     commit_fail = is_commit & (typ == OpType.FAIL.value)
     open_ok = (f == OpF.TXN_OPEN.value) & (typ == OpType.OK.value)
+    # The conditions on the fields the grouping does not keep (topic, inputs, visibility) become
+    # flags first, so the operations it groups are narrow.
+    tx = tx.select("txn", "f", "type", "invoke_ns", "complete_ns", "writer", "index", "process",
+                   (maybe_written & F.coalesce(F.col("_visible"), F.lit(False))).alias("_seen"),
+                   uncovered.alias("_uncovered"), (ok_unseen & on_covered).alias("_ok_missing"),
+                   (ok_unseen & ~on_covered).alias("_ok_uncovered"),
+                   (is_send & (F.size(F.coalesce(F.col("inputs"), F.array())) > 0)).alias("_carries"))
+    if not single_partition_mode():
+        # Grouped where they land: the grouping is sort-based (its earliest-event fields are
+        # structs of strings), and Spark's partial aggregation would sort every operation before
+        # the shuffle as well as after it, to merge the few each transaction has in one partition.
+        tx = tx.repartition("txn")
     first = F.min(F.struct("invoke_ns", "writer", "index", "process"))
     agg = tx.groupBy("txn").agg(
         first.alias("_first"),
@@ -554,12 +566,12 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         _count(is_send & (typ == OpType.OK.value)).alias("sends_ok"),
         _count(is_send & (typ == OpType.INFO.value)).alias("sends_info"),
         _count(is_send & (typ == OpType.FAIL.value)).alias("sends_fail"),
-        _count(maybe_written & F.coalesce(F.col("_visible"), F.lit(False))).alias("sends_visible"),
-        _count(uncovered).alias("sends_uncovered"),
-        _count(ok_unseen & on_covered).alias("sends_ok_missing"),
-        _count(ok_unseen & ~on_covered).alias("sends_ok_uncovered"),
+        _count(F.col("_seen")).alias("sends_visible"),
+        _count(F.col("_uncovered")).alias("sends_uncovered"),
+        _count(F.col("_ok_missing")).alias("sends_ok_missing"),
+        _count(F.col("_ok_uncovered")).alias("sends_ok_uncovered"),
         _count(f == OpF.ACK.value).alias("acks"),
-        _flag(is_send & (F.size(F.coalesce(F.col("inputs"), F.array())) > 0)).alias("ctp"),
+        _flag(F.col("_carries")).alias("ctp"),
         _count(open_ok).alias("opens_ok"),
         F.min(F.when(open_ok, F.col("invoke_ns"))).alias("ok_open_invoke_ns"),
         F.min(F.when(open_ok, F.col("complete_ns"))).alias("ok_open_complete_ns"),
