@@ -154,9 +154,30 @@ def _parsed(parser: ThreadPoolExecutor, chunks: Iterator[bytes], file_name: str)
 
 def _write_part(table: pa.Table | None, path: Path, pairs: pa.Table | None, pairs_path: Path | None) -> None:
     if table is not None:
-        pq.write_table(table, path)
+        write_by_kind(table, path)
     if pairs is not None and pairs_path is not None and pairs.num_rows:
-        pq.write_table(pairs, pairs_path)
+        write_by_kind(pairs, pairs_path)
+
+
+def write_by_kind(table: pa.Table, path: Path) -> None:
+    """`table` as one Parquet file whose row groups each hold one kind of operation (`f`).
+
+    Why: the checks read one kind at a time (the sends, the acks, the receives), and Spark skips a
+    row group whose statistics say it holds none of the kind asked for; with the kinds mixed in
+    every row group, each such read decoded every row of the history. Rows carry no meaning in
+    their order (the checks order by index and time), so sorting them by kind changes nothing.
+    """
+    by_kind = table.take(pc.array_sort_indices(table.column("f"), null_placement="at_end"))   # stable
+    with pq.ParquetWriter(path, table.schema) as out:
+        start = 0
+        for kind in pc.unique(by_kind.column("f")).to_pylist():
+            if kind is None:
+                break
+            rows = pc.sum(pc.equal(by_kind.column("f"), kind)).as_py()
+            out.write_table(by_kind.slice(start, rows))
+            start += rows
+        if start < by_kind.num_rows:
+            out.write_table(by_kind.slice(start))
 
 
 def _chunks(path: Path, tail: bytes | None, chunk_bytes: int) -> Iterator[bytes]:

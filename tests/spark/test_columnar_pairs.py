@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
@@ -160,3 +161,20 @@ def test_the_stream_says_whether_every_writer_is_intact(tmp_path: Path) -> None:
     assert convert(files, {}, tmp_path / "a", chunk_bytes=300, pairs_dir=tmp_path / "pa").writers_intact
     (history / "w.jsonl").write_text("\n".join(lines[1:]) + "\n")     # starts at index 1
     assert not convert(files, {}, tmp_path / "b", chunk_bytes=300, pairs_dir=tmp_path / "pb").writers_intact
+
+
+def test_each_row_group_of_the_copy_and_the_pairs_holds_one_kind(tmp_path: Path) -> None:
+    """The checks read one kind at a time; Spark skips the row groups whose statistics exclude it."""
+    run = tmp_path / "run"
+    generate(SynthConfig(events=4_000, writers=2, seed=5), run, jobs=1)
+    for folder in _convert(run / "history", tmp_path / "out", 64 * 1024):
+        kinds: list[str] = []
+        for part in sorted(folder.glob("*.parquet")):
+            meta = pq.ParquetFile(part).metadata
+            column = meta.schema.names.index("f")
+            for group in range(meta.num_row_groups):
+                stats = meta.row_group(group).column(column).statistics
+                assert stats.has_min_max and stats.min == stats.max, (part.name, group)
+                kinds.append(stats.min)
+        assert {"send", "ack", "txn-open"} <= set(kinds), folder
+        assert len(kinds) > len(set(kinds)), "several parts, each split by kind"
