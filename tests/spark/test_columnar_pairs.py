@@ -15,10 +15,15 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from analysis import columnar
+from analysis import columnar, history_io
 from analysis.columnar import convert
 from analysis.history_io import PAIRS_NAME, HistoryFormatError, load_history, torn_tail
-from analysis.model import LEAN_PAIR_COLUMNS, pair_operations
+from analysis.model import (
+    LEAN_PAIR_COLUMNS,
+    overview_aggregates,
+    overview_from_row,
+    pair_operations,
+)
 from harness.anomalies import AnomalyClass
 from harness.history.reader import history_files
 from tools.synth import SynthConfig, generate
@@ -178,3 +183,33 @@ def test_each_row_group_of_the_copy_and_the_pairs_holds_one_kind(tmp_path: Path)
                 kinds.append(stats.min)
         assert {"send", "ack", "txn-open"} <= set(kinds), folder
         assert len(kinds) > len(set(kinds)), "several parts, each split by kind"
+def test_the_cache_keeps_the_summary_of_the_aggregates_it_was_asked_for(spark: SparkSession, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached history's summary is the one a pass over it gives, without that pass; other aggregates
+    than those kept are computed (and kept in their turn)."""
+    run = tmp_path / "run"
+    generate(SynthConfig(events=3_000, writers=2, seed=3), run, jobs=1)
+    asked = overview_aggregates()
+    first = load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0, summary=asked)
+    assert first.summary is not None
+    computed = history_io._summarize(first.ops, None, asked)
+    assert computed is not None
+
+    def no_pass(*_: Any) -> None:
+        raise AssertionError("the kept summary was computed again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(history_io, "_summarize", no_pass)
+        again = load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0, summary=asked)
+    assert again.facts.source == "parquet-cache" and again.summary is not None
+    assert overview_from_row(again.summary) == overview_from_row(computed)
+    assert again.summary["phases"][0]["phase"] == computed["phases"][0]["phase"]
+
+    fewer = asked[:2]
+    other = load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0, summary=fewer)
+    assert other.summary is not None and other.summary.asDict() == {"first_ns": computed["first_ns"],
+                                                                    "last_ns": computed["last_ns"]}
+    with monkeypatch.context() as patched:
+        patched.setattr(history_io, "_summarize", no_pass)
+        kept = load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0, summary=fewer)
+    assert kept.summary is not None and kept.summary.asDict() == other.summary.asDict()
