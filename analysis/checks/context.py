@@ -67,8 +67,9 @@ DEFAULT_TXN_TIMEOUT_S = 30.0   # harness.config WorkloadConfig.txn_timeout_s
 DEFAULT_ABORT_BOUND_S = 5.0    # harness.config ChecksConfig.abort_bound_s
 DRAIN_PHASE = "drain"
 # Up to this many transactions, a large history's outcomes are broadcast to the sends, acks and
-# receives (each join holds its own copy in the driver's heap while the check runs: about 0.4 GiB
-# each at 1.8 million); more are joined by a shuffle of the sends and acks.
+# receives. Each of the three joins holds its copy in the driver's heap while the check runs: with
+# 1.84 million, the 20M-event check's peak resident memory rose from 4.6 to 5.7-6.8 GiB
+# (docs/checks.md). More are joined by a shuffle of the sends and acks.
 BROADCAST_TXNS_MAX = 3_000_000
 
 _OBSERVED = ("writer", "index", "process", "time_ns", "delivered_ns", "topic", "segment", "subscription",
