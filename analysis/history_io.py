@@ -49,6 +49,7 @@ Public API (stable; analysis.check, analysis.perf and tools build on it):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -564,7 +565,7 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
                 if found is None:
                     found = _summarize(ops, windows, summary)
                     if found is not None:
-                        write_json_atomic(meta_path, {**meta, "summary": _kept_summary(found, windows, summary)})
+                        _keep_summary(meta_path, meta, _kept_summary(found, windows, summary))
                 return LoadedHistory(ops, facts, summary=found, pairs=pairs)
         say(f"converting {len(files)} history file(s), {total_bytes / 1e6:.1f} MB, to Parquet")
         tmp = cache_dir / f".{CACHE_NAME}.{os.getpid()}.tmp"
@@ -661,6 +662,13 @@ def _summary_key(windows: Mapping[str, Column] | None, summary: Sequence[Column]
 def _kept_summary(row: Row, windows: Mapping[str, Column] | None, summary: Sequence[Column]) -> dict[str, Any]:
     """The summary row as the cache's metadata keeps it, beside what it was computed from."""
     return {"key": _summary_key(windows, summary), "row": row.asDict(recursive=True)}
+
+
+def _keep_summary(meta_path: Path, meta: Mapping[str, Any], kept: dict[str, Any]) -> None:
+    """Add the summary to the cache's metadata where the folder can be written; a copy of a run on
+    a read-only medium is still checked, only without the summary kept."""
+    with contextlib.suppress(OSError):
+        write_json_atomic(meta_path, {**meta, "summary": kept})
 
 
 def _summary_kept(meta: Mapping[str, Any], windows: Mapping[str, Column] | None,

@@ -213,3 +213,20 @@ def test_the_cache_keeps_the_summary_of_the_aggregates_it_was_asked_for(spark: S
         patched.setattr(history_io, "_summarize", no_pass)
         kept = load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0, summary=fewer)
     assert kept.summary is not None and kept.summary.asDict() == other.summary.asDict()
+
+
+def test_a_cache_whose_metadata_cannot_be_written_is_still_checked(spark: SparkSession, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keeping the summary is a saving, not a need: a run folder on a read-only medium still loads."""
+    run = tmp_path / "run"
+    generate(SynthConfig(events=2_000, writers=1, seed=4), run, jobs=1)
+    asked = overview_aggregates()[:2]
+    load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0)
+
+    def read_only(*_: Any) -> None:
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(history_io, "write_json_atomic", read_only)
+    loaded = load_history(spark, run / "history", cache_dir=run / "analysis", parquet_min_bytes=0, summary=asked)
+    assert loaded.facts.source == "parquet-cache"
+    assert loaded.summary is not None and loaded.summary["first_ns"] is not None
