@@ -82,6 +82,14 @@ _SMALL_INPUT_CONF = {
     # extra jobs, each scanning a frame the join scans again anyway. Small inputs keep the
     # default (their plans have none: the single-partition leaves' estimates are bounded).
     "spark.sql.optimizer.runtime.bloomFilter.enabled": ("true", "false"),
+    # A persisted frame kept the partitions of the shuffle that made it (one per 64 MiB of
+    # history: 101 at 20 million events, most of a MB or less), and every later scan of it ran a
+    # task per partition: 4,300 tasks in a 20M check, mostly ones whose scheduling and
+    # deserializing cost more than their rows. Adaptive execution may now coalesce a persisted
+    # frame's partitions as any shuffle's, to its advisory size (64 MB) rather than to keep every
+    # core's share small: 398 tasks, 29 s less of the driver's CPU (docs/checks.md).
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": ("false", "true"),
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": ("true", "false"),
 }
 # Code generation: off (interpreted expressions) for the smallest inputs, on otherwise.
 _CODEGEN_CONF = {
