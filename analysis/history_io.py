@@ -29,7 +29,10 @@ validation. Arrow's JSON parser converts (analysis.columnar, several times cheap
 where it cannot be sure to read a file as Spark's reader would, Spark's reader does,
 and its validation names the bad line. Arrow's conversion also pairs the operations as
 it streams the lines (analysis.columnar_pairs) into `analysis/history.pairs.parquet/`,
-so a large check pairs without a shuffle (`LoadedHistory.pairs`). Smaller histories
+so a large check pairs without a shuffle (`LoadedHistory.pairs`); each part holds one
+row group per kind of operation, so a read of one kind skips the rest. The fingerprint's
+file also keeps the summary the caller asked for (with the text of its aggregates), so a
+later load asking for the same needs no pass over the rows. Smaller histories
 are read straight from JSONL and cached in memory.
 
 Public API (stable; analysis.check, analysis.perf and tools build on it):
