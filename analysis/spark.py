@@ -87,7 +87,7 @@ _SMALL_INPUT_CONF = {
     # task per partition: 4,300 tasks in a 20M check, mostly ones whose scheduling and
     # deserializing cost more than their rows. Adaptive execution may now coalesce a persisted
     # frame's partitions as any shuffle's, to its advisory size (64 MB) rather than to keep every
-    # core's share small: 398 tasks, 29 s less of the driver's CPU (docs/checks.md).
+    # core's share small: 398 tasks, 12-29 s less of the driver's CPU in two runs (docs/checks.md).
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": ("false", "true"),
     "spark.sql.adaptive.coalescePartitions.parallelismFirst": ("true", "false"),
 }

@@ -183,6 +183,8 @@ def test_each_row_group_of_the_copy_and_the_pairs_holds_one_kind(tmp_path: Path)
                 kinds.append(stats.min)
         assert {"send", "ack", "txn-open"} <= set(kinds), folder
         assert len(kinds) > len(set(kinds)), "several parts, each split by kind"
+
+
 def test_the_cache_keeps_the_summary_of_the_aggregates_it_was_asked_for(spark: SparkSession, tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A cached history's summary is the one a pass over it gives, without that pass; other aggregates
