@@ -102,6 +102,12 @@ _CODEGEN_CONF = {
 # seconds, where the optimising compiler's work never pays back. C1 alone halved the wall
 # time of `txnbench check` on the golden histories (docs/checks.md).
 _SMALL_INPUT_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# Driver JVM options for every other session: the throughput collector. A large check allocates
+# fast and keeps little (its persisted frames): G1's concurrent work and write barriers cost more
+# of two cores than the parallel collector's pauses. 20 million events from the cache, G1 and
+# parallel alternated: 164.3 s against 178.8 s median wall, 292.0 s against 319.0 s of driver CPU,
+# a lower peak resident memory (docs/checks.md, "The parallel collector").
+_DRIVER_JVM = ("-XX:+UseParallelGC",)
 
 # Class-data sharing for that driver JVM. Spark loads and verifies thousands of classes from
 # its jars at every start; a dynamic CDS archive (JDK 13+) holds them parsed and verified,
@@ -280,7 +286,8 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
         app_name: the application name of a new session.
         small_input: the session will only see small inputs (the CLI checking one
             small history): its driver JVM starts with the client compiler only and
-            the serial collector (_SMALL_INPUT_JVM). Ignored when a session runs.
+            the serial collector (_SMALL_INPUT_JVM); otherwise with the parallel
+            collector (_DRIVER_JVM). Ignored when a session runs.
         memory: the driver heap of a new session (`driver_memory()`); default
             `$TXNBENCH_SPARK_DRIVER_MEMORY` or 4g.
 
@@ -328,7 +335,7 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.extraJavaOptions",
                     " ".join([f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}",
-                              *(_SMALL_INPUT_JVM if small_input else ()), *cds]))
+                              *(_SMALL_INPUT_JVM if small_input else _DRIVER_JVM), *cds]))
             .config("spark.sql.session.timeZone", "UTC")
             # PySpark's DataFrame debugging wraps every `functions.*` call in five extra py4j
             # round trips (it records the Python call site for error messages): 18,000 of the

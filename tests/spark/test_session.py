@@ -28,3 +28,12 @@ def test_a_large_check_keeps_a_frame_in_as_few_partitions_as_its_size_needs(spar
     finally:
         frame.unpersist()
         tune_for_input(spark, 0)        # the tests' session is in small-input mode (conftest)
+
+
+def test_the_driver_collects_garbage_with_the_parallel_collector(spark: SparkSession) -> None:
+    # The tests' session is started as a large check's is (not small_input): G1 cost a 20M-event
+    # check 8% more of the driver's CPU than the parallel collector (docs/checks.md).
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    assert {bean.getName() for bean in beans} == {"PS Scavenge", "PS MarkSweep"}

@@ -1,0 +1,57 @@
+"""tools.bench.spark_floor: each pass counts what it says, so its times are of real work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from analysis.history_io import load_run
+from analysis.model import pair_operations
+from harness.history import read_history_dir
+from tools.bench import spark_floor
+from tools.synth import SynthConfig, generate
+
+
+def _expected(run: Path) -> dict[str, int]:
+    """The passes' counts, from the history's lines in plain Python."""
+    lines, _ = read_history_dir(run / "history")
+    sends = [line for line in lines if line["f"] == "send" and line["type"] == "invoke"]
+    read = {line["value"] for line in lines
+            if line["f"] == "read" and line["value"] is not None and not line["process"].startswith("drain-live")}
+    sent = {line["value"] for line in sends}
+    return {
+        "sends scanned": len(sends),
+        "transactions grouped": len({line["txn"] for line in lines if line["txn"] is not None
+                                     and line["f"] != "txn-state"}),
+        "sends never read": sum(1 for line in sends if line["value"] not in read),
+        "receives of a send": sum(1 for line in lines if line["f"] == "receive" and line["value"] in sent),
+        "sends kept, wide": len(sends),
+        "sends kept, narrow": len(sends),
+    }
+
+
+def test_every_pass_counts_what_it_names_and_is_timed(spark: SparkSession, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    # A planted lost write leaves a send no final read has.
+    generate(SynthConfig(events=2500, writers=2, seed=3, plant=("lost-write",)), run, jobs=1)
+    loaded = load_run(spark, run)
+    try:
+        pairs = pair_operations(loaded.ops, include_orphans=True, lean=True)
+        costs = spark_floor.measure(spark, pairs, loaded.ops, repeat=2)
+    finally:
+        loaded.release()
+    expected = _expected(run)
+    assert expected["sends never read"] > 0 and expected["receives of a send"] > 0
+    assert [(c.name, c.round) for c in costs] == [(name, r) for r in (1, 2) for name in expected]
+    for cost in costs:
+        assert cost.rows == expected[cost.name], cost.name
+        assert cost.wall_s >= 0
+        assert cost.driver_cpu_s is not None and cost.driver_cpu_s >= 0   # a local master on Linux
+
+
+def test_a_missing_run_folder_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert spark_floor.main([str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere" in err and "no such run folder" in err
