@@ -42,7 +42,7 @@ from pathlib import Path
 from tools.spark_cluster import descendants
 from tools.synth import SynthConfig, generate
 
-__all__ = ["Timing", "main", "parse_sizes", "synth", "time_bare_session", "time_check"]
+__all__ = ["Timing", "main", "parse_sizes", "process_cpu_s", "synth", "time_bare_session", "time_check"]
 
 CHECK_TIMEOUT_S = 3600.0
 
@@ -78,7 +78,7 @@ class Timing:
         return self.events / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def _cpu_s(pid: int) -> float | None:
+def process_cpu_s(pid: int) -> float | None:
     """User plus system CPU seconds of a live process, from /proc (None when gone or not Linux)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -141,16 +141,16 @@ def _run_sampled(cmd: list[str], what: str, *, env: Mapping[str, str] | None = N
         while proc.poll() is None:
             if time.monotonic() - started > timeout_s:
                 raise RuntimeError(f"{what} took longer than {timeout_s:.0f} s")
-            own = _cpu_s(proc.pid) or own
+            own = process_cpu_s(proc.pid) or own
             rss = _rss_bytes(proc.pid) + sum(_rss_bytes(root) for root in watch)
             for pid in descendants(proc.pid):
-                cpu = _cpu_s(pid)
+                cpu = process_cpu_s(pid)
                 if cpu is not None:
                     below[pid] = cpu
                     rss += _rss_bytes(pid)
             for root in watch:
                 for pid in descendants(root):
-                    cpu = _cpu_s(pid)
+                    cpu = process_cpu_s(pid)
                     if cpu is not None:
                         watched[pid] = cpu
                         rss += _rss_bytes(pid)
