@@ -67,6 +67,15 @@ _DERIVED = (("name", "phase"), ("redelivery", "redelivery"), ("cumulative", "cum
 # `"extra":` once in the line, its object last: the text between is the object's.
 _EXTRA_KEY = r'"extra"\s*:'
 _EXTRA_TEXT = r'"extra"\s*:\s*(?P<extra>\{.*\})\s*\}\s*$'
+_BLANK_LINE = r"^[ \n]*$"
+# Columns whose values repeat (names, kinds, topics, ids of a few transactions at a time) are
+# dictionary-encoded; the others (values, message ids, times, indexes, `extra`) are written plain.
+# Arrow tries a dictionary for every column by default and gives it up page by page where the
+# values are all different: writing was the conversion's slowest thread, and without those tries
+# it took a quarter less CPU, for smaller files (docs/checks.md).
+_DICTIONARY_COLUMNS = frozenset({
+    "schema", "run", "writer", "process", "type", "f", "path", "txn", "topic", "segment", "subscription",
+    "key", "error", "file", "phase"})
 
 
 class NotConvertible(Exception):
@@ -143,7 +152,7 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
     return Converted(rows, pairing is not None and pairing.writers_intact)
 
 
-def _parsed(parser: ThreadPoolExecutor, chunks: Iterator[bytes], file_name: str) -> Iterator[pa.Table]:
+def _parsed(parser: ThreadPoolExecutor, chunks: Iterator[bytearray], file_name: str) -> Iterator[pa.Table]:
     """`_table` of each chunk, in order, the next one parsed by `parser` while the caller uses this one."""
     ahead: Future[pa.Table] | None = None
     for chunk in chunks:
@@ -171,7 +180,8 @@ def write_by_kind(table: pa.Table, path: Path) -> None:
     their order (the checks order by index and time), so sorting them by kind changes nothing.
     """
     by_kind = table.take(pc.array_sort_indices(table.column("f"), null_placement="at_end"))   # stable
-    with pq.ParquetWriter(path, table.schema) as out:
+    dictionary = [name for name in table.column_names if name in _DICTIONARY_COLUMNS]
+    with pq.ParquetWriter(path, table.schema, use_dictionary=dictionary) as out:
         start = 0
         for kind in pc.unique(by_kind.column("f")).to_pylist():
             if kind is None:
@@ -183,32 +193,42 @@ def write_by_kind(table: pa.Table, path: Path) -> None:
             out.write_table(by_kind.slice(start))
 
 
-def _chunks(path: Path, tail: bytes | None, chunk_bytes: int) -> Iterator[bytes]:
-    """The file in pieces of about `chunk_bytes` that end at a newline; the torn tail left out."""
+def _chunks(path: Path, tail: bytes | None, chunk_bytes: int) -> Iterator[bytearray]:
+    """The file in pieces of about `chunk_bytes` that end at a newline; the torn tail left out.
+
+    Each piece is read into its own buffer behind the line carried over from the one before,
+    and cut at its last newline in place: a piece is copied once, from the file. (Joining the
+    carried line to a piece read apart and slicing the result copied it twice more: about 18 s
+    of the converting thread's time at 20 million events, docs/checks.md.)
+    """
     size = path.stat().st_size
     end_of_data = size - len(tail) if tail is not None else size
     with path.open("rb") as f:
         carry = b""
         read = 0
         while read < end_of_data:
-            piece = f.read(min(chunk_bytes, end_of_data - read))
-            if not piece:
+            wanted = min(chunk_bytes, end_of_data - read)
+            data = bytearray(len(carry) + wanted)
+            data[:len(carry)] = carry
+            got = f.readinto(memoryview(data)[len(carry):])
+            if not got:
                 break
-            read += len(piece)
-            data = carry + piece
+            read += got
+            del data[len(carry) + got:]   # a short read
             cut = data.rfind(b"\n") + 1 if read < end_of_data else len(data)
             if cut == 0:
-                carry = data
+                carry = bytes(data)
                 continue
-            carry = data[cut:]
-            yield data[:cut]
+            carry = bytes(data[cut:])
+            del data[cut:]
+            yield data
         if carry:
-            yield carry
+            yield bytearray(carry)
     # Spark drops every line equal to the torn tail, not only the last. Such a line is never
     # read here: a torn tail is not a JSON object, so Arrow's parser stops at it.
 
 
-def _lines(chunk: bytes) -> pa.StringArray:
+def _lines(chunk: bytes | bytearray) -> pa.StringArray:
     """Each line of `chunk` with its newline, as one Arrow string array over the chunk's bytes."""
     if len(chunk) > MAX_CHUNK_BYTES:   # one line of about 2 GiB: past a string array's 32-bit offsets
         raise NotConvertible(f"a piece of {len(chunk):,} bytes without a newline")
@@ -225,12 +245,13 @@ def _lines(chunk: bytes) -> pa.StringArray:
     return lines
 
 
-def _table(chunk: bytes, file_name: str) -> pa.Table:
+def _table(chunk: bytes | bytearray, file_name: str) -> pa.Table:
     if b"\r" in chunk:
         raise NotConvertible(f"{file_name}: carriage returns (Spark's reader splits lines on them)")
     lines = _lines(chunk)
     # Spark's reading keeps a line unless it is spaces only (`trim`); Arrow's skips blank lines.
-    kept = lines.filter(pc.not_equal(pc.utf8_trim(lines, " \n"), ""))
+    # A pattern anchored at the start stops at a line's first other character: no trimmed copy.
+    kept = lines.filter(pc.invert(pc.match_substring_regex(lines, _BLANK_LINE)))
     try:
         parsed = pj.read_json(
             pa.BufferReader(chunk),

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -137,3 +138,19 @@ def test_a_line_too_long_for_one_string_array_goes_to_spark(tmp_path: Path,
     path.write_text('{"schema":1,"index":0}\n{"schema":1,"value":"' + "x" * 200 + '"}\n', encoding="utf-8")
     with pytest.raises(NotConvertible, match="without a newline"):
         convert([path], {}, tmp_path / "out", chunk_bytes=64)
+
+
+def test_repeating_columns_are_dictionary_encoded_and_the_rest_plain(tmp_path: Path) -> None:
+    # Arrow tries a dictionary for every column unless told which: for values, message ids and
+    # times it built one per page and gave it up, the conversion's costliest work (docs/checks.md).
+    run = tmp_path / "run"
+    generate(SynthConfig(events=3_000, writers=1, seed=4), run, jobs=1)
+    convert(history_files(run / "history"), {}, tmp_path / "copy", pairs_dir=tmp_path / "pairs")
+    for folder in ("copy", "pairs"):
+        part = sorted((tmp_path / folder).glob("*.parquet"))[0]
+        group = pq.ParquetFile(part).metadata.row_group(0)
+        encodings = {group.column(i).path_in_schema: set(group.column(i).encodings)
+                     for i in range(group.num_columns)}
+        assert "RLE_DICTIONARY" in encodings["writer"] and "RLE_DICTIONARY" in encodings["f"]
+        for plain in ("value", "msg_id", "index"):
+            assert not encodings[plain] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, (folder, plain)
