@@ -51,7 +51,11 @@ def test_every_pass_counts_what_it_names_and_is_timed(spark: SparkSession, tmp_p
         assert cost.driver_cpu_s is not None and cost.driver_cpu_s >= 0   # a local master on Linux
 
 
-def test_a_missing_run_folder_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_a_missing_run_folder_is_one_line_and_exit_2_without_spark(
+        spark: SparkSession, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert spark_floor.main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert "nowhere" in err and "no such run folder" in err
+    # Found before Spark starts, and the session the process already had is left running (the
+    # tool's own session is stopped when it is done: this one was stopped too, once).
+    assert spark.sparkContext._jsc is not None and spark.range(3).count() == 3

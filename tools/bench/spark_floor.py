@@ -132,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if not args.run_dir.is_dir():
+        # Before Spark starts: a wrong path should cost nothing to find out.
+        print(f"spark_floor: {args.run_dir}: no such run folder; pass a folder under results/ "
+              "(e.g. results/<run_id>)", file=sys.stderr)
+        return 2
     started = time.monotonic()
     from analysis.history_io import load_run
     from analysis.model import pair_operations
