@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +62,17 @@ def test_a_missing_run_folder_is_one_line_and_exit_2_without_spark(
     # Found before Spark starts, and the session the process already had is left running (the
     # tool's own session is stopped when it is done: this one was stopped too, once).
     assert spark.sparkContext._jsc is not None and spark.range(3).count() == 3
+
+
+def test_the_command_prints_every_pass_of_every_round_as_json(tmp_path: Path) -> None:
+    # Its own process, as a user runs it: main() starts and stops the process's Spark session.
+    run = tmp_path / "run"
+    generate(SynthConfig(events=1500, writers=1, seed=6), run, jobs=1)
+    done = subprocess.run([sys.executable, "-m", "tools.bench.spark_floor", str(run), "--repeat", "1", "--json"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    lines, _ = read_history_dir(run / "history")
+    assert report["events"] == len(lines)
+    assert [p["name"] for p in report["passes"]] == list(_expected(run))
+    assert {p["name"]: p["rows"] for p in report["passes"]} == _expected(run)
