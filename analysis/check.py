@@ -71,6 +71,7 @@ from harness.config import RunConfig
 from harness.errors import ConfigError, EnvironmentProblem
 from harness.history.events import Event, read_events
 from harness.history.integrity import RECORD_KEY, Damage, verify_history, verify_writers
+from harness.history.reader import history_bytes
 from harness.history.schema import NEMESIS_WRITER, FaultEffect, OpF, OpType
 from harness.results import (
     RunDir,
@@ -113,12 +114,6 @@ class _Progress:
                   flush=True)
         if self.spark is not None:
             self.spark.sparkContext.setJobDescription(message)
-
-
-def _history_bytes(run: RunDir) -> int:
-    if not run.history_dir.is_dir():
-        return 0
-    return sum(p.stat().st_size for p in run.history_dir.glob("*.jsonl") if p.is_file())
 
 
 def _recorded(run: RunDir) -> tuple[RunConfig | None, str]:
@@ -466,7 +461,7 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
                                   stall_after_s(run), master or "not started (the history is damaged)")
         write_json_atomic(out.results_json, failed)
         return failed
-    size = _history_bytes(run)
+    size = history_bytes(run.history_dir)
     if size == 0:
         raise NoHistoryError(f"{run.path}: no history to check (history/*.jsonl is missing or empty); "
                              "pass the folder of a run that recorded operations")

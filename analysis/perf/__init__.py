@@ -48,11 +48,11 @@ def _compute(run: RunDir, master: str | None, spark: SparkSession | None) -> tup
     from analysis.perf.history_stats import compute_history_stats
     from analysis.perf.prom import read_snapshots
     from analysis.spark import get_spark, size_shuffle_partitions
+    from harness.history.reader import history_bytes
 
     started = time.monotonic()
     session = spark or get_spark(master)
-    history_bytes = sum(p.stat().st_size for p in run.history_dir.glob("*.jsonl")) if run.history_dir.is_dir() else 0
-    size_shuffle_partitions(session, history_bytes)
+    size_shuffle_partitions(session, history_bytes(run.history_dir))
     loaded = load_run(session, run.path)
     try:
         stats = compute_history_stats(loaded)

@@ -65,6 +65,11 @@ def history_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.jsonl") if p.is_file())
 
 
+def history_bytes(directory: Path) -> int:
+    """The size of the history's files (0 when `directory` is missing): what sizes a check's Spark session."""
+    return sum(p.stat().st_size for p in history_files(directory)) if directory.is_dir() else 0
+
+
 def read_history_dir(directory: Path) -> tuple[list[dict[str, Any]], HistoryScan]:
     """Every line of every `*.jsonl` file in `directory`, in file then line order."""
     scan = HistoryScan()

@@ -21,7 +21,7 @@ from harness.history import (
     RunClock,
     read_history_dir,
 )
-from harness.history.reader import HistoryFormatError, iter_history_file
+from harness.history.reader import HistoryFormatError, history_bytes, iter_history_file
 
 
 def _recorder(tmp_path: Path, writer: str = "w0") -> HistoryRecorder:
@@ -241,3 +241,12 @@ def test_recorder_lines_are_whole_and_in_order(tmp_path: Path) -> None:
     ops = [json.loads(line) for line in lines[:-1]]
     assert [op["index"] for op in ops] == list(range(100))
     assert [op["value"] for op in ops if op["type"] == "ok"] == [f"v{i}" for i in range(50)]
+
+
+def test_history_bytes_counts_the_history_files_only(tmp_path: Path) -> None:
+    assert history_bytes(tmp_path / "missing") == 0
+    (tmp_path / "w0.jsonl").write_bytes(b"x" * 10)
+    (tmp_path / "w1.jsonl").write_bytes(b"y" * 5)
+    (tmp_path / "notes.txt").write_bytes(b"z" * 100)
+    (tmp_path / "dir.jsonl").mkdir()
+    assert history_bytes(tmp_path) == 15

@@ -141,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     from analysis.history_io import load_run
     from analysis.model import pair_operations
     from analysis.spark import driver_memory, get_spark, stop_spark, tune_for_input
+    from harness.history.reader import history_bytes
     from harness.results import RunDir
 
-    history_dir = RunDir(args.run_dir).history_dir
-    size = sum(p.stat().st_size for p in history_dir.glob("*.jsonl")) if history_dir.is_dir() else 0
+    size = history_bytes(RunDir(args.run_dir).history_dir)
     try:
         spark = get_spark(args.master, memory=driver_memory(size))
         tune_for_input(spark, size)
