@@ -12,7 +12,8 @@ executors of a cluster on other hosts) and the web UI is off (no stray listening
 Spark's and Hadoop's INFO/WARN chatter is silenced (errors still show), the
 console progress bar is off (the checker prints its own progress), and times
 are UTC. Shuffle partitions start small and are raised for large inputs with
-`size_shuffle_partitions()`; adaptive query execution then coalesces them.
+`size_shuffle_partitions()`; adaptive query execution then coalesces those of
+shuffles, not those of persisted frames.
 
 Public API (stable; other analysis modules build on it):
 
@@ -55,8 +56,11 @@ DEFAULT_DRIVER_MEMORY = "4g"
 # docs/checks.md): 6 keeps a check within 8 GiB of the machine.
 LARGE_INPUT_MEMORY_BYTES = 2 * 1024 ** 3
 LARGE_INPUT_DRIVER_MEMORY_GIB = 6
-# Bytes of history (JSONL) per initial shuffle partition; AQE coalesces small ones.
-BYTES_PER_PARTITION = 64 * 1024 * 1024
+# Bytes of history (JSONL) per shuffle partition of a large check (at least one per core). The
+# frames the checks share keep the partitions of the shuffle that made them, so this is also how
+# many tasks every scan of them runs: 64 MiB made 101 at 20 million events, mostly of a MB or
+# less, and coalescing them lost the partitioning joins by value reuse (docs/checks.md).
+BYTES_PER_PARTITION = 512 * 1024 * 1024
 MAX_SHUFFLE_PARTITIONS = 2000
 # Inputs up to this size run in "small-input mode", one partition (see tune_for_input).
 SMALL_INPUT_BYTES = 512 * 1024 * 1024
@@ -82,13 +86,12 @@ _SMALL_INPUT_CONF = {
     # extra jobs, each scanning a frame the join scans again anyway. Small inputs keep the
     # default (their plans have none: the single-partition leaves' estimates are bounded).
     "spark.sql.optimizer.runtime.bloomFilter.enabled": ("true", "false"),
-    # A persisted frame kept the partitions of the shuffle that made it (one per 64 MiB of
-    # history: 101 at 20 million events, most of a MB or less), and every later scan of it ran a
-    # task per partition: 4,300 tasks in a 20M check, mostly ones whose scheduling and
-    # deserializing cost more than their rows. Adaptive execution may now coalesce a persisted
-    # frame's partitions as any shuffle's, to its advisory size (64 MB) rather than to keep every
-    # core's share small: 398 tasks, 12-29 s less of the driver's CPU in two runs (docs/checks.md).
-    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": ("false", "true"),
+    # Adaptive execution coalesces a shuffle's partitions to its advisory size (64 MB) rather
+    # than to keep every core's share small. It leaves persisted frames alone
+    # (`spark.sql.optimizer.canChangeCachedPlanOutputPartitioning`, false, Spark's default): a
+    # frame kept by value stays partitioned by value, so the checks that join two such frames,
+    # or one with a frame shuffled by value, do not shuffle it again (tests/spark/test_session.py).
+    # Few shuffle partitions (BYTES_PER_PARTITION) keep its scans to few tasks.
     "spark.sql.adaptive.coalescePartitions.parallelismFirst": ("true", "false"),
 }
 # Code generation: off (interpreted expressions) for the smallest inputs, on otherwise.
@@ -386,7 +389,7 @@ def size_shuffle_partitions(spark: SparkSession, input_bytes: int) -> int:
     """Set `spark.sql.shuffle.partitions` for an input of `input_bytes` (JSONL size).
 
     At least the default parallelism (every core busy), about one partition per
-    64 MiB of history above that, at most 2000. Returns the number set.
+    BYTES_PER_PARTITION (512 MiB) of history above that, at most 2000. Returns the number set.
     """
     cores = max(1, spark.sparkContext.defaultParallelism)
     wanted = max(cores, math.ceil(max(0, input_bytes) / BYTES_PER_PARTITION))
