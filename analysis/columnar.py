@@ -179,18 +179,16 @@ def write_by_kind(table: pa.Table, path: Path) -> None:
     every row group, each such read decoded every row of the history. Rows carry no meaning in
     their order (the checks order by index and time), so sorting them by kind changes nothing.
     """
-    by_kind = table.take(pc.array_sort_indices(table.column("f"), null_placement="at_end"))   # stable
+    kinds = table.column("f")
     dictionary = [name for name in table.column_names if name in _DICTIONARY_COLUMNS]
     with pq.ParquetWriter(path, table.schema, use_dictionary=dictionary) as out:
-        start = 0
-        for kind in pc.unique(by_kind.column("f")).to_pylist():
-            if kind is None:
-                break
-            rows = pc.sum(pc.equal(by_kind.column("f"), kind)).as_py()
-            out.write_table(by_kind.slice(start, rows))
-            start += rows
-        if start < by_kind.num_rows:
-            out.write_table(by_kind.slice(start))
+        # Kind by kind in sorted order, nulls last: the rows a stable sort by `f` gives, without
+        # sorting. A filter per kind copies each row once, in order; the sort compared strings
+        # and gathered every column by index (14 s of converting's CPU at 20 million events).
+        for kind in sorted(k for k in pc.unique(kinds).to_pylist() if k is not None):
+            out.write_table(table.filter(pc.equal(kinds, kind)))
+        if kinds.null_count:
+            out.write_table(table.filter(pc.is_null(kinds)))
 
 
 def _chunks(path: Path, tail: bytes | None, chunk_bytes: int) -> Iterator[bytearray]:

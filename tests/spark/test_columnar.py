@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
@@ -154,3 +156,16 @@ def test_repeating_columns_are_dictionary_encoded_and_the_rest_plain(tmp_path: P
         assert "RLE_DICTIONARY" in encodings["writer"] and "RLE_DICTIONARY" in encodings["f"]
         for plain in ("value", "msg_id", "index"):
             assert not encodings[plain] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, (folder, plain)
+
+
+def test_rows_are_written_kind_by_kind_as_a_stable_sort_by_kind_orders_them(tmp_path: Path) -> None:
+    # write_by_kind filters kind by kind instead of sorting (cheaper at 20 million events): the
+    # file must hold the rows a stable sort by `f` gives, nulls last, one kind per row group.
+    kinds = ["send", "ack", None, "send", "txn-open", "ack", None, "read", "send"]
+    table = pa.table({"f": pa.array(kinds, pa.string()), "index": pa.array(range(len(kinds)), pa.int64())})
+    columnar.write_by_kind(table, tmp_path / "part.parquet")
+    written = pq.read_table(tmp_path / "part.parquet")
+    expected = table.take(pc.array_sort_indices(table.column("f"), null_placement="at_end"))
+    assert written.to_pylist() == expected.to_pylist()
+    meta = pq.ParquetFile(tmp_path / "part.parquet").metadata
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [2, 1, 3, 1, 2]
