@@ -177,7 +177,7 @@ def write_by_kind(table: pa.Table, path: Path) -> None:
     Why: the checks read one kind at a time (the sends, the acks, the receives), and Spark skips a
     row group whose statistics say it holds none of the kind asked for; with the kinds mixed in
     every row group, each such read decoded every row of the history. Rows carry no meaning in
-    their order (the checks order by index and time), so sorting them by kind changes nothing.
+    their order (the checks order by index and time), so grouping them by kind changes nothing.
     """
     kinds = table.column("f")
     dictionary = [name for name in table.column_names if name in _DICTIONARY_COLUMNS]
