@@ -112,13 +112,14 @@ _SMALL_INPUT_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 # a lower peak resident memory (docs/checks.md, "The parallel collector").
 _DRIVER_JVM = ("-XX:+UseParallelGC",)
 
-# Class-data sharing for that driver JVM. Spark loads and verifies thousands of classes from
+# Class-data sharing for either driver JVM. Spark loads and verifies thousands of classes from
 # its jars at every start; a dynamic CDS archive (JDK 13+) holds them parsed and verified,
-# which roughly halved the JVM's CPU for starting the session (docs/checks.md). The first
-# small-input session of a Spark installation writes the archive as its JVM exits
-# (-XX:ArchiveClassesAtExit, published atomically once the JVM is gone); later ones map it
-# (-XX:SharedArchiveFile). A stale or unreadable archive only means the JVM starts without
-# it (-Xshare:auto). TXNBENCH_SPARK_CDS=0 turns this off.
+# which roughly halved the JVM's CPU for starting a small check's session, and took a large
+# session's start (tools.bench.bare_session) from 11.4 to 6.2 s (docs/checks.md). The first
+# session of each kind (small-input or not) of a Spark installation writes its archive as its
+# JVM exits (-XX:ArchiveClassesAtExit, published atomically once the JVM is gone); later ones
+# map it (-XX:SharedArchiveFile). A stale or unreadable archive only means the JVM starts
+# without it (-Xshare:auto). TXNBENCH_SPARK_CDS=0 turns this off.
 CDS_ENV = "TXNBENCH_SPARK_CDS"
 _CDS_QUIET = "-Xlog:cds*=off"
 # How long an exiting process waits for its driver JVM to finish writing the archive.
@@ -185,6 +186,14 @@ def _class_archive(jvm_options: tuple[str, ...]) -> Path:
         parts += [str(real), str(real.stat().st_mtime_ns)]
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"txnbench-spark-cds-{digest}.jsa"
+
+
+def _driver_jvm_options(small_input: bool) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
+    """The driver JVM's options for a session of that kind, with its class archive; and
+    (being written, final) when this session writes the archive."""
+    jvm = _SMALL_INPUT_JVM if small_input else _DRIVER_JVM
+    cds, writing = _cds_options(jvm)
+    return (*jvm, *cds), writing
 
 
 def _cds_options(jvm_options: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
@@ -290,7 +299,8 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
         small_input: the session will only see small inputs (the CLI checking one
             small history): its driver JVM starts with the client compiler only and
             the serial collector (_SMALL_INPUT_JVM); otherwise with the parallel
-            collector (_DRIVER_JVM). Ignored when a session runs.
+            collector (_DRIVER_JVM); either with the class archive of its kind
+            (_cds_options). Ignored when a session runs.
         memory: the driver heap of a new session (`driver_memory()`); default
             `$TXNBENCH_SPARK_DRIVER_MEMORY` or 4g.
 
@@ -328,7 +338,7 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         driver_host = os.environ["SPARK_LOCAL_IP"]
         memory = memory or driver_memory()
-        cds, writing = _cds_options(_SMALL_INPUT_JVM) if small_input else ((), None)
+        jvm, writing = _driver_jvm_options(small_input)
         builder = (
             SparkSession.builder.master(chosen).appName(app_name)
             .config("spark.driver.memory", memory)
@@ -337,8 +347,7 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.extraJavaOptions",
-                    " ".join([f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}",
-                              *(_SMALL_INPUT_JVM if small_input else _DRIVER_JVM), *cds]))
+                    " ".join([f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}", *jvm]))
             .config("spark.sql.session.timeZone", "UTC")
             # PySpark's DataFrame debugging wraps every `functions.*` call in five extra py4j
             # round trips (it records the Python call site for error messages): 18,000 of the
