@@ -72,6 +72,10 @@ DRAIN_PHASE = "drain"
 # 6 GiB heap (docs/checks.md). Not measured beyond that, so not much beyond it: more are joined
 # by a shuffle of the sends and acks, as before.
 BROADCAST_TXNS_MAX = 2_000_000
+# Up to this many ack-only transactions decided by redelivery, a large history joins the decisions
+# onto each reader of the transactions (a broadcast of a few rows) instead of keeping a second copy
+# of every transaction with them in; more are joined once and kept, as before.
+BROADCAST_DECISIONS_MAX = 100_000
 
 _OBSERVED = ("writer", "index", "process", "time_ns", "delivered_ns", "topic", "segment", "subscription",
              "msg_id")
@@ -180,7 +184,13 @@ def drained(drain: DrainInfo, topic: Column, subscription: Column) -> Column:
 
 def decide_ack_only_by_redelivery(txns: DataFrame, pairs: DataFrame, receives: DataFrame,
                                   drain: DrainInfo) -> DataFrame:
-    """`txns` with ack-only transactions of unknown outcome decided by their subscriptions.
+    """`txns` with ack-only transactions of unknown outcome decided by their subscriptions
+    (`redelivery_decisions`, applied by `with_decisions`)."""
+    return with_decisions(txns, redelivery_decisions(txns, pairs, receives, drain))
+
+
+def redelivery_decisions(txns: DataFrame, pairs: DataFrame, receives: DataFrame, drain: DrainInfo) -> DataFrame:
+    """The ack-only transactions of unknown outcome their subscriptions decide: txn, `_decision`.
 
     A message acknowledged in a transaction stays in its subscription's pending acks
     until the transaction ends: committed, it is never delivered to that subscription
@@ -206,11 +216,15 @@ def decide_ack_only_by_redelivery(txns: DataFrame, pairs: DataFrame, receives: D
                    F.min((F.col("type") == OpType.OK.value) & ~F.coalesce(F.col("cumulative"), F.lit(False))
                          & F.col("subscription").isNotNull()
                          & drained(drain, F.col("topic"), F.col("subscription"))).alias("_judgeable")))
-    decisions = one_partition(per_ack.groupBy("txn")
-                              .agg(F.min("_judgeable").alias("_judgeable"), F.max("_back").alias("_back"))
-                              .filter(F.col("_judgeable"))
-                              .select("txn", F.when(F.col("_back"), F.lit(ABORTED)).otherwise(F.lit(COMMITTED))
-                                      .alias("_decision")))
+    return one_partition(per_ack.groupBy("txn")
+                         .agg(F.min("_judgeable").alias("_judgeable"), F.max("_back").alias("_back"))
+                         .filter(F.col("_judgeable"))
+                         .select("txn", F.when(F.col("_back"), F.lit(ABORTED)).otherwise(F.lit(COMMITTED))
+                                 .alias("_decision")))
+
+
+def with_decisions(txns: DataFrame, decisions: DataFrame) -> DataFrame:
+    """`txns` (TXN_COLUMNS) with the outcomes `redelivery_decisions` gave (decided_by `redelivery`)."""
     decision = F.col("_decision")
     return (txns.join(decisions, "txn", "left")
             .withColumn("outcome", F.coalesce(decision, F.col("outcome")))
@@ -333,12 +347,24 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
                                      F.least(F.coalesce(F.col("delivered_ns"), F.col("time_ns")),
                                              F.col("time_ns")).alias("delivered_ns")))
     txns = transaction_outcomes(pairs, covered_topics=covered, visible_sends=send_vis)
-    if facts.counts.get("acks", 0) and drain.complete:
+    decides = bool(facts.counts.get("acks", 0) and drain.complete)
+    if keeping is Keeping.PERSIST:
         # The deciding reads the transactions twice (which to decide, and the join back): kept,
-        # a large history groups every transaction's operations once, not twice.
-        txns = decide_ack_only_by_redelivery(keep(txns) if keeping is Keeping.PERSIST else txns,
-                                             pairs, recv, drain)
-    txns = keep(txns)
+        # a large history groups every transaction's operations once, not twice. The few
+        # decisions are kept apart and joined onto every reader of the transactions, instead
+        # of a second copy of all of them with the decisions in (docs/checks.md).
+        txns = keep(txns)
+        if decides:
+            decisions = keep(redelivery_decisions(txns, pairs, recv, drain))
+            decided = decisions.count()
+            if decided > BROADCAST_DECISIONS_MAX:
+                txns = keep(with_decisions(txns, decisions))
+            elif decided:
+                txns = with_decisions(txns, F.broadcast(decisions))
+    else:
+        if decides:
+            txns = decide_ack_only_by_redelivery(txns, pairs, recv, drain)
+        txns = keep(txns)
     txn_cols = txns.select(
         "txn", "outcome", "client_outcome", "decided_by", "commit_invoke_ns", "end_ns", "ctp",
         F.col("sends_uncovered").alias("txn_uncovered"))

@@ -15,7 +15,9 @@ from pyspark.sql import SparkSession
 
 from analysis.check import check_run
 from analysis.checks import AnomalyClass
-from analysis.history_io import HistoryFormatError, load_run
+from analysis.checks.context import prepare
+from analysis.history_io import HistoryFormatError, load_run, ops_from_records
+from analysis.model import TXN_COLUMNS
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -107,6 +109,22 @@ def test_an_ack_only_transaction_that_kept_one_ack_and_gave_back_another_is_an_a
 def test_an_ack_only_transaction_with_an_ack_of_unknown_outcome_stays_unjudged(run_check: RunCheck) -> None:
     result = run_check(_ack_only_unknown(back=("a",), acks_type="info"), AnomalyClass.LOST_ACK)
     assert result.count == 0 and result.unjudged == 2
+
+
+@pytest.mark.parametrize("back", [(), ("a", "b")])
+def test_a_large_check_decides_ack_only_transactions_as_a_small_one_and_keeps_one_copy_of_them(
+        spark: SparkSession, back: tuple[str, ...]) -> None:
+    # A large check once kept every transaction twice: before the redelivery decided some, and again after.
+    ops = ops_from_records(spark, _ack_only_unknown(back=back).records())
+    plain = prepare(ops, persist=False)
+    kept = prepare(ops, persist=True)
+    try:
+        assert sorted(kept.txns.collect()) == sorted(plain.txns.collect())
+        assert [r["outcome_label"] for r in kept.txns.collect()] == ["unknown-aborted" if back else "unknown-committed"]
+        whole = [f for f in kept.persisted if set(TXN_COLUMNS) <= set(f.columns)]
+        assert len(whole) == 1
+    finally:
+        kept.unpersist()
 
 
 def test_a_visible_value_on_a_topic_not_drained_is_judged(run_check: RunCheck) -> None:
