@@ -469,8 +469,14 @@ def logical_topic(topic: Column) -> Column:
     return F.when(topic.contains(_PARTITION_MARK), F.regexp_replace(topic, _PARTITION_SUFFIX, "")).otherwise(topic)
 
 
-def _flag(cond: Column) -> Column:
-    return F.max(F.when(cond, 1).otherwise(0)) > 0
+def _some(cond: Column) -> Column:
+    """1 when `cond` holds for any row of the group, else 0 (a number: hash aggregation keeps it)."""
+    return F.max(F.when(cond, 1).otherwise(0))
+
+
+def _least(cond: Column, column: str) -> Column:
+    """The least `column` of the group's rows where `cond` holds."""
+    return F.min(F.when(cond, F.col(column)))
 
 
 def _count(cond: Column) -> Column:
@@ -549,20 +555,22 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
                    (ok_unseen & ~on_covered).alias("_ok_uncovered"),
                    (is_send & (F.size(F.coalesce(F.col("inputs"), F.array())) > 0)).alias("_carries"))
     if not single_partition_mode():
-        # Grouped where they land: the grouping is sort-based (its earliest-event fields are
-        # structs of strings), and Spark's partial aggregation would sort every operation before
-        # the shuffle as well as after it, to merge the few each transaction has in one partition.
+        # Grouped where they land: both groupings below keep the partitioning by transaction.
         tx = tx.repartition("txn")
-    first = F.min(F.struct("invoke_ns", "writer", "index", "process"))
-    agg = tx.groupBy("txn").agg(
-        first.alias("_first"),
-        F.min(F.when(f == OpF.TXN_OPEN.value, F.struct("invoke_ns", "index"))).alias("_open"),
-        F.min(F.when(is_commit, F.col("invoke_ns"))).alias("commit_invoke_ns"),
-        F.min(F.when(is_commit | is_abort, F.col("invoke_ns"))).alias("end_invoke_ns"),
-        _flag(commit_ok).alias("_commit_ok"),
-        _flag(abort_ok | commit_fail).alias("_aborted"),
-        F.min(F.when(commit_ok, F.col("complete_ns"))).alias("_commit_ns"),
-        F.min(F.when(abort_ok | commit_fail, F.col("complete_ns"))).alias("_abort_ns"),
+    # Two groupings. First by (txn, writer, process), with only numbers to keep: a hash
+    # aggregation, which reduces the operations to about one row per transaction without sorting
+    # them. Then by txn, sort-based (its earliest-event fields are structs of strings), over those
+    # few rows. The earliest event of one writer's operations is the one of its lowest index
+    # (validation refuses a writer whose clock goes back), so (least invoke_ns, least index) of a
+    # writer's share is its least (invoke_ns, index) (docs/checks.md).
+    shares = tx.groupBy("txn", "writer", "process").agg(
+        F.min("invoke_ns").alias("_first_ns"), F.min("index").alias("_first_index"),
+        _least(f == OpF.TXN_OPEN.value, "invoke_ns").alias("_open_ns"),
+        _least(f == OpF.TXN_OPEN.value, "index").alias("_open_index"),
+        _least(is_commit, "invoke_ns").alias("commit_invoke_ns"),
+        _least(is_commit | is_abort, "invoke_ns").alias("end_invoke_ns"),
+        _some(commit_ok).alias("_commit_ok"), _some(abort_ok | commit_fail).alias("_aborted"),
+        _least(commit_ok, "complete_ns").alias("_commit_ns"), _least(abort_ok | commit_fail, "complete_ns").alias("_abort_ns"),
         _count(is_send & (typ == OpType.OK.value)).alias("sends_ok"),
         _count(is_send & (typ == OpType.INFO.value)).alias("sends_info"),
         _count(is_send & (typ == OpType.FAIL.value)).alias("sends_fail"),
@@ -571,10 +579,23 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         _count(F.col("_ok_missing")).alias("sends_ok_missing"),
         _count(F.col("_ok_uncovered")).alias("sends_ok_uncovered"),
         _count(f == OpF.ACK.value).alias("acks"),
-        _flag(F.col("_carries")).alias("ctp"),
+        _some(F.col("_carries")).alias("ctp"),
         _count(open_ok).alias("opens_ok"),
-        F.min(F.when(open_ok, F.col("invoke_ns"))).alias("ok_open_invoke_ns"),
-        F.min(F.when(open_ok, F.col("complete_ns"))).alias("ok_open_complete_ns"),
+        _least(open_ok, "invoke_ns").alias("ok_open_invoke_ns"),
+        _least(open_ok, "complete_ns").alias("ok_open_complete_ns"),
+    )
+    total = ("sends_ok", "sends_info", "sends_fail", "sends_visible", "sends_uncovered", "sends_ok_missing",
+             "sends_ok_uncovered", "acks", "opens_ok")
+    earliest = ("commit_invoke_ns", "end_invoke_ns", "_commit_ns", "_abort_ns", "ok_open_invoke_ns",
+                "ok_open_complete_ns")
+    agg = shares.groupBy("txn").agg(
+        F.min(F.struct(F.col("_first_ns").alias("invoke_ns"), "writer", F.col("_first_index").alias("index"),
+                       "process")).alias("_first"),
+        F.min(F.when(F.col("_open_ns").isNotNull(), F.struct(F.col("_open_ns").alias("invoke_ns"),
+                                                             F.col("_open_index").alias("index")))).alias("_open"),
+        *[F.min(name).alias(name) for name in earliest],
+        *[(F.max(name) > 0).alias(name) for name in ("_commit_ok", "_aborted", "ctp")],
+        *[F.sum(name).cast("long").alias(name) for name in total],
     )
     client = (F.when(F.col("_commit_ok"), F.lit(COMMITTED))
               .when(F.col("_aborted"), F.lit(ABORTED)).otherwise(F.lit(UNKNOWN)))

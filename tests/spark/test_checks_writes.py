@@ -152,6 +152,22 @@ def test_unknown_transactions_are_decided_both_ways(spark: SparkSession) -> None
     assert rows["1:6"]["decided_by"] is None and rows["1:6"]["sends_uncovered"] == 1
 
 
+def test_a_transaction_is_named_by_its_least_time_writer_index_and_process(spark: SparkSession) -> None:
+    # Grouped first by (txn, writer, process), then by txn: the tie-breaks must survive the two steps.
+    h = History()
+    h.process("w1/u1").open(txn="9:9")
+    h.process("w0/u2").open(txn="9:9")     # w0's first line
+    h.process("w0/u1").open(txn="9:9").send("a").commit()
+    for op in h._lines:
+        object.__setattr__(op, "time_ns", h.now_ns)           # a coarse clock: every line at one tick
+    h.drain(reads={"t1": ["a"]})
+    (row,) = prepare(h.ops(spark), persist=False).txns.collect()
+    assert (row["writer"], row["process"], row["open_index"]) == ("w0", "w0/u2", 0)
+    assert row["opens_ok"] == 3 and row["sends_ok"] == 1 and row["sends_visible"] == 1
+    assert row["open_ns"] == row["ok_open_invoke_ns"] == row["commit_invoke_ns"] == row["end_invoke_ns"]
+    assert row["outcome_label"] == "committed" and row["ctp"] is False
+
+
 def test_without_a_drain_unknown_transactions_stay_unknown(spark: SparkSession) -> None:
     h = History()
     h.process("w0/u1").open().send("a").commit(type="info")
