@@ -54,15 +54,13 @@ def plan_nonmonotonic(ctx: CheckContext) -> Plan:
     # (`finish`), whole: its own segment, which a keyed value split across segments need not
     # share with the later send.
     latest_earlier = F.max(F.struct("read_pos", "index", *[F.col(c).alias(f"_{c}") for c in sequence])).over(w)
-    own = [F.col(f"_earlier._{c}").eqNullSafe(F.col(c)) for c in sequence]
-    # Kept: the anomalies and the unjudged come from one evaluation of the window.
-    hits = ctx.shared("nonmonotonic: sends read before an earlier one", lambda: (
-        ordered.withColumn("_earlier", latest_earlier).filter(F.col("_earlier.read_pos") > F.col("read_pos"))
-        .withColumn("_own", reduce(operator.and_, own))))
-    found = hits.filter(F.col("_own"))
-    out = found.select(
-        "process", "topic", "key", "value", ref(found, f=OpF.SEND.value, time="invoke_ns").alias("send"),
-        F.col("read_ns").alias("first_read_ns"), F.col("_earlier.index").alias("_earlier_index"))
+    own = reduce(operator.and_, [F.col(f"_earlier._{c}").eqNullSafe(F.col(c)) for c in sequence])
+    hits = (ordered.withColumn("_earlier", latest_earlier)
+            .filter(F.col("_earlier.read_pos") > F.col("read_pos")))
+    out = hits.select(
+        "process", "topic", "key", "value", ref(hits, f=OpF.SEND.value, time="invoke_ns").alias("send"),
+        F.col("read_ns").alias("first_read_ns"), F.col("_earlier.index").alias("_earlier_index"),
+        own.alias("_own"))
 
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         found = _sends_at(ctx, [(e["send"]["writer"], e["_earlier_index"]) for e in examples])
@@ -73,7 +71,7 @@ def plan_nonmonotonic(ctx: CheckContext) -> Plan:
         return examples
 
     return PendingCheck(AnomalyClass.NONMONOTONIC, out, ["send.time_ns", "value"], max_examples=ctx.max_examples,
-                        finish=finish, unjudged=hits.filter(~F.col("_own")),
+                        finish=finish, judged="_own",
                         note="{n} value(s) whose sequence shares its hash with another: read before a value "
                              "of the other, not judged")
 
