@@ -160,10 +160,6 @@ class PendingCheck:
     finish: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
     """Completes the few examples (e.g. looks up the ops they name) after they are taken,
     so the counting plan stays free of joins that only examples need."""
-    judged: str | None = None
-    """A boolean column of `anomalies`: its rows where it is false are cases the check could not
-    judge, counted as `unjudged` (instead of a frame of their own, which would evaluate the plan
-    they share with the anomalies a second time). The column is not part of the examples."""
 
 
 Plan = CheckResult | PendingCheck
@@ -201,10 +197,7 @@ def evaluate_with_tallies(plans: Sequence[Plan], tallies: DataFrame | None = Non
     if pending or tallies is not None:
         parts: list[DataFrame] = []
         for i, plan in pending:
-            key = F.lit(f"{2 * i}")
-            if plan.judged is not None:
-                key = F.when(F.col(plan.judged), key).otherwise(F.lit(f"{2 * i + 1}"))
-            parts.append(plan.anomalies.select(key.alias("_k")))
+            parts.append(plan.anomalies.select(F.lit(f"{2 * i}").alias("_k")))
             if plan.unjudged is not None:
                 parts.append(plan.unjudged.select(F.lit(f"{2 * i + 1}").alias("_k")))
         if tallies is not None:
@@ -226,9 +219,7 @@ def evaluate_with_tallies(plans: Sequence[Plan], tallies: DataFrame | None = Non
         instances: tuple[dict[str, Any], ...] = ()
         if found:
             every = plan.max_examples < found <= plan.max_instances
-            anomalies = (plan.anomalies if plan.judged is None
-                         else plan.anomalies.filter(F.col(plan.judged)).drop(plan.judged))
-            rows = anomalies.orderBy(*plan.order_by).limit(found if every else plan.max_examples).collect()
+            rows = plan.anomalies.orderBy(*plan.order_by).limit(found if every else plan.max_examples).collect()
             plain = [to_plain(r) for r in rows]
             finished = tuple(_finished(plan, plain))
             examples = finished[:plan.max_examples]

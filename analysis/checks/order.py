@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from functools import reduce
 from typing import Any
 
-from pyspark.sql import Column, Window
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped, to_plain
@@ -38,29 +38,20 @@ def plan_nonmonotonic(ctx: CheckContext) -> Plan:
         "_order_key",
         F.when(F.col("key").isNotNull(), F.concat(F.lit("k:"), F.col("key")))
         .otherwise(F.concat(F.lit("s:"), F.coalesce(F.col("segment"), F.lit("")))))
-    # The window runs over a 64-bit hash of the sequence's fields, not the fields: its sort then
-    # compares two longs (hash, index) for every pair of rows, where the four strings, equal
-    # within a sequence, were compared for nearly every pair (the 20M-event history: 6.5-6.9 s
-    # against 9.7-11.0 s, docs/checks.md). Two sequences of one hash (never seen; about one in
-    # 10^11 for ten thousand sequences) mix their earlier sends, which can only make the latest
-    # earlier read later than its own sequence's: so every anomaly is still found, and a found
-    # one whose latest earlier send is of another sequence is counted as unjudged, not as an
-    # anomaly. Nothing is hidden and nothing invented.
+    # A hash of the sequence's fields leads its keys: the window's sort then compares one long for
+    # nearly every pair of rows, where the fields themselves (the writer first) share their first bytes.
     sequence = ("writer", "process", "topic", "_order_key")
-    w = (Window.partitionBy(sequence_hash(*sequence)).orderBy("index")
+    w = (Window.partitionBy(F.xxhash64(*sequence), *sequence).orderBy("index")
          .rowsBetween(Window.unboundedPreceding, -1))
-    # The window carries only what finds the latest-read earlier send: its read position, its
-    # index where one value was sent twice, and its sequence. The examples look that send up
-    # (`finish`), whole: its own segment, which a keyed value split across segments need not
-    # share with the later send.
-    latest_earlier = F.max(F.struct("read_pos", "index", *[F.col(c).alias(f"_{c}") for c in sequence])).over(w)
-    own = reduce(operator.and_, [F.col(f"_earlier._{c}").eqNullSafe(F.col(c)) for c in sequence])
+    # The window carries only what finds the latest-read earlier send: its read position, and its
+    # index where one value was sent twice. The examples look that send up (`finish`), whole: its
+    # own segment, which a keyed value split across segments need not share with the later send.
+    latest_earlier = F.max(F.struct("read_pos", "index")).over(w)
     hits = (ordered.withColumn("_earlier", latest_earlier)
             .filter(F.col("_earlier.read_pos") > F.col("read_pos")))
     out = hits.select(
         "process", "topic", "key", "value", ref(hits, f=OpF.SEND.value, time="invoke_ns").alias("send"),
-        F.col("read_ns").alias("first_read_ns"), F.col("_earlier.index").alias("_earlier_index"),
-        own.alias("_own"))
+        F.col("read_ns").alias("first_read_ns"), F.col("_earlier.index").alias("_earlier_index"))
 
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         found = _sends_at(ctx, [(e["send"]["writer"], e["_earlier_index"]) for e in examples])
@@ -71,15 +62,7 @@ def plan_nonmonotonic(ctx: CheckContext) -> Plan:
         return examples
 
     return PendingCheck(AnomalyClass.NONMONOTONIC, out, ["send.time_ns", "value"], max_examples=ctx.max_examples,
-                        finish=finish, judged="_own",
-                        note="{n} value(s) whose sequence shares its hash with another: read before a value "
-                             "of the other, not judged")
-
-
-def sequence_hash(*columns: str) -> Column:
-    """The 64-bit hash the window groups a sequence's sends by (a function, so a test can make
-    every sequence share one)."""
-    return F.xxhash64(*columns)
+                        finish=finish)
 
 
 def _sends_at(ctx: CheckContext, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Any]:
