@@ -119,8 +119,9 @@ def test_a_large_check_decides_ack_only_transactions_as_a_small_one_and_keeps_on
     plain = prepare(ops, persist=False)
     kept = prepare(ops, persist=True)
     try:
-        assert sorted(kept.txns.collect()) == sorted(plain.txns.collect())
-        assert [r["outcome_label"] for r in kept.txns.collect()] == ["unknown-aborted" if back else "unknown-committed"]
+        rows = kept.txns.collect()
+        assert sorted(rows) == sorted(plain.txns.collect())
+        assert [r["outcome_label"] for r in rows] == ["unknown-aborted" if back else "unknown-committed"]
         whole = [f for f in kept.persisted if set(TXN_COLUMNS) <= set(f.columns)]
         assert len(whole) == 1
     finally:
