@@ -201,9 +201,11 @@ def _cds_options(jvm_options: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[P
     if os.environ.get(CDS_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return (), None
     archive = _class_archive(jvm_options)
+    # Before the archive exists too: processes that started writing it together and were then
+    # killed leave their partial copies (about 170 MB each) behind a published archive.
+    _remove_abandoned(archive)
     if archive.is_file() and archive.stat().st_size > 0:
         return (f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", _CDS_QUIET), None
-    _remove_abandoned(archive)
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
     return (f"-XX:ArchiveClassesAtExit={partial}", _CDS_QUIET), (partial, archive)
 

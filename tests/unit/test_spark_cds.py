@@ -51,12 +51,17 @@ def test_the_environment_turns_it_off(tmp_archives: Path, monkeypatch: pytest.Mo
     assert spark._cds_options(("-XX:+UseSerialGC",)) == ((), None)
 
 
-def test_a_partial_archive_of_a_dead_process_is_removed_once_old(tmp_archives: Path) -> None:
+@pytest.mark.parametrize("published", [False, True])
+def test_a_partial_archive_of_a_dead_process_is_removed_once_old(tmp_archives: Path, published: bool) -> None:
+    # Published: three checks began writing the archive together, one published it, the other
+    # two were killed; their partial copies stayed behind the published archive.
     import os
     import subprocess
     import sys
 
     archive = spark._class_archive(())
+    if published:
+        archive.write_bytes(b"archive")
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True)
     dead = archive.with_name(f"{archive.stem}.{int(done.stdout)}.partial")
@@ -66,8 +71,10 @@ def test_a_partial_archive_of_a_dead_process_is_removed_once_old(tmp_archives: P
         os.utime(path, (0, 0))
     fresh = archive.with_name(f"{archive.stem}.{int(done.stdout) + 1_000_000_000}.partial")
     fresh.write_bytes(b"x")   # no such process, but just written: maybe still being published
-    spark._cds_options(())
+    options, writing = spark._cds_options(())
     assert not dead.exists() and mine.exists() and fresh.exists()
+    assert (writing is None) == published
+    assert any(option.startswith("-XX:SharedArchiveFile=") for option in options) == published
 
 
 @pytest.mark.parametrize("small_input", [True, False])
