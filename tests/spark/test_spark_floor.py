@@ -64,6 +64,19 @@ def test_a_missing_run_folder_is_one_line_and_exit_2_without_spark(
     assert spark.sparkContext._jsc is not None and spark.range(3).count() == 3
 
 
+@pytest.mark.parametrize("files", [(), ("w0.jsonl",)])
+def test_a_run_folder_without_history_lines_is_one_line_and_exit_2_without_spark(
+        spark: SparkSession, capsys: pytest.CaptureFixture[str], tmp_path: Path, files: tuple[str, ...]) -> None:
+    # It started Spark first (seconds, and a JVM) and only then said the history was missing.
+    (tmp_path / "history").mkdir()
+    for name in files:
+        (tmp_path / "history" / name).write_text("")
+    assert spark_floor.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no history lines" in err and "history" in err
+    assert spark.sparkContext._jsc is not None and spark.range(3).count() == 3
+
+
 def test_the_command_prints_every_pass_of_every_round_as_json(tmp_path: Path) -> None:
     # Its own process, as a user runs it: main() starts and stops the process's Spark session.
     run = tmp_path / "run"

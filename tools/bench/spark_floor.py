@@ -144,7 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     from harness.history.reader import history_bytes
     from harness.results import RunDir
 
-    size = history_bytes(RunDir(args.run_dir).history_dir)
+    history = RunDir(args.run_dir).history_dir
+    size = history_bytes(history)
+    if size == 0:
+        # As the missing folder: a run without history lines is told before Spark starts, not after.
+        print(f"spark_floor: {history}: no history lines to measure; pass a run folder whose "
+              "history/ holds the load's *.jsonl files", file=sys.stderr)
+        return 2
     try:
         spark = get_spark(args.master, memory=driver_memory(size))
         tune_for_input(spark, size)
