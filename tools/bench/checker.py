@@ -42,13 +42,25 @@ from pathlib import Path
 from tools.spark_cluster import descendants
 from tools.synth import SynthConfig, generate
 
-__all__ = ["Timing", "main", "parse_sizes", "process_cpu_s", "synth", "time_bare_session", "time_check"]
+__all__ = ["THREAD_KINDS", "Timing", "main", "parse_sizes", "process_cpu_s", "synth", "thread_cpu_s", "thread_kind",
+           "time_bare_session", "time_check"]
 
 CHECK_TIMEOUT_S = 3600.0
 
 
 # How often a running check's processes are sampled for their CPU time.
 _SAMPLE_S = 0.1
+# Every this many samples, the CPU of each thread of its JVMs as well (about a hundred files a read).
+_THREAD_SAMPLE_EVERY = 5
+
+# Where a JVM's CPU goes, by the names HotSpot and Spark give their threads (as /proc shows them:
+# their first 15 bytes): at 20 million events the JIT compilers took a quarter of the driver's CPU
+# whatever the code generation (docs/checks.md).
+THREAD_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tasks", ("Executor task",)),
+    ("jit", ("C1 CompilerThre", "C2 CompilerThre")),
+    ("gc", ("GC Thread", "VM Thread", "G1 ", "GC task")),
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,8 @@ class Timing:
     a standalone cluster's executors while it ran; None where /proc is not available (or,
     for `cluster_cpu_s`, no cluster was watched). `peak_rss_bytes` is the peak of their
     summed resident memory, a watched cluster's daemons and executors included.
+    `jvm_threads_cpu_s` splits the CPU of the JVMs below the check by `thread_kind`: Spark's
+    tasks, the JIT compilers, garbage collection, and the rest (the driver thread that plans).
     """
 
     what: str
@@ -72,6 +86,7 @@ class Timing:
     python_cpu_s: float | None = None
     cluster_cpu_s: float | None = None
     peak_rss_bytes: int | None = None
+    jvm_threads_cpu_s: dict[str, float] | None = None
 
     @property
     def events_per_s(self) -> float:
@@ -85,6 +100,41 @@ def process_cpu_s(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
+
+
+def thread_kind(name: str) -> str:
+    """The kind of a JVM thread by its name (THREAD_KINDS): tasks, jit, gc, else other (the driver
+    thread that plans the queries, py4j, listeners)."""
+    for kind, prefixes in THREAD_KINDS:
+        if name.startswith(prefixes):
+            return kind
+    return "other"
+
+
+def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """Thread id -> (name, user plus system CPU seconds) of each live thread of `pid`, from /proc
+    (empty when gone or not Linux)."""
+    found: dict[int, tuple[str, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2:].split()
+            found[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _is_jvm(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
+    except OSError:
+        return False
 
 
 def _rss_bytes(pid: int) -> int:
@@ -118,6 +168,7 @@ class _Sampled:
     below_cpu_s: float | None
     watched_cpu_s: float | None
     peak_rss_bytes: int
+    jvm_threads_cpu_s: dict[str, float] | None = None
 
 
 def _run_sampled(cmd: list[str], what: str, *, env: Mapping[str, str] | None = None,
@@ -127,7 +178,9 @@ def _run_sampled(cmd: list[str], what: str, *, env: Mapping[str, str] | None = N
     `watch` is for processes the command uses but did not start: a standalone cluster's
     workers, whose executors (their children, one per application) do a check's tasks. A
     process's last sample before it exits counts (its last 0.1 s may be missed). The peak
-    of the summed resident memory of all of them (`watch` included) is kept too. Past
+    of the summed resident memory of all of them (`watch` included) is kept too, and every
+    `_THREAD_SAMPLE_EVERY` samples the CPU of each thread of the JVMs below the command, summed
+    by `thread_kind` at the end (a thread's CPU in its last half second may be missed). Past
     `timeout_s`, or on Ctrl-C, the command and its descendants are killed by pid.
     """
     started = time.monotonic()
@@ -137,17 +190,22 @@ def _run_sampled(cmd: list[str], what: str, *, env: Mapping[str, str] | None = N
     below: dict[int, float] = {}
     watched: dict[int, float] = {}
     peak_rss = 0
+    threads: dict[tuple[int, int], tuple[str, float]] = {}
+    samples = 0
     try:
         while proc.poll() is None:
             if time.monotonic() - started > timeout_s:
                 raise RuntimeError(f"{what} took longer than {timeout_s:.0f} s")
             own = process_cpu_s(proc.pid) or own
             rss = _rss_bytes(proc.pid) + sum(_rss_bytes(root) for root in watch)
+            samples += 1
             for pid in descendants(proc.pid):
                 cpu = process_cpu_s(pid)
                 if cpu is not None:
                     below[pid] = cpu
                     rss += _rss_bytes(pid)
+                    if samples % _THREAD_SAMPLE_EVERY == 1 and _is_jvm(pid):
+                        threads.update({(pid, tid): seen for tid, seen in thread_cpu_s(pid).items()})
             for root in watch:
                 for pid in descendants(root):
                     cpu = process_cpu_s(pid)
@@ -164,9 +222,13 @@ def _run_sampled(cmd: list[str], what: str, *, env: Mapping[str, str] | None = N
                     os.kill(pid, signal.SIGKILL)
             proc.kill()
             proc.wait(timeout=30)
+    by_kind: dict[str, float] = {}
+    for name, cpu in threads.values():
+        by_kind[thread_kind(name)] = by_kind.get(thread_kind(name), 0.0) + cpu
     return _Sampled(proc.returncode, stdout, stderr, time.monotonic() - started, own,
                     round(sum(below.values()), 2) if below else None,
-                    round(sum(watched.values()), 2) if watched else None, peak_rss)
+                    round(sum(watched.values()), 2) if watched else None, peak_rss,
+                    {kind: round(cpu, 1) for kind, cpu in sorted(by_kind.items())} if by_kind else None)
 
 
 def time_check(run: Path, what: str, *, master: str | None = None, env: Mapping[str, str] | None = None,
@@ -186,7 +248,8 @@ def time_check(run: Path, what: str, *, master: str | None = None, env: Mapping[
     results = json.loads(results_path.read_text(encoding="utf-8"))
     return Timing(what, int(results.get("history", {}).get("lines") or 0), done.wall_s, results.get("valid"),
                   results.get("history", {}).get("source"), results.get("checker", {}).get("elapsed_s"),
-                  done.below_cpu_s, done.own_cpu_s, done.watched_cpu_s, done.peak_rss_bytes or None)
+                  done.below_cpu_s, done.own_cpu_s, done.watched_cpu_s, done.peak_rss_bytes or None,
+                  done.jvm_threads_cpu_s)
 
 
 def time_bare_session(what: str = "bare Spark session", *, master: str | None = None,
@@ -208,7 +271,7 @@ def time_bare_session(what: str = "bare Spark session", *, master: str | None = 
     if done.returncode != 0:
         raise RuntimeError(f"{what} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     return Timing(what, 0, done.wall_s, None, None, None, done.below_cpu_s, done.own_cpu_s, done.watched_cpu_s,
-                  done.peak_rss_bytes or None)
+                  done.peak_rss_bytes or None, done.jvm_threads_cpu_s)
 
 
 def newest_results(run: Path) -> Path | None:
@@ -228,7 +291,9 @@ def synth(out: Path, events: int, seed: int) -> int:
 
 def _line(t: Timing) -> str:
     cpu = f"{t.jvm_cpu_s:7.1f} s JVM CPU" if t.jvm_cpu_s is not None else "  (no /proc)"
-    return (f"{t.what:<28} {t.events:>11,} events  {t.wall_s:8.1f} s wall {cpu}  "
+    threads = (" (" + ", ".join(f"{kind} {cpu_s:.1f}" for kind, cpu_s in t.jvm_threads_cpu_s.items()) + " s)"
+               if t.jvm_threads_cpu_s else "")
+    return (f"{t.what:<28} {t.events:>11,} events  {t.wall_s:8.1f} s wall {cpu}{threads}  "
             f"{t.events_per_s:>10,.0f} events/s  valid={t.valid}  source={t.source}")
 
 
