@@ -198,6 +198,13 @@ def test_the_drain_finds_a_lost_run_behind_transaction_markers_where_the_readers
         producer.send(encode("kept", (), 64), txn=kept)
         kept.commit()
         before = admin.topic_stats(topic)["transactionBuffer"]["lastSnapshotTimestamps"]
+        # A snapshot is taken only when the horizon moved since the last one: when the one after the
+        # commit came before `before` was read, none followed, and the wait below timed out (make
+        # test, 2026-11-30). An aborted transaction moves the horizon again after `before`; the
+        # drain never reads its value.
+        extra = client.new_transaction(timeout_s=60)
+        producer.send(encode("aborted-after", (), 64), txn=extra)
+        extra.abort()
         # 100 ms between snapshots, but the snapshot's writer shares two cores with whatever else runs
         wait_until(lambda: admin.topic_stats(topic)["transactionBuffer"]["lastSnapshotTimestamps"] > before, 60,
                    message="a transaction buffer snapshot after the last commit")
