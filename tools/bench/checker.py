@@ -73,7 +73,8 @@ class Timing:
     for `cluster_cpu_s`, no cluster was watched). `peak_rss_bytes` is the peak of their
     summed resident memory, a watched cluster's daemons and executors included.
     `jvm_threads_cpu_s` splits the CPU of the JVMs below the check by `thread_kind`: Spark's
-    tasks, the JIT compilers, garbage collection, and the rest (the driver thread that plans).
+    tasks, the JIT compilers, garbage collection (its threads and the VM thread, which runs the
+    collector's pauses), and the rest (the driver thread that plans the queries first).
     """
 
     what: str
@@ -224,7 +225,8 @@ def _run_sampled(cmd: list[str], what: str, *, env: Mapping[str, str] | None = N
             proc.wait(timeout=30)
     by_kind: dict[str, float] = {}
     for name, cpu in threads.values():
-        by_kind[thread_kind(name)] = by_kind.get(thread_kind(name), 0.0) + cpu
+        kind = thread_kind(name)
+        by_kind[kind] = by_kind.get(kind, 0.0) + cpu
     return _Sampled(proc.returncode, stdout, stderr, time.monotonic() - started, own,
                     round(sum(below.values()), 2) if below else None,
                     round(sum(watched.values()), 2) if watched else None, peak_rss,
