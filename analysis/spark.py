@@ -30,6 +30,7 @@ Public API (stable; other analysis modules build on it):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -180,12 +181,38 @@ def _class_archive(jvm_options: tuple[str, ...]) -> Path:
 
     java_home = os.environ.get("JAVA_HOME")
     java = Path(java_home) / "bin" / "java" if java_home else shutil.which("java")
-    parts = [pyspark.__version__, str(Path(pyspark.__file__).resolve().parent), " ".join(jvm_options)]
+    parts = [pyspark.__version__, str(_pyspark_dir()), " ".join(jvm_options)]
     if java is not None and Path(java).exists():
         real = Path(java).resolve()
         parts += [str(real), str(real.stat().st_mtime_ns)]
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"txnbench-spark-cds-{digest}.jsa"
+
+
+def _pyspark_dir() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+# Beside each archive, the PySpark installation it was made for: an archive whose installation
+# is gone (a deleted virtual environment, a clean clone's) is never mapped again.
+_OWNER_SUFFIX = ".owner"
+
+
+def _remove_orphaned_archives(folder: Path) -> None:
+    """Delete the archives (about 170 MB each) whose PySpark installation no longer exists.
+
+    Only archives whose owner file says so: one without it (written before owners were
+    recorded, or another tool's) is left alone."""
+    for owner in folder.glob(f"txnbench-spark-cds-*{_OWNER_SUFFIX}"):
+        try:
+            if Path(owner.read_text(encoding="utf-8").strip()).exists():
+                continue
+            owner.with_suffix(".jsa").unlink(missing_ok=True)
+            owner.unlink(missing_ok=True)
+        except OSError:   # another user's, or removed meanwhile
+            continue
 
 
 def _driver_jvm_options(small_input: bool) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
@@ -206,6 +233,10 @@ def _cds_options(jvm_options: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[P
     _remove_abandoned(archive)
     if archive.is_file() and archive.stat().st_size > 0:
         return (f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", _CDS_QUIET), None
+    # Writing one is rare (once per installation, Java and kind): the time to sweep the others.
+    _remove_orphaned_archives(archive.parent)
+    with contextlib.suppress(OSError):
+        archive.with_suffix(_OWNER_SUFFIX).write_text(str(_pyspark_dir()), encoding="utf-8")
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
     return (f"-XX:ArchiveClassesAtExit={partial}", _CDS_QUIET), (partial, archive)
 

@@ -96,3 +96,30 @@ def test_the_two_kinds_of_session_never_share_an_archive(tmp_archives: Path) -> 
     large, _ = spark._driver_jvm_options(False)
     written = {o for o in (*small, *large) if o.startswith("-XX:ArchiveClassesAtExit=")}
     assert len(written) == 2
+
+
+def test_archives_of_a_pyspark_installation_that_is_gone_are_removed_when_one_is_written(
+        tmp_archives: Path) -> None:
+    # Every clean clone's environment left two archives of about 170 MB in the temporary folder,
+    # mapped by nothing once the clone was deleted (23 there on 2026-11-30).
+    gone, kept, unowned = (tmp_archives / f"txnbench-spark-cds-{name}.jsa" for name in ("gone", "kept", "unowned"))
+    for archive in (gone, kept, unowned):
+        archive.write_bytes(b"archive")
+    gone.with_suffix(".owner").write_text(str(tmp_archives / "deleted-venv" / "pyspark"))
+    (tmp_archives / "live-venv").mkdir()
+    kept.with_suffix(".owner").write_text(str(tmp_archives / "live-venv"))
+    _, writing = spark._cds_options(("-XX:+UseSerialGC",))
+    assert writing is not None
+    assert not gone.exists() and not gone.with_suffix(".owner").exists()
+    assert kept.exists() and unowned.exists()
+    owner = writing[1].with_suffix(".owner")
+    assert Path(owner.read_text()) == spark._pyspark_dir()     # the new archive's own installation
+
+
+def test_an_archive_in_use_sweeps_nothing(tmp_archives: Path) -> None:
+    gone = tmp_archives / "txnbench-spark-cds-gone.jsa"
+    gone.write_bytes(b"archive")
+    gone.with_suffix(".owner").write_text(str(tmp_archives / "deleted-venv"))
+    spark._class_archive(()).write_bytes(b"archive")
+    _, writing = spark._cds_options(())
+    assert writing is None and gone.exists()     # only a session that writes an archive sweeps
