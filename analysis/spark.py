@@ -209,7 +209,9 @@ def _remove_orphaned_archives(folder: Path) -> None:
         try:
             if Path(owner.read_text(encoding="utf-8").strip()).exists():
                 continue
-            owner.with_suffix(".jsa").unlink(missing_ok=True)
+            orphan = owner.with_suffix(".jsa")
+            _remove_abandoned(orphan)   # and its partial copies, as for one's own archive
+            orphan.unlink(missing_ok=True)
             owner.unlink(missing_ok=True)
         except OSError:   # another user's, or removed meanwhile
             continue

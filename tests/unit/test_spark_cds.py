@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -106,11 +107,14 @@ def test_archives_of_a_pyspark_installation_that_is_gone_are_removed_when_one_is
     for archive in (gone, kept, unowned):
         archive.write_bytes(b"archive")
     gone.with_suffix(".owner").write_text(str(tmp_archives / "deleted-venv" / "pyspark"))
+    left = gone.with_name(f"{gone.stem}.{2**22 + 12345}.partial")   # a killed writer's, long ago
+    left.write_bytes(b"x")
+    os.utime(left, (0, 0))
     (tmp_archives / "live-venv").mkdir()
     kept.with_suffix(".owner").write_text(str(tmp_archives / "live-venv"))
     _, writing = spark._cds_options(("-XX:+UseSerialGC",))
     assert writing is not None
-    assert not gone.exists() and not gone.with_suffix(".owner").exists()
+    assert not gone.exists() and not gone.with_suffix(".owner").exists() and not left.exists()
     assert kept.exists() and unowned.exists()
     owner = writing[1].with_suffix(".owner")
     assert Path(owner.read_text()) == spark._pyspark_dir()     # the new archive's own installation
