@@ -77,6 +77,14 @@ BROADCAST_TXNS_MAX = 2_000_000
 # of every transaction with them in; more are joined once and kept, as before.
 BROADCAST_DECISIONS_MAX = 100_000
 
+# The columns of `sends` (prepare()): what the checks and their examples read, nothing more. Each of
+# its 3.4 million rows at 20 million events is kept in memory, and a kept column costs CPU per row
+# (docs/checks.md): `completed`, `complete_ns`, the client's outcome, `end_ns`, `ctp` and the
+# transaction's uncovered count were kept and never read (nor the acks' `complete_ns`).
+SENDS_COLUMNS: tuple[str, ...] = (
+    "value", "writer", "index", "process", "type", "txn", "topic", "segment", "key", "inputs", "msg_id",
+    "invoke_ns", "visible", "read_ns", "read_pos", "covered", "live_visible", "live_read_ns", "live_covered",
+    "outcome", "decided_by", "commit_invoke_ns")
 _OBSERVED = ("writer", "index", "process", "time_ns", "delivered_ns", "topic", "segment", "subscription",
              "msg_id")
 _SENT = ("writer", "index", "process", "type", "invoke_ns", "topic", "segment", "msg_id")
@@ -282,11 +290,11 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
       reads         read events: value, topic, segment, msg_id, time_ns, writer, index, process.
       visible       visible_values() of the reads.
       txns          transaction_outcomes() (TXN_COLUMNS).
-      sends         one row per send: value, writer, index, process, type, completed, txn, topic,
-                    segment, key, inputs, msg_id, invoke_ns, complete_ns, visible, read_ns and
-                    read_pos (first read: time, then the drainer's writer and index), covered,
-                    live_visible, live_read_ns, live_covered (the live reads), outcome,
-                    client_outcome, decided_by, commit_invoke_ns, end_ns, ctp, txn_uncovered.
+      sends         one row per send: value, writer, index, process, type, txn, topic, segment, key,
+                    inputs, msg_id, invoke_ns, visible, read_ns and read_pos (first read: time,
+                    then the drainer's writer and index), covered, live_visible, live_read_ns,
+                    live_covered (the live reads), outcome, decided_by, commit_invoke_ns. Only what
+                    a check reads: every row is kept in memory (SENDS_COLUMNS).
       receives      receive events: value, topic, segment, subscription, msg_id, time_ns, writer,
                     index, process, delivered_ns (extra.delivered_ns, at most time_ns).
       observations  every receive, its fields prefixed `o_` (`o_delivered_ns`: when its frame reached
@@ -295,7 +303,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
                     commit_invoke_ns. (Final reads are judged through `sends.visible` and
                     `visible`, one row per value.)
       acks          one row per ack: value, writer, index, process, type, txn, topic, segment,
-                    subscription, msg_id, cumulative, invoke_ns, complete_ns, outcome,
+                    subscription, msg_id, cumulative, invoke_ns, outcome,
                     client_outcome, end_ns, commit_invoke_ns (its transaction's first txn-commit).
     """
     facts = facts if facts is not None else overview(ops)
@@ -323,8 +331,8 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
 
     send_rows = (
         pairs.filter(F.col("f") == OpF.SEND.value)
-        .select("value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
-                "inputs", "msg_id", "invoke_ns", "complete_ns")
+        .select("value", "writer", "index", "process", "type", "txn", "topic", "segment", "key", "inputs",
+                "msg_id", "invoke_ns")
         .join(visible.select("value", "read_ns", "read_pos"), "value", "left")
         .withColumn("visible", F.col("read_ns").isNotNull())
         .withColumn("covered", covered_col))
@@ -365,9 +373,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         if decides:
             txns = decide_ack_only_by_redelivery(txns, pairs, recv, drain)
         txns = keep(txns)
-    txn_cols = txns.select(
-        "txn", "outcome", "client_outcome", "decided_by", "commit_invoke_ns", "end_ns", "ctp",
-        F.col("sends_uncovered").alias("txn_uncovered"))
+    txn_cols = txns.select("txn", "outcome", "client_outcome", "decided_by", "commit_invoke_ns", "end_ns")
     if keeping is Keeping.PERSIST and txns.count() <= BROADCAST_TXNS_MAX:
         # Sent whole to every task, the outcomes leave the sends and acks where they are: no send is
         # shuffled by its transaction, and the sends stay partitioned by value, where the checks
@@ -378,19 +384,10 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
             .when(F.col("type") == OpType.FAIL.value, F.lit(ABORTED))
             .when(F.col("visible"), F.lit(COMMITTED))
             .when(F.col("covered"), F.lit(ABORTED)).otherwise(F.lit(UNKNOWN)))
-    lone_client = (F.when(F.col("type") == OpType.OK.value, F.lit(COMMITTED))
-                   .when(F.col("type") == OpType.FAIL.value, F.lit(ABORTED)).otherwise(F.lit(UNKNOWN)))
     is_lone = F.col("txn").isNull()
-    sends = keep(send_vis.join(txn_cols, "txn", "left").select(
-        "value", "writer", "index", "process", "type", "completed", "txn", "topic", "segment", "key",
-        "inputs", "msg_id", "invoke_ns", "complete_ns", "visible", "read_ns", "read_pos", "covered",
-        "live_visible", "live_read_ns", "live_covered",
-        F.when(is_lone, lone).otherwise(F.coalesce(F.col("outcome"), F.lit(UNKNOWN))).alias("outcome"),
-        F.when(is_lone, lone_client).otherwise(F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)))
-        .alias("client_outcome"),
-        "decided_by", "commit_invoke_ns", "end_ns", F.coalesce(F.col("ctp"), F.lit(False)).alias("ctp"),
-        F.coalesce(F.col("txn_uncovered"), F.lit(0)).alias("txn_uncovered"),
-    ))
+    sends = keep(send_vis.join(txn_cols.select("txn", "outcome", "decided_by", "commit_invoke_ns"), "txn", "left")
+                 .select(*[F.when(is_lone, lone).otherwise(F.coalesce(F.col("outcome"), F.lit(UNKNOWN))).alias(c)
+                           if c == "outcome" else c for c in SENDS_COLUMNS]))
 
     seen = recv.select(F.lit(OpF.RECEIVE.value).alias("kind"), "value",
                        *[F.col(c).alias(f"o_{c}") for c in _OBSERVED])
@@ -414,7 +411,7 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
                     .withColumn("topic", F.coalesce(F.col("topic"), F.col("_send_topic"))))
     acks = keep(ack_rows.join(txn_cols, "txn", "left").select(
         "value", "writer", "index", "process", "type", "txn", "topic", "segment", "subscription", "msg_id",
-        F.coalesce(F.col("cumulative"), F.lit(False)).alias("cumulative"), "invoke_ns", "complete_ns",
+        F.coalesce(F.col("cumulative"), F.lit(False)).alias("cumulative"), "invoke_ns",
         F.coalesce(F.col("outcome"), F.lit(UNKNOWN)).alias("outcome"),
         F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)).alias("client_outcome"), "end_ns",
         "commit_invoke_ns",
