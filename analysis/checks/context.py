@@ -385,9 +385,9 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
             .when(F.col("visible"), F.lit(COMMITTED))
             .when(F.col("covered"), F.lit(ABORTED)).otherwise(F.lit(UNKNOWN)))
     is_lone = F.col("txn").isNull()
+    outcome = F.when(is_lone, lone).otherwise(F.coalesce(F.col("outcome"), F.lit(UNKNOWN)))
     sends = keep(send_vis.join(txn_cols.select("txn", "outcome", "decided_by", "commit_invoke_ns"), "txn", "left")
-                 .select(*[F.when(is_lone, lone).otherwise(F.coalesce(F.col("outcome"), F.lit(UNKNOWN))).alias(c)
-                           if c == "outcome" else c for c in SENDS_COLUMNS]))
+                 .withColumn("outcome", outcome).select(*SENDS_COLUMNS))
 
     seen = recv.select(F.lit(OpF.RECEIVE.value).alias("kind"), "value",
                        *[F.col(c).alias(f"o_{c}") for c in _OBSERVED])
