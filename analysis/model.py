@@ -517,11 +517,9 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
     # The drain's `txn-state` readings name a transaction but are none of its client's operations.
     tx = pairs.filter(F.col("txn").isNotNull() & ~F.col("orphan") & (F.col("f") != OpF.TXN_STATE.value)).select(*cols)
     if visible_sends is not None:
-        # A send's completion time counts in no aggregate below, so the sends may come without it.
-        if "complete_ns" not in visible_sends.columns:
-            visible_sends = visible_sends.withColumn("complete_ns", F.lit(None).cast("long"))
+        # A send's completion time counts in no aggregate below: the sends need not carry it.
         sends = (visible_sends.filter(F.col("txn").isNotNull()).withColumn("f", F.lit(OpF.SEND.value))
-                 .select(*cols, F.col("visible").alias("_visible")))
+                 .withColumn("complete_ns", F.lit(None).cast("long")).select(*cols, F.col("visible").alias("_visible")))
         others = tx.filter(F.col("f") != OpF.SEND.value).withColumn("_visible", F.lit(None).cast("boolean"))
         tx = union_all([sends, others])
     elif visible is not None:
