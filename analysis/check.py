@@ -61,6 +61,7 @@ from analysis.model import (
 )
 from analysis.spark import (
     DRIVER_MEMORY_ENV,
+    LARGE_INPUT_MEMORY_BYTES,
     SMALL_INPUT_BYTES,
     driver_memory,
     get_spark,
@@ -469,7 +470,8 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     stall = stall_after_s(run)
     say("starting Spark")
     memory = driver_memory(size)
-    spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory)
+    spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory,
+                      whole_heap=size > LARGE_INPUT_MEMORY_BYTES)
     say.label_jobs(spark)
     try:
         return _check(spark, run, size, stall, say, started, out, integrity)

@@ -17,7 +17,9 @@ shuffles, not those of persisted frames.
 
 Public API (stable; other analysis modules build on it):
 
-    get_spark(master=None, *, app_name="txnbench-analysis", small_input=False, memory=None) -> SparkSession
+    get_spark(master=None, *, app_name="txnbench-analysis", small_input=False, memory=None,
+              whole_heap=False) -> SparkSession
+    whole_heap_options(memory) -> tuple[str, ...]  (the driver JVM's options for a heap committed whole)
     driver_memory(input_bytes=0) -> str          (the driver heap for that much history)
     resolve_master(master=None) -> str
     size_shuffle_partitions(spark, input_bytes) -> int
@@ -25,7 +27,7 @@ Public API (stable; other analysis modules build on it):
     single_partition_mode() -> bool               (small-input mode is on in this process)
     stop_spark() -> None
     MASTER_ENV, DRIVER_MEMORY_ENV, CDS_ENV, DEFAULT_MASTER, DEFAULT_DRIVER_MEMORY
-    SMALL_INPUT_BYTES, SMALL_INPUT_CODEGEN_BYTES
+    SMALL_INPUT_BYTES, SMALL_INPUT_CODEGEN_BYTES, LARGE_INPUT_MEMORY_BYTES
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import contextlib
 import hashlib
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -112,6 +115,13 @@ _SMALL_INPUT_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 # parallel alternated: 164.3 s against 178.8 s median wall, 292.0 s against 319.0 s of driver CPU,
 # a lower peak resident memory (docs/checks.md, "The parallel collector").
 _DRIVER_JVM = ("-XX:+UseParallelGC",)
+# A size as Spark reads `spark.driver.memory`: a number of MiB, or of the unit k, m, g or t that follows.
+_SPARK_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)b?\s*$", re.IGNORECASE)
+_MIB_PER_UNIT = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 ** 2}
+# Metaspace the driver may fill before its first collection for it: a 20M-event check loads
+# about 72 MB of class metadata, and each threshold the JVM's small default met on the way
+# was a full collection (two, of about 0.1 s each, in the check's first five seconds).
+_WHOLE_HEAP_METASPACE = "-XX:MetaspaceSize=160m"
 
 # Class-data sharing for either driver JVM. Spark loads and verifies thousands of classes from
 # its jars at every start; a dynamic CDS archive (JDK 13+) holds them parsed and verified,
@@ -215,6 +225,23 @@ def _remove_orphaned_archives(folder: Path) -> None:
             owner.unlink(missing_ok=True)
         except OSError:   # another user's, or removed meanwhile
             continue
+
+
+def whole_heap_options(memory: str) -> tuple[str, ...]:
+    """The driver JVM's options for a heap committed whole from the start (`-Xms` at `memory`,
+    Spark's form of a size), for a session that will fill it: nothing when `memory` is not a
+    size the JVM can be given.
+
+    Why: a large check keeps millions of rows in the heap. Started small (378 MB) and grown
+    step by step, the parallel collector resized it in full collections on the way: 20
+    million events from the cache, 12 full and 93 young pauses, 10.3 s with the program
+    stopped; with the heap whole from the start, 1-3 full and 76-83 young, 6.9-8.7 s
+    (docs/checks.md, "The heap whole from the start")."""
+    match = _SPARK_SIZE.match(memory)
+    if match is None:
+        return ()
+    mib = int(int(match.group(1)) * _MIB_PER_UNIT[match.group(2).lower()])
+    return (f"-Xms{mib}m", _WHOLE_HEAP_METASPACE) if mib >= 1 else ()
 
 
 def _driver_jvm_options(small_input: bool) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
@@ -324,7 +351,7 @@ def driver_memory(input_bytes: int = 0, physical_bytes: int | None = None) -> st
 
 
 def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
-              small_input: bool = False, memory: str | None = None) -> SparkSession:
+              small_input: bool = False, memory: str | None = None, whole_heap: bool = False) -> SparkSession:
     """The process's SparkSession, created on first use.
 
     Args:
@@ -338,6 +365,9 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
             (_cds_options). Ignored when a session runs.
         memory: the driver heap of a new session (`driver_memory()`); default
             `$TXNBENCH_SPARK_DRIVER_MEMORY` or 4g.
+        whole_heap: a new session's driver commits its whole heap at the start
+            (`whole_heap_options`): for a session that will fill it, a history above
+            LARGE_INPUT_MEMORY_BYTES. Ignored when a session runs.
 
     Raises:
         EnvironmentProblem: Spark could not start (usually no Java 17+), or a
@@ -382,7 +412,8 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.extraJavaOptions",
-                    " ".join([f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}", *jvm]))
+                    " ".join([f"-Dlog4j2.configurationFile=file:{_log4j_config_file()}", *jvm,
+                              *(whole_heap_options(memory) if whole_heap else ())]))
             .config("spark.sql.session.timeZone", "UTC")
             # PySpark's DataFrame debugging wraps every `functions.*` call in five extra py4j
             # round trips (it records the Python call site for error messages): 18,000 of the

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -61,3 +64,28 @@ def test_the_driver_collects_garbage_with_the_parallel_collector(spark: SparkSes
     assert jvm is not None
     beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
     assert {bean.getName() for bean in beans} == {"PS Scavenge", "PS MarkSweep"}
+
+
+# Its own process: the tests' session is started once, without the option.
+_WHOLE_HEAP_SESSION = """
+import json
+from analysis.spark import get_spark, stop_spark
+spark = get_spark(memory="1g", whole_heap=True)
+jvm = spark.sparkContext._jvm
+arguments = [str(a) for a in jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()]
+committed = int(jvm.java.lang.Runtime.getRuntime().totalMemory())
+stop_spark()
+print(json.dumps({"arguments": arguments, "committed": committed}))
+"""
+
+
+def test_a_session_asked_for_its_whole_heap_starts_with_it_committed() -> None:
+    # A 20M-event check grown from a small heap paid a dozen full collections on the way; the
+    # JVM refuses to start when the initial heap exceeds the maximum, so the two must agree.
+    done = subprocess.run([sys.executable, "-c", _WHOLE_HEAP_SESSION], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "-Xms1024m" in report["arguments"] and "-Xmx1g" in report["arguments"]
+    # Committed from the start (without the option the JVM starts at a 64th of the machine's memory).
+    assert report["committed"] > 900 * 1024 ** 2
