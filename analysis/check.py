@@ -61,9 +61,9 @@ from analysis.model import (
 )
 from analysis.spark import (
     DRIVER_MEMORY_ENV,
-    LARGE_INPUT_MEMORY_BYTES,
     SMALL_INPUT_BYTES,
     driver_memory,
+    fills_large_heap,
     get_spark,
     tune_for_input,
 )
@@ -471,7 +471,7 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     say("starting Spark")
     memory = driver_memory(size)
     spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory,
-                      whole_heap=size > LARGE_INPUT_MEMORY_BYTES)
+                      whole_heap=fills_large_heap(size))
     say.label_jobs(spark)
     try:
         return _check(spark, run, size, stall, say, started, out, integrity)

@@ -21,6 +21,7 @@ Public API (stable; other analysis modules build on it):
               whole_heap=False) -> SparkSession
     whole_heap_options(memory) -> tuple[str, ...]  (the driver JVM's options for a heap committed whole)
     driver_memory(input_bytes=0) -> str          (the driver heap for that much history)
+    fills_large_heap(input_bytes) -> bool        (a history given the large heap, committed whole)
     resolve_master(master=None) -> str
     size_shuffle_partitions(spark, input_bytes) -> int
     tune_for_input(spark, input_bytes) -> int     (partitions + small-input mode)
@@ -235,7 +236,7 @@ def whole_heap_options(memory: str) -> tuple[str, ...]:
     Why: a large check keeps millions of rows in the heap. Started small (378 MB) and grown
     step by step, the parallel collector resized it in full collections on the way: 20
     million events from the cache, 12 full and 93 young pauses, 10.3 s with the program
-    stopped; with the heap whole from the start, 1-3 full and 76-83 young, 6.9-8.7 s
+    stopped; with the heap whole from the start, 1 full and 76-82 young, 6.2-6.9 s
     (docs/checks.md, "The heap whole from the start")."""
     match = _SPARK_SIZE.match(memory)
     if match is None:
@@ -329,6 +330,12 @@ def _is_alive(session: SparkSession) -> bool:
         return False
 
 
+def fills_large_heap(input_bytes: int) -> bool:
+    """Whether a check of `input_bytes` of history gets the large driver heap (`driver_memory`),
+    and fills it, so its session asks for it whole (`get_spark(whole_heap=...)`)."""
+    return input_bytes > LARGE_INPUT_MEMORY_BYTES
+
+
 def driver_memory(input_bytes: int = 0, physical_bytes: int | None = None) -> str:
     """The driver heap for a session that reads `input_bytes` of history.
 
@@ -339,7 +346,7 @@ def driver_memory(input_bytes: int = 0, physical_bytes: int | None = None) -> st
     chosen = os.environ.get(DRIVER_MEMORY_ENV)
     if chosen:
         return chosen
-    if input_bytes <= LARGE_INPUT_MEMORY_BYTES:
+    if not fills_large_heap(input_bytes):
         return DEFAULT_DRIVER_MEMORY
     if physical_bytes is None:
         try:

@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     from analysis.history_io import load_run
     from analysis.model import pair_operations
     from analysis.spark import (
-        LARGE_INPUT_MEMORY_BYTES,
         driver_memory,
+        fills_large_heap,
         get_spark,
         stop_spark,
         tune_for_input,
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
               "history/ holds the load's *.jsonl files", file=sys.stderr)
         return 2
     try:
-        spark = get_spark(args.master, memory=driver_memory(size), whole_heap=size > LARGE_INPUT_MEMORY_BYTES)
+        spark = get_spark(args.master, memory=driver_memory(size), whole_heap=fills_large_heap(size))
         tune_for_input(spark, size)
         session_s, session_cpu = time.monotonic() - started, _driver_cpu_s(spark)
         loading_started = time.monotonic()
