@@ -20,7 +20,7 @@ same either way). With `pairs_dir`, the same pass pairs the operations
 Public API:
 
     NotConvertible                      (why Spark has to convert this history)
-    Converted                           (rows written, writers intact)
+    Converted                           (rows written, writers intact, validated)
     convert(files, torn, out_dir, *, chunk_bytes=..., pairs_dir=None) -> Converted
 """
 
@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from analysis.columnar_overview import Overview, Validated
 from analysis.columnar_pairs import NotPairable, Pairing
 from harness.history.schema import FIELDS
 
@@ -86,10 +87,14 @@ class NotConvertible(Exception):
 class Converted:
     """What `convert` wrote: `rows`; and whether every writer's lines were seen to be its indexes
     0, 1, 2 ... in order with a clock that never went back (`writers_intact`, known only where the
-    lines were paired), so validation may skip its window over each writer."""
+    lines were paired), so validation may skip its window over each writer; and, where both hold,
+    what validating the copy would have found (`validated`)."""
 
     rows: int
     writers_intact: bool
+    validated: Validated | None = None
+    """The lines' validation and overview (analysis.columnar_overview), when every line kept the
+    rules and every writer was seen intact: then Spark need not read the copy to validate it."""
 
 
 def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
@@ -111,6 +116,7 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
         pairs_dir.mkdir(parents=True, exist_ok=True)
         pairing = Pairing()
     rows = part = 0
+    overview = Overview()
     # Three stages at once: the next chunk is parsed (Arrow, outside the GIL) while this one is
     # paired (Python) and the one before is written (Arrow, outside the GIL). One after the other
     # they kept about one core busy.
@@ -128,6 +134,7 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
         for path in files:
             for table in _parsed(parser, _chunks(path, torn.get(path), chunk_bytes), path.name):
                 pairs = None
+                overview.add(table)
                 if pairing is not None:
                     try:
                         pairs = pairing.add(table)
@@ -149,7 +156,8 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
     # Arrow's allocator keeps freed memory for reuse; the check's JVM needs it next. Measured on
     # 20 million events: the process held 0.51 GiB after converting, 0.23 GiB after this.
     pa.default_memory_pool().release_unused()
-    return Converted(rows, pairing is not None and pairing.writers_intact)
+    intact = pairing is not None and pairing.writers_intact
+    return Converted(rows, intact, overview.result() if intact else None)
 
 
 def _parsed(parser: ThreadPoolExecutor, chunks: Iterator[bytearray], file_name: str) -> Iterator[pa.Table]:

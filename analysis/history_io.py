@@ -30,7 +30,9 @@ where it cannot be sure to read a file as Spark's reader would, Spark's reader d
 and its validation names the bad line. Arrow's conversion also pairs the operations as
 it streams the lines (analysis.columnar_pairs) into `analysis/history.pairs.parquet/`,
 so a large check pairs without a shuffle (`LoadedHistory.pairs`); each part holds one
-row group per kind of operation, so a read of one kind skips the rest. The fingerprint's
+row group per kind of operation, so a read of one kind skips the rest. Where every line
+keeps validation's rules and every writer is intact, the conversion's own validation and
+overview (analysis.columnar_overview) stand in for Spark's pass over the copy. The fingerprint's
 file also keeps the summary the caller asked for (with the text of its aggregates), so a
 later load asking for the same needs no pass over the rows. Smaller histories
 are read straight from JSONL and cached in memory.
@@ -60,19 +62,22 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from analysis.model import LEAN_PAIR_COLUMNS, OPS_COLUMNS, SINGLE_FS
+from analysis.model import LEAN_PAIR_COLUMNS, OPS_COLUMNS, SINGLE_FS, overview_aggregates
 from analysis.spark import SMALL_INPUT_BYTES
 from harness.errors import TxnbenchError
 from harness.history.reader import HistoryFormatError, history_files
 from harness.history.schema import FIELDS, SCHEMA_VERSION, OpF, OpType
 from harness.results import RunDir, read_json, write_json_atomic
+
+if TYPE_CHECKING:   # Arrow's modules load only where a history is converted (see _convert)
+    from analysis.columnar_overview import Validated
 
 __all__ = [
     "HISTORY_SCHEMA", "PARQUET_MIN_BYTES", "HistoryFacts", "HistoryFormatError", "LoadedHistory",
@@ -576,17 +581,25 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         for stale in (tmp, tmp_pairs):
             shutil.rmtree(stale, ignore_errors=True)
         cache_dir.mkdir(parents=True, exist_ok=True)
-        writers_intact = _convert(spark, files, torn, tmp, say, pairs_dir=tmp_pairs)
+        writers_intact, validated = _convert(spark, files, torn, tmp, say, pairs_dir=tmp_pairs)
+        first_ns: int | None
+        last_ns: int | None
         staged = spark.read.parquet(str(tmp))
-        say("validating the history")
-        try:
-            lines, first_ns, last_ns, row = validate_and_summarize(staged, directory=history_dir, windows=windows,
-                                                                   summary=summary, together=single,
-                                                                   writers_intact=writers_intact)
-        except HistoryFormatError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.rmtree(tmp_pairs, ignore_errors=True)
-            raise
+        if validated is not None and (not summary or _summary_key(windows, summary) == _overview_key()):
+            # Every line kept validation's rules as it was converted, and the overview asked for is the
+            # one the conversion gathered: no pass over the copy (analysis.columnar_overview).
+            lines, row = validated.lines, _as_row(validated.row)
+            first_ns, last_ns = validated.first_ns, validated.last_ns
+        else:
+            say("validating the history")
+            try:
+                lines, first_ns, last_ns, row = validate_and_summarize(
+                    staged, directory=history_dir, windows=windows, summary=summary, together=single,
+                    writers_intact=writers_intact)
+            except HistoryFormatError:
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.rmtree(tmp_pairs, ignore_errors=True)
+                raise
         # The validated copy drops the corrupt-record column: every row is well formed.
         pairs_cache = cache_dir / PAIRS_NAME
         shutil.rmtree(cache, ignore_errors=True)
@@ -634,12 +647,13 @@ def _read_pairs(spark: SparkSession, path: Path) -> DataFrame | None:
 
 
 def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes], out: Path, say: Progress, *,
-             pairs_dir: Path) -> bool:
+             pairs_dir: Path) -> tuple[bool, Validated | None]:
     """JSONL to Parquet at `out`: with Arrow's parser (analysis.columnar), or Spark's where it cannot.
 
     Arrow's conversion pairs the operations into `pairs_dir` as it goes (where it can);
-    Spark's does not, and leaves no `pairs_dir`. True when the conversion saw every
-    writer's lines intact (analysis.columnar.Converted.writers_intact).
+    Spark's does not, and leaves no `pairs_dir`. Returns whether the conversion saw every
+    writer's lines intact (analysis.columnar.Converted.writers_intact), and, where Arrow also
+    saw every line keep validation's rules, the validation and overview it gathered.
 
     Imported here: Arrow's modules take a quarter of a second to load, which a small check,
     never converted, should not pay.
@@ -647,13 +661,20 @@ def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes],
     from analysis import columnar
 
     try:
-        return columnar.convert(files, torn, out, pairs_dir=pairs_dir).writers_intact
+        converted = columnar.convert(files, torn, out, pairs_dir=pairs_dir)
+        return converted.writers_intact, converted.validated
     except columnar.NotConvertible as why:
         say(f"converting with Spark's JSON reader instead ({why})")
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(pairs_dir, ignore_errors=True)
     _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True).write.parquet(str(out))
-    return False
+    return False, None
+
+
+def _overview_key() -> str:
+    """The summary key of `overview_aggregates()` alone: what a large check asks of the pass that
+    validates, and what Arrow's conversion gathers in its stead (analysis.columnar_overview)."""
+    return _summary_key(None, overview_aggregates())
 
 
 def _summary_key(windows: Mapping[str, Column] | None, summary: Sequence[Column]) -> str:

@@ -148,13 +148,15 @@ def test_a_history_spark_converts_loads_without_pairs(spark: SparkSession, tmp_p
 ])
 def test_a_converted_writer_with_a_gap_or_a_clock_going_back_is_still_refused(
         spark: SparkSession, tmp_path: Path, change: Any, problem: str) -> None:
-    """The stream notes an intact writer so validation may skip its window; a broken one it leaves to it."""
+    """The stream notes an intact writer so validation may skip its window; a broken one it leaves to it,
+    also where the conversion's overview would stand in for validation's pass (a large check's request)."""
     history = tmp_path / "history"
     history.mkdir()
     lines = [_line("w", i, "p/1", "send", ("invoke", "ok")[i % 2], value=f"v{i // 2}") for i in range(8)]
     (history / "w.jsonl").write_text("\n".join(change(lines)) + "\n")
     with pytest.raises(HistoryFormatError, match=problem):
-        load_history(spark, history, cache_dir=tmp_path / "analysis", parquet_min_bytes=0)
+        load_history(spark, history, cache_dir=tmp_path / "analysis", parquet_min_bytes=0,
+                     summary=overview_aggregates())
 
 
 def test_the_stream_says_whether_every_writer_is_intact(tmp_path: Path) -> None:

@@ -1,0 +1,115 @@
+"""A converted history's validation and overview, gathered while Arrow converts it.
+
+Why: after Arrow's conversion (analysis.columnar), Spark read the whole copy once more to
+validate it and to gather the overview the check plans with (analysis.model's
+`overview_aggregates`): 12 s of a 20-million-event check from JSONL, whose goal is 150 s
+(docs/checks.md). Every chunk passes through the converter's main thread anyway, and what
+that pass computes is a few counts, a time span, the phase events, and whether any line
+breaks a rule: vectorised Arrow work on columns already in memory.
+
+This is not a second judge. It answers only when every line keeps every rule of
+analysis.history_io's validation (`_problem_condition`: the required fields present, schema
+1, a known `type` and `f`, single events `ok`); one line that does not, and it gives no
+answer, so the caller runs Spark's validation, which names the line as before. The rules of
+each writer's indexes and clock are the pairing's (analysis.columnar_pairs'
+`writers_intact`). Its overview is the row of `overview_aggregates()` as the Parquet cache's
+metadata keeps it (`Row.asDict(recursive=True)`): tests/spark/test_columnar_overview.py
+compares the two on the same histories.
+
+Public API:
+
+    Overview().add(table); .result() -> Validated | None    (None: Spark validates)
+    Validated                                                (lines, first_ns, last_ns, row)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analysis.model import SINGLE_FS
+from harness.history.schema import SCHEMA_VERSION, OpF, OpType
+
+__all__ = ["Overview", "Validated"]
+
+_REQUIRED = ("writer", "process", "index", "time_ns", "type", "f")
+_TYPES = pa.array([t.value for t in OpType], pa.string())
+_KINDS = pa.array([f.value for f in OpF], pa.string())
+_SINGLES = pa.array(SINGLE_FS, pa.string())
+# The fields of a phase in `overview_aggregates()`'s `phases`, in its order.
+_PHASE_FIELDS = ("time_ns", "writer", "index", "phase", "extra", "topic", "subscription")
+# The counts of `overview_aggregates()`, each the `f` it counts.
+_KIND_COUNTS = (("sends", OpF.SEND), ("acks", OpF.ACK), ("receives", OpF.RECEIVE), ("reads", OpF.READ),
+                ("txn_states", OpF.TXN_STATE))
+
+
+@dataclass(frozen=True)
+class Validated:
+    """Every line kept every rule: `lines` of them from `first_ns` to `last_ns`, and `row`, the
+    overview as the cache's metadata keeps `overview_aggregates()`'s row."""
+
+    lines: int
+    first_ns: int
+    last_ns: int
+    row: dict[str, Any]
+
+
+def _count(mask: pa.ChunkedArray | pa.Array) -> int:
+    """Rows where `mask` is true (null counts as false, as `when(cond, 1).otherwise(0)` does)."""
+    return int(pc.sum(pc.fill_null(mask, False).cast(pa.int64())).as_py() or 0)
+
+
+class Overview:
+    """The validation and overview of the tables `add` is given, in any order."""
+
+    def __init__(self) -> None:
+        self._valid = True
+        self._lines = 0
+        self._first_ns: int | None = None
+        self._last_ns: int | None = None
+        self._counts = {name: 0 for name in ("events", "ctp_sends", "cumulative_acks", "acks_without_topic",
+                                             *(name for name, _ in _KIND_COUNTS))}
+        self._phases: list[dict[str, Any]] = []
+
+    def add(self, table: pa.Table) -> None:
+        """Count `table`'s lines (analysis.columnar's columns); a line breaking a rule ends the answer."""
+        if not self._valid or not table.num_rows:
+            return
+        kind, typ = table.column("f"), table.column("type")
+        problem = pc.or_kleene(pc.not_equal(table.column("schema"), SCHEMA_VERSION),
+                               pc.invert(pc.is_in(typ, value_set=_TYPES)))
+        problem = pc.or_kleene(problem, pc.invert(pc.is_in(kind, value_set=_KINDS)))
+        problem = pc.or_kleene(problem, pc.and_kleene(pc.is_in(kind, value_set=_SINGLES),
+                                                      pc.not_equal(typ, OpType.OK.value)))
+        missing = any(table.column(name).null_count for name in (*_REQUIRED, "schema"))
+        # With every field present, each test above is true or false, never null.
+        if missing or pc.any(problem).as_py():
+            self._valid = False
+            return
+        self._lines += table.num_rows
+        times = pc.min_max(table.column("time_ns")).as_py()
+        self._first_ns = times["min"] if self._first_ns is None else min(self._first_ns, times["min"])
+        self._last_ns = times["max"] if self._last_ns is None else max(self._last_ns, times["max"])
+        counts = self._counts
+        counts["events"] += table.num_rows
+        for name, counted in _KIND_COUNTS:
+            counts[name] += _count(pc.equal(kind, counted.value))
+        sends = pc.equal(kind, OpF.SEND.value)
+        counts["ctp_sends"] += _count(pc.and_(sends, pc.greater(pc.list_value_length(table.column("inputs")), 0)))
+        acks = pc.equal(kind, OpF.ACK.value)
+        counts["cumulative_acks"] += _count(pc.and_kleene(acks, table.column("cumulative")))
+        counts["acks_without_topic"] += _count(pc.and_(acks, pc.is_null(table.column("topic"))))
+        phases = table.filter(pc.equal(kind, OpF.PHASE.value))
+        if phases.num_rows:
+            self._phases.extend(phases.select(list(_PHASE_FIELDS)).to_pylist())
+
+    def result(self) -> Validated | None:
+        """What the lines added say; None when one broke a rule, or there were none: then Spark's
+        validation decides (and names the line)."""
+        if not self._valid or self._first_ns is None or self._last_ns is None:
+            return None
+        row = {"first_ns": self._first_ns, "last_ns": self._last_ns, "phases": self._phases, **self._counts}
+        return Validated(self._lines, self._first_ns, self._last_ns, row)
