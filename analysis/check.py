@@ -53,10 +53,11 @@ from analysis.checks.context import (
 )
 from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
 from analysis.model import (
+    FIRST_UNCLAIMED,
+    first_unclaimed,
     overview_aggregates,
     overview_from_row,
     pair_operations,
-    unclaimed_completion,
     union_all,
 )
 from analysis.spark import (
@@ -504,11 +505,10 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
     small = size <= SMALL_INPUT_BYTES
     # The overview (phases, drain, counts) comes from the pass that validates the history; on a
     # small history so does the search for completions no invocation claims (one Spark job).
-    first_orphan = F.min(F.when(F.col("_unclaimed"), F.struct("writer", "index", "process", "f", "type")))
+    unclaimed, first_orphan = first_unclaimed()
     try:
-        loaded = load_run(spark, run.path, progress=say,
-                          windows={"_unclaimed": unclaimed_completion()} if small else None,
-                          summary=[*overview_aggregates(), *([first_orphan.alias("_first_orphan")] if small else [])])
+        loaded = load_run(spark, run.path, progress=say, windows=unclaimed if small else None,
+                          summary=[*overview_aggregates(), *([first_orphan] if small else [])])
     except HistoryFormatError as err:
         failed = _unknown_results(run, {"directory": str(run.history_dir), "bytes": size,
                                         "integrity": integrity}, str(err), started, stall, spark_master)
@@ -520,7 +520,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
     if small:
         # prepare() keeps the pairs as a local checkpoint (a leaf plan), which keeps every later plan small.
         pairs = loaded.pairs if loaded.pairs is not None else pair_operations(loaded.ops, lean=True)
-        orphan = loaded.summary["_first_orphan"]
+        orphan = loaded.summary[FIRST_UNCLAIMED]
     else:
         # Paired by Arrow as it converted the history (analysis.columnar_pairs), else here: a shuffle.
         pairs = (loaded.pairs if loaded.pairs is not None else

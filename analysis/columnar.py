@@ -138,6 +138,7 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
                 if pairing is not None:
                     try:
                         pairs = pairing.add(table)
+                        overview.add_operations(pairs)
                     except NotPairable:
                         pairing = None
                         if writing is not None:
@@ -150,7 +151,9 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
             if progress is not None:
                 progress(f"converted {path.name} ({rows:,} lines so far)")
         if pairing is not None:
-            write(None, pairing.finish())
+            last = pairing.finish()
+            overview.add_operations(last)
+            write(None, last)
         if writing is not None:
             writing.result()
     # Arrow's allocator keeps freed memory for reuse; the check's JVM needs it next. Measured on

@@ -19,8 +19,8 @@ compares the two on the same histories.
 
 Public API:
 
-    Overview().add(table); .result() -> Validated | None    (None: Spark validates)
-    Validated                                                (lines, first_ns, last_ns, row)
+    Overview().add(table); .add_operations(pairs); .result() -> Validated | None   (None: Spark validates)
+    Validated                                       (lines, first_ns, last_ns, row, first_unclaimed)
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ _KINDS = pa.array([f.value for f in OpF], pa.string())
 _SINGLES = pa.array(SINGLE_FS, pa.string())
 # The fields of a phase in `overview_aggregates()`'s `phases`, in its order.
 _PHASE_FIELDS = ("time_ns", "writer", "index", "phase", "extra", "topic", "subscription")
+# The fields of `first_unclaimed()`'s struct, in its order (Spark orders structs field by field, and
+# strings by their UTF-8 bytes, which is the order of Python's comparison of the same strings).
+_UNCLAIMED_FIELDS = ("writer", "index", "process", "f", "type")
 # The counts of `overview_aggregates()`, each the `f` it counts.
 _KIND_COUNTS = (("sends", OpF.SEND), ("acks", OpF.ACK), ("receives", OpF.RECEIVE), ("reads", OpF.READ),
                 ("txn_states", OpF.TXN_STATE))
@@ -56,6 +59,9 @@ class Validated:
     first_ns: int
     last_ns: int
     row: dict[str, Any]
+    first_unclaimed: dict[str, Any] | None = None
+    """The least (writer, index, process, f, type) of the completions no invocation claims (the
+    pairing's orphans), as analysis.model's `first_unclaimed()` gives it; None when there is none."""
 
 
 def _count(mask: pa.ChunkedArray | pa.Array) -> int:
@@ -74,6 +80,7 @@ class Overview:
         self._counts = {name: 0 for name in ("events", "ctp_sends", "cumulative_acks", "acks_without_topic",
                                              *(name for name, _ in _KIND_COUNTS))}
         self._phases: list[dict[str, Any]] = []
+        self._first_unclaimed: tuple[str, int, str, str, str] | None = None
 
     def add(self, table: pa.Table) -> None:
         """Count `table`'s lines (analysis.columnar's columns); a line breaking a rule ends the answer."""
@@ -107,10 +114,21 @@ class Overview:
         if phases.num_rows:
             self._phases.extend(phases.select(list(_PHASE_FIELDS)).to_pylist())
 
+    def add_operations(self, pairs: pa.Table) -> None:
+        """Note the pairing's orphans among `pairs` (analysis.columnar_pairs' rows): the completions
+        no invocation claims, of which the least (writer, index, process, f, type) is kept."""
+        orphans = pairs.filter(pc.fill_null(pairs.column("orphan"), False))
+        for row in orphans.select(list(_UNCLAIMED_FIELDS)).to_pylist():
+            found = tuple(row[name] for name in _UNCLAIMED_FIELDS)
+            if self._first_unclaimed is None or found < self._first_unclaimed:
+                self._first_unclaimed = found
+
     def result(self) -> Validated | None:
         """What the lines added say; None when one broke a rule, or there were none: then Spark's
         validation decides (and names the line)."""
         if not self._valid or self._first_ns is None or self._last_ns is None:
             return None
         row = {"first_ns": self._first_ns, "last_ns": self._last_ns, "phases": self._phases, **self._counts}
-        return Validated(self._lines, self._first_ns, self._last_ns, row)
+        first = (dict(zip(_UNCLAIMED_FIELDS, self._first_unclaimed, strict=True))
+                 if self._first_unclaimed is not None else None)
+        return Validated(self._lines, self._first_ns, self._last_ns, row, first)

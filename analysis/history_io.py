@@ -69,7 +69,14 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from analysis.model import LEAN_PAIR_COLUMNS, OPS_COLUMNS, SINGLE_FS, overview_aggregates
+from analysis.model import (
+    FIRST_UNCLAIMED,
+    LEAN_PAIR_COLUMNS,
+    OPS_COLUMNS,
+    SINGLE_FS,
+    first_unclaimed,
+    overview_aggregates,
+)
 from analysis.spark import SMALL_INPUT_BYTES
 from harness.errors import TxnbenchError
 from harness.history.reader import HistoryFormatError, history_files
@@ -585,10 +592,11 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         first_ns: int | None
         last_ns: int | None
         staged = spark.read.parquet(str(tmp))
-        if validated is not None and (not summary or _summary_key(windows, summary) == _overview_key()):
-            # Every line kept validation's rules as it was converted, and the overview asked for is the
-            # one the conversion gathered: no pass over the copy (analysis.columnar_overview).
-            lines, row = validated.lines, _as_row(validated.row)
+        gathered = _gathered_summary(validated, windows, summary) if validated is not None else None
+        if validated is not None and (gathered is not None or not summary):
+            # Every line kept validation's rules as it was converted, and the summary asked for is one
+            # the conversion gathered: no pass over the copy (analysis.columnar_overview).
+            lines, row = validated.lines, gathered
             first_ns, last_ns = validated.first_ns, validated.last_ns
         else:
             say("validating the history")
@@ -612,7 +620,8 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         shutil.rmtree(tmp_pairs, ignore_errors=True)
         write_json_atomic(meta_path, {"fingerprint": fingerprint, "lines": lines,
                                       "first_ns": first_ns, "last_ns": last_ns, "pairs": paired,
-                                      **({"summary": _kept_summary(row, windows, summary)} if summary else {})})
+                                      **({"summary": _kept_summary(row, windows, summary)}
+                                         if summary and row is not None else {})})
         ops = spark.read.parquet(str(cache)).select(*OPS_COLUMNS)
         facts = HistoryFacts(str(history_dir), names, total_bytes, lines, torn_names, first_ns, last_ns,
                              "parquet")
@@ -671,10 +680,18 @@ def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes],
     return False, None
 
 
-def _overview_key() -> str:
-    """The summary key of `overview_aggregates()` alone: what a large check asks of the pass that
-    validates, and what Arrow's conversion gathers in its stead (analysis.columnar_overview)."""
-    return _summary_key(None, overview_aggregates())
+def _gathered_summary(validated: Validated, windows: Mapping[str, Column] | None,
+                      summary: Sequence[Column]) -> Row | None:
+    """The summary asked for, as Arrow's conversion gathered it (analysis.columnar_overview), when it
+    is one the conversion gathers: the overview alone (a large check's), or with the first completion
+    no invocation claims (a small check's); else None, and Spark's pass computes it."""
+    key = _summary_key(windows, summary)
+    if key == _summary_key(None, overview_aggregates()):
+        return _as_row(validated.row)
+    unclaimed, first = first_unclaimed()
+    if key == _summary_key(unclaimed, [*overview_aggregates(), first]):
+        return _as_row({**validated.row, FIRST_UNCLAIMED: validated.first_unclaimed})
+    return None
 
 
 def _summary_key(windows: Mapping[str, Column] | None, summary: Sequence[Column]) -> str:

@@ -33,6 +33,7 @@ Public API (stable; analysis.checks, analysis.perf and analysis.check build on i
     overview(ops) -> HistoryOverview   (phases, drain, time span, counts: one job)
     overview_aggregates() -> list[Column];  overview_from_row(row) -> HistoryOverview  (the same, in a caller's pass)
     unclaimed_completion() -> Column   (a window column: a completion no invocation claims)
+    first_unclaimed() -> (windows, Column)   (the first such completion, UNCLAIMED, FIRST_UNCLAIMED)
     drain_info(ops) -> DrainInfo;  lost_run_of(drain, topic, segment, msg_id)
     phase_marks(ops) -> tuple[PhaseMark, ...]
     final_reads(ops) -> DataFrame;  live_reads(ops) -> DataFrame;  receives(ops) -> DataFrame
@@ -59,11 +60,44 @@ from harness.history.positions import ledger_entry
 from harness.history.schema import FIELDS, LIVE_DRAIN_WRITER, PHASE_DRAIN_COMPLETE, OpF, OpType
 
 __all__ = [
-    "ABORTED", "CLIENT", "COMMITTED", "LEAN_PAIR_COLUMNS", "NO_COMMIT", "OPS_COLUMNS", "PAIR_COLUMNS",
-    "REDELIVERY", "ROWS_BOUND", "SINGLE_FS", "TXN_COLUMNS", "UNKNOWN", "UNKNOWN_ABORTED", "UNKNOWN_COMMITTED", "VISIBILITY",
-    "DrainInfo", "HistoryOverview", "PhaseMark", "drain_info", "final_reads", "live_reads", "logical", "logical_topic",
-    "lost_run_of", "one_partition", "overview", "overview_aggregates", "overview_from_row", "pair_operations",
-    "phase_marks", "receives", "transaction_outcomes", "unclaimed_completion", "union_all", "visible_values",
+    "ABORTED",
+    "CLIENT",
+    "COMMITTED",
+    "FIRST_UNCLAIMED",
+    "LEAN_PAIR_COLUMNS",
+    "NO_COMMIT",
+    "OPS_COLUMNS",
+    "PAIR_COLUMNS",
+    "REDELIVERY",
+    "ROWS_BOUND",
+    "SINGLE_FS",
+    "TXN_COLUMNS",
+    "UNCLAIMED",
+    "UNKNOWN",
+    "UNKNOWN_ABORTED",
+    "UNKNOWN_COMMITTED",
+    "VISIBILITY",
+    "DrainInfo",
+    "HistoryOverview",
+    "PhaseMark",
+    "drain_info",
+    "final_reads",
+    "first_unclaimed",
+    "live_reads",
+    "logical",
+    "logical_topic",
+    "lost_run_of",
+    "one_partition",
+    "overview",
+    "overview_aggregates",
+    "overview_from_row",
+    "pair_operations",
+    "phase_marks",
+    "receives",
+    "transaction_outcomes",
+    "unclaimed_completion",
+    "union_all",
+    "visible_values",
 ]
 
 # Events that are complete on their own: one line, always `ok`.
@@ -325,6 +359,21 @@ def unclaimed_completion() -> Column:
     prv = F.lag(F.struct("type", "f")).over(w)
     claimed = prv.isNotNull() & (prv["type"] == OpType.INVOKE.value) & (prv["f"] == F.col("f"))
     return ~single & (F.col("type") != OpType.INVOKE.value) & ~F.coalesce(claimed, F.lit(False))
+
+
+UNCLAIMED, FIRST_UNCLAIMED = "_unclaimed", "_first_orphan"
+
+
+def first_unclaimed() -> tuple[dict[str, Column], Column]:
+    """(windows, aggregate) finding the first completion no invocation claims: the window column
+    `UNCLAIMED` (`unclaimed_completion`) and, over rows carrying it, `FIRST_UNCLAIMED`, the least
+    (writer, index, process, f, type) of those completions as a struct, null when there is none.
+
+    For a pass over the ops that does not pair them (a small check's validating pass): the
+    check refuses a history with such a completion. Arrow's conversion finds the same completion
+    as it pairs (analysis.columnar_overview), and gives it where this is asked for."""
+    first = F.min(F.when(F.col(UNCLAIMED), F.struct("writer", "index", "process", "f", "type")))
+    return {UNCLAIMED: unclaimed_completion()}, first.alias(FIRST_UNCLAIMED)
 
 
 def visible_values(reads: DataFrame) -> DataFrame:

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 import analysis.history_io as history_io
 from analysis.columnar import convert
 from analysis.history_io import HistoryFormatError, load_history, torn_tail, validate_and_summarize
-from analysis.model import overview_aggregates, overview_from_row
+from analysis.model import FIRST_UNCLAIMED, first_unclaimed, overview_aggregates, overview_from_row
 from harness.history.reader import history_files
 from tools.synth import SynthConfig, generate
 
@@ -130,3 +130,49 @@ def test_a_summary_other_than_the_overview_is_still_computed_by_spark(spark: Spa
                           summary=[*overview_aggregates(), F.max("index").alias("top")])
     assert validations == [1]
     assert loaded.summary is not None and loaded.summary["top"] > 0
+
+
+def _small_check_summary() -> tuple[dict[str, Any], list[Any]]:
+    """What a small check asks of the validating pass: the overview and the first unclaimed completion."""
+    unclaimed, first = first_unclaimed()
+    return unclaimed, [*overview_aggregates(), first]
+
+
+@pytest.mark.parametrize("orphans", [(), (4,), (4, 1)])
+def test_the_first_unclaimed_completion_is_the_one_spark_finds(spark: SparkSession, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               orphans: tuple[int, ...]) -> None:
+    """A small check asks for the first completion no invocation claims; the conversion's pairing
+    finds it (its orphans) without Spark's window over the copy."""
+    run = tmp_path / "run"
+    generate(SynthConfig(events=2_000, writers=2, seed=6), run, jobs=1)
+    for writer, line in zip(("w1", "w0"), orphans, strict=False):   # an invocation removed: its completion unclaimed
+        path = run / "history" / f"{writer}.jsonl"
+        lines = path.read_text().splitlines()
+        records = [json.loads(text) for text in lines]
+        at = next(i for i in range(line, len(records)) if records[i]["type"] == "invoke"
+                  and records[i]["f"] not in ("receive", "read", "phase", "txn-state"))
+        del records[at]
+        for later in records[at:]:
+            later["index"] -= 1
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    windows, summary = _small_check_summary()
+    expected = load_history(spark, run / "history", windows=windows, summary=summary)   # Spark's reading
+    validations: list[int] = []
+    real = history_io.validate_and_summarize
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        validations.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(history_io, "validate_and_summarize", counted)
+    windows, summary = _small_check_summary()
+    loaded = load_history(spark, run / "history", cache_dir=tmp_path / "analysis", parquet_min_bytes=0,
+                          windows=windows, summary=summary)
+    assert validations == []
+    assert loaded.summary is not None and expected.summary is not None
+    found, wanted = loaded.summary[FIRST_UNCLAIMED], expected.summary[FIRST_UNCLAIMED]
+    assert (found.asDict() if found is not None else None) == (wanted.asDict() if wanted is not None else None)
+    assert (wanted is not None) == bool(orphans)
+    assert overview_from_row(loaded.summary) == overview_from_row(expected.summary)
+    expected.release()
