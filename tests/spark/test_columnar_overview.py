@@ -175,4 +175,10 @@ def test_the_first_unclaimed_completion_is_the_one_spark_finds(spark: SparkSessi
     assert (found.asDict() if found is not None else None) == (wanted.asDict() if wanted is not None else None)
     assert (wanted is not None) == bool(orphans)
     assert overview_from_row(loaded.summary) == overview_from_row(expected.summary)
+    windows, summary = _small_check_summary()
+    again = load_history(spark, run / "history", cache_dir=tmp_path / "analysis", parquet_min_bytes=0,
+                         windows=windows, summary=summary)     # from the cache, with the summary it kept
+    assert again.facts.source == "parquet-cache" and again.summary is not None
+    kept = again.summary[FIRST_UNCLAIMED]
+    assert (kept.asDict() if kept is not None else None) == (wanted.asDict() if wanted is not None else None)
     expected.release()
