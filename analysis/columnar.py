@@ -254,13 +254,36 @@ def _lines(chunk: bytes | bytearray) -> pa.StringArray:
     return lines
 
 
+def _without_blank_lines(lines: pa.StringArray, chunk: bytes | bytearray) -> pa.StringArray:
+    """`lines` but those of spaces only: Spark's reading keeps a line unless it is blank (`trim`),
+    and Arrow's parser skips blank lines, so the two are counted alike.
+
+    A line that starts with `{` (every line the recorder writes) is not blank: the pattern runs
+    only on the others, and the lines are copied only where one is blank. Testing every line
+    with the pattern and copying them all was 5.4 s of converting's CPU at 20 million events.
+    """
+    starts = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + len(lines)]
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    opens = np.zeros(len(starts), dtype=bool)
+    inside = starts < len(data)     # an empty last line starts at the end
+    opens[inside] = data[starts[inside]] == ord("{")
+    others = np.flatnonzero(~opens)
+    if not len(others):
+        return lines
+    # Anchored at the start, the pattern stops at a line's first other character: no trimmed copy.
+    blank = pc.match_substring_regex(lines.take(pa.array(others)), _BLANK_LINE).to_numpy(zero_copy_only=False)
+    if not blank.any():
+        return lines
+    keep = np.ones(len(lines), dtype=bool)
+    keep[others[blank]] = False
+    return lines.filter(pa.array(keep))
+
+
 def _table(chunk: bytes | bytearray, file_name: str) -> pa.Table:
     if b"\r" in chunk:
         raise NotConvertible(f"{file_name}: carriage returns (Spark's reader splits lines on them)")
     lines = _lines(chunk)
-    # Spark's reading keeps a line unless it is spaces only (`trim`); Arrow's skips blank lines.
-    # A pattern anchored at the start stops at a line's first other character: no trimmed copy.
-    kept = lines.filter(pc.invert(pc.match_substring_regex(lines, _BLANK_LINE)))
+    kept = _without_blank_lines(lines, chunk)
     try:
         parsed = pj.read_json(
             pa.BufferReader(chunk),

@@ -169,3 +169,18 @@ def test_rows_are_written_kind_by_kind_as_a_stable_sort_by_kind_orders_them(tmp_
     assert written.to_pylist() == expected.to_pylist()
     meta = pq.ParquetFile(tmp_path / "part.parquet").metadata
     assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [2, 1, 3, 1, 2]
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":1}\n   \n\n  {"b":2}\n\t\n{"c":3}',     # blank lines among others, the last without newline
+    '{"a":1}\n{"b":2}\n',                          # none blank: the lines as they are
+    '\n',
+    '  ',
+])
+def test_blank_lines_are_the_lines_of_spaces_only(text: str) -> None:
+    """Spark keeps a line unless it is spaces only; the converter drops exactly those before
+    counting the lines against Arrow's rows (only lines not starting with `{` are looked at)."""
+    chunk = bytearray(text.encode())
+    kept = columnar._without_blank_lines(columnar._lines(chunk), chunk).to_pylist()
+    lines = columnar._lines(chunk).to_pylist()
+    assert kept == [line for line in lines if line.strip(" \n")]
