@@ -184,3 +184,24 @@ def test_blank_lines_are_the_lines_of_spaces_only(text: str) -> None:
     kept = columnar._without_blank_lines(columnar._lines(chunk), chunk).to_pylist()
     lines = columnar._lines(chunk).to_pylist()
     assert kept == [line for line in lines if line.strip(" \n")]
+
+
+@pytest.mark.parametrize("chunk_bytes", [7, 64, 1000])
+def test_the_pieces_of_a_file_are_its_lines_cut_at_newlines(tmp_path: Path, chunk_bytes: int) -> None:
+    """Pieces come from buffers reused in turn and grown by replacement: taken as they come, they
+    are the file's bytes in order, each ending at a newline, lines longer than a piece kept whole."""
+    lines = [f'{{"i":{i},"pad":"{"x" * (i * 37 % 150)}"}}\n' for i in range(60)]
+    path = tmp_path / "w.jsonl"
+    tail = b'{"i":60,"pa'
+    path.write_bytes("".join(lines).encode() + tail)
+    pieces = [bytes(piece) for piece in columnar._chunks(path, tail, chunk_bytes)]
+    assert b"".join(pieces) == "".join(lines).encode()
+    assert all(piece.endswith(b"\n") for piece in pieces)
+
+
+def test_a_carriage_return_in_any_piece_stops_the_conversion(tmp_path: Path) -> None:
+    path = tmp_path / "w.jsonl"
+    path.write_bytes(b'{"i":0}\n' * 50 + b'{"i":1}\r\n' + b'{"i":2}\n' * 50)
+    with pytest.raises(NotConvertible, match=r"w\.jsonl: carriage returns"):
+        for _ in columnar._chunks(path, None, 64):
+            pass
