@@ -35,6 +35,19 @@ def _comparable(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _counted_validations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one each time Spark's validating pass runs from here on."""
+    validations: list[int] = []
+    real = history_io.validate_and_summarize
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        validations.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(history_io, "validate_and_summarize", counted)
+    return validations
+
+
 @pytest.mark.parametrize("config", [
     SynthConfig(events=8_000, writers=3, plant=("aborted-read", "duplicate", "lost-ack"), seed=5),
     SynthConfig(events=3_000, writers=1, ack_users=4, seed=11, path="v5"),
@@ -117,14 +130,7 @@ def test_a_summary_other_than_the_overview_is_still_computed_by_spark(spark: Spa
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     run = tmp_path / "run"
     generate(SynthConfig(events=1_000, writers=1, seed=4), run, jobs=1)
-    validations: list[int] = []
-    real = history_io.validate_and_summarize
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        validations.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(history_io, "validate_and_summarize", counted)
+    validations = _counted_validations(monkeypatch)
     from pyspark.sql import functions as F
     loaded = load_history(spark, run / "history", cache_dir=tmp_path / "analysis", parquet_min_bytes=0,
                           summary=[*overview_aggregates(), F.max("index").alias("top")])
@@ -158,14 +164,7 @@ def test_the_first_unclaimed_completion_is_the_one_spark_finds(spark: SparkSessi
         path.write_text("".join(json.dumps(r) + "\n" for r in records))
     windows, summary = _small_check_summary()
     expected = load_history(spark, run / "history", windows=windows, summary=summary)   # Spark's reading
-    validations: list[int] = []
-    real = history_io.validate_and_summarize
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        validations.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(history_io, "validate_and_summarize", counted)
+    validations = _counted_validations(monkeypatch)
     windows, summary = _small_check_summary()
     loaded = load_history(spark, run / "history", cache_dir=tmp_path / "analysis", parquet_min_bytes=0,
                           windows=windows, summary=summary)
