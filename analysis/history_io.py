@@ -591,7 +591,6 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         writers_intact, validated = _convert(spark, files, torn, tmp, say, pairs_dir=tmp_pairs)
         first_ns: int | None
         last_ns: int | None
-        staged = spark.read.parquet(str(tmp))
         gathered = _gathered_summary(validated, windows, summary) if validated is not None else None
         if validated is not None and (gathered is not None or not summary):
             # Every line kept validation's rules as it was converted, and the summary asked for is one
@@ -602,7 +601,7 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
             say("validating the history")
             try:
                 lines, first_ns, last_ns, row = validate_and_summarize(
-                    staged, directory=history_dir, windows=windows, summary=summary, together=single,
+                    spark.read.parquet(str(tmp)), directory=history_dir, windows=windows, summary=summary, together=single,
                     writers_intact=writers_intact)
             except HistoryFormatError:
                 shutil.rmtree(tmp, ignore_errors=True)
