@@ -31,12 +31,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.model import SINGLE_FS
+from analysis.model import REQUIRED_FIELDS, SINGLE_FS
 from harness.history.schema import SCHEMA_VERSION, OpF, OpType
 
 __all__ = ["Overview", "Validated"]
 
-_REQUIRED = ("writer", "process", "index", "time_ns", "type", "f")
 _TYPES = pa.array([t.value for t in OpType], pa.string())
 _KINDS = pa.array([f.value for f in OpF], pa.string())
 _SINGLES = pa.array(SINGLE_FS, pa.string())
@@ -74,7 +73,6 @@ class Overview:
 
     def __init__(self) -> None:
         self._valid = True
-        self._lines = 0
         self._first_ns: int | None = None
         self._last_ns: int | None = None
         self._counts = {name: 0 for name in ("events", "ctp_sends", "cumulative_acks", "acks_without_topic",
@@ -92,12 +90,11 @@ class Overview:
         problem = pc.or_kleene(problem, pc.invert(pc.is_in(kind, value_set=_KINDS)))
         problem = pc.or_kleene(problem, pc.and_kleene(pc.is_in(kind, value_set=_SINGLES),
                                                       pc.not_equal(typ, OpType.OK.value)))
-        missing = any(table.column(name).null_count for name in (*_REQUIRED, "schema"))
+        missing = any(table.column(name).null_count for name in (*REQUIRED_FIELDS, "schema"))
         # With every field present, each test above is true or false, never null.
         if missing or pc.any(problem).as_py():
             self._valid = False
             return
-        self._lines += table.num_rows
         times = pc.min_max(table.column("time_ns")).as_py()
         self._first_ns = times["min"] if self._first_ns is None else min(self._first_ns, times["min"])
         self._last_ns = times["max"] if self._last_ns is None else max(self._last_ns, times["max"])
@@ -131,4 +128,4 @@ class Overview:
         row = {"first_ns": self._first_ns, "last_ns": self._last_ns, "phases": self._phases, **self._counts}
         first = (dict(zip(_UNCLAIMED_FIELDS, self._first_unclaimed, strict=True))
                  if self._first_unclaimed is not None else None)
-        return Validated(self._lines, self._first_ns, self._last_ns, row, first)
+        return Validated(self._counts["events"], self._first_ns, self._last_ns, row, first)

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.model import LEAN_PAIR_COLUMNS, SINGLE_FS
+from analysis.model import LEAN_PAIR_COLUMNS, REQUIRED_FIELDS, SINGLE_FS
 from harness.history.schema import OpType
 
 __all__ = ["PAIR_SCHEMA", "NotPairable", "Pairing"]
@@ -54,8 +54,6 @@ assert tuple(PAIR_SCHEMA.names) == LEAN_PAIR_COLUMNS, "PAIR_SCHEMA must follow a
 _RESULTS = ("txn", "topic", "segment", "msg_id")
 _OWN = ("subscription", "key", "value", "inputs", "cumulative")
 _EVENT_COLUMNS = ("writer", "process", "f", "type", "index", "time_ns", *_RESULTS, *_OWN)
-# Fields the window partitions or orders by, or the rule reads: validation rejects a line without them.
-_REQUIRED = ("writer", "process", "f", "type", "index", "time_ns")
 _CLAIMED = "_claimed"   # a held-back event: whether the previous event of its process claimed it
 _SINGLES = pa.array(SINGLE_FS, _STRING)
 
@@ -97,7 +95,7 @@ class Pairing:
     def add(self, table: pa.Table) -> pa.Table:
         """The operations `table` (rows of analysis.columnar's conversion) completes, as PAIR_SCHEMA rows."""
         rows = table.select(list(_EVENT_COLUMNS))
-        for name in _REQUIRED:
+        for name in REQUIRED_FIELDS:
             if rows.column(name).null_count:
                 raise NotPairable(f"a line without `{name}`")
         self._check_order(rows)

@@ -73,6 +73,7 @@ from analysis.model import (
     FIRST_UNCLAIMED,
     LEAN_PAIR_COLUMNS,
     OPS_COLUMNS,
+    REQUIRED_FIELDS,
     SINGLE_FS,
     first_unclaimed,
     overview_aggregates,
@@ -332,9 +333,8 @@ def _problem_condition(df: DataFrame) -> tuple[Column, Column]:
     """(any problem, a short description of it) for validation."""
     has_corrupt = _CORRUPT in df.columns
     corrupt = F.col(_CORRUPT).isNotNull() if has_corrupt else F.lit(False)
-    required = ("writer", "process", "index", "time_ns", "type", "f")
     missing = F.lit(False)
-    for name in required:
+    for name in REQUIRED_FIELDS:
         missing = missing | F.col(name).isNull()
     bad_schema = F.col("schema").isNull() | (F.col("schema") != SCHEMA_VERSION)
     bad_type = ~F.col("type").isin(*[t.value for t in OpType])
@@ -344,7 +344,7 @@ def _problem_condition(df: DataFrame) -> tuple[Column, Column]:
     why = (
         F.when(mistyped.isNotNull(), F.concat(F.lit("a field of the wrong type: "), mistyped))
         .when(corrupt, F.lit("not a JSON object of schema 1 (bad JSON or a field of the wrong type)"))
-        .when(missing, F.lit("a required field (writer, process, index, time_ns, type, f) is missing"))
+        .when(missing, F.lit(f"a required field ({', '.join(REQUIRED_FIELDS)}) is missing"))
         .when(bad_schema, F.concat(F.lit("schema is "), F.coalesce(F.col("schema").cast("string"), F.lit("missing")),
                                    F.lit(f", not {SCHEMA_VERSION}")))
         .when(bad_type, F.concat(F.lit("unknown type "), F.col("type")))

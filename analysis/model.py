@@ -25,7 +25,7 @@ acks only) stays unknown.
 
 Public API (stable; analysis.checks, analysis.perf and analysis.check build on it):
 
-    OPS_COLUMNS, PAIR_COLUMNS, LEAN_PAIR_COLUMNS, TXN_COLUMNS, SINGLE_FS
+    OPS_COLUMNS, REQUIRED_FIELDS, PAIR_COLUMNS, LEAN_PAIR_COLUMNS, TXN_COLUMNS, SINGLE_FS
     COMMITTED, ABORTED, UNKNOWN, UNKNOWN_COMMITTED, UNKNOWN_ABORTED   (outcome labels)
     CLIENT, VISIBILITY, NO_COMMIT, REDELIVERY                          (decided_by)
     DrainInfo, PhaseMark, HistoryOverview                              (frozen dataclasses)
@@ -61,7 +61,7 @@ from harness.history.schema import FIELDS, LIVE_DRAIN_WRITER, PHASE_DRAIN_COMPLE
 
 __all__ = [
     "ABORTED", "CLIENT", "COMMITTED", "FIRST_UNCLAIMED", "LEAN_PAIR_COLUMNS", "NO_COMMIT", "OPS_COLUMNS",
-    "PAIR_COLUMNS", "REDELIVERY", "ROWS_BOUND", "SINGLE_FS", "TXN_COLUMNS", "UNCLAIMED", "UNKNOWN", "UNKNOWN_ABORTED",
+    "PAIR_COLUMNS", "REDELIVERY", "REQUIRED_FIELDS", "ROWS_BOUND", "SINGLE_FS", "TXN_COLUMNS", "UNCLAIMED", "UNKNOWN", "UNKNOWN_ABORTED",
     "UNKNOWN_COMMITTED", "VISIBILITY", "DrainInfo", "HistoryOverview", "PhaseMark", "drain_info", "final_reads",
     "first_unclaimed", "live_reads", "logical", "logical_topic", "lost_run_of", "one_partition", "overview",
     "overview_aggregates", "overview_from_row", "pair_operations", "phase_marks", "receives", "transaction_outcomes",
@@ -75,6 +75,10 @@ SINGLE_FS = (OpF.RECEIVE.value, OpF.READ.value, OpF.PHASE.value, OpF.TXN_STATE.v
 # `phase` (extra.name), `redelivery`, `cumulative`, `intended_ns`, `delivered_ns` from `extra`.
 OPS_COLUMNS: tuple[str, ...] = (*FIELDS, "file", "phase", "redelivery", "cumulative", "intended_ns",
                                 "delivered_ns")
+
+# Fields every valid line has (analysis.history_io's validation refuses a line without one): the
+# pairing partitions and orders by them, and the rules read them.
+REQUIRED_FIELDS: tuple[str, ...] = ("writer", "process", "index", "time_ns", "type", "f")
 
 # Columns of pair_operations(): one row per operation.
 PAIR_COLUMNS: tuple[str, ...] = (
