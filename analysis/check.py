@@ -43,7 +43,6 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from analysis.background import Background
 from analysis.checks import REGISTRY, run_checks_with_tallies
 from analysis.checks.base import NO_DRAIN_REASON, CheckResult, CheckStatus
 from analysis.checks.context import (
@@ -52,14 +51,7 @@ from analysis.checks.context import (
     DEFAULT_TXN_TIMEOUT_S,
     prepare,
 )
-from analysis.history_io import (
-    ArrowConversion,
-    HistoryFacts,
-    HistoryFormatError,
-    NoHistoryError,
-    convert_ahead,
-    load_run,
-)
+from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
 from analysis.model import (
     FIRST_UNCLAIMED,
     first_unclaimed,
@@ -99,9 +91,6 @@ PROGRESS_MIN_BYTES = 32 * 1024 * 1024
 # each check's job mostly keeps one core busy, so two fill this machine's two.
 CHECK_THREADS = 2
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
-# How long a check that failed to start Spark, or was interrupted, waits for the conversion it
-# started to stop (it stops at its next chunk, about a second of parsing).
-CONVERSION_STOP_WAIT_S = 30.0
 # Separates the parts of a tally key (what, f, type) in the counting job.
 _SEP = "\u0000"
 
@@ -482,19 +471,11 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
     stall = stall_after_s(run)
     say("starting Spark")
     memory = driver_memory(size)
-    # A large history is converted to Parquet (Arrow, no Spark) while Spark starts: the two overlap.
-    converting = Background(lambda stop: convert_ahead(run.path, progress=say, stop=stop), name="history-converter")
-    try:
-        spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory,
-                          whole_heap=fills_large_heap(size))
-        converted = converting.result()
-    except BaseException:
-        # Spark could not start, or the user interrupted: the conversion stops at its next chunk.
-        converting.stop(CONVERSION_STOP_WAIT_S)
-        raise
+    spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory,
+                      whole_heap=fills_large_heap(size))
     say.label_jobs(spark)
     try:
-        return _check(spark, run, size, stall, say, started, out, integrity, converted)
+        return _check(spark, run, size, stall, say, started, out, integrity)
     except (PySparkException, Py4JError) as err:
         detail = str(err).strip().splitlines()[0] if str(err).strip() else "no detail"
         raise EnvironmentProblem(
@@ -515,7 +496,7 @@ def _anomaly_entry(run: RunDir, out: _Output, result: CheckResult) -> dict[str, 
 
 
 def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str], say: _Progress,
-           started: float, out_to: _Output, integrity: str, converted: ArrowConversion | None) -> dict[str, Any]:
+           started: float, out_to: _Output, integrity: str) -> dict[str, Any]:
     spark_master = str(spark.sparkContext.master)
     # Instances of an earlier check of this folder would be read as this one's.
     shutil.rmtree(out_to.instances_dir, ignore_errors=True)
@@ -527,7 +508,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
     unclaimed, first_orphan = first_unclaimed()
     try:
         loaded = load_run(spark, run.path, progress=say, windows=unclaimed if small else None,
-                          summary=[*overview_aggregates(), *([first_orphan] if small else [])], converted=converted)
+                          summary=[*overview_aggregates(), *([first_orphan] if small else [])])
     except HistoryFormatError as err:
         failed = _unknown_results(run, {"directory": str(run.history_dir), "bytes": size,
                                         "integrity": integrity}, str(err), started, stall, spark_master)

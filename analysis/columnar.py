@@ -20,15 +20,13 @@ same either way). With `pairs_dir`, the same pass pairs the operations
 Public API:
 
     NotConvertible                      (why Spark has to convert this history)
-    Stopped                             (the caller asked the conversion to stop)
     Converted                           (rows written, writers intact, validated)
-    convert(files, torn, out_dir, *, chunk_bytes=..., pairs_dir=None, stop=None) -> Converted
+    convert(files, torn, out_dir, *, chunk_bytes=..., pairs_dir=None) -> Converted
 """
 
 from __future__ import annotations
 
 import shutil
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,7 +42,7 @@ from analysis.columnar_overview import Overview, Validated
 from analysis.columnar_pairs import NotPairable, Pairing
 from harness.history.schema import FIELDS
 
-__all__ = ["ARROW_FIELDS", "Converted", "NotConvertible", "Stopped", "convert"]
+__all__ = ["ARROW_FIELDS", "Converted", "NotConvertible", "convert"]
 
 CHUNK_BYTES = 128 * 1024 * 1024
 _BLOCK_BYTES = 8 * 1024 * 1024
@@ -87,10 +85,6 @@ class NotConvertible(Exception):
     """This module cannot be sure to read the history as Spark's reader would."""
 
 
-class Stopped(Exception):
-    """`convert`'s `stop` was set: the caller gave up (interrupted, or Spark could not start)."""
-
-
 @dataclass(frozen=True)
 class Converted:
     """What `convert` wrote: `rows`; and whether every writer's lines were seen to be its indexes
@@ -107,7 +101,7 @@ class Converted:
 
 def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
             chunk_bytes: int = CHUNK_BYTES, progress: Callable[[str], None] | None = None,
-            pairs_dir: Path | None = None, stop: threading.Event | None = None) -> Converted:
+            pairs_dir: Path | None = None) -> Converted:
     """Write `files` as Parquet under `out_dir` (created); say what was written.
 
     `torn` maps a file to its torn last line (analysis.history_io.torn_tail), which is
@@ -117,9 +111,6 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
     With `pairs_dir`, the operations paired (analysis.columnar_pairs) go there as Parquet
     too, in the same pass; where the lines cannot be paired as a stream, `pairs_dir` is
     removed (the check then pairs with Spark) and the conversion goes on.
-
-    `stop`, once set, ends the conversion at the next chunk with `Stopped` (what it wrote
-    stays for the caller to remove): it runs beside the caller's Spark start, which may fail.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     pairing: Pairing | None = None
@@ -144,8 +135,6 @@ def convert(files: Sequence[Path], torn: Mapping[Path, bytes], out_dir: Path, *,
 
         for path in files:
             for table in _parsed(parser, _chunks(path, torn.get(path), chunk_bytes), path.name):
-                if stop is not None and stop.is_set():
-                    raise Stopped(f"stopped converting at {path.name} ({rows:,} lines converted)")
                 pairs = None
                 overview.add(table)
                 if pairing is not None:

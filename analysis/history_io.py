@@ -43,12 +43,9 @@ Public API (stable; analysis.check, analysis.perf and tools build on it):
     HistoryFacts, LoadedHistory                                (frozen dataclasses)
     NoHistoryError                                             (exit 2, one line)
     HistoryFormatError                                         (re-exported from harness)
-    load_run(spark, run_dir, *, parquet_min_bytes=..., progress=None, windows=None, summary=(),
-             converted=None) -> LoadedHistory
+    load_run(spark, run_dir, *, parquet_min_bytes=..., progress=None, windows=None, summary=()) -> LoadedHistory
     load_history(spark, history_dir, *, cache_dir=None, parquet_min_bytes=..., progress=None, windows=None,
-                 summary=(), converted=None)
-    convert_ahead(run_dir, *, parquet_min_bytes=..., progress=None, stop=None) -> ArrowConversion | None
-                                                               (the conversion alone, beside Spark's start)
+                 summary=())
     ops_from_records(spark, records) -> DataFrame             (tests and tools)
     validate_ops(ops) -> tuple[int, int | None, int | None]    (lines, first_ns, last_ns)
     validate_and_summarize(ops, *, windows=None, summary=(), together=False) -> (lines, first_ns, last_ns, Row)
@@ -62,7 +59,6 @@ import json
 import os
 import re
 import shutil
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,12 +84,12 @@ from harness.history.reader import HistoryFormatError, history_files
 from harness.history.schema import FIELDS, SCHEMA_VERSION, OpF, OpType
 from harness.results import RunDir, read_json, write_json_atomic
 
-if TYPE_CHECKING:   # Arrow's modules load only where a history is converted (see _arrow_convert)
+if TYPE_CHECKING:   # Arrow's modules load only where a history is converted (see _convert)
     from analysis.columnar_overview import Validated
 
 __all__ = [
-    "HISTORY_SCHEMA", "PARQUET_MIN_BYTES", "ArrowConversion", "HistoryFacts", "HistoryFormatError", "LoadedHistory",
-    "NoHistoryError", "convert_ahead", "load_history", "load_run", "ops_from_records", "torn_tail", "validate_and_summarize",
+    "HISTORY_SCHEMA", "PARQUET_MIN_BYTES", "HistoryFacts", "HistoryFormatError", "LoadedHistory",
+    "NoHistoryError", "load_history", "load_run", "ops_from_records", "torn_tail", "validate_and_summarize",
     "validate_ops",
 ]
 
@@ -526,98 +522,10 @@ def _fingerprint(files: list[Path]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class ArrowConversion:
-    """Arrow's conversion of a history (analysis.columnar) into its cache folder's temporary
-    copies (`_tmp_paths`), made for the files `fingerprint` names; or why Arrow could not convert
-    it (`refused`: Spark's reader then does). `load_history` takes it instead of converting."""
-
-    fingerprint: dict[str, Any]
-    writers_intact: bool = False
-    validated: Validated | None = None
-    refused: str | None = None
-
-
-def _inputs(history_dir: Path) -> list[Path]:
-    """The history's non-empty files, in reading order."""
-    return [p for p in history_files(history_dir) if p.stat().st_size > 0]
-
-
-def _tmp_paths(cache_dir: Path) -> tuple[Path, Path]:
-    """Where this process converts a history before its copy replaces the cache: (copy, pairs)."""
-    return (cache_dir / f".{CACHE_NAME}.{os.getpid()}.tmp", cache_dir / f".{PAIRS_NAME}.{os.getpid()}.tmp")
-
-
-def _valid_cache(cache_dir: Path, fingerprint: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The cache's metadata when its copy was made from the files `fingerprint` names; else None."""
-    meta_path = cache_dir / f"{CACHE_NAME}.json"
-    if not ((cache_dir / CACHE_NAME).is_dir() and meta_path.is_file()):
-        return None
-    try:
-        meta = read_json(meta_path)
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) and meta.get("fingerprint") == fingerprint else None
-
-
-def _arrow_convert(files: list[Path], torn: Mapping[Path, bytes], cache_dir: Path, say: Progress,
-                   stop: threading.Event | None = None) -> ArrowConversion:
-    """Convert with Arrow into `_tmp_paths(cache_dir)`, pairing as it goes; where Arrow cannot, say
-    why (`refused`) and leave nothing behind.
-
-    Imported here: Arrow's modules take a quarter of a second to load, which a small check,
-    never converted, should not pay.
-    """
-    from analysis import columnar
-
-    fingerprint = _fingerprint(files)
-    tmp, tmp_pairs = _tmp_paths(cache_dir)
-    for stale in (tmp, tmp_pairs):
-        shutil.rmtree(stale, ignore_errors=True)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    total_bytes = sum(p.stat().st_size for p in files)
-    say(f"converting {len(files)} history file(s), {total_bytes / 1e6:.1f} MB, to Parquet")
-    try:
-        converted = columnar.convert(files, torn, tmp, pairs_dir=tmp_pairs, stop=stop)
-        return ArrowConversion(fingerprint, converted.writers_intact, converted.validated)
-    except columnar.NotConvertible as why:
-        refused = str(why)
-    except BaseException:
-        # Stopped, interrupted or failed: no half-written copy stays behind.
-        for partial in (tmp, tmp_pairs):
-            shutil.rmtree(partial, ignore_errors=True)
-        raise
-    for partial in (tmp, tmp_pairs):
-        shutil.rmtree(partial, ignore_errors=True)
-    return ArrowConversion(fingerprint, refused=refused)
-
-
-def convert_ahead(run_dir: Path, *, parquet_min_bytes: int = PARQUET_MIN_BYTES, progress: Progress | None = None,
-                  stop: threading.Event | None = None) -> ArrowConversion | None:
-    """Arrow's conversion of a run's history, without Spark; None when `load_run` would not convert it
-    (too small, already cached, or nothing to read: `load_run` says what is wrong).
-
-    Why: a check converts a large history first and reads it with Spark after, and Spark's start
-    (a JVM loading its classes, some seconds) does not need the copy. The CLI runs this in a thread
-    beside `get_spark` and hands the result to `load_run` (`converted=`): the two overlap. `stop`
-    ends it early (analysis.columnar.Stopped), as when Spark cannot start.
-    """
-    run = RunDir(Path(run_dir))
-    if not run.history_dir.is_dir():
-        return None
-    files = _inputs(run.history_dir)
-    if not files or sum(p.stat().st_size for p in files) < parquet_min_bytes:
-        return None
-    if _valid_cache(run.analysis_dir, _fingerprint(files)) is not None:
-        return None
-    torn = {p: tail for p in files if (tail := torn_tail(p)) is not None}
-    return _arrow_convert(files, torn, run.analysis_dir, progress or (lambda _msg: None), stop)
-
-
 def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | None = None,
                  parquet_min_bytes: int = PARQUET_MIN_BYTES, progress: Progress | None = None,
                  windows: Mapping[str, Column] | None = None,
-                 summary: Sequence[Column] = (), converted: ArrowConversion | None = None) -> LoadedHistory:
+                 summary: Sequence[Column] = ()) -> LoadedHistory:
     """Read and validate every `*.jsonl` in `history_dir`.
 
     Args:
@@ -631,8 +539,6 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
             columns added) the caller wants of the same pass that validates; they
             come back as `LoadedHistory.summary`. On a small history that pass is
             one Spark job for validation, writer integrity and the summary.
-        converted: Arrow's conversion already made (`convert_ahead`), used when it was made
-            of the files there are now; else the history is converted here if it must be.
 
     Raises:
         NoHistoryError: the folder is missing or has no non-empty history file.
@@ -642,7 +548,7 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
     if not history_dir.is_dir():
         raise NoHistoryError(f"{history_dir}: no such history folder; pass a run folder that has "
                              "history/*.jsonl (e.g. results/<run_id>)")
-    files = _inputs(history_dir)
+    files = [p for p in history_files(history_dir) if p.stat().st_size > 0]
     if not files:
         raise NoHistoryError(f"{history_dir}: no history lines (no non-empty *.jsonl files); "
                              "the run wrote nothing to check: run it again")
@@ -659,26 +565,30 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
         cache = cache_dir / CACHE_NAME
         meta_path = cache_dir / f"{CACHE_NAME}.json"
         fingerprint = _fingerprint(files)
-        meta = _valid_cache(cache_dir, fingerprint)
-        if meta is not None:
-            say(f"reading the Parquet copy of the history ({cache})")
-            facts = HistoryFacts(str(history_dir), names, total_bytes, int(meta["lines"]), torn_names,
-                                 meta.get("first_ns"), meta.get("last_ns"), "parquet-cache")
-            ops = spark.read.parquet(str(cache)).select(*OPS_COLUMNS)
-            pairs = _read_pairs(spark, cache_dir / PAIRS_NAME) if meta.get("pairs") else None
-            found = _summary_kept(meta, windows, summary)
-            if found is None:
-                found = _summarize(ops, windows, summary)
-                if found is not None:
-                    _keep_summary(meta_path, meta, _kept_summary(found, windows, summary))
-            return LoadedHistory(ops, facts, summary=found, pairs=pairs)
-        tmp, tmp_pairs = _tmp_paths(cache_dir)
-        if converted is None or converted.fingerprint != fingerprint:
-            converted = _arrow_convert(files, torn, cache_dir, say)
-        writers_intact, validated = converted.writers_intact, converted.validated
-        if converted.refused is not None:
-            say(f"converting with Spark's JSON reader instead ({converted.refused})")
-            _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True).write.parquet(str(tmp))
+        if cache.is_dir() and meta_path.is_file():
+            try:
+                meta = read_json(meta_path)
+            except (OSError, ValueError):
+                meta = {}
+            if meta.get("fingerprint") == fingerprint:
+                say(f"reading the Parquet copy of the history ({cache})")
+                facts = HistoryFacts(str(history_dir), names, total_bytes, int(meta["lines"]), torn_names,
+                                     meta.get("first_ns"), meta.get("last_ns"), "parquet-cache")
+                ops = spark.read.parquet(str(cache)).select(*OPS_COLUMNS)
+                pairs = _read_pairs(spark, cache_dir / PAIRS_NAME) if meta.get("pairs") else None
+                found = _summary_kept(meta, windows, summary)
+                if found is None:
+                    found = _summarize(ops, windows, summary)
+                    if found is not None:
+                        _keep_summary(meta_path, meta, _kept_summary(found, windows, summary))
+                return LoadedHistory(ops, facts, summary=found, pairs=pairs)
+        say(f"converting {len(files)} history file(s), {total_bytes / 1e6:.1f} MB, to Parquet")
+        tmp = cache_dir / f".{CACHE_NAME}.{os.getpid()}.tmp"
+        tmp_pairs = cache_dir / f".{PAIRS_NAME}.{os.getpid()}.tmp"
+        for stale in (tmp, tmp_pairs):
+            shutil.rmtree(stale, ignore_errors=True)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        writers_intact, validated = _convert(spark, files, torn, tmp, say, pairs_dir=tmp_pairs)
         first_ns: int | None
         last_ns: int | None
         gathered = _gathered_summary(validated, windows, summary) if validated is not None else None
@@ -716,6 +626,7 @@ def load_history(spark: SparkSession, history_dir: Path, *, cache_dir: Path | No
                              "parquet")
         return LoadedHistory(ops, facts, summary=row if summary else None,
                              pairs=_read_pairs(spark, pairs_cache) if paired else None)
+
     say(f"reading {len(files)} history file(s), {total_bytes / 1e6:.1f} MB")
     parsed = _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True)
     if single and total_bytes > PARALLEL_PARSE_MIN_BYTES:
@@ -741,6 +652,31 @@ def _read_pairs(spark: SparkSession, path: Path) -> DataFrame | None:
     if not any(path.glob("*.parquet")):
         return None
     return spark.read.parquet(str(path)).select(*LEAN_PAIR_COLUMNS)
+
+
+def _convert(spark: SparkSession, files: list[Path], torn: Mapping[Path, bytes], out: Path, say: Progress, *,
+             pairs_dir: Path) -> tuple[bool, Validated | None]:
+    """JSONL to Parquet at `out`: with Arrow's parser (analysis.columnar), or Spark's where it cannot.
+
+    Arrow's conversion pairs the operations into `pairs_dir` as it goes (where it can);
+    Spark's does not, and leaves no `pairs_dir`. Returns whether the conversion saw every
+    writer's lines intact (analysis.columnar.Converted.writers_intact), and, where Arrow also
+    saw every line keep validation's rules, the validation and overview it gathered.
+
+    Imported here: Arrow's modules take a quarter of a second to load, which a small check,
+    never converted, should not pay.
+    """
+    from analysis import columnar
+
+    try:
+        converted = columnar.convert(files, torn, out, pairs_dir=pairs_dir)
+        return converted.writers_intact, converted.validated
+    except columnar.NotConvertible as why:
+        say(f"converting with Spark's JSON reader instead ({why})")
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(pairs_dir, ignore_errors=True)
+    _with_derived(_read_jsonl(spark, files, torn), keep_corrupt=True).write.parquet(str(out))
+    return False, None
 
 
 def _gathered_summary(validated: Validated, windows: Mapping[str, Column] | None,
@@ -808,16 +744,15 @@ def _summarize(ops: DataFrame, windows: Mapping[str, Column] | None, summary: Se
 
 def load_run(spark: SparkSession, run_dir: Path, *, parquet_min_bytes: int = PARQUET_MIN_BYTES,
              progress: Progress | None = None, windows: Mapping[str, Column] | None = None,
-             summary: Sequence[Column] = (), converted: ArrowConversion | None = None) -> LoadedHistory:
-    """`load_history` of a run folder, caching Parquet in its `analysis/` folder (with the
-    conversion `convert_ahead` made of it, if any)."""
+             summary: Sequence[Column] = ()) -> LoadedHistory:
+    """`load_history` of a run folder, caching Parquet in its `analysis/` folder."""
     if not run_dir.is_dir():
         raise NoHistoryError(f"{run_dir}: no such run folder; pass a folder under results/ "
                              "(e.g. results/<run_id>)")
     run = RunDir(run_dir)
     return load_history(spark, run.history_dir, cache_dir=run.analysis_dir,
                         parquet_min_bytes=parquet_min_bytes, progress=progress, windows=windows,
-                        summary=summary, converted=converted)
+                        summary=summary)
 
 
 def ops_from_records(spark: SparkSession, records: Iterable[Mapping[str, Any]]) -> DataFrame:
