@@ -245,16 +245,19 @@ def whole_heap_options(memory: str) -> tuple[str, ...]:
     return (f"-Xms{mib}m", _WHOLE_HEAP_METASPACE) if mib >= 1 else ()
 
 
-def _driver_jvm_options(small_input: bool) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
+def _driver_jvm_options(small_input: bool, *, write_archive: bool = True
+                        ) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
     """The driver JVM's options for a session of that kind, with its class archive; and
     (being written, final) when this session writes the archive."""
     jvm = _SMALL_INPUT_JVM if small_input else _DRIVER_JVM
-    cds, writing = _cds_options(jvm)
+    cds, writing = _cds_options(jvm, write=write_archive)
     return (*jvm, *cds), writing
 
 
-def _cds_options(jvm_options: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
-    """JVM options to use (or write) the class archive; and (being written, final) when writing."""
+def _cds_options(jvm_options: tuple[str, ...], *, write: bool = True
+                 ) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
+    """JVM options to use (or, where `write`, write) the class archive; and (being written, final)
+    when writing."""
     if os.environ.get(CDS_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return (), None
     archive = _class_archive(jvm_options)
@@ -263,6 +266,8 @@ def _cds_options(jvm_options: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[P
     _remove_abandoned(archive)
     if archive.is_file() and archive.stat().st_size > 0:
         return (f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", _CDS_QUIET), None
+    if not write:
+        return (), None
     # Writing one is rare (once per installation, Java and kind): the time to sweep the others.
     _remove_orphaned_archives(archive.parent)
     with contextlib.suppress(OSError):
@@ -358,7 +363,8 @@ def driver_memory(input_bytes: int = 0, physical_bytes: int | None = None) -> st
 
 
 def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
-              small_input: bool = False, memory: str | None = None, whole_heap: bool = False) -> SparkSession:
+              small_input: bool = False, memory: str | None = None, whole_heap: bool = False,
+              write_class_archive: bool = True) -> SparkSession:
     """The process's SparkSession, created on first use.
 
     Args:
@@ -375,6 +381,11 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
         whole_heap: a new session's driver commits its whole heap at the start
             (`whole_heap_options`): for a session that will fill it, a history above
             LARGE_INPUT_MEMORY_BYTES. Ignored when a session runs.
+        write_class_archive: where no class archive of its kind exists yet, a new session's
+            JVM writes one as it exits (_cds_options). False only maps one that exists: for a
+            process that may end without its exit handlers, as a pytest-xdist worker does, whose
+            JVM would go on writing, after the process is gone, an archive nobody publishes
+            (tests/spark/conftest.py). Ignored when a session runs.
 
     Raises:
         EnvironmentProblem: Spark could not start (usually no Java 17+), or a
@@ -410,7 +421,7 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         driver_host = os.environ["SPARK_LOCAL_IP"]
         memory = memory or driver_memory()
-        jvm, writing = _driver_jvm_options(small_input)
+        jvm, writing = _driver_jvm_options(small_input, write_archive=write_class_archive)
         builder = (
             SparkSession.builder.master(chosen).appName(app_name)
             .config("spark.driver.memory", memory)

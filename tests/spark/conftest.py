@@ -16,7 +16,10 @@ from tests.spark.dsl import History
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = get_spark("local[2]")
+    # A pytest-xdist worker ends without running exit handlers: a session of its that wrote a
+    # class archive left its JVM writing it, orphaned, after `make test` returned, and the copy
+    # unpublished in the temporary folder (170 MB per worker). It maps an archive that exists.
+    session = get_spark("local[2]", write_class_archive=False)
     tune_for_input(session, 0)      # small-input mode: what check_run uses for small histories
     yield session
     stop_spark()

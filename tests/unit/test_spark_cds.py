@@ -36,6 +36,15 @@ def test_an_existing_archive_is_mapped_and_not_rewritten(tmp_archives: Path) -> 
     assert f"-XX:SharedArchiveFile={archive}" in options and "-Xshare:auto" in options
 
 
+def test_a_session_that_must_not_write_one_maps_an_archive_that_exists_and_writes_none(tmp_archives: Path) -> None:
+    assert spark._cds_options(("-XX:+UseSerialGC",), write=False) == ((), None)
+    assert not list(tmp_archives.iterdir())          # no owner file, no partial copy named
+    archive = spark._class_archive(("-XX:+UseSerialGC",))
+    archive.write_bytes(b"x")
+    options, writing = spark._cds_options(("-XX:+UseSerialGC",), write=False)
+    assert writing is None and f"-XX:SharedArchiveFile={archive}" in options
+
+
 def test_an_empty_archive_is_not_used(tmp_archives: Path) -> None:
     spark._class_archive(()).write_bytes(b"")
     _, writing = spark._cds_options(())
