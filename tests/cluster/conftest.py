@@ -169,7 +169,7 @@ class WireClient:
     def send(self, command: Command) -> None:
         self.sock.sendall(self.conn.send(command))
 
-    def wait(self, predicate, timeout_s: float = 10.0) -> Command:  # type: ignore[no-untyped-def]
+    def wait(self, predicate: Callable[[Command], bool], timeout_s: float = 10.0) -> Command:
         deadline = time.monotonic() + timeout_s
         while True:
             for i, command in enumerate(self.pending):

@@ -434,6 +434,7 @@ def test_secondary_indexes(client: oxia.Client) -> None:
 
 @pytest.mark.ours_only("our store's own protocol beside Oxia's")
 def test_our_protocol_and_oxias_see_the_same_records(store: OxiaServer, client: oxia.Client) -> None:
+    assert isinstance(store, StoreProcess), "ours_only: this test runs on our store alone"
     _, version = client.put("/both/from-oxia", "hello")
     with BlockingMetadataClient(store.address) as ours:
         got = ours.get("/both/from-oxia")
