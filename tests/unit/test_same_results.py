@@ -118,3 +118,18 @@ def test_an_unreadable_input_exits_2_and_says_what_to_pass(tmp_path: Path, broke
     err = capsys.readouterr().err
     assert {"missing": "no results.json there", "not-json": "not readable as JSON",
             "not-an-object": "not a results object", "bad-instances": "not readable as JSON lines"}[broken] in err
+
+
+def test_a_recheck_with_instances_is_the_same_as_the_recorded_check(tmp_path: Path) -> None:
+    # Each names its instances file by its own folder: where the check wrote, not what it found.
+    rows = [{"value": f"w0-v{i}"} for i in range(60)]
+    recorded, rechecked = copy.deepcopy(RESULTS), copy.deepcopy(RESULTS)
+    recorded["anomalies"]["lost-write"]["instances"] = "analysis/instances/lost-write.jsonl"
+    rechecked["anomalies"]["lost-write"]["instances"] = "analysis/check-20261201-000000/instances/lost-write.jsonl"
+    base = load(write_check(tmp_path / "run" / "analysis", recorded, {"lost-write.jsonl": rows}))
+    other = load(write_check(tmp_path / "run" / "analysis" / "check-20261201-000000", rechecked,
+                             {"lost-write.jsonl": rows}))
+    assert compare(base, other) == []
+    del rechecked["anomalies"]["lost-write"]["instances"]
+    other = load(write_check(tmp_path / "elsewhere", rechecked, {"lost-write.jsonl": rows}))
+    assert compare(base, other) == ['anomalies.lost-write.instances: "lost-write.jsonl" -> (missing)']

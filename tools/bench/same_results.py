@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 #: what may differ between two checks of one history: how the check ran, not what it found
@@ -77,8 +77,17 @@ def load(given: Path) -> RecordedCheck:
 
 
 def _without(results: dict[str, Any], ignored: Sequence[str]) -> dict[str, Any]:
-    """`results` without the dotted paths of `ignored` (a copy: the caller's stays whole)."""
+    """`results` without the dotted paths of `ignored` (a copy: the caller's stays whole).
+
+    An anomaly's `instances` names its file by the folder the check wrote into (a run's
+    `analysis/`, a recheck's `analysis/check-<stamp>/`): that is where the check ran, so only
+    the file's name is kept here; its lines are compared on their own (`compare`)."""
     copy: dict[str, Any] = json.loads(json.dumps(results))
+    anomalies = copy.get("anomalies")
+    if isinstance(anomalies, dict):
+        for entry in anomalies.values():
+            if isinstance(entry, dict) and isinstance(entry.get("instances"), str):
+                entry["instances"] = PurePosixPath(entry["instances"]).name
     for dotted in ignored:
         *parents, leaf = dotted.split(".")
         node: Any = copy
