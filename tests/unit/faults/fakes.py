@@ -50,11 +50,15 @@ class Boom(RuntimeError):
 
 @dataclass
 class FakeNetwork:
-    """Proxies by name: enabled flag and toxics {name: (type, stream, attributes)}."""
+    """Proxies by name: enabled flag and toxics {name: (type, stream, attributes)}.
+
+    `calls` keeps every change in order, an added toxic with its (type, stream, attributes): a
+    test asserts what was done from it, not by sampling the state while a short fault lasts (a
+    busy machine's sampler sleeps through a 0.1 s window)."""
 
     proxy_names: Sequence[str]
     fail_on: set[str] = field(default_factory=set)   # operations to fail: disable, enable, add, remove
-    calls: list[tuple[str, ...]] = field(default_factory=list)
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.enabled = {name: True for name in self.proxy_names}
@@ -86,8 +90,8 @@ class FakeNetwork:
             toxic = name or f"{type}_{stream}"
             if toxic in self.toxics[proxy]:
                 raise AlreadyExists(f"toxic {toxic} already exists", 409)
-            self.calls.append(("add", proxy, toxic))
             self.toxics[proxy][toxic] = (str(type), str(stream), dict(attributes or {}))
+            self.calls.append(("add", proxy, toxic, self.toxics[proxy][toxic]))
 
     def remove_toxic(self, proxy: str, name: str) -> None:
         with self.lock:

@@ -4,7 +4,6 @@ fakes from tests/unit/compose), through ComposeCluster as ProcessControl."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from faults.nemesis import Nemesis
@@ -14,6 +13,7 @@ from harness.history import HistoryRecorder, RunClock
 from harness.txn_paths import TxnPath
 from tests.unit.compose.fakes import FakeDockerEngine
 from tests.unit.compose.test_cluster import PROJECT, Harness, docker_bin, engine, harness  # noqa: F401 (fixtures)
+from tests.waiting import wait_for
 
 
 def test_the_nemesis_partitions_kills_and_pauses_a_compose_cluster(harness: Harness,  # noqa: F811
@@ -36,20 +36,23 @@ faults:
     - {kind: pause, target: ledger, at_s: 1.0, for_s: 0.2}
 """, source="test")
     recorder = HistoryRecorder(tmp_path / "history", "run", "nemesis", RunClock.start(), txn_path="v4")
-    seen: set[str] = set()
     with Nemesis(config=config, timeline=plan_run(config), cluster=info, control=cluster,
                  recorder=recorder, progress=lambda _m: None) as nemesis:
         nemesis.start()
-        deadline = time.monotonic() + 20
-        while nemesis.stats.healed < 4 and time.monotonic() < deadline:
-            if not proxies["client-broker-1"]["enabled"]:
-                seen.add("partition")
-            if proxies["broker-0-metadata"]["toxics"]:
-                seen.add("latency")
-            time.sleep(0.005)
+        assert wait_for(lambda: nemesis.stats.healed == 4, timeout_s=20)
         nemesis.raise_if_failed()
     recorder.close()
-    assert nemesis.stats.healed == 4 and seen == {"partition", "latency"}
+    # what the proxy was asked, in order (sampling its state missed 0.2 s windows on a busy machine)
+    latency = {"type": "latency", "toxicity": 1.0, "attributes": {"latency": 100, "jitter": 0}}
+    assert [r for r in runner.toxiproxy.requests if r[0] != "GET" and r[1].startswith("/proxies/")] == [
+        ("POST", "/proxies/client-broker-1", {"enabled": False}),
+        ("POST", "/proxies/client-broker-1", {"enabled": True}),
+        ("POST", "/proxies/broker-0-metadata/toxics",
+         {**latency, "stream": "upstream", "name": "txnbench-f2-latency-upstream"}),
+        ("POST", "/proxies/broker-0-metadata/toxics",
+         {**latency, "stream": "downstream", "name": "txnbench-f2-latency-downstream"}),
+        ("DELETE", "/proxies/broker-0-metadata/toxics/txnbench-f2-latency-upstream", None),
+        ("DELETE", "/proxies/broker-0-metadata/toxics/txnbench-f2-latency-downstream", None)]
     assert all(p["enabled"] and not p["toxics"] for p in proxies.values())
     broker0, ledger = f"{PROJECT}-broker-0-1", engine.by_service("bookie").name
     assert [a for a in engine.actions if a[1] in (broker0, ledger)] == [
