@@ -131,8 +131,11 @@ _WHOLE_HEAP_METASPACE = "-XX:MetaspaceSize=160m"
 # session of each kind (small-input or not) of a Spark installation writes its archive as its
 # JVM exits (-XX:ArchiveClassesAtExit, published atomically once the JVM is gone); later ones
 # map it (-XX:SharedArchiveFile). A stale or unreadable archive only means the JVM starts
-# without it (-Xshare:auto). TXNBENCH_SPARK_CDS=0 turns this off.
+# without it (-Xshare:auto). TXNBENCH_SPARK_CDS=0 turns this off; =map maps an archive that
+# exists and never writes one (the test suite: writing one took 38 s of an idle machine and 2 min
+# of a loaded `make test`, paid again by every clean clone, for a few sessions that map it).
 CDS_ENV = "TXNBENCH_SPARK_CDS"
+CDS_MAP_ONLY = "map"
 _CDS_QUIET = "-Xlog:cds*=off"
 # How long an exiting process waits for its driver JVM to finish writing the archive.
 _CDS_DUMP_WAIT_S = 120.0
@@ -258,8 +261,10 @@ def _cds_options(jvm_options: tuple[str, ...], *, write: bool = True
                  ) -> tuple[tuple[str, ...], tuple[Path, Path] | None]:
     """JVM options to use (or, where `write`, write) the class archive; and (being written, final)
     when writing."""
-    if os.environ.get(CDS_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    setting = os.environ.get(CDS_ENV, "1").strip().lower()
+    if setting in ("0", "false", "no", "off"):
         return (), None
+    write = write and setting != CDS_MAP_ONLY
     archive = _class_archive(jvm_options)
     # Before the archive exists too: processes that started writing it together and were then
     # killed leave their partial copies (about 170 MB each) behind a published archive.

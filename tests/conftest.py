@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from typing import Any
 
 import pytest
+
+from analysis.spark import CDS_ENV, CDS_MAP_ONLY
+
+# No test process writes the driver JVM's class archive (every `txnbench` command a test starts
+# inherits this): writing one took 38 s of an idle machine and about 2 min of a loaded `make test`,
+# once per kind of session and again in every clean clone (CI), for the few later sessions that
+# map it. An archive that exists is still mapped. tests/unit/test_spark_cds.py tests the writing.
+os.environ.setdefault(CDS_ENV, CDS_MAP_ONLY)
 
 
 def _docker_engine_available() -> bool:

@@ -61,6 +61,17 @@ def test_the_environment_turns_it_off(tmp_archives: Path, monkeypatch: pytest.Mo
     assert spark._cds_options(("-XX:+UseSerialGC",)) == ((), None)
 
 
+def test_the_environment_can_allow_mapping_only(tmp_archives: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make test` sets it (tests/conftest.py): no test process writes an archive, each maps one that exists.
+    monkeypatch.setenv(spark.CDS_ENV, "map")
+    assert spark._cds_options(("-XX:+UseSerialGC",)) == ((), None)
+    assert not list(tmp_archives.iterdir())          # no owner file, no partial copy named
+    archive = spark._class_archive(("-XX:+UseSerialGC",))
+    archive.write_bytes(b"x")
+    options, writing = spark._cds_options(("-XX:+UseSerialGC",))
+    assert writing is None and f"-XX:SharedArchiveFile={archive}" in options
+
+
 @pytest.mark.parametrize("published", [False, True])
 def test_a_partial_archive_of_a_dead_process_is_removed_once_old(tmp_archives: Path, published: bool) -> None:
     # Published: three checks began writing the archive together, one published it, the other
