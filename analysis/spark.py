@@ -132,8 +132,7 @@ _WHOLE_HEAP_METASPACE = "-XX:MetaspaceSize=160m"
 # JVM exits (-XX:ArchiveClassesAtExit, published atomically once the JVM is gone); later ones
 # map it (-XX:SharedArchiveFile). A stale or unreadable archive only means the JVM starts
 # without it (-Xshare:auto). TXNBENCH_SPARK_CDS=0 turns this off; =map maps an archive that
-# exists and never writes one (the test suite: writing one took 38 s of an idle machine and 2 min
-# of a loaded `make test`, paid again by every clean clone, for a few sessions that map it).
+# exists and never writes one (the test suite's setting, tests/conftest.py says why).
 CDS_ENV = "TXNBENCH_SPARK_CDS"
 CDS_MAP_ONLY = "map"
 _CDS_QUIET = "-Xlog:cds*=off"
