@@ -83,7 +83,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class ProcessTestsTogether(LoadScopeScheduling):   # type: ignore[misc]
+    class ProcessTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_group_of(nodeid)
 

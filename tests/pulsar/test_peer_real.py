@@ -18,7 +18,7 @@ from tests.prerequisites import or_skip, real_pulsar_ready
 pytestmark = [pytest.mark.pulsar, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
-def test_peer_v4_on_4_0_writes_both_sides_and_stops_the_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_peer_v4_on_4_0_writes_both_sides_and_stops_the_cluster(tmp_path) -> None:
     with or_skip():   # mvn, Java 17+, go: one line when one is missing
         real_pulsar_ready("4.0.8")
     done = txnbench("peer", "atomic-produce", "--path", "v4", "--pulsar-version", "4.0.8", "--duration", "20",

@@ -33,7 +33,7 @@ def _rows(frame: DataFrame) -> list[tuple[object, ...]]:
 
 
 def _plan(frame: DataFrame) -> str:
-    return frame._jdf.queryExecution().executedPlan().toString()  # type: ignore[operator]
+    return frame._jdf.queryExecution().executedPlan().toString()
 
 
 @pytest.fixture

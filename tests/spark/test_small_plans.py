@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from analysis.checks.context import single_partition_leaf
 
 
-def _physical(frame) -> str:  # type: ignore[no-untyped-def]
+def _physical(frame) -> str:
     return str(frame._jdf.queryExecution().executedPlan().toString())
 
 

@@ -20,7 +20,7 @@ def _planned(tmp_path: Path, path: TxnPath = TxnPath.V4, brokers: int = 3) -> Em
     return cluster
 
 
-def _config(cluster: EmbeddedCluster, name: str) -> dict:  # type: ignore[type-arg]
+def _config(cluster: EmbeddedCluster, name: str) -> dict:
     return json.loads(cluster.records[name].config_path.read_text())
 
 

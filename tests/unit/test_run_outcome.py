@@ -16,7 +16,7 @@ EXPECTED = ChecksConfig(expected=(ExpectedAnomalies((TxnPath.V4,), ("partial-txn
                                                      "v4 markers on a terminated topic"),)).expected_on(TxnPath.V4)
 
 
-def _outcome(status: RunStatus, verdict: Verdict, anomalies: dict | None = None) -> RunOutcome:  # type: ignore[type-arg]
+def _outcome(status: RunStatus, verdict: Verdict, anomalies: dict | None = None) -> RunOutcome:
     valid = {Verdict.VALID: True, Verdict.INVALID: False}.get(verdict, "unknown")
     return RunOutcome(RunDir(Path("/nonexistent")), status, verdict,
                       judgement=judge(valid, anomalies or {}, EXPECTED))

@@ -62,7 +62,7 @@ def test_unscoped_expectations_cover_every_instance() -> None:
     assert not judge("unknown", {}, expected).only_expected
 
 
-def _run(tmp_path: Path, anomalies: dict) -> Path:  # type: ignore[type-arg]
+def _run(tmp_path: Path, anomalies: dict) -> Path:
     run = tmp_path / "run"
     (run / "history").mkdir(parents=True)
     (run / "analysis").mkdir()
@@ -104,7 +104,7 @@ def test_more_instances_than_were_kept_cannot_be_explained(tmp_path: Path) -> No
                                               "checker)"}
 
 
-def _with_instances(run: Path, name: str, instances: list[dict]) -> Path:  # type: ignore[type-arg]
+def _with_instances(run: Path, name: str, instances: list[dict]) -> Path:
     (run / "analysis" / "instances").mkdir()
     (run / "analysis" / "instances" / f"{name}.jsonl").write_text("".join(json.dumps(i) + "\n" for i in instances))
     return run
@@ -187,7 +187,7 @@ def test_a_manifest_written_before_the_expectations_merged_is_judged_as_then(tmp
     assert judged.not_seen == ("lost-write",)
 
 
-def _timed_run(tmp_path: Path, anomalies: dict, lines: list[dict]) -> Path:  # type: ignore[type-arg]
+def _timed_run(tmp_path: Path, anomalies: dict, lines: list[dict]) -> Path:
     """A run folder whose history has times: the terminate of TERMINATED at 10 s, load lines given."""
     run = _run(tmp_path, anomalies)
     s = 1_000_000_000
@@ -200,7 +200,7 @@ def _timed_run(tmp_path: Path, anomalies: dict, lines: list[dict]) -> Path:  # t
     return run
 
 
-def _txn(txn: str, topic: str, start_s: float, end_s: float | None,  # type: ignore[type-arg]
+def _txn(txn: str, topic: str, start_s: float, end_s: float | None,
          end_type: str = "ok") -> list[dict]:
     """A transaction's lines: open, a send to `topic`, a commit invoked at the end (completed `end_type`
     unless None: an `info` commit leaves the transaction open, its outcome unknown)."""
@@ -285,7 +285,7 @@ def test_a_value_behind_a_transaction_the_terminate_left_open_is_expected(tmp_pa
     s = 1_000_000_000
     p0, p1 = f"{TERMINATED}-partition-0", f"{TERMINATED}-partition-1"
 
-    def send(txn: str, at_s: float, segment: str, msg_id: str) -> dict:  # type: ignore[type-arg]
+    def send(txn: str, at_s: float, segment: str, msg_id: str) -> dict:
         return {"f": "send", "type": "ok", "process": f"w0/{txn}", "txn": txn, "topic": TERMINATED,
                 "segment": segment, "msg_id": msg_id, "time_ns": int(at_s * s)}
 
@@ -351,7 +351,7 @@ def _held_run(tmp_path: Path) -> Path:
     (run / "analysis" / "instances").mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"path": "v4", "config": {}}))
 
-    def send(value: str, msg_id: str, where: str = HELD) -> dict:  # type: ignore[type-arg]
+    def send(value: str, msg_id: str, where: str = HELD) -> dict:
         return {"f": "send", "type": "ok", "txn": "0:9", "value": value, "msg_id": msg_id, "segment": where}
 
     instances = [{"value": "a", "txn": "0:9", "send": send("a", "7:3:-1")},

@@ -60,8 +60,8 @@ def test_coordinator_routing_follows_the_scalable_flag_and_setting() -> None:
     assert registry.coordinator(scalable=False) is legacy
     assert registry.coordinator(scalable=True) is scalable
     off = TxnRegistry(enabled(transactionCoordinatorScalableTopicsEnabled=False), "v5")
-    off.register_coordinator(CoordinatorKind.LEGACY, legacy)  # type: ignore[arg-type]
-    off.register_coordinator(CoordinatorKind.SCALABLE, scalable)  # type: ignore[arg-type]
+    off.register_coordinator(CoordinatorKind.LEGACY, legacy)
+    off.register_coordinator(CoordinatorKind.SCALABLE, scalable)
     assert off.coordinator(scalable=True) is legacy
 
 

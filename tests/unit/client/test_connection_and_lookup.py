@@ -32,7 +32,7 @@ from tests.unit.client.fake_broker import (
 
 
 @pytest.fixture
-def pool_parts(cluster: FakeCluster):  # type: ignore[no-untyped-def]
+def pool_parts(cluster: FakeCluster):
     config = ClientConfig(cluster.url, operation_timeout_s=2.0, keepalive_interval_s=0.2,
                           initial_backoff_s=0.01, max_backoff_s=0.05)
     scheduler = Scheduler()
@@ -61,7 +61,7 @@ def test_v4_client_announces_no_v5_features(cluster: FakeCluster, client: Pulsar
     assert not cluster.commands(T.CONNECT)[0].body.HasField("feature_flags")
 
 
-def test_connect_refused_is_not_ready_and_definite(pool_parts) -> None:  # type: ignore[no-untyped-def]
+def test_connect_refused_is_not_ready_and_definite(pool_parts) -> None:
     _, pool = pool_parts
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -72,7 +72,7 @@ def test_connect_refused_is_not_ready_and_definite(pool_parts) -> None:  # type:
     assert info.value.definite
 
 
-def test_request_timeout_after_write_is_indeterminate(cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+def test_request_timeout_after_write_is_indeterminate(cluster: FakeCluster, pool_parts) -> None:
     _, pool = pool_parts
     cluster.brokers[0].intercept(T.LOOKUP, silent)
     conn = pool.get(cluster.url, None, Deadline.after(2))
@@ -84,7 +84,7 @@ def test_request_timeout_after_write_is_indeterminate(cluster: FakeCluster, pool
 
 
 def test_connection_lost_fails_pending_requests_as_indeterminate(
-        cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+        cluster: FakeCluster, pool_parts) -> None:
     _, pool = pool_parts
     cluster.brokers[0].intercept(T.LOOKUP, drop)
     conn = pool.get(cluster.url, None, Deadline.after(2))
@@ -98,7 +98,7 @@ def test_connection_lost_fails_pending_requests_as_indeterminate(
     assert pool.get(cluster.url, None, Deadline.after(2)) is not conn  # a fresh connection
 
 
-def test_ping_from_the_broker_is_answered(cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+def test_ping_from_the_broker_is_answered(cluster: FakeCluster, pool_parts) -> None:
     _, pool = pool_parts
     pool.get(cluster.url, None, Deadline.after(2))
     broker_side = wait_for(lambda: cluster.brokers[0].connections)[0]
@@ -106,7 +106,7 @@ def test_ping_from_the_broker_is_answered(cluster: FakeCluster, pool_parts) -> N
     wait_for(lambda: cluster.brokers[0].of_type(T.PONG), what="PONG from the client")
 
 
-def test_keepalive_pings_and_closes_a_silent_connection(cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+def test_keepalive_pings_and_closes_a_silent_connection(cluster: FakeCluster, pool_parts) -> None:
     _, pool = pool_parts
     conn = pool.get(cluster.url, None, Deadline.after(2))
     wait_for(lambda: cluster.brokers[0].of_type(T.PING), what="a keep-alive PING")
@@ -116,10 +116,10 @@ def test_keepalive_pings_and_closes_a_silent_connection(cluster: FakeCluster, po
     assert "keep-alive timeout" in (conn.close_reason or "")
 
 
-def test_connect_rejection_is_a_setup_error(cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+def test_connect_rejection_is_a_setup_error(cluster: FakeCluster, pool_parts) -> None:
     _, pool = pool_parts
 
-    def reject(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+    def reject(conn: BrokerConnection, event) -> bool:
         conn.reply(commands.error(0, ServerError.AuthenticationError, "who are you"))
         return True
 
@@ -128,7 +128,7 @@ def test_connect_rejection_is_a_setup_error(cluster: FakeCluster, pool_parts) ->
         pool.get(cluster.url, None, Deadline.after(2))
 
 
-def test_one_connection_per_logical_physical_pair(cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+def test_one_connection_per_logical_physical_pair(cluster: FakeCluster, pool_parts) -> None:
     _, pool = pool_parts
     results: list[ClientConnection] = []
     threads = [threading.Thread(target=lambda: results.append(
@@ -175,7 +175,7 @@ def test_proxy_through_service_url_connects_via_the_service_host(
     topic = "persistent://public/default/proxied"
     owner = cluster.brokers[1]
 
-    def proxied(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+    def proxied(conn: BrokerConnection, event) -> bool:
         conn.reply(commands.lookup_response(event.body.request_id, owner.url,
                                             proxy_through_service_url=True))
         return True
@@ -193,7 +193,7 @@ def test_proxy_through_service_url_connects_via_the_service_host(
 
 def test_retriable_lookup_errors_are_retried_until_success(
         cluster: FakeCluster, client: PulsarClient) -> None:
-    def not_ready(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+    def not_ready(conn: BrokerConnection, event) -> bool:
         conn.reply(commands.lookup_failed(event.body.request_id, ServerError.ServiceNotReady,
                                           "namespace bundle is loading"))
         return True
@@ -205,7 +205,7 @@ def test_retriable_lookup_errors_are_retried_until_success(
 
 
 def test_non_retriable_lookup_error_fails_at_once(cluster: FakeCluster, client: PulsarClient) -> None:
-    def missing(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+    def missing(conn: BrokerConnection, event) -> bool:
         conn.reply(commands.lookup_failed(event.body.request_id, ServerError.TopicNotFound,
                                           "no such topic"))
         return True
@@ -242,7 +242,7 @@ def test_closing_clients_leaves_no_threads_behind(make_cluster: Callable[..., Fa
 
 
 def test_closing_the_pool_while_a_connection_opens_does_not_deadlock(
-        cluster: FakeCluster, pool_parts, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+        cluster: FakeCluster, pool_parts, monkeypatch: pytest.MonkeyPatch) -> None:
     """A client closed while a coordinator handler was still connecting used to hang: the
     new connection was closed under the pool's lock, and closing calls back into the pool."""
     _, pool = pool_parts
@@ -281,7 +281,7 @@ def test_lookups_carry_the_advertised_listener_name(
     assert names == ["external", None]
 
 
-def test_frames_sent_together_arrive_whole_and_in_order(cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+def test_frames_sent_together_arrive_whole_and_in_order(cluster: FakeCluster, pool_parts) -> None:
     """Coalesced writes: frames queued by several threads at once reach the broker decoded, each
     thread's in the order it sent them, and every request is answered."""
     _, pool = pool_parts
@@ -309,7 +309,7 @@ def test_frames_sent_together_arrive_whole_and_in_order(cluster: FakeCluster, po
         assert mine == [f"persistent://public/default/t{thread}-{i}" for i in range(40)]
 
 
-def test_frames_queued_before_a_close_still_leave(cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+def test_frames_queued_before_a_close_still_leave(cluster: FakeCluster, pool_parts) -> None:
     """A fire-and-forget frame (an ACK, a PING) sent just before `close` is handed over, not dropped."""
     _, pool = pool_parts
     conn = pool.get(cluster.url, None, Deadline.after(2))
@@ -321,7 +321,7 @@ def test_frames_queued_before_a_close_still_leave(cluster: FakeCluster, pool_par
 
 
 def test_a_failed_write_closes_the_connection_and_fails_requests_as_indeterminate(
-        cluster: FakeCluster, pool_parts) -> None:  # type: ignore[no-untyped-def]
+        cluster: FakeCluster, pool_parts) -> None:
     _, pool = pool_parts
     cluster.brokers[0].intercept(T.LOOKUP, silent)
     conn = pool.get(cluster.url, None, Deadline.after(2))
@@ -338,7 +338,7 @@ def test_a_failed_write_closes_the_connection_and_fails_requests_as_indeterminat
         def __getattr__(self, name: str) -> object:
             return getattr(self.real, name)
 
-    conn._sock = FailingWrites(conn._sock)  # type: ignore[assignment]
+    conn._sock = FailingWrites(conn._sock)
     rid = next_request_id()
     with pytest.raises(ConnectionLostError) as info:
         conn.request(commands.lookup("persistent://public/default/x", rid), rid, 2.0)

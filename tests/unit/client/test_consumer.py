@@ -20,7 +20,7 @@ from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, drop, o
 TOPIC = "persistent://public/default/events"
 
 
-def _fill(client: PulsarClient, count: int, **kwargs) -> None:  # type: ignore[no-untyped-def]
+def _fill(client: PulsarClient, count: int, **kwargs) -> None:
     producer = client.create_producer(TOPIC, **kwargs)
     futures = [producer.send_async(f"m{i}".encode(), key=f"k{i}") for i in range(count)]
     for future in futures:
@@ -56,7 +56,7 @@ def test_ack_error_in_the_receipt_is_classified(cluster: FakeCluster,
     consumer = client.subscribe(TOPIC, "s")
     message = consumer.receive(2)
 
-    def fail(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+    def fail(conn: BrokerConnection, event) -> bool:
         conn.reply(commands.ack_response(event.body.consumer_id, event.body.request_id,
                                          error=ServerError.PersistenceError, message="bk down"))
         return True

@@ -88,7 +88,7 @@ def test_send_async_runs_callbacks_with_the_receipt(cluster: FakeCluster,
     seen: list[str] = []
     done = threading.Event()
 
-    def callback(future) -> None:  # type: ignore[no-untyped-def]
+    def callback(future) -> None:
         seen.append(future.result(0).msg_id)
         if len(seen) == 5:
             done.set()
@@ -161,7 +161,7 @@ def test_send_error_from_a_terminated_topic_is_definite_and_sticks(
 ])
 def test_send_errors_are_classified_by_the_table(cluster: FakeCluster, client: PulsarClient,
                                                  code: ServerError, definite: bool) -> None:
-    def fail(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+    def fail(conn: BrokerConnection, event) -> bool:
         conn.reply(commands.send_error(event.body.producer_id, event.body.sequence_id, code,
                                        "scripted"))
         return True

@@ -69,7 +69,7 @@ def test_deadline_before_the_end_raises_with_the_partial_read(cluster: FakeClust
                                                               client: PulsarClient) -> None:
     client.create_producer(TOPIC).send(b"only")
 
-    def beyond(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+    def beyond(conn: BrokerConnection, event) -> bool:
         ledger = cluster.topic(TOPIC).ledger_id
         conn.reply(commands.get_last_message_id_response(event.body.request_id,
                                                          MessageId(ledger, 5)))
@@ -132,7 +132,7 @@ def test_a_connection_dropped_on_the_last_message_id_is_told_apart_and_an_end_of
         producer.send(f"{i}".encode())
     cluster.terminate(TOPIC)
 
-    def close_the_connection(conn: BrokerConnection, event) -> bool:  # type: ignore[no-untyped-def]
+    def close_the_connection(conn: BrokerConnection, event) -> bool:
         conn.drop()
         return True
 

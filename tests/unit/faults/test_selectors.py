@@ -258,10 +258,10 @@ def test_client_broker_trigger_cuts_the_clients_link_to_the_committing_transacti
     locator = FakeLocator({0: "pulsar://127.0.0.1:10000", 1: "pulsar://127.0.0.1:10002"})
     for seed in range(5):
         c = ctx(seed, aim=Aim("1:42", ()), coordinator_brokers=locator.coordinator_brokers)
-        assert resolve_links(selector, c) == (LinkEnd("client-broker-2", Stream.UPSTREAM),)  # type: ignore[arg-type]
+        assert resolve_links(selector, c) == (LinkEnd("client-broker-2", Stream.UPSTREAM),)
     # nothing seen: a random coordinator's
     c = ctx(3, coordinator_brokers=locator.coordinator_brokers)
-    assert resolve_links(selector, c)[0].proxy in ("client-broker-0", "client-broker-2")  # type: ignore[arg-type]
+    assert resolve_links(selector, c)[0].proxy in ("client-broker-0", "client-broker-2")
 
 
 def test_links_every_broker_shares_resolve_for_each_broker() -> None:
@@ -302,19 +302,19 @@ def test_broker_trigger_is_the_owner_of_a_segment_the_triggering_transaction_is_
     aim = Aim("1:42", ((a, f"{a}-partition-1"), (b, None)))
     locator = FakeLocator({}, owners={f"{a}-partition-1": "pulsar://127.0.0.1:10002",
                                       b: "pulsar://127.0.0.1:10001"})
-    chosen = {resolve_service(selector, ctx(seed, aim=aim, owner_of=locator.owner_broker)).name  # type: ignore[arg-type]
+    chosen = {resolve_service(selector, ctx(seed, aim=aim, owner_of=locator.owner_broker)).name
               for seed in range(20)}
     assert chosen == {"broker-1", "broker-2"}, "the owners of the partition and of the topic, and only those"
     # a busy owner is not taken; an owner that cannot be looked up is skipped
-    assert {resolve_service(selector, ctx(seed, aim=aim, owner_of=locator.owner_broker,  # type: ignore[arg-type]
+    assert {resolve_service(selector, ctx(seed, aim=aim, owner_of=locator.owner_broker,
                                           busy=frozenset({"service:broker-2"}))).name
             for seed in range(10)} == {"broker-1"}
     gone = FakeLocator({}, owners={b: "pulsar://127.0.0.1:10001"})
-    assert {resolve_service(selector, ctx(seed, aim=aim, owner_of=gone.owner_broker)).name  # type: ignore[arg-type]
+    assert {resolve_service(selector, ctx(seed, aim=aim, owner_of=gone.owner_broker)).name
             for seed in range(10)} == {"broker-1"}
     # the trigger saw nothing, or no owner answered: a random free broker, as `broker:random`
-    assert {resolve_service(selector, ctx(seed, owner_of=locator.owner_broker)).name  # type: ignore[arg-type]
+    assert {resolve_service(selector, ctx(seed, owner_of=locator.owner_broker)).name
             for seed in range(30)} == {"broker-0", "broker-1", "broker-2"}
-    assert resolve_service(selector, ctx(1, aim=aim, owner_of=FakeLocator({}).owner_broker,  # type: ignore[arg-type]
+    assert resolve_service(selector, ctx(1, aim=aim, owner_of=FakeLocator({}).owner_broker,
                                          busy=frozenset({"service:broker-0", "service:broker-1"}))).name \
         == "broker-2"

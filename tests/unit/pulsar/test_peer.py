@@ -34,7 +34,7 @@ workload: {kind: atomic-produce, topics: 4, participants: 2, messages_per_txn: 4
 """
 
 
-def _config(path: TxnPath = TxnPath.V4):  # type: ignore[no-untyped-def]
+def _config(path: TxnPath = TxnPath.V4):
     return dataclasses.replace(parse_scenario(ATOMIC), path=path)
 
 

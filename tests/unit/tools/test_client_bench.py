@@ -9,7 +9,7 @@ from tools.bench.client import SCENARIOS, _start_null_broker, measure
 
 
 @pytest.fixture(scope="module")
-def null_broker_url():  # type: ignore[no-untyped-def]
+def null_broker_url():
     process, port = _start_null_broker(tc_count=2)
     try:
         yield f"pulsar://127.0.0.1:{port}"
