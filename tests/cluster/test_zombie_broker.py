@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import signal
 import time
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
+from harness.client.futures import Future
+from harness.client.producer import SendReceipt
 from harness.config import parse_scenario
 from harness.errors import OperationError
 from harness.history import HistoryRecorder, RunClock
@@ -33,7 +34,9 @@ TOPIC = "persistent://public/default/zombie-0"
 def owner_seen_by(cluster: EmbeddedCluster, asked: str, topic: str) -> str | None:
     """The owner of `topic` as broker `asked` answers the admin lookup (it acquires an unowned topic)."""
     try:
-        answer = AdminClient(cluster.info().service(asked).admin_url, timeout_s=3).lookup(topic)
+        admin_url = cluster.info().service(asked).admin_url
+        assert admin_url is not None      # a broker always has one
+        answer = AdminClient(admin_url, timeout_s=3).lookup(topic)
     except Exception:
         return None
     broker = cluster.info().broker_for_url(answer["brokerUrl"])
@@ -59,7 +62,7 @@ def test_a_paused_owner_resumes_as_a_zombie_and_its_writes_are_fenced(cluster_fa
     cluster, zombie, survivor = owner_and_other(cluster_factory)
     info = cluster.info()
     process = cluster.processes[zombie]
-    queued: list[Future[Any]] = []
+    queued: list[Future[SendReceipt]] = []
     with PulsarClient(info.service(zombie).service_url, operation_timeout_s=30) as client:
         producer = client.create_producer(TOPIC)
         producer.send(b'{"v": "before"}')
@@ -78,9 +81,9 @@ def test_a_paused_owner_resumes_as_a_zombie_and_its_writes_are_fenced(cluster_fa
         outcomes = []
         for future in queued:
             try:
-                future.result(timeout=40)
+                future.result(timeout_s=40)
                 outcomes.append("ok")
-            except Exception as err:   # a refused or unknown send is allowed; a lost one is not
+            except OperationError as err:   # a refused or unknown send is allowed; a lost one is not
                 outcomes.append(type(err).__name__)
     log = process.log_path.read_text(errors="replace")
     assert wait_for(lambda: "another broker took the topic over" in process.log_path.read_text(errors="replace"),
