@@ -109,7 +109,7 @@ report-picture: ## render the README's picture: make report-picture RUN=results/
 
 lint: $(STAMP) ## ruff, mypy and the import layers (lint-imports; contracts in pyproject.toml)
 	$(BIN)/ruff check orchestrator targets harness workloads faults faultproxy embedded analysis tools tests
-	$(BIN)/mypy orchestrator targets harness workloads faults faultproxy embedded analysis tools
+	$(BIN)/mypy orchestrator targets harness workloads faults faultproxy embedded analysis tools tests
 	$(BIN)/lint-imports --no-cache
 
 clean: ## stop a running embedded cluster and remove caches (keeps results/ and .venv)

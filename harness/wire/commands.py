@@ -638,13 +638,14 @@ def ack(
 
 def ack_response(
     consumer_id: int,
-    request_id: int,
+    request_id: int | None,
     *,
     txn: TxnId | None = None,
     error: ServerError | None = None,
     message: str | None = None,
 ) -> Command:
-    """ACK_RESPONSE (the ack receipt; `error` e.g. TransactionConflict)."""
+    """ACK_RESPONSE (the ack receipt; `error` e.g. TransactionConflict). `request_id` is optional in
+    the protocol: None leaves it out, as an answer to an ack sent without one."""
     return Command(T.ACK_RESPONSE, _body(T.ACK_RESPONSE, {
         "consumer_id": consumer_id, "request_id": request_id,
         **_txn_fields(txn), **_error_fields(error, message),

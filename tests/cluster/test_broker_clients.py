@@ -20,7 +20,7 @@ from targets.embedded import EmbeddedCluster
 from tests.cluster.conftest import started_clusters
 from tests.waiting import wait_until
 
-NO_TXN_PATHS = {"txnbenchTxnExtensions": []}
+NO_TXN_PATHS: dict[str, list[str]] = {"txnbenchTxnExtensions": []}   # module names
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,7 @@ from embedded.broker.txn_api import (
     TxnRegistryApi,
 )
 from harness.wire import (
+    Command,
     CommandType,
     MarkerType,
     MessageId,
@@ -188,13 +189,17 @@ class ToyCoordinator:
 
     async def end_txn(self, txn: TxnId, action: TxnAction) -> None:
         for partition in self.partitions.pop(txn, []):
-            answer = await self.broker.peers.request_owner(TopicName.parse(partition), lambda rid, p=partition: (
-                commands.end_txn_on_partition(rid, txn, p, action)))
+            def end_on_partition(rid: int, p: str = partition) -> Command:
+                return commands.end_txn_on_partition(rid, txn, p, action)
+
+            answer = await self.broker.peers.request_owner(TopicName.parse(partition), end_on_partition)
             if commands.error_of(answer):
                 raise TxnError(ServerError.UnknownError, f"{partition}: {commands.error_of(answer)}")
         for topic, subscription in self.subscriptions.pop(txn, []):
-            answer = await self.broker.peers.request_owner(TopicName.parse(topic), lambda rid, t=topic, s=subscription: (
-                commands.end_txn_on_subscription(rid, txn, t, s, action)))
+            def end_on_subscription(rid: int, t: str = topic, s: str = subscription) -> Command:
+                return commands.end_txn_on_subscription(rid, txn, t, s, action)
+
+            answer = await self.broker.peers.request_owner(TopicName.parse(topic), end_on_subscription)
             if commands.error_of(answer):
                 raise TxnError(ServerError.UnknownError, f"{topic}/{subscription}: {commands.error_of(answer)}")
 
@@ -308,8 +313,10 @@ def test_toy_transaction_path_through_the_extension_points(cluster_factory: Clus
     target = delivered[0]
     third, fourth = new_txn(), new_txn()
     for txn in (third, fourth):
-        txn_ok(coordinator.request(lambda r, t=txn: commands.add_subscription_to_txn(r, t, [(topic, "txn-acks")]),
-                                   CommandType.ADD_SUBSCRIPTION_TO_TXN_RESPONSE))
+        def add_subscription(r: int, t: TxnId = txn) -> Command:
+            return commands.add_subscription_to_txn(r, t, [(topic, "txn-acks")])
+
+        txn_ok(coordinator.request(add_subscription, CommandType.ADD_SUBSCRIPTION_TO_TXN_RESPONSE))
     ack = consumer.request(lambda r: commands.ack(1, [target], txn=third, request_id=r), CommandType.ACK_RESPONSE)
     txn_ok(ack)
     conflict = consumer.request(lambda r: commands.ack(1, [target], txn=fourth, request_id=r),

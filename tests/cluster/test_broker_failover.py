@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from harness.wire import (
+    Command,
     CommandType,
     MessageId,
     commands,
@@ -138,7 +139,10 @@ def test_acks_answered_with_a_receipt_survive_kill_9(cluster_factory: ClusterFac
     for request_id, message_id in enumerate(acked, start=100):
         wire.send(commands.ack(1, [message_id], request_id=request_id))
     for request_id in range(100, 100 + len(acked)):
-        answer = wire.wait(lambda c, r=request_id: c.type is CommandType.ACK_RESPONSE and c.body.request_id == r)
+        def is_its_ack_response(c: Command, r: int = request_id) -> bool:
+            return c.type is CommandType.ACK_RESPONSE and c.body.request_id == r
+
+        answer = wire.wait(is_its_ack_response)
         assert commands.error_of(answer) is None
     wire.close()
     owner = next(n for n, r in cluster.records.items() if r.service_url == owner_url)
@@ -149,6 +153,7 @@ def test_acks_answered_with_a_receipt_survive_kill_9(cluster_factory: ClusterFac
     # until the dead owner's session expires, lookups still name it; then the survivor takes over
     new_owner_url = wait_until(lambda: (url := lookup_until_connect(survivor_url, topic, 5)) == survivor_url and url,
                                30, interval_s=0.2, message="the survivor owns the topic")
+    assert isinstance(new_owner_url, str)     # wait_until returns the first truthy value: the url
     wire = subscribe(new_owner_url, topic, 20)
     again = []
     for _ in range(20 - len(acked)):

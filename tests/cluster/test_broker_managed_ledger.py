@@ -272,7 +272,8 @@ def test_appends_while_a_rollover_trims_keep_every_confirmed_entry(stores: Any) 
                     during.append(await ml.append(b"during-trim", EntryInfo()))
                 return await real_update(*args)
 
-            ml._update = update_with_an_append_in_flight    # type: ignore[method-assign]
+            # a method replaced on purpose; the replacement takes the positional arguments the ledger passes
+            ml._update = update_with_an_append_in_flight    # type: ignore[method-assign,assignment]
             early.append(await ml.append(b"e3", EntryInfo()))   # the third entry: the ledger rolls over
             cursor.acknowledge_cumulative(early[2])          # the first ledger is consumed: trimmed
             for _ in range(200):                             # bounded: the rollover and its trim

@@ -80,7 +80,10 @@ def test_store_restarts_lose_no_acknowledged_message(cluster_factory: ClusterFac
                 time.sleep(outage_s)
                 cluster.start(store)   # same ports, same data; waits until healthy
             before = len(traffic.acked_sends)
-            wait_until(lambda b=before: len(traffic.acked_sends) >= b + 200, 60, interval_s=0.1,
+            def acked_again(b: int = before) -> bool:
+                return len(traffic.acked_sends) >= b + 200
+
+            wait_until(acked_again, 60, interval_s=0.1,
                        message=f"sends acknowledged again after the {store} store restarted")
             progress[store] = len(traffic.acked_sends) - before
         traffic.stop_producing.set()

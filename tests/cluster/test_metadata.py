@@ -216,7 +216,11 @@ def test_election_fails_over_when_the_leaders_process_dies(store: StoreProcess, 
                 await election.wait_for(lambda s: s.role is Role.FOLLOWER, 5)
                 assert election.current.leader_value == '{"brokerId":"a"}'
                 killed = time.monotonic()
-                await asyncio.to_thread(lambda: (candidate.kill(), candidate.wait(10)))
+                def kill_candidate() -> None:
+                    candidate.kill()
+                    candidate.wait(10)
+
+                await asyncio.to_thread(kill_candidate)
                 await election.wait_for(lambda s: s.role is Role.LEADER, 10)
                 failover = time.monotonic() - killed
                 assert 0.5 < failover < 3.0, f"failover took {failover:.2f}s with an 800 ms session"

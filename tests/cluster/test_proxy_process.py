@@ -71,6 +71,7 @@ def refused(listen: str) -> bool:
 def test_starts_the_configured_proxies(proxy: ProxyProcess, client: ToxiproxyClient) -> None:
     proxies = client.proxies()
     assert set(proxies) == {"client-broker-0", "broker-0-metadata", "broker-0-ledger"}
+    assert proxy.config is not None
     assert proxies["client-broker-0"].listen == proxy.config["proxies"][0]["listen"]
     assert {n: p.enabled for n, p in proxies.items()} == {
         "client-broker-0": True, "broker-0-metadata": True, "broker-0-ledger": False}

@@ -193,8 +193,9 @@ def remote_run(tmp_path: Path, *, kill_one: bool) -> tuple[Path, dict[str, Any],
                 kids = [p for p in psutil.Process(hosts[1].pid).children() if "--worker-name" in p.cmdline()]
                 return kids[0].pid if kids else None
 
-            os.kill(wait_until(worker_pid, timeout_s=240, interval_s=0.3, message="transactions on host1"),
-                    signal.SIGKILL)
+            pid = wait_until(worker_pid, timeout_s=240, interval_s=0.3, message="transactions on host1")
+            assert pid is not None     # wait_until returns only a truthy pid
+            os.kill(pid, signal.SIGKILL)
         run.wait(timeout=420)
         codes = [h.wait(timeout=120) for h in hosts]
     finally:

@@ -93,6 +93,7 @@ def test_a_killed_and_restarted_broker_serves_its_coordinators_before_its_old_se
         # handlers are ready (CI run of 2026-11-29: 6 transactions, all on the other broker).
         opened = wait_until(lambda: _opened_until_one_on(client, theirs, 2 * len(owners)), 30,
                             message=f"a transaction on the victim's coordinators {theirs}")
+        assert opened is not None     # wait_until returns the first truthy value
         pending = [txn for txn in opened if txn.id.most in theirs]
         cluster.kill(victim)
         cluster.start(victim)

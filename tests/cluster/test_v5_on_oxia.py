@@ -10,6 +10,8 @@ that leads the coordinators hands them over once its Oxia session expires, atomi
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.test_v5_failover import (
     kill_the_coordinator_leader,
@@ -24,7 +26,7 @@ from tests.cluster.test_v5_helpers import (
 )
 
 # The Python client heartbeats every 2 s at the least: a session needs comfortably more.
-OXIA_SETTINGS = {"metadataStoreUrl": "oxia", "metadataStoreSessionTimeoutMillis": 6000}
+OXIA_SETTINGS: dict[str, Any] = {"metadataStoreUrl": "oxia", "metadataStoreSessionTimeoutMillis": 6000}
 
 
 def test_atomic_produce_and_commit_on_the_oxia_backend(cluster_factory: ClusterFactory) -> None:

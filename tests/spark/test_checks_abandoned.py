@@ -110,7 +110,8 @@ def test_stuck_acks_are_computed_once_per_context_and_released_with_it(spark: Sp
     txn = c.open().ack("m", sub="s").id
     h.sleep(4.0).txn_state(txn, "NOT_FOUND")
     h.drain(reads={"t1": ["m"]}, subscriptions=[("t1", "s")])
-    ctx = prepare(ops_from_records(spark, h.records()), persist=True, **TIMEOUT)
+    ctx = prepare(ops_from_records(spark, h.records()), persist=True,
+                  txn_timeout_s=TIMEOUT["txn_timeout_s"], abort_bound_s=TIMEOUT["abort_bound_s"])
     try:
         stuck, _ = stuck_acks(ctx)
         assert stuck.is_cached

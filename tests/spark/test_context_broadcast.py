@@ -40,6 +40,7 @@ def _plan(frame: DataFrame) -> str:
 def no_automatic_broadcast(spark: SparkSession) -> Iterator[None]:
     """Only the hint broadcasts: the frames of these few rows would be broadcast by size anyway."""
     before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    assert before is not None
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     yield
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)

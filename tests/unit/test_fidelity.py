@@ -245,6 +245,7 @@ def test_the_design_range_of_a_real_zookeeper_run_holds_what_real_pulsar_wrote()
     native = design_range({**perf, "metadata_store": {"kind": "oxia-like"}}, {}, "metadata_writes")
     assert native is not None and native["high"] < 23.86 * (1 - GAP_LIMIT)
     ledger = design_range(perf, {}, "ledger_entries")
+    assert ledger is not None
     assert ledger == {"low": ledger["high"], "high": round((526 + 185) / 187, 3), "store": "zookeeper"}
 
 

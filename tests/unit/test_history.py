@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -202,7 +203,8 @@ def test_orjson_lines_read_back_as_the_json_lines() -> None:
     ops = [
         Op(run="r", writer="w0", process="w0/u1/l2", index=3, time_ns=123456789012, wall_ms=1764200000000.125,
            type=OpType.OK, f=OpF.SEND, path="v4", txn="1:2", topic="persistent://t/n/é", key="k", value="v-1",
-           inputs=("a", "b"), msg_id="1:2:-1", error=None, extra={"n": 1, "ratio": 1.5e-7, 7: "int key"}),
+           inputs=("a", "b"), msg_id="1:2:-1", error=None,
+           extra=cast(dict[str, Any], {"n": 1, "ratio": 1.5e-7, 7: "int key"})),   # an int key on purpose
         Op(run="r", writer="w0", process="w0/u1", index=4, time_ns=1, wall_ms=2.0, type=OpType.INFO,
            f=OpF.TXN_COMMIT, path="v5", error="timeout", extra={"big": 1 << 70}),   # past 64 bits: json fallback
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from embedded.recovery_code import RECOVERY_CODE
 from orchestrator.coverage import (
@@ -45,11 +46,12 @@ def test_the_report_says_the_figure_against_the_goal() -> None:
             "branches_hit": 2, "branch_percent": 50.0,
             "functions": [{"file": "embedded/x.py", "function": "X.replay", "lines": 10, "lines_hit": 9,
                            "branches": 4, "branches_hit": 2, "missing": "12"}]}
-    result = {"goal_percent": 90.0, "data_files": 7,
-              "all": {"lines": 10, "lines_hit": 9, "line_percent": 90.0, "branches": 4, "branches_hit": 2,
-                      "branch_percent": 50.0, "areas": [area]},
-              "runs": {"v4": {"line_percent": 80.0, "branch_percent": 40.0, "lines": 10, "lines_hit": 8,
-                              "areas": [{k: v for k, v in area.items() if k != "functions"}]}}}
+    result: dict[str, Any] = {
+        "goal_percent": 90.0, "data_files": 7,
+        "all": {"lines": 10, "lines_hit": 9, "line_percent": 90.0, "branches": 4, "branches_hit": 2,
+                "branch_percent": 50.0, "areas": [area]},
+        "runs": {"v4": {"line_percent": 80.0, "branch_percent": 40.0, "lines": 10, "lines_hit": 8,
+                        "areas": [{k: v for k, v in area.items() if k != "functions"}]}}}
     head = summary_lines(result)
     assert "**90.0% of lines** (9/10)" in head[0] and "reaches the goal of 90%" in head[0]
     assert head[1] == "- v4: 80.0% of lines (8/10), 40.0% of branches, of the listed code its processes loaded"

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from analysis.verdicts import expectations_of, judge, judge_run
+from harness.anomalies import AnomalyClass
 from harness.config import ChecksConfig, ExpectationScope, ExpectedAnomalies, parse_scenario
 from harness.errors import ConfigError
 from harness.txn_paths import TxnPath
@@ -28,7 +29,7 @@ def test_expected_anomalies_are_per_path() -> None:
     config = parse_scenario(SCENARIO)
     on_v4 = config.checks.expected_on(TxnPath.V4)
     assert set(on_v4) == {"partial-txn", "stalled-commit"}
-    assert on_v4["partial-txn"].scope is ExpectationScope.TERMINATED_TOPICS
+    assert on_v4[AnomalyClass.PARTIAL_TXN].scope is ExpectationScope.TERMINATED_TOPICS
     assert config.checks.expected_on(TxnPath.V5) == {}
     from_manifest = expectations_of({"path": "v4-batched", "config": config.to_dict()}, "manifest.json")
     assert {a: (e.reason, e.scope) for a, e in from_manifest.items()} == {

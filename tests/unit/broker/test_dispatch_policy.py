@@ -39,12 +39,18 @@ def test_round_robin_prefers_the_best_priority_level_with_permits() -> None:
     assert next_shared_consumer(consumers, 0) == 0
 
 
+def _active(consumers: list[C], partition_index: int) -> C:
+    index = active_consumer_index(consumers, partition_index)
+    assert index is not None
+    return consumers[index]
+
+
 def test_failover_active_consumer_by_priority_then_name_and_partition() -> None:
     consumers = [C("b"), C("a"), C("c")]
     assert active_consumer_index(consumers, -1) == 1
-    assert [consumers[active_consumer_index(consumers, p)].name for p in range(4)] == ["a", "b", "c", "a"]
+    assert [_active(consumers, p).name for p in range(4)] == ["a", "b", "c", "a"]
     consumers.append(C("z", priority=-1))
-    assert consumers[active_consumer_index(consumers, -1)].name == "z"
+    assert _active(consumers, -1).name == "z"
     assert active_consumer_index([], 0) is None
 
 

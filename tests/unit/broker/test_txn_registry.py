@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -12,6 +12,7 @@ from embedded.broker.txn_api import (
     CoordinatorKind,
     NoPendingAckProvider,
     NoTransactionBufferProvider,
+    TopicServices,
     TxnError,
     UnavailableCoordinator,
 )
@@ -27,6 +28,10 @@ class Marker:
         return self.label
 
 
+# the providers under test never touch the topic they are created for
+NO_TOPIC = cast(TopicServices, None)
+
+
 def enabled(**extra: Any) -> Settings:
     return Settings({"transactionCoordinatorEnabled": True, **extra})
 
@@ -34,10 +39,10 @@ def enabled(**extra: Any) -> Settings:
 def test_segment_topics_fall_back_to_persistent_providers() -> None:
     registry = TxnRegistry(enabled(), "v5")
     registry.register_buffer_provider(TopicDomain.PERSISTENT, Marker("v4-tb"))
-    assert registry.buffer_provider(TopicDomain.SEGMENT).create(None) == "v4-tb"
+    assert registry.buffer_provider(TopicDomain.SEGMENT).create(NO_TOPIC) == "v4-tb"
     registry.register_buffer_provider(TopicDomain.SEGMENT, Marker("v5-tb"))
-    assert registry.buffer_provider(TopicDomain.SEGMENT).create(None) == "v5-tb"
-    assert registry.buffer_provider(TopicDomain.PERSISTENT).create(None) == "v4-tb"
+    assert registry.buffer_provider(TopicDomain.SEGMENT).create(NO_TOPIC) == "v5-tb"
+    assert registry.buffer_provider(TopicDomain.PERSISTENT).create(NO_TOPIC) == "v4-tb"
 
 
 def test_defaults_without_providers_or_with_transactions_disabled() -> None:

@@ -35,8 +35,8 @@ def make_client() -> Iterator[Callable[..., PulsarClient]]:
     clients: list[PulsarClient] = []
 
     def make(url: str, **kwargs: Any) -> PulsarClient:
-        settings = {"operation_timeout_s": 5.0, "initial_backoff_s": 0.01,
-                    "max_backoff_s": 0.05, "reconnect_timeout_s": 5.0}
+        settings: dict[str, Any] = {"operation_timeout_s": 5.0, "initial_backoff_s": 0.01,
+                                    "max_backoff_s": 0.05, "reconnect_timeout_s": 5.0}
         settings.update(kwargs)
         client = PulsarClient(url, **settings)
         clients.append(client)

@@ -49,7 +49,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.wire import (
     AckType,
@@ -74,6 +74,7 @@ ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 V5_FEATURES = ("supports_scalable_topics", "supports_tc_metadata_discovery")
 
 Hook = Callable[["BrokerConnection", Command], bool]
+V = TypeVar("V")
 
 
 @dataclass
@@ -631,6 +632,7 @@ class FakeCluster:
         if txn is not None:
             record = self.txns.get(txn)
             if record is None or record.state != "open":
+                # a receipt-less ack is answered too, without a request_id
                 conn.reply(commands.ack_response(body.consumer_id, request_id, txn=txn,
                                                  error=ServerError.TransactionNotFound,
                                                  message=f"txn {txn} not open"))
@@ -870,6 +872,12 @@ class FakeCluster:
 def wait_for(condition: Callable[[], Any], timeout_s: float = 5.0, what: str = "condition") -> Any:
     """Poll `condition` until truthy (bounded); returns its value."""
     return wait_until(condition, timeout_s, 0.005, what)
+
+
+def arrived(message: V | None) -> V:
+    """A received or read message; fails the test when the wait ended with nothing (None)."""
+    assert message is not None, "nothing arrived before the timeout"
+    return message
 
 
 def silent(conn: BrokerConnection, event: Command) -> bool:

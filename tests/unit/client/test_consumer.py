@@ -15,7 +15,14 @@ from harness.client import (
 from harness.client.consumer import ack_set_words
 from harness.wire import AckType, MessageId, ServerError, commands
 from harness.wire import CommandType as T
-from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, drop, once, wait_for
+from tests.unit.client.fake_broker import (
+    BrokerConnection,
+    FakeCluster,
+    arrived,
+    drop,
+    once,
+    wait_for,
+)
 
 TOPIC = "persistent://public/default/events"
 
@@ -36,7 +43,7 @@ def test_subscribe_flow_receive_and_ack_with_receipt(cluster: FakeCluster,
     assert subscribe.initialPosition == 1  # Earliest
     assert subscribe.consumer_name == "c1"
     assert wait_for(lambda: cluster.commands(T.FLOW))[0].body.messagePermits == 1000
-    messages = [consumer.receive(2) for _ in range(3)]
+    messages = [arrived(consumer.receive(2)) for _ in range(3)]
     assert [m.data for m in messages] == [b"m0", b"m1", b"m2"]
     assert [m.key for m in messages] == ["k0", "k1", "k2"]
     assert all(m.topic == TOPIC and m.segment is None and m.redelivery_count == 0
@@ -55,6 +62,7 @@ def test_ack_error_in_the_receipt_is_classified(cluster: FakeCluster,
     _fill(client, 1)
     consumer = client.subscribe(TOPIC, "s")
     message = consumer.receive(2)
+    assert message is not None
 
     def fail(conn: BrokerConnection, event) -> bool:
         conn.reply(commands.ack_response(event.body.consumer_id, event.body.request_id,
@@ -73,6 +81,7 @@ def test_ack_lost_with_the_connection_is_indeterminate(cluster: FakeCluster,
     _fill(client, 1)
     consumer = client.subscribe(TOPIC, "s")
     message = consumer.receive(2)
+    assert message is not None
     cluster.brokers[0].intercept(T.ACK, once(drop))
     with pytest.raises(ConnectionLostError):
         consumer.acknowledge(message)
@@ -82,7 +91,7 @@ def test_batches_are_unpacked_and_acked_by_batch_index(cluster: FakeCluster,
                                                        client: PulsarClient) -> None:
     _fill(client, 4, batching=BatchingConfig(max_messages=4, max_delay_s=5))
     consumer = client.subscribe(TOPIC, "s")
-    messages = [consumer.receive(2) for _ in range(4)]
+    messages = [arrived(consumer.receive(2)) for _ in range(4)]
     ledger = cluster.topic(TOPIC).ledger_id
     assert [m.message_id for m in messages] == [MessageId(ledger, 0, i, -1, 4) for i in range(4)]
     assert [m.msg_id for m in messages] == [f"{ledger}:0:{i}" for i in range(4)]
@@ -94,7 +103,7 @@ def test_batches_are_unpacked_and_acked_by_batch_index(cluster: FakeCluster,
     consumer.close()
     # a new consumer gets only the three still-unacked indexes (the broker's ack_set)
     again = client.subscribe(TOPIC, "s")
-    redelivered = [again.receive(2) for _ in range(3)]
+    redelivered = [arrived(again.receive(2)) for _ in range(3)]
     assert [m.message_id.batch_index for m in redelivered] == [0, 2, 3]
 
 
@@ -106,7 +115,7 @@ def test_ack_set_words_are_java_bitset_longs() -> None:
 def test_cumulative_ack(cluster: FakeCluster, client: PulsarClient) -> None:
     _fill(client, 3)
     consumer = client.subscribe(TOPIC, "s", sub_type=SubType.Failover)
-    messages = [consumer.receive(2) for _ in range(3)]
+    messages = [arrived(consumer.receive(2)) for _ in range(3)]
     consumer.acknowledge_cumulative(messages[2])
     ack = cluster.commands(T.ACK)[-1].body
     assert ack.ack_type == AckType.Cumulative and ack.message_id[0].entryId == 2
@@ -117,8 +126,9 @@ def test_cumulative_ack_on_shared_is_refused_locally(cluster: FakeCluster,
                                                      client: PulsarClient) -> None:
     _fill(client, 1)
     consumer = client.subscribe(TOPIC, "s", sub_type="Shared")
+    message = arrived(consumer.receive(2))
     with pytest.raises(InvalidStateError) as info:
-        consumer.acknowledge_cumulative(consumer.receive(2))
+        consumer.acknowledge_cumulative(message)
     assert info.value.definite
     assert not cluster.commands(T.ACK)
 
@@ -128,10 +138,12 @@ def test_negative_ack_redelivers_with_a_higher_count(cluster: FakeCluster,
     _fill(client, 1)
     consumer = client.subscribe(TOPIC, "s", sub_type=SubType.Shared)
     first = consumer.receive(2)
+    assert first is not None
     consumer.negative_acknowledge(first)
     redeliver = wait_for(lambda: cluster.commands(T.REDELIVER_UNACKNOWLEDGED_MESSAGES))[0].body
     assert [d.entryId for d in redeliver.message_ids] == [0]
     again = consumer.receive(2)
+    assert again is not None
     assert again.data == first.data and again.redelivery_count == 1
 
 
@@ -142,7 +154,7 @@ def test_redeliver_all_drops_the_local_queue(cluster: FakeCluster, client: Pulsa
     consumer.redeliver_unacknowledged()
     body = wait_for(lambda: cluster.commands(T.REDELIVER_UNACKNOWLEDGED_MESSAGES))[0].body
     assert len(body.message_ids) == 0
-    got = [consumer.receive(2) for _ in range(3)]
+    got = [arrived(consumer.receive(2)) for _ in range(3)]
     assert [m.data for m in got] == [b"m0", b"m1", b"m2"]
     assert all(m.redelivery_count == 1 for m in got)
     assert consumer.receive(0.05) is None  # the stale copies were dropped
@@ -177,7 +189,7 @@ def test_reconnect_resubscribes_and_drops_the_old_queue(cluster: FakeCluster,
     wait_for(lambda: len(consumer._queue) == 2, what="two queued")
     cluster.brokers[0].drop_connections()
     wait_for(lambda: len(cluster.commands(T.SUBSCRIBE)) == 2, what="resubscribed")
-    got = [consumer.receive(2) for _ in range(2)]
+    got = [arrived(consumer.receive(2)) for _ in range(2)]
     assert [m.data for m in got] == [b"m0", b"m1"]
     assert all(m.redelivery_count == 1 for m in got)  # redelivered, not the stale copies
     assert consumer.receive(0.1) is None
@@ -186,7 +198,7 @@ def test_reconnect_resubscribes_and_drops_the_old_queue(cluster: FakeCluster,
 def test_end_of_topic_is_reported(cluster: FakeCluster, client: PulsarClient) -> None:
     _fill(client, 1)
     consumer = client.subscribe(TOPIC, "s")
-    consumer.acknowledge(consumer.receive(2))
+    consumer.acknowledge(arrived(consumer.receive(2)))
     assert not consumer.reached_end_of_topic
     cluster.terminate(TOPIC)
     wait_for(lambda: consumer.reached_end_of_topic, what="REACHED_END_OF_TOPIC")
@@ -212,7 +224,7 @@ def test_partitioned_subscription_reads_every_partition(cluster: FakeCluster,
     for i in range(6):
         producer.send(f"p{i}".encode())
     consumer = client.subscribe(TOPIC, "s")
-    got = [consumer.receive(2) for _ in range(6)]
+    got = [arrived(consumer.receive(2)) for _ in range(6)]
     assert sorted(m.data for m in got) == [f"p{i}".encode() for i in range(6)]
     assert {m.segment for m in got} == {f"{TOPIC}-partition-{i}" for i in range(3)}
     for message in got:

@@ -65,9 +65,9 @@ def test_failure_points_have_the_documented_split() -> None:
     for cls in (errors.NotReadyError, errors.NotSentError, errors.InvalidStateError,
                 errors.AlreadyClosedError, errors.TransactionOpFailedError, errors.SetupError):
         assert cls("x").definite
-    for cls in (errors.ConnectionLostError, errors.OperationTimeoutError,
-                errors.TransactionOutcomeUnknownError):
-        assert not cls("x").definite
+    for unknown in (errors.ConnectionLostError, errors.OperationTimeoutError,
+                    errors.TransactionOutcomeUnknownError):
+        assert not unknown("x").definite
 
 
 def test_error_name_is_what_the_history_records() -> None:

@@ -46,6 +46,7 @@ def test_send_returns_the_broker_message_id_and_uses_consecutive_sequence_ids(
     assert all(r.topic == TOPIC and r.segment is None for r in receipts)
     sends = cluster.commands(T.SEND)
     assert [s.body.sequence_id for s in sends] == [0, 1, 2]
+    assert sends[0].payload is not None
     first = sends[0].payload.metadata
     assert first.partition_key == "k0"
     assert {kv.key: kv.value for kv in first.properties} == {"n": "0"}
@@ -68,6 +69,7 @@ def test_batching_sends_one_entry_and_gives_each_message_its_batch_index(
     assert [r.msg_id for r in receipts] == [f"{ledger}:0:{i}" for i in range(3)]
     (send,) = cluster.commands(T.SEND)
     assert send.body.num_messages == 3 and send.body.highest_sequence_id == 2
+    assert send.payload is not None
     assert send.payload.metadata.num_messages_in_batch == 3
     inner = unpack_messages(send.payload)
     assert [(m.data, m.key, m.single_metadata.sequence_id) for m in inner] == [

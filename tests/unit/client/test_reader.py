@@ -13,7 +13,7 @@ from harness.client import (
 )
 from harness.wire import CommandType as T
 from harness.wire import MessageId, commands
-from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, wait_for
+from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, arrived, wait_for
 
 TOPIC = "persistent://public/default/final"
 
@@ -89,10 +89,10 @@ def test_reader_resumes_after_a_reconnect_without_repeating(cluster: FakeCluster
     for i in range(4):
         producer.send(f"{i}".encode())
     reader = client.create_reader(TOPIC, receiver_queue_size=2)
-    first = [reader.read_next(2), reader.read_next(2)]
+    first = [arrived(reader.read_next(2)), arrived(reader.read_next(2))]
     cluster.brokers[0].drop_connections()
     wait_for(lambda: len(cluster.commands(T.SUBSCRIBE)) == 2, what="reader resubscribed")
-    rest = [reader.read_next(3), reader.read_next(3)]
+    rest = [arrived(reader.read_next(3)), arrived(reader.read_next(3))]
     assert [m.data for m in first + rest] == [b"0", b"1", b"2", b"3"]
     resubscribe = cluster.commands(T.SUBSCRIBE)[-1].body
     assert MessageId.from_proto(resubscribe.start_message_id).entry_id == 1

@@ -55,6 +55,7 @@ def test_v4_transaction_walk_command_by_command(two_brokers: FakeCluster,
     producer.send(b"seed")
     consumer = client.subscribe(TOPIC, "sub")
     seed = consumer.receive(2)
+    assert seed is not None
     before = len(cluster.log)
 
     txn = client.new_transaction(timeout_s=30)
@@ -169,8 +170,10 @@ def test_a_second_client_aborts_a_transaction_by_its_id(
 
 def _apply_then_drop(cluster: FakeCluster) -> Callable[[BrokerConnection, Command], bool]:
     def hook(conn: BrokerConnection, event: Command) -> bool:
+        txn = commands.txn_of(event)
+        assert txn is not None
         with cluster.lock:
-            cluster.end_txn(cluster.txns[commands.txn_of(event)], TxnAction(event.body.txn_action))
+            cluster.end_txn(cluster.txns[txn], TxnAction(event.body.txn_action))
         conn.drop()  # the decision was applied; its answer is lost
         return True
 
@@ -314,6 +317,7 @@ def test_transactional_ack_conflict_is_definite(cluster: FakeCluster,
     producer.send(b"m")
     consumer = client.subscribe(TOPIC, "sub", sub_type="Shared")
     message = consumer.receive(2)
+    assert message is not None
     first, second = client.new_transaction(), client.new_transaction()
     consumer.acknowledge(message, txn=first)
     with pytest.raises(TransactionConflictError) as info:
@@ -327,11 +331,13 @@ def test_aborted_ack_is_redelivered_and_aborted_writes_stay_invisible(
     producer.send(b"m")
     consumer = client.subscribe(TOPIC, "sub", sub_type="Shared")
     message = consumer.receive(2)
+    assert message is not None
     txn = client.new_transaction()
     consumer.acknowledge(message, txn=txn)
     producer.send(b"never", txn=txn)
     txn.abort()
     again = consumer.receive(2)
+    assert again is not None
     assert again.data == b"m" and again.redelivery_count == 1
     assert consumer.receive(0.1) is None
     assert cluster.values(TOPIC) == [b"m"]
@@ -449,6 +455,7 @@ def test_an_ack_that_outlasts_the_transactions_timeout_is_not_sent(
     producer.send(b"m")
     consumer = client.subscribe(TOPIC, "sub", sub_type="Shared")
     message = consumer.receive(2)
+    assert message is not None
     txn = client.new_transaction(timeout_s=1)
 
     def slow(conn: BrokerConnection, event: Command) -> bool:
@@ -551,8 +558,10 @@ def _coordinator_moved_after_applying(cluster: FakeCluster) -> Callable[[BrokerC
         if answered:
             return False     # the fake coordinator answers: InvalidTxnStatus naming the status
         answered.append(1)
+        txn = commands.txn_of(event)
+        assert txn is not None
         with cluster.lock:
-            cluster.end_txn(cluster.txns[commands.txn_of(event)], TxnAction(event.body.txn_action))
+            cluster.end_txn(cluster.txns[txn], TxnAction(event.body.txn_action))
         conn.reply(commands.end_txn_response(event.body.request_id, commands.txn_of(event),
                                              error=ServerError.TransactionCoordinatorNotFound,
                                              message="Transaction coordinator with id 2 not found!"))
@@ -568,6 +577,7 @@ def test_a_commit_the_coordinator_applied_before_answering_not_found_is_committe
     visible outputs became aborted reads and its acks stuck acks, anomalies the harness invented."""
     def invalid_naming_status(conn: BrokerConnection, event: Command) -> bool:
         txn = commands.txn_of(event)
+        assert txn is not None
         state = cluster.txns[txn].state.upper()
         conn.reply(commands.end_txn_response(
             event.body.request_id, txn, error=ServerError.InvalidTxnStatus,
@@ -602,6 +612,7 @@ def test_not_found_from_a_coordinator_leaves_a_later_refusal_indeterminate(
     def not_found_then_gone(conn: BrokerConnection, event: Command) -> bool:
         txn = commands.txn_of(event)
         if not cluster.commands(T.END_TXN)[:-1]:
+            assert txn is not None
             with cluster.lock:
                 cluster.end_txn(cluster.txns[txn], TxnAction.COMMIT)
             error, message = ServerError.TransactionCoordinatorNotFound, "coordinator 0 not found"

@@ -44,6 +44,7 @@ def test_v5_transaction_walk_command_by_command(v5: FakeCluster, v5_client: Puls
     producer.send(b"seed", key=key)
     consumer = v5_client.subscribe(SCALABLE, "sub", sub_type="Shared")
     seed = consumer.receive(2)
+    assert seed is not None
     segment = v5.segment_topic(SCALABLE, 0)
     assert seed.segment == segment
 
@@ -144,7 +145,9 @@ def test_transactional_send_across_a_split_registers_the_new_segment(
     txn = v5_client.new_transaction()
     producer.send(b"one", key=key, txn=txn)
     left, _ = v5.split(SCALABLE, 0)
-    wait_for(lambda: producer._dag.epoch == 2, what="new layout")
+    dag = producer._dag
+    assert dag is not None
+    wait_for(lambda: dag.epoch == 2, what="new layout")
     producer.send(b"two", key=key, txn=txn)
     txn.commit()
     partitions = [list(c.body.partitions) for c in v5.commands(T.ADD_PARTITION_TO_TXN)]
@@ -158,7 +161,9 @@ def test_consumer_reads_parent_segments_before_children(v5: FakeCluster,
     for i in range(3):
         producer.send(f"old-{i}".encode(), key=key)
     left, _ = v5.split(SCALABLE, 0)
-    wait_for(lambda: producer._dag.epoch == 2, what="new layout")
+    dag = producer._dag
+    assert dag is not None
+    wait_for(lambda: dag.epoch == 2, what="new layout")
     for i in range(3):
         producer.send(f"new-{i}".encode(), key=key)
     consumer = v5_client.subscribe(SCALABLE, "ordered", sub_type="Shared")
@@ -191,7 +196,9 @@ def test_reader_reads_segments_parents_first(v5: FakeCluster, v5_client: PulsarC
     producer.send(b"p0", key=low_key)
     producer.send(b"p1", key=high_key)
     v5.split(SCALABLE, 0)
-    wait_for(lambda: producer._dag.epoch == 2, what="new layout")
+    dag = producer._dag
+    assert dag is not None
+    wait_for(lambda: dag.epoch == 2, what="new layout")
     producer.send(b"c0", key=low_key)
     reader = v5_client.create_reader(SCALABLE)
     read = reader.read_to_end(3)

@@ -56,8 +56,12 @@ def test_a_coordinator_on_a_brokers_internal_listener_is_that_broker() -> None:
                      for i in range(2))
     cluster = ClusterInfo("pulsar", TxnPath.V5, "pulsar://127.0.0.1:40000,127.0.0.1:40001",
                           "http://127.0.0.1:1", services=services)
-    assert cluster.broker_for_url("pulsar://127.0.0.1:37001").name == "broker-1"
-    assert cluster.broker_for_url("pulsar://127.0.0.1:40000").name == "broker-0"
+    internal = cluster.broker_for_url("pulsar://127.0.0.1:37001")
+    assert internal is not None
+    assert internal.name == "broker-1"
+    client_facing = cluster.broker_for_url("pulsar://127.0.0.1:40000")
+    assert client_facing is not None
+    assert client_facing.name == "broker-0"
     assert cluster.broker_for_url("pulsar://127.0.0.1:1") is None
     ctx = ResolveContext(cluster=cluster, rng=random.Random(1),
                          coordinator_brokers=lambda: {1: "pulsar://127.0.0.1:37001"})

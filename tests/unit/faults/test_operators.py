@@ -7,13 +7,14 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import pytest
 
 from faults import actions, kinds
 from faults.actions import MergeAction, SplitAction, TerminateAction, as_operators
 from faults.kinds.base import Kind
-from faults.model import Fault, NotInjected
+from faults.model import Fault, NotInjected, TopicAdmin
 from faults.resolution import SegmentTarget
 from harness.client.admin import AdminError
 
@@ -86,7 +87,7 @@ def _fault(kind: Kind, targets: tuple[SegmentTarget, ...], operators: int) -> Fa
 
 def test_two_operators_split_one_segment_one_wins_the_other_is_refused_after_retrying_busy() -> None:
     controller = FakeController()
-    effect = SplitAction(controller).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 2))
+    effect = SplitAction(cast(TopicAdmin, controller)).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 2))
     assert effect is not None and effect["operators"] == 2
     answers = effect["answers"]
     assert answers.count("ok") == 1 and len(answers) == 2
@@ -98,8 +99,8 @@ def test_two_operators_split_one_segment_one_wins_the_other_is_refused_after_ret
 
 def test_a_merge_racing_a_split_of_one_of_its_segments() -> None:
     controller = FakeController()
-    split = SplitAction(controller)
-    merge = MergeAction(controller)
+    split = SplitAction(cast(TopicAdmin, controller))
+    merge = MergeAction(cast(TopicAdmin, controller))
     done: list[object] = []
     thread = threading.Thread(target=lambda: done.append(
         split.inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 1))))
@@ -113,17 +114,17 @@ def test_a_merge_racing_a_split_of_one_of_its_segments() -> None:
 
 def test_two_operators_terminating_a_segment_both_answered() -> None:
     controller = FakeController()
-    effect = TerminateAction(controller).inject(_fault(kinds.terminate.KIND, (SegmentTarget(TOPIC, SEG0),), 2))
+    effect = TerminateAction(cast(TopicAdmin, controller)).inject(_fault(kinds.terminate.KIND, (SegmentTarget(TOPIC, SEG0),), 2))
     assert effect == {"operators": 2, "answers": ["ok", "ok"]}
     assert controller.terminated == {SEG0}
 
 
 def test_one_operator_is_the_change_as_it_was() -> None:
     controller = FakeController()
-    assert SplitAction(controller).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 1)) is None
+    assert SplitAction(cast(TopicAdmin, controller)).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 1)) is None
     assert controller.answers == ["ok"]
     with pytest.raises(NotInjected, match="must be active"):   # a refusal is not retried
-        SplitAction(controller).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 1))
+        SplitAction(cast(TopicAdmin, controller)).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 1))
     assert controller.answers == ["ok", "412"]
 
 
@@ -131,7 +132,7 @@ def test_busy_is_retried_only_within_its_bound(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(actions, "BUSY_RETRY_FOR_S", 0.2)
     monkeypatch.setattr(actions, "BUSY_RETRY_PAUSE_S", 0.05)
     controller = FakeController(hold_s=1.0)
-    effect = SplitAction(controller).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 2))
+    effect = SplitAction(cast(TopicAdmin, controller)).inject(_fault(kinds.split.KIND, (SegmentTarget(TOPIC, SEG0),), 2))
     assert effect is not None
     assert sorted(a.split(":")[0] for a in effect["answers"]) == ["ok", "refused"]
     assert any("retry" in a for a in effect["answers"])   # still busy when the operator gave up

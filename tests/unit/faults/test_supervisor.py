@@ -107,16 +107,17 @@ def test_the_nemesis_supervises_while_it_runs_and_reports_the_exits(tmp_path: Pa
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(supervisor_module, "CHECK_EVERY_S", 0.02)
     world = World(tmp_path)
-    assert world.control is not None
+    control = world.control      # a local, so the lambdas below see it narrowed
+    assert control is not None
     cfg = config("schedule:\n  - {kind: kill, target: broker:1, at_s: 0, for_s: 0.5}", faults_s=3)
     with world.nemesis(cfg) as nemesis:
         nemesis.start()
-        assert wait_for(lambda: ("kill", "broker-1") in world.control.calls)
-        world.control.state["broker-0"] = "stopped"      # exits on its own while broker-1 is killed
-        assert wait_for(lambda: nemesis.stats.healed == 1 and world.control.state["broker-0"] == "running")
+        assert wait_for(lambda: ("kill", "broker-1") in control.calls)
+        control.state["broker-0"] = "stopped"      # exits on its own while broker-1 is killed
+        assert wait_for(lambda: nemesis.stats.healed == 1 and control.state["broker-0"] == "running")
         progress = nemesis.progress()
     assert progress["service_exits"] == {"broker-0": 1}
-    starts = [c for c in world.control.calls if c[0] == "start"]
+    starts = [c for c in control.calls if c[0] == "start"]
     assert sorted(starts) == [("start", "broker-0"), ("start", "broker-1")]   # broker-1 only by its heal
     exits = [e for e in world.history() if e["extra"] and e["extra"].get("kind") == EXIT_KIND]
     assert {e["extra"]["targets"][0] for e in exits} == {"broker-0"}

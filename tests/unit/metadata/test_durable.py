@@ -103,6 +103,7 @@ def test_recovery_replays_the_log_exactly(tmp_path: Path) -> None:
 
     image, lsn = run(main)
     again = open_store(tmp_path)
+    assert again.last_recovery is not None
     assert again.applied_lsn == lsn == again.last_recovery.replayed
     assert sorted(again.state.export().records, key=lambda r: r.key) == sorted(image.records, key=lambda r: r.key)
     assert again.state.list("0", "9", use_index="ix") == sorted(
@@ -126,11 +127,13 @@ def test_a_torn_tail_is_ignored_and_truncated(tmp_path: Path) -> None:
     with newest.open("ab") as f:
         f.write(torn)
     store = open_store(tmp_path)
+    assert store.last_recovery is not None
     assert store.last_recovery.truncated_bytes == len(torn)
     assert store.state.list("/t/", "/t0") == [f"/t/{i}" for i in range(5)]
     run(store.close)
     run(lambda: write(1))   # appends continue after the truncated tail
     store = open_store(tmp_path)
+    assert store.last_recovery is not None
     assert store.applied_lsn == 6 and store.last_recovery.truncated_bytes == 0
     run(store.close)
 
@@ -169,6 +172,7 @@ def test_snapshots_truncate_the_log_and_recovery_uses_them(tmp_path: Path) -> No
     assert all(first > 45 for first, _ in list_segments(tmp_path / "wal"))
     store = open_store(tmp_path, snapshot_every_records=10)
     report = store.last_recovery
+    assert report is not None
     assert (report.snapshot_lsn, report.snapshot_records, report.replayed) == (45, 45, 0)
     assert set(store.state.export().records) == set(image.records)
     run(store.close)

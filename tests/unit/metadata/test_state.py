@@ -20,6 +20,7 @@ from embedded.metadata.model import (
 )
 from embedded.metadata.state import (
     KEY_SPACE_END,
+    Command,
     Delete,
     DeleteRange,
     MetadataState,
@@ -407,7 +408,7 @@ def test_bad_commands_are_invalid_options(bad: dict[str, Any]) -> None:
 
 
 def test_command_wire_round_trip() -> None:
-    commands = [
+    commands: list[Command] = [
         Put("/k", "v", expected_version=3, ephemeral=True, session_id=2, partition_key="p",
             sequence_keys_deltas=(1, 0), secondary_indexes=(("a", "1"), ("b", "2"))),
         Put("/k", ""), Delete("/k", -1), Delete("/k"), DeleteRange("", "/z"), SessionOpen(500, "x"),

@@ -294,7 +294,7 @@ class MetricModel:
         txn_log = 3 * (c + a)
         pending = 2 * k
         cursor = k // 3
-        ledger = [
+        ledger: list[tuple[str, dict[str, str], float]] = [
             ("txnbench_ledger_entries_total", {"kind": "data"}, data),
             ("txnbench_ledger_entries_total", {"kind": "txn-log"}, txn_log),
             ("txnbench_ledger_entries_total", {"kind": "pending-ack"}, pending),
@@ -308,7 +308,7 @@ class MetricModel:
             ("bookie_WRITE_BYTES", {}, 300 * data + 90 * txn_log + 70 * pending + 40 * cursor),
             ("bookie_journal_JOURNAL_SYNC_count", {}, (c + a) + s // 2 + 5),
         ]
-        metadata = [
+        metadata: list[tuple[str, dict[str, str], float]] = [
             ("txnbench_metadata_ops_total", {"op": "get", "cas": "false", "result": "ok"}, 20 + c),
             ("txnbench_metadata_ops_total", {"op": "range_scan", "cas": "false", "result": "ok"}, 4 + a),
             ("txnbench_metadata_ops_total", {"op": "put", "cas": "true", "result": "ok"}, 10 + 2 * c),
@@ -322,7 +322,7 @@ class MetricModel:
         if c >= 5:  # a series that appears mid-run: the first CAS conflict
             metadata.append(("txnbench_metadata_ops_total", {"op": "put", "cas": "true", "result": "conflict"},
                              1 + c // 10))
-        brokers = {
+        brokers: dict[str, list[tuple[str, dict[str, str], float]]] = {
             "broker-0": [("pulsar_txn_committed_total", {"coordinator_id": "0"}, c - c // 2),
                          ("pulsar_txn_append_log_total", {"coordinator_id": "0"}, 2 * (c - c // 2)),
                          ("pulsar_txn_coordinator_recovery_seconds", {"coordinator_id": "0"}, 0.25)],

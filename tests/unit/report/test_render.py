@@ -6,6 +6,7 @@ import base64
 import json
 import re
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -99,6 +100,7 @@ def test_comparison_copies_each_runs_numbers_and_divides_by_v4(tmp_path: Path) -
     assert compare["paths"]["v4"]["load_generator"]["capacity_txn_per_s"] == 5000.0
 
     written = write_report(COMPARE_REPORT, compare, tmp_path)
+    assert written.json is not None
     assert json.loads(written.json.read_text())["paths"]["v5"]["committed_txn_per_s"] == 200.0
     md = written.markdown.read_text()
     assert "| v5 | 200.0 | 2.00\u00d7 |" in md
@@ -132,6 +134,7 @@ def test_racing_decisions_reach_perf_the_run_report_and_the_comparison(tmp_path:
     assert compare["paths"]["v4"]["races"]["ack_races"] == 18
     assert compare["paths"]["v4"]["races"]["timeout_commits"] == RACES["timeout_commits"]
     written = write_report(COMPARE_REPORT, compare, tmp_path)
+    assert written.json is not None
     assert json.loads(written.json.read_text())["paths"]["v4"]["races"]["foreign_aborts"]["count"] == 6
     md = written.markdown.read_text()
     assert f"| v4 {row}" in md
@@ -179,7 +182,7 @@ def test_runs_sharing_a_path_are_named_by_the_setting_that_differs(tmp_path: Pat
     runs = entries(tmp_path, {"a": {"path": "v5"}, "b": {"path": "v5"}, "c": {"path": "v4"}})
     polls = {"a": 100, "b": 20}
     for run in runs[:2]:
-        run.manifest.update(config={"name": run.run_dir.name, "seed": 1, "load": {"users": 16}, "cluster": {
+        cast(dict[str, Any], run.manifest).update(config={"name": run.run_dir.name, "seed": 1, "load": {"users": 16}, "cluster": {
             "settings": {"metadataStoreSessionTimeoutMillis": 6000,
                          "txnbenchDispatchHorizonPollMillis": polls[run.run_dir.name]}}})
     compare = build_comparison(runs, out_dir=tmp_path)
@@ -191,7 +194,7 @@ def test_runs_sharing_a_path_are_named_by_the_setting_that_differs(tmp_path: Pat
 def test_runs_sharing_a_path_keep_their_run_ids_when_too_much_differs(tmp_path: Path) -> None:
     runs = entries(tmp_path, {"a": {"path": "v5"}, "b": {"path": "v5"}})
     for n, run in enumerate(runs):
-        run.manifest.update(config={"load": {"users": n}, "phases": {"steady_s": n}, "workload": {"keys": n}})
+        cast(dict[str, Any], run.manifest).update(config={"load": {"users": n}, "phases": {"steady_s": n}, "workload": {"keys": n}})
     assert build_comparison(runs, out_dir=tmp_path)["order"] == ["a", "b"]
 
 
@@ -200,14 +203,14 @@ def test_the_comparison_flags_runs_whose_participants_shapes_differ(tmp_path: Pa
     shape = {"per_topic": 2, "topics": 4, "topics_per_txn": 2, "messages_per_txn": 4, "acks_per_txn": 2}
     runs = entries(tmp_path, {"v4": {}, "v5": {}})
     for run in runs:
-        run.manifest.update(participants=dict(shape))
+        cast(dict[str, Any], run.manifest).update(participants=dict(shape))
     fair = build_comparison(runs, out_dir=tmp_path / "fair")
     assert fair["shape_mismatch"] == []
     md = write_report(COMPARE_REPORT, fair, tmp_path / "fair").markdown.read_text()
     assert "## Fair comparison" in md and "NOT A FAIR COMPARISON" not in md
     assert "## Cost ledger" in md and "## Critical-path depth" in md
 
-    runs[0].manifest.update(participants={**shape, "per_topic": 1})   # an unpartitioned v4 topic
+    cast(dict[str, Any], runs[0].manifest).update(participants={**shape, "per_topic": 1})   # an unpartitioned v4 topic
     unfair = build_comparison(runs, out_dir=tmp_path / "unfair")
     assert unfair["shape_mismatch"] == ["per_topic differs: v4 1, v5 2"]
     written = write_report(COMPARE_REPORT, unfair, tmp_path / "unfair")
@@ -217,7 +220,7 @@ def test_the_comparison_flags_runs_whose_participants_shapes_differ(tmp_path: Pa
 
 def test_reports_name_planted_bugs_at_the_top(tmp_path: Path) -> None:
     runs = entries(tmp_path, {"v4": {"path": "v4"}, "v5": {"path": "v5"}})
-    runs[1].manifest.update(planted_bugs=["txnbenchBugV5GcRetentionInMillis"])
+    cast(dict[str, Any], runs[1].manifest).update(planted_bugs=["txnbenchBugV5GcRetentionInMillis"])
     compare = build_comparison(runs, out_dir=tmp_path)
     assert compare["paths"]["v5"]["planted_bugs"] == ["txnbenchBugV5GcRetentionInMillis"]
     assert compare["paths"]["v4"]["planted_bugs"] == []

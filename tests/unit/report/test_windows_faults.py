@@ -13,7 +13,9 @@ def test_phases_are_half_open_and_the_last_runs_to_the_end() -> None:
     assert [(w.name, w.start_ns, w.end_ns) for w in windows] == [
         ("setup", 0, 100), ("warmup", 100, 300), ("steady", 300, 900), ("drain", 900, 1001)]
     assert windows[-1].open_end and not windows[0].open_end
-    assert measurement_window(windows, (50, 990)).name == "steady"
+    measured = measurement_window(windows, (50, 990))
+    assert measured is not None
+    assert measured.name == "steady"
     assert predecessor(windows, "steady") == "warmup" and predecessor(windows, "setup") is None
     assert predecessor(windows, "faults") is None
 

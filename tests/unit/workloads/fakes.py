@@ -313,10 +313,11 @@ class FakeClient:
         self.acks: list[tuple[str, str, str | None, bool]] = []
         self.closed = False
         self.lock = threading.Lock()
-        # hooks a test sets to hold operations in flight (called before the op takes effect)
-        self.on_send: Callable[[], None] | None = None
-        self.on_commit: Callable[[FakeTxn], None] | None = None
-        self.on_new_txn: Callable[[], None] | None = None
+        # hooks a test sets to hold operations in flight (called before the op takes effect);
+        # what a hook returns is ignored
+        self.on_send: Callable[[], object] | None = None
+        self.on_commit: Callable[[FakeTxn], object] | None = None
+        self.on_new_txn: Callable[[], object] | None = None
 
     # ---- scripting --------------------------------------------------------------------------
 

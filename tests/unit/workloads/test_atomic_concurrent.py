@@ -9,12 +9,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 
 from harness.config import ConfigError
 from tests.unit.workloads.conftest import Harness, scenario
-from tests.unit.workloads.fakes import FakeTxn
+from tests.unit.workloads.fakes import FakeProducer, FakeTxn
 from tests.unit.workloads.history_checks import (
     assert_unique_values,
     assert_well_formed,
@@ -102,7 +103,7 @@ def test_a_send_past_its_deadline_is_given_up_recorded_info_and_the_txn_aborts(
     assert sorted(op["type"] for op in sends) == ["info", "ok", "ok", "ok"]
     assert next(op for op in sends if op["type"] == "info")["error"].startswith("OperationTimeoutError")
     assert done[-1]["f"] == "txn-abort"
-    assert sum(len(p.given_up) for p in h.ctx.producers._producers.values()) == 1  # type: ignore[attr-defined]
+    assert sum(len(cast(FakeProducer, p).given_up) for p in h.ctx.producers._producers.values()) == 1
 
 
 def test_at_most_send_concurrency_sends_are_in_flight(make_harness: Callable[[str], Harness]) -> None:

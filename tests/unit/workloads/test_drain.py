@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -342,7 +342,7 @@ def test_committed_values_that_become_readable_late_are_read_on_re_reads_and_not
     assert result.complete, result.reason
     reads = [op for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
     assert sorted(op["value"] for op in reads) == sorted(op["value"] for op in [
-        {"value": drain_module._value_of(m)[0]} for m in everything])     # each value once, none left out
+        {"value": cast(str, drain_module._value_of(m)[0])} for m in everything])     # each value once, none left out
     assert late.made == 4
     note = [x for x in result.notes if "late visibility" in x]
     assert len(note) == 1 and note[0].startswith(f"{first}: {n - 1} committed value(s)")
@@ -449,6 +449,8 @@ class LostEntriesAdmin:
 class GapReader:
     """Reads a topic up to the first entry in `gap`, then never gets further (the broker retries)."""
 
+    queue: int   # the receiver_queue_size it was made with (`_gap_setup` sets it)
+
     def __init__(self, messages: list[Any], gap: set[int], topic: str, start: int = -1) -> None:
         self.topic = topic
         entry = [int(m.msg_id.split(":")[1]) for m in messages]
@@ -481,7 +483,7 @@ def _gap_setup(h: Harness, gap: set[int], batch: int = 0) -> tuple[str, list[Any
     def reader(topic: str, *, start: Any = None, receiver_queue_size: int = 1000, **kw: Any) -> GapReader:
         early = {e - k for e in gap for k in range(batch + 1)} if receiver_queue_size > 1 else gap
         made = GapReader(messages, early, topic, -1 if start is None or start.entry_id < 0 else start.entry_id)
-        made.queue = receiver_queue_size  # type: ignore[attr-defined]
+        made.queue = receiver_queue_size
         return made
 
     return first, messages, on_first_topic(h, reader)
@@ -943,8 +945,11 @@ def test_a_connection_lost_while_listening_past_the_end_keeps_the_read(
     first = h.topology.topics[0]
     real = h.client.create_reader
     messages = real(first).read_to_end()
-    h.client.create_reader = (  # type: ignore[method-assign]
-        lambda topic, **kw: DropsWhileListeningReader(messages) if topic == first else real(topic, **kw))
+
+    def reader(topic: str, **kw: Any) -> Any:
+        return DropsWhileListeningReader(messages) if topic == first else real(topic, **kw)
+
+    h.client.create_reader = reader  # type: ignore[method-assign]
     result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=30, client=h.client)
     assert result.complete and first in result.topics, result.reason
     assert any("listening past the stated end stopped" in note for note in result.notes)

@@ -8,12 +8,14 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from harness.history import RunClock
 from tests.unit.workloads.conftest import Harness, ManualClock
 from tests.unit.workloads.fakes import FakeClient, FakeTxn
 from tests.unit.workloads.history_checks import assert_well_formed, transactions
 from tests.unit.workloads.test_consumers import feed
+from workloads.api import ClientApi
 from workloads.atomic import AtomicProduce
 from workloads.context import Counters, LoadContext
 from workloads.ctp import ConsumeTransformProduce
@@ -237,7 +239,8 @@ class SecondClient:
 
 def _foreign_context(h: Harness, second: SecondClient) -> LoadContext:
     return LoadContext(config=h.config, topology=h.topology, client=h.client, recorder=h.recorder,
-                       clock=h.clock, writer="w0", stopping=h.stop, second_client=lambda: second)
+                       clock=cast(RunClock, h.clock), writer="w0", stopping=h.stop,
+                       second_client=lambda: cast(ClientApi, second))
 
 
 def test_a_second_clients_abort_that_lands_first_makes_the_commit_fail(make_harness: Callable[[str], Harness]) -> None:
@@ -284,9 +287,9 @@ def test_a_second_clients_abort_after_the_commit_is_refused(make_harness: Callab
     user = AtomicProduce(ctx)
     original = FakeTxn.commit
 
-    def commit_then_tell(txn: FakeTxn, timeout_s: float | None = None) -> None:
+    def commit_then_tell(self: FakeTxn, timeout_s: float | None = None) -> None:  # `self`: as in FakeTxn.commit
         try:
-            original(txn, timeout_s)
+            original(self, timeout_s)
         finally:
             committed.set()
 
