@@ -53,13 +53,15 @@ def test_wait_for_returns_the_next_match_from_a_new_writer_or_times_out(tmp_path
 
     writer = threading.Thread(target=write_later)
     writer.start()
+    # Bounds far from both sides (a match returns at once, a timeout after 30 s; 0.1 s against 5 s),
+    # so a machine too busy to run the writer thread on time does not fail them.
     started = time.monotonic()
-    seen = tail.wait_for("txn-commit", "ok", 5.0, stop)
+    seen = tail.wait_for("txn-commit", "ok", 30.0, stop)
     writer.join()
-    assert seen is not None and seen["txn"] == "1:9" and time.monotonic() - started < 2.0
+    assert seen is not None and seen["txn"] == "1:9" and time.monotonic() - started < 10.0
     started = time.monotonic()
     assert tail.wait_for("txn-commit", "ok", 0.1, stop) is None
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0
     stop.set()
     assert tail.wait_for("txn-commit", "ok", 30.0, stop) is None    # a stopped nemesis does not wait
 
