@@ -61,8 +61,7 @@ def test_ack_error_in_the_receipt_is_classified(cluster: FakeCluster,
                                                 client: PulsarClient) -> None:
     _fill(client, 1)
     consumer = client.subscribe(TOPIC, "s")
-    message = consumer.receive(2)
-    assert message is not None
+    message = arrived(consumer.receive(2))
 
     def fail(conn: BrokerConnection, event) -> bool:
         conn.reply(commands.ack_response(event.body.consumer_id, event.body.request_id,
@@ -80,8 +79,7 @@ def test_ack_lost_with_the_connection_is_indeterminate(cluster: FakeCluster,
                                                        client: PulsarClient) -> None:
     _fill(client, 1)
     consumer = client.subscribe(TOPIC, "s")
-    message = consumer.receive(2)
-    assert message is not None
+    message = arrived(consumer.receive(2))
     cluster.brokers[0].intercept(T.ACK, once(drop))
     with pytest.raises(ConnectionLostError):
         consumer.acknowledge(message)
@@ -137,13 +135,11 @@ def test_negative_ack_redelivers_with_a_higher_count(cluster: FakeCluster,
                                                      client: PulsarClient) -> None:
     _fill(client, 1)
     consumer = client.subscribe(TOPIC, "s", sub_type=SubType.Shared)
-    first = consumer.receive(2)
-    assert first is not None
+    first = arrived(consumer.receive(2))
     consumer.negative_acknowledge(first)
     redeliver = wait_for(lambda: cluster.commands(T.REDELIVER_UNACKNOWLEDGED_MESSAGES))[0].body
     assert [d.entryId for d in redeliver.message_ids] == [0]
-    again = consumer.receive(2)
-    assert again is not None
+    again = arrived(consumer.receive(2))
     assert again.data == first.data and again.redelivery_count == 1
 
 
@@ -166,8 +162,7 @@ def test_permits_are_returned_after_half_the_queue(cluster: FakeCluster,
     consumer = client.subscribe(TOPIC, "s", receiver_queue_size=4)
     got = []
     for _ in range(6):
-        message = consumer.receive(2)
-        assert message is not None
+        message = arrived(consumer.receive(2))
         got.append(message.data)
     flows = [f.body.messagePermits for f in cluster.commands(T.FLOW)]
     assert flows[0] == 4 and sum(flows) >= 6 and all(p == 2 for p in flows[1:])

@@ -30,6 +30,7 @@ from harness.wire import CommandType as T
 from tests.unit.client.fake_broker import (
     BrokerConnection,
     FakeCluster,
+    arrived,
     coordinators_ready,
     drop,
     once,
@@ -54,8 +55,7 @@ def test_v4_transaction_walk_command_by_command(two_brokers: FakeCluster,
     producer = client.create_producer(TOPIC)
     producer.send(b"seed")
     consumer = client.subscribe(TOPIC, "sub")
-    seed = consumer.receive(2)
-    assert seed is not None
+    seed = arrived(consumer.receive(2))
     before = len(cluster.log)
 
     txn = client.new_transaction(timeout_s=30)
@@ -316,8 +316,7 @@ def test_transactional_ack_conflict_is_definite(cluster: FakeCluster,
     producer = client.create_producer(TOPIC)
     producer.send(b"m")
     consumer = client.subscribe(TOPIC, "sub", sub_type="Shared")
-    message = consumer.receive(2)
-    assert message is not None
+    message = arrived(consumer.receive(2))
     first, second = client.new_transaction(), client.new_transaction()
     consumer.acknowledge(message, txn=first)
     with pytest.raises(TransactionConflictError) as info:
@@ -330,14 +329,12 @@ def test_aborted_ack_is_redelivered_and_aborted_writes_stay_invisible(
     producer = client.create_producer(TOPIC)
     producer.send(b"m")
     consumer = client.subscribe(TOPIC, "sub", sub_type="Shared")
-    message = consumer.receive(2)
-    assert message is not None
+    message = arrived(consumer.receive(2))
     txn = client.new_transaction()
     consumer.acknowledge(message, txn=txn)
     producer.send(b"never", txn=txn)
     txn.abort()
-    again = consumer.receive(2)
-    assert again is not None
+    again = arrived(consumer.receive(2))
     assert again.data == b"m" and again.redelivery_count == 1
     assert consumer.receive(0.1) is None
     assert cluster.values(TOPIC) == [b"m"]
@@ -454,8 +451,7 @@ def test_an_ack_that_outlasts_the_transactions_timeout_is_not_sent(
     producer = client.create_producer(TOPIC)
     producer.send(b"m")
     consumer = client.subscribe(TOPIC, "sub", sub_type="Shared")
-    message = consumer.receive(2)
-    assert message is not None
+    message = arrived(consumer.receive(2))
     txn = client.new_transaction(timeout_s=1)
 
     def slow(conn: BrokerConnection, event: Command) -> bool:

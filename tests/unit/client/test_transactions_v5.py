@@ -11,7 +11,7 @@ from harness.client import FeatureNotSupportedError, PulsarClient, TxnState
 from harness.client.hashing import segment_hash
 from harness.wire import Command, TxnAction, TxnId, commands
 from harness.wire import CommandType as T
-from tests.unit.client.fake_broker import FakeCluster, coordinators_ready, wait_for
+from tests.unit.client.fake_broker import FakeCluster, arrived, coordinators_ready, wait_for
 
 SCALABLE = "topic://public/default/orders"
 TC_KINDS = (T.TC_CLIENT_CONNECT_REQUEST, T.NEW_TXN, T.ADD_PARTITION_TO_TXN,
@@ -43,8 +43,7 @@ def test_v5_transaction_walk_command_by_command(v5: FakeCluster, v5_client: Puls
     key = _key_for((0x0000, 0x7FFF))
     producer.send(b"seed", key=key)
     consumer = v5_client.subscribe(SCALABLE, "sub", sub_type="Shared")
-    seed = consumer.receive(2)
-    assert seed is not None
+    seed = arrived(consumer.receive(2))
     segment = v5.segment_topic(SCALABLE, 0)
     assert seed.segment == segment
 
@@ -170,8 +169,7 @@ def test_consumer_reads_parent_segments_before_children(v5: FakeCluster,
     child = v5.segment_topic(SCALABLE, left)
     got = []
     for _ in range(6):
-        message = consumer.receive(2)
-        assert message is not None
+        message = arrived(consumer.receive(2))
         got.append(message.data)
         consumer.acknowledge(message)
     assert got == [b"old-0", b"old-1", b"old-2", b"new-0", b"new-1", b"new-2"]
