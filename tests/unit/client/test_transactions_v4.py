@@ -471,9 +471,12 @@ def test_an_ack_that_outlasts_the_transactions_timeout_is_not_sent(
 
 
 def test_sends_to_new_partitions_register_at_once_and_wait_for_their_registration(
-        cluster: FakeCluster, client: PulsarClient) -> None:
+        cluster: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
     """Two first sends to two partitions: both ADD_PARTITION_TO_TXN are in flight together,
     each SEND leaves only after its own registration's answer, and nothing blocks the caller."""
+    # Operations wait longer than the registration is held, so a caller that waited for it would
+    # wait the whole hold (with the fixture's 5 s timeout it gave up after 5 s per send).
+    client = make_client(cluster.url, operation_timeout_s=60.0)
     topics = [f"{TOPIC}-{i}" for i in range(2)]
     producers = [client.create_producer(t) for t in topics]
     txn = client.new_transaction()
@@ -482,13 +485,15 @@ def test_sends_to_new_partitions_register_at_once_and_wait_for_their_registratio
 
     def hold(conn: BrokerConnection, event: Command) -> bool:
         held.append((conn, event))
-        release.wait(5)
+        release.wait(30)
         return False   # then answered as usual
 
     cluster.brokers[0].intercept(T.ADD_PARTITION_TO_TXN, hold)
     started = time.monotonic()
     futures = [p.send_async(b"v", txn=txn) for p in producers]
-    assert time.monotonic() - started < 1.0          # the caller did not wait for a registration
+    # The registration is held up to 30 s: a caller that waited for it would take that long. The
+    # bound is far from both ends, so a busy machine does not decide the test (it was 1 s of 5).
+    assert time.monotonic() - started < 10.0         # the caller did not wait for a registration
     wait_for(lambda: len(cluster.commands(T.ADD_PARTITION_TO_TXN)) == 1, what="a registration arrived")
     assert not cluster.commands(T.SEND)              # no SEND before its partition is registered
     release.set()
