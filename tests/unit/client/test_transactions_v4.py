@@ -474,8 +474,10 @@ def test_sends_to_new_partitions_register_at_once_and_wait_for_their_registratio
         cluster: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
     """Two first sends to two partitions: both ADD_PARTITION_TO_TXN are in flight together,
     each SEND leaves only after its own registration's answer, and nothing blocks the caller."""
-    # Operations wait longer than the registration is held, so a caller that waited for it would
-    # wait the whole hold (with the fixture's 5 s timeout it gave up after 5 s per send).
+    # The registration is held up to 30 s and operations time out after 60 s, so a caller that
+    # waited for it would wait the whole hold: the 10 s bound below is far from both ends, and a busy
+    # machine does not decide the test (with the fixture's 5 s timeout such a caller gave up at 5 s
+    # per send, too near the bound).
     client = make_client(cluster.url, operation_timeout_s=60.0)
     topics = [f"{TOPIC}-{i}" for i in range(2)]
     producers = [client.create_producer(t) for t in topics]
@@ -491,8 +493,6 @@ def test_sends_to_new_partitions_register_at_once_and_wait_for_their_registratio
     cluster.brokers[0].intercept(T.ADD_PARTITION_TO_TXN, hold)
     started = time.monotonic()
     futures = [p.send_async(b"v", txn=txn) for p in producers]
-    # The registration is held up to 30 s: a caller that waited for it would take that long. The
-    # bound is far from both ends, so a busy machine does not decide the test (it was 1 s of 5).
     assert time.monotonic() - started < 10.0         # the caller did not wait for a registration
     wait_for(lambda: len(cluster.commands(T.ADD_PARTITION_TO_TXN)) == 1, what="a registration arrived")
     assert not cluster.commands(T.SEND)              # no SEND before its partition is registered
