@@ -77,6 +77,7 @@ def test_a_run_folder_without_history_lines_is_one_line_and_exit_2_without_spark
     assert spark.sparkContext._jsc is not None and spark.range(3).count() == 3
 
 
+@pytest.mark.slow   # its own Spark session: 19 s alone, 62 s of `make test`; the passes: the first test
 def test_the_command_prints_every_pass_of_every_round_as_json(tmp_path: Path) -> None:
     # Its own process, as a user runs it: main() starts and stops the process's Spark session.
     run = tmp_path / "run"
