@@ -408,6 +408,9 @@ def get_spark(master: str | None = None, *, app_name: str = "txnbench-analysis",
             _session = None
         from pyspark.sql import SparkSession
 
+        from analysis.py4j_names import remember_resolved_names
+        remember_resolved_names()   # a tenth of a small check's time was py4j finding names again
+
         active = SparkSession.getActiveSession()
         if active is not None and _is_alive(active):
             running = active.sparkContext.master
