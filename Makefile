@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 matrix_args = $(if $(DURATION),--duration $(DURATION),) $(if $(TARGET),--target $(TARGET),) $(if $(SCENARIO),--scenario $(SCENARIO),)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-cluster test-pulsar test-proxy-real test-oxia-real test-slow test-docker bench chaos sweep peer fidelity selftest report report-picture lint clean distclean check-java
+.PHONY: help setup test test-cpu test-cluster test-pulsar test-proxy-real test-oxia-real test-slow test-docker bench chaos sweep peer fidelity selftest report report-picture lint clean distclean check-java
 
 # `make test`'s pytest workers: three process-test groups (two embedded-cluster, one real Pulsar),
 # each on one worker at a time, every other test file on any (tests/conftest.py, xdist_group_of)
@@ -48,6 +48,11 @@ setup: $(STAMP) ## create .venv and install everything (checks Java 17+)
 
 test: $(STAMP) ## run the test suite (unit, spark, cluster; skips docker and slow); TEST_WORKERS=0 runs it in one process
 	$(BIN)/python -m pytest -m "not slow and not docker" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+
+test-cpu: $(STAMP) ## make test with each test's CPU recorded, then where it went (tools/bench/suite_cpu.py, results/suite-cpu/)
+	rm -rf results/suite-cpu
+	$(MAKE) test PYTEST_ARGS="-p tools.bench.suite_cpu $(PYTEST_ARGS)"
+	$(BIN)/python -m tools.bench.suite_cpu results/suite-cpu
 
 test-cluster: $(STAMP) ## run only the tests that start embedded-cluster processes
 	$(BIN)/python -m pytest -m "cluster and not slow" $(PYTEST_ARGS)
