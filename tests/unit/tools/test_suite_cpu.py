@@ -25,10 +25,12 @@ def test_a_childs_cpu_counts_while_it_lives_and_after_it_is_reaped() -> None:
 def test_the_plugin_writes_one_line_per_test_of_each_worker(tmp_path: Path) -> None:
     (tmp_path / "test_inner.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
     out = tmp_path / "cpu"
+    # a plain run of its own: under `make test` this test's worker name (PYTEST_XDIST_WORKER) is not its
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")} | {suite_cpu.DIR_ENV: str(out)}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tools.bench.suite_cpu",
          "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],
-        cwd=REPO, env={**os.environ, suite_cpu.DIR_ENV: str(out)},
+        cwd=REPO, env=env,
         capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = suite_cpu.read_rows(out)
