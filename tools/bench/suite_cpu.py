@@ -67,14 +67,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         f.write(json.dumps(line) + "\n")
 
 
-def read_rows(folder: Path) -> list[dict[str, Any]]:
-    """Every recorded test, each with the `worker` whose file it came from."""
-    rows = []
+def read_rows(folder: Path) -> tuple[list[dict[str, Any]], int]:
+    """Every recorded test, each with the `worker` whose file it came from, and how many lines
+    could not be read (a run stopped while a worker wrote its line leaves half of one)."""
+    rows, unreadable = [], 0
     for path in sorted(folder.glob("*.jsonl")):
         for text in path.read_text(encoding="utf-8").splitlines():
-            if text.strip():
+            if not text.strip():
+                continue
+            try:
                 rows.append({**json.loads(text), "worker": path.stem})
-    return rows
+            except json.JSONDecodeError:
+                unreadable += 1
+    return rows, unreadable
 
 
 def folder_of(test_id: str) -> str:
@@ -115,7 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"where the plugin wrote (default ${DIR_ENV} or {DEFAULT_DIR})")
     args = parser.parse_args(argv)
     folder = args.folder or _out_dir()
-    rows = read_rows(folder) if folder.is_dir() else []
+    rows, unreadable = read_rows(folder) if folder.is_dir() else ([], 0)
+    if unreadable:
+        print(f"suite_cpu: {unreadable} unreadable line(s) in {folder} left out (a run stopped mid-write)",
+              file=sys.stderr)
     if not rows:
         print(f"suite_cpu: no test records in {folder}: run `make test-cpu` first", file=sys.stderr)
         return 2

@@ -33,7 +33,8 @@ def test_the_plugin_writes_one_line_per_test_of_each_worker(tmp_path: Path) -> N
         cwd=REPO, env=env,
         capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = suite_cpu.read_rows(out)
+    rows, unreadable = suite_cpu.read_rows(out)
+    assert unreadable == 0
     assert [r["id"] for r in rows] == ["test_inner.py::test_one", "test_inner.py::test_two"]
     assert all(r["worker"] == "main" and r["cpu"] >= 0 and r["wall"] >= 0 for r in rows)
 
@@ -62,3 +63,12 @@ def test_the_summary_command_says_when_there_is_nothing_to_read(tmp_path: Path,
     (tmp_path / "gw0.jsonl").write_text(json.dumps(_row("tests/unit/test_q.py::test_r", 0.3, 0, "x")) + "\n")
     assert suite_cpu.main([str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out)["by_folder"] == {"tests/unit": 0.3}
+
+
+def test_a_half_written_last_line_is_left_out_and_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    whole = json.dumps(_row("tests/unit/test_q.py::test_r", 0.3, 0, "x"))
+    (tmp_path / "gw1.jsonl").write_text(whole + "\n" + whole[:17])
+    assert suite_cpu.main([str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["tests"] == 1
+    assert "1 unreadable line(s)" in captured.err
