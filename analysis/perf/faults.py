@@ -69,6 +69,7 @@ class FaultWindow:
     params: Mapping[str, Any] = field(default_factory=dict)
     healable: bool = True       # False: an instant action (split, merge, terminate), never healed
     effects: tuple[str, ...] = ()   # what it did while it held (harness.history.schema FaultEffect)
+    selector: str | None = None     # the scenario's `target` it resolved (`extra.selector`), e.g. `coordinator`
 
     def end_or(self, history_end_ns: int) -> int:
         return self.end_ns if self.end_ns is not None else history_end_ns
@@ -81,6 +82,7 @@ class FaultWindow:
             "end_s": round(self.end_ns / 1e9, 6) if self.end_ns is not None else None,
             "healed": self.healable and self.injected and self.end_ns is not None, "injected": self.injected,
             "healable": self.healable, "params": dict(self.params), "effects": list(self.effects),
+            "selector": self.selector,
         }
 
 
@@ -89,6 +91,11 @@ def _targets(extra: Mapping[str, Any]) -> str:
     if isinstance(targets, list | tuple):
         return ",".join(str(t) for t in targets)
     return "" if targets is None else str(targets)
+
+
+def _selector(extra: Mapping[str, Any]) -> str | None:
+    value = extra.get("selector")
+    return None if value is None else str(value)
 
 
 def _id(extra: Mapping[str, Any]) -> str | None:
@@ -108,6 +115,7 @@ class _Open:
     end_ns: int | None = None
     healable: bool = True
     effects: tuple[str, ...] = ()
+    selector: str | None = None
 
 
 def fault_windows(events: Iterable[FaultEvent]) -> list[FaultWindow]:
@@ -124,7 +132,8 @@ def fault_windows(events: Iterable[FaultEvent]) -> list[FaultWindow]:
                 opened = _Open(str(ev.extra.get("kind") or "fault"), _targets(ev.extra), _id(ev.extra),
                                ev.time_ns, params if isinstance(params, Mapping) else {},
                                healable=ev.extra.get("healable") is not False,
-                               effects=tuple(sorted(recorded_effects(ev.extra))))
+                               effects=tuple(sorted(recorded_effects(ev.extra))),
+                               selector=_selector(ev.extra))
                 faults.append(opened)
                 pending[who] = opened
             elif who in pending:
@@ -153,7 +162,7 @@ def fault_windows(events: Iterable[FaultEvent]) -> list[FaultWindow]:
         if target is not None:
             target.end_ns = ev.time_ns
     return [FaultWindow(f.kind, f.targets, f.start_ns, f.effect_ns, f.end_ns, f.injected, f.fault_id, f.params,
-                        f.healable, f.effects) for f in faults]
+                        f.healable, f.effects, f.selector) for f in faults]
 
 
 def _match(faults: list[_Open], fault_id: str | None, kind: str, targets: str) -> _Open | None:

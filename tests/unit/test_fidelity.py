@@ -14,6 +14,7 @@ import pytest
 from analysis.fidelity import (
     GAP_LIMIT,
     RunRecord,
+    aims_at_coordinator,
     build_fidelity,
     design_range,
     figures_of_run,
@@ -23,6 +24,7 @@ from analysis.fidelity import (
     scenario_group,
 )
 from analysis.fidelity_runs import collect_runs
+from faults.selectors import Pick, ServiceSelector, parse_selector
 from orchestrator.cli import main
 
 
@@ -45,7 +47,8 @@ def bench_perf(*, rate: float, ledger: float, fsyncs: float, writes: float | Non
 
 
 def failover_perf(outage: float, recovery: float | None) -> dict[str, Any]:
-    return {"faults": [{"kind": "kill", "effects": ["stops"], "coordinator_outage_s": outage, "injected": True}],
+    return {"faults": [{"kind": "kill", "effects": ["stops"], "coordinator_outage_s": outage, "injected": True,
+                        "selector": "coordinator"}],
             "coordinator_recovery_s": ({"absent": True, "reason": "no snapshot exposes "
                                                                   "pulsar_txn_coordinator_recovery_seconds"}
                                        if recovery is None else {"faults": recovery}),
@@ -102,6 +105,44 @@ def test_failover_figures_take_the_kill_outage_and_the_recovery_gauge_only_where
     assert emb["failover_outage_s"]["value"] == 4.2 and real["failover_outage_s"]["value"] == 9.0
     assert emb["replay_s"]["value"] == 0.3
     assert real["replay_s"]["value"] is None and "pulsar_txn_coordinator_recovery_seconds" in real["replay_s"]["reason"]
+
+
+def _stopping(selector: str | None, outage: float, kind: str = "kill") -> dict[str, Any]:
+    fault = {"kind": kind, "effects": ["stops"], "coordinator_outage_s": outage, "injected": True}
+    return fault if selector is None else {**fault, "selector": selector}
+
+
+def test_the_failover_outage_is_the_coordinator_kills_not_a_store_stopped_beside_them() -> None:
+    perf = failover_perf(4.2, 0.3)
+    perf["faults"] += [_stopping("metadata", 30.0, "pause"), _stopping("broker:1", 12.0),
+                       _stopping("coordinator:1", 5.5), {**_stopping("ledger", 40.0, "exit"), "selector": None}]
+    figure = figures_of_run(perf, "embedded", "failover")["failover_outage_s"]
+    assert figure["value"] == 5.5 and figure["measured"] is True          # the slower of the two kills
+    assert "names no fault's target" not in figure["source"]
+
+
+def test_without_a_fault_aimed_at_a_coordinator_the_failover_outage_is_not_measured() -> None:
+    perf = failover_perf(4.2, 0.3)
+    perf["faults"] = [_stopping("metadata", 30.0, "pause"), _stopping("broker:0", 7.0)]
+    figure = figures_of_run(perf, "pulsar", "failover")["failover_outage_s"]
+    assert figure["value"] is None and "aimed at a coordinator" in figure["reason"]
+
+
+def test_a_perf_json_from_before_selectors_counts_every_stopping_fault_and_says_so() -> None:
+    perf = failover_perf(4.2, 0.3)
+    perf["faults"] = [_stopping(None, 4.2), _stopping(None, 9.0, "pause")]
+    figure = figures_of_run(perf, "embedded", "failover")["failover_outage_s"]
+    assert figure["value"] == 9.0 and "names no fault's target" in figure["source"]
+
+
+@pytest.mark.parametrize("text", ["coordinator", "coordinator:0", "coordinator:12", "coordinator:random",
+                                  "coordinator:trigger", "broker:coordinator", "broker:0", "broker:random",
+                                  "broker:trigger", "metadata", "ledger", "process:random", "random",
+                                  "client-broker:coordinator", "broker-metadata:coordinator", "topic:random"])
+def test_aims_at_coordinator_agrees_with_the_selector_grammar(text: str) -> None:
+    parsed = parse_selector(text)
+    picks_coordinator = isinstance(parsed, ServiceSelector) and parsed.broker.pick in (Pick.COORDINATOR, Pick.TRIGGER)
+    assert aims_at_coordinator(text) is picks_coordinator
 
 
 def _doc() -> dict[str, Any]:

@@ -75,3 +75,15 @@ def test_faults_that_cannot_be_healed_are_instants() -> None:
     assert (terminate.start_ns, terminate.end_ns, terminate.healable) == (10, 14, False)
     assert terminate.to_dict()["healed"] is False and terminate.to_dict()["healable"] is False
     assert (kill.fault_id, kill.end_ns, kill.to_dict()["healed"]) == ("f2", 31, True)
+
+
+def test_each_window_keeps_the_scenario_target_its_fault_resolved() -> None:
+    """The fidelity report's failover figure reads it: only a fault aimed at a coordinator counts."""
+    events = [
+        ev("fault", "invoke", 10, 0, kind="kill", targets=["broker-1"], selector="coordinator", fault_id="f1"),
+        ev("fault", "ok", 11, 1, kind="kill", targets=["broker-1"], selector="coordinator", fault_id="f1"),
+        ev("fault", "invoke", 20, 2, kind="pause", targets=["metadata"], fault_id="f2"),
+    ]
+    kill, pause = fault_windows(events)
+    assert (kill.selector, kill.to_dict()["selector"]) == ("coordinator", "coordinator")
+    assert (pause.selector, pause.to_dict()["selector"]) == (None, None)
