@@ -216,10 +216,9 @@ def _entry(e: RunEntry, out_dir: Path | None) -> dict[str, Any]:
         "load_generator": _loadgen(perf),
         "races": _races(perf),
         "phases": _phases(perf),
-        "faults": [{k: f.get(k) for k in ("kind", "targets", "start_s", "end_s", "healed", "healable", "injected",
-                                          "commits_during",
-                                          "commits_per_s_during", "longest_commit_gap_s",
-                                          "first_commit_after_heal_s", "open_txns_at_start",
+        "faults": [{k: f.get(k) for k in ("kind", "selector", "targets", "start_s", "end_s", "healed", "healable",
+                                          "injected", "commits_during", "commits_per_s_during",
+                                          "longest_commit_gap_s", "first_commit_after_heal_s", "open_txns_at_start",
                                           "coordinator_outage_s", "coordinators_stalled")}
                    for f in perf.get("faults") or []],
         "coordinator_recovery_s": perf.get("coordinator_recovery_s"),

@@ -29,8 +29,8 @@ SWEEP_LATENCY_OPS = ("txn-commit", "send", "ack", "end-to-end")
 SWEEP_IO_KEYS = ("ledger_entries", "coordinator_log_entries", "pending_ack_entries", "metadata_writes",
                  "metadata_cas", "fsyncs", "bytes_written")
 _PERCENTILES = ("p50", "p99", "p99.9", "max")
-_FAULT_KEYS = ("kind", "targets", "start_s", "end_s", "open_txns_at_start", "coordinator_outage_s",
-               "coordinators_stalled", "longest_commit_gap_s", "first_commit_after_heal_s")
+_FAULT_KEYS = ("kind", "selector", "targets", "start_s", "end_s", "open_txns_at_start",
+               "coordinator_outage_s", "coordinators_stalled", "longest_commit_gap_s", "first_commit_after_heal_s")
 
 
 def parse_levels(text: str) -> tuple[int, ...]:

@@ -118,19 +118,28 @@ def _has_faults(sweep: Mapping[str, Any]) -> bool:
     return any(p.get("faults") for _, _, points in _series(sweep) for p in points)
 
 
+def fault_label(fault: Mapping[str, Any]) -> str:
+    """A fault as the failover chart and table name it: its kind and the scenario's target
+    (`kill coordinator`, `kill broker:0`), so two faults of one kind aimed at different things are
+    two lines, not one; just the kind for a sweep written before faults kept their target."""
+    kind = str(fault.get("kind") or NA)
+    selector = fault.get("selector")
+    return f"{kind} {selector}" if selector else kind
+
+
 def failover_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
     """Experiment 3: coordinator outage against the transactions open when the fault struck."""
     fig = new_figure(11, 4.5)
     ax = fig.subplots(1, 1)
     drawn = False
-    kinds = sorted({f.get("kind") for _, _, pts in _series(sweep) for p in pts for f in p.get("faults") or []})
+    kinds = sorted({fault_label(f) for _, _, pts in _series(sweep) for p in pts for f in p.get("faults") or []})
     markers = dict(zip(kinds, "osD^v<>", strict=False))
     for i, txn_path, points in _series(sweep):
         for kind in kinds:
             xs, ys = [], []
             for p in points:
                 for f in p.get("faults") or []:
-                    if f.get("kind") == kind and f.get("open_txns_at_start") is not None \
+                    if fault_label(f) == kind and f.get("open_txns_at_start") is not None \
                             and f.get("coordinator_outage_s") is not None:
                         xs.append(float(f["open_txns_at_start"]))
                         ys.append(float(f["coordinator_outage_s"]))
@@ -151,7 +160,7 @@ def failover_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
                  "next commit or abort)", fontsize=11)
     return save(fig, directory, "sweep_failover", "Coordinator outage against open transactions",
                 "Lines of the slowest coordinator's outage in seconds against the number of transactions open "
-                "at the fault, per path and fault kind")
+                "at the fault, per path, fault kind and target")
 
 
 def sweep_charts(sweep: Mapping[str, Any], directory: Path) -> list[Chart]:
@@ -167,7 +176,7 @@ def _faults_table(sweep: Mapping[str, Any]) -> Table:
         for p in points:
             for f in p.get("faults") or []:
                 stalled = f.get("coordinators_stalled") or []
-                rows.append((txn_path, fmt_count(p["users"]), f.get("kind") or NA, Cell(str(f.get("targets") or ""), "code"),
+                rows.append((txn_path, fmt_count(p["users"]), fault_label(f), Cell(str(f.get("targets") or ""), "code"),
                              fmt_count(f.get("open_txns_at_start")),
                              fmt_s(f.get("coordinator_outage_s")) + (" (never served again: "
                                                                      + ", ".join(stalled) + ")" if stalled else ""),

@@ -191,6 +191,33 @@ def test_faults_give_the_failover_section_with_outage_against_open_transactions(
     assert "| v5 | 8 | kill | broker-1 | 8 | 2.250 |" in md
 
 
+def test_faults_of_one_kind_aimed_at_different_targets_are_told_apart(tmp_path: Path) -> None:
+    """A kill of the coordinator's broker and a kill of broker 0 are two lines and two names, not one."""
+    from analysis.report.sweep_report import SWEEP_REPORT, fault_label
+    from analysis.report.writer import write_report
+
+    def fault(selector: str | None, outage: float) -> dict[str, Any]:
+        return {"kind": "kill", "selector": selector, "targets": "broker-1", "start_s": 10.0, "end_s": 14.0,
+                "open_txns_at_start": 8, "coordinator_outage_s": outage, "coordinators_stalled": []}
+
+    from analysis.compare import RunEntry, build_comparison
+    from tests.unit.report.fakes import fake_perf, fake_results
+
+    perf = fake_perf(tmp_path / "runs" / "v4", path="v4")
+    perf["faults"] = [fault("coordinator", 3.5), fault("broker:0", 9.0)]
+    compared = build_comparison([RunEntry(tmp_path / "runs" / "v4", perf, fake_results(True), {})])
+    assert [f["selector"] for f in compared["paths"]["v4"]["faults"]] == ["coordinator", "broker:0"]
+    row = _row("v4", 100, 8)
+    row["faults"] = compared["paths"]["v4"]["faults"]
+    sweep = build_sweep({8: _compare(row)})
+    assert [f["selector"] for f in sweep["series"]["v4"][0]["faults"]] == ["coordinator", "broker:0"]
+    assert [fault_label(f) for f in sweep["series"]["v4"][0]["faults"]] == ["kill coordinator", "kill broker:0"]
+    assert fault_label({"kind": "kill"}) == "kill"                 # a sweep written before selectors
+    md = write_report(SWEEP_REPORT, sweep, tmp_path).markdown.read_text()
+    assert "| v4 | 8 | kill coordinator | broker-1 | 8 | 3.500 |" in md
+    assert "| v4 | 8 | kill broker:0 | broker-1 | 8 | 9.000 |" in md
+
+
 def test_no_faults_no_failover_section(tmp_path: Path) -> None:
     from analysis.report.sweep_report import SWEEP_REPORT
     from analysis.report.writer import write_report
