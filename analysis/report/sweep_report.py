@@ -132,21 +132,21 @@ def failover_chart(sweep: Mapping[str, Any], directory: Path) -> Chart:
     fig = new_figure(11, 4.5)
     ax = fig.subplots(1, 1)
     drawn = False
-    kinds = sorted({fault_label(f) for _, _, pts in _series(sweep) for p in pts for f in p.get("faults") or []})
-    markers = dict(zip(kinds, "osD^v<>", strict=False))
+    labels = sorted({fault_label(f) for _, _, pts in _series(sweep) for p in pts for f in p.get("faults") or []})
+    markers = dict(zip(labels, "osD^v<>", strict=False))
     for i, txn_path, points in _series(sweep):
-        for kind in kinds:
+        for label in labels:
             xs, ys = [], []
             for p in points:
                 for f in p.get("faults") or []:
-                    if fault_label(f) == kind and f.get("open_txns_at_start") is not None \
+                    if fault_label(f) == label and f.get("open_txns_at_start") is not None \
                             and f.get("coordinator_outage_s") is not None:
                         xs.append(float(f["open_txns_at_start"]))
                         ys.append(float(f["coordinator_outage_s"]))
             if xs:
                 order = sorted(range(len(xs)), key=xs.__getitem__)
-                ax.plot([xs[j] for j in order], [ys[j] for j in order], marker=markers.get(kind, "o"),
-                        color=color_for(txn_path, i), label=f"{txn_path} {kind}")
+                ax.plot([xs[j] for j in order], [ys[j] for j in order], marker=markers.get(label, "o"),
+                        color=color_for(txn_path, i), label=f"{txn_path} {label}")
                 drawn = True
     if not drawn:
         empty(ax, "no fault with a measured coordinator outage")

@@ -193,15 +193,14 @@ def test_faults_give_the_failover_section_with_outage_against_open_transactions(
 
 def test_faults_of_one_kind_aimed_at_different_targets_are_told_apart(tmp_path: Path) -> None:
     """A kill of the coordinator's broker and a kill of broker 0 are two lines and two names, not one."""
+    from analysis.compare import RunEntry, build_comparison
     from analysis.report.sweep_report import SWEEP_REPORT, fault_label
     from analysis.report.writer import write_report
+    from tests.unit.report.fakes import fake_perf, fake_results
 
     def fault(selector: str | None, outage: float) -> dict[str, Any]:
         return {"kind": "kill", "selector": selector, "targets": "broker-1", "start_s": 10.0, "end_s": 14.0,
                 "open_txns_at_start": 8, "coordinator_outage_s": outage, "coordinators_stalled": []}
-
-    from analysis.compare import RunEntry, build_comparison
-    from tests.unit.report.fakes import fake_perf, fake_results
 
     perf = fake_perf(tmp_path / "runs" / "v4", path="v4")
     perf["faults"] = [fault("coordinator", 3.5), fault("broker:0", 9.0)]
