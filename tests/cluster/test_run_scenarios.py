@@ -53,9 +53,9 @@ def short_scenario(tmp: Path, name: str, *, steady_s: float = 6, path: str = "v4
 
 @pytest.mark.parametrize("name", available_scenarios())
 def test_every_scenario_shortened_is_still_a_valid_scenario(tmp_path: Path, name: str) -> None:
-    """What the run tests (and the real-Pulsar ones) start from: a shortened scenario `txnbench run`
-    refuses fails them only on the cluster, after minutes (the coverage test's failover did, in the
-    nightly's slow tests); here it fails at once."""
+    """The run tests (and the real-Pulsar ones) start from these shortened files. When `txnbench run`
+    refuses one, those tests fail only minutes into a cluster run (the slow coverage test's failover
+    did, in the nightly); this test fails at once."""
     config = load_scenario(str(short_scenario(tmp_path, name)))
     assert config.name == f"{name}-short" and config.phases.warmup_s == 2
     if config.faults.enabled:
