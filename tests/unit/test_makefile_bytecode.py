@@ -37,6 +37,12 @@ def test_a_recipe_writes_bytecode_under_txnbench_even_where_the_environment_forb
     assert Path(seen["PYTHONPYCACHEPREFIX"]) == ROOT / ".txnbench" / "pycache"
 
 
+def test_where_the_environment_allows_bytecode_the_recipes_use_pythons_own_folders() -> None:
+    quiet = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    seen = recipe_environment(quiet)
+    assert "PYTHONPYCACHEPREFIX" not in seen and seen.get("PYTHONDONTWRITEBYTECODE", "") == ""
+
+
 def test_the_cache_is_outside_the_source_tree_and_ignored_by_git() -> None:
     ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", ".txnbench/pycache/x.pyc"],
                              capture_output=True, timeout=30)
