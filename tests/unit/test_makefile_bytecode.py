@@ -2,7 +2,7 @@
 
 Why it matters: with PYTHONDONTWRITEBYTECODE set (this machine's shell sets it), every process
 `make test` starts compiled the project's sources again and every pytest worker rewrote every
-test file's asserts; tests/cluster spent 10% more CPU (docs/results.md, `#2026-12-02-pycache`).
+test file's asserts; tests/cluster spent 8% more CPU (docs/results.md, `#2026-12-02-pycache`).
 The rule is read from make itself (a probe rule added with `--eval`), not from the Makefile's text.
 """
 
