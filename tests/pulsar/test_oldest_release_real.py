@@ -6,9 +6,9 @@ through maven/pom.xml's profile for it, starts on Java 17 with the settings its 
 transaction on v4, is stopped, and the check is recorded where `txnbench releases` reads it.
 About 30-90 s once the jars are cached (a first use resolves them with Maven).
 
-Nightly (`make test-slow`), not in `make test`: its own 2.10.5 cluster is a minute of `make test`'s
-real-Pulsar group, which is over its 15 minutes, and the nightly's release matrix starts 2.10.5 and
-runs its chaos every night besides (docs/results.md, `#2026-12-02-pycache`).
+Nightly (`make test-slow`), not in `make test`: its own 2.10.5 cluster cost `make test` (over its 15
+minutes) about a minute, and the nightly's release matrix starts 2.10.5 and runs its chaos every
+night besides (docs/results.md, `#2026-12-02-pycache`).
 """
 
 from __future__ import annotations
