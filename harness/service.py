@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from harness.fork_server import FORKED_FOR_ENV
 from harness.metrics import Registry
 
 log = logging.getLogger(__name__)
@@ -85,10 +86,21 @@ async def start_http(app: web.Application, port: int, host: str = "127.0.0.1") -
     return runner
 
 
+def watched_parent(parent_pid: int, forked_for: str | None) -> int:
+    """The process whose end means `parent_pid` ended: itself, or, for a service the fork server
+    started for `parent_pid` (`forked_for`, harness.fork_server.FORKED_FOR_ENV, "<owner>:<server>"),
+    that server, which is this process's parent and ends with its owner."""
+    owner, _, server = (forked_for or "").partition(":")
+    if owner.isdigit() and server.isdigit() and int(owner) == parent_pid:
+        return int(server)
+    return parent_pid
+
+
 async def _parent_gone(parent_pid: int) -> None:
     """Return when the parent process has exited (polling; bounded by the process's life)."""
+    watched = watched_parent(parent_pid, os.environ.get(FORKED_FOR_ENV))
     while True:
-        if os.getppid() != parent_pid:
+        if os.getppid() != watched:
             return
         await asyncio.sleep(1.0)
 

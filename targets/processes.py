@@ -31,18 +31,20 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import requests
 
 from harness import covered
 from harness.entrypoints import python_m, runnable_name
+from harness.fork_client import fork_service
 from harness.metrics import parse_prometheus_text
 from harness.results import write_json_atomic
 
@@ -182,6 +184,18 @@ def process_state(pid: int, start_time: int | None) -> str:
     return ProcessState.RUNNING
 
 
+class ChildProcess(Protocol):
+    """What a started process is asked: `subprocess.Popen`, or a service the fork server forked
+    (`harness.fork_client.ForkedProcess`)."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 @dataclass
 class ManagedProcess:
     """A service process: its command, log file and, once started, pid and start time."""
@@ -191,7 +205,7 @@ class ManagedProcess:
     log_path: Path
     pid: int | None = None
     start_time: int | None = None
-    popen: subprocess.Popen[bytes] | None = None
+    popen: ChildProcess | None = None
     #: where this start's lines begin in the log, and how far `said_address_in_use` has read
     log_start: int = field(default=0, init=False, repr=False)
     _log_scanned: int = field(default=0, init=False, repr=False)
@@ -204,10 +218,11 @@ class ManagedProcess:
             log.flush()
             self.log_start = self._log_scanned = log.tell()
             self._log_said_in_use = False
-            self.popen = subprocess.Popen(
+            environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+            forked = fork_service(self.argv, environment, self.log_path) if forkable(self.argv) else None
+            self.popen = forked or subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                close_fds=True,
+                start_new_session=True, env=environment, close_fds=True,
             )
         self.pid = self.popen.pid
         self.start_time = None
@@ -309,6 +324,14 @@ def module_argv(module: ModuleType, config_path: Path, coverage_dir: Path | None
     sources = [arg for pkg in COVERAGE_SOURCES for arg in ("--source", pkg)]
     return python_m(covered, "--data-dir", str(coverage_dir), *sources, runnable_name(module), "--",
                     "--config", str(config_path))
+
+
+def forkable(argv: Sequence[str]) -> bool:
+    """`argv` is a command `module_argv` makes without coverage (`python -m <service> --config F`),
+    which the fork server may start (`harness.fork_server`: our services, whose `__main__` runs
+    nothing on import, tests/unit/test_fork_server.py). Under coverage a service runs as a new
+    interpreter, so that its imports are traced too."""
+    return len(argv) == 5 and argv[0] == sys.executable and argv[1] == "-m" and argv[3] == "--config"
 
 
 class ServiceNotReady(RuntimeError):
