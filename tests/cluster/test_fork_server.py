@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,3 +128,59 @@ def test_a_managed_service_is_forked_unless_turned_off(tmp_path: Path, monkeypat
         proc.stop()
     assert "==== starting target" in (tmp_path / "managed.log").read_text()
     assert sys.executable in (tmp_path / "managed.log").read_text()
+
+
+OWNER_SCRIPT = """
+import json, os, sys, time
+from pathlib import Path
+from targets.processes import ManagedProcess, module_argv
+import faultproxy
+config_path = Path(sys.argv[1])
+config = json.loads(config_path.read_text())
+config["parent_pid"] = os.getpid()
+config_path.write_text(json.dumps(config))
+proxy = ManagedProcess("proxy", module_argv(faultproxy, config_path), Path(sys.argv[2]))
+proxy.start()
+print(type(proxy.popen).__name__, proxy.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_forked_service_ends_when_its_owner_is_killed(tmp_path: Path) -> None:
+    """A run killed with -9 leaves no orphan: its fork server ends, and the service watching its
+    owner (`parent_pid`) sees the server, its parent, go."""
+    data_dir = tmp_path / "data"
+    config_path = tmp_path / "proxy.json"
+    config_path.write_text(json.dumps({"name": "proxy", "host": "127.0.0.1", "data_dir": str(data_dir),
+                                       "api_port": 0, "proxies": []}))
+    owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, str(config_path), str(tmp_path / "proxy.log")],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True,
+                             env={**os.environ, SWITCH_ENV: "1"})
+    service_pid: int | None = None
+    try:
+        assert owner.stdout is not None
+        kind, pid = owner.stdout.readline().split()
+        service_pid = int(pid)
+        assert kind == "ForkedProcess"
+        endpoints = data_dir / "endpoints.json"
+        assert wait_for(lambda: endpoints.exists() and json.loads(endpoints.read_text())["pid"] == service_pid,
+                        timeout_s=30), (tmp_path / "proxy.log").read_text()
+        time.sleep(2.5)                 # the service checks its owner every second: it is still there
+        assert not _ended(service_pid), (tmp_path / "proxy.log").read_text()
+        owner.kill()
+        owner.wait(10)
+        assert wait_for(lambda: _ended(service_pid), timeout_s=15), "the proxy outlived its owner"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait(10)
+        if service_pid is not None and not _ended(service_pid):
+            os.kill(service_pid, signal.SIGKILL)
+
+
+def _ended(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2:][:1] in ("Z", "X")
