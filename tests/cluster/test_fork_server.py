@@ -22,6 +22,7 @@ from harness.fork_server import FORKED_FOR_ENV
 from targets.processes import ManagedProcess, ProcessState
 from tests.cluster import fork_target
 from tests.waiting import wait_for
+from tools.launch import process_gone
 
 
 @pytest.fixture
@@ -166,21 +167,14 @@ def test_a_forked_service_ends_when_its_owner_is_killed(tmp_path: Path) -> None:
         assert wait_for(lambda: endpoints.exists() and json.loads(endpoints.read_text())["pid"] == service_pid,
                         timeout_s=30), (tmp_path / "proxy.log").read_text()
         time.sleep(2.5)                 # the service checks its owner every second: it is still there
-        assert not _ended(service_pid), (tmp_path / "proxy.log").read_text()
+        assert not process_gone(service_pid), (tmp_path / "proxy.log").read_text()
         owner.kill()
         owner.wait(10)
-        assert wait_for(lambda: _ended(service_pid), timeout_s=15), "the proxy outlived its owner"
+        assert wait_for(lambda: process_gone(service_pid), timeout_s=15), "the proxy outlived its owner"
     finally:
         if owner.poll() is None:
             owner.kill()
             owner.wait(10)
-        if service_pid is not None and not _ended(service_pid):
+        if service_pid is not None and not process_gone(service_pid):
             os.kill(service_pid, signal.SIGKILL)
 
-
-def _ended(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2:][:1] in ("Z", "X")
