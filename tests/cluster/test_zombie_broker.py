@@ -5,7 +5,8 @@ ledger store refuses the zombie's writes (embedded/broker/ownership.py).
 The paused owner's producer has sends queued on its connection when it resumes, as the load
 does in a chaos run: the zombie appends them to the ledger the new owner fenced, the append
 fails `Fenced`, and the zombie lets the topic go (`ManagedLedger._fence`,
-`PersistentTopic._on_fenced`). What the cluster promises still holds: every send that
+`PersistentTopic._on_fenced`), unless its session timer, racing the sends, finds the topic taken
+first and lets it go before appending. What the cluster promises still holds: every send that
 succeeded is in the topic once, whichever broker took it.
 """
 
@@ -85,10 +86,17 @@ def test_a_paused_owner_resumes_as_a_zombie_and_its_writes_are_fenced(cluster_fa
                 outcomes.append("ok")
             except OperationError as err:   # a refused or unknown send is allowed; a lost one is not
                 outcomes.append(type(err).__name__)
-    log = process.log_path.read_text(errors="replace")
-    assert wait_for(lambda: "another broker took the topic over" in process.log_path.read_text(errors="replace"),
-                    20), log[-3000:]
-    assert "was fenced by another writer" in process.log_path.read_text(errors="replace")
+    def log() -> str:
+        return process.log_path.read_text(errors="replace")
+    # Resumed, the zombie runs two things at once, as Pulsar's broker would: the sends queued on its
+    # connection (appended to the ledger the new owner fenced) and its session timer (the session
+    # declared lost, the next one finds the topic taken and the topic let go). Whichever comes first
+    # ends it: fenced, or let go before it appended (seen once in `make test`, 2026-12-02). The second
+    # test below is the one that always reaches the fencing; what the cluster promises holds either way.
+    fenced, let_go = "another broker took the topic over", f"lost the ownership of {TOPIC}: broker"
+    assert wait_for(lambda: fenced in log() or let_go in log(), 20), log()[-3000:]
+    if fenced in log():
+        assert "was fenced by another writer" in log()
     values = read_all(info.service(survivor).service_url, TOPIC)
     assert sorted(set(values)) == sorted(values), values               # nothing twice
     assert {"before", "new-owner"} <= set(values), values
