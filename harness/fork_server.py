@@ -125,7 +125,7 @@ def _run_module(module: str, args: list[str]) -> int:
         code = exit_code_of(exit)
     except KeyboardInterrupt:
         traceback.print_exc()
-        code = 128 + signal.SIGINT
+        code = -signal.SIGINT      # the interpreter ends by SIGINT itself then (`_child`)
     except BaseException:          # the interpreter prints any uncaught error and exits 1
         traceback.print_exc()
         code = 1
@@ -170,7 +170,11 @@ def _child(request: dict[str, Any], owner_pid: int) -> NoReturn:
         with contextlib.suppress(BaseException):
             sys.stdout.flush()
             sys.stderr.flush()
-        os._exit(code)
+        if code < 0:               # ended by a signal, as an interpreter interrupted by Ctrl-C is
+            with contextlib.suppress(BaseException):
+                signal.signal(-code, signal.SIG_DFL)
+                os.kill(os.getpid(), -code)
+        os._exit(code & 0xFF)
 
 
 def preload(module: str) -> None:

@@ -2,7 +2,7 @@
 
 It writes what a started process can see of how it was started (arguments, directory, environment,
 session, a random draw, its stdin) as JSON to its stdout, then does what F asks: exit with a code,
-raise, or sleep until killed."""
+raise, be interrupted, or sleep until killed."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def main() -> None:
                       "name": __name__}))
     if config.get("raise"):
         raise RuntimeError(config["raise"])
+    if config.get("interrupt"):
+        raise KeyboardInterrupt
     if config.get("sleep_s"):
         time.sleep(float(config["sleep_s"]))
     sys.exit(config.get("exit", 0))

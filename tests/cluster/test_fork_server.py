@@ -178,3 +178,10 @@ def test_a_forked_service_ends_when_its_owner_is_killed(tmp_path: Path) -> None:
         if service_pid is not None and not process_gone(service_pid):
             os.kill(service_pid, signal.SIGKILL)
 
+
+
+def test_an_uncaught_keyboard_interrupt_ends_the_service_by_sigint(server: ForkServer, tmp_path: Path) -> None:
+    """As an interpreter does (Python 3.8+): the owner sees the signal, not an exit code."""
+    child, log = _spawn(server, tmp_path, "interrupted", interrupt=True)
+    assert child.wait(timeout=30) == -signal.SIGINT
+    assert "KeyboardInterrupt" in log.read_text()
