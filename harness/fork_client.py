@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -87,8 +87,55 @@ class ForkedProcess:
         return code
 
 
+class Reports:
+    """What a fork server said, in its order: answers by request id, exit codes by pid. Read by one
+    thread (`record`), waited on by any (`answer`, `exit_code`)."""
+
+    def __init__(self) -> None:
+        self._state = threading.Condition()
+        self._answers: dict[int, dict[str, Any]] = {}
+        self._exits: dict[int, int] = {}
+        self.open = True
+
+    def record(self, message: Mapping[str, Any]) -> None:
+        with self._state:
+            if "exited" in message:
+                self._exits[int(message["exited"])] = int(message["code"])
+            elif "id" in message:
+                self._answers[int(message["id"])] = dict(message)
+                if "pid" in message:   # a recycled pid: its earlier holder's exit is not this one's
+                    self._exits.pop(int(message["pid"]), None)
+            self._state.notify_all()
+
+    def close(self) -> None:
+        """The server said its last: nobody waits for more."""
+        with self._state:
+            self.open = False
+            self._state.notify_all()
+
+    def _wait(self, ready: Callable[[], bool], timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not ready() and self.open:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            self._state.wait(left)
+
+    def answer(self, request_id: int, timeout: float) -> dict[str, Any] | None:
+        """The answer to `request_id` (taken), waiting up to `timeout`; None when none came."""
+        with self._state:
+            self._wait(lambda: request_id in self._answers, timeout)
+            return self._answers.pop(request_id, None)
+
+    def exit_code(self, pid: int, timeout: float | None) -> int | None:
+        """The exit code reported for `pid`, waiting up to `timeout` (None: while the server speaks)."""
+        with self._state:
+            self._wait(lambda: pid in self._exits, timeout)
+            return self._exits.get(pid)
+
+
 class ForkServer:
-    """A running fork server and what it has reported: answers by request id, exit codes by pid."""
+    """A running fork server and what it has reported (`Reports`)."""
 
     def __init__(self) -> None:
         self.owner_pid = os.getpid()
@@ -101,31 +148,20 @@ class ForkServer:
         self.pid = self._process.pid
         self._requests = self._process.stdin
         self._send_lock = threading.Lock()
-        self._state = threading.Condition()
-        self._answers: dict[int, dict[str, Any]] = {}
-        self._exits: dict[int, int] = {}
+        self.reports = Reports()
         self._next_id = 0
-        self._open = True
         threading.Thread(target=self._read, name=f"fork-server-{self.pid}", daemon=True).start()
 
     def _read(self) -> None:
         assert self._process.stdout is not None
         for line in self._process.stdout:
             with contextlib.suppress(ValueError):
-                message = json.loads(line)
-                with self._state:
-                    if "exited" in message:
-                        self._exits[int(message["exited"])] = int(message["code"])
-                    elif "id" in message:
-                        self._answers[int(message["id"])] = message
-                    self._state.notify_all()
-        with self._state:
-            self._open = False
-            self._state.notify_all()
+                self.reports.record(json.loads(line))
+        self.reports.close()
 
     @property
     def running(self) -> bool:
-        return self._open and self._process.poll() is None
+        return self.reports.open and self._process.poll() is None
 
     def errors(self) -> str:
         """What the server wrote to its stderr (its last lines): why it ended, when it did."""
@@ -135,16 +171,8 @@ class ForkServer:
         return ""
 
     def exit_code(self, pid: int, timeout: float | None) -> int | None:
-        """The exit code the server reported for `pid`, waiting up to `timeout` (None: until the
-        server ends); None when none came."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._state:
-            while pid not in self._exits and self._open:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                self._state.wait(left)
-            return self._exits.get(pid)
+        """The exit code the server reported for `pid`, waiting up to `timeout`; None when none came."""
+        return self.reports.exit_code(pid, timeout)
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> ForkedProcess | None:
         """Fork `python -m <module> args...` (argv as `harness.entrypoints.python_m` makes it) with
@@ -164,11 +192,7 @@ class ForkServer:
                 self._requests.flush()
             except (OSError, ValueError):
                 return None
-        deadline = time.monotonic() + ANSWER_TIMEOUT_S
-        with self._state:
-            while request_id not in self._answers and self._open and time.monotonic() < deadline:
-                self._state.wait(deadline - time.monotonic())
-            answer = self._answers.pop(request_id, None)
+        answer = self.reports.answer(request_id, ANSWER_TIMEOUT_S)
         if answer is None or "pid" not in answer:
             why = (answer or {}).get("error") or f"no answer; its stderr: {self.errors() or '(empty)'}"
             log.warning("fork server (pid %d) did not start %s: %s", self.pid, argv[2], why)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import fork_server
-from harness.fork_client import forkable_env, interpreter_settings
+from harness.fork_client import Reports, forkable_env, interpreter_settings
 from harness.fork_server import command_line_area, exit_code_of, title_bytes
 from harness.service import watched_parent
 from targets.embedded import MODULES
@@ -98,3 +98,29 @@ def test_a_title_is_laid_as_setproctitle_lays_it() -> None:
     assert title_bytes("x" * 63, 64) is None
     assert title_bytes("a\0b", 64) is None
     assert fork_server.TITLE_ROOM_BYTES >= 1024
+
+
+# ---- what the server reports -----------------------------------------------------------------------
+
+def test_an_exit_is_kept_for_its_pid_and_an_answer_for_its_request() -> None:
+    reports = Reports()
+    reports.record({"id": 1, "pid": 500})
+    assert reports.answer(1, 0.0) == {"id": 1, "pid": 500}
+    assert reports.answer(1, 0.0) is None                  # taken once
+    assert reports.exit_code(500, 0.0) is None
+    reports.record({"exited": 500, "code": -9})
+    assert reports.exit_code(500, 0.0) == -9
+
+
+def test_a_recycled_pid_does_not_inherit_its_earlier_holders_exit() -> None:
+    reports = Reports()
+    reports.record({"id": 1, "pid": 500})
+    reports.record({"exited": 500, "code": 0})
+    reports.record({"id": 2, "pid": 500})                  # a later child given the same pid
+    assert reports.exit_code(500, 0.0) is None
+
+
+def test_nobody_waits_once_the_server_has_said_its_last() -> None:
+    reports = Reports()
+    reports.close()
+    assert reports.exit_code(500, None) is None and reports.answer(1, 60.0) is None
