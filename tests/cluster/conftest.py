@@ -20,7 +20,9 @@ v4-batched, harness.metadata_stores), as `txnbench run`, bench and chaos do; a
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -251,6 +253,17 @@ def quiet_nemesis(config: RunConfig, cluster: EmbeddedCluster, recorder: History
     """A nemesis that says nothing, on `config`'s planned timeline against `cluster`, which it controls."""
     return Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
                    recorder=recorder, progress=lambda _m: None, **kwargs)
+
+def end_owner_and_orphan(owner: subprocess.Popen[Any], orphan_pid: int | None) -> None:
+    """After an owner-dies test: the owner killed if it still runs, the service it started too."""
+    from tools.launch import process_gone
+
+    if owner.poll() is None:
+        owner.kill()
+        owner.wait(10)
+    if orphan_pid is not None and not process_gone(orphan_pid):
+        os.kill(orphan_pid, signal.SIGKILL)
+
 
 def running(process: Any) -> Iterator[Any]:
     """`process` started for a fixture, and stopped when the fixture ends."""

@@ -21,6 +21,7 @@ from harness.fork_client import SWITCH_ENV, ForkedProcess, ForkServer
 from harness.fork_server import FORKED_FOR_ENV
 from targets.processes import ManagedProcess, ProcessState
 from tests.cluster import fork_target
+from tests.cluster.conftest import end_owner_and_orphan
 from tests.waiting import wait_for
 from tools.launch import process_gone
 
@@ -172,11 +173,7 @@ def test_a_forked_service_ends_when_its_owner_is_killed(tmp_path: Path) -> None:
         owner.wait(10)
         assert wait_for(lambda: process_gone(service_pid), timeout_s=15), "the proxy outlived its owner"
     finally:
-        if owner.poll() is None:
-            owner.kill()
-            owner.wait(10)
-        if service_pid is not None and not process_gone(service_pid):
-            os.kill(service_pid, signal.SIGKILL)
+        end_owner_and_orphan(owner, service_pid)
 
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import requests
 from harness.metrics import parse_prometheus_text
 from harness.toxiproxy.client import Stream, ToxicType, ToxiproxyClient
 from targets.processes import free_port
-from tests.cluster.conftest import running
+from tests.cluster.conftest import end_owner_and_orphan, running
 from tests.unit.proxy.support import (
     HOST,
     BackgroundLoop,
@@ -188,11 +187,7 @@ def test_exits_when_its_parent_dies(tmp_path: Path) -> None:
         wait_until(lambda: process_gone(child_pid), timeout_s=15, message="the proxy to notice its parent died")
         assert time.monotonic() - started < 15
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait(10)
-        if child_pid is not None and not process_gone(child_pid):
-            os.kill(child_pid, signal.SIGKILL)
+        end_owner_and_orphan(parent, child_pid)
 
 
 def test_benchmark_measures_both_paths(tmp_path: Path) -> None:
