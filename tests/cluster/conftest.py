@@ -254,6 +254,7 @@ def quiet_nemesis(config: RunConfig, cluster: EmbeddedCluster, recorder: History
     return Nemesis(config=config, timeline=plan_run(config), cluster=cluster.info(), control=cluster,
                    recorder=recorder, progress=lambda _m: None, **kwargs)
 
+
 def end_owner_and_orphan(owner: subprocess.Popen[Any], orphan_pid: int | None) -> None:
     """After an owner-dies test: the owner killed if it still runs, the service it started too."""
     from tools.launch import process_gone
