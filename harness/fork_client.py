@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from harness import fork_server
 from harness.entrypoints import python_m
+from harness.procfs import stat_fields
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,8 @@ def forkable_env(server_env: Mapping[str, str], child_env: Mapping[str, str]) ->
 
 def _ended(pid: int) -> bool:
     """/proc says `pid` is gone or a zombie (its exit is being reported)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2:][:1] in ("Z", "X", "x")
+    fields = stat_fields(pid)
+    return fields is None or fields[0] in ("Z", "X", "x")
 
 
 class ForkedProcess:

@@ -52,6 +52,8 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
+from harness.procfs import stat_fields_of
+
 #: in a forked service's environment: "<owner pid>:<fork server pid>" (see harness.service)
 FORKED_FOR_ENV = "TXNBENCH_FORKED_FOR"
 #: the room this server's command line keeps for its children's (see `set_command_line`)
@@ -72,7 +74,7 @@ def exit_code_of(exit: SystemExit) -> int:
 def command_line_area(stat: str) -> tuple[int, int] | None:
     """Where this process's command line lies in its memory (`arg_start`, `arg_end`: fields 48 and
     49 of /proc/self/stat, proc(5)); None when the kernel does not say."""
-    fields = stat[stat.rfind(")") + 2:].split()   # field 3 onwards: the name may hold spaces
+    fields = stat_fields_of(stat)
     if len(fields) < 47:
         return None
     start, end = int(fields[45]), int(fields[46])

@@ -46,6 +46,7 @@ from harness import covered
 from harness.entrypoints import python_m, runnable_name
 from harness.fork_client import fork_service
 from harness.metrics import parse_prometheus_text
+from harness.procfs import stat_fields
 from harness.results import write_json_atomic
 
 #: Every service binds the loopback address only.
@@ -154,24 +155,14 @@ class ProcessState:
     STOPPED = "stopped"
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    # The command name is in parentheses and may contain spaces; fields follow the last ')'.
-    rest = raw[raw.rfind(")") + 2:].split()
-    return rest  # rest[0] is field 3 (state); field N is rest[N - 3]
-
-
 def process_start_time(pid: int) -> int | None:
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return int(fields[19]) if fields else None
 
 
 def process_state(pid: int, start_time: int | None) -> str:
     """running, paused (SIGSTOP) or stopped (gone, zombie, or a recycled pid)."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     if fields is None:
         return ProcessState.STOPPED
     if start_time is not None and int(fields[19]) != start_time:
