@@ -229,6 +229,12 @@ class WorkloadConfig:
                                            "one user has in flight (opened, not yet ended) at most")
     batching: bool = False
     """Batch messages in the client's producers (not the coordinator's log: that is the v4-batched path)."""
+    feed_batch: int = bounded(1, min=1, max=1000,
+                              help="feeders send up to this many inputs to one topic at once through a "
+                                   "batching producer (as Java's default producer does), so consumers receive "
+                                   "batches and their transactions acknowledge single messages of a batch "
+                                   "(batch-index acks, `msg_id` `ledger:entry:index`); 1 sends one at a time, "
+                                   "unbatched")
     consumers_per_subscription: int = bounded(2, min=1, max=100,
                                               help="ack-only: users sharing each Shared subscription, "
                                                    "whose acks can conflict")

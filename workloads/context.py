@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.client.config import BatchingConfig
 from harness.config import RunConfig
 from harness.history import HistoryRecorder, OpF, RunClock
 from workloads.api import ClientApi
@@ -28,7 +29,7 @@ from workloads.concurrent import Background
 from workloads.foreign import ForeignAborts
 from workloads.session import StatsSink
 from workloads.shared import AckGroups, FeedCredit, ProducerCache
-from workloads.topology import Topology
+from workloads.topology import TopicRole, Topology
 
 
 @dataclass
@@ -118,6 +119,24 @@ _CONTEXTS: weakref.WeakKeyDictionary[Any, LoadContext] = weakref.WeakKeyDictiona
 
 # Messages a consuming user wants waiting for it: enough for two transactions.
 INPUTS_PER_CONSUMER_TXNS = 2
+FEED_BATCH_DELAY_S = 0.01
+"""How long a feeder's batch waits for the rest of the feeder's messages to its partition: longer than
+the 1 ms of Java's default, as a feeder's sends start one after another in a busy load process and
+a batch should hold what the feeder sent together (feeders are not measured)."""
+
+
+def fed_in_batches(config: RunConfig, topology: Topology) -> frozenset[str]:
+    """The input topics (consume-transform-produce, ack-only) whose feeders send batches."""
+    if config.workload.feed_batch <= 1:
+        return frozenset()
+    return frozenset(topology.topics_for(TopicRole.CTP_INPUT) + topology.topics_for(TopicRole.ACK))
+
+
+def feeder_batching(feed_batch: int) -> BatchingConfig | None:
+    """A feeder producer's batching: a batch closes when it holds the feeder's whole send."""
+    if feed_batch <= 1:
+        return None
+    return BatchingConfig(max_messages=feed_batch, max_delay_s=FEED_BATCH_DELAY_S)
 
 
 class LoadContext:
@@ -138,7 +157,9 @@ class LoadContext:
         self.stopping = stopping or threading.Event()
         self.counters = Counters()
         self.producers = ProducerCache(client, batching=config.workload.batching,
-                                       timeout_s=config.workload.op_timeout_s)
+                                       timeout_s=config.workload.op_timeout_s,
+                                       batched_topics=fed_in_batches(config, topology),
+                                       topic_batching=feeder_batching(config.workload.feed_batch))
         self.feed = FeedCredit(max(1, config.workload.acks_per_txn) * INPUTS_PER_CONSUMER_TXNS)
         self.ack_groups = AckGroups()
         self.fatal: BaseException | None = None

@@ -1,10 +1,16 @@
 """Feeder users: keep the consume-transform-produce and ack-only inputs supplied.
 
-A feeder sends one message at a time, non-transactionally (recorded `send` ops with
-`txn` null, so every input value is one the history knows), to whichever input topic
-of this load process is furthest below its demand (workloads.shared.FeedCredit).
-With no demand it waits. Feeders are not paced by `rate_per_user`: they follow the
-consumers, whose transactions are the measured load.
+A feeder sends non-transactionally (recorded `send` ops with `txn` null, so every input
+value is one the history knows) to whichever input topic of this load process is furthest
+below its demand (workloads.shared.FeedCredit). With no demand it waits. Feeders are not
+paced by `rate_per_user`: they follow the consumers, whose transactions are the measured load.
+
+With `feed_batch` 1 a feeder sends one message at a time. With more it sends up to that many
+to the chosen topic at once (as much as its demand lacks) through a batching producer
+(workloads.context.feeder_batching), as an application on Java's default producer does: the
+consumers then receive batches, and their transactions acknowledge single messages of a batch,
+conflict over them and give them back on abort (batch-index acknowledgement, the part of
+Pulsar's pending-ack code that unbatched inputs never reach).
 
 A send that certainly failed (a terminated topic, a sealed segment with no successor, a
 refused producer) comes back at once, and the topic is still the one furthest below its
@@ -47,11 +53,18 @@ class Feeder(Workload):
             if topic is not None:
                 self.ctx.feed.unreserve(topic)
             return
-        sent = self.send(topic, txn=None, key=self.pick_key())
-        if sent.ok:
-            self._fail_pause_s.pop(topic, None)
-        elif sent.definite:
+        more = self.ctx.feed.take_more(topic, self.w.feed_batch - 1) if self.w.feed_batch > 1 else 0
+        if more:
+            planned = [(topic, self.pick_key(), self.values.next(), ()) for _ in range(1 + more)]
+            outcomes = self.send_together(None, planned, limit=len(planned))
+        else:
+            outcomes = [self.send(topic, txn=None, key=self.pick_key())]
+        definite = [o for o in outcomes if not o.ok and o.definite]
+        for _ in definite:
             self.ctx.feed.unreserve(topic)
+        if any(o.ok for o in outcomes):
+            self._fail_pause_s.pop(topic, None)
+        elif definite:
             pause = self._fail_pause_s.get(topic, FAIL_BACKOFF_S[0])
             self._fail_pause_s[topic] = min(pause * 2, FAIL_BACKOFF_S[1])
             self.pause(pause)

@@ -35,11 +35,18 @@ from workloads.api import ClientApi, ProducerApi
 
 
 class ProducerCache:
-    """topic -> producer, created lazily; creation errors propagate to the caller."""
+    """topic -> producer, created lazily; creation errors propagate to the caller.
 
-    def __init__(self, client: ClientApi, *, batching: bool, timeout_s: float) -> None:
+    `batching` applies to every producer; `batched_topics` get `topic_batching` (a feeder's
+    batches, workload.feed_batch) when `batching` is off.
+    """
+
+    def __init__(self, client: ClientApi, *, batching: bool, timeout_s: float,
+                 batched_topics: frozenset[str] = frozenset(), topic_batching: Any = None) -> None:
         self.client = client
         self.batching = batching
+        self.batched_topics = batched_topics
+        self.topic_batching = topic_batching
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._creating: dict[str, threading.Lock] = {}
@@ -54,10 +61,15 @@ class ProducerCache:
         with gate:  # one creation per topic; others wait for it
             producer = self._producers.get(topic)
             if producer is None:
-                producer = self.client.create_producer(topic, batching=self.batching or None,
+                producer = self.client.create_producer(topic, batching=self._batching_of(topic),
                                                        timeout_s=self.timeout_s)
                 self._producers[topic] = producer
         return producer
+
+    def _batching_of(self, topic: str) -> Any:
+        if self.batching:
+            return True
+        return self.topic_batching if topic in self.batched_topics else None
 
     def close(self, timeout_s: float) -> None:
         producers, self._producers = list(self._producers.values()), {}
@@ -110,6 +122,14 @@ class FeedCredit:
                     return None
                 self._cond.wait(timeout_s)
             return None
+
+    def take_more(self, topic: str, most: int) -> int:
+        """Reserve up to `most` more messages for `topic` without waiting: as many as its demand
+        still lacks (a feeder's batch, after `take` chose the topic)."""
+        with self._cond:
+            more = max(0, min(most, self._deficit_locked(topic)))
+            self._outstanding[topic] = self._outstanding.get(topic, 0) + more
+            return more
 
     def unreserve(self, topic: str) -> None:
         """A reserved send certainly did not happen."""

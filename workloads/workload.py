@@ -346,14 +346,17 @@ class Workload(ABC):
             self.ctx.note_terminated(topic)
         return outcome
 
-    def send_together(self, txn: OpenTxn, planned: Sequence[tuple[str, str | None, str, tuple[str, ...]]],
-                      ) -> list[Outcome[Any]]:
-        """Recorded sends of `txn` (topic, key, value, inputs each), `send_concurrency` of them in
-        flight at once without a thread each (workloads.sends); their outcomes in order."""
-        specs = [SendSpec(topic, key, value, encode(value, inputs, self.w.message_size), txn.txn, txn.id, inputs)
+    def send_together(self, txn: OpenTxn | None, planned: Sequence[tuple[str, str | None, str, tuple[str, ...]]],
+                      limit: int | None = None) -> list[Outcome[Any]]:
+        """Recorded sends of `txn` (or outside any transaction) (topic, key, value, inputs each),
+        `limit` (default `send_concurrency`) of them in flight at once without a thread each
+        (workloads.sends); their outcomes in order."""
+        specs = [SendSpec(topic, key, value, encode(value, inputs, self.w.message_size),
+                          txn.txn if txn is not None else None, txn.id if txn is not None else None, inputs)
                  for topic, key, value, inputs in planned]
-        outcomes = send_together(self.session, self.ctx.producers.get, specs, self.w.send_concurrency,
-                                 self.op_timeout_s, txn.iteration)
+        outcomes = send_together(self.session, self.ctx.producers.get, specs,
+                                 self.w.send_concurrency if limit is None else limit,
+                                 self.op_timeout_s, txn.iteration if txn is not None else None)
         for spec, outcome in zip(specs, outcomes, strict=True):
             if not outcome.ok and getattr(outcome.error, "topic_terminated", False):
                 self.ctx.note_terminated(spec.topic)   # as `send` does

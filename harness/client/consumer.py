@@ -19,8 +19,8 @@ from the last message it handed out and drops anything at or before it.
 Acknowledgements always ask for a receipt (`request_id`, protocol v17+) and wait for
 ACK_RESPONSE; a batch message is acked by its entry id plus an `ack_set` bit set of
 the indexes that stay unacknowledged (batch-index acknowledgement; the broker needs
-`acknowledgmentAtBatchIndexLevelEnabled`, the default in Pulsar 4.x, or it acks the
-whole entry). A transactional ack first registers (topic, subscription) with the
+`acknowledgmentAtBatchIndexLevelEnabled`, the default from Pulsar 4.1 (PIP-391; off in
+4.0.8 and before), or it acks the whole entry). A transactional ack first registers (topic, subscription) with the
 coordinator (ADD_SUBSCRIPTION_TO_TXN).
 
 `Consumer` is what users hold: it owns the receive queue and routes acks to the

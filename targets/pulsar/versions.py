@@ -21,7 +21,8 @@ pending-ack writers (`transactionLogBatchedWriteEnabled`, `transactionPendingAck
 and their knobs) exist from 2.11.0 on, so `v4-batched` needs 2.11+; PIP-473's v5 needs 5.0. Every
 other setting the target writes (`metadataStoreUrl`, `configurationMetadataStoreUrl`,
 `metadataStoreSessionTimeoutMillis`, `advertisedListeners`, `internalListenerName`,
-`transactionCoordinatorEnabled`, `systemTopicEnabled`, `brokerDeleteInactiveTopicsEnabled`, ...)
+`transactionCoordinatorEnabled`, `systemTopicEnabled`, `brokerDeleteInactiveTopicsEnabled`,
+`acknowledgmentAtBatchIndexLevelEnabled`, ...)
 has the same name in every release from 2.10.5 on (2.10 is the line that renamed
 `zookeeperServers` to `metadataStoreUrl`), so no line needs an older name; `ReleaseLine.renamed`
 is where one would go. `PulsarClusterMetadataSetup` takes `--metadata-store` and

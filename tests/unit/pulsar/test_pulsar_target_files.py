@@ -37,6 +37,8 @@ def test_releases_pin_what_resolves_and_refuse_v5_without_pip_473() -> None:
 def test_path_settings_are_the_documented_switches(txn_path: TxnPath, batched: bool, scalable: bool) -> None:
     settings = conf.path_settings(txn_path)
     assert settings["transactionCoordinatorEnabled"] is True
+    # a transactional ack of one message of a batch is that message's only with this on (off in 4.0.8)
+    assert settings["acknowledgmentAtBatchIndexLevelEnabled"] is True
     assert settings["transactionLogBatchedWriteEnabled"] is batched
     assert settings["transactionPendingAckBatchedWriteEnabled"] is batched
     assert settings.get("transactionCoordinatorScalableTopicsEnabled", False) is scalable

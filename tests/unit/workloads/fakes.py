@@ -311,6 +311,7 @@ class FakeClient:
         self.txns: dict[str, FakeTxn] = {}
         self.ended: list[tuple[str, str]] = []
         self.acks: list[tuple[str, str, str | None, bool]] = []
+        self.batching: dict[str, Any] = {}   # topic -> the batching its producer was made with
         self.closed = False
         self.lock = threading.Lock()
         # hooks a test sets to hold operations in flight (called before the op takes effect);
@@ -338,6 +339,7 @@ class FakeClient:
 
     def create_producer(self, topic: str, *, batching: Any = None, timeout_s: float | None = None) -> FakeProducer:
         self.maybe_fail("create-producer")
+        self.batching[topic] = batching
         return FakeProducer(self, topic)
 
     def subscribe(self, topic: str, subscription: str, *, sub_type: Any = "Exclusive",

@@ -20,6 +20,7 @@ from workloads.ackonly import AckOnly
 from workloads.atomic import AtomicProduce
 from workloads.ctp import ConsumeTransformProduce
 from workloads.feeder import Feeder
+from workloads.shared import FeedCredit
 from workloads.topology import TopicRole
 from workloads.verifier import Verifier
 
@@ -287,3 +288,57 @@ def test_an_indeterminate_feed_failure_is_not_paused(make_harness: Callable[[str
     h.client.fail_next("send-after", ConnectionLostError("maybe sent"))
     feed(feeder, 1)
     assert pauses == []
+
+
+def test_a_feeder_sends_its_batch_at_once_through_a_batching_producer(
+        make_harness: Callable[[str], Harness]) -> None:
+    """feed_batch: the inputs go out as batches (what Java's default producer does), so the consumers'
+    transactions ack single messages of a batch; the outputs' producers are not batched."""
+    h = make_harness(CTP.format(abort=0.0) + "  feed_batch: 4\n")
+    worker = ConsumeTransformProduce(h.ctx)
+    feeder = Feeder(h.ctx)
+    worker.step()                                   # demand: 2 transactions x 3 inputs
+    feed(feeder, 1)
+    (input_topic,) = h.topology.topics_for(TopicRole.CTP_INPUT)
+    assert len(h.client.logs[input_topic]) == 4     # one step, four sends together
+    feed(feeder, 1)
+    assert len(h.client.logs[input_topic]) == 6     # only what the demand still lacked
+    assert h.ctx.feed.take(0) is None
+    batching = h.client.batching[input_topic]
+    assert batching.max_messages == 4 and batching.max_delay_s > 0
+    worker.step()
+    worker.step()
+    assert all(h.client.batching[t] is None for t in h.topology.topics_for(TopicRole.CTP_OUTPUT))
+    ops = h.ops()
+    assert_well_formed(ops)
+    assert_unique_values(ops)
+    fed = [op for op in ops if op["f"] == "send" and op["txn"] is None]
+    assert sum(op["type"] == "ok" for op in fed) == 6
+    assert [done[-1]["f"] for done in transactions(ops).values()] == ["txn-commit", "txn-commit"]
+
+
+def test_a_feeder_batch_gives_back_what_certainly_failed(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ACK.format(conflict=0.0) + "  feed_batch: 3\n")
+    feeder = Feeder(h.ctx)
+    pauses: list[float] = []
+    feeder.pause = pauses.append
+    user = AckOnly(h.ctx)
+    user.step()                                     # demand: 2 transactions x 2 acks
+    h.client.fail_next("send", TERMINATED, times=3)
+    feed(feeder, 1)
+    assert pauses == [0.1]                          # all three refused: the topic is paused
+    assert h.ctx.feed.outstanding(user.topic) == 0
+    h.client.fail_next("send", TERMINATED)
+    feed(feeder, 1)
+    assert pauses == [0.1]                          # two of three went: no pause
+    assert h.ctx.feed.outstanding(user.topic) == 2
+
+
+def test_take_more_reserves_only_what_the_demand_lacks() -> None:
+    credit = FeedCredit(per_consumer=3)
+    credit.add_consumer("t")
+    assert credit.take(0) == "t"
+    assert credit.take_more("t", 5) == 2
+    assert credit.take_more("t", 5) == 0
+    assert credit.take_more("other", 5) == 0        # no consumer, no demand
+    assert credit.outstanding("t") == 3
