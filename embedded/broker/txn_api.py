@@ -50,6 +50,7 @@ from embedded.broker.entry import EntryInfo
 from embedded.broker.managed_ledger.api import (
     ManagedCursorApi,
     ManagedLedgerApi,
+    ManagedLedgerError,
     ManagedLedgerFactoryApi,
 )
 from embedded.broker.position import Position
@@ -313,6 +314,23 @@ class TxnAck:
     position: Position
     ack_set: tuple[int, ...] | None = None   # bit i set: message i stays unacknowledged
     batch_size: int = 0
+
+
+async def batch_size_of(subscription: SubscriptionServices, ack: TxnAck) -> int:
+    """The messages in the batch `ack` names: the ack's own count, else read from its entry.
+
+    An ack set alone cannot say it: its words end at a multiple of 64 bits, and acking the
+    last index of a batch clears the highest bit a batch size could be guessed from. Pulsar's
+    pending-ack handle takes the size from the ack's message id for the same reason.
+    """
+    if ack.batch_size > 0:
+        return ack.batch_size
+    try:
+        entry = await subscription.topic.ledger.read_entry(ack.position)
+    except ManagedLedgerError as err:
+        raise TxnError(ServerError.ServiceNotReady,
+                       f"cannot read {ack.position} to learn its batch size ({err})") from None
+    return max(1, entry.info.num_messages)
 
 
 class PendingAckHandle(Protocol):

@@ -33,7 +33,7 @@ from embedded import planted_bugs
 from embedded.broker.managed_ledger.api import CursorClosed, ManagedLedgerConfig, ManagedLedgerError
 from embedded.broker.position import Position
 from embedded.broker.topic_name import TopicDomain, TopicName
-from embedded.broker.txn_api import SubscriptionServices, TxnAck, TxnError
+from embedded.broker.txn_api import SubscriptionServices, TxnAck, TxnError, batch_size_of
 from embedded.broker.v4.batched_writer import LogPosition, TxnLogBufferedWriter
 from embedded.broker.v4.metrics import V4Metrics
 from embedded.broker.v4.pending_ack_state import (
@@ -172,16 +172,6 @@ class PendingAckHandleImpl:
         if self._closed:
             raise TxnError(ServerError.ServiceNotReady, f"subscription {self.subscription.name} is closing")
 
-    async def _batch_size(self, ack: TxnAck) -> int:
-        if ack.batch_size > 0:
-            return ack.batch_size
-        try:
-            entry = await self.subscription.topic.ledger.read_entry(ack.position)
-        except ManagedLedgerError as err:
-            raise TxnError(ServerError.ServiceNotReady,
-                           f"cannot read {ack.position} to learn its batch size ({err})") from None
-        return max(1, entry.info.num_messages)
-
     async def individual_ack(self, txn: TxnId, acks: Sequence[TxnAck]) -> None:
         self._check_durable(txn)
         held: list[HeldAck] = []
@@ -189,7 +179,7 @@ class PendingAckHandleImpl:
             if ack.ack_set is None:
                 held.append(HeldAck(ack.position))
             else:
-                held.append(HeldAck(ack.position, tuple(w & _U64 for w in ack.ack_set), await self._batch_size(ack)))
+                held.append(HeldAck(ack.position, tuple(w & _U64 for w in ack.ack_set), await batch_size_of(self.subscription, ack)))
         self.state.check_individual(txn, held, self.subscription.cursor)
         self.state.hold_individual(txn, held)
         record = pending_ack_record(PendingAckOp.ACK, txn.most, txn.least, AckType.Individual,

@@ -52,18 +52,41 @@ def test_already_acknowledged_entries_conflict() -> None:
 def test_batch_indexes_conflict_only_when_they_overlap() -> None:
     acks, cursor = PendingAcks(), FakeCursor()
     entry = P(1, 0)
-    acks.hold_individual(A, [TxnAck(entry, (0b110,))])               # A acks index 0 of 3
-    acks.check_individual(B, [TxnAck(entry, (0b011,))], cursor)       # B acks index 2: fine
+    acks.hold_individual(A, [TxnAck(entry, (0b110,), 3)])               # A acks index 0 of 3
+    acks.check_individual(B, [TxnAck(entry, (0b011,), 3)], cursor)       # B acks index 2: fine
     with pytest.raises(AckConflict, match="batch indexes"):
-        acks.check_individual(B, [TxnAck(entry, (0b100,))], cursor)   # indexes 0 and 1 overlap
+        acks.check_individual(B, [TxnAck(entry, (0b100,), 3)], cursor)   # indexes 0 and 1 overlap
     with pytest.raises(AckConflict, match="part of which"):
         acks.check_individual(B, [TxnAck(entry)], cursor)
     held = acks.pending_ack_set(entry)
-    assert held is not None and held[0] & 0b111 == 0b001             # index 0 is masked
-    assert not acks.is_pending(entry, cursor.mark_delete_position)   # the rest stays deliverable
-    cursor.batches[entry] = [0b101]                                    # index 1 acked by a plain ack
+    assert held is not None and held[0] & 0b111 == 0b001               # index 0 is masked
+    assert not acks.is_pending(entry, cursor.mark_delete_position)     # the rest stays deliverable
+    cursor.batches[entry] = [0b101]                                      # index 1 acked by a plain ack
     with pytest.raises(AckConflict, match="already acknowledged"):
-        acks.check_individual(B, [TxnAck(entry, (0b101,))], cursor)
+        acks.check_individual(B, [TxnAck(entry, (0b101,), 3)], cursor)
+
+
+def test_a_batch_s_last_message_conflicts_too() -> None:
+    """Acking the last index of a batch clears the highest bit of its ack set: a batch size guessed
+    from that bit left the index out of every overlap, and two committed transactions acked the same
+    message (an embedded chaos run with batched inputs, double-ack 18, ctp-duplicate 19)."""
+    acks, cursor = PendingAcks(), FakeCursor()
+    entry = P(1, 0)
+    last_of_four = (0b0111,)
+    acks.check_individual(A, [TxnAck(entry, last_of_four, 4)], cursor)
+    acks.hold_individual(A, [TxnAck(entry, last_of_four, 4)])
+    with pytest.raises(AckConflict, match="held by the pending ack"):
+        acks.check_individual(B, [TxnAck(entry, last_of_four, 4)], cursor)
+    acks.check_individual(B, [TxnAck(entry, (0b1011,), 4)], cursor)     # index 2: no overlap
+    cursor.batches[entry] = [0b0111]                                     # the last one acked plainly
+    acks.release(A)
+    with pytest.raises(AckConflict, match="already acknowledged"):
+        acks.check_individual(B, [TxnAck(entry, last_of_four, 4)], cursor)
+
+
+def test_an_ack_of_batch_indexes_needs_its_batch_size() -> None:
+    with pytest.raises(ValueError, match="batch size"):
+        PendingAcks().check_individual(A, [TxnAck(P(1, 0), (0b0111,))], FakeCursor())
 
 
 def test_one_cumulative_holder_at_a_time_moving_forward() -> None:

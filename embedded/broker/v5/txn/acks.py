@@ -16,9 +16,11 @@ indexes overlap, or a cumulative ack is at or before the mark-delete position or
 current holder's position. Unlike Pulsar, the check runs before the op record is
 written, so a refused ack leaves no record that a commit could apply.
 
-Ack sets follow Pulsar's convention: bit i set = message i *not* acknowledged. Which
-bits beyond the batch are meaningless is unknown here (the broker passes no batch
-size), so overlaps are only checked below the highest set bit of either ack set.
+Ack sets follow Pulsar's convention: bit i set = message i *not* acknowledged. Bits
+past the batch mean nothing, so overlaps are checked below the batch size, which an ack
+with an ack set must carry (`txn_api.batch_size_of`, as Pulsar takes it from the ack's
+message id). Guessing the size from the highest set bit, as this model once did, misses
+every conflict over a batch's last message: acking it clears that very bit.
 """
 
 from __future__ import annotations
@@ -64,13 +66,11 @@ def _as_int(ack_set: Sequence[int]) -> int:
     return value
 
 
-def _limit(*ack_sets: Sequence[int] | None) -> int:
-    """A mask of the indexes that can be batch messages: below the highest unacked bit seen."""
-    top = 0
-    for ack_set in ack_sets:
-        if ack_set:
-            top = max(top, _as_int(ack_set).bit_length())
-    return (1 << top) - 1
+def _batch_mask(ack: TxnAck) -> int:
+    """The bits that are messages of the batch `ack` names."""
+    if ack.batch_size <= 0:
+        raise ValueError(f"an ack of batch indexes of {ack.position} needs its batch size")
+    return (1 << ack.batch_size) - 1
 
 
 def _words(value: int, count: int) -> list[int]:
@@ -107,14 +107,11 @@ class PendingAcks:
                     other = next(iter(partial))
                     raise AckConflict(f"{txn} acks all of {p}, part of which {other} holds")
                 continue
-            mine = _held_bits(ack.ack_set)
-            if cursor_set is not None:
-                limit = _limit(ack.ack_set, cursor_set)
-                if mine & _held_bits(cursor_set) & limit:
-                    raise AckConflict(f"{txn} acks batch indexes of {p} already acknowledged")
+            mine = _held_bits(ack.ack_set) & _batch_mask(ack)
+            if cursor_set is not None and mine & _held_bits(cursor_set):
+                raise AckConflict(f"{txn} acks batch indexes of {p} already acknowledged")
             for other, held in (partial or {}).items():
-                limit = _limit(ack.ack_set, held.ack_set)
-                if mine & held.held & limit:
+                if mine & held.held:
                     raise AckConflict(f"{txn} acks batch indexes of {p} held by the pending ack of {other}")
 
     def check_cumulative(self, txn: TxnId, position: Position, cursor: CursorView) -> None:

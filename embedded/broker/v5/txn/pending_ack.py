@@ -39,7 +39,7 @@ from typing import Any
 
 from embedded.broker.position import Position
 from embedded.broker.tasks import spawn
-from embedded.broker.txn_api import SubscriptionServices, TxnAck, TxnError
+from embedded.broker.txn_api import SubscriptionServices, TxnAck, TxnError, batch_size_of
 from embedded.broker.v5.settings import V5Settings
 from embedded.broker.v5.txn import keys
 from embedded.broker.v5.txn.acks import AckConflict, PendingAcks
@@ -139,6 +139,8 @@ class MetadataPendingAckStore(Participant):
 
     async def individual_ack(self, txn: TxnId, acks: Sequence[TxnAck]) -> None:
         await self._authorize(txn)
+        acks = [a if a.ack_set is None else TxnAck(a.position, a.ack_set, await batch_size_of(self._sub, a))
+                for a in acks]
         try:
             self._acks.check_individual(txn, acks, self._sub.cursor)
         except AckConflict as err:
