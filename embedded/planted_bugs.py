@@ -51,6 +51,7 @@ LEDGER_ACK_BEFORE_JOURNAL = "txnbenchBugLedgerAckBeforeJournal"
 LEDGER_TRIM_OFF_BY_ONE = "txnbenchBugTrimConsumedOffByOne"
 METADATA_ACK_BEFORE_WAL = "txnbenchBugMetadataAckBeforeWal"
 V4_COMMIT_STALLS_AFTER_MARKERS = "txnbenchBugV4CommitStallsAfterMarkers"
+V4_COMMIT_ACKS_WHOLE_BATCH = "txnbenchBugV4CommitAcksWholeBatch"
 
 IDS: tuple[str, ...] = (
     V4_REPLAY_KEEPS_LAST_PARTITIONS,
@@ -69,6 +70,7 @@ IDS: tuple[str, ...] = (
     LEDGER_TRIM_OFF_BY_ONE,
     METADATA_ACK_BEFORE_WAL,
     V4_COMMIT_STALLS_AFTER_MARKERS,
+    V4_COMMIT_ACKS_WHOLE_BATCH,
 )
 """Every planted bug, in the catalogue's order (orchestrator/planted.py)."""
 

@@ -242,6 +242,20 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "chaos.yaml itself: its terminate makes stalled-commit and unresolved-txn expected on v4, but only "
         "for transactions that sent to the terminated topic and were open when it was terminated "
         "(analysis/verdicts.py); the drain's txn-state readings (unresolved-txn)"),
+    PlantedBug(
+        planted_bugs.V4_COMMIT_ACKS_WHOLE_BATCH, ("v4",), Component.BROKER,
+        "embedded/broker/v4/pending_ack.py: PendingAckHandleImpl._apply",
+        "v4 commit acknowledges the whole batch of a batch-index ack",
+        "A committed transaction that acknowledged some messages of a batch has the whole entry "
+        "acknowledged on the cursor, not only its indexes: the batch's other messages are never "
+        "delivered again, and a transaction that already holds one of them has its ack refused as "
+        "already acknowledged and aborts, its input left to nobody. Only batched inputs reach it: "
+        "without them every ack is of a whole entry.",
+        ("apache/pulsar#16032 (a commit leaves the cursor with another transaction's batch ack set)",
+         "apache/pulsar#8037 (transactional acks of a batch carry their batch index)",
+         "apache/pulsar#14327 (batch-index acks of an aborted transaction redelivered wrongly)"),
+        "selftest-v4-batches", ("stuck-ack",),
+        "inputs fed in batches (workload.feed_batch) and transactions acking part of a batch"),
 )
 
 BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}

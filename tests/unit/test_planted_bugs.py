@@ -48,9 +48,9 @@ def _constant_of(bug_id: str) -> str:
     return names[0]
 
 
-def test_catalogue_holds_twelve_to_sixteen_unique_bugs() -> None:
+def test_catalogue_holds_at_least_twelve_unique_bugs() -> None:
     ids = [bug.id for bug in CATALOGUE]
-    assert 12 <= len(ids) <= 16
+    assert len(ids) >= 12
     assert len(set(ids)) == len(ids)
     assert set(BY_ID) == set(ids)
     assert tuple(ids) == planted_bugs.IDS, "the switch knows every catalogued bug, in catalogue order"

@@ -253,7 +253,11 @@ class PendingAckHandleImpl:
 
     def _apply(self, acks: TxnAcks) -> None:
         cursor = self.subscription.cursor
-        if acks.individual:
+        if acks.individual and planted_bugs.on(planted_bugs.V4_COMMIT_ACKS_WHOLE_BATCH):
+            # DELIBERATE FAULT (txnbench self-test): a commit acknowledges the whole entry of every
+            # batch-index ack, the batch's other messages with it
+            cursor.acknowledge([(p, None) for p in sorted(acks.individual)])
+        elif acks.individual:
             cursor.acknowledge([(p, _limited(a)) for p, a in sorted(acks.individual.items())])
         if acks.cumulative is not None:
             cursor.acknowledge_cumulative(acks.cumulative.position, None)
