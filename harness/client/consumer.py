@@ -195,10 +195,18 @@ class ReceiveQueue:
 
 
 def ack_set_words(batch_size: int, indexes: Iterable[int]) -> list[int]:
-    """Java `BitSet.toLongArray()` of the given set indexes, as signed int64 words."""
+    """Java `BitSet.toLongArray()` of the given set indexes, as signed int64 words.
+
+    As Java's, without trailing zero words: an ack of a batch's last unacknowledged messages
+    (a batch of one, above all) carries no ack set at all, and a broker takes it as an ack of
+    the whole entry. A zero word sent instead reaches code no Java client does (Pulsar's
+    conflict check reads an all-zero pending ack set as empty, docs/findings).
+    """
     words = [0] * ((batch_size + 63) // 64)
     for index in indexes:
         words[index // 64] |= 1 << (index % 64)
+    while words and words[-1] == 0:
+        words.pop()
     return [word - _INT64 if word >= _INT63 else word for word in words]
 
 
