@@ -96,6 +96,14 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=5, race=True, try_timeout_s=240.0,
         # 2.10-4.0 log "pending ack handle cache request success!", 5.0 "Pending ack handle cache request success"
         log_signs=("ack handle cache request success", "endTxn error topic", "low water mark success")),
+    # a try: three batches of two on a Shared subscription; per batch the holder's acks, then a sibling's ack
+    Finding(
+        name="v4-fully-held-batch-acked-twice", release="4.0.8", txn_path=TxnPath.V4,
+        main_class="V4FullyHeldBatchAckedTwice",
+        what="once the pending transactional acks of a batch cover every index, any transaction's ack of one "
+             "of its messages is accepted: two committed transactions consume one message (the pending ack "
+             "set is all zero, and the overlap check reads it as an empty bit set; 2.10.5 to 5.0.1)",
+        try_timeout_s=180.0),
     Finding(
         name="v5-stale-last-message-id", release="5.0.1", txn_path=TxnPath.V5, main_class="V5StaleLastMessageId",
         extra_sources=("V5Clients.java",),
