@@ -105,6 +105,13 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "set is all zero, and the overlap check reads it as an empty bit set; 2.10.5 to 5.0.1)",
         try_timeout_s=180.0),
     Finding(
+        name="v5-fully-held-batch-acked-twice", release="5.0.1", txn_path=TxnPath.V5,
+        main_class="V5FullyHeldBatchAckedTwice", extra_sources=("V5Clients.java",),
+        doc_stem="v4-fully-held-batch-acked-twice",
+        what="the same on v5 segments (their subscriptions keep PendingAckHandleImpl; MetadataPendingAckStore "
+             "is its store only): once pending acks cover a batch, another transaction's ack of it commits too",
+        try_timeout_s=180.0),
+    Finding(
         name="v5-stale-last-message-id", release="5.0.1", txn_path=TxnPath.V5, main_class="V5StaleLastMessageId",
         extra_sources=("V5Clients.java",),
         what="GET_LAST_MESSAGE_ID on a v5 segment keeps its first answer after transactional commits: it names a "
