@@ -188,8 +188,9 @@ def path_settings(txn_path: TxnPath) -> dict[str, Any]:
 
     Every path acknowledges at batch index level (`acknowledgmentAtBatchIndexLevelEnabled`):
     a transactional ack of one message of a batch carries its index, and Pulsar takes it as
-    that message's only with this on (apache/pulsar#8037; 5.0's default, off in 4.0.8 and
-    every release before, where the whole batch would be acknowledged). Without it the
+    that message's only with this on (apache/pulsar#8037; 5.0.1's default, off in 2.10.5,
+    3.2.0 and 4.0.8, read from their ServiceConfiguration, where the whole batch would be
+    acknowledged). Without it the
     batched inputs of `workload.feed_batch` would lose their other messages to a broker set
     up against Pulsar's documented requirement, not to a bug.
     """

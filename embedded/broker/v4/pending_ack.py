@@ -179,7 +179,8 @@ class PendingAckHandleImpl:
             if ack.ack_set is None:
                 held.append(HeldAck(ack.position))
             else:
-                held.append(HeldAck(ack.position, tuple(w & _U64 for w in ack.ack_set), await batch_size_of(self.subscription, ack)))
+                size = await batch_size_of(self.subscription, ack)
+                held.append(HeldAck(ack.position, tuple(w & _U64 for w in ack.ack_set), size))
         self.state.check_individual(txn, held, self.subscription.cursor)
         self.state.hold_individual(txn, held)
         record = pending_ack_record(PendingAckOp.ACK, txn.most, txn.least, AckType.Individual,
