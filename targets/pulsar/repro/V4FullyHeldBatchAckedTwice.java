@@ -41,6 +41,7 @@ import org.apache.pulsar.client.api.transaction.Transaction;
 
 public final class V4FullyHeldBatchAckedTwice extends Repro {
     private static final String SUBSCRIPTION = "s";
+    private static final List<String> CASES = List.of("full", "split", "control");
 
     private PulsarClient client;
 
@@ -106,8 +107,6 @@ public final class V4FullyHeldBatchAckedTwice extends Repro {
             }
         }
     }
-
-    private static final List<String> CASES = List.of("full", "split", "control");
 
     /** `batches` batches of two messages each; their ids in order (each batch's index 0, then 1). */
     private List<MessageId> publish(String topic, int n, int batches) throws Exception {
