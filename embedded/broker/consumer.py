@@ -5,6 +5,11 @@ permits, and a consumer with any permit left may receive a whole batch (its perm
 may go negative). In Shared subscriptions the consumer remembers what it was sent and
 has not acknowledged (`pending`), so that when it leaves those entries go to the
 other consumers; single-active subscriptions rewind instead.
+
+An Exclusive or Failover consumer keeps the client's consumer epoch (PIP-84, Pulsar
+2.10+): SUBSCRIBE sets it, a REDELIVER that carries a higher one raises it, and every
+MESSAGE is stamped with it, so the client can drop what was dispatched before its
+redelivery (the rewound cursor sends it again).
 """
 
 from __future__ import annotations
@@ -21,12 +26,13 @@ if TYPE_CHECKING:
     from embedded.broker.subscription import Subscription
 
 _MESSAGE = CommandType.MESSAGE
+_EPOCH_SUB_TYPES = (SubType.Exclusive, SubType.Failover)
 
 
 class Consumer:
     def __init__(self, subscription: Subscription, cnx: ServerCnx, consumer_id: int, name: str, *,
                  sub_type: SubType, priority: int, metadata: dict[str, str], track_pending: bool,
-                 max_unacked: int = 0) -> None:
+                 max_unacked: int = 0, epoch: int | None = None) -> None:
         self.subscription = subscription
         self.cnx = cnx
         self.consumer_id = consumer_id
@@ -44,6 +50,7 @@ class Consumer:
         self.unacked_messages = 0
         self.max_unacked = max_unacked if track_pending else 0
         self.blocked = False
+        self.epoch = epoch if sub_type in _EPOCH_SUB_TYPES else None
 
     @property
     def available(self) -> bool:
@@ -67,6 +74,7 @@ class Consumer:
         cnx = self.cnx
         consumer_id = self.consumer_id
         pending = self.pending
+        epoch = self.epoch
         sent = 0
         size = 0
         for entry, redelivery, ack_set in batch:
@@ -78,6 +86,8 @@ class Consumer:
                 body.redelivery_count = redelivery
             if ack_set is not None:
                 body.ack_set.extend(ack_set)
+            if epoch is not None:
+                body.consumer_epoch = epoch
             cnx.send(Command(_MESSAGE, body, Payload.parse(entry.data, verify=False)))
             count = entry.info.num_messages
             sent += count
@@ -91,6 +101,11 @@ class Consumer:
         self._check_blocked()
         self.subscription.topic.counters.dispatched(sent, size)
         return sent
+
+    def raise_epoch(self, epoch: int) -> None:
+        """A redelivery's epoch: what is dispatched from now on carries it (never lowered)."""
+        if self.epoch is not None and epoch > self.epoch:
+            self.epoch = epoch
 
     def acked(self, positions: list[Position]) -> None:
         pending = self.pending

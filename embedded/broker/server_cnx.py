@@ -407,7 +407,8 @@ class ServerCnx:
                                 sub_type=sub_type, priority=body.priority_level,
                                 metadata={kv.key: kv.value for kv in body.metadata},
                                 track_pending=sub_type is SubType.Shared,
-                                max_unacked=self.broker.settings.int("maxUnackedMessagesPerConsumer"))
+                                max_unacked=self.broker.settings.int("maxUnackedMessagesPerConsumer"),
+                                epoch=body.consumer_epoch if body.HasField("consumer_epoch") else None)
             await subscription.add_consumer(consumer)
         except ConsumerBusy as err:
             self._error(request_id, ServerError.ConsumerBusy, str(err))
@@ -514,6 +515,8 @@ class ServerCnx:
             return
         ids = command.body.message_ids
         positions = [Position(m.ledgerId, m.entryId) for m in ids] if len(ids) else None
+        if command.body.HasField("consumer_epoch"):
+            consumer.raise_epoch(command.body.consumer_epoch)
         consumer.subscription.dispatcher.redeliver(consumer, positions)
 
     async def _close_consumer(self, command: Command) -> None:

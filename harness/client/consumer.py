@@ -13,7 +13,13 @@ taken half the receiver queue, as the Java client does.
 Every attach starts a new *epoch*. Messages queued under an older epoch are dropped
 by `receive()` (the connection that delivered them is gone; the broker redelivers
 them), which is how "the receiver queue of the lost connection is dropped" is done
-without scanning the shared queue. A non-durable consumer (a reader) resubscribes
+without scanning the shared queue. Exclusive and Failover consumers also keep the
+broker's *consumer epoch* (PIP-84, Pulsar 2.10+), as Java's `ConsumerBase` does: SUBSCRIBE
+carries it, redelivering everything raises it and REDELIVER carries the new one, and a
+MESSAGE the broker stamped with an older one was dispatched before that redelivery and is
+dropped (its permit returned): the broker sends it again from the rewound cursor, so
+without the epoch a message in flight at a redelivery would reach the application twice
+and out of order. A non-durable consumer (a reader) resubscribes
 from the last message it handed out and drops anything at or before it.
 
 Acknowledgements always ask for a receipt (`request_id`, protocol v17+) and wait for
@@ -36,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.client.connection import ClientConnection, next_request_id, next_resource_id
 from harness.client.errors import (
@@ -73,6 +79,9 @@ if TYPE_CHECKING:
     from harness.client.transaction import Transaction
 
 log = logging.getLogger(__name__)
+
+# The subscription types whose consumers keep the broker's consumer epoch (Java's `isValidConsumerEpoch`).
+_EPOCH_SUB_TYPES = (SubType.Exclusive, SubType.Failover)
 
 _INT64 = 1 << 64
 _INT63 = 1 << 63
@@ -234,6 +243,7 @@ class TopicConsumer(ReconnectingHandler):
         self._queue = queue
         self._lock = threading.Lock()
         self._epoch = 0
+        self._consumer_epoch = 0   # the broker's (PIP-84), distinct from `_epoch`: see the module docstring
         self._permits = 0
         self._queued = 0
         self._flow_held = hold_flow
@@ -253,6 +263,7 @@ class TopicConsumer(ReconnectingHandler):
             self._permits = 0
             self._queued = 0
             start = self._resume_after or self.options.start_message_id
+            consumer_epoch = self._consumer_epoch
         request_id = next_request_id()
         options = self.options
         command = commands.subscribe(
@@ -264,6 +275,7 @@ class TopicConsumer(ReconnectingHandler):
             metadata=options.properties,
             key_shared_ranges=list(options.key_shared_ranges) if options.key_shared_ranges
             else None,
+            consumer_epoch=consumer_epoch,
         )
         try:
             answer = conn.request(command, request_id, max(0.001, deadline.remaining()))
@@ -380,6 +392,11 @@ class TopicConsumer(ReconnectingHandler):
             return
         batched = metadata.HasField("num_messages_in_batch")
         count = len(singles)
+        if self._stale_epoch(body):
+            with self._lock:
+                epoch = self._epoch
+            self._processed(count, epoch)
+            return
         ack_set = list(body.ack_set)
         redelivery = body.redelivery_count
         with self._lock:
@@ -422,6 +439,14 @@ class TopicConsumer(ReconnectingHandler):
             self._queue.put_many(out)
         if skipped:
             self._processed(skipped, epoch)
+
+    def _stale_epoch(self, body: Any) -> bool:
+        """Whether an Exclusive or Failover MESSAGE was dispatched before this consumer's last
+        redelivery (Java's `ConsumerBase.isValidConsumerEpoch`, negated)."""
+        if self.options.sub_type not in _EPOCH_SUB_TYPES or not body.HasField("consumer_epoch"):
+            return False
+        with self._lock:
+            return bool(body.consumer_epoch < self._consumer_epoch)
 
     def _discard(self, conn: ClientConnection, stored: MessageId, reason: AckValidationError,
                  permits: int) -> None:
@@ -529,13 +554,17 @@ class TopicConsumer(ReconnectingHandler):
         if conn is None:
             return
         if message_ids is None or self.options.sub_type not in (SubType.Shared, SubType.Key_Shared):
+            epoch_bound = self.options.sub_type in _EPOCH_SUB_TYPES
             with self._lock:
                 self._epoch += 1
+                if epoch_bound:
+                    self._consumer_epoch += 1
+                consumer_epoch = self._consumer_epoch if epoch_bound else None
                 returned = self._queued
                 self._queued = 0
                 self._permits = 0
             try:
-                conn.send(commands.redeliver_unacknowledged(self.consumer_id))
+                conn.send(commands.redeliver_unacknowledged(self.consumer_id, consumer_epoch=consumer_epoch))
             except OperationError:
                 return
             if returned and not self._flow_held:

@@ -23,14 +23,15 @@ class Cnx:
         self.sent.append(command)
 
 
-def make(max_unacked: int = 0) -> tuple[Consumer, Cnx, SimpleNamespace]:
+def make(max_unacked: int = 0, *, sub_type: SubType = SubType.Shared,
+         epoch: int | None = None) -> tuple[Consumer, Cnx, SimpleNamespace]:
     woken = SimpleNamespace(count=0)
     dispatcher = SimpleNamespace(wake=lambda: setattr(woken, "count", woken.count + 1))
     counters = SimpleNamespace(dispatched=lambda n, size: None)
     subscription = SimpleNamespace(topic=SimpleNamespace(counters=counters), dispatcher=dispatcher)
     cnx = Cnx()
-    consumer = Consumer(subscription, cnx, 3, "c", sub_type=SubType.Shared, priority=0, metadata={},  # type: ignore[arg-type]
-                        track_pending=True, max_unacked=max_unacked)
+    consumer = Consumer(subscription, cnx, 3, "c", sub_type=sub_type, priority=0, metadata={},  # type: ignore[arg-type]
+                        track_pending=sub_type is SubType.Shared, max_unacked=max_unacked, epoch=epoch)
     return consumer, cnx, woken
 
 
@@ -62,3 +63,24 @@ def test_max_unacked_blocks_until_half_are_acknowledged() -> None:
     assert consumer.blocked                       # 3 unacked: not below half yet
     consumer.acked([Position(1, 1), Position(1, 2)])
     assert not consumer.blocked and consumer.available and woken.count == 1
+
+
+def test_failover_messages_carry_the_consumer_epoch_a_redelivery_raised() -> None:
+    """PIP-84: the client drops what carries an epoch older than its own, so what the broker
+    sends after a redelivery must carry the redelivery's epoch, and a late, lower one
+    (a redelivery overtaken by another) must not lower it."""
+    consumer, cnx, _ = make(sub_type=SubType.Failover, epoch=0)
+    consumer.permits = 10
+    consumer.send_entries([(entry(0), 0, None)])
+    consumer.raise_epoch(2)
+    consumer.raise_epoch(1)
+    consumer.send_entries([(entry(0), 1, None)])
+    assert [c.body.consumer_epoch for c in cnx.sent] == [0, 2]
+
+
+def test_shared_messages_carry_no_consumer_epoch() -> None:
+    consumer, cnx, _ = make(epoch=0)
+    consumer.permits = 10
+    consumer.raise_epoch(3)
+    consumer.send_entries([(entry(0), 0, None)])
+    assert not cnx.sent[0].body.HasField("consumer_epoch")

@@ -13,7 +13,7 @@ from harness.client import (
     SubType,
 )
 from harness.client.consumer import ack_set_words
-from harness.wire import AckType, MessageId, ServerError, commands
+from harness.wire import AckType, MessageId, Payload, ServerError, commands
 from harness.wire import CommandType as T
 from tests.unit.client.fake_broker import (
     BrokerConnection,
@@ -163,6 +163,44 @@ def test_redeliver_all_drops_the_local_queue(cluster: FakeCluster, client: Pulsa
     assert [m.data for m in got] == [b"m0", b"m1", b"m2"]
     assert all(m.redelivery_count == 1 for m in got)
     assert consumer.receive(0.05) is None  # the stale copies were dropped
+
+
+def test_failover_redelivery_raises_the_consumer_epoch_and_drops_older_messages(
+        cluster: FakeCluster, client: PulsarClient) -> None:
+    """PIP-84: a MESSAGE dispatched before a Failover consumer's redelivery (stamped with the
+    older epoch) reaches the client after it; delivering it too would hand the application
+    m0 twice and out of order (Java's `isValidConsumerEpoch` drops it)."""
+    _fill(client, 3)
+    consumer = client.subscribe(TOPIC, "fo", sub_type=SubType.Failover)
+    wait_for(lambda: len(consumer._queue) == 3, what="three queued")
+    assert cluster.commands(T.SUBSCRIBE)[-1].body.consumer_epoch == 0
+    first = cluster.topic(TOPIC).entries[0]
+
+    def stale_copy_first(conn: BrokerConnection, event) -> bool:
+        conn.reply(commands.message(event.body.consumer_id, MessageId(cluster.topic(TOPIC).ledger_id, 0),
+                                    Payload.parse(first.payload), consumer_epoch=0))
+        return False   # then redeliver as usual
+
+    cluster.brokers[0].intercept(T.REDELIVER_UNACKNOWLEDGED_MESSAGES, once(stale_copy_first))
+    consumer.redeliver_unacknowledged()
+    body = wait_for(lambda: cluster.commands(T.REDELIVER_UNACKNOWLEDGED_MESSAGES))[0].body
+    assert body.consumer_epoch == 1
+    got = [arrived(consumer.receive(2)) for _ in range(3)]
+    assert [m.data for m in got] == [b"m0", b"m1", b"m2"]
+    assert all(m.redelivery_count == 1 for m in got)
+    assert consumer.receive(0.1) is None   # the copy of the older epoch was dropped
+
+
+def test_shared_redelivery_sends_no_consumer_epoch(cluster: FakeCluster, client: PulsarClient) -> None:
+    """Only Exclusive and Failover keep the epoch (Java's ConsumerImpl); a Shared consumer's
+    messages are never filtered by it."""
+    _fill(client, 1)
+    consumer = client.subscribe(TOPIC, "s", sub_type=SubType.Shared)
+    arrived(consumer.receive(2))
+    consumer.redeliver_unacknowledged()
+    body = wait_for(lambda: cluster.commands(T.REDELIVER_UNACKNOWLEDGED_MESSAGES))[0].body
+    assert not body.HasField("consumer_epoch")
+    assert arrived(consumer.receive(2)).data == b"m0"
 
 
 def test_permits_are_returned_after_half_the_queue(cluster: FakeCluster,
