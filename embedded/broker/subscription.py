@@ -169,7 +169,8 @@ class Subscription:
             if self.sub_type is SubType.Shared:
                 raise TxnError(ServerError.NotAllowedError,
                                f"cumulative acks are not allowed on Shared subscription {self._name}")
-            await self._pending_ack.cumulative_ack(txn, acks[-1][0])
+            position, ack_set = acks[-1]
+            await self._pending_ack.cumulative_ack(txn, TxnAck(position, tuple(ack_set) if ack_set else None, 0))
         else:
             await self._pending_ack.individual_ack(txn, [
                 TxnAck(p, tuple(s) if s else None, 0) for p, s in acks])

@@ -342,7 +342,11 @@ class PendingAckHandle(Protocol):
         """Hold these acks for `txn`; TxnError(TransactionConflict) when already acked or held."""
         ...
 
-    async def cumulative_ack(self, txn: TxnId, position: Position) -> None: ...
+    async def cumulative_ack(self, txn: TxnId, ack: TxnAck) -> None:
+        """Hold every message up to `ack` for `txn` (a batch message's ack set: the indexes after it
+        stay unacknowledged, as Pulsar's `AckSetPosition`); TxnError(TransactionConflict) when at or
+        before the mark-delete position or another transaction holds a cumulative ack."""
+        ...
 
     def check_plain_ack(self, positions: Sequence[Position], cumulative: bool) -> None:
         """A non-transactional ack is about to apply; raise TxnError to refuse it."""
@@ -515,7 +519,7 @@ class NoPendingAck:
     async def individual_ack(self, txn: TxnId, acks: Sequence[TxnAck]) -> None:
         raise _disabled(f"transactional ack of {txn} on {self._subscription.name}")
 
-    async def cumulative_ack(self, txn: TxnId, position: Position) -> None:
+    async def cumulative_ack(self, txn: TxnId, ack: TxnAck) -> None:
         raise _disabled(f"transactional ack of {txn} on {self._subscription.name}")
 
     def check_plain_ack(self, positions: Sequence[Position], cumulative: bool) -> None:

@@ -138,7 +138,7 @@ class ToyPendingAck:
         for ack in acks:
             self.held[ack.position] = txn
 
-    async def cumulative_ack(self, txn: TxnId, position: Position) -> None:
+    async def cumulative_ack(self, txn: TxnId, ack: TxnAck) -> None:
         raise TxnError(ServerError.NotAllowedError, "the toy path has no cumulative transactional acks")
 
     def check_plain_ack(self, positions: Sequence[Position], cumulative: bool) -> None:

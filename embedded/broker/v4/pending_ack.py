@@ -188,13 +188,17 @@ class PendingAckHandleImpl:
         at = await self._append(record)
         self._remember(txn, at)
 
-    async def cumulative_ack(self, txn: TxnId, position: Position) -> None:
+    async def cumulative_ack(self, txn: TxnId, ack: TxnAck) -> None:
         self._check_durable(txn)
+        position = ack.position
         self.state.check_cumulative(txn, position, self.subscription.cursor)
-        ack = HeldAck(position)
-        self.state.hold_cumulative(txn, ack)
+        if ack.ack_set is None:
+            held = HeldAck(position)
+        else:   # a batch message: the indexes after it stay (Pulsar keeps the AckSetPosition)
+            held = HeldAck(position, tuple(w & _U64 for w in ack.ack_set), await batch_size_of(self.subscription, ack))
+        self.state.hold_cumulative(txn, held)
         record = pending_ack_record(PendingAckOp.ACK, txn.most, txn.least, AckType.Cumulative,
-                                    [(position.ledger_id, position.entry_id, None, 0)])
+                                    [(position.ledger_id, position.entry_id, held.ack_set, held.batch_size)])
         at = await self._append(record)
         self._remember(txn, at)
 
@@ -261,7 +265,7 @@ class PendingAckHandleImpl:
         elif acks.individual:
             cursor.acknowledge([(p, _limited(a)) for p, a in sorted(acks.individual.items())])
         if acks.cumulative is not None:
-            cursor.acknowledge_cumulative(acks.cumulative.position, None)
+            cursor.acknowledge_cumulative(acks.cumulative.position, _limited(acks.cumulative))
 
     def _release(self, acks: TxnAcks) -> None:
         positions = sorted(acks.individual)

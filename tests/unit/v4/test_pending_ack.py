@@ -140,7 +140,7 @@ def test_recovery_keeps_open_transactions_held_and_reapplies_committed_ones() ->
         handle, sub = await subscription(broker)
         p = positions(sub)
         await handle.individual_ack(T1, acks(p[2]))
-        await handle.cumulative_ack(T2, p[1])
+        await handle.cumulative_ack(T2, TxnAck(p[1]))
         await handle.end_txn(T2, TxnAction.COMMIT, 0)   # COMMIT logged; the cursor is not flushed by a crash
         broker.managed_ledgers = broker.managed_ledgers.crash()
         handle2, sub2 = await subscription(broker)
@@ -149,6 +149,31 @@ def test_recovery_keeps_open_transactions_held_and_reapplies_committed_ones() ->
         await handle2.end_txn(T1, TxnAction.COMMIT, 0)
         assert sub2.cursor.is_acked(p[2])
         await handle2.close()
+
+    asyncio.run(run())
+
+
+def test_a_committed_cumulative_ack_of_a_batch_message_keeps_the_indexes_after_it() -> None:
+    """Pulsar keeps a cumulative transactional ack's ack set (an AckSetPosition) and marks the
+    batch deleted only up to its index; acking the whole entry on commit loses the rest of the
+    batch (the model did, until a Failover consumer's cumulative acks showed ctp-loss)."""
+    async def run() -> None:
+        broker = FakeBroker()
+        handle, sub = await subscription(broker)
+        p = positions(sub)
+        await handle.cumulative_ack(T1, TxnAck(p[5], ack_set(3, [0])))   # up to index 0 of the batch at p[5]
+        assert handle.ack_state(p[4]) is AckState.PENDING_ACK and handle.pending_ack_set(p[5]) == [0b001]
+        await handle.end_txn(T1, TxnAction.COMMIT, 0)
+        assert sub.cursor.is_acked(p[4]) and not sub.cursor.is_acked(p[5])
+        assert sub.cursor.batch_ack_set(p[5]) == [0b110]                    # indexes 1 and 2 stay
+        await handle.cumulative_ack(T2, TxnAck(p[5], ack_set(3, [0, 1])))   # a later one, within that entry
+        await handle.end_txn(T2, TxnAction.COMMIT, 0)
+        assert sub.cursor.batch_ack_set(p[5]) == [0b100]
+        broker.managed_ledgers = broker.managed_ledgers.crash()
+        handle2, sub2 = await subscription(broker)                           # the record keeps the ack set
+        assert not sub2.cursor.is_acked(p[5]) and sub2.cursor.batch_ack_set(p[5]) == [0b100]
+        await handle2.close()
+        await handle.close()
 
     asyncio.run(run())
 

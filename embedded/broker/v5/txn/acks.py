@@ -7,7 +7,9 @@ hold, on one subscription:
   the dispatcher does not deliver it;
 * some batch indexes of an entry (an ack with an ack set): other holders may take
   other indexes; the dispatcher masks the held ones;
-* one cumulative position (at most one transaction at a time, moving only forward).
+* one cumulative position (at most one transaction at a time, moving only forward); a
+  batch message's keeps its ack set (Pulsar's `AckSetPosition`): the entries before it
+  and its batch up to its index are held, the indexes after it are not.
 
 `TransactionConflict` (Pulsar's `TransactionConflictException`) when the entry is
 already acknowledged on the cursor, already held by a transaction (Pulsar refuses a
@@ -87,7 +89,7 @@ class PendingAcks:
     def __init__(self) -> None:
         self._whole: dict[Position, TxnId] = {}
         self._partial: dict[Position, dict[TxnId, _Partial]] = {}
-        self._cumulative: tuple[TxnId, Position] | None = None
+        self._cumulative: tuple[TxnId, TxnAck] | None = None
         self._by_txn: dict[TxnId, list[TxnAck]] = {}
 
     # ---- checks -------------------------------------------------------------------------------
@@ -120,9 +122,9 @@ class PendingAcks:
                               f"{cursor.mark_delete_position}")
         if self._cumulative is not None:
             holder, held = self._cumulative
-            if holder != txn or position <= held:
+            if holder != txn or position <= held.position:
                 raise AckConflict(f"{txn} acks cumulatively up to {position}; {holder} holds a cumulative ack "
-                                  f"up to {held}")
+                                  f"up to {held.position}")
 
     # ---- holding ------------------------------------------------------------------------------
 
@@ -138,8 +140,8 @@ class PendingAcks:
                 entry[txn] = _Partial(tuple(ack.ack_set), held)
             kept.append(ack)
 
-    def hold_cumulative(self, txn: TxnId, position: Position) -> None:
-        self._cumulative = (txn, position)
+    def hold_cumulative(self, txn: TxnId, ack: TxnAck) -> None:
+        self._cumulative = (txn, ack)
         self._by_txn.setdefault(txn, [])
 
     def release(self, txn: TxnId) -> list[Position]:
@@ -157,7 +159,7 @@ class PendingAcks:
                     if not entry:
                         del self._partial[ack.position]
         if self._cumulative is not None and self._cumulative[0] == txn:
-            positions.append(self._cumulative[1])
+            positions.append(self._cumulative[1].position)
             self._cumulative = None
         return sorted(set(positions))
 
@@ -172,19 +174,27 @@ class PendingAcks:
     def is_pending(self, position: Position, mark_delete: Position) -> bool:
         if position in self._whole:
             return True
-        cumulative = self._cumulative
-        return cumulative is not None and mark_delete < position <= cumulative[1]
+        if self._cumulative is None or position <= mark_delete:
+            return False
+        held = self._cumulative[1]
+        return position < held.position or (position == held.position and held.ack_set is None)
 
     def pending_ack_set(self, position: Position) -> list[int] | None:
         """Words with the held batch indexes set (what the dispatcher must not deliver)."""
         entry = self._partial.get(position)
-        if not entry:
+        cumulative = self._cumulative[1] if self._cumulative is not None else None
+        if cumulative is not None and (cumulative.position != position or cumulative.ack_set is None):
+            cumulative = None
+        if not entry and cumulative is None:
             return None
         held = 0
         words = 1
-        for partial in entry.values():
+        for partial in (entry or {}).values():
             held |= partial.held   # bits past the batch are masked by the dispatcher (it knows the size)
             words = max(words, len(partial.ack_set))
+        if cumulative is not None and cumulative.ack_set is not None:
+            held |= _held_bits(cumulative.ack_set)
+            words = max(words, len(cumulative.ack_set))
         return _words(held, words)
 
     def stats(self) -> dict[str, int]:

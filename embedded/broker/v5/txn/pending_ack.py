@@ -107,7 +107,7 @@ class MetadataPendingAckStore(Participant):
             op = stored.op
             position = Position(op.ledger_id, op.entry_id)
             if op.cumulative:
-                self._acks.hold_cumulative(txn, position)
+                self._acks.hold_cumulative(txn, TxnAck(position, op.ack_set))
             else:
                 self._acks.hold_individual(txn, [TxnAck(position, op.ack_set)])
 
@@ -151,16 +151,18 @@ class MetadataPendingAckStore(Participant):
                          ack_set=tuple(a.ack_set) if a.ack_set is not None else None) for a in acks]
         await self._record(txn, ops)
 
-    async def cumulative_ack(self, txn: TxnId, position: Position) -> None:
+    async def cumulative_ack(self, txn: TxnId, ack: TxnAck) -> None:
         await self._authorize(txn)
+        position = ack.position
         try:
             self._acks.check_cumulative(txn, position, self._sub.cursor)
         except AckConflict as err:
             raise TxnError(ServerError.TransactionConflict, f"{self.name}: {err}") from None
-        self._acks.hold_cumulative(txn, position)
+        self._acks.hold_cumulative(txn, ack)
         self.track(txn)
         await self._record(txn, [TxnOp.ack(self._segment, self._subscription, position.ledger_id,
-                                           position.entry_id, cumulative=True)])
+                                           position.entry_id, cumulative=True,
+                                           ack_set=tuple(ack.ack_set) if ack.ack_set is not None else None)])
 
     async def _record(self, txn: TxnId, ops: list[TxnOp]) -> None:
         try:
@@ -209,8 +211,8 @@ class MetadataPendingAckStore(Participant):
             for stored in mine:
                 op = stored.op
                 position = Position(op.ledger_id, op.entry_id)
-                if op.cumulative:
-                    cursor.acknowledge_cumulative(position)
+                if op.cumulative:   # a batch message's: up to its index (the ack set), the rest stays
+                    cursor.acknowledge_cumulative(position, list(op.ack_set) if op.ack_set is not None else None)
                 else:
                     cursor.acknowledge([(position, list(op.ack_set) if op.ack_set is not None else None)])
                 applied.add(position)
