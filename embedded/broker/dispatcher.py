@@ -11,8 +11,11 @@ filters them, and sends them:
 * already acknowledged entries are skipped;
 * marker entries and entries of aborted transactions are skipped and acknowledged on
   the subscription's behalf (Pulsar's `individualAcknowledgeMessageIfNeeded`);
-* entries held by a pending transactional ack are skipped (their batch indexes held
-  by a transaction are masked out of the MESSAGE's ack set).
+* entries held by a pending individual transactional ack are skipped (their batch
+  indexes held by a transaction are masked out of the MESSAGE's ack set); what a
+  pending cumulative ack covers is not (Pulsar's `filterEntriesForConsumer` asks
+  `getPositionInPendingAck`, which knows individual acks only), so a single active
+  consumer's rewound cursor delivers it again, in order.
 
 Shared (`SharedDispatcher`) sends round-robin in runs of at most
 `dispatcherMaxRoundRobinBatchSize` entries per consumer, keeps what each consumer has

@@ -101,17 +101,13 @@ class PendingAckState:
     # ---- checks -------------------------------------------------------------------------------
 
     def held_bits(self, position: Position) -> list[int] | None:
-        """Batch indexes of `position` held by open transactions (set bits), or None."""
+        """Batch indexes of `position` held by open transactions' individual acks (set bits), or None:
+        what the dispatcher masks. A pending cumulative ack masks nothing, as Pulsar's
+        `filterEntriesForConsumer` asks `getPositionInPendingAck`, which knows individual acks only."""
         holders = self.partial.get(position)
         out: list[int] | None = None
         if holders:
             for bits in holders.values():
-                out = bits if out is None else _or(out, bits)
-        if self.cumulative is not None:
-            _, ack = self.cumulative
-            if ack.position == position and ack.ack_set is not None:
-                size = ack.batch_size or 64 * len(ack.ack_set)
-                bits = acked_bits(ack.ack_set, size)
                 out = bits if out is None else _or(out, bits)
         return out
 
@@ -212,16 +208,21 @@ class PendingAckState:
     # ---- what the dispatcher asks -------------------------------------------------------------
 
     def is_pending(self, position: Position) -> bool:
-        if position in self.whole:
-            return True
-        if self.cumulative is not None:
-            _, ack = self.cumulative
-            return position < ack.position or (position == ack.position and ack.ack_set is None)
-        return False
+        """Whether an open transaction's individual ack holds the whole entry: the dispatcher skips it.
+        Entries a pending cumulative ack covers are dispatched again when a single active consumer's
+        cursor rewinds (Pulsar filters by individual pending acks only), so a Failover subscription
+        keeps its order; acking them again conflicts with the cumulative holder."""
+        return position in self.whole
+
+    def covered_by_cumulative(self, position: Position) -> bool:
+        if self.cumulative is None:
+            return False
+        _, ack = self.cumulative
+        return position < ack.position or (position == ack.position and ack.ack_set is None)
 
     def state_of(self, position: Position, cursor: CursorView) -> AckState:
         if cursor.is_acked(position):
             return AckState.ACKED
-        if self.is_pending(position) or position in self.partial:
+        if self.is_pending(position) or position in self.partial or self.covered_by_cumulative(position):
             return AckState.PENDING_ACK
         return AckState.NONE

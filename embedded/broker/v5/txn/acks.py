@@ -172,29 +172,21 @@ class PendingAcks:
         return list(self._by_txn)
 
     def is_pending(self, position: Position, mark_delete: Position) -> bool:
-        if position in self._whole:
-            return True
-        if self._cumulative is None or position <= mark_delete:
-            return False
-        held = self._cumulative[1]
-        return position < held.position or (position == held.position and held.ack_set is None)
+        """Whether an individual ack holds the whole entry (the dispatcher skips it). Entries a pending
+        cumulative ack covers are not skipped, as in Pulsar (`getPositionInPendingAck` knows individual
+        acks only): a Failover consumer's rewound cursor delivers them again, in order."""
+        return position in self._whole
 
     def pending_ack_set(self, position: Position) -> list[int] | None:
         """Words with the held batch indexes set (what the dispatcher must not deliver)."""
         entry = self._partial.get(position)
-        cumulative = self._cumulative[1] if self._cumulative is not None else None
-        if cumulative is not None and (cumulative.position != position or cumulative.ack_set is None):
-            cumulative = None
-        if not entry and cumulative is None:
+        if not entry:
             return None
         held = 0
         words = 1
-        for partial in (entry or {}).values():
+        for partial in entry.values():
             held |= partial.held   # bits past the batch are masked by the dispatcher (it knows the size)
             words = max(words, len(partial.ack_set))
-        if cumulative is not None and cumulative.ack_set is not None:
-            held |= _held_bits(cumulative.ack_set)
-            words = max(words, len(cumulative.ack_set))
         return _words(held, words)
 
     def stats(self) -> dict[str, int]:
