@@ -244,6 +244,14 @@ class WorkloadConfig:
              "subscription (1: each user on the next input topic); with 2 or more, a transaction also "
              "processes, with probability `conflict_ratio`, an input a sibling holds, so two transactions "
              "ack the same message")
+    ctp_cumulative_users: int = bounded(
+        0, min=0, max=100,
+        help="consume-transform-produce users per load process that acknowledge cumulatively: the last input "
+             "topic gets a Failover subscription (the others keep theirs, Shared), these users all consume it "
+             "(one active consumer per partition or segment, the others on standby, so a killed or cut-off "
+             "active one fails over with its transaction's cumulative ack pending) and each transaction acks "
+             "the last input it processed from each partition or segment cumulatively; after one that did not "
+             "commit, the user asks for everything unacknowledged again, as a Java application must")
     conflict_ratio: float = bounded(0.1, min=0.0, max=1.0,
                                     help="ack-only, and consume-transform-produce with "
                                          "`ctp_consumers_per_subscription` 2 or more: share of transactions "
@@ -323,6 +331,17 @@ class WorkloadConfig:
         if needs_inputs and self.feeders == 0:
             raise Invalid("feeders", "consume-transform-produce and ack-only users need inputs, "
                           "and no feeder users would supply them", "set feeders to 1 or more")
+        if self.ctp_cumulative_users:
+            ctp_runs = (self.kind is WorkloadKind.CONSUME_TRANSFORM_PRODUCE
+                        or (self.kind is WorkloadKind.MIXED
+                            and self.mix.get(WorkloadKind.CONSUME_TRANSFORM_PRODUCE, 0) > 0))
+            if not ctp_runs:
+                raise Invalid("ctp_cumulative_users", "cumulative consume-transform-produce users need the "
+                              "consume-transform-produce topics, and this workload has none",
+                              "add consume-transform-produce to the workload, or set ctp_cumulative_users: 0")
+            if self.topics < 2:
+                raise Invalid("ctp_cumulative_users", f"the cumulative users take the last input topic and the "
+                              f"Shared ones the others, and topics is {self.topics}", "set topics to 2 or more")
         if "/" not in self.namespace or self.namespace.count("/") != 1:
             raise Invalid("namespace", f"{self.namespace!r} is not tenant/namespace", "e.g. public/txnbench")
 

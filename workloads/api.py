@@ -120,6 +120,9 @@ class ConsumerApi(Protocol):
 
     def negative_acknowledge(self, message: Any) -> None: ...
 
+    def redeliver_unacknowledged(self) -> None:
+        """Everything unacknowledged again (Exclusive and Failover: a new consumer epoch)."""
+
     def close(self, timeout_s: float | None = None) -> None: ...
 
 

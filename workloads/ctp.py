@@ -36,6 +36,8 @@ The checker then expects each input to have exactly one visible output once its 
 committed (`ctp-loss`, `ctp-duplicate`).
 
 Inputs are supplied by feeder users (workloads.feeder) with non-transactional sends.
+The same pipeline on a Failover subscription with cumulative acks is
+workloads.ctp_cumulative; the last input topic is its when `ctp_cumulative_users` > 0.
 """
 
 from __future__ import annotations
@@ -67,10 +69,13 @@ class _Work:
 
 class ConsumeTransformProduce(Workload):
     kind: ClassVar[UserKind] = UserKind.CONSUME_TRANSFORM_PRODUCE
+    cumulative: ClassVar[bool] = False
+    """Whether this user's input subscription is Failover and its transactions ack cumulatively
+    (workloads.ctp_cumulative); Shared and individual acks otherwise."""
 
     def __init__(self, ctx: LoadContext) -> None:
         super().__init__(ctx)
-        inputs = ctx.topology.topics_for(TopicRole.CTP_INPUT)
+        inputs = ctx.topology.ctp_inputs(cumulative=self.cumulative)
         self.outputs = ctx.topology.topics_for(TopicRole.CTP_OUTPUT)
         if not inputs or not self.outputs:
             raise ValueError("the topology has no consume-transform-produce topics")
@@ -80,7 +85,8 @@ class ConsumeTransformProduce(Workload):
         self.consumer: ConsumerApi | None = None
         self.per_txn_topics = min(self.w.topics_per_txn, len(self.outputs))
         self.group: AckGroup | None = (ctx.ack_groups.get(self.input_topic, self.subscription.name)
-                                       if self.w.ctp_consumers_per_subscription > 1 else None)
+                                       if self.w.ctp_consumers_per_subscription > 1 and not self.cumulative
+                                       else None)
 
     def setup(self) -> None:
         self.consumer = self.ctx.client.subscribe(
@@ -103,7 +109,8 @@ class ConsumeTransformProduce(Workload):
             return
         got = self.receive_batch(self.consumer, self.subscription.name, self.w.acks_per_txn)
         if not got:
-            self.ctx.feed.starved(self.input_topic)
+            if self.starved():
+                self.ctx.feed.starved(self.input_topic)
             return
         inputs = [r for r in got if r.decoded is not None]
         for foreign in (r for r in got if r.decoded is None):  # not ours: settle it, recorded
@@ -118,6 +125,10 @@ class ConsumeTransformProduce(Workload):
             self._process(inputs, self._steal())
         finally:
             self.group.release(self.process)
+
+    def starved(self) -> bool:
+        """Whether finding no input means the topic ran dry (the feeders then restart its count)."""
+        return True
 
     def _steal(self) -> Received | None:
         """With probability `conflict_ratio`, an input a sibling of the group holds now (drawn only
@@ -138,7 +149,7 @@ class ConsumeTransformProduce(Workload):
             inputs.insert(self.rng.randrange(len(inputs) + 1), stolen)
         txn = self.open_txn()
         if txn is None:
-            self._give_back(own)
+            self.give_back(own)
             return
         work = self._transform(txn, inputs, stolen)
         if (work.ending.at_timeout and not (work.failed or work.on_purpose)
@@ -156,7 +167,7 @@ class ConsumeTransformProduce(Workload):
         if ended.ok and not (failed or work.on_purpose):
             self.ctx.feed.consumed(self.input_topic, len(work.inputs))
         else:
-            self._give_back([r for r in work.inputs
+            self.give_back([r for r in work.inputs
                              if r is not work.stolen and not any(r is h for h in held)])
 
     def _transform(self, txn: OpenTxn, inputs: list[Received], stolen: Received | None) -> _Work:
@@ -183,17 +194,21 @@ class ConsumeTransformProduce(Workload):
                 failed = True
                 break
         if not failed:
-            for received in inputs:
-                if self.ctx.stopping.is_set():
-                    failed = True
-                    break
-                acked = self.ack(self.consumer, received, self.subscription.name, txn=txn)
-                if acked.ok or not acked.definite:
-                    held.append(received)
-                if not acked.ok:
-                    failed = True
-                    break
+            failed = not self.ack_inputs(txn, inputs, held)
         return _Work(txn, inputs, stolen, on_purpose, hold_s, ending, failed, held)
+
+    def ack_inputs(self, txn: OpenTxn, inputs: list[Received], held: list[Received]) -> bool:
+        """Ack every input in `txn`, one by one; those it may have acked go into `held`. True if all ok."""
+        assert self.consumer is not None
+        for received in inputs:
+            if self.ctx.stopping.is_set():
+                return False
+            acked = self.ack(self.consumer, received, self.subscription.name, txn=txn)
+            if acked.ok or not acked.definite:
+                held.append(received)
+            if not acked.ok:
+                return False
+        return True
 
     def _send_at_once(self, txn: OpenTxn, inputs: list[Received], groups: int, topics: list[str]) -> bool:
         """The outputs with `send_concurrency` in flight together (each on its own lane); True if all ok."""
@@ -205,7 +220,7 @@ class ConsumeTransformProduce(Workload):
         outcomes = self.send_together(txn, [(topic, key, value, carried) for topic, key, carried, value in planned])
         return all(o.ok for o in outcomes)
 
-    def _give_back(self, inputs: list[Received]) -> None:
+    def give_back(self, inputs: list[Received]) -> None:
         """Ask for redelivery of inputs no transaction acked (not a history op).
 
         Inputs acked in a transaction that then aborted are the broker's to deliver again

@@ -11,7 +11,7 @@ Each workload kind owns a family of topics, by role:
 | role | topics | subscriptions |
 |---|---|---|
 | `atomic` | `<run>-ap-<i>` | `verify` (Failover) when the run has verifiers |
-| `ctp-input` | `<run>-ctp-in-<i>` | `ctp` (Shared): the pipeline's input |
+| `ctp-input` | `<run>-ctp-in-<i>` | `ctp` (Shared): the pipeline's input; on the last one `ctp` is Failover when `workload.ctp_cumulative_users` > 0 (its users ack cumulatively) |
 | `ctp-output` | `<run>-ctp-out-<i>` | `verify` (Failover) when the run has verifiers |
 | `ack` | `<run>-ack-<i>` | `acks` (Shared): transactional acks, consumers that conflict |
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.config import RunConfig, WorkloadKind
 from harness.txn_paths import TxnPath
@@ -116,6 +116,12 @@ class Topology:
     def subscriptions_for(self, role: SubscriptionRole) -> list[SubscriptionPlan]:
         return [s for s in self.subscription_plans if s.role is role]
 
+    def ctp_inputs(self, *, cumulative: bool) -> list[str]:
+        """The input topics of consume-transform-produce users that ack cumulatively (their `ctp`
+        subscription is Failover) or individually (Shared)."""
+        wanted = SubType.FAILOVER if cumulative else SubType.SHARED
+        return [s.topic for s in self.subscriptions_for(SubscriptionRole.CTP) if s.sub_type is wanted]
+
     def subscription_on(self, topic: str, role: SubscriptionRole) -> SubscriptionPlan:
         for sub in self.subscription_plans:
             if sub.topic == topic and sub.role is role:
@@ -179,20 +185,34 @@ def workload_kinds(config: RunConfig) -> list[WorkloadKind]:
 NEEDS_FEEDERS = (WorkloadKind.CONSUME_TRANSFORM_PRODUCE, WorkloadKind.ACK_ONLY)
 
 
-def helper_users_per_process(config: RunConfig) -> tuple[int, int]:
-    """(feeders, verifiers) each load process runs beside the transactional users: the
-    workloads that consume need feeders, and verifying consumers exist only where the
-    topology has a verified subscription. Pure, so the count is known without Locust."""
+class HelperUsers(NamedTuple):
+    """The fixed-count users of one load process, beside the weighted transactional ones."""
+
+    feeders: int
+    verifiers: int
+    ctp_cumulative: int
+
+
+def helper_users_per_process(config: RunConfig) -> HelperUsers:
+    """The users each load process runs beside the weighted transactional ones: the
+    workloads that consume need feeders, verifying consumers exist only where the
+    topology has a verified subscription, and cumulative consume-transform-produce users
+    only where it has their Failover input. Pure, so the count is known without Locust.
+    Fixed-count, so a Failover subscription has a consumer in every load process (one
+    active, the others on standby) whatever the mix draws."""
     workload = config.workload
     kinds = workload_kinds(config)
     feeders = workload.feeders if any(kind in NEEDS_FEEDERS for kind in kinds) else 0
-    verified = bool(plan(config, "probe").subscriptions_for(SubscriptionRole.VERIFY))
-    return max(0, feeders), (max(0, workload.verifiers) if verified else 0)
+    topology = plan(config, "probe")
+    verified = bool(topology.subscriptions_for(SubscriptionRole.VERIFY))
+    cumulative = workload.ctp_cumulative_users if topology.ctp_inputs(cumulative=True) else 0
+    return HelperUsers(max(0, feeders), max(0, workload.verifiers) if verified else 0, cumulative)
 
 
 def fixed_users(config: RunConfig, processes: int | None = None) -> int:
-    """Feeders and verifiers over all load processes (local workers and remote ones by
-    default): Locust's fixed-count users, started on top of `load.users`."""
+    """Feeders, verifiers and cumulative consume-transform-produce users over all load processes
+    (local workers and remote ones by default): Locust's fixed-count users, started on top of
+    `load.users`."""
     processes = config.load.processes if processes is None else max(1, processes)
     return sum(helper_users_per_process(config)) * processes
 
@@ -218,6 +238,9 @@ def plan(config: RunConfig, run_id: str) -> Topology:
                     topics.append(TopicPlan(name, role, partitions=workload.v4_partitions, segments=0))
                 if role in _SUBSCRIPTIONS_OF_ROLE:
                     sub_role, sub_type = _SUBSCRIPTIONS_OF_ROLE[role]
+                    if (role is TopicRole.CTP_INPUT and workload.ctp_cumulative_users
+                            and index == workload.topics - 1):
+                        sub_type = SubType.FAILOVER
                     subs.append(SubscriptionPlan(name, sub_role.value, sub_role, sub_type))
                 if role in _VERIFIED_ROLES and workload.verifiers > 0:
                     subs.append(SubscriptionPlan(name, SubscriptionRole.VERIFY.value, SubscriptionRole.VERIFY,

@@ -8,8 +8,9 @@ statistics see happens in the workload (workloads.workload).
 
 `user_classes(config, workers)` makes the run's classes: the transactional kinds
 weighted by `workload.mix` (one kind for a plain scenario), plus `feeders` feeder
-users and `verifiers` verifying consumers per load process as Locust fixed-count
-users (spawned first). Locust spreads fixed-count users over the workers round
+users, `verifiers` verifying consumers and `ctp_cumulative_users` cumulative
+consume-transform-produce users per load process as Locust fixed-count users
+(spawned first). Locust spreads fixed-count users over the workers round
 robin, so with workers each gets about its share.
 """
 
@@ -24,6 +25,7 @@ from workloads.ackonly import AckOnly
 from workloads.atomic import AtomicProduce
 from workloads.context import LoadContext
 from workloads.ctp import ConsumeTransformProduce
+from workloads.ctp_cumulative import CumulativeConsumeTransformProduce
 from workloads.feeder import Feeder
 from workloads.topology import fixed_users, helper_users_per_process, workload_kinds
 from workloads.verifier import Verifier
@@ -72,9 +74,12 @@ def user_classes(config: RunConfig, processes: int | None = None) -> tuple[list[
     for kind in kinds:
         weight = workload.mix.get(kind, 0) if workload.kind is WorkloadKind.MIXED else 1
         classes.append(_user_class(f"{WORKLOADS[kind].__name__}User", WORKLOADS[kind], weight=weight))
-    feeders, verifiers = helper_users_per_process(config)
-    if feeders:
-        classes.append(_user_class("FeederUser", Feeder, fixed_count=feeders * processes))
-    if verifiers:
-        classes.append(_user_class("VerifierUser", Verifier, fixed_count=verifiers * processes))
+    helpers = helper_users_per_process(config)
+    if helpers.feeders:
+        classes.append(_user_class("FeederUser", Feeder, fixed_count=helpers.feeders * processes))
+    if helpers.verifiers:
+        classes.append(_user_class("VerifierUser", Verifier, fixed_count=helpers.verifiers * processes))
+    if helpers.ctp_cumulative:
+        classes.append(_user_class("CumulativeConsumeTransformProduceUser", CumulativeConsumeTransformProduce,
+                                   fixed_count=helpers.ctp_cumulative * processes))
     return classes, config.load.users + fixed_users(config, processes)

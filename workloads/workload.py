@@ -66,6 +66,7 @@ class UserKind(StrEnum):
 
     ATOMIC_PRODUCE = "atomic-produce"
     CONSUME_TRANSFORM_PRODUCE = "consume-transform-produce"
+    CTP_CUMULATIVE = "ctp-cumulative"
     ACK_ONLY = "ack-only"
     FEEDER = "feed"
     VERIFIER = "verify"

@@ -123,19 +123,35 @@ def _claimed_twice(claims: DataFrame) -> DataFrame:
     return claims.join(twice, same, "left_semi")
 
 
+def _claims(ctx: CheckContext) -> DataFrame:
+    """Every ok transactional ack on a subscription whose transaction committed or may have, with
+    its `ack` reference and `settle_ns`."""
+    claims = ctx.acks.filter((F.col("type") == OpType.OK.value) & F.col("txn").isNotNull()
+                             & F.col("subscription").isNotNull() & F.col("outcome").isin(COMMITTED, UNKNOWN))
+    return claims.withColumn("ack", ref(claims, f=OpF.ACK.value, time="invoke_ns")).withColumn(
+        "settle_ns", _settle_ns())
+
+
+def _individual_claims(ctx: CheckContext) -> DataFrame:
+    return _message_key(_claims(ctx).filter(~F.col("cumulative"))).select(
+        *_KEY, "topic", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack", "settle_ns")
+
+
+def cumulative_claims(ctx: CheckContext) -> DataFrame:
+    """The messages transactional cumulative acks claim (the module docstring), one row per (claim,
+    message): `_topic`, `subscription`, `_msg`, `topic`, `msg_id`, `value`, `txn`, `outcome`,
+    `invoke_ns`, `ack`. Built once for double-ack and ctp-loss (`CheckContext.shared`)."""
+    return ctx.shared("cumulative-claims",
+                      lambda: _cumulative_claims(ctx, _claims(ctx), _individual_claims(ctx)))
+
+
 def plan_double_ack(ctx: CheckContext) -> Plan:
     """One message acknowledged ok on one subscription by two transactions that both committed."""
     if ctx.count("acks") == 0:
         return clean(AnomalyClass.DOUBLE_ACK)
-    claims = ctx.acks.filter((F.col("type") == OpType.OK.value) & F.col("txn").isNotNull()
-                             & F.col("subscription").isNotNull() & F.col("outcome").isin(COMMITTED, UNKNOWN))
-    claims = claims.withColumn("ack", ref(claims, f=OpF.ACK.value, time="invoke_ns")).withColumn(
-        "settle_ns", _settle_ns())
-    individual = _message_key(claims.filter(~F.col("cumulative"))).select(
-        *_KEY, "topic", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack", "settle_ns")
-    parts = [individual.drop("settle_ns")]
+    parts = [_individual_claims(ctx).drop("settle_ns")]
     if ctx.count("cumulative_acks"):
-        parts.append(_cumulative_claims(ctx, claims, individual))
+        parts.append(cumulative_claims(ctx))
     every = union_all(parts)
     if not single_partition_mode():
         every = _claimed_twice(every)

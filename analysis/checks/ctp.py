@@ -11,10 +11,11 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from analysis.checks.ack_conflicts import cumulative_claims
 from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext
 from analysis.checks.writes import send_ref
-from analysis.model import COMMITTED
+from analysis.model import COMMITTED, union_all
 from analysis.spark import single_partition_mode
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
@@ -78,7 +79,8 @@ def plan_ctp_duplicate(ctx: CheckContext) -> Plan:
 
 
 def plan_ctp_loss(ctx: CheckContext) -> Plan:
-    """An input's ack committed (ok, in a committed CTP transaction) but no visible output carries it.
+    """An input's ack committed (ok, in a committed CTP transaction) but no visible output carries it;
+    a committed cumulative ack counts for every message it claimed (analysis.checks.ack_conflicts).
 
     A CTP transaction is one with at least one send carrying `inputs`. Judged
     only when all of that transaction's sends went to covered topics.
@@ -88,8 +90,17 @@ def plan_ctp_loss(ctx: CheckContext) -> Plan:
     if ctx.count("ctp_sends") == 0 or ctx.count("acks") == 0:
         return clean(AnomalyClass.CTP_LOSS)
     ctp_txns = ctx.txns.filter(F.col("ctp")).select("txn", "sends_uncovered")
-    consumed = (ctx.acks.filter((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED))
-                .join(ctp_txns, "txn"))
+    acked = ctx.acks.filter((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED))
+    acked = acked.select("value", "txn", "subscription", ref(acked, f=OpF.ACK.value, time="invoke_ns").alias("ack"))
+    if ctx.count("cumulative_acks"):
+        # A committed cumulative ack consumed every message at or before it that it claimed, not only
+        # the one it names: an input it covered that no visible output carries is lost as well (a
+        # Failover consumer that never processed it, a message delivered to a consumer that lost the
+        # partition); claimed twice, it stays for double-ack.
+        covered = (cumulative_claims(ctx).filter(F.col("outcome") == COMMITTED)
+                   .select("value", "txn", "subscription", "ack"))
+        acked = union_all([acked, covered]).dropDuplicates(["value", "txn", "subscription"])
+    consumed = acked.join(ctp_txns, "txn")
     carried = _carried(ctx).select(F.col("input").alias("value"))
     # An input a visible output carries is judged wherever that output is; one no visible
     # output carries is lost only when its transaction wrote nothing to a topic the drain
@@ -97,8 +108,7 @@ def plan_ctp_loss(ctx: CheckContext) -> Plan:
     # Kept: the lost and the unjudged ones are both read from it, not joined twice.
     not_carried = ctx.shared("ctp-loss-not-carried", lambda: consumed.join(carried, "value", "left_anti"))
     lost = not_carried.filter(F.col("sends_uncovered") == 0)
-    lost = lost.select(F.col("value").alias("input"), "txn", "subscription",
-                       ref(lost, f=OpF.ACK.value, time="invoke_ns").alias("ack"))
+    lost = lost.select(F.col("value").alias("input"), "txn", "subscription", "ack")
     unjudged = not_carried.filter(F.col("sends_uncovered") > 0)
 
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -54,6 +54,52 @@ def test_ctp_loss_committed_input_without_visible_output(run_check: RunCheck) ->
     assert [o["value"] for o in example["invisible_outputs"]] == ["o1"]
 
 
+def _inputs(h: History, *values: str) -> History:
+    h.process("w0/p").open().sends(*values, topic="in").commit()
+    return h
+
+
+def test_ctp_loss_an_input_a_committed_cumulative_ack_passed_over(run_check: RunCheck) -> None:
+    """A Failover consumer's transaction acks i2 cumulatively having carried only i2: i1, which it
+    received and never transformed, is consumed by that ack all the same."""
+    h = _inputs(History(), "i1", "i2")
+    c = h.process("w1/c1")
+    c.receive("i1", sub="ctp")
+    c.receive("i2", sub="ctp")
+    c.open().send("o2", topic="out", inputs=["i2"]).ack("i2", sub="ctp", cumulative=True).commit()
+    h.drain(reads={"in": ["i1", "i2"], "out": ["o2"]})
+    result = run_check(h, AnomalyClass.CTP_LOSS)
+    assert result.count == 1
+    example = result.examples[0]
+    assert example["input"] == "i1" and example["subscription"] == "ctp"
+    assert example["ack"]["value"] == "i2"          # the cumulative ack that covered it
+
+
+def test_ctp_cumulative_acks_over_carried_or_settled_inputs_lose_nothing(run_check: RunCheck) -> None:
+    h = _inputs(History(), "i1", "i2", "i3", "i4")
+    c = h.process("w1/c1")
+    for value in ("i1", "i2", "i3", "i4"):
+        c.receive(value, sub="ctp")
+    c.open().send("o1", topic="out", inputs=["i1", "i2"]).ack("i2", sub="ctp", cumulative=True).commit()
+    c.open().send("o2", topic="out", inputs=["i3", "i4"]).ack("i4", sub="ctp", cumulative=True).commit()
+    h.drain(reads={"in": ["i1", "i2", "i3", "i4"], "out": ["o1", "o2"]})
+    result = run_check(h, AnomalyClass.CTP_LOSS)
+    assert result.count == 0 and result.unjudged == 0
+
+
+def test_ctp_an_aborted_cumulative_ack_consumes_nothing(run_check: RunCheck) -> None:
+    h = _inputs(History(), "i1", "i2")
+    c = h.process("w1/c1")
+    c.receive("i1", sub="ctp")
+    c.receive("i2", sub="ctp")
+    c.open().send("o2", topic="out", inputs=["i2"]).ack("i2", sub="ctp", cumulative=True).abort()
+    c.receive("i1", sub="ctp", redelivery=1)
+    c.receive("i2", sub="ctp", redelivery=1)
+    c.open().send("o3", topic="out", inputs=["i1", "i2"]).ack("i2", sub="ctp", cumulative=True).commit()
+    h.drain(reads={"in": ["i1", "i2"], "out": ["o3"]})
+    assert run_check(h, AnomalyClass.CTP_LOSS).count == 0
+
+
 def test_ctp_loss_not_judged_when_the_output_topic_was_not_read(run_check: RunCheck) -> None:
     h = _input(History())
     c = h.process("w1/c1")

@@ -212,6 +212,7 @@ class FakeConsumer:
         self.name = name
         self.unacked: dict[str, Entry] = {}
         self.closed = False
+        self.redeliveries = 0
 
     def receive(self, timeout_s: float | None = None) -> FakeMessage | None:
         if self.closed:
@@ -231,11 +232,43 @@ class FakeConsumer:
                                timeout_s: float | None = None) -> None:
         log = self.client.logs[self.sub.topic]
         upto = log.index(message.entry)
+        if txn is not None:
+            self._ack_cumulative_in(txn, log[: upto + 1], message.msg_id)
+            return
         for entry in log[: upto + 1]:
             if entry.state == "committed" and entry.msg_id not in self.sub.pending:
                 self.sub.acked.add(entry.msg_id)
                 self.unacked.pop(entry.msg_id, None)
         self.client.acks.append((self.sub.name, message.msg_id, None, True))
+
+    def _ack_cumulative_in(self, txn: FakeTxn, covered: list[Entry], msg_id: str) -> None:
+        """Hold every message this consumer was sent up to the ack in `txn`; one another
+        transaction holds is a conflict (as Pulsar's pending-ack handle refuses a second
+        transaction's cumulative ack)."""
+        self.client.maybe_fail("ack")
+        sub = self.sub
+        mine = [e for e in covered if e.msg_id in self.unacked and sub.pending.get(e.msg_id) != txn.id]
+        others = {sub.pending[e.msg_id] for e in mine if e.msg_id in sub.pending}
+        if others:
+            txn.failed = True
+            raise TransactionConflictError(Op.ACK, ServerError.TransactionConflict,
+                                           f"cumulative ack over messages held by {sorted(map(str, others))}")
+        for entry in mine:
+            sub.pending[entry.msg_id] = txn.id
+            txn.acks.append((sub, entry, self))
+        self.client.acks.append((sub.name, msg_id, str(txn.id), True))
+        scripted = self.client.take_failure("ack-after")
+        if scripted is not None:  # it happened, but the client does not know
+            txn.failed = True
+            raise scripted
+
+    def redeliver_unacknowledged(self) -> None:
+        """Everything this consumer was sent and nobody acked or holds, delivered again."""
+        self.redeliveries += 1
+        for entry in self.unacked.values():
+            if entry.msg_id not in self.sub.acked and entry.msg_id not in self.sub.pending:
+                self.sub.redeliver.append(entry)
+        self.unacked.clear()
 
     def _ack(self, message: FakeMessage, txn: FakeTxn | None) -> None:
         try:

@@ -19,9 +19,10 @@ from tests.unit.workloads.history_checks import (
 from workloads.ackonly import AckOnly
 from workloads.atomic import AtomicProduce
 from workloads.ctp import ConsumeTransformProduce
+from workloads.ctp_cumulative import CumulativeConsumeTransformProduce
 from workloads.feeder import Feeder
 from workloads.shared import FeedCredit
-from workloads.topology import TopicRole
+from workloads.topology import SubscriptionRole, SubType, TopicRole, helper_users_per_process
 from workloads.verifier import Verifier
 
 CTP = """
@@ -44,6 +45,18 @@ workload:
   consumers_per_subscription: 2
   abort_ratio: 0.0
   conflict_ratio: {conflict}
+  verifiers: 0
+"""
+
+CUMULATIVE = """
+workload:
+  kind: consume-transform-produce
+  topics: 2
+  topics_per_txn: 1
+  acks_per_txn: 3
+  messages_per_txn: 2
+  abort_ratio: 0.0
+  ctp_cumulative_users: 1
   verifiers: 0
 """
 
@@ -342,3 +355,73 @@ def test_take_more_reserves_only_what_the_demand_lacks() -> None:
     assert credit.take_more("t", 5) == 0
     assert credit.take_more("other", 5) == 0        # no consumer, no demand
     assert credit.outstanding("t") == 3
+
+
+def test_cumulative_users_take_the_last_input_topic_on_a_failover_subscription(
+        make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(CUMULATIVE)
+    first, last = h.topology.topics_for(TopicRole.CTP_INPUT)
+    assert h.topology.subscription_on(first, SubscriptionRole.CTP).sub_type is SubType.SHARED
+    assert h.topology.subscription_on(last, SubscriptionRole.CTP).sub_type is SubType.FAILOVER
+    assert h.topology.ctp_inputs(cumulative=True) == [last]
+    assert helper_users_per_process(h.config).ctp_cumulative == 1
+    assert ConsumeTransformProduce(h.ctx).input_topic == first
+    assert ConsumeTransformProduce(h.ctx).input_topic == first     # Shared users never take the Failover one
+    assert CumulativeConsumeTransformProduce(h.ctx).input_topic == last
+
+
+def test_cumulative_transaction_acks_its_last_input_cumulatively(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(CUMULATIVE)
+    worker = CumulativeConsumeTransformProduce(h.ctx)
+    feeder = Feeder(h.ctx)
+    worker.step()
+    feed(feeder, 3)
+    worker.step()
+    ops = h.ops()
+    assert_well_formed(ops)
+    (done,) = transactions(ops).values()
+    assert [op["f"] for op in done] == ["txn-open", "send", "send", "ack", "txn-commit"]
+    received = [op["value"] for op in ops if op["f"] == "receive"]
+    ack = done[3]
+    assert ack["extra"] == {"cumulative": True} and ack["value"] == received[-1]
+    assert sorted(v for op in done if op["f"] == "send" for v in op["inputs"]) == sorted(received)
+    assert done[-1]["type"] == "ok" and h.client.acks[-1][3] is True
+
+
+def test_cumulative_abort_asks_for_everything_again(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(CUMULATIVE)
+    worker = CumulativeConsumeTransformProduce(h.ctx)
+    feeder = Feeder(h.ctx)
+    worker.step()
+    feed(feeder, 3)
+    h.client.fail_next("commit", ConnectionLostError("commit lost"))   # committed, the client does not know
+    worker.step()
+    assert worker.consumer is not None and worker.consumer.redeliveries == 1   # type: ignore[attr-defined]
+    h2 = make_harness(CUMULATIVE)
+    worker2 = CumulativeConsumeTransformProduce(h2.ctx)
+    feeder2 = Feeder(h2.ctx)
+    worker2.step()
+    feed(feeder2, 3)
+    h2.client.fail_next("ack-after", ConnectionLostError("ack lost"))   # the cumulative ack's answer is lost
+    worker2.step()
+    worker2.step()
+    ops = h2.ops()
+    assert_well_formed(ops)
+    first, second = transactions(ops).values()
+    assert [(op["f"], op["type"]) for op in first][-2:] == [("ack", "info"), ("txn-abort", "ok")]
+    assert second[-1]["f"] == "txn-commit" and second[-1]["type"] == "ok"
+    redelivered = [op for op in ops if op["f"] == "receive" and op["extra"]["redelivery"] == 1]
+    assert len(redelivered) == 3
+
+
+@pytest.mark.parametrize(("change", "complaint"), [
+    ("topics: 1", "set topics to 2 or more"),
+    ("kind: atomic-produce", "add consume-transform-produce"),
+])
+def test_cumulative_users_need_their_topics(make_harness: Callable[[str], Harness], change: str,
+                                           complaint: str) -> None:
+    key = change.split(":")[0]
+    text = "\n".join(f"  {change}" if line.strip().startswith(key + ":") else line
+                     for line in CUMULATIVE.splitlines())
+    with pytest.raises(ConfigError, match=complaint):
+        make_harness(text)
