@@ -25,7 +25,11 @@ falls back to its value.
   before committed, claim only what is new; two overlapping ones, or a cumulative
   ack over a message another transaction still held, claim it twice. The messages
   a cumulative ack can claim are the ones the history knows on that subscription:
-  those received there and those any ack named.
+  those received there and those any ack named. A cumulative ack made while the
+  commit that settled a message was in flight (invoked, not yet answered) may have
+  come after it, and then it claims nothing there (a commit moves the cursor; an ack
+  over acknowledged messages changes nothing): its claim of that message is
+  `ambiguous`, counted as of unknown outcome, never as the second of a double-ack.
 
 A message claimed by two or more committed transactions is a double-ack. One
 claimed by a single committed transaction and by one or more of unknown outcome
@@ -69,24 +73,34 @@ def _settle_ns() -> Column:
     return F.when(F.col("outcome") == COMMITTED, F.coalesce(F.col("end_ns"), F.col("commit_invoke_ns")))
 
 
+def _settle_from_ns() -> Column:
+    """The earliest a committed claim can have settled its message(s): its commit's invocation."""
+    return F.when(F.col("outcome") == COMMITTED, F.coalesce(F.col("commit_invoke_ns"), F.col("end_ns")))
+
+
 def _cumulative_claims(ctx: CheckContext, claims: DataFrame, individual: DataFrame) -> DataFrame:
     """The messages cumulative claims claim, one row per (claim, message), in `individual`'s columns."""
     cumulative = _place(claims.filter(F.col("cumulative")))
     # The settled horizon of each cumulative claim: the furthest position a committed cumulative
     # claim of the same (topic, segment, subscription) had settled before it was invoked.
-    settles = cumulative.filter(F.col("settle_ns").isNotNull()).select(
-        *_PLACE, F.col("settle_ns").alias("_t"), F.lit(1).alias("_kind"), "_pos",
-        F.lit(None).cast(cumulative.schema["ack"].dataType).alias("ack"),
-        F.lit(None).cast("string").alias("txn"), F.lit(None).cast("string").alias("outcome"),
-        F.lit(None).cast("long").alias("invoke_ns"))
+    # (_kind 1: settled for certain at the commit's answer; 2: perhaps, from its invocation on.)
+    def settles(kind: int, at: Column) -> DataFrame:
+        return cumulative.filter(at.isNotNull()).select(
+            *_PLACE, at.alias("_t"), F.lit(kind).alias("_kind"), "_pos",
+            F.lit(None).cast(cumulative.schema["ack"].dataType).alias("ack"),
+            F.lit(None).cast("string").alias("txn"), F.lit(None).cast("string").alias("outcome"),
+            F.lit(None).cast("long").alias("invoke_ns"))
     made = cumulative.select(*_PLACE, F.col("invoke_ns").alias("_t"), F.lit(0).alias("_kind"), "_pos", "ack",
                              "txn", "outcome", "invoke_ns")
     w = (Window.partitionBy(*_PLACE).orderBy(F.col("_t"), F.col("_kind"))
          .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     horizon = F.max(F.when(F.col("_kind") == 1, F.col("_pos"))).over(w)
-    made = (union_all([made, settles]).withColumn("_horizon", horizon)
+    maybe = F.max(F.when(F.col("_kind") == 2, F.col("_pos"))).over(w)
+    made = (union_all([made, settles(1, F.col("settle_ns")), settles(2, _settle_from_ns())])
+            .withColumn("_horizon", horizon).withColumn("_maybe", maybe)
             .filter((F.col("_kind") == 0) & F.col("_pos").isNotNull())
-            .select(*_PLACE, F.col("_pos").alias("_upto"), "_horizon", "ack", "txn", "outcome", "invoke_ns"))
+            .select(*_PLACE, F.col("_pos").alias("_upto"), "_horizon", "_maybe", "ack", "txn", "outcome",
+                    "invoke_ns"))
 
     # The messages the history knows on each subscription: received there, or named by an ack.
     known = union_all([
@@ -98,7 +112,8 @@ def _cumulative_claims(ctx: CheckContext, claims: DataFrame, individual: DataFra
     covered = (made.join(messages, list(_PLACE))
                .filter((F.col("_pos") <= F.col("_upto"))
                        & (F.col("_horizon").isNull() | (F.col("_pos") > F.col("_horizon"))))
-               .select("topic", "subscription", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack"))
+               .withColumn("ambiguous", F.col("_maybe").isNotNull() & (F.col("_pos") <= F.col("_maybe")))
+               .select("topic", "subscription", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack", "ambiguous"))
     covered = _message_key(covered)
     # A message an individual claim settled before the cumulative ack was invoked is not claimed again.
     settled = (individual.filter(F.col("settle_ns").isNotNull()).groupBy(*_KEY)
@@ -106,7 +121,7 @@ def _cumulative_claims(ctx: CheckContext, claims: DataFrame, individual: DataFra
     slack = F.lit(ctx.clock_slack_ns)
     return (covered.join(settled, list(_KEY), "left")
             .filter(F.col("_settled_ns").isNull() | (F.col("_settled_ns") >= F.col("invoke_ns") + slack))
-            .select(*_KEY, "topic", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack"))
+            .select(*_KEY, "topic", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack", "ambiguous"))
 
 
 def _claimed_twice(claims: DataFrame) -> DataFrame:
@@ -140,24 +155,25 @@ def _individual_claims(ctx: CheckContext) -> DataFrame:
 def cumulative_claims(ctx: CheckContext) -> DataFrame:
     """The messages transactional cumulative acks claim (the module docstring), one row per (claim,
     message): `_topic`, `subscription`, `_msg`, `topic`, `msg_id`, `value`, `txn`, `outcome`,
-    `invoke_ns`, `ack`. Built once for double-ack and ctp-loss (`CheckContext.shared`)."""
-    return ctx.shared("cumulative-claims",
-                      lambda: _cumulative_claims(ctx, _claims(ctx), _individual_claims(ctx)))
+    `invoke_ns`, `ack`, `ambiguous` (the module docstring). Built for double-ack and ctp-loss each:
+    kept as a shared frame, the plan that reads it again failed in Spark (`key not found: outcome`)."""
+    return _cumulative_claims(ctx, _claims(ctx), _individual_claims(ctx))
 
 
 def plan_double_ack(ctx: CheckContext) -> Plan:
     """One message acknowledged ok on one subscription by two transactions that both committed."""
     if ctx.count("acks") == 0:
         return clean(AnomalyClass.DOUBLE_ACK)
-    parts = [_individual_claims(ctx).drop("settle_ns")]
+    parts = [_individual_claims(ctx).drop("settle_ns").withColumn("ambiguous", F.lit(False))]
     if ctx.count("cumulative_acks"):
         parts.append(cumulative_claims(ctx))
     every = union_all(parts)
     if not single_partition_mode():
         every = _claimed_twice(every)
     per_message = every.groupBy(*_KEY).agg(
-        F.array_sort(F.collect_set(F.when(F.col("outcome") == COMMITTED, F.col("txn")))).alias("txns"),
-        F.collect_set(F.when(F.col("outcome") == UNKNOWN, F.col("txn"))).alias("_unknown"),
+        F.array_sort(F.collect_set(F.when((F.col("outcome") == COMMITTED) & ~F.col("ambiguous"),
+                                          F.col("txn")))).alias("txns"),
+        F.collect_set(F.when((F.col("outcome") == UNKNOWN) | F.col("ambiguous"), F.col("txn"))).alias("_unknown"),
         F.slice(F.array_sort(F.collect_list(F.struct(F.col("invoke_ns").alias("_t"), F.col("ack").alias("_op")))),
                 1, _EXAMPLE_ACKS).alias("_acks"),
         F.min("topic").alias("topic"), F.min("msg_id").alias("msg_id"), F.min("value").alias("value"))

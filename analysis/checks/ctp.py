@@ -97,7 +97,7 @@ def plan_ctp_loss(ctx: CheckContext) -> Plan:
         # the one it names: an input it covered that no visible output carries is lost as well (a
         # Failover consumer that never processed it, a message delivered to a consumer that lost the
         # partition); claimed twice, it stays for double-ack.
-        covered = (cumulative_claims(ctx).filter(F.col("outcome") == COMMITTED)
+        covered = (cumulative_claims(ctx).filter((F.col("outcome") == COMMITTED) & ~F.col("ambiguous"))
                    .select("value", "txn", "subscription", "ack"))
         acked = union_all([acked, covered]).dropDuplicates(["value", "txn", "subscription"])
     consumed = acked.join(ctp_txns, "txn")

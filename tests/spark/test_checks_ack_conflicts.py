@@ -10,6 +10,7 @@ from analysis.checks import AnomalyClass, prepare, run_one
 from analysis.checks.context import message_name, message_position
 from analysis.history_io import ops_from_records
 from analysis.spark import SMALL_INPUT_BYTES, tune_for_input
+from harness.history.schema import OpF, OpType
 from tests.spark.conftest import RunCheck
 from tests.spark.dsl import History
 
@@ -178,6 +179,25 @@ def test_overlapping_cumulative_acks_claim_their_common_messages_twice(run_check
     result = run_check(h, AnomalyClass.DOUBLE_ACK)
     assert result.count == 2
     assert sorted(e["msg_id"] for e in result.examples) == ["100:1:-1", "100:2:-1"]
+
+
+def test_a_cumulative_ack_made_while_the_settling_commit_was_in_flight_is_no_double_ack(
+        run_check: RunCheck) -> None:
+    """B's cumulative ack comes between A's commit invocation and its answer: the broker may have
+    applied A's commit first, and then B's ack claimed nothing of m0 and m1 (Failover consumers
+    that swapped places do this). Unjudged, not a double-ack; after A's answer it would be one."""
+    h = _produced(History(), "m0", "m1", "m2", "m3")
+    c1, c2 = h.process("w1/c1"), h.process("w1/c2")
+    for value in ("m0", "m1", "m2", "m3"):
+        c1.receive(value)
+    a = c1.open().ack("m1", cumulative=True)
+    a.commit(type=None)                            # invoked ...
+    b = c2.open().ack("m3", cumulative=True)       # ... B's ack meanwhile
+    h.emit("w1", "w1/c1", OpType.OK, OpF.TXN_COMMIT, txn=a.id)
+    b.commit()
+    h.drain(reads={"t1": ["m0", "m1", "m2", "m3"]})
+    result = run_check(h, AnomalyClass.DOUBLE_ACK)
+    assert result.count == 0 and result.unjudged == 2
 
 
 def test_a_cumulative_ack_covers_only_its_own_topic_and_segment(run_check: RunCheck) -> None:
