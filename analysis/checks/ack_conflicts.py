@@ -23,7 +23,10 @@ falls back to its value.
   invocation (the earliest it can have completed: the benefit of the doubt). So
   successive cumulative acks, each past the one before and each made after the one
   before committed, claim only what is new; two overlapping ones, or a cumulative
-  ack over a message another transaction still held, claim it twice. The messages
+  ack over a message another transaction still held, claim it twice. The message a
+  cumulative ack names is claimed even when settled before: the transaction acked it
+  explicitly, and a broker must refuse an ack of an acknowledged message (Pulsar does
+  for individual acks and for a cumulative ack at or before the mark-delete position). The messages
   a cumulative ack can claim are the ones the history knows on that subscription:
   those received there and those any ack named. A cumulative ack made while the
   commit that settled a message was in flight (invoked, not yet answered) may have
@@ -109,18 +112,23 @@ def _cumulative_claims(ctx: CheckContext, claims: DataFrame, individual: DataFra
         .select("value", "topic", "segment", "subscription", "msg_id")])
     messages = (_place(known).filter(F.col("_pos").isNotNull())
                 .groupBy(*_PLACE, "_pos").agg(F.min("value").alias("value"), F.min("msg_id").alias("msg_id")))
+    named = F.col("_pos") == F.col("_upto")
+    settled_before = F.col("_horizon").isNotNull() & (F.col("_pos") <= F.col("_horizon"))
     covered = (made.join(messages, list(_PLACE))
-               .filter((F.col("_pos") <= F.col("_upto"))
-                       & (F.col("_horizon").isNull() | (F.col("_pos") > F.col("_horizon"))))
-               .withColumn("ambiguous", F.col("_maybe").isNotNull() & (F.col("_pos") <= F.col("_maybe")))
-               .select("topic", "subscription", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack", "ambiguous"))
+               .filter((F.col("_pos") <= F.col("_upto")) & (~settled_before | named))
+               .withColumn("ambiguous", ~settled_before & F.col("_maybe").isNotNull()
+                           & (F.col("_pos") <= F.col("_maybe")))
+               .withColumn("named", named)
+               .select("topic", "subscription", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack", "ambiguous",
+                       "named"))
     covered = _message_key(covered)
     # A message an individual claim settled before the cumulative ack was invoked is not claimed again.
     settled = (individual.filter(F.col("settle_ns").isNotNull()).groupBy(*_KEY)
                .agg(F.min("settle_ns").alias("_settled_ns")))
     slack = F.lit(ctx.clock_slack_ns)
     return (covered.join(settled, list(_KEY), "left")
-            .filter(F.col("_settled_ns").isNull() | (F.col("_settled_ns") >= F.col("invoke_ns") + slack))
+            .filter(F.col("named") | F.col("_settled_ns").isNull()
+                    | (F.col("_settled_ns") >= F.col("invoke_ns") + slack))
             .select(*_KEY, "topic", "msg_id", "value", "txn", "outcome", "invoke_ns", "ack", "ambiguous"))
 
 

@@ -104,6 +104,14 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "of its messages is accepted: two committed transactions consume one message (the pending ack "
              "set is all zero, and the overlap check reads it as an empty bit set; 2.10.5 to 5.0.1)",
         try_timeout_s=180.0),
+    # a try: three topics with a Failover subscription each; two cumulative transactional acks in turn
+    Finding(
+        name="v4-cumulative-ack-of-acked-batch-message", release="4.0.8", txn_path=TxnPath.V4,
+        main_class="V4CumulativeAckOfAckedBatchMessage",
+        what="a transactional cumulative ack of a batch message that an earlier committed cumulative ack already "
+             "acknowledged is accepted and commits: one message consumed by two committed transactions (the "
+             "mark-delete check compares entries only; the acked batch indexes are never consulted)",
+        try_timeout_s=180.0),
     Finding(
         name="v5-fully-held-batch-acked-twice", release="5.0.1", txn_path=TxnPath.V5,
         main_class="V5FullyHeldBatchAckedTwice", extra_sources=("V5Clients.java",),
