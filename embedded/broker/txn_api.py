@@ -316,6 +316,30 @@ class TxnAck:
     batch_size: int = 0
 
 
+_U64_WORD = (1 << 64) - 1
+
+
+def acked_index_named(ack_set: Sequence[int] | None, cursor_batch: Sequence[int] | None) -> int | None:
+    """The batch index a cumulative ack names when the cursor already acknowledged it, else None.
+
+    A cumulative ack of index i of a batch carries the ack set of the indexes after it (bits
+    i+1.. set: they stay unacknowledged); `cursor_batch` is what the cursor keeps for the entry
+    after its mark-delete position (set bits: not yet acknowledged). Pulsar (2.10.5 to 5.0.1)
+    compares only the entry with the mark-delete position and accepts such an ack, so a message
+    is consumed by two committed transactions (docs/findings/v4-cumulative-ack-of-acked-batch-message.md);
+    the model refuses it, as a fixed broker would, so that its baseline stays the correct reference."""
+    if not ack_set or cursor_batch is None:
+        return None
+    remaining = sum((int(w) & _U64_WORD) << (64 * i) for i, w in enumerate(ack_set))
+    if remaining == 0:
+        return None
+    named = (remaining & -remaining).bit_length() - 2
+    if named < 0:
+        return None
+    unacked = sum((int(w) & _U64_WORD) << (64 * i) for i, w in enumerate(cursor_batch))
+    return None if (unacked >> named) & 1 else named
+
+
 async def batch_size_of(subscription: SubscriptionServices, ack: TxnAck) -> int:
     """The messages in the batch `ack` names: the ack's own count, else read from its entry.
 

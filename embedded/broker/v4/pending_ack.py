@@ -191,7 +191,7 @@ class PendingAckHandleImpl:
     async def cumulative_ack(self, txn: TxnId, ack: TxnAck) -> None:
         self._check_durable(txn)
         position = ack.position
-        self.state.check_cumulative(txn, position, self.subscription.cursor)
+        self.state.check_cumulative(txn, position, self.subscription.cursor, ack.ack_set)
         if ack.ack_set is None:
             held = HeldAck(position)
         else:   # a batch message: the indexes after it stay (Pulsar keeps the AckSetPosition)

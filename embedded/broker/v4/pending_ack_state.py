@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from embedded.broker.position import Position
-from embedded.broker.txn_api import TxnError
+from embedded.broker.txn_api import TxnError, acked_index_named
 from embedded.broker.v4.batched_writer import LogPosition
 from harness.wire import ServerError, TxnId
 
@@ -142,11 +142,17 @@ class PendingAckState:
                                f"Transaction {txn} try to ack batch message {position} in pending ack status.")
             seen[position] = _or(earlier or [], bits)
 
-    def check_cumulative(self, txn: TxnId, position: Position, cursor: CursorView) -> None:
+    def check_cumulative(self, txn: TxnId, position: Position, cursor: CursorView,
+                         ack_set: Sequence[int] | None = None) -> None:
         if position <= cursor.mark_delete_position:
             raise TxnError(ServerError.TransactionConflict,
                            f"Transaction {txn} try to cumulative ack position {position} within range of cursor's "
                            f"markDeletePosition {cursor.mark_delete_position}")
+        named = acked_index_named(ack_set, cursor.batch_ack_set(position))
+        if named is not None:
+            raise TxnError(ServerError.TransactionConflict,
+                           f"Transaction {txn} try to cumulative ack batch message {position} index {named}, "
+                           "already acknowledged (Pulsar accepts it: the model refuses, see acked_index_named)")
         if self.cumulative is not None:
             holder, held = self.cumulative
             if holder != txn or position <= held.position:

@@ -168,6 +168,9 @@ def test_a_committed_cumulative_ack_of_a_batch_message_keeps_the_indexes_after_i
         await handle.end_txn(T1, TxnAction.COMMIT, 0)
         assert sub.cursor.is_acked(p[4]) and not sub.cursor.is_acked(p[5])
         assert sub.cursor.batch_ack_set(p[5]) == [0b110]                    # indexes 1 and 2 stay
+        with pytest.raises(TxnError) as err:                                 # index 0 again: refused
+            await handle.cumulative_ack(T2, TxnAck(p[5], ack_set(3, [0])))   # (Pulsar accepts it: a finding)
+        assert err.value.error is ServerError.TransactionConflict
         await handle.cumulative_ack(T2, TxnAck(p[5], ack_set(3, [0, 1])))   # a later one, within that entry
         await handle.end_txn(T2, TxnAction.COMMIT, 0)
         assert sub.cursor.batch_ack_set(p[5]) == [0b100]

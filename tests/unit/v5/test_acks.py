@@ -116,6 +116,18 @@ def test_a_cumulative_ack_hides_nothing_from_the_dispatcher() -> None:
     assert acks.release(A) == [P(1, 5)]
 
 
+def test_a_cumulative_ack_naming_an_acknowledged_batch_index_conflicts() -> None:
+    """The cursor keeps indexes 0 and 1 of the batch at 1:5 acknowledged (its mark-delete is 1:4):
+    a cumulative ack naming index 1 again, or 0, is refused (Pulsar accepts both, comparing entries
+    only: docs/findings/v4-cumulative-ack-of-acked-batch-message.md); naming index 2 is new."""
+    acks, cursor = PendingAcks(), FakeCursor(mark_delete_position=P(1, 4), batches={P(1, 5): [0b1100]})
+    for named_ack_set in ((0b1100,), (0b1110,)):          # up to index 1, up to index 0
+        with pytest.raises(AckConflict, match="already acknowledged"):
+            acks.check_cumulative(B, P(1, 5), cursor, named_ack_set)
+    acks.check_cumulative(B, P(1, 5), cursor, (0b1000,))   # up to index 2
+    acks.check_cumulative(B, P(1, 5), cursor, None)        # the whole entry (its last index)
+
+
 def test_release_returns_every_position_once() -> None:
     acks = PendingAcks()
     acks.hold_individual(A, [TxnAck(P(1, 1)), TxnAck(P(1, 2), (0b10,))])

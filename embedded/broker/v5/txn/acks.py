@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from embedded.broker.position import Position
-from embedded.broker.txn_api import TxnAck
+from embedded.broker.txn_api import TxnAck, acked_index_named
 from harness.wire import TxnId
 
 _WORD = (1 << 64) - 1
@@ -116,10 +116,14 @@ class PendingAcks:
                 if mine & held.held:
                     raise AckConflict(f"{txn} acks batch indexes of {p} held by the pending ack of {other}")
 
-    def check_cumulative(self, txn: TxnId, position: Position, cursor: CursorView) -> None:
+    def check_cumulative(self, txn: TxnId, position: Position, cursor: CursorView,
+                         ack_set: Sequence[int] | None = None) -> None:
         if position <= cursor.mark_delete_position:
             raise AckConflict(f"{txn} acks cumulatively up to {position}, within the mark-delete position "
                               f"{cursor.mark_delete_position}")
+        named = acked_index_named(ack_set, cursor.batch_ack_set(position))
+        if named is not None:   # Pulsar accepts it; the model refuses (txn_api.acked_index_named)
+            raise AckConflict(f"{txn} acks cumulatively up to index {named} of {position}, already acknowledged")
         if self._cumulative is not None:
             holder, held = self._cumulative
             if holder != txn or position <= held.position:

@@ -155,7 +155,7 @@ class MetadataPendingAckStore(Participant):
         await self._authorize(txn)
         position = ack.position
         try:
-            self._acks.check_cumulative(txn, position, self._sub.cursor)
+            self._acks.check_cumulative(txn, position, self._sub.cursor, ack.ack_set)
         except AckConflict as err:
             raise TxnError(ServerError.TransactionConflict, f"{self.name}: {err}") from None
         self._acks.hold_cumulative(txn, ack)
