@@ -328,6 +328,21 @@ class SingleActiveDispatcher(Dispatcher):
         if consumer is self.active:   # single consumers cannot redeliver single messages (ordering)
             self.rewind()
 
+    def _held_from(self, entries: list[Entry]) -> int:
+        """How many of `entries` come before the first one an open transaction's cumulative ack holds.
+
+        Dispatch stops there until that transaction ends: sending it again (a rewind after a move,
+        a reconnect or a failover while the transaction commits) would hand its consumer messages
+        the commit is about to acknowledge, and skipping it would deliver what follows first, so a
+        cumulative ack would cover messages nobody saw. Pulsar sends it again (its filter knows
+        individual pending acks only), so a Failover application can process a committed message
+        twice; the model keeps the order and the once, as the reference it is."""
+        pending_ack = self.subscription.pending_ack
+        for k, entry in enumerate(entries):
+            if pending_ack.held_cumulatively(entry.position):
+                return k
+        return len(entries)
+
     def redeliver_positions(self, positions: list[Position]) -> None:
         self.rewind()
 
@@ -347,6 +362,10 @@ class SingleActiveDispatcher(Dispatcher):
         if not entries:
             self._check_end_of_topic()
             return False
+        held = self._held_from(entries)
+        if held == 0:
+            return False   # waits for the transaction holding it to end (its end wakes the dispatcher)
+        entries = entries[:held]
         self.read_position = self.ml.next_position(entries[-1].position)
         deliverable = self._filter(entries)
         run: list[tuple[Entry, int, list[int] | None]] = []

@@ -377,7 +377,12 @@ class PendingAckHandle(Protocol):
         ...
 
     def is_pending(self, position: Position) -> bool:
-        """The whole entry is held by an open transaction: do not deliver it."""
+        """The whole entry is held by an open transaction's individual ack: do not deliver it."""
+        ...
+
+    def held_cumulatively(self, position: Position) -> bool:
+        """An open transaction's cumulative ack covers this entry (whole, or part of its batch): a single
+        active consumer's dispatch stops before it until the transaction ends (see the dispatcher)."""
         ...
 
     def pending_ack_set(self, position: Position) -> Sequence[int] | None:
@@ -550,6 +555,9 @@ class NoPendingAck:
         return None
 
     def is_pending(self, position: Position) -> bool:
+        return False
+
+    def held_cumulatively(self, position: Position) -> bool:
         return False
 
     def pending_ack_set(self, position: Position) -> Sequence[int] | None:

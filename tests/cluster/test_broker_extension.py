@@ -144,6 +144,9 @@ class ToyPendingAck:
     def check_plain_ack(self, positions: Sequence[Position], cumulative: bool) -> None:
         return None
 
+    def held_cumulatively(self, position: Position) -> bool:
+        return False
+
     def is_pending(self, position: Position) -> bool:
         return position in self.held
 

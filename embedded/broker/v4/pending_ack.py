@@ -212,6 +212,9 @@ class PendingAckHandleImpl:
     def is_pending(self, position: Position) -> bool:
         return self.state.is_pending(position)
 
+    def held_cumulatively(self, position: Position) -> bool:
+        return self.state.covered_by_cumulative(position) or self.state.cumulative_batch_at(position)
+
     def pending_ack_set(self, position: Position) -> Sequence[int] | None:
         return self.state.held_bits(position)
 

@@ -226,6 +226,10 @@ class PendingAckState:
         _, ack = self.cumulative
         return position < ack.position or (position == ack.position and ack.ack_set is None)
 
+    def cumulative_batch_at(self, position: Position) -> bool:
+        """A pending cumulative ack names part of this entry's batch."""
+        return self.cumulative is not None and self.cumulative[1].position == position
+
     def state_of(self, position: Position, cursor: CursorView) -> AckState:
         if cursor.is_acked(position):
             return AckState.ACKED

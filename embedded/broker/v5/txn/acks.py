@@ -181,6 +181,10 @@ class PendingAcks:
         acks only): a Failover consumer's rewound cursor delivers them again, in order."""
         return position in self._whole
 
+    def held_cumulatively(self, position: Position, mark_delete: Position) -> bool:
+        """A pending cumulative ack covers this entry, or part of its batch."""
+        return self._cumulative is not None and mark_delete < position <= self._cumulative[1].position
+
     def pending_ack_set(self, position: Position) -> list[int] | None:
         """Words with the held batch indexes set (what the dispatcher must not deliver)."""
         entry = self._partial.get(position)

@@ -188,6 +188,9 @@ class MetadataPendingAckStore(Participant):
     def is_pending(self, position: Position) -> bool:
         return self._acks.is_pending(position, self._sub.cursor.mark_delete_position)
 
+    def held_cumulatively(self, position: Position) -> bool:
+        return self._acks.held_cumulatively(position, self._sub.cursor.mark_delete_position)
+
     def pending_ack_set(self, position: Position) -> Sequence[int] | None:
         return self._acks.pending_ack_set(position)
 
