@@ -113,6 +113,13 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "mark-delete check compares entries only; the acked batch indexes are never consulted)",
         try_timeout_s=180.0),
     Finding(
+        name="v5-cumulative-ack-of-acked-batch-message", release="5.0.1", txn_path=TxnPath.V5,
+        main_class="V5CumulativeAckOfAckedBatchMessage", extra_sources=("V5Clients.java",),
+        doc_stem="v4-cumulative-ack-of-acked-batch-message",
+        what="the same on v5 segments with the v5 stream consumer: a transaction's cumulative ack of a batch "
+             "message an earlier committed one acknowledged commits too (5.0.1: 4 of 4 tries)",
+        try_timeout_s=180.0),
+    Finding(
         name="v5-fully-held-batch-acked-twice", release="5.0.1", txn_path=TxnPath.V5,
         main_class="V5FullyHeldBatchAckedTwice", extra_sources=("V5Clients.java",),
         doc_stem="v4-fully-held-batch-acked-twice",
