@@ -112,6 +112,14 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "acknowledged is accepted and commits: one message consumed by two committed transactions (the "
              "mark-delete check compares entries only; the acked batch indexes are never consulted)",
         try_timeout_s=180.0),
+    # a try: four topics with a Failover subscription each; a transaction's cumulative ack and an unload
+    Finding(
+        name="v4-cumulative-batch-ack-across-reload", release="2.10.5", txn_path=TxnPath.V4,
+        main_class="V4CumulativeBatchAckAcrossReload",
+        what="a transactional cumulative ack inside a batch acknowledges the whole batch once the "
+             "subscription's pending acks are replayed (a topic reload): the replay drops its ack set, and the "
+             "batch's other messages are never delivered (2.10.5 to 5.0.1)",
+        try_timeout_s=240.0),
     Finding(
         name="v5-cumulative-ack-of-acked-batch-message", release="5.0.1", txn_path=TxnPath.V5,
         main_class="V5CumulativeAckOfAckedBatchMessage", extra_sources=("V5Clients.java",),
