@@ -548,11 +548,12 @@ class TopicConsumer(ReconnectingHandler):
         """REDELIVER_UNACKNOWLEDGED_MESSAGES: the given ids (Shared/Key_Shared) or all unacked.
 
         Redelivering everything also drops this consumer's queued messages (the broker
-        sends them again) and returns their permits, as the Java client does.
+        sends them again) and returns their permits, as the Java client does, connected or
+        not (ConsumerImpl raises the epoch and clears its queue before it looks at the
+        connection): an application that asks while its consumer reconnects must not be
+        handed the messages queued before it asked.
         """
         conn = self.connection
-        if conn is None:
-            return
         if message_ids is None or self.options.sub_type not in (SubType.Shared, SubType.Key_Shared):
             epoch_bound = self.options.sub_type in _EPOCH_SUB_TYPES
             with self._lock:
@@ -563,12 +564,16 @@ class TopicConsumer(ReconnectingHandler):
                 returned = self._queued
                 self._queued = 0
                 self._permits = 0
+            if conn is None:
+                return   # the next attach subscribes with the raised epoch and its whole queue as permits
             try:
                 conn.send(commands.redeliver_unacknowledged(self.consumer_id, consumer_epoch=consumer_epoch))
             except OperationError:
                 return
             if returned and not self._flow_held:
                 self._send_flow(conn, returned)
+            return
+        if conn is None:
             return
         entries = [mid.entry() if mid.is_batched else mid for mid in message_ids]
         with contextlib.suppress(OperationError):

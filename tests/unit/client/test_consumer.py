@@ -191,6 +191,23 @@ def test_failover_redelivery_raises_the_consumer_epoch_and_drops_older_messages(
     assert consumer.receive(0.1) is None   # the copy of the older epoch was dropped
 
 
+def test_redelivering_everything_while_disconnected_still_drops_the_queue(
+        cluster: FakeCluster, client: PulsarClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Java's ConsumerImpl raises the epoch and clears its queue before it looks at the connection.
+    Returning early while reconnecting handed a cumulative consumer the messages queued before its
+    aborted transaction, and its next cumulative ack covered the aborted inputs (a v5 chaos run)."""
+    _fill(client, 2)
+    consumer = client.subscribe(TOPIC, "fo", sub_type=SubType.Failover)
+    wait_for(lambda: len(consumer._queue) == 2, what="two queued")
+    child = consumer.consumers[0]
+    with monkeypatch.context() as patched:
+        patched.setattr(type(child), "connection", property(lambda self: None))
+        consumer.redeliver_unacknowledged()
+    assert consumer.receive(0.1) is None            # the queued copies were dropped
+    assert child._consumer_epoch == 1               # and the next attach subscribes with the new epoch
+    assert not cluster.commands(T.REDELIVER_UNACKNOWLEDGED_MESSAGES)
+
+
 def test_shared_redelivery_sends_no_consumer_epoch(cluster: FakeCluster, client: PulsarClient) -> None:
     """Only Exclusive and Failover keep the epoch (Java's ConsumerImpl); a Shared consumer's
     messages are never filtered by it."""
