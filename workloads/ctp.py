@@ -198,17 +198,22 @@ class ConsumeTransformProduce(Workload):
         return _Work(txn, inputs, stolen, on_purpose, hold_s, ending, failed, held)
 
     def ack_inputs(self, txn: OpenTxn, inputs: list[Received], held: list[Received]) -> bool:
-        """Ack every input in `txn`, one by one; those it may have acked go into `held`. True if all ok."""
+        """Ack `inputs` in `txn` (each of `to_ack`'s, in turn); those it may have acked go into `held`.
+        True if all ok."""
         assert self.consumer is not None
-        for received in inputs:
+        for received in self.to_ack(inputs):
             if self.ctx.stopping.is_set():
                 return False
-            acked = self.ack(self.consumer, received, self.subscription.name, txn=txn)
+            acked = self.ack(self.consumer, received, self.subscription.name, txn=txn, cumulative=self.cumulative)
             if acked.ok or not acked.definite:
                 held.append(received)
             if not acked.ok:
                 return False
         return True
+
+    def to_ack(self, inputs: list[Received]) -> list[Received]:
+        """The messages the transaction acks: every input, individually."""
+        return inputs
 
     def _send_at_once(self, txn: OpenTxn, inputs: list[Received], groups: int, topics: list[str]) -> bool:
         """The outputs with `send_concurrency` in flight together (each on its own lane); True if all ok."""

@@ -39,7 +39,7 @@ import contextlib
 from typing import ClassVar
 
 from workloads.ctp import ConsumeTransformProduce
-from workloads.workload import OpenTxn, Received, UserKind
+from workloads.workload import Received, UserKind
 
 
 class CumulativeConsumeTransformProduce(ConsumeTransformProduce):
@@ -50,21 +50,12 @@ class CumulativeConsumeTransformProduce(ConsumeTransformProduce):
         """A standby consumer receives nothing by design: only an active one's silence is a dry topic."""
         return getattr(self.consumer, "is_active", True) is not False
 
-    def ack_inputs(self, txn: OpenTxn, inputs: list[Received], held: list[Received]) -> bool:
-        """One cumulative ack per partition or segment, at the last input received from it."""
-        assert self.consumer is not None
+    def to_ack(self, inputs: list[Received]) -> list[Received]:
+        """For each partition or segment, the last input received from it (acked cumulatively)."""
         last: dict[tuple[str, str | None], Received] = {}
         for received in inputs:
             last[(received.message.topic, received.message.segment)] = received
-        for received in last.values():
-            if self.ctx.stopping.is_set():
-                return False
-            acked = self.ack(self.consumer, received, self.subscription.name, txn=txn, cumulative=True)
-            if acked.ok or not acked.definite:
-                held.append(received)
-            if not acked.ok:
-                return False
-        return True
+        return list(last.values())
 
     def give_back(self, inputs: list[Received]) -> None:
         """Everything unacknowledged again, whichever inputs the transaction held (the module docstring)."""
