@@ -120,6 +120,14 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "subscription's pending acks are replayed (a topic reload): the replay drops its ack set, and the "
              "batch's other messages are never delivered (2.10.5 to 5.0.1)",
         try_timeout_s=240.0),
+    # a try (~3 min): per case 8 rounds of a 5,000-message backlog; A is closed mid-stream, B takes over
+    Finding(
+        name="failover-takeover-skips-unacked", release="3.2.0", txn_path=TxnPath.V4,
+        main_class="FailoverTakeoverSkipsUnacked",
+        what="the consumer that takes over a Failover subscription is sent messages past those its "
+             "predecessor was sent, before the delayed rewind: its cumulative ack acknowledges messages nobody "
+             "received (no transaction involved)",
+        tries=2, race=True, try_timeout_s=420.0),
     Finding(
         name="v5-cumulative-ack-of-acked-batch-message", release="5.0.1", txn_path=TxnPath.V5,
         main_class="V5CumulativeAckOfAckedBatchMessage", extra_sources=("V5Clients.java",),
