@@ -52,6 +52,7 @@ LEDGER_TRIM_OFF_BY_ONE = "txnbenchBugTrimConsumedOffByOne"
 METADATA_ACK_BEFORE_WAL = "txnbenchBugMetadataAckBeforeWal"
 V4_COMMIT_STALLS_AFTER_MARKERS = "txnbenchBugV4CommitStallsAfterMarkers"
 V4_COMMIT_ACKS_WHOLE_BATCH = "txnbenchBugV4CommitAcksWholeBatch"
+FAILOVER_TAKEOVER_BEFORE_REWIND = "txnbenchBugFailoverTakeoverBeforeRewind"
 
 IDS: tuple[str, ...] = (
     V4_REPLAY_KEEPS_LAST_PARTITIONS,
@@ -71,6 +72,7 @@ IDS: tuple[str, ...] = (
     METADATA_ACK_BEFORE_WAL,
     V4_COMMIT_STALLS_AFTER_MARKERS,
     V4_COMMIT_ACKS_WHOLE_BATCH,
+    FAILOVER_TAKEOVER_BEFORE_REWIND,
 )
 """Every planted bug, in the catalogue's order (orchestrator/planted.py)."""
 

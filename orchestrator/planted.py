@@ -256,6 +256,23 @@ CATALOGUE: tuple[PlantedBug, ...] = (
          "apache/pulsar#14327 (batch-index acks of an aborted transaction redelivered wrongly)"),
         "selftest-v4-batches", ("stuck-ack",),
         "inputs fed in batches (workload.feed_batch) and transactions acking part of a batch"),
+    PlantedBug(
+        planted_bugs.FAILOVER_TAKEOVER_BEFORE_REWIND, ("v4",), Component.BROKER,
+        "embedded/broker/dispatcher.py: SingleActiveDispatcher._pick_active",
+        "Failover hand-over sends the new consumer later entries before the rewind",
+        "When a Failover subscription's active consumer changes, the dispatcher goes on reading for "
+        "the new one from its read position, past the entries the old one was sent and never "
+        "processed, and rewinds to the mark-delete position only a second later: a cumulative ack "
+        "of the new consumer's first messages acknowledges those entries, and nobody receives them; "
+        "the late rewind sends it again what it holds unacknowledged, so a pipeline can process an "
+        "input twice. Real Pulsar does this (2.10.5 to 5.0.1: docs/findings/failover-takeover-skips-unacked.md).",
+        ("docs/findings/failover-takeover-skips-unacked.md (PersistentDispatcherSingleActiveConsumer "
+         "reads for the new active consumer before its delayed rewind)",
+         "apache/pulsar#807 (the delayed rewind on an active consumer change)",
+         "apache/pulsar#15189 (a Failover subscription sends one message to two consumers)"),
+        "selftest-failover", ("undelivered", "ctp-loss", "ctp-duplicate"),
+        "Failover subscriptions acked cumulatively (the verifiers', ctp_cumulative_users) with consumers "
+        "in two load processes, one of them killed while entries are in flight"),
 )
 
 BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}

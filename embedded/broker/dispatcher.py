@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedSet
 
+from embedded import planted_bugs
 from embedded.broker.consumer import Consumer
 from embedded.broker.dispatch_policy import (
     active_consumer_index,
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _PAUSES = (0.05, 0.1, 0.2, 0.5, 1.0)
+#: Pulsar's activeConsumerFailoverDelayTimeMillis, as the planted FAILOVER_TAKEOVER_BEFORE_REWIND waits it
+_TAKEOVER_REWIND_DELAY_S = 1.0
 
 
 class Dispatcher:
@@ -316,12 +319,23 @@ class SingleActiveDispatcher(Dispatcher):
         index = active_consumer_index(self.consumers, self.topic.name.partition_index)
         chosen = self.consumers[index] if index is not None else None
         changed = chosen is not self.active
+        handed_over = changed and self.active is not None and chosen is not None
         self.active = chosen
         if self.failover:
             for consumer in self.consumers:
                 if changed or consumer is initial:
                     consumer.active_change(consumer is chosen)
-        if changed:
+        if handed_over and self.failover and planted_bugs.on(planted_bugs.FAILOVER_TAKEOVER_BEFORE_REWIND):
+            # DELIBERATE FAULT (txnbench self-test): the new active consumer is sent entries from
+            # the read position (past what the old one was sent) and the rewind comes a second later
+            self.wake()
+            with contextlib.suppress(RuntimeError):   # no running loop: nothing dispatches either
+                asyncio.get_running_loop().call_later(_TAKEOVER_REWIND_DELAY_S, self._late_rewind)
+        elif changed:
+            self.rewind()
+
+    def _late_rewind(self) -> None:
+        if not self._closed:
             self.rewind()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:

@@ -102,3 +102,51 @@ def test_dispatch_goes_on_up_to_a_pending_cumulative_ack_further_on() -> None:
         return consumer.sent
 
     assert asyncio.run(run()) == [0, 1, 2, 3, 4, 5]
+
+
+def _hand_over(monkeypatch: Any) -> tuple[list[int], list[int], list[int]]:
+    """A (priority 0) is sent entries 0-2 (its permits) and closes; B (priority 1) takes over.
+    What A was sent, what B was sent before the rewind could have come, and all B was sent."""
+    monkeypatch.setattr("embedded.broker.dispatcher._TAKEOVER_REWIND_DELAY_S", 0.05)
+
+    async def run() -> tuple[list[int], list[int], list[int]]:
+        dispatcher = SingleActiveDispatcher(subscription(held_up_to=None), failover=True)   # type: ignore[arg-type]
+        a, b = Consumer(), Consumer()
+        a.name, a.permits, b.name, b.priority = "a", 3, "b", 1
+        dispatcher.add_consumer(a)   # type: ignore[arg-type]
+        dispatcher.add_consumer(b)   # type: ignore[arg-type]
+        await dispatcher.dispatch_once()
+        dispatcher.remove_consumer(a)   # type: ignore[arg-type]
+        while await dispatcher.dispatch_once():
+            pass
+        first = list(b.sent)
+        await asyncio.sleep(0.1)   # past the planted bug's late rewind
+        while await dispatcher.dispatch_once():
+            pass
+        await dispatcher.close()
+        return a.sent, first, b.sent
+
+    return asyncio.run(run())
+
+
+def test_failover_hand_over_sends_the_new_consumer_everything_unacknowledged_first(monkeypatch: Any) -> None:
+    """The model rewinds at the hand-over: B's first message is the first one nobody acknowledged."""
+    old, first, _ = _hand_over(monkeypatch)
+    assert old == [0, 1, 2]
+    assert first == [0, 1, 2, 3, 4, 5]
+
+
+def test_planted_failover_takeover_before_rewind_sends_later_entries_first(monkeypatch: Any) -> None:
+    """The planted bug (Pulsar's behaviour, docs/findings/failover-takeover-skips-unacked.md): B is
+    sent what follows A's entries, and 0-2 only after the late rewind, by when a cumulative ack of
+    B's first message would have covered them."""
+    from embedded import planted_bugs
+
+    planted_bugs.activate([planted_bugs.FAILOVER_TAKEOVER_BEFORE_REWIND])
+    try:
+        old, first, every = _hand_over(monkeypatch)
+    finally:
+        planted_bugs.activate(())
+    assert old == [0, 1, 2]
+    assert first == [3, 4, 5]
+    assert every == [3, 4, 5, 0, 1, 2, 3, 4, 5]
