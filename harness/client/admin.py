@@ -66,6 +66,16 @@ class AdminError(TxnbenchError):
         self.url = url
 
 
+class CoordinatorNotLoadedError(AdminError):
+    """The transaction's coordinator is not loaded on the broker that should serve it (Pulsar's
+    404 "Transaction coordinator with id N not found!"): nothing is known of the transaction,
+    which is not the 404 of a transaction the coordinator no longer knows."""
+
+
+#: the start of Pulsar's CoordinatorNotFoundException message (2.10 to 5.0)
+_COORDINATOR_NOT_FOUND = "transaction coordinator with id"
+
+
 def _split(topic: str, domain: str) -> tuple[str, str, str]:
     name = normalize_topic(topic if "://" in topic or domain != "topic" else f"topic://{topic}")
     scheme, _, rest = name.partition("://")
@@ -397,11 +407,20 @@ class AdminClient:
         """The coordinator's view of one transaction (Pulsar's TransactionMetadata: `status`,
         `openTimestamp`, `timeoutAt`, `producedPartitions`, `ackedPartitions`); None when the
         coordinator does not know it (HTTP 404: ended and forgotten, or never created). Pulsar
-        redirects to the broker serving coordinator `most`; the redirect is followed."""
-        found = self._call("GET", f"/admin/v3/transactions/transactionMetadata/{most}/{least}",
-                           ok_statuses=(404,))
+        redirects to the broker serving coordinator `most`; the redirect is followed.
+
+        Raises:
+            CoordinatorNotLoadedError: the 404 says the coordinator itself is not loaded.
+        """
+        url_path = f"/admin/v3/transactions/transactionMetadata/{most}/{least}"
+        found = self._call("GET", url_path, ok_statuses=(404,))
         if isinstance(found, dict) and "status" in found:
             return dict(found)
+        reason = str(found.get("reason", "")) if isinstance(found, dict) else str(found)
+        if reason.strip().lower().startswith(_COORDINATOR_NOT_FOUND):
+            raise CoordinatorNotLoadedError(f"GET {url_path}: {reason.strip()} (the coordinator is not loaded: "
+                                            "nothing is known of the transaction)", status=404, method="GET",
+                                            url=f"{self.web_url}{url_path}")
         return None
 
     def metrics(self) -> str:

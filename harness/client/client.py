@@ -277,6 +277,11 @@ class PulsarClient:
         """
         return self._coordinator.brokers(self._deadline(timeout_s))
 
+    def connect_coordinators(self, timeout_s: float | None = None) -> dict[int, str | None]:
+        """Connect every transaction coordinator now (`CoordinatorClient.connect_all`): per
+        coordinator id None once connected, else why not."""
+        return self._coordinator.connect_all(self._deadline(timeout_s))
+
     # ---- lifecycle ------------------------------------------------------------------
 
     def close(self, timeout_s: float = 5.0) -> None:

@@ -242,6 +242,9 @@ class Discovery(Protocol):
     def next_handler(self) -> CoordinatorHandler | None:
         """The next coordinator for NEW_TXN (round robin)."""
 
+    def handlers(self) -> list[CoordinatorHandler]:
+        """Every coordinator's handler known now, by coordinator id."""
+
     def brokers(self, deadline: Deadline) -> dict[int, str]:
         """tc_id -> broker service URL of its current leader/owner."""
 
@@ -304,6 +307,9 @@ class AssignTopicDiscovery:
 
     def next_handler(self) -> CoordinatorHandler | None:
         return _pick_ready(self._handlers, next(self._round_robin))
+
+    def handlers(self) -> list[CoordinatorHandler]:
+        return list(self._handlers)
 
     def brokers(self, deadline: Deadline) -> dict[int, str]:
         out: dict[int, str] = {}
@@ -438,6 +444,10 @@ class WatchTcAssignmentsDiscovery(ReconnectingHandler):
             count = self.parallelism
             handlers = [self._handlers[t] for t in range(count) if t in self._handlers]
         return _pick_ready(handlers, next(self._round_robin))
+
+    def handlers(self) -> list[CoordinatorHandler]:
+        with self._lock:
+            return [self._handlers[t] for t in sorted(self._handlers)]
 
     def brokers(self, deadline: Deadline) -> dict[int, str]:
         with self._lock:
@@ -681,6 +691,26 @@ class CoordinatorClient:
     def brokers(self, deadline: Deadline) -> dict[int, str]:
         """tc_id -> the broker URL serving it."""
         return self.discovery(deadline).brokers(deadline)
+
+    def connect_all(self, deadline: Deadline) -> dict[int, str | None]:
+        """Connect every coordinator (TC_CLIENT_CONNECT, as Java's transactional client does when
+        it starts); per coordinator id None once connected, else why not by `deadline`.
+
+        Why: a v4 broker loads a coordinator (and replays its log, finishing the transactions it
+        left committing or aborting) only when a client connects to it; until then its admin
+        API answers "coordinator not found" for each of its transactions.
+        """
+        handlers = self.discovery(deadline).handlers()
+        for handler in handlers:
+            handler.connect_in_background()
+        out: dict[int, str | None] = {}
+        for handler in handlers:
+            try:
+                handler.ready(deadline)
+                out[handler.tc_id] = None
+            except OperationError as exc:
+                out[handler.tc_id] = f"{type(exc).__name__}: {exc}"
+        return out
 
     def close(self) -> None:
         """Close the discovery and every handler."""

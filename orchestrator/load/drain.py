@@ -13,12 +13,14 @@ ever make visible, and must say so only when that is true.
    timeout sweep: `checks.abort_bound_s`, the bound the checker holds the coordinators
    to). If that wait does not fit in the drain's time, the drain stops there and says
    which transaction and what to change.
-1b. *The coordinators' view.* Then, past every such deadline, the drain asks the
+1b. *The coordinators' view.* Then, past every such deadline, the drain connects every
+   transaction coordinator, as a transactional client does when it starts (a v4 broker loads
+   a coordinator, and finishes the commits and aborts it had in flight, only then), and asks the
    coordinator of each of those transactions whose id is known for its state (admin
    `GET /admin/v3/transactions/transactionMetadata/{most}/{least}`) and records the
    answer as a `txn-state` event (`extra.status`: the coordinator's status, `NOT_FOUND`
    when it no longer knows the transaction, `UNKNOWN` with `error` when it could not
-   answer). The checker's `unresolved-txn` holds each abandoned transaction to that: not
+   answer, a coordinator not loaded included). The checker's `unresolved-txn` holds each abandoned transaction to that: not
    still open, committing or aborting after its timeout plus the bound.
 2. *Reads.* Each topic is read from the earliest message to its end with a
    non-durable reader (`Reader.read_to_end`: up to the last message id the broker
@@ -150,6 +152,7 @@ from workloads.topology import SubscriptionPlan, Topology
 log = logging.getLogger(__name__)
 
 IDLE_S = 2.0                 # a subscription silent this long (after settling) is empty
+COORDINATOR_WAKE_S = 60.0    # connecting every coordinator (a v4 coordinator replays its log as it loads), at most
 MAX_TXN_STATES = 2000        # transactions whose coordinator view the drain asks for, at most
 TXN_STATE_PROCESS = "drain/coordinator"
 LIVE_WRITER = LIVE_DRAIN_WRITER   # the live reads' writer and process prefix (`drain-live/r<k>`)
@@ -382,6 +385,31 @@ class _Drain:
         return True
 
     # ---- 1b. the coordinators' view ------------------------------------------------------
+
+    def wake_coordinators(self) -> None:
+        """Connect every transaction coordinator before asking about transactions or reading.
+
+        Why: a v4 broker loads a coordinator only when a client connects to it, and only then
+        replays its log and finishes the commits and aborts it had in flight; every transactional
+        Java client connects to all of them when it starts. After a cold restart (or a fault that
+        moved a coordinator) with the load gone, nobody did: the drain read partitions whose
+        commit markers a loaded coordinator would write, and its questions were answered
+        "coordinator not found", once read as "the transaction ended" (the release matrix of
+        2026-12-02; `Admin.transaction_metadata`). A coordinator that does not connect in time
+        is noted; its transactions' states are then UNKNOWN, which the checker does not judge.
+        """
+        connect = getattr(self.client, "connect_coordinators", None)
+        if connect is None or self.remaining() <= 0:
+            return
+        try:
+            found = connect(timeout_s=max(1.0, min(COORDINATOR_WAKE_S, self.remaining())))
+        except Exception as err:   # no coordinator to connect (transactions off) or discovery failed
+            self.notes.append(f"could not connect the transaction coordinators ({type(err).__name__}: {err})")
+            return
+        missing = {tc: why for tc, why in found.items() if why is not None}
+        if missing:
+            self.notes.append(f"connected {len(found) - len(missing)} of {len(found)} transaction coordinators; "
+                              + "; ".join(f"coordinator {tc}: {why}" for tc, why in sorted(missing.items())))
 
     def ask_coordinators(self) -> None:
         """Record each unsettled transaction's state as its coordinator sees it (`txn-state`)."""
@@ -980,6 +1008,7 @@ class _Drain:
 
     def run(self) -> DrainResult:
         if self.settle():
+            self.wake_coordinators()
             if not self.live:
                 self.ask_coordinators()
             self.start_budget()

@@ -405,6 +405,22 @@ def test_an_unreachable_coordinator_does_not_block_new_transactions(
     assert brokers == {0: cluster.brokers[0].url, 1: cluster.brokers[1].url}
 
 
+def test_connect_coordinators_connects_each_and_says_which_did_not(
+        two_brokers: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
+    """What the drain does first (a v4 coordinator loads only when a client connects to it): every
+    coordinator gets TC_CLIENT_CONNECT; one whose broker is down is named with why, in bounded time."""
+    cluster = two_brokers
+    client = make_client(cluster.url)
+    assert client.connect_coordinators(timeout_s=3) == {0: None, 1: None}
+    connects = {c.body.tc_id for _, _, c in cluster.log if c.type is T.TC_CLIENT_CONNECT_REQUEST}
+    assert connects == {0, 1}
+    other = make_client(cluster.brokers[0].url)
+    cluster.brokers[1].stop()  # tc 1 lives there
+    started = time.monotonic()
+    found = other.connect_coordinators(timeout_s=2)
+    assert found[0] is None and found[1] is not None and time.monotonic() - started < 10
+
+
 def test_a_silent_service_host_does_not_hide_the_others(
         cluster: FakeCluster, make_client: Callable[..., PulsarClient]) -> None:
     import socket

@@ -1037,3 +1037,52 @@ def test_a_topic_that_is_not_terminated_is_not_read_without_its_last_message_id(
                    admin=ManagedLedgerStateAdmin("LedgerOpened"))
     assert not result.complete and first not in result.topics
     assert result.last_id_refused == [] and made[0].asked > drain_module.LAST_ID_LOSSES
+
+
+class CoordinatorsAsleep:
+    """A client whose coordinators connect when asked (all but `asleep`), and an admin whose
+    coordinators answer as Pulsar's do: not loaded unless connected."""
+
+    def __init__(self, inner: Any, asleep: set[int]) -> None:
+        self.inner = inner
+        self.asleep = asleep
+        self.woken: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def connect_coordinators(self, timeout_s: float | None = None) -> dict[int, str | None]:
+        self.woken.append("connect")
+        return {tc: ("NotReadyError: not attached before the deadline" if tc in self.asleep else None)
+                for tc in range(2)}
+
+    def transaction_metadata(self, most: int, least: int) -> dict[str, Any] | None:
+        from harness.client.admin import CoordinatorNotLoadedError
+
+        self.woken.append(f"ask {most}:{least}")
+        if most in self.asleep or "connect" not in self.woken:
+            raise CoordinatorNotLoadedError(f"Transaction coordinator with id {most} not found!", status=404)
+        return {"status": "ABORTED"}
+
+
+@pytest.mark.parametrize("asleep", [set(), {0, 1}])
+def test_the_coordinators_are_connected_before_they_are_asked_and_an_unloaded_one_is_no_answer(
+        make_harness: Callable[[str], Harness], asleep: set[int]) -> None:
+    """A v4 coordinator is loaded only when a client connects to it: the drain connects them all
+    first, and a coordinator still not loaded makes its transactions' state UNKNOWN, never
+    NOT_FOUND (which would say the transaction ended; the 2026-12-02 release matrix)."""
+    h = make_harness(ATOMIC)
+    txn = AtomicProduce(h.ctx).open_txn()
+    assert txn is not None
+    both = CoordinatorsAsleep(h.client, asleep)
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=both, admin=both)
+    assert both.woken[0] == "connect" and both.woken[1] == f"ask {txn.id}"
+    states = [x for x in lines(recorder) if x["f"] == OpF.TXN_STATE.value]
+    assert [s["txn"] for s in states] == [str(txn.id)]
+    if asleep:
+        assert states[0]["extra"] == {"status": "UNKNOWN"} and "coordinator" in states[0]["error"]
+        assert any("connected 0 of 2 transaction coordinators; coordinator 0: NotReadyError" in n for n in result.notes)
+    else:
+        assert states[0]["extra"]["status"] == "ABORTED" and states[0]["error"] is None
+        assert not any("transaction coordinators" in n for n in result.notes)
