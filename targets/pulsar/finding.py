@@ -86,6 +86,16 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=5, race=True, try_timeout_s=240.0,
         log_signs=("endTxn error topic", "Successes to abort low water mark",
                    "is being unloaded")),
+    # a try: 6 rounds of 48 transactions of one message each on a fresh topic, a topic unload, all aborted at once
+    Finding(
+        name="v4-abort-marker-skipped-on-closing-topic", release="2.10.5", txn_path=TxnPath.V4,
+        main_class="V4AbortMarkerSkippedOnClosingTopic",
+        what="an abort whose END_TXN_ON_PARTITION reaches a closing topic is answered OK with no abort marker "
+             "(TopicTransactionBuffer.abortTxn completes when the buffer is not Ready; PersistentTopic.close "
+             "closes the buffer first): the next load replays the transaction as open and holds every later "
+             "message behind it",
+        tries=2, race=True, try_timeout_s=300.0,
+        log_signs=("Successes to abort low water mark", "Unloading topic", "Topic closed")),
     # a try: 8 rounds of 24 messages acked in 6 transactions, an unload, the commits 200 ms apart, 3 s watched
     Finding(
         name="v4-committed-ack-redelivered-after-move", release="4.0.8", txn_path=TxnPath.V4,

@@ -83,6 +83,11 @@ final class Admin {
         put("/admin/v2/namespaces/" + namespace + "/unload", null);
     }
 
+    /** `pulsar-admin topics unload persistent://NS/T`: the topic's own close (its bundle stays owned) */
+    void unloadTopic(String namespace, String topic) throws Exception {
+        put("/admin/v2/persistent/" + namespace + "/" + topic + "/unload", null);
+    }
+
     /** `pulsar-admin topics lookup persistent://NS/T`: the owner's HTTP URL, or "" */
     String ownerHttpUrl(String namespace, String topic) throws Exception {
         return field(get("/lookup/v2/topic/persistent/" + namespace + "/" + topic), "httpUrl");
@@ -127,6 +132,15 @@ final class Admin {
         try {
             return get("/admin/v3/transactions/transactionInBufferStats/" + namespace + "/" + topic + "/"
                     + most + "/" + least);
+        } catch (Exception err) {
+            return Out.describe(err);
+        }
+    }
+
+    /** `pulsar-admin transactions transaction-buffer-stats -t persistent://NS/T` (raw JSON, or why not) */
+    String transactionBufferStats(String namespace, String topic) {
+        try {
+            return get("/admin/v3/transactions/transactionBufferStats/" + namespace + "/" + topic);
         } catch (Exception err) {
             return Out.describe(err);
         }
