@@ -450,7 +450,10 @@ def scenario_from_args(args: argparse.Namespace) -> RunConfig:
 def _with_overrides(config: RunConfig, args: argparse.Namespace) -> RunConfig:
     changes: dict[str, object] = {}
     if getattr(args, "txn_path", None):
+        # one path runs, so only it is checked against the release: `run chaos --path v4` on 3.2.0
+        # (the release matrix's reproduce command) was refused for chaos.yaml's v5
         changes["path"] = TxnPath(args.txn_path)
+        changes["paths"] = (TxnPath(args.txn_path),)
     if getattr(args, "paths", None):
         changes["paths"] = tuple(TxnPath(p) for p in args.paths)
     if getattr(args, "target", None):
@@ -550,7 +553,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_peer(args: argparse.Namespace) -> int:
-    args.paths = [args.txn_path] if args.txn_path else None   # one path: only it is checked against the release
     config = scenario_from_args(args)
     from orchestrator import peer as peer_module
     return peer_module.main_peer(config, args)

@@ -104,3 +104,15 @@ def test_peer_cluster_warmup_takes_whole_seconds_and_zero_skips_it() -> None:
     with pytest.raises(SystemExit) as info:
         parser.parse_args(["peer", "atomic-produce", "--cluster-warmup", "-5"])
     assert info.value.code == 2
+
+
+def test_a_run_of_one_path_is_checked_against_the_release_for_that_path_only() -> None:
+    """The release matrix prints `txnbench run chaos --path v4 ... --pulsar-version 3.2.0` to
+    reproduce a cell; chaos.yaml lists v5 too, which 3.2.0 lacks, and the command was refused."""
+    from orchestrator.cli import scenario_from_args
+
+    args = build_parser().parse_args(["run", "chaos", "--path", "v4", "--target", "pulsar",
+                                      "--pulsar-version", "3.2.0", "--seed", "7", "--duration", "120"])
+    config = scenario_from_args(args)
+    assert config.path.value == "v4" and [p.value for p in config.paths] == ["v4"]
+    assert config.cluster.pulsar_version == "3.2.0"
