@@ -106,6 +106,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=5, race=True, try_timeout_s=240.0,
         # 2.10-4.0 log "pending ack handle cache request success!", 5.0 "Pending ack handle cache request success"
         log_signs=("ack handle cache request success", "endTxn error topic", "low water mark success")),
+    # a try: 6 rounds of a fresh topic whose Failover subscription has 5,250 pending-ack records (250 aborted
+    # transactions of 20 cumulative acks), B's cumulative ack, an unload, B's commit, a second unload GAP ms later
+    Finding(
+        name="v4-commit-lost-when-pending-ack-replay-fails", release="5.0.1", txn_path=TxnPath.V4,
+        main_class="V4CommitLostWhenPendingAckReplayFails",
+        what="a commit that reaches a subscription whose pending-ack replay is cut short by an unload is answered "
+             "OK without its commit mark (PendingAckHandleImpl.commitTxn has no Close case, exceptionHandleFuture "
+             "runs queued requests on the partial state): the next owner keeps the cumulative ack pending and "
+             "delivers the committed-acked messages again",
+        tries=3, race=True, try_timeout_s=420.0,   # 4.0.8's set-up requests time out now and then (30 s each)
+        log_signs=("PendingAckHandleImpl init fail", "cursor was closed while replaying",
+                   "Failed to init transaction pending ack")),
     # a try: three batches of two on a Shared subscription; per batch the holder's acks, then a sibling's ack
     Finding(
         name="v4-fully-held-batch-acked-twice", release="4.0.8", txn_path=TxnPath.V4,

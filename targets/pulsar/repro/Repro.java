@@ -101,6 +101,15 @@ abstract class Repro implements Out.Program {
         return atEnd(builder.build());
     }
 
+    /** The set-up of a program whose tries share one namespace: `namespace` (one bundle, every message
+     *  kept) and the v4 client with transactions; a failure is SetUpFailed. */
+    PulsarClient namespaceAndClient(String namespace) throws SetUpFailed {
+        return setUp("namespace, client", () -> {
+            admin.createNamespace(namespace, 1);
+            return v4Client(true, 30, true);
+        });
+    }
+
     static Transaction newTxn(PulsarClient client, int minutes) throws Exception {
         return client.newTransaction().withTransactionTimeout(minutes, TimeUnit.MINUTES).build()
                 .get(60, TimeUnit.SECONDS);

@@ -88,10 +88,7 @@ public final class V4AbortMarkerSkippedOnClosingTopic extends Repro {
                 + " ms later every transaction is aborted (the last two rounds are controls: aborts without the unload, "
                 + "commits with it); then a plain "
                 + "sentinel message, read by a fresh subscription from the start (" + READ_S + " s)");
-        client = setUp("namespace, client", () -> {
-            admin.createNamespace(namespace, 1);
-            return v4Client(true, 30, true);
-        });
+        client = namespaceAndClient(namespace);
     }
 
     @Override
