@@ -20,8 +20,9 @@ ever make visible, and must say so only when that is true.
    `GET /admin/v3/transactions/transactionMetadata/{most}/{least}`) and records the
    answer as a `txn-state` event (`extra.status`: the coordinator's status, `NOT_FOUND`
    when it no longer knows the transaction, `UNKNOWN` with `error` when it could not
-   answer, a coordinator not loaded included). The checker's `unresolved-txn` holds each abandoned transaction to that: not
-   still open, committing or aborting after its timeout plus the bound.
+   answer, a coordinator not loaded included). The checker's `unresolved-txn` holds each
+   abandoned transaction to that: not still open, committing or aborting after its timeout
+   plus the bound.
 2. *Reads.* Each topic is read from the earliest message to its end with a
    non-durable reader (`Reader.read_to_end`: up to the last message id the broker
    reports for each partition or segment), each message recorded as a `read` event
