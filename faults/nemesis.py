@@ -5,7 +5,11 @@ before the cluster started: faults.schedule, a pure function of the scenario and
 it checks every fault against the running cluster and what the target can do, so a
 bad scenario fails with one ConfigError before anything runs. `start()` runs the timeline in one background
 thread; the orchestrator polls `raise_if_failed()` and leaves the `with` block
-when the faults phase ends, which stops the thread and heals.
+when the faults phase ends, which stops the thread and heals. The phase lasts the
+plan's length, and on past it (`phases.faults_overrun_s`, bounded) while the thread
+still has windows to play: on real brokers a heal takes tens of seconds the plan does
+not count, and a timeline cut at its planned end would run some windows on one
+release and not on another (the release matrix compares releases by one timeline).
 
 For each fault: resolve its targets (now: coordinators move, segments split),
 write the `fault` invoke, inject, write `ok` (in effect), `fail` (certainly not
@@ -267,7 +271,9 @@ class Nemesis:
     def _run(self) -> None:
         try:
             assert self._phase_start is not None
-            phase_end = self._phase_start + self.timeline.duration_s
+            # The plan's length plus the overrun the run allows: a window the slipping timeline
+            # reaches after the plan's end still runs (the run's faults phase waits for it).
+            phase_end = self._phase_start + self.timeline.duration_s + self.config.phases.faults_overrun_s
             quiet_until = self._phase_start
             for number, window in enumerate(self.timeline.windows):
                 start_at = max(self._phase_start + window.start_s, quiet_until)

@@ -109,6 +109,11 @@ class PhaseConfig:
     warmup_s: float = bounded(5.0, min=0, max=3600, help="load runs; its numbers are not the result")
     steady_s: float = bounded(60.0, min=1, max=86400, help="the measured window, without faults")
     faults_s: float = bounded(0.0, min=0, max=86400, help="nemesis active; 0 when no faults")
+    faults_overrun_s: float = bounded(600.0, min=0, max=86400,
+                                      help="how long the faults phase may run past faults_s so that every "
+                                           "planned fault window runs (a broker's restart on real Pulsar takes "
+                                           "20-35 s the plan does not count, and the timeline slips); the phase "
+                                           "ends when the last window has healed; 0 cuts the timeline at faults_s")
     recovery_s: float = bounded(5.0, min=0, max=3600, help="faults healed, load still running; then the load stops")
     drain_timeout_s: float = bounded(60.0, min=1, max=3600,
                                      help="bound on the drain (final reads of every topic and subscription "

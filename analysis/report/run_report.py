@@ -368,6 +368,9 @@ def _faults_progress_text(progress: Mapping[str, Any] | None) -> str | None:
         return None
     head = (f"Fault timeline: {progress['started']} of {progress['windows']} planned windows ran, the last "
             f"{float(progress.get('last_late_s') or 0.0):g} s behind its plan (heals and triggers take time).")
+    overrun = float(progress.get("overrun_s") or 0.0)
+    if overrun > 0:
+        head += f" The faults phase ran {overrun:g} s past its planned length to play them."
     exits = progress.get("service_exits") or {}
     if exits:
         head += (" Services that exited on their own, recorded as `exit` faults and started again by the "
@@ -377,7 +380,7 @@ def _faults_progress_text(progress: Mapping[str, Any] | None) -> str | None:
         return head
     names = "; ".join(f"at {m['at_s']:g} s: {', '.join(m['faults'])}" for m in missed)
     return (f"⚠ {head} {len(missed)} windows never ran, the faults phase ended first, so this run says "
-            f"nothing about them: {names}. Raise phases.faults_s to run them.")
+            f"nothing about them: {names}. Raise phases.faults_overrun_s (or faults_s) to run them.")
 
 
 def _intro(perf: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:

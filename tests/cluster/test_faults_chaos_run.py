@@ -51,6 +51,10 @@ def test_after_a_chaos_run_no_fault_is_in_effect_and_no_process_is_left(tmp_path
     assert heals and all(h["type"] in ("invoke", "ok") for h in heals)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert len(manifest["cluster"]["services"]) == 5
+    # a window the slipping timeline reached after the 40 s still ran: the phase ran over for it
+    progress = manifest["faults_progress"]
+    assert progress["unreached"] == [] and progress["started"] == progress["windows"]
+    assert progress["overrun_s"] is not None
     assert processes_mentioning(outcome.run_dir.run_id) == []   # restarted ones included
 
 

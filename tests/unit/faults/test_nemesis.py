@@ -34,9 +34,10 @@ TOPICS = tuple(f"persistent://public/txnbench/t{i}" for i in range(4))
 
 
 def config(faults_yaml: str, faults_s: float = 5.0, path: str = "v4", seed: int = 1,
-           cluster: str = "cluster: {brokers: 3}\n") -> RunConfig:
+           cluster: str = "cluster: {brokers: 3}\n", overrun_s: float = 0.0) -> RunConfig:
     body = "\n".join("  " + line for line in faults_yaml.strip().splitlines())
-    return parse_scenario(f"name: unit\nseed: {seed}\npath: {path}\nphases: {{faults_s: {faults_s}}}\n"
+    phases = f"{{faults_s: {faults_s}, faults_overrun_s: {overrun_s}}}"
+    return parse_scenario(f"name: unit\nseed: {seed}\npath: {path}\nphases: {phases}\n"
                           f"{cluster}faults:\n{body}\n", source="unit.yaml")
 
 
@@ -472,6 +473,43 @@ schedule:
     assert progress["last_late_s"] >= 0.3       # the partition began after the restart, not at 0.2 s
     # planned at 0.8 s of a 1 s phase; the slip put it past the end
     assert progress["unreached"] == [{"window": 3, "at_s": 0.8, "faults": ["pause metadata"]}]
+    assert world.clean()
+
+
+SLIPPING = """
+quiet_s: 0
+schedule:
+  - {kind: kill, target: coordinator:1, at_s: 0, for_s: 0.1, quiet_s: 0}
+  - {kind: partition, target: client-broker:1, at_s: 0.2, for_s: 0.4, quiet_s: 0}
+  - {kind: pause, target: metadata, at_s: 0.8, for_s: 0.05}
+"""
+
+
+def test_an_overrun_lets_a_slipping_timeline_play_its_windows_after_the_planned_end(tmp_path: Path) -> None:
+    # the same slip as above, with time allowed past the plan: the last window runs late, and
+    # the thread ends by itself once it has healed (the run's faults phase waits for that)
+    world = World(tmp_path)
+    assert world.control is not None
+    world.control.delays["start"] = 0.5
+    with world.nemesis(config(SLIPPING, faults_s=1.0, overrun_s=30.0)) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: not nemesis.running, timeout_s=10)
+        progress = nemesis.progress()
+        assert nemesis.stats.healed == 3
+    assert progress["windows"] == progress["started"] == 3 and progress["unreached"] == []
+    assert [e["f"] for e in world.history() if e["type"] == "ok"] == ["fault", "heal"] * 3
+    assert world.clean()
+
+
+def test_the_overrun_bounds_a_timeline_that_slips_past_it(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assert world.control is not None
+    world.control.delays["start"] = 2.0     # the first heal ends at about 2.1 s, past 1 s + 0.5 s
+    with world.nemesis(config(SLIPPING, faults_s=1.0, overrun_s=0.5)) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: not nemesis.running, timeout_s=10)
+        progress = nemesis.progress()
+    assert progress["started"] == 1 and [u["window"] for u in progress["unreached"]] == [2, 3]
     assert world.clean()
 
 
