@@ -21,6 +21,7 @@ from pathlib import Path
 from harness import __version__
 from harness.config import RunConfig, Target, parse_setting_pairs
 from harness.errors import ConfigError, TxnbenchError
+from harness.interrupts import terminate_as_interrupt
 from harness.txn_paths import TxnPath
 from workloads.worker_args import add_worker_arguments
 
@@ -639,6 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]   # the command as typed, for reports
     handler: Callable[[argparse.Namespace], int] = args.handler
+    terminate_as_interrupt()    # a cancelled CI job's SIGTERM heals and tears down, as Ctrl-C does
     try:
         return handler(args)
     except TxnbenchError as err:

@@ -167,8 +167,8 @@ class Run:
             self._drain()
             self._begin(Phase.COLLECT)
             outcome.status = RunStatus.COMPLETE
-        except KeyboardInterrupt:
-            outcome.status, outcome.error = RunStatus.INTERRUPTED, "interrupted (Ctrl-C)"
+        except KeyboardInterrupt as stop:   # Ctrl-C, or SIGTERM (harness.interrupts)
+            outcome.status, outcome.error = RunStatus.INTERRUPTED, f"interrupted ({stop or 'Ctrl-C'})"
             self.say(f"run {self.run_dir.run_id}: interrupted in phase {self.phase}; cleaning up")
         except TxnbenchError as err:
             outcome.status, outcome.error = RunStatus.FAILED, str(err)
