@@ -65,12 +65,14 @@ class CellResult:
     error: str | None = None
     recovery: dict[str, Any] | None = None   # --coverage: {"entered", "listed", "percent"} of the recovery methods
     observations: dict[str, int] = field(default_factory=dict)   # what the drain saw of the broker (`drain_observations`)
+    windows: dict[str, Any] | None = None   # how much of the fault timeline ran (`fault_windows`)
 
     def to_json(self) -> dict[str, Any]:
         return {"release": self.cell.version, "path": self.cell.txn_path.value, "status": self.status,
                 "verdict": self.verdict, "exit_code": self.exit_code, "anomalies": dict(self.anomalies),
                 "unexpected": list(self.unexpected), "reproduce": self.reproduce, "folder": self.folder,
-                "error": self.error, "recovery": self.recovery, "observations": dict(self.observations)}
+                "error": self.error, "recovery": self.recovery, "observations": dict(self.observations),
+                "windows": self.windows}
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -116,9 +118,17 @@ def release_diff(results: Sequence[CellResult]) -> list[dict[str, Any]]:
             gone = {c: n for c, n in before.items() if c not in after}
             new = {c: n for c, n in after.items() if c not in before}
             if gone or new:
-                diffs.append({"path": txn_path.value, "older": older.cell.version, "newer": newer.cell.version,
-                              "gone": gone, "new": new})
+                diff = {"path": txn_path.value, "older": older.cell.version, "newer": newer.cell.version,
+                        "gone": gone, "new": new}
+                if _played(older) != _played(newer):   # not the same chaos: a class may be the timeline's
+                    diff["windows"] = {"older": _played(older), "newer": _played(newer)}
+                diffs.append(diff)
     return diffs
+
+
+def _played(result: CellResult) -> str | None:
+    """`started/planned` fault windows of a run, or None when unknown (no faults, an older record)."""
+    return f"{result.windows['started']}/{result.windows['planned']}" if result.windows else None
 
 
 def _classes(result: CellResult) -> dict[str, int]:
@@ -139,7 +149,8 @@ def result_of(cell: Cell, outcome: RunOutcome, reproduce: str) -> CellResult:
     unexpected = list(outcome.judgement.unexpected) if outcome.judgement is not None else sorted(anomalies)
     return CellResult(cell, outcome.status.value, outcome.verdict.value, outcome.exit_code, anomalies,
                       [str(c) for c in unexpected], reproduce, str(outcome.run_dir.path), outcome.error,
-                      recovery_reached(outcome.run_dir.path), drain_observations(outcome.run_dir.path))
+                      recovery_reached(outcome.run_dir.path), drain_observations(outcome.run_dir.path),
+                      fault_windows(outcome.run_dir.path))
 
 
 #: what a run's `drain-complete` event records about the broker, by the name the release diff uses
@@ -186,6 +197,34 @@ def recovery_reached(run_folder: Path) -> dict[str, Any] | None:
             "percent": float(recovery["percent"])}
 
 
+def fault_windows(run_folder: Path) -> dict[str, Any] | None:
+    """How much of the fault timeline the run played (its manifest's `faults_progress`): the windows
+    planned and begun, and how long the faults phase ran over its plan. Why in the matrix: the
+    release diff compares releases by one shipped timeline; a cell that ran fewer windows (its
+    heals slower, its phase cut) was not put through the same chaos, and the table must say so."""
+    try:
+        manifest = json.loads((run_folder / "manifest.json").read_text())
+        progress = manifest.get("faults_progress")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(progress, dict) or not progress.get("windows"):
+        return None
+    overrun = progress.get("overrun_s")
+    return {"started": int(progress.get("started") or 0), "planned": int(progress["windows"]),
+            "overrun_s": float(overrun) if isinstance(overrun, int | float) else None}
+
+
+def _windows_cell(windows: Mapping[str, Any] | None) -> str:
+    if not windows:
+        return "none"
+    text = f"{windows['started']}/{windows['planned']}"
+    if windows["started"] < windows["planned"]:
+        text = f"**{text}**"      # not the same chaos as a cell that ran them all
+    if windows.get("overrun_s"):
+        text += f" (+{windows['overrun_s']:g} s)"
+    return text
+
+
 def _recovery_cell(recovery: Mapping[str, Any] | None) -> str:
     if not recovery:
         return "not measured"
@@ -196,13 +235,13 @@ def render_markdown(config_name: str, seed: int, results: Sequence[CellResult],
                     diffs: Sequence[Mapping[str, Any]]) -> str:
     """release-matrix.md: the table of runs, then the release diff."""
     lines = [f"# Release matrix: `{config_name}`, seed {seed}", "",
-             "| release | path | verdict | anomalies (unexpected in bold) | drain observed | recovery methods entered "
-             "| reproduce |",
-             "|---|---|---|---|---|---|---|"]
+             "| release | path | verdict | anomalies (unexpected in bold) | fault windows run | drain observed "
+             "| recovery methods entered | reproduce |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in results:
         shown = ", ".join((f"**{c} {n}**" if c in r.unexpected else f"{c} {n}") for c, n in sorted(r.anomalies.items()))
         lines.append(f"| {r.cell.version} | {r.cell.txn_path.value} | {r.verdict}"
-                     f"{' (' + r.error + ')' if r.error else ''} | {shown or 'none'} "
+                     f"{' (' + r.error + ')' if r.error else ''} | {shown or 'none'} | {_windows_cell(r.windows)} "
                      f"| {', '.join(f'{k} {n}' for k, n in sorted(r.observations.items())) or 'nothing'} "
                      f"| {_recovery_cell(r.recovery)} "
                      f"| `{r.reproduce}` |")
@@ -216,7 +255,10 @@ def render_markdown(config_name: str, seed: int, results: Sequence[CellResult],
     for d in diffs:
         gone = ", ".join(f"{c} {n}" for c, n in sorted(d["gone"].items())) or "nothing"
         new = ", ".join(f"{c} {n}" for c, n in sorted(d["new"].items())) or "nothing"
-        lines.append(f"- `{d['path']}` {d['older']} -> {d['newer']}: gone {gone}; new {new}")
+        windows = d.get("windows")
+        caution = (f" (not the same chaos: fault windows run {windows['older'] or 'unknown'} and "
+                   f"{windows['newer'] or 'unknown'})") if windows else ""
+        lines.append(f"- `{d['path']}` {d['older']} -> {d['newer']}: gone {gone}; new {new}{caution}")
     return "\n".join(lines) + "\n"
 
 
@@ -227,7 +269,8 @@ def cell_result(plain: Mapping[str, Any]) -> CellResult:
                       {str(k): int(v) for k, v in (plain.get("anomalies") or {}).items()},
                       [str(c) for c in plain.get("unexpected") or []], str(plain.get("reproduce", "")),
                       str(plain.get("folder", "")), plain.get("error"), plain.get("recovery"),
-                      {str(k): int(v) for k, v in (plain.get("observations") or {}).items()})
+                      {str(k): int(v) for k, v in (plain.get("observations") or {}).items()},
+                      plain.get("windows"))
 
 
 def combine(folders: Sequence[Path], out: Path) -> int:

@@ -108,8 +108,8 @@ def test_with_coverage_each_cell_says_how_many_recovery_methods_it_entered(tmp_p
     cell.recovery = measured
     assert cell_result(cell.to_json()).recovery == measured
     text = render_markdown("chaos", 7, [cell, result("2.10.5", TxnPath.V4, "valid")], [])
-    assert "| 5.0.1 | v4 | valid | none | nothing | 38/43 (88.4%) |" in text
-    assert "| 2.10.5 | v4 | valid | none | nothing | not measured |" in text
+    assert "| 5.0.1 | v4 | valid | none | none | nothing | 38/43 (88.4%) |" in text
+    assert "| 2.10.5 | v4 | valid | none | none | nothing | not measured |" in text
     args = build_parser().parse_args(["release-matrix", "--coverage"])
     assert args.coverage is True
 
@@ -154,4 +154,33 @@ def test_what_the_drain_observed_of_the_broker_is_counted_and_enters_the_release
     old.observations = {"stale-end": 3}
     assert release_diff([old, new]) == [{"path": "v4", "older": "3.2.0", "newer": "4.0.8",
                                          "gone": {"drain: stale-end": 3}, "new": {}}]
-    assert "| 3.2.0 | v4 | valid | none | stale-end 3 |" in render_markdown("chaos", 7, [old, new], [])
+    assert "| 3.2.0 | v4 | valid | none | none | stale-end 3 |" in render_markdown("chaos", 7, [old, new], [])
+
+
+def test_each_cell_says_how_much_of_the_fault_timeline_ran_and_the_diff_warns_when_cells_differ(
+        tmp_path: Path) -> None:
+    """A release whose heals are slower ran fewer windows when the phase was cut at the plan's end
+    (7 of 37 on 2.10.5, 9 on 4.0.8, 2026-12-03): the table shows it, and a release diff between
+    cells that did not run the same timeline says so beside the classes it names."""
+    from orchestrator.release_matrix import cell_result, fault_windows
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"faults_progress": {
+        "windows": 37, "started": 37, "max_late_s": 290.0, "last_late_s": 288.5, "unreached": [],
+        "overrun_s": 275.4}}))
+    assert fault_windows(run) == {"started": 37, "planned": 37, "overrun_s": 275.4}
+    assert fault_windows(tmp_path / "missing") is None
+    old, new = result("2.10.5", TxnPath.V4, "invalid"), result("4.0.8", TxnPath.V4, "invalid")
+    old.anomalies, new.anomalies = {"lost-ack": 9}, {}
+    old.windows = {"started": 7, "planned": 37, "overrun_s": None}
+    new.windows = fault_windows(run)
+    assert cell_result(new.to_json()).windows == new.windows
+    diffs = release_diff([old, new])
+    assert diffs[0]["windows"] == {"older": "7/37", "newer": "37/37"}
+    text = render_markdown("chaos", 7, [old, new], diffs)
+    assert "| 2.10.5 | v4 | invalid | lost-ack 9 | **7/37** | nothing |" in text
+    assert "| 4.0.8 | v4 | invalid | none | 37/37 (+275.4 s) | nothing |" in text
+    assert "gone lost-ack 9; new nothing (not the same chaos: fault windows run 7/37 and 37/37)" in text
+    new.windows = dict(old.windows)
+    assert "windows" not in release_diff([old, new])[0]
