@@ -118,8 +118,8 @@ def release_diff(results: Sequence[CellResult]) -> list[dict[str, Any]]:
             gone = {c: n for c, n in before.items() if c not in after}
             new = {c: n for c, n in after.items() if c not in before}
             if gone or new:
-                diff = {"path": txn_path.value, "older": older.cell.version, "newer": newer.cell.version,
-                        "gone": gone, "new": new}
+                diff: dict[str, Any] = {"path": txn_path.value, "older": older.cell.version,
+                                        "newer": newer.cell.version, "gone": gone, "new": new}
                 if _played(older) != _played(newer):   # not the same chaos: a class may be the timeline's
                     diff["windows"] = {"older": _played(older), "newer": _played(newer)}
                 diffs.append(diff)
