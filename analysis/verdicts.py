@@ -261,7 +261,11 @@ class TxnSpan:
 
 def fault_windows(history_dir: Path, effect: FaultEffect = FaultEffect.STAYS) -> list[FaultWindow]:
     """The windows of the nemesis's faults with `effect` (default: those that stay, terminated topics)
-    that took effect (or may have: `info`), including the supervisor's (a server's own exit stops it)."""
+    that took effect (or may have: `info`), including the supervisor's (a server's own exit stops it).
+    A heal ends the window of a fault that can be undone; a fault that stays (a terminate) outlasts any
+    heal recorded for it: one whose injection ended `info` (Pulsar answered HTTP 500 after terminating
+    one partition of two, 3.2.0, 2026-12-03) was "healed" by a no-op, and the window that heal closed
+    made the transactions it left ABORTING look like nobody's cause."""
     starts: dict[str, tuple[int, Mapping[str, Any]]] = {}
     effective: dict[str, FaultWindow] = {}
     for op in read_events(history_dir, writers=(NEMESIS_WRITER,), fs=(OpF.FAULT, OpF.HEAL)):
@@ -273,7 +277,7 @@ def fault_windows(history_dir: Path, effect: FaultEffect = FaultEffect.STAYS) ->
         elif op.f is OpF.FAULT and op.type in (OpType.OK, OpType.INFO):
             start, _ = starts.get(key, (t, op.extra))
             effective[key] = FaultWindow(key, str(op.extra.get("kind")), frozenset(str(x) for x in op.extra.get("targets") or []), start, None)
-        elif op.f is OpF.HEAL and op.type is OpType.OK and key in effective:
+        elif op.f is OpF.HEAL and op.type is OpType.OK and key in effective and effect is not FaultEffect.STAYS:
             effective[key] = dataclasses.replace(effective[key], end_ns=t)
     return list(effective.values())
 

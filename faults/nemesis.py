@@ -432,6 +432,12 @@ class Nemesis:
         except Exception as err:
             self.recorder.info(inv, _error(err))
             self._count(fault.kind, "unknown")
+            if not fault.healable:   # nothing undoes it (a terminate answered HTTP 500 after one partition):
+                with self._lock:     # no heal is recorded, which would read as "the topic is back"
+                    self._active.pop(fault.fault_id, None)
+                    self.stats.not_healable += 1
+                self.say(f"{self.label}: {what}: outcome unknown ({_error(err)}); it may be in effect and stays")
+                return None
             self.say(f"{self.label}: {what}: outcome unknown ({_error(err)}); it will be healed")
             return active
         if effect:

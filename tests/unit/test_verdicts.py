@@ -270,6 +270,25 @@ def test_a_commit_that_had_timed_out_before_the_terminate_is_not_the_terminates(
         assert judged is not None and judged.only_expected is expected, (txn, judged)
 
 
+def test_a_terminate_whose_outcome_was_unknown_stays_whatever_heal_was_recorded(tmp_path: Path) -> None:
+    """3.2.0, 2026-12-03: the terminate answered HTTP 500 after terminating one partition (`info`),
+    the nemesis recorded a heal of it, and a transaction whose send that partition refused right
+    after stayed ABORTING (its end stalled): the terminate's, though its window had been closed at that
+    heal."""
+    s = 1_000_000_000
+    stuck = _txn("1:1", TERMINATED, 10.4, 12.0, end_type="info")    # opened after the heal; its end stalls
+    run = _timed_run(tmp_path, {"stalled-commit": {"count": 1, "examples": [{"txn": "1:1"}]}}, stuck)
+    fault = {"kind": "terminate", "effects": ["stays"], "targets": [TERMINATED], "fault_id": "f3", "healable": False}
+    (run / "history" / "nemesis.jsonl").write_text("".join(json.dumps(op) + "\n" for op in [
+        {"f": "fault", "type": "invoke", "time_ns": 8 * s, "process": "nemesis/f3", "extra": fault},
+        {"f": "fault", "type": "info", "time_ns": 10 * s, "process": "nemesis/f3", "extra": fault,
+         "error": "AdminError: HTTP 500: BadVersionException"},
+        {"f": "heal", "type": "invoke", "time_ns": 10 * s + 1, "process": "nemesis/f3", "extra": fault},
+        {"f": "heal", "type": "ok", "time_ns": 10 * s + 2, "process": "nemesis/f3", "extra": fault}]))
+    judged = judge_run(run)
+    assert judged is not None and judged.only_expected, judged
+
+
 def test_a_healed_faults_window_ends_at_its_heal() -> None:
     from analysis.verdicts import FaultWindow
 

@@ -274,6 +274,24 @@ def test_topic_faults_are_not_healable(tmp_path: Path) -> None:
     assert history[1]["extra"]["healable"] is False and history[1]["extra"]["targets"] == [TOPICS[2]]
 
 
+def test_a_topic_fault_whose_outcome_is_unknown_is_not_healed(tmp_path: Path) -> None:
+    # Pulsar 3.2.0 answered a terminate HTTP 500 after terminating one partition of two: the fault
+    # may be in effect and nothing undoes it, so no heal may be recorded (the oracle would read the
+    # topic as back from that moment on)
+    world = World(tmp_path)
+
+    def half_done(topic: str) -> None:
+        world.admin.calls.append(("terminate_topic", topic))
+        raise RuntimeError("HTTP 500: BadVersionException")
+
+    world.admin.terminate_topic = half_done  # type: ignore[method-assign]
+    cfg = config("schedule:\n  - {kind: terminate, target: topic:2, at_s: 0, for_s: 0}", faults_s=1)
+    world.run_until(cfg, lambda stats: stats.not_healable == 1)
+    history = world.history()
+    assert [(h["f"], h["type"]) for h in history] == [("fault", "invoke"), ("fault", "info")]
+    assert world.lines[-1].endswith("it may be in effect and stays")
+
+
 def test_v5_segment_faults(tmp_path: Path) -> None:
     topics = tuple(f"topic://public/txnbench/t{i}" for i in range(2))
     world = World(tmp_path, TxnPath.V5, topics=topics)
