@@ -292,6 +292,8 @@ def combine(folders: Sequence[Path], out: Path) -> int:
             result = cell_result(run)
             if "observations" not in run and result.folder:   # a matrix written before runs recorded them
                 result.observations = drain_observations(Path(result.folder))
+            if "windows" not in run and result.folder:        # likewise for the fault windows
+                result.windows = fault_windows(Path(result.folder))
             if result.cell in chosen:
                 replaced.append(chosen[result.cell])
             chosen[result.cell] = result

@@ -162,7 +162,7 @@ def test_each_cell_says_how_much_of_the_fault_timeline_ran_and_the_diff_warns_wh
     """A release whose heals are slower ran fewer windows when the phase was cut at the plan's end
     (7 of 37 on 2.10.5, 9 on 4.0.8, 2026-12-03): the table shows it, and a release diff between
     cells that did not run the same timeline says so beside the classes it names."""
-    from orchestrator.release_matrix import cell_result, fault_windows
+    from orchestrator.release_matrix import cell_result, combine, fault_windows
 
     run = tmp_path / "run"
     run.mkdir()
@@ -184,3 +184,12 @@ def test_each_cell_says_how_much_of_the_fault_timeline_ran_and_the_diff_warns_wh
     assert "gone lost-ack 9; new nothing (not the same chaos: fault windows run 7/37 and 37/37)" in text
     new.windows = dict(old.windows)
     assert "windows" not in release_diff([old, new])[0]
+    # a matrix written before the column: --from reads the windows from the run's folder
+    matrix = tmp_path / "matrix"
+    matrix.mkdir()
+    plain = {**result("4.0.8", TxnPath.V4, "valid").to_json(), "folder": str(run)}
+    del plain["windows"]
+    (matrix / "release-matrix.json").write_text(json.dumps({"scenario": "chaos", "seed": 7, "runs": [plain]}))
+    combine([matrix], tmp_path / "out")
+    combined = json.loads((tmp_path / "out" / "release-matrix.json").read_text())
+    assert combined["runs"][0]["windows"] == {"started": 37, "planned": 37, "overrun_s": 275.4}
