@@ -6,8 +6,9 @@ of ours (`targets/pulsar/repro/*.java`, compiled like the transaction check, `tx
 on Pulsar's Java client and the admin REST API; it decides in each try whether the bug showed,
 by what it read back, and prints JSON lines (`repro/Out.java`). No txnbench client and no
 checker is in the loop: txnbench only starts a fresh `pulsar`-target cluster at the finding's
-release, answers the program's requests to restart or kill a broker (a step a client cannot
-take; run by hand, the program asks the person), and keeps the output and the brokers' logs.
+release, answers the program's requests to restart or kill a broker, or to cut its link to the
+metadata store for a while (steps a client cannot take; run by hand, the program asks the person),
+and keeps the output and the brokers' logs.
 
 `FINDINGS` is the registry: per finding (the stem of its `docs/findings/` file) its release,
 path, broker settings, program class and sources, default tries, and the log lines worth
@@ -20,6 +21,7 @@ N tries and the rate. `txnbench finding` itself (both kinds: these and the tool 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -86,6 +88,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=5, race=True, try_timeout_s=240.0,
         log_signs=("endTxn error topic", "Successes to abort low water mark",
                    "is being unloaded")),
+    # a try: a transaction on the coordinator of the broker X owning P, X cut from ZooKeeper past its session while
+    # the other broker takes P, the commit; a control without the cut
+    Finding(
+        name="v4-commit-stuck-at-stale-owner", release="2.10.5", txn_path=TxnPath.V4,
+        main_class="V4CommitStuckAtStaleOwner", folder="historical",
+        what="after a broker's metadata session expired and was established again, its transaction coordinator "
+             "sends END_TXN_ON_PARTITION to itself for a partition another broker took meanwhile (its metadata "
+             "cache still names it the owner): the commit never ends and the partition's later messages stay "
+             "unreadable (up to 3.2; apache/pulsar#23018)",
+        tries=1, try_timeout_s=300.0,
+        settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
+        log_signs=("not served by this instance", "Resource lock for", "SessionReestablished")),
     # a try: 6 rounds of 48 transactions of one message each on a fresh topic, a topic unload, all aborted at once
     Finding(
         name="v4-abort-marker-skipped-on-closing-topic", release="2.10.5", txn_path=TxnPath.V4,
@@ -412,10 +426,17 @@ def _answer(stdin: IO[str], answer: str) -> None:
         pass
 
 
-def broker_action(cluster: Any, action: str, target: str) -> str:
+#: `cut-metadata:S`: the longest cut a program may ask for (a broker's metadata session is 6-30 s)
+MAX_CUT_S = 60.0
+
+
+def broker_action(cluster: Any, action: str, target: str,
+                  links: Callable[[str], Any] | None = None) -> str:
     """Does what the program asked to a broker named by its admin (HTTP) or service URL:
-    `restart-broker` (SIGTERM, wait, start), `kill-broker` (SIGKILL, then start it again).
-    Returns `done`, or what went wrong."""
+    `restart-broker` (SIGTERM, wait, start), `kill-broker` (SIGKILL, then start it again),
+    `cut-metadata:S` (its link to the metadata store cut now and mended S seconds later, in the
+    background: the program acts while the broker is cut off, e.g. past its session's expiry).
+    Returns `done`, or what went wrong. `links`: the cluster's Toxiproxy client (tests pass a fake)."""
     info = cluster.info()
     names = [s.name for s in info.services
              if s.name.startswith("broker-") and target and target.rstrip("/") in
@@ -424,6 +445,8 @@ def broker_action(cluster: Any, action: str, target: str) -> str:
         return f"no broker of this cluster answers at {target}"
     name = names[0]
     try:
+        if action.startswith("cut-metadata"):
+            return _cut_metadata(info, name, action, links)
         if action == "restart-broker":
             cluster.stop(name)
         elif action == "kill-broker":
@@ -433,6 +456,36 @@ def broker_action(cluster: Any, action: str, target: str) -> str:
         cluster.start(name)
     except Exception as err:   # said to the program, which reports the try as unjudged
         return f"{action} {name} failed: {err}"
+    return "done"
+
+
+def _cut_metadata(info: Any, broker: str, action: str, links: Callable[[str], Any] | None) -> str:
+    """Disables the Toxiproxy link `<broker>-metadata` and enables it again after the asked seconds
+    on a timer thread (bounded by MAX_CUT_S; the cluster's teardown mends every link anyway)."""
+    try:
+        seconds = float(action.partition(":")[2] or "10")
+    except ValueError:
+        return f"cut-metadata wants seconds (cut-metadata:10), not {action!r}"
+    if not 0 < seconds <= MAX_CUT_S:
+        return f"cut-metadata: {seconds:g} s is outside (0, {MAX_CUT_S:g}]"
+    url = getattr(info, "toxiproxy_url", None)
+    if not url:
+        return "this cluster has no Toxiproxy to cut a link with"
+    if links is None:
+        from harness.toxiproxy.client import ToxiproxyClient
+
+        def links(api: str) -> Any:
+            return ToxiproxyClient(api)
+    link = f"{broker}-metadata"
+    links(url).disable(link)
+
+    def mend() -> None:
+        with contextlib.suppress(Exception):   # a cluster already gone has nothing to mend
+            links(url).enable(link)
+
+    timer = threading.Timer(seconds, mend)
+    timer.daemon = True
+    timer.start()
     return "done"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +225,7 @@ class FakeCluster:
                          FakeService("broker-1", "http://127.0.0.1:82", "pulsar://127.0.0.1:62")]
 
     def info(self) -> Any:
-        return argparse.Namespace(services=self.services)
+        return argparse.Namespace(services=self.services, toxiproxy_url="http://127.0.0.1:8474")
 
     def stop(self, name: str) -> None:
         self.calls.append(f"stop {name}")
@@ -243,6 +244,33 @@ def test_a_broker_is_restarted_or_killed_by_its_admin_or_service_url() -> None:
     assert cluster.calls == ["stop broker-1", "start broker-1", "kill broker-0", "start broker-0"]
     assert "no broker" in fx.broker_action(cluster, "kill-broker", "http://elsewhere:1")
     assert "unknown action" in fx.broker_action(cluster, "pause-broker", "http://127.0.0.1:81")
+
+
+class FakeLinks:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def disable(self, name: str) -> None:
+        self.calls.append(("disable", name))
+
+    def enable(self, name: str) -> None:
+        self.calls.append(("enable", name))
+
+
+def test_a_brokers_metadata_link_is_cut_now_and_mended_in_the_background() -> None:
+    """The program acts while the broker is cut off (past its metadata session), so the answer comes
+    at once and the link is mended after the asked seconds; bad seconds are refused."""
+    links = FakeLinks()
+    answer = fx.broker_action(FakeCluster(), "cut-metadata:0.2", "http://127.0.0.1:82", links=lambda url: links)
+    assert answer == "done" and links.calls == [("disable", "broker-1-metadata")]
+    deadline = time.monotonic() + 5
+    while len(links.calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert links.calls == [("disable", "broker-1-metadata"), ("enable", "broker-1-metadata")]
+    assert "outside" in fx.broker_action(FakeCluster(), "cut-metadata:600", "http://127.0.0.1:82",
+                                         links=lambda url: links)
+    assert "wants seconds" in fx.broker_action(FakeCluster(), "cut-metadata:x", "http://127.0.0.1:82",
+                                               links=lambda url: links)
 
 
 def test_broker_log_lines_with_a_sign_are_quoted_and_counted(tmp_path: Path) -> None:
