@@ -326,13 +326,14 @@ class Run:
         self._wait(seconds)
         self._snapshot(phase)
 
-    def _wait(self, seconds: float) -> None:
-        """Sleep through a phase, watching the load process and reporting progress."""
+    def _wait(self, seconds: float, *, while_: Callable[[], bool] | None = None) -> None:
+        """Sleep through a phase, watching the load process and reporting progress; with `while_`,
+        return as soon as it turns false."""
         deadline = time.monotonic() + seconds
         next_report = time.monotonic()
         while True:
             now = time.monotonic()
-            if now >= deadline:
+            if now >= deadline or (while_ is not None and not while_()):
                 return
             self._check_load_alive()
             if self.nemesis is not None:
@@ -396,16 +397,7 @@ class Run:
         if limit > 0:
             self.say(f"[{self.config.path.value}] nemesis: the timeline is behind its plan; the faults phase "
                      f"runs on until its last window has healed (at most {limit:g} s more)")
-        deadline = started + limit
-        next_report = started
-        while nemesis.running and time.monotonic() < deadline:
-            self._check_load_alive()
-            nemesis.raise_if_failed()
-            now = time.monotonic()
-            if now >= next_report:
-                self._report_progress(now, deadline)
-                next_report = now + (2.0 if sys.stderr.isatty() else 10.0)
-            time.sleep(0.2)
+        self._wait(limit, while_=lambda: nemesis.running)
         return time.monotonic() - started
 
     def _record_faults_progress(self, progress: dict[str, Any]) -> None:
