@@ -430,13 +430,16 @@ def _answer(stdin: IO[str], answer: str) -> None:
 MAX_CUT_S = 60.0
 
 
-def broker_action(cluster: Any, action: str, target: str,
-                  links: Callable[[str], Any] | None = None) -> str:
+#: sets a Toxiproxy link on or off: (the Toxiproxy API URL, the link's name, enabled)
+SetLink = Callable[[str, str, bool], None]
+
+
+def broker_action(cluster: Any, action: str, target: str, set_link: SetLink | None = None) -> str:
     """Does what the program asked to a broker named by its admin (HTTP) or service URL:
     `restart-broker` (SIGTERM, wait, start), `kill-broker` (SIGKILL, then start it again),
     `cut-metadata:S` (its link to the metadata store cut now and mended S seconds later, in the
     background: the program acts while the broker is cut off, e.g. past its session's expiry).
-    Returns `done`, or what went wrong. `links`: the cluster's Toxiproxy client (tests pass a fake)."""
+    Returns `done`, or what went wrong. `set_link`: how a link is switched (tests pass a fake)."""
     info = cluster.info()
     names = [s.name for s in info.services
              if s.name.startswith("broker-") and target and target.rstrip("/") in
@@ -446,7 +449,7 @@ def broker_action(cluster: Any, action: str, target: str,
     name = names[0]
     try:
         if action.startswith("cut-metadata"):
-            return _cut_metadata(info, name, action, links)
+            return _cut_metadata(info, name, action, set_link or _set_toxiproxy_link)
         if action == "restart-broker":
             cluster.stop(name)
         elif action == "kill-broker":
@@ -459,9 +462,9 @@ def broker_action(cluster: Any, action: str, target: str,
     return "done"
 
 
-def _cut_metadata(info: Any, broker: str, action: str, links: Callable[[str], Any] | None) -> str:
+def _cut_metadata(info: Any, broker: str, action: str, set_link: SetLink) -> str:
     """Disables the Toxiproxy link `<broker>-metadata` and enables it again after the asked seconds
-    on a timer thread (bounded by MAX_CUT_S; the cluster's teardown mends every link anyway)."""
+    on a timer thread (bounded by MAX_CUT_S; the cluster's teardown stops Toxiproxy anyway)."""
     try:
         seconds = float(action.partition(":")[2] or "10")
     except ValueError:
@@ -471,22 +474,27 @@ def _cut_metadata(info: Any, broker: str, action: str, links: Callable[[str], An
     url = getattr(info, "toxiproxy_url", None)
     if not url:
         return "this cluster has no Toxiproxy to cut a link with"
-    if links is None:
-        from harness.toxiproxy.client import ToxiproxyClient
-
-        def links(api: str) -> Any:
-            return ToxiproxyClient(api)
     link = f"{broker}-metadata"
-    links(url).disable(link)
+    set_link(url, link, False)
 
     def mend() -> None:
         with contextlib.suppress(Exception):   # a cluster already gone has nothing to mend
-            links(url).enable(link)
+            set_link(url, link, True)
 
     timer = threading.Timer(seconds, mend)
     timer.daemon = True
     timer.start()
     return "done"
+
+
+def _set_toxiproxy_link(api_url: str, link: str, enabled: bool) -> None:
+    from harness.toxiproxy.client import ToxiproxyClient
+
+    with ToxiproxyClient(api_url) as client:
+        if enabled:
+            client.enable(link)
+        else:
+            client.disable(link)
 
 
 def quote_logs(logs: Path, signs: Sequence[str], limit: int = 3) -> dict[str, list[str]]:

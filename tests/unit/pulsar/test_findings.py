@@ -250,27 +250,23 @@ class FakeLinks:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    def disable(self, name: str) -> None:
-        self.calls.append(("disable", name))
-
-    def enable(self, name: str) -> None:
-        self.calls.append(("enable", name))
+    def __call__(self, api_url: str, link: str, enabled: bool) -> None:
+        assert api_url == "http://127.0.0.1:8474"
+        self.calls.append(("enable" if enabled else "disable", link))
 
 
 def test_a_brokers_metadata_link_is_cut_now_and_mended_in_the_background() -> None:
     """The program acts while the broker is cut off (past its metadata session), so the answer comes
     at once and the link is mended after the asked seconds; bad seconds are refused."""
     links = FakeLinks()
-    answer = fx.broker_action(FakeCluster(), "cut-metadata:0.2", "http://127.0.0.1:82", links=lambda url: links)
+    answer = fx.broker_action(FakeCluster(), "cut-metadata:0.2", "http://127.0.0.1:82", set_link=links)
     assert answer == "done" and links.calls == [("disable", "broker-1-metadata")]
     deadline = time.monotonic() + 5
     while len(links.calls) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert links.calls == [("disable", "broker-1-metadata"), ("enable", "broker-1-metadata")]
-    assert "outside" in fx.broker_action(FakeCluster(), "cut-metadata:600", "http://127.0.0.1:82",
-                                         links=lambda url: links)
-    assert "wants seconds" in fx.broker_action(FakeCluster(), "cut-metadata:x", "http://127.0.0.1:82",
-                                               links=lambda url: links)
+    assert "outside" in fx.broker_action(FakeCluster(), "cut-metadata:600", "http://127.0.0.1:82", set_link=links)
+    assert "wants seconds" in fx.broker_action(FakeCluster(), "cut-metadata:x", "http://127.0.0.1:82", set_link=links)
 
 
 def test_broker_log_lines_with_a_sign_are_quoted_and_counted(tmp_path: Path) -> None:
