@@ -5,8 +5,9 @@ an `ok` when the fault is in effect (`fail` when it could not be injected), and
 later a `heal` invoke/ok (docs/history.md). A fault window runs from the
 injection's invoke to the completion of the heal that removes it (the heal's
 invoke when it never completed); a fault never healed runs to the end of the
-history. A heal is matched to its fault by `extra.id` when both carry one,
-else by equal (`extra.kind`, `extra.targets`), else to the oldest fault still
+history. A heal is matched to its fault by `extra.id` when both carry one
+(and to nothing else: the no-op heal an instant action once got closes no
+other window), else by equal (`extra.kind`, `extra.targets`), else to the oldest fault still
 open: the nemesis heals what it injected, so every rule agrees with it when
 it records ids, and the fallbacks keep older histories drawable. A fault the
 nemesis marks `extra.healable: false` (split, merge, terminate: nothing to
@@ -166,11 +167,10 @@ def fault_windows(events: Iterable[FaultEvent]) -> list[FaultWindow]:
 
 
 def _match(faults: list[_Open], fault_id: str | None, kind: str, targets: str) -> _Open | None:
+    if fault_id is not None and any(f.fault_id == fault_id for f in faults):
+        # its own fault or none: a heal of an instant action (a no-op) must close no other window
+        return next((f for f in faults if f.fault_id == fault_id and f.end_ns is None and f.healable), None)
     still_open = [f for f in faults if f.end_ns is None and f.healable]
-    if fault_id is not None:
-        for f in still_open:
-            if f.fault_id == fault_id:
-                return f
     if kind:
         for f in still_open:
             if f.kind == kind and (not targets or f.targets == targets):

@@ -77,6 +77,24 @@ def test_faults_that_cannot_be_healed_are_instants() -> None:
     assert (kill.fault_id, kill.end_ns, kill.to_dict()["healed"]) == ("f2", 31, True)
 
 
+def test_a_heal_of_an_instant_action_closes_no_other_window() -> None:
+    """Runs before 2026-12-03 recorded a no-op heal for a terminate whose injection ended `info` (3.2.0
+    answered HTTP 500 after terminating one partition); its id named no open fault, and the fallbacks
+    closed whatever else was open then (here the partition), drawing it shorter than it was."""
+    events = [
+        ev("fault", "invoke", 10, 0, kind="partition", targets=["a"], fault_id="p1"),
+        ev("fault", "ok", 11, 1, kind="partition", targets=["a"], fault_id="p1"),
+        ev("fault", "invoke", 20, 2, kind="terminate", targets=["topic://t"], fault_id="t1", healable=False),
+        ev("fault", "info", 24, 3, kind="terminate", targets=["topic://t"], fault_id="t1", healable=False),
+        ev("heal", "invoke", 25, 4, kind="terminate", targets=["topic://t"], fault_id="t1"),
+        ev("heal", "ok", 26, 5, kind="terminate", targets=["topic://t"], fault_id="t1"),
+        ev("heal", "invoke", 40, 6, kind="partition", targets=["a"], fault_id="p1"),
+        ev("heal", "ok", 41, 7, kind="partition", targets=["a"], fault_id="p1"),
+    ]
+    partition, terminate = fault_windows(events)
+    assert (partition.end_ns, terminate.end_ns) == (41, 24)
+
+
 def test_each_window_keeps_the_scenario_target_its_fault_resolved() -> None:
     """The fidelity report's failover figure reads it: only a fault aimed at a coordinator counts."""
     events = [
