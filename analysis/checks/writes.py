@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext
-from analysis.model import COMMITTED, UNKNOWN, lost_run_of
+from analysis.model import COMMITTED, UNKNOWN, VISIBILITY, lost_run_of
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
@@ -45,6 +45,28 @@ def read_ref(row: Row) -> dict[str, Any]:
               "type": OpType.OK.value, "time_ns": row["time_ns"], "value": row["value"], "topic": row["topic"],
               "segment": row["segment"], "msg_id": row["msg_id"]}
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def _sends_of(ctx: CheckContext, txns: list[str]) -> dict[str, list[Row]]:
+    """The sends of a few example transactions, in send order (bounded: the examples' transactions)."""
+    by_txn: dict[str, list[Row]] = {}
+    for row in ctx.sends.filter(F.col("txn").isin(*txns)).collect():
+        by_txn.setdefault(row["txn"], []).append(row)
+    return {txn: sorted(rows, key=lambda r: (r["invoke_ns"], r["index"])) for txn, rows in by_txn.items()}
+
+
+def visibility_evidence(rows: list[Row], live_reads: bool) -> dict[str, list[str]]:
+    """Which of a transaction's values each final read showed, for an outcome visibility decided.
+
+    The cold read decides, so a transaction the live system showed nothing of can be committed by
+    values only the restart brought back (v5 on 5.0.1: aborted values a segment's recovery showed,
+    docs/findings/v5-chaos-aborted-read.md); the example says so rather than leaving it to be found.
+    """
+    shown = [r for r in rows if r["type"] != OpType.FAIL.value]
+    evidence = {"cold": [r["value"] for r in shown if r["visible"]][:_EXAMPLE_VALUES]}
+    if live_reads:
+        evidence["live"] = [r["value"] for r in shown if r["live_visible"]][:_EXAMPLE_VALUES]
+    return evidence
 
 
 def plan_lost_write(ctx: CheckContext) -> Plan:
@@ -75,13 +97,20 @@ def plan_lost_write(ctx: CheckContext) -> Plan:
         | (maybe & (F.col("outcome") == UNKNOWN))))
     drain = ctx.drain
 
+    live_reads = bool(drain.live_topics)
+
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Name the evidence when the brokers said the value's entry was lost after its ack."""
+        """Name the evidence: the entries the brokers said they lost after their ack, and for a
+        transaction visibility decided, the values of it each read showed."""
+        decided = sorted({e["txn"] for e in examples if e.get("decided_by") == VISIBILITY})
+        sends = _sends_of(ctx, decided) if decided else {}
         for e in examples:
             send = e.get("send") or {}
             run = lost_run_of(drain, send.get("topic"), send.get("segment"), send.get("msg_id"))
             if run is not None:
                 e["lost_entries"] = dict(run)
+            if e.get("txn") in sends:
+                e["visible_in"] = visibility_evidence(sends[e["txn"]], live_reads)
         return examples
 
     return PendingCheck(AnomalyClass.LOST_WRITE, lost, ["send.time_ns", "value"], max_examples=ctx.max_examples,
@@ -110,18 +139,19 @@ def plan_partial_txn(ctx: CheckContext) -> Plan:
     unjudged = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") == 0)
                              & (F.col("uncovered_count") > 0))
 
+    live_reads = bool(ctx.drain.live_topics)
+
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Name the visible values and the missing sends of the example transactions."""
-        txns = sorted({e["txn"] for e in examples})
-        by_txn: dict[str, list[Row]] = {}
-        for row in ctx.sends.filter(F.col("txn").isin(*txns)).collect():
-            by_txn.setdefault(row["txn"], []).append(row)
+        by_txn = _sends_of(ctx, sorted({e["txn"] for e in examples}))
         for e in examples:
-            mine = sorted(by_txn.get(e["txn"], []), key=lambda r: (r["invoke_ns"], r["index"]))
+            mine = by_txn.get(e["txn"], [])
             if mine:
                 e["outcome"], e["decided_by"] = mine[0]["outcome"], mine[0]["decided_by"]
-            e["visible"] = [r["value"] for r in mine if r["visible"] and r["type"] != OpType.FAIL.value][
-                :_EXAMPLE_VALUES]
+            evidence = visibility_evidence(mine, live_reads)
+            e["visible"] = evidence["cold"]
+            if live_reads:
+                e["visible_live"] = evidence["live"]
             e["missing"] = [send_ref(r) for r in mine if r["type"] == OpType.OK.value and r["covered"]
                             and not r["visible"]][:_EXAMPLE_VALUES]
         return examples

@@ -209,6 +209,37 @@ def test_a_committed_value_the_live_system_hid_is_a_lost_write_though_the_cold_r
     assert run_check(h, AnomalyClass.PARTIAL_TXN).count == 0
 
 
+def test_an_outcome_only_the_cold_read_decided_names_what_each_read_showed(run_check: RunCheck) -> None:
+    # v5 on 5.0.1 (2026-12-03): commits left unknown by a metadata partition; live, nothing of them was
+    # visible; after the restart a segment's recovery showed some of their values (aborted ones, by the
+    # brokers' logs). Visibility decides them committed, so the rest are lost writes; the example must
+    # show that the decision rests on the cold read alone.
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").send("c", topic="t2").commit(type="info")
+    h.process("w0/u2").open().sends("d", "e").commit()
+    h.phase("drain").live_read("t1", "d", "e").live_read("t2").read("t1", "a", "b", "d", "e").read("t2")
+    h.drain_complete(live_topics=["t1", "t2"])
+    lost = run_check(h, AnomalyClass.LOST_WRITE)
+    by_value = {e["value"]: e for e in lost.examples}
+    assert sorted(by_value) == ["a", "b", "c"]
+    assert by_value["c"]["decided_by"] == "visibility" and by_value["c"]["missing_from"] == "live and cold"
+    assert by_value["a"]["missing_from"] == "live"
+    assert all(e["visible_in"] == {"cold": ["a", "b"], "live": []} for e in lost.examples)
+    partial = run_check(h, AnomalyClass.PARTIAL_TXN)
+    (example,) = partial.examples
+    assert example["visible"] == ["a", "b"] and example["visible_live"] == []
+
+
+def test_an_outcome_the_client_saw_needs_no_visibility_evidence(run_check: RunCheck) -> None:
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").commit()
+    h.drain(reads={"t1": ["a"]})
+    lost = run_check(h, AnomalyClass.LOST_WRITE)
+    assert lost.count == 1 and "visible_in" not in lost.examples[0]
+    (example,) = run_check(h, AnomalyClass.PARTIAL_TXN).examples
+    assert example["visible"] == ["a"] and "visible_live" not in example
+
+
 def test_live_reads_are_judged_only_on_topics_they_read_to_the_end(run_check: RunCheck) -> None:
     h = History()
     h.process("w0/u1").open().sends("a", "b").send("c", topic="t2").commit()
