@@ -438,7 +438,9 @@ def broker_action(cluster: Any, action: str, target: str, set_link: SetLink | No
     """Does what the program asked to a broker named by its admin (HTTP) or service URL:
     `restart-broker` (SIGTERM, wait, start), `kill-broker` (SIGKILL, then start it again),
     `cut-metadata:S` (its link to the metadata store cut now and mended S seconds later, in the
-    background: the program acts while the broker is cut off, e.g. past its session's expiry).
+    background: the program acts while the broker is cut off, e.g. past its session's expiry),
+    `cut-peers:S` (the link the other brokers reach it through, cut and mended the same way: a
+    coordinator elsewhere cannot reach its partitions, its clients still can).
     Returns `done`, or what went wrong. `set_link`: how a link is switched (tests pass a fake)."""
     info = cluster.info()
     names = [s.name for s in info.services
@@ -448,8 +450,9 @@ def broker_action(cluster: Any, action: str, target: str, set_link: SetLink | No
         return f"no broker of this cluster answers at {target}"
     name = names[0]
     try:
-        if action.startswith("cut-metadata"):
-            return _cut_metadata(info, name, action, set_link or _set_toxiproxy_link)
+        link = _CUT_LINKS.get(action.partition(":")[0])
+        if link is not None:
+            return _cut_link(info, link.format(broker=name), action, set_link or _set_toxiproxy_link)
         if action == "restart-broker":
             cluster.stop(name)
         elif action == "kill-broker":
@@ -462,19 +465,23 @@ def broker_action(cluster: Any, action: str, target: str, set_link: SetLink | No
     return "done"
 
 
-def _cut_metadata(info: Any, broker: str, action: str, set_link: SetLink) -> str:
-    """Disables the Toxiproxy link `<broker>-metadata` and enables it again after the asked seconds
-    on a timer thread (bounded by MAX_CUT_S; the cluster's teardown stops Toxiproxy anyway)."""
+#: the cut actions and the Toxiproxy link each one switches (targets/pulsar/cluster.py names them)
+_CUT_LINKS = {"cut-metadata": "{broker}-metadata", "cut-peers": "brokers-{broker}"}
+
+
+def _cut_link(info: Any, link: str, action: str, set_link: SetLink) -> str:
+    """Disables the Toxiproxy link and enables it again after the asked seconds on a timer thread
+    (bounded by MAX_CUT_S; the cluster's teardown stops Toxiproxy anyway)."""
+    kind, _, given = action.partition(":")
     try:
-        seconds = float(action.partition(":")[2] or "10")
+        seconds = float(given or "10")
     except ValueError:
-        return f"cut-metadata wants seconds (cut-metadata:10), not {action!r}"
+        return f"{kind} wants seconds ({kind}:10), not {action!r}"
     if not 0 < seconds <= MAX_CUT_S:
-        return f"cut-metadata: {seconds:g} s is outside (0, {MAX_CUT_S:g}]"
+        return f"{kind}: {seconds:g} s is outside (0, {MAX_CUT_S:g}]"
     url = getattr(info, "toxiproxy_url", None)
     if not url:
         return "this cluster has no Toxiproxy to cut a link with"
-    link = f"{broker}-metadata"
     set_link(url, link, False)
 
     def mend() -> None:

@@ -10,6 +10,8 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
@@ -135,6 +137,37 @@ abstract class Repro implements Out.Program {
             return m.getLedgerId() + ":" + m.getEntryId();
         }
         return String.valueOf(id);
+    }
+
+    /** Every active broker's HTTP URL (`pulsar-admin brokers list CLUSTER`). */
+    List<String> listBrokers() throws Exception {
+        Matcher cluster = Pattern.compile("\"([^\"]+)\"").matcher(admin.get("/admin/v2/clusters"));
+        if (!cluster.find()) {
+            throw new IllegalStateException("no cluster");
+        }
+        List<String> found = new ArrayList<>();
+        Matcher broker = Pattern.compile("\"([^\"]+)\"").matcher(admin.get("/admin/v2/brokers/" + cluster.group(1)));
+        while (broker.find()) {
+            found.add("http://" + broker.group(1));
+        }
+        return found;
+    }
+
+    /** The HTTP URL of `namespace/topic`'s owner, asked through `broker` (which may assign it), or
+     *  "? (why)". */
+    static String ownerVia(String broker, String namespace, String topic) {
+        try {
+            return new Admin(broker).ownerHttpUrl(namespace, topic);
+        } catch (Exception err) {
+            return "? (" + Out.trim(Out.describe(err)) + ")";
+        }
+    }
+
+    /** The HTTP URL of the broker serving the coordinator of `txn` (v4: the owner of its
+     *  `transaction_coordinator_assign` partition), asked through `broker`. */
+    static String coordinatorVia(String broker, Transaction txn) {
+        return ownerVia(broker, "pulsar/system",
+                "transaction_coordinator_assign-partition-" + txn.getTxnID().getMostSigBits());
     }
 
     /** Orders two {ledger, entry} positions. */

@@ -28,8 +28,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
@@ -115,8 +113,7 @@ public final class V4CommitStuckAtStaleOwner extends Repro {
         String p = "";
         for (int i = 0; i < MAX_TXNS && txn == null; i++) {
             Transaction candidate = newTxn(client, 5);
-            String tc = ownerVia(brokers.get(0), "pulsar/system",
-                    "transaction_coordinator_assign-partition-" + candidate.getTxnID().getMostSigBits());
+            String tc = coordinatorVia(brokers.get(0), candidate);
             for (Map.Entry<String, String> owned : owners.entrySet()) {
                 if (owned.getValue().equals(tc)) {
                     txn = candidate;
@@ -169,28 +166,5 @@ public final class V4CommitStuckAtStaleOwner extends Repro {
             read = message != null && value.equals(message.getValue());
         }
         return new Seen(label, x, ownerDuring, commit, read, status);
-    }
-
-    /** The HTTP URL of `namespace/topic`'s owner, asked through `broker` (which may assign it). */
-    private String ownerVia(String broker, String namespace, String topic) {
-        try {
-            return new Admin(broker).ownerHttpUrl(namespace, topic);
-        } catch (Exception err) {
-            return "? (" + Out.trim(Out.describe(err)) + ")";
-        }
-    }
-
-    /** Every active broker's HTTP URL (`pulsar-admin brokers list CLUSTER`). */
-    private List<String> listBrokers() throws Exception {
-        Matcher cluster = Pattern.compile("\"([^\"]+)\"").matcher(admin.get("/admin/v2/clusters"));
-        if (!cluster.find()) {
-            throw new IllegalStateException("no cluster");
-        }
-        List<String> found = new ArrayList<>();
-        Matcher broker = Pattern.compile("\"([^\"]+)\"").matcher(admin.get("/admin/v2/brokers/" + cluster.group(1)));
-        while (broker.find()) {
-            found.add("http://" + broker.group(1));
-        }
-        return found;
     }
 }

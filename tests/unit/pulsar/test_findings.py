@@ -269,6 +269,21 @@ def test_a_brokers_metadata_link_is_cut_now_and_mended_in_the_background() -> No
     assert "wants seconds" in fx.broker_action(FakeCluster(), "cut-metadata:x", "http://127.0.0.1:82", set_link=links)
 
 
+def test_the_link_other_brokers_reach_a_broker_through_is_cut_and_mended() -> None:
+    """`cut-peers`: a coordinator on another broker cannot reach the broker's partitions (its
+    END_TXN_ON_PARTITION waits), while clients still reach it on their own link."""
+    links = FakeLinks()
+    assert fx.broker_action(FakeCluster(), "cut-peers:0.2", "http://127.0.0.1:82", set_link=links) == "done"
+    deadline = time.monotonic() + 5
+    while len(links.calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert links.calls == [("disable", "brokers-broker-1"), ("enable", "brokers-broker-1")]
+    assert "cut-peers wants seconds" in fx.broker_action(FakeCluster(), "cut-peers:x", "http://127.0.0.1:82",
+                                                         set_link=links)
+    assert fx.broker_action(FakeCluster(), "cut-ledger:1", "http://127.0.0.1:82", set_link=links).startswith(
+        "unknown action")
+
+
 def test_broker_log_lines_with_a_sign_are_quoted_and_counted(tmp_path: Path) -> None:
     (tmp_path / "broker-0.log").write_text("x\n03:07:39.199 ERROR endTxn error topic: [t-partition-1]\ny\n")
     (tmp_path / "broker-1.log").write_text("nothing here\n")
