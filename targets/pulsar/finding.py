@@ -100,6 +100,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=1, try_timeout_s=300.0,
         settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("not served by this instance", "Resource lock for", "SessionReestablished")),
+    # a try: a transaction whose coordinator is on X sends to P on Y, Y's peer link cut, the commit, X killed and
+    # started again, a second transaction to P, a fresh read of P; a control with the commit awaited before the kill
+    Finding(
+        name="v4-commit-stuck-after-coordinator-recovery", release="2.11.0", txn_path=TxnPath.V4,
+        main_class="V4CommitStuckAfterCoordinatorRecovery", folder="historical",
+        what="a coordinator that loads again with a transaction COMMITTING or ABORTING in its log fails to end it "
+             "(\"Transaction coordinator with id N not found!\": the recovery ends it before the store is "
+             "registered) and never tries again: the transaction stays COMMITTING and its partitions deliver "
+             "nothing after it (2.11.0; apache/pulsar#19201)",
+        tries=1, try_timeout_s=300.0,
+        settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
+        log_signs=("End transaction fail!", "not found!", "Added new transaction meta store")),
     # a try: 6 rounds of 48 transactions of one message each on a fresh topic, a topic unload, all aborted at once
     Finding(
         name="v4-abort-marker-skipped-on-closing-topic", release="2.10.5", txn_path=TxnPath.V4,
