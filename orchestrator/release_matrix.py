@@ -156,7 +156,7 @@ def result_of(cell: Cell, outcome: RunOutcome, reproduce: str) -> CellResult:
 #: what a run's `drain-complete` event records about the broker, by the name the release diff uses
 OBSERVED = {"undeliverable_ends": "stale-end", "live_undeliverable_ends": "stale-end",
             "lost_entries": "lost-entries", "held_horizons": "held-horizon", "last_id_refused": "last-id-refused",
-            "last_id_unanswered": "last-id-unanswered"}
+            "last_id_unanswered": "last-id-unanswered", "last_id_failed": "last-id-failed"}
 
 
 def drain_observations(run_folder: Path) -> dict[str, int]:

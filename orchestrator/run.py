@@ -466,14 +466,16 @@ class Run:
                                held_horizons=[held.to_json() for held in result.held],
                                undeliverable_ends=[end.to_json() for end in result.undeliverable],
                                last_id_refused=list(result.last_id_refused),
-                               last_id_unanswered=list(result.last_id_unanswered), **live_extra)
+                               last_id_unanswered=list(result.last_id_unanswered),
+                               last_id_failed=list(result.last_id_failed), **live_extra)
             if result.undeliverable or (live is not None and live.undeliverable):
                 stale = len(result.undeliverable) + (len(live.undeliverable) if live is not None else 0)
                 self.say(f"[{self.config.path.value}] drain: {stale} partition read(s) ended before the broker's "
                          "last message id, past which it dispatches nothing (transaction markers and aborted "
                          "messages; apache/pulsar#11877, up to 3.2)")
             for topic, how in [*((t, "closed the connection on") for t in result.last_id_refused),
-                               *((t, "did not answer") for t in result.last_id_unanswered)]:
+                               *((t, "did not answer") for t in result.last_id_unanswered),
+                               *((t, "answered an error to") for t in result.last_id_failed)]:
                 self.say(f"[{self.config.path.value}] drain: {topic}: the broker {how} every GET_LAST_MESSAGE_ID of "
                          "this terminated topic; read to its end of topic instead (apache/pulsar#24063, before "
                          "3.0.11, 3.3.6, 4.0.4)")

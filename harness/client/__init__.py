@@ -44,6 +44,7 @@ from harness.client.errors import (
 )
 from harness.client.producer import Producer
 from harness.client.reader import (
+    LastMessageIdFailedError,
     LastMessageIdLostError,
     LastMessageIdUnansweredError,
     ReadIncompleteError,
@@ -58,6 +59,7 @@ __all__ = [
     "CoordinatorNotEnabledError",
     "FeatureNotSupportedError",
     "InvalidStateError",
+    "LastMessageIdFailedError",
     "LastMessageIdLostError",
     "LastMessageIdUnansweredError",
     "MessageId",

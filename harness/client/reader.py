@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from harness.client.consumer import Consumer, Message, TopicConsumer
 from harness.client.errors import ConnectionLostError, OperationTimeoutError
 from harness.client.timers import Deadline
+from harness.errors import OperationError
 from harness.wire import MessageId
 
 #: without the last message ids, a read acks what it has whenever no message came for this long
@@ -71,6 +72,22 @@ class LastMessageIdUnansweredError(OperationTimeoutError):
     def __init__(self, part: str, cause: OperationTimeoutError) -> None:
         super().__init__(f"no answer to the last message id of {part}: {cause}")
         self.part = part
+
+
+class LastMessageIdFailedError(OperationError):
+    """GET_LAST_MESSAGE_ID for `part` was answered with an error (`cause`).
+
+    Told apart for the same reason as `LastMessageIdLostError`: Pulsar 3.3 on a terminated topic it
+    loaded again, when the topic has a transaction buffer, answers `UnknownError: Failed to recover
+    Transaction Buffer.` every time (ServerCnx gives that text to any failure of the request; the
+    release matrix of 2026-12-03, 3.3.2), where other releases close the connection or stay silent.
+    """
+
+    def __init__(self, part: str, cause: OperationError) -> None:
+        super().__init__(f"the last message id of {part}: {cause}")
+        self.part = part
+        self.cause = cause
+        self.definite = cause.definite
 
 
 def reader_subscription_name() -> str:
@@ -157,13 +174,13 @@ class Reader:
         `ask_last=False` sends no GET_LAST_MESSAGE_ID: the end is then only REACHED_END_OF_TOPIC,
         which a terminated topic's partitions report once everything is acknowledged: the read
         acks what arrived whenever the stream pauses (for a topic whose broker fails that request:
-        `LastMessageIdLostError`, `LastMessageIdUnansweredError`).
+        `LastMessageIdLostError`, `LastMessageIdUnansweredError`, `LastMessageIdFailedError`).
 
         Raises:
             ReadIncompleteError: the deadline passed first (carries the partial read).
             LastMessageIdLostError: the connection dropped while GET_LAST_MESSAGE_ID was asked.
             LastMessageIdUnansweredError: GET_LAST_MESSAGE_ID got no answer before the deadline.
-            harness.errors.OperationError: GET_LAST_MESSAGE_ID failed.
+            LastMessageIdFailedError: GET_LAST_MESSAGE_ID was answered with an error.
         """
         deadline = Deadline.after(timeout_s if timeout_s is not None
                                   else self._consumer._ctx.config.operation_timeout_s)
@@ -178,6 +195,8 @@ class Reader:
                 raise LastMessageIdLostError(child.topic, err) from err
             except OperationTimeoutError as err:
                 raise LastMessageIdUnansweredError(child.topic, err) from err
+            except OperationError as err:
+                raise LastMessageIdFailedError(child.topic, err) from err
             empty = last.entry_id < 0
             progress[child] = _Progress(None if empty else last, empty or _at_end(child, last), [])
 

@@ -62,14 +62,17 @@ ever make visible, and must say so only when that is true.
    reader's own cursor past them says the same. The partition counts as read and the stale end is
    noted (`drain-complete` `extra.undeliverable_ends`, `seen_by_cursor` for the second kind).
 1d. *A refused last message id.* A broker can close the connection each time a reader asks
-   GET_LAST_MESSAGE_ID, or never answer it (Pulsar 2.10-4.0.3 on a terminated topic it loaded
-   again: apache/pulsar#24063, docs/findings/historical/terminated-topic-unreadable-after-reload.md;
-   2.10, 2.11, 3.3 and 4.0.0 close the connection, 3.2 stays silent). After `LAST_ID_LOSSES`
-   such losses, or `LAST_ID_UNANSWERED` rounds without an answer, on one topic whose every
-   partition the owner says is terminated, the read asks no more and runs to REACHED_END_OF_TOPIC,
-   which a terminated partition sends once it dispatched everything. The topic is noted and
-   listed in `drain-complete`'s `extra.last_id_refused` or `extra.last_id_unanswered`; it
-   explains, it does not judge (a broker slow to load a topic after a restart is silent too).
+   GET_LAST_MESSAGE_ID, never answer it, or answer it with an error (Pulsar 2.10-4.0.3 on a
+   terminated topic it loaded again: apache/pulsar#24063,
+   docs/findings/historical/terminated-topic-unreadable-after-reload.md; 2.10, 2.11, 3.3 and 4.0.0
+   close the connection, 3.2 stays silent, 3.3 with a transaction buffer answers "Failed to recover
+   Transaction Buffer."). After `LAST_ID_LOSSES` such losses, `LAST_ID_UNANSWERED` rounds without
+   an answer, or `LAST_ID_FAILURES` error answers, on one topic whose every partition the owner
+   says is terminated, the read asks no more and runs to REACHED_END_OF_TOPIC, which a
+   terminated partition sends once it dispatched everything. The topic is noted and listed in
+   `drain-complete`'s `extra.last_id_refused`, `extra.last_id_unanswered` or
+   `extra.last_id_failed`; it explains, it does not judge (a broker slow to load a topic after a
+   restart is silent too).
 2a. *Held horizons.* A v4 topic still missing committed values after its re-reads: the
    drain asks each partition's owner what holds its read horizon (the transaction buffer's
    max read position, the transaction of the entry after it and that transaction's
@@ -173,6 +176,7 @@ MAX_STRETCH = 4.0            # ... but the drain's deadline never passes this ma
 MAX_PAST_END = 100_000       # messages a reader takes after the broker's stated end, at most
 LAST_ID_LOSSES = 2           # connections lost on GET_LAST_MESSAGE_ID before a terminated topic is read without it
 LAST_ID_UNANSWERED = 4       # rounds without an answer to it before the same (a slow broker is silent too)
+LAST_ID_FAILURES = 3         # error answers to it before the same (3.3 answers UnknownError, "worth a retry")
 _sleep = time.sleep          # the settle wait (tests replace it)
 _monotonic = time.monotonic  # the drain's clock (tests replace it)
 
@@ -190,7 +194,8 @@ class DrainResult:
     held: list[HeldHorizon] = field(default_factory=list)
     undeliverable: list[UndeliverableEnd] = field(default_factory=list)   # stale ends (orchestrator/load/undeliverable.py)
     last_id_refused: list[str] = field(default_factory=list)     # topics read to their end of topic instead (1d) ...
-    last_id_unanswered: list[str] = field(default_factory=list)  # ... after a closed connection, or no answer
+    last_id_unanswered: list[str] = field(default_factory=list)  # ... after a closed connection, no answer,
+    last_id_failed: list[str] = field(default_factory=list)      # ... or an error answer
 
 
 @dataclass(frozen=True)
@@ -325,6 +330,7 @@ class _Drain:
         self.undeliverable: list[UndeliverableEnd] = []
         self.last_id_refused: list[str] = []
         self.last_id_unanswered: list[str] = []
+        self.last_id_failed: list[str] = []
         self._aborted: set[str] | None = None
         self.first_reads: list[tuple[str, str]] = []      # (process, topic) read to their end once
         self.unsettled: list[Unsettled] = []
@@ -437,6 +443,7 @@ class _Drain:
 
     def read_topic(self, index: int, topic: str) -> None:
         from harness.client import (
+            LastMessageIdFailedError,
             LastMessageIdLostError,
             LastMessageIdUnansweredError,
             ReadIncompleteError,
@@ -458,6 +465,7 @@ class _Drain:
         try:
             silent_s, unanswered, ask_last = 0.0, 0, True
             last_id_failed = {LastMessageIdLostError: 0, LastMessageIdUnansweredError: 0}
+            failed_answers = 0
             while True:
                 round_s = max(0.1, min(self._round_s(), self.remaining()))
                 try:
@@ -492,6 +500,20 @@ class _Drain:
                     else:
                         unanswered += 1
                         time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))
+                    continue
+                except LastMessageIdFailedError as err:
+                    # answered with an error (3.3 says UnknownError, which reads as "retry"): a terminated
+                    # topic is read to its end of topic after LAST_ID_FAILURES of them (1d); any other
+                    # topic as any failed read
+                    failed_answers += 1
+                    if failed_answers >= LAST_ID_FAILURES and self.remaining() > 0 and self._all_terminated(reader):
+                        ask_last = False
+                        self._note_last_id_failed(topic, failed_answers, err.cause)
+                        continue
+                    if (err.definite and not _worth_asking_again(err.cause)) or self.remaining() <= 0:
+                        raise
+                    unanswered += 1
+                    time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))
                     continue
                 except OperationError as err:
                     # Unanswered (GET_LAST_MESSAGE_ID, a lookup), or a partition's consumer not attached
@@ -539,6 +561,15 @@ class _Drain:
                 "partition is terminated, so the read runs to REACHED_END_OF_TOPIC instead (on a terminated topic "
                 "loaded again: apache/pulsar#24063, fixed in 3.0.11, 3.3.6 and 4.0.4: "
                 "docs/findings/historical/terminated-topic-unreadable-after-reload.md)")
+
+    def _note_last_id_failed(self, topic: str, times: int, error: OperationError) -> None:
+        with self.lock:
+            self.last_id_failed.append(topic)
+            self.notes.append(
+                f"{topic}: the broker answered the last message id (GET_LAST_MESSAGE_ID, {times} times) with an "
+                f"error ({error}); "
+                "every partition is terminated, so the read runs to REACHED_END_OF_TOPIC instead (3.3 on a "
+                "terminated topic loaded again: docs/findings/historical/terminated-topic-unreadable-after-reload.md)")
 
     def settle_topic(self, process: str, topic: str) -> None:
         """After every topic's first read: wait for `topic`'s late values, then explain what is
@@ -677,7 +708,8 @@ class _Drain:
         try:
             try:
                 messages = list(reader.read_to_end(timeout_s=max(0.1, min(READ_STALL_S, self.remaining())),
-                                                   ask_last=topic not in {*self.last_id_refused, *self.last_id_unanswered}))
+                                                   ask_last=topic not in {*self.last_id_refused, *self.last_id_unanswered,
+                                                                               *self.last_id_failed}))
             except ReadIncompleteError as err:
                 messages = list(err.messages)
             except OperationError:
@@ -1046,7 +1078,8 @@ class _Drain:
             reason = "; ".join(shown) + (f"; and {more} more" if more > 0 else "") if shown else \
                 f"{missing} topic(s)/subscription(s) not finished"
         return DrainResult(complete, reason, topics, subs, list(self.notes), list(self.lost), list(self.held),
-                           list(self.undeliverable), list(self.last_id_refused), list(self.last_id_unanswered))
+                           list(self.undeliverable), list(self.last_id_refused), list(self.last_id_unanswered),
+                           list(self.last_id_failed))
 
 
 def _worth_asking_again(err: OperationError) -> bool:

@@ -6,13 +6,14 @@ import pytest
 
 from harness.client import (
     BatchingConfig,
+    LastMessageIdFailedError,
     LastMessageIdLostError,
     LastMessageIdUnansweredError,
     PulsarClient,
     ReadIncompleteError,
 )
 from harness.wire import CommandType as T
-from harness.wire import MessageId, commands
+from harness.wire import MessageId, ServerError, commands
 from tests.unit.client.fake_broker import BrokerConnection, FakeCluster, arrived, wait_for
 
 TOPIC = "persistent://public/default/final"
@@ -156,3 +157,23 @@ def test_a_last_message_id_never_answered_is_told_apart(cluster: FakeCluster, cl
         client.create_reader(TOPIC).read_to_end(0.5)
     assert info.value.part == TOPIC
     assert not isinstance(info.value, ReadIncompleteError)
+
+
+def test_a_last_message_id_answered_with_an_error_is_told_apart(cluster: FakeCluster, client: PulsarClient) -> None:
+    """Pulsar 3.3 on a terminated topic it loaded again, with a transaction buffer, answers
+    GET_LAST_MESSAGE_ID with `UnknownError: Failed to recover Transaction Buffer.` every time (the
+    release matrix of 2026-12-03); the drain must know which request failed to read around it."""
+    client.create_producer(TOPIC).send(b"only")
+    cluster.terminate(TOPIC)
+
+    def refuse(conn: BrokerConnection, event) -> bool:
+        conn.reply(commands.error(event.body.request_id, ServerError.UnknownError,
+                                  "Failed to recover Transaction Buffer."))
+        return True
+
+    cluster.brokers[0].intercept(T.GET_LAST_MESSAGE_ID, refuse)
+    reader = client.create_reader(TOPIC)
+    with pytest.raises(LastMessageIdFailedError) as info:
+        reader.read_to_end(3)
+    assert info.value.part == TOPIC and "Failed to recover Transaction Buffer" in str(info.value.cause)
+    assert [m.data for m in reader.read_to_end(3, ask_last=False)] == [b"only"]

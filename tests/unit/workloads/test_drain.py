@@ -13,11 +13,21 @@ import pytest
 
 from harness.client import ReadIncompleteError
 from harness.client.admin import StoredEntry
-from harness.client.errors import ConnectionLostError, NotReadyError, OperationTimeoutError
-from harness.client.reader import LastMessageIdLostError, LastMessageIdUnansweredError
+from harness.client.errors import (
+    ConnectionLostError,
+    NotReadyError,
+    OperationTimeoutError,
+    setup_error,
+)
+from harness.client.reader import (
+    LastMessageIdFailedError,
+    LastMessageIdLostError,
+    LastMessageIdUnansweredError,
+)
 from harness.history import HistoryRecorder, OpF
 from harness.target import ClusterInfo
 from harness.txn_paths import TxnPath
+from harness.wire import ServerError
 from orchestrator.load import drain as drain_module
 from orchestrator.load.drain import (
     _backlog_in,
@@ -972,18 +982,22 @@ def test_slow_reads_leave_the_subscriptions_their_own_time(
 
 class RefusesLastIdReader:
     """A reader of a terminated topic loaded again on Pulsar 2.10-4.0.3: the broker closes the
-    connection on every GET_LAST_MESSAGE_ID, or (3.2) never answers it (apache/pulsar#24063),
-    while reading to the end of the topic works."""
+    connection on every GET_LAST_MESSAGE_ID, or (3.2) never answers it (apache/pulsar#24063), or
+    (3.3, the topic having a transaction buffer) answers it with an error, while reading to the end
+    of the topic works."""
 
-    def __init__(self, real: Any, topic: str, *, silent: bool = False) -> None:
-        self.real, self.topic, self.asked, self.silent = real, topic, 0, silent
+    def __init__(self, real: Any, topic: str, *, how: str = "closed") -> None:
+        self.real, self.topic, self.asked, self.how = real, topic, 0, how
         self.consumer = SimpleNamespace(consumers=[SimpleNamespace(topic=topic)])
 
     def read_to_end(self, timeout_s: float | None = None, *, ask_last: bool = True) -> list[Any]:
         if ask_last:
             self.asked += 1
-            if self.silent:
+            if self.how == "silent":
                 raise LastMessageIdUnansweredError(self.topic, OperationTimeoutError("no answer within 3s"))
+            if self.how == "error":
+                raise LastMessageIdFailedError(self.topic, setup_error(
+                    f"last message id of {self.topic}", ServerError.UnknownError, "Failed to recover Transaction Buffer."))
             raise LastMessageIdLostError(self.topic, ConnectionLostError("end of stream from the broker"))
         return list(self.real.read_to_end(timeout_s))
 
@@ -1002,30 +1016,44 @@ class ManagedLedgerStateAdmin:
         return {"state": self.state, "ledgers": [], "cursors": {}}
 
 
-def _refusing_first_topic(h: Harness, *, silent: bool = False) -> tuple[str, list[RefusesLastIdReader]]:
+def _refusing_first_topic(h: Harness, *, how: str = "closed") -> tuple[str, list[RefusesLastIdReader]]:
     AtomicProduce(h.ctx).step()
     first = h.topology.topics[0]
     real = h.client.create_reader
-    return first, on_first_topic(h, lambda topic, **kw: RefusesLastIdReader(real(topic, **kw), topic,
-                                                                             silent=silent))
+    return first, on_first_topic(h, lambda topic, **kw: RefusesLastIdReader(real(topic, **kw), topic, how=how))
 
 
-@pytest.mark.parametrize("silent", [False, True], ids=["connection-closed", "no-answer"])
+@pytest.mark.parametrize("how", ["closed", "silent", "error"], ids=["connection-closed", "no-answer", "error-answer"])
 def test_a_terminated_topic_whose_broker_refuses_its_last_message_id_is_read_to_its_end_of_topic(
-        make_harness: Callable[[str], Harness], silent: bool) -> None:
+        make_harness: Callable[[str], Harness], how: str) -> None:
     """2.10.5 in the release matrix (results/20261129-083739-release-matrix-chaos): after the cold
     restart the broker closed the connection on every GET_LAST_MESSAGE_ID of the terminated topic
     `ap-2`; the drain asked again until its time ran out and the verdict was unknown. 3.2.0 in the
-    same matrix never answered it, with the same result."""
+    same matrix never answered it, with the same result; 3.3.2 (2026-12-03) answered it with
+    "UnknownError: Failed to recover Transaction Buffer." (retriable), asked until its time ran out."""
     h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
-    first, made = _refusing_first_topic(h, silent=silent)
+    first, made = _refusing_first_topic(h, how=how)
     result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=30, client=h.client,
                    admin=ManagedLedgerStateAdmin("Terminated"))
     assert result.complete, result.reason
     assert first in result.topics
-    assert (result.last_id_unanswered, result.last_id_refused) == (([first], []) if silent else ([], [first]))
-    assert made[0].asked == (drain_module.LAST_ID_UNANSWERED if silent else drain_module.LAST_ID_LOSSES)
-    assert any("apache/pulsar#24063" in note for note in result.notes)
+    listed = {"closed": result.last_id_refused, "silent": result.last_id_unanswered, "error": result.last_id_failed}
+    assert {k: v for k, v in listed.items() if v} == {how: [first]}
+    asked = {"closed": drain_module.LAST_ID_LOSSES, "silent": drain_module.LAST_ID_UNANSWERED,
+             "error": drain_module.LAST_ID_FAILURES}
+    assert made[0].asked == asked[how]
+    assert any("terminated-topic-unreadable-after-reload" in note for note in result.notes)
+
+
+def test_an_error_answer_on_a_topic_that_is_not_terminated_fails_its_read(
+        make_harness: Callable[[str], Harness]) -> None:
+    """The error answer proves nothing of a topic that still has a current ledger: unread (unknown)."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    first, _ = _refusing_first_topic(h, how="error")
+    result = drain(CLUSTER, h.config, h.topology, drain_recorder(h), timeout_s=5, client=h.client,
+                   admin=ManagedLedgerStateAdmin("LedgerOpened"))
+    assert not result.complete and first not in result.topics and result.last_id_failed == []
+    assert "Failed to recover Transaction Buffer" in result.reason
 
 
 def test_a_topic_that_is_not_terminated_is_not_read_without_its_last_message_id(
