@@ -153,6 +153,33 @@ abstract class Repro implements Out.Program {
         return found;
     }
 
+    /** Every broker's HTTP URL, for a program that needs two brokers at least (a set-up step). */
+    List<String> twoBrokersOrMore() throws SetUpFailed {
+        List<String> brokers = setUp("brokers", this::listBrokers);
+        if (brokers.size() < 2) {
+            throw new SetUpFailed("brokers", new IllegalStateException("two brokers needed, found " + brokers));
+        }
+        out.info("brokers", String.join(", ", brokers));
+        return brokers;
+    }
+
+    /** Every broker of a multi-host service URL (`pulsar://h:1,h:2`), one URL each. */
+    static List<String> serviceBrokers(String service) {
+        List<String> found = new ArrayList<>();
+        for (String host : service.replaceFirst("^pulsar://", "").split(",")) {
+            found.add("pulsar://" + host.trim().replaceAll("/+$", ""));
+        }
+        return found;
+    }
+
+    /** Infinite retention on public/default, as txnbench's set-up gives its namespaces: without it a
+     *  restart trims the ledgers a subscription read to their end (a set-up step). */
+    void keepEverythingOnDefault() throws SetUpFailed {
+        setUp("infinite retention on public/default", () -> admin.call("POST",
+                "/admin/v2/namespaces/public/default/retention",
+                "{\"retentionTimeInMinutes\":-1,\"retentionSizeInMB\":-1}"));
+    }
+
     /** The HTTP URL of `namespace/topic`'s owner, asked through `broker` (which may assign it), or
      *  "? (why)". */
     static String ownerVia(String broker, String namespace, String topic) {

@@ -76,11 +76,7 @@ public final class V4CommitStuckAfterCoordinatorRecovery extends Repro {
                 + SETTLE_S + " s, a second transaction to P, a fresh read of P; then a control with the commit "
                 + "awaited before the kill");
         client = setUp("client", () -> v4Client(true, 30, true));
-        brokers = setUp("brokers", this::listBrokers);
-        if (brokers.size() < 2) {
-            throw new SetUpFailed("brokers", new IllegalStateException("two brokers needed, found " + brokers));
-        }
-        out.info("brokers", String.join(", ", brokers));
+        brokers = twoBrokersOrMore();
     }
 
     @Override

@@ -71,11 +71,7 @@ public final class V4CommitStuckAtStaleOwner extends Repro {
                 + "from the metadata store for " + cutS + " s while the other broker takes P, then the commit ("
                 + COMMIT_S + " s) and a fresh read of P (" + READ_S + " s); then a control without the cut");
         client = setUp("client", () -> v4Client(true, 30, true));
-        brokers = setUp("brokers", this::listBrokers);
-        if (brokers.size() < 2) {
-            throw new SetUpFailed("brokers", new IllegalStateException("two brokers needed, found " + brokers));
-        }
-        out.info("brokers", String.join(", ", brokers));
+        brokers = twoBrokersOrMore();
     }
 
     @Override

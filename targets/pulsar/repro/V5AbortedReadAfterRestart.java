@@ -115,9 +115,7 @@ public final class V5AbortedReadAfterRestart extends Repro {
         client = clients.client;
         // without retention the segment's ledger, read to its end by the live subscription, is
         // trimmed when the restart rolls it (and the aborted records with it): nothing to read
-        setUp("infinite retention on public/default", () -> admin.call("POST",
-                "/admin/v2/namespaces/public/default/retention",
-                "{\"retentionTimeInMinutes\":-1,\"retentionSizeInMB\":-1}"));
+        keepEverythingOnDefault();
     }
 
     @Override
@@ -178,7 +176,7 @@ public final class V5AbortedReadAfterRestart extends Repro {
         out.info("try " + n + " " + control.name, control.describe(aborted, committed));
 
         String owner = clients.owner(segment);
-        List<String> victims = mode.equals("all") ? brokers(cli.required("--service-url")) : List.of(owner);
+        List<String> victims = mode.equals("all") ? serviceBrokers(cli.required("--service-url")) : List.of(owner);
         out.info("try " + n + " owner", owner);
         boolean restarted = true;
         for (String broker : victims) {
@@ -262,16 +260,6 @@ public final class V5AbortedReadAfterRestart extends Repro {
             problem = "the reader failed: " + Out.describe(err);
         }
         return new Read(name, values, ids, at, subscribed, problem);
-    }
-
-    /** Every broker of a multi-host service URL (`pulsar://h:1,h:2`), one URL each. */
-    private static List<String> brokers(String service) {
-        String hosts = service.replaceFirst("^pulsar://", "");
-        List<String> out = new ArrayList<>();
-        for (String host : hosts.split(",")) {
-            out.add("pulsar://" + host.trim().replaceAll("/+$", ""));
-        }
-        return out;
     }
 
     private static List<String> first(List<String> values, int limit) {
