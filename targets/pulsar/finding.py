@@ -203,6 +203,17 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "is killed right after the commit: the acked messages are delivered again",
         try_timeout_s=240.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("Recovered cursor",)),
+    # a try: 8 transactions over two one-segment topics, a broker cut from ZooKeeper past its session and every
+    # commit 1 s into the cut, readers live after the timeout, every broker restarted, readers at once and later
+    Finding(
+        name="v5-commit-failed-at-session-expiry", release="5.0.1", txn_path=TxnPath.V5,
+        main_class="V5CommitFailedAtSessionExpiry", extra_sources=("V5Clients.java",),
+        doc_stem="v5-chaos-aborted-read",
+        what="a v5 commit that fails because its coordinator's broker lost its metadata session is aborted, and a "
+             "reader right after a restart is given its values (the recovery race); the probe says whether each "
+             "transaction is all or nothing and the same on the live system (read twice) and after the restart",
+        try_timeout_s=900.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
+        log_signs=("SessionExpired", "v5 TC sweep", "Aborted-txn scan errored")),
     # the load is bounded at 300 s in the program and the probes (+0 to +90 s, 45 s each at most) follow it
     Finding(
         name="v5-segment-visibility-lag", release="5.0.1", txn_path=TxnPath.V5, main_class="V5SegmentVisibilityLag",

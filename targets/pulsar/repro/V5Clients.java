@@ -28,10 +28,10 @@ final class V5Clients {
         this.v4 = v4;
     }
 
-    static V5Clients connect(String service, String listener) throws Exception {
+    static V5Clients connect(String service, String listener, Duration txnTimeout) throws Exception {
         PulsarClientBuilder builder = PulsarClient.builder().serviceUrl(service)
                 .operationTimeout(Duration.ofSeconds(30))
-                .transactionPolicy(TransactionPolicy.builder().timeout(Duration.ofMinutes(2)).build());
+                .transactionPolicy(TransactionPolicy.builder().timeout(txnTimeout).build());
         org.apache.pulsar.client.api.ClientBuilder v4Builder = org.apache.pulsar.client.api.PulsarClient.builder()
                 .serviceUrl(service).operationTimeout(30, TimeUnit.SECONDS);
         if (listener != null) {
@@ -41,11 +41,13 @@ final class V5Clients {
         return new V5Clients(builder.build(), v4Builder.build());
     }
 
-    /** A program's clients on its --service-url (and --listener), closed when it ends (the v4 one
-     *  first); their failure is the set-up step `clients`. */
+    /** A program's clients on its --service-url (and --listener; transactions time out after
+     *  --txn-timeout-s, 120 by default), closed when it ends (the v4 one first); their failure is
+     *  the set-up step `clients`. */
     static V5Clients of(Repro program) throws Repro.SetUpFailed {
+        Duration txnTimeout = Duration.ofSeconds(program.cli.integer("--txn-timeout-s", 120));
         V5Clients clients = Repro.setUp("clients", () -> connect(program.cli.required("--service-url"),
-                program.cli.get("--listener", null)));
+                program.cli.get("--listener", null), txnTimeout));
         program.atEnd(clients.client::shutdown);
         program.atEnd(clients.v4);
         return clients;

@@ -175,7 +175,8 @@ public final class V5SegmentVisibilityLag extends Repro {
             for (int c = 0; c < clients; c++) {
                 // its own client per thread, as separate applications would commit; the v4 client
                 // V5Clients builds beside it is not used by the load
-                V5Clients own = V5Clients.connect(cli.required("--service-url"), cli.get("--listener", null));
+                V5Clients own = V5Clients.connect(cli.required("--service-url"), cli.get("--listener", null),
+                        Duration.ofMinutes(2));
                 connected.add(own);
                 producers.add(own.client.newProducer(Schema.string()).topic(topic).create());
             }
