@@ -84,7 +84,7 @@ class LastMessageIdFailedError(OperationError):
     """
 
     def __init__(self, part: str, cause: OperationError) -> None:
-        super().__init__(f"the last message id of {part}: {cause}")
+        super().__init__(str(cause))
         self.part = part
         self.cause = cause
         self.definite = cause.definite

@@ -501,25 +501,23 @@ class _Drain:
                         unanswered += 1
                         time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))
                     continue
-                except LastMessageIdFailedError as err:
-                    # answered with an error (3.3 says UnknownError, which reads as "retry"): a terminated
-                    # topic is read to its end of topic after LAST_ID_FAILURES of them (1d); any other
-                    # topic as any failed read
-                    failed_answers += 1
-                    if failed_answers >= LAST_ID_FAILURES and self.remaining() > 0 and self._all_terminated(reader):
-                        ask_last = False
-                        self._note_last_id_failed(topic, failed_answers, err.cause)
-                        continue
-                    if (err.definite and not _worth_asking_again(err.cause)) or self.remaining() <= 0:
-                        raise
-                    unanswered += 1
-                    time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))
-                    continue
                 except OperationError as err:
+                    cause = err
+                    if isinstance(err, LastMessageIdFailedError):
+                        # answered with an error (3.3 says UnknownError, which reads as "retry"): a
+                        # terminated topic is read to its end of topic after LAST_ID_FAILURES of them (1d);
+                        # any other topic as any failed read
+                        cause = err.cause
+                        failed_answers += 1
+                        if failed_answers >= LAST_ID_FAILURES and self.remaining() > 0 \
+                                and self._all_terminated(reader):
+                            ask_last = False
+                            self._note_last_id_failed(topic, failed_answers, cause)
+                            continue
                     # Unanswered (GET_LAST_MESSAGE_ID, a lookup), or a partition's consumer not attached
                     # yet (NotReadyError; a retriable setup answer): a real broker loading its topics after
                     # a restart can take longer than one round. Ask again while the drain has time.
-                    if (err.definite and not _worth_asking_again(err)) or self.remaining() <= 0:
+                    if (cause.definite and not _worth_asking_again(cause)) or self.remaining() <= 0:
                         raise
                     unanswered += 1
                     time.sleep(min(UNANSWERED_PAUSE_S * unanswered, max(0.0, self.remaining())))

@@ -85,6 +85,7 @@ DEFAULT_DIR = Path(".txnbench/pulsar-cluster")
 DIR_ENV = "TXNBENCH_PULSAR_CLUSTER_DIR"
 SHARED_LEDGER_LINK = "brokers-ledger"
 PEER_LINK = "brokers-broker-{}"
+METADATA_LINK = "broker-{}-metadata"
 SETUP_TIMEOUT_S = 180.0
 PROXY_ENV = "TXNBENCH_PULSAR_PROXY"
 #: The proxy in front of every link: the real Toxiproxy, or ours (`faultproxy`).
@@ -343,7 +344,7 @@ class PulsarCluster(LocalCluster[PulsarRecord]):
 
     def _link_names(self) -> list[str]:
         n = self.spec.brokers
-        names = [f"client-broker-{i}" for i in range(n)] + [f"broker-{i}-metadata" for i in range(n)]
+        names = [f"client-broker-{i}" for i in range(n)] + [METADATA_LINK.format(i) for i in range(n)]
         return names + [PEER_LINK.format(i) for i in range(n)] + [SHARED_LEDGER_LINK]
 
     def _choose_ports(self) -> PortPlan:
@@ -381,8 +382,8 @@ class PulsarCluster(LocalCluster[PulsarRecord]):
         for i, (binary, _http) in enumerate(broker_ports):
             self.links.append(LinkInfo(f"client-broker-{i}", LinkKind.CLIENT_BROKER, "client", f"broker-{i}",
                                        addr(link_port[f"client-broker-{i}"]), addr(binary)))
-            self.links.append(LinkInfo(f"broker-{i}-metadata", LinkKind.BROKER_METADATA, f"broker-{i}", "metadata",
-                                       addr(link_port[f"broker-{i}-metadata"]), addr(zk_port)))
+            self.links.append(LinkInfo(METADATA_LINK.format(i), LinkKind.BROKER_METADATA, f"broker-{i}", "metadata",
+                                       addr(link_port[METADATA_LINK.format(i)]), addr(zk_port)))
             self.links.append(LinkInfo(PEER_LINK.format(i), LinkKind.BROKER_BROKER, EVERY_BROKER, f"broker-{i}",
                                        addr(link_port[PEER_LINK.format(i)]), addr(binary)))
         self.links.append(LinkInfo(SHARED_LEDGER_LINK, LinkKind.BROKER_LEDGER, EVERY_BROKER, "ledger",
@@ -407,7 +408,7 @@ class PulsarCluster(LocalCluster[PulsarRecord]):
             values = conf.broker_conf(binary_port=binary, http_port=http,
                                       advertised_client_port=link_port[f"client-broker-{i}"],
                                       advertised_internal_port=link_port[PEER_LINK.format(i)],
-                                      zk_link=addr(link_port[f"broker-{i}-metadata"]), settings=self.settings,
+                                      zk_link=addr(link_port[METADATA_LINK.format(i)]), settings=self.settings,
                                       store=self.store)
             values = self.release.line.broker_settings(values)   # as the release's line knows them (versions.py)
             path = conf_dir / f"broker-{i}.conf"

@@ -449,7 +449,7 @@ def _answer(stdin: IO[str], answer: str) -> None:
         pass
 
 
-#: `cut-metadata:S`: the longest cut a program may ask for (a broker's metadata session is 6-30 s)
+#: `cut-metadata:S`, `cut-peers:S`: the longest cut a program may ask for (a broker's metadata session is 6-30 s)
 MAX_CUT_S = 60.0
 
 
@@ -473,9 +473,9 @@ def broker_action(cluster: Any, action: str, target: str, set_link: SetLink | No
         return f"no broker of this cluster answers at {target}"
     name = names[0]
     try:
-        link = _CUT_LINKS.get(action.partition(":")[0])
+        link = _cut_link_of(action.partition(":")[0], name)
         if link is not None:
-            return _cut_link(info, link.format(broker=name), action, set_link or _set_toxiproxy_link)
+            return _cut_link(info, link, action, set_link or _set_toxiproxy_link)
         if action == "restart-broker":
             cluster.stop(name)
         elif action == "kill-broker":
@@ -488,8 +488,13 @@ def broker_action(cluster: Any, action: str, target: str, set_link: SetLink | No
     return "done"
 
 
-#: the cut actions and the Toxiproxy link each one switches (targets/pulsar/cluster.py names them)
-_CUT_LINKS = {"cut-metadata": "{broker}-metadata", "cut-peers": "brokers-{broker}"}
+def _cut_link_of(kind: str, broker: str) -> str | None:
+    """The Toxiproxy link a cut action switches for `broker` (`broker-N`), as the cluster names it;
+    None for an action that is not a cut."""
+    from targets.pulsar.cluster import METADATA_LINK, PEER_LINK
+
+    pattern = {"cut-metadata": METADATA_LINK, "cut-peers": PEER_LINK}.get(kind)
+    return None if pattern is None else pattern.format(broker.removeprefix("broker-"))
 
 
 def _cut_link(info: Any, link: str, action: str, set_link: SetLink) -> str:
