@@ -69,6 +69,9 @@ class Finding:
     folder: str = ""
     #: the file's stem when it is not `name` (one finding, two reproductions: a v4 and a v5 shape)
     doc_stem: str = ""
+    #: stack frames of a thread that never returns: the brokers' threads are dumped (twice) before the
+    #: cluster goes down and the threads holding one are quoted with their CPU time (thread_dumps.py)
+    thread_signs: tuple[str, ...] = ()
 
     @property
     def doc(self) -> Path:
@@ -112,6 +115,17 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=1, try_timeout_s=300.0,
         settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("End transaction fail!", "not found!", "Added new transaction meta store")),
+    # a try: up to 30 rounds on fresh topics of 8 subscriptions; an unload, a commit, a second unload; new consumers
+    Finding(
+        name="v4-pending-ack-replay-spins-after-reload", release="3.0.0", txn_path=TxnPath.V4,
+        main_class="V4PendingAckReplaySpinsAfterReload", folder="historical",
+        what="a topic unloaded again while it loads leaves its subscription's pending-ack store open; the next load "
+             "is given the same cursor, already read to its end, and its replay loops for ever on a transaction "
+             "executor thread: the subscription is never answered again, nor any other pinned to that thread",
+        try_timeout_s=900.0,   # one try (a stuck thread spoils the cluster for later ones) of up to 30 racing rounds
+        log_signs=("pending ack state reply fail", "Transaction buffer recover fail", "already present on the connection",
+                   "Failed to init transaction pending ack"),
+        thread_signs=("MLPendingAckStore$PendingAckReplay.run",)),
     # a try: 6 rounds of 48 transactions of one message each on a fresh topic, a topic unload, all aborted at once
     Finding(
         name="v4-abort-marker-skipped-on-closing-topic", release="2.10.5", txn_path=TxnPath.V4,
@@ -585,6 +599,16 @@ def reproduce_on(name: str, directory: Path, folder: Path, *, tries: int = 1, ar
                      say=say, args=args)
 
 
+def _dump_threads(cluster: Any, folder: Path, signs: Sequence[str]) -> dict[str, list[str]]:
+    """The brokers' threads holding one of `signs` (thread_dumps.py); nothing when none is named."""
+    if not signs:
+        return {}
+    from targets.pulsar.thread_dumps import dump_brokers
+
+    brokers = [(s.name, s.pid) for s in cluster.info().services if s.name.startswith("broker-") and s.pid]
+    return dump_brokers(brokers, cluster.java, folder, signs)
+
+
 def run_finding(finding: Finding, *, tries: int | None = None, version: str | None = None,
                 results: Path = Path("results"), say: Callable[[str], None] = print,
                 args: Sequence[str] = (), brokers: int | None = None) -> Outcome:
@@ -621,8 +645,9 @@ def run_finding(finding: Finding, *, tries: int | None = None, version: str | No
     finally:
         if cluster is not None:
             try:
+                outcome.log_lines = _dump_threads(cluster, folder, finding.thread_signs)
                 cluster.collect_logs(folder / "logs")
-                outcome.log_lines = quote_logs(folder / "logs", finding.log_signs)
+                outcome.log_lines.update(quote_logs(folder / "logs", finding.log_signs))
             finally:
                 cluster.down()
     for log, lines in outcome.log_lines.items():
