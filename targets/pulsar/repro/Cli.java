@@ -36,4 +36,10 @@ final class Cli {
     int integer(String name, int fallback) {
         return Integer.parseInt(get(name, Integer.toString(fallback)));
     }
+
+    /** A comma-separated list of whole numbers (`--gaps 80,110,140`). */
+    long[] longs(String name, String fallback) {
+        return java.util.Arrays.stream(get(name, fallback).split(",")).map(String::trim)
+                .mapToLong(Long::parseLong).toArray();
+    }
 }

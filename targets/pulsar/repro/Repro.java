@@ -180,6 +180,16 @@ abstract class Repro implements Out.Program {
                 "{\"retentionTimeInMinutes\":-1,\"retentionSizeInMB\":-1}"));
     }
 
+    /** `pulsar-admin topics unload NAMESPACE/LOCAL`: "ok", or "failed: why" (a step the try reports, not ends). */
+    String unloadOutcome(String namespace, String local) {
+        try {
+            admin.unloadTopic(namespace, local);
+            return "ok";
+        } catch (Exception err) {
+            return "failed: " + Out.trim(Out.describe(err));
+        }
+    }
+
     /** The HTTP URL of `namespace/topic`'s owner, asked through `broker` (which may assign it), or
      *  "? (why)". */
     static String ownerVia(String broker, String namespace, String topic) {

@@ -78,8 +78,7 @@ public final class V4CommitLostWhenPendingAckReplayFails extends Repro {
         this.acks = Math.max(1, cli.integer("--acks", 20));
         this.target = acks + 5;
         this.msgs = target + 5;
-        this.gaps = Arrays.stream(cli.get("--gaps", "80,110,140,170,200,230").split(",")).map(String::trim)
-                .mapToLong(Long::parseLong).toArray();
+        this.gaps = cli.longs("--gaps", "80,110,140,170,200,230");
     }
 
     public static void main(String[] argv) {
@@ -170,7 +169,7 @@ public final class V4CommitLostWhenPendingAckReplayFails extends Repro {
         TxnID txnId = b.getTxnID();
 
         // the race: an unload, the commit (which loads the topic again), the second unload GAP ms later
-        String unload1 = unload(local);
+        String unload1 = unloadOutcome(namespace, local);
         long t0 = System.nanoTime();
         CompletableFuture<Void> commit = b.commit();
         CompletableFuture<String> second;
@@ -180,7 +179,7 @@ public final class V4CommitLostWhenPendingAckReplayFails extends Repro {
                 Out.sleep(gap);
             }
             second = CompletableFuture.supplyAsync(() -> {
-                String result = unload(local);
+                String result = unloadOutcome(namespace, local);
                 unload2Ms[0] = Out.ms(t0);
                 return result;
             });
@@ -241,14 +240,6 @@ public final class V4CommitLostWhenPendingAckReplayFails extends Repro {
         return round;
     }
 
-    private String unload(String local) {
-        try {
-            admin.unloadTopic(namespace, local);
-            return "ok";
-        } catch (Exception err) {
-            return "failed: " + Out.trim(Out.describe(err));
-        }
-    }
 
     /** `pulsar-admin transactions transaction-in-pending-ack-stats`: B's pending cumulative ack, or why not. */
     private String pendingOf(String local, TxnID txn) {

@@ -68,8 +68,7 @@ public final class V4PendingAckReplaySpinsAfterReload extends Repro {
         this.filler = Math.max(1, cli.integer("--filler", 2));
         this.subscriptions = Math.max(1, cli.integer("--subscriptions", 8));
         this.waitS = Math.max(5, cli.integer("--wait", 45));
-        this.gaps = Arrays.stream(cli.get("--gaps", "0,10,20,30,40,50,60,70,80,90,100").split(",")).map(String::trim)
-                .mapToLong(Long::parseLong).toArray();
+        this.gaps = cli.longs("--gaps", "0,10,20,30,40,50,60,70,80,90,100");
     }
 
     public static void main(String[] argv) {
@@ -148,12 +147,12 @@ public final class V4PendingAckReplaySpinsAfterReload extends Repro {
         // the race: an unload, B's commit (its END_TXN_ON_SUBSCRIPTION loads the topic again), the second
         // unload GAP ms later, which waits for that load and closes the topic as it completes, while each
         // subscription's pending-ack handle opens its store
-        unload(local);
+        unloadOutcome(namespace, local);
         CompletableFuture<Void> commit = b.commit();
         CompletableFuture<String> second = CompletableFuture.completedFuture("none (control)");
         if (gap >= 0) {
             Out.sleep(gap);
-            second = CompletableFuture.supplyAsync(() -> unload(local));
+            second = CompletableFuture.supplyAsync(() -> unloadOutcome(namespace, local));
         }
         String committed = outcome(commit, waitS);
         String unload2 = outcome(second, waitS);
@@ -197,15 +196,6 @@ public final class V4PendingAckReplaySpinsAfterReload extends Repro {
             String text = Out.trim(Out.describe(cause));
             return text.toLowerCase().contains("timeout") ? "no answer within " + waitS + " s (" + text + ")"
                     : "failed: " + text;
-        }
-    }
-
-    private String unload(String local) {
-        try {
-            admin.unloadTopic(namespace, local);
-            return "ok";
-        } catch (Exception err) {
-            return "failed: " + Out.trim(Out.describe(err));
         }
     }
 }
