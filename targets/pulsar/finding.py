@@ -601,9 +601,10 @@ def reproduce_on(name: str, directory: Path, folder: Path, *, tries: int = 1, ar
 
 def _dump_threads(cluster: Any, folder: Path, signs: Sequence[str]) -> dict[str, list[str]]:
     """The brokers' threads holding one of `signs` (thread_dumps.py); nothing when none is named."""
+    from targets.pulsar.thread_dumps import dump_brokers
+
     if not signs:
         return {}
-    from targets.pulsar.thread_dumps import dump_brokers
 
     brokers = [(s.name, s.pid) for s in cluster.info().services if s.name.startswith("broker-") and s.pid]
     return dump_brokers(brokers, cluster.java, folder, signs)

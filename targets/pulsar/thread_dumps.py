@@ -52,11 +52,13 @@ def describe(first: dict[str, float], second: dict[str, float], signs: Sequence[
 
 def dump_brokers(brokers: Sequence[tuple[str, int]], java: str, folder: Path, signs: Sequence[str],
                  sleep: float = GAP_S) -> dict[str, list[str]]:
-    """Dumps every (name, pid) twice into `folder/threads-<name>-<k>.txt`; per broker with a match,
-    the lines `describe` gives; a broker whose dump failed says why."""
-    jstack = jstack_beside(java)
-    if jstack is None or not signs:
+    """Dumps every (name, pid) twice into `folder/threads-<name>-<k>.txt` (a failed dump keeps its
+    error there); per broker with a match, the lines `describe` gives; without a jstack, why not."""
+    if not signs:
         return {}
+    jstack = jstack_beside(java)
+    if jstack is None:
+        return {"threads": [f"no thread dump: no jstack beside {java} nor on PATH (install the JDK, not only a JRE)"]}
     dumps: dict[str, list[str]] = {name: [] for name, _ in brokers}
     for k in (1, 2):
         for name, pid in brokers:

@@ -72,3 +72,16 @@ def test_a_failed_dump_is_kept_as_its_error_and_quotes_nothing(tmp_path: Path) -
     java = _fake_jdk(tmp_path, [])          # cat of a missing file: jstack exits 1
     assert dump_brokers([("broker-0", 4242)], str(java), tmp_path, ["PendingAckReplay.run"], sleep=0) == {}
     assert (tmp_path / "threads-broker-0-1.txt").read_text().startswith("jstack failed")
+
+
+def test_without_a_jstack_the_quote_says_why_and_nothing_is_dumped(tmp_path: Path, monkeypatch: object) -> None:
+    java = tmp_path / "jre" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\n")
+    import targets.pulsar.thread_dumps as dumps
+
+    monkeypatch.setattr(dumps.shutil, "which", lambda _name: None)  # type: ignore[attr-defined]
+    quoted = dump_brokers([("broker-0", 4242)], str(java), tmp_path, ["PendingAckReplay.run"], sleep=0)
+    assert quoted == {"threads": [f"no thread dump: no jstack beside {java} nor on PATH (install the JDK, not only "
+                                  "a JRE)"]}
+    assert not list(tmp_path.glob("threads-*"))
