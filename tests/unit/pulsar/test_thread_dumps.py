@@ -85,3 +85,35 @@ def test_without_a_jstack_the_quote_says_why_and_nothing_is_dumped(tmp_path: Pat
     assert quoted == {"threads": [f"no thread dump: no jstack beside {java} nor on PATH (install the JDK, not only "
                                   "a JRE)"]}
     assert not list(tmp_path.glob("threads-*"))
+
+
+class _Service:
+    def __init__(self, name: str, pid: int | None) -> None:
+        self.name, self.pid = name, pid
+
+
+class _Cluster:
+    java = "/nowhere/bin/java"
+
+    def info(self) -> object:
+        services = [_Service("metadata", 11), _Service("broker-0", 12), _Service("broker-1", None),
+                    _Service("broker-2", 14)]
+        return type("Info", (), {"services": services})()
+
+
+def test_a_finding_dumps_only_its_running_brokers_and_only_when_it_names_a_sign(monkeypatch: object,
+                                                                                tmp_path: Path) -> None:
+    import targets.pulsar.finding as fx
+    import targets.pulsar.thread_dumps as dumps
+
+    asked: list[object] = []
+
+    def record(brokers: object, java: str, folder: Path, signs: object) -> dict[str, list[str]]:
+        asked.append((brokers, java, folder, signs))
+        return {}
+
+    monkeypatch.setattr(dumps, "dump_brokers", record)  # type: ignore[attr-defined]
+    assert fx._dump_threads(_Cluster(), tmp_path, ()) == {}
+    assert asked == []
+    fx._dump_threads(_Cluster(), tmp_path, ("PendingAckReplay.run",))
+    assert asked == [([("broker-0", 12), ("broker-2", 14)], "/nowhere/bin/java", tmp_path, ("PendingAckReplay.run",))]
