@@ -158,6 +158,16 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=3, race=True, try_timeout_s=420.0,   # 4.0.8's set-up requests time out now and then (30 s each)
         log_signs=("PendingAckHandleImpl init fail", "cursor was closed while replaying",
                    "Failed to init transaction pending ack")),
+    # a try: three topics of five messages, a Failover subscription each; A's cumulative ack, B refused and
+    # aborted, an unload, A's commit; two controls (no B, no unload)
+    Finding(
+        name="v4-pending-cumulative-ack-erased-by-other-abort", release="5.0.1", txn_path=TxnPath.V4,
+        main_class="V4PendingCumulativeAckErasedByOtherAbort",
+        what="the abort of a transaction whose cumulative ack was refused is logged in the subscription's "
+             "pending-ack log, and the log's replay (a topic reload) clears whichever transaction's cumulative "
+             "ack is pending (PendingAckHandleImpl.handleAbort ignores the id): the holder's commit is then "
+             "answered OK without acknowledging, its messages are delivered again and consumed a second time",
+        try_timeout_s=240.0),
     # a try: three batches of two on a Shared subscription; per batch the holder's acks, then a sibling's ack
     Finding(
         name="v4-fully-held-batch-acked-twice", release="4.0.8", txn_path=TxnPath.V4,

@@ -137,6 +137,15 @@ final class Admin {
         }
     }
 
+    /** `pulsar-admin topics stats-internal persistent://NS/T` (raw JSON), "" when it fails */
+    String internalStats(String namespace, String topic) {
+        try {
+            return get("/admin/v2/persistent/" + namespace + "/" + topic + "/internalStats");
+        } catch (Exception err) {
+            return "";
+        }
+    }
+
     /** `pulsar-admin transactions transaction-buffer-stats -t persistent://NS/T` (raw JSON, or why not) */
     String transactionBufferStats(String namespace, String topic) {
         try {

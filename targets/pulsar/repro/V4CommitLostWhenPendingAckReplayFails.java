@@ -230,7 +230,7 @@ public final class V4CommitLostWhenPendingAckReplayFails extends Repro {
         }
         String pendingOfB = pendingOf(local, txnId);
         String recover = replayTimes(local);
-        String markDelete = Admin.field(stats(local), "markDeletePosition");
+        String markDelete = Admin.field(admin.internalStats(namespace, local), "markDeletePosition");
         Round round = new Round(r, gap, txnId.toString(), commitResult, commitMs, unload1, unload2, unload2Ms[0],
                 redelivered, pendingOfB, markDelete, recover, probe, aborted);
         out.info(tag, "gap " + gap + " ms: commit " + commitResult + " at " + commitMs + " ms, second unload "
@@ -263,14 +263,6 @@ public final class V4CommitLostWhenPendingAckReplayFails extends Repro {
             return Admin.field(json, "state") + ", " + (start > 0 && end >= start ? (end - start) + " ms" : "? ms");
         } catch (Exception err) {
             return "? " + Out.trim(Out.describe(err));
-        }
-    }
-
-    private String stats(String local) {
-        try {
-            return admin.get("/admin/v2/persistent/" + namespace + "/" + local + "/internalStats");
-        } catch (Exception err) {
-            return "";
         }
     }
 

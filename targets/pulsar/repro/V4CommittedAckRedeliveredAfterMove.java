@@ -344,7 +344,7 @@ public final class V4CommittedAckRedeliveredAfterMove extends Repro {
         List<String> undone = new ArrayList<>();
         List<String> whileOpen = new ArrayList<>();
         List<String> examples = new ArrayList<>();
-        String stats = again.isEmpty() ? "" : cursorStats(namespace, local);
+        String stats = again.isEmpty() ? "" : admin.internalStats(namespace, local);
         for (Delivery d : again) {
             Txn t = txnOf.get(d.value);
             if (!t.committed()) {
@@ -414,15 +414,6 @@ public final class V4CommittedAckRedeliveredAfterMove extends Repro {
             parts.add(t.commitStartMs + "-" + t.commitEndMs + (t.committed() ? "" : " " + Out.trim(t.commit)));
         }
         return String.join(", ", parts);
-    }
-
-    /** `pulsar-admin topics stats-internal` of the topic (raw JSON), "" when it fails. */
-    private String cursorStats(String namespace, String local) {
-        try {
-            return admin.get("/admin/v2/persistent/" + namespace + "/" + local + "/internalStats");
-        } catch (Exception err) {
-            return "";
-        }
     }
 
     private static String cursorSummary(String stats) {
