@@ -53,6 +53,7 @@ METADATA_ACK_BEFORE_WAL = "txnbenchBugMetadataAckBeforeWal"
 V4_COMMIT_STALLS_AFTER_MARKERS = "txnbenchBugV4CommitStallsAfterMarkers"
 V4_COMMIT_ACKS_WHOLE_BATCH = "txnbenchBugV4CommitAcksWholeBatch"
 FAILOVER_TAKEOVER_BEFORE_REWIND = "txnbenchBugFailoverTakeoverBeforeRewind"
+V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE = "txnbenchBugV4ReplayedAbortClearsAnyCumulativeAck"
 
 IDS: tuple[str, ...] = (
     V4_REPLAY_KEEPS_LAST_PARTITIONS,
@@ -73,6 +74,7 @@ IDS: tuple[str, ...] = (
     V4_COMMIT_STALLS_AFTER_MARKERS,
     V4_COMMIT_ACKS_WHOLE_BATCH,
     FAILOVER_TAKEOVER_BEFORE_REWIND,
+    V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE,
 )
 """Every planted bug, in the catalogue's order (orchestrator/planted.py)."""
 

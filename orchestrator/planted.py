@@ -273,6 +273,22 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "selftest-failover", ("undelivered", "ctp-loss", "ctp-duplicate"),
         "Failover subscriptions acked cumulatively (the verifiers', ctp_cumulative_users) with consumers "
         "in two load processes, one of them killed while entries are in flight"),
+    PlantedBug(
+        planted_bugs.V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE, ("v4",), Component.BROKER,
+        "embedded/broker/v4/pending_ack.py: PendingAckHandleImpl.end_txn and _replay",
+        "a refused transaction's abort, replayed after a reload, erases another's pending cumulative ack",
+        "The abort of a transaction that holds nothing on a subscription (its cumulative ack was refused "
+        "because another transaction holds one) is logged as a cumulative ABORT record, and the replay of "
+        "that record after the topic moves clears the pending cumulative ack whoever holds it. The holder's "
+        "commit then applies nothing and is answered OK: its messages are delivered again and consumed "
+        "twice. Real Pulsar does this (2.11.0 to 5.0.1: "
+        "docs/findings/v4-pending-cumulative-ack-erased-by-other-abort.md).",
+        ("docs/findings/v4-pending-cumulative-ack-erased-by-other-abort.md (PendingAckHandleImpl.handleAbort "
+         "ignores the transaction id)",
+         "apache/pulsar#8881 (pending-ack persistence and replay)"),
+        "selftest-v4-cumulative", ("lost-ack", "ctp-duplicate"),
+        "a Failover input acked cumulatively whose holders commit late (timeout_commit_ratio) while the same "
+        "user's next transactions are refused and aborted, and that input's topic unloaded every few seconds"),
 )
 
 BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}

@@ -125,6 +125,15 @@ class PendingAckHandleImpl:
                     self.state.hold_individual(txn, [a for a in acks if not cursor.is_acked(a.position)])
             self.state.record(txn, at)
             return
+        if (op is PendingAckOp.ABORT and record.ack_type == AckType.Cumulative and self.state.cumulative is not None
+                and planted_bugs.on(planted_bugs.V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE)):
+            # DELIBERATE FAULT (txnbench self-test), half two: a replayed cumulative ABORT clears the
+            # pending cumulative ack whoever holds it (Pulsar's handleAbort): its holder's commit then
+            # finds nothing to apply and is answered OK
+            holder = self.state.cumulative[0]
+            if holder != txn:
+                self.state.release(holder)
+                return
         ended.append((txn, TxnAction.COMMIT if op is PendingAckOp.COMMIT else TxnAction.ABORT, at))
 
     async def _store(self) -> RecordLog:
@@ -226,6 +235,12 @@ class PendingAckHandleImpl:
     async def end_txn(self, txn: TxnId, action: TxnAction, low_watermark: int | None) -> None:
         if txn in self.state.txns:   # else nothing of it is held here (already ended, or it never acked here)
             await self._end(txn, action)
+        elif (action is TxnAction.ABORT and self.state.cumulative is not None
+              and planted_bugs.on(planted_bugs.V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE)):
+            # DELIBERATE FAULT (txnbench self-test), half one: the abort of a transaction that holds
+            # nothing here (its cumulative ack was refused) is logged while another holds the cumulative
+            # ack, as Pulsar's internalAbortTxn does
+            await self._append(pending_ack_record(PendingAckOp.ABORT, txn.most, txn.least, AckType.Cumulative))
         if low_watermark is not None:
             self._low_watermark(txn.most, low_watermark)
 

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from embedded import planted_bugs
 from embedded.broker.entry import EntryInfo
 from embedded.broker.managed_ledger.api import ManagedLedgerConfig
 from embedded.broker.managed_ledger.cursor_state import CursorState
@@ -181,6 +182,35 @@ def test_a_committed_cumulative_ack_of_a_batch_message_keeps_the_indexes_after_i
         await handle.close()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_a_refused_transactions_abort_erases_the_held_cumulative_ack_only_with_the_planted_bug(planted: bool) -> None:
+    """Real Pulsar logs the abort of a transaction whose cumulative ack was refused and, replaying
+    it after a reload, clears whoever holds the cumulative ack (docs/findings/
+    v4-pending-cumulative-ack-erased-by-other-abort.md); the model keeps the holder's ack unless the
+    planted bug makes it do what Pulsar does."""
+    async def run() -> None:
+        broker = FakeBroker()
+        handle, sub = await subscription(broker)
+        p = positions(sub)
+        await handle.cumulative_ack(T1, TxnAck(p[2]))
+        with pytest.raises(TxnError):
+            await handle.cumulative_ack(T2, TxnAck(p[2]))
+        await handle.end_txn(T2, TxnAction.ABORT, 0)
+        assert handle.state.cumulative is not None and handle.state.cumulative[0] == T1   # live: still held
+        broker.managed_ledgers = broker.managed_ledgers.crash()
+        handle2, sub2 = await subscription(broker)
+        await handle2.end_txn(T1, TxnAction.COMMIT, 0)
+        assert sub2.cursor.is_acked(p[2]) is not planted
+        await handle2.close()
+        await handle.close()
+
+    planted_bugs.activate([planted_bugs.V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE] if planted else [])
+    try:
+        asyncio.run(run())
+    finally:
+        planted_bugs.activate(())
 
 
 def test_batched_pending_ack_log_groups_acks_of_many_transactions() -> None:
