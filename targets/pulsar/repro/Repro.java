@@ -117,6 +117,51 @@ abstract class Repro implements Out.Program {
                 .get(60, TimeUnit.SECONDS);
     }
 
+    /** One case of a try: {verdict, what happened} for `kind` on `topic` of its own `namespace`. */
+    interface Case {
+        String[] run(String kind, String namespace, String topic) throws Exception;
+    }
+
+    /** A try of cases, each on a topic of its own one-bundle namespace `public/<prefix>-<run>-<n>-<i>`
+     *  (an unload moves only that case's topic); the try shows the bug when a case's verdict is
+     *  `showing` and the case is not one of the `controls`. */
+    void attemptCases(int n, String prefix, List<String> cases, List<String> controls, String showing,
+                      Case contest) {
+        boolean shows = false;
+        List<String> parts = new ArrayList<>();
+        List<String> examples = new ArrayList<>();
+        try {
+            for (int i = 0; i < cases.size(); i++) {
+                String kind = cases.get(i);
+                String namespace = "public/" + prefix + "-" + run + "-" + n + "-" + i;
+                admin.createNamespace(namespace, 1);
+                String topic = "persistent://" + namespace + "/" + kind;
+                String[] outcome = contest.run(kind, namespace, topic);
+                shows |= !controls.contains(kind) && outcome[0].equals(showing);
+                parts.add(kind + ": " + outcome[1]);
+                examples.add(kind + ": " + topic);
+            }
+            out.attempt(n, shows, String.join("; ", parts), examples);
+        } catch (Exception err) {
+            out.error("try " + n, err);
+        }
+    }
+
+    /** Asks for everything unacknowledged again, as an application whose transaction ended would, and
+     *  returns the ids `consumer` is given in the next `seconds`. */
+    static List<MessageId> givenAgain(Consumer<String> consumer, int seconds) throws Exception {
+        consumer.redeliverUnacknowledgedMessages();
+        List<MessageId> again = new ArrayList<>();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        while (System.nanoTime() < deadline) {
+            Message<String> message = consumer.receive(500, TimeUnit.MILLISECONDS);
+            if (message != null) {
+                again.add(message.getMessageId());
+            }
+        }
+        return again;
+    }
+
     /** What `consumer` receives (each acknowledged) until nothing comes for `waitS`, at most `limit`. */
     static List<String> receiveAll(Consumer<String> consumer, int limit, int waitS) throws Exception {
         List<String> got = new ArrayList<>();

@@ -62,24 +62,9 @@ public final class V4CumulativeBatchAckAcrossReload extends Repro {
     }
 
     @Override
-    void attempt(int n) throws Exception {
-        boolean shows = false;
-        List<String> parts = new ArrayList<>();
-        List<String> examples = new ArrayList<>();
-        try {
-            for (String kind : CASES) {   // a namespace each: an unload moves only that case's topic
-                String namespace = "public/fx-cr-" + run + "-" + n + "-" + CASES.indexOf(kind);
-                admin.createNamespace(namespace, 1);
-                String topic = "persistent://" + namespace + "/" + kind;
-                String[] outcome = contest(kind, namespace, topic, n);
-                shows |= !kind.equals("commit") && outcome[0].equals("missing");
-                parts.add(kind + ": " + outcome[1]);
-                examples.add(kind + ": " + topic);
-            }
-            out.attempt(n, shows, String.join("; ", parts), examples);
-        } catch (Exception err) {
-            out.error("try " + n, err);
-        }
+    void attempt(int n) {
+        attemptCases(n, "fx-cr", CASES, List.of("commit"), "missing",
+                (kind, namespace, topic) -> contest(kind, namespace, topic, n));
     }
 
     /** {"ok" | "missing" | "other", what happened}. */
@@ -117,14 +102,9 @@ public final class V4CumulativeBatchAckAcrossReload extends Repro {
                 moved = "unloaded after the commit; ";
                 Thread.sleep(3_000);
             }
-            consumer.redeliverUnacknowledgedMessages();
             TreeSet<Integer> again = new TreeSet<>();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (System.nanoTime() < deadline) {
-                Message<String> message = consumer.receive(500, TimeUnit.MILLISECONDS);
-                if (message != null) {
-                    again.add(got.indexOf(find(got, message.getMessageId())));
-                }
+            for (MessageId id : givenAgain(consumer, 10)) {
+                again.add(got.indexOf(find(got, id)));
             }
             TreeSet<Integer> expected = new TreeSet<>();
             for (int i = commits ? index + 1 : 0; i < BATCH; i++) {

@@ -66,24 +66,9 @@ public final class V4PendingCumulativeAckErasedByOtherAbort extends Repro {
     }
 
     @Override
-    void attempt(int n) throws Exception {
-        boolean shows = false;
-        List<String> parts = new ArrayList<>();
-        List<String> examples = new ArrayList<>();
-        try {
-            for (String kind : CASES) {   // a namespace each: an unload moves only that case's topic
-                String namespace = "public/fx-ea-" + run + "-" + n + "-" + CASES.indexOf(kind);
-                admin.createNamespace(namespace, 1);
-                String topic = "persistent://" + namespace + "/" + kind;
-                String[] outcome = contest(kind, namespace, topic, n);
-                shows |= kind.equals("conflict-abort-reload") && outcome[0].equals("lost");
-                parts.add(kind + ": " + outcome[1]);
-                examples.add(kind + ": " + topic);
-            }
-            out.attempt(n, shows, String.join("; ", parts), examples);
-        } catch (Exception err) {
-            out.error("try " + n, err);
-        }
+    void attempt(int n) {
+        attemptCases(n, "fx-ea", CASES, List.of("reload", "conflict-abort"), "lost",
+                (kind, namespace, topic) -> contest(kind, namespace, topic, n));
     }
 
     /** {"ok" | "lost" | "other", what happened}. */
@@ -119,14 +104,9 @@ public final class V4PendingCumulativeAckErasedByOtherAbort extends Repro {
             }
             a.commit().get(60, TimeUnit.SECONDS);
             steps.add("A committed OK");
-            consumer.redeliverUnacknowledgedMessages();
             TreeSet<Integer> again = new TreeSet<>();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (System.nanoTime() < deadline) {
-                Message<String> message = consumer.receive(500, TimeUnit.MILLISECONDS);
-                if (message != null) {
-                    again.add(indexOf(ids, message.getMessageId()) + 1);
-                }
+            for (MessageId id : givenAgain(consumer, 10)) {
+                again.add(indexOf(ids, id) + 1);
             }
             steps.add("delivered again: messages " + again + " (4-5 expected)");
             steps.add("mark-delete " + Admin.field(admin.internalStats(namespace, kind), "markDeletePosition"));
