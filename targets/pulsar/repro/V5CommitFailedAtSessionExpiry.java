@@ -1,4 +1,4 @@
-// Asks what the chaos run of docs/results.md#2026-12-03-v5-lost-writes could not: what becomes of a
+// Asks what the chaos run of docs/results.md#2026-12-03-intermediate could not: what becomes of a
 // v5 transaction whose commit fails because its coordinator's broker lost its metadata session.
 // Pulsar's own Java client (the v5 API) writes and commits; its v4 layer reads the segments.
 // Written by txnbench (not fetched).
