@@ -1,8 +1,8 @@
-// Probes a lead from the release matrix of 2026-12-03 (chaos.yaml, 5.0.1 and 3.0.0, v4): on the Failover
+// Probes a lead from the release matrix of 2026-12-03 (chaos.yaml, 5.0.1 and 4.0.8, v4): on the Failover
 // input of the consume-transform-produce pipeline a transaction's cumulative ack was accepted, the
 // transaction's commit returned OK after its topic had been loaded again (a broker killed), and the
 // acknowledged message was delivered again 0.5 s later; a later transaction acknowledged past it and
-// committed too (`lost-ack`). Between the ack and the reload, some thirty other transactions of the same
+// committed too (`lost-ack`). Between the ack and the reload, dozens of other transactions of the same
 // consumer had tried a cumulative ack of the same message, been refused (TransactionConflict) and been
 // aborted. Pulsar's own Java client (the v4 API) and the admin REST API only. Written by txnbench (not
 // fetched).
