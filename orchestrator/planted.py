@@ -281,14 +281,14 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "because another transaction holds one) is logged as a cumulative ABORT record, and the replay of "
         "that record after the topic moves clears the pending cumulative ack whoever holds it. The holder's "
         "commit then applies nothing and is answered OK: its messages are delivered again and consumed "
-        "twice. Real Pulsar does this (2.11.0 to 5.0.1: "
+        "twice. Real Pulsar does this (2.10.5 to 5.0.1: "
         "docs/findings/v4-pending-cumulative-ack-erased-by-other-abort.md).",
         ("docs/findings/v4-pending-cumulative-ack-erased-by-other-abort.md (PendingAckHandleImpl.handleAbort "
          "ignores the transaction id)",
          "apache/pulsar#8881 (pending-ack persistence and replay)"),
         "selftest-v4-cumulative", ("lost-ack", "ctp-duplicate"),
         "a Failover input acked cumulatively whose holders commit late (timeout_commit_ratio) while the same "
-        "user's next transactions are refused and aborted, and that input's topic unloaded every few seconds"),
+        "user's next transactions are refused and aborted, and that input's topic unloaded every 1.5 s"),
 )
 
 BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}
