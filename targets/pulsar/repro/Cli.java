@@ -5,6 +5,10 @@ import java.util.Map;
 
 final class Cli {
     private final Map<String, String> values = new HashMap<>();
+    // The default each option was first read with: a program and a helper that read one option with
+    // two defaults disagree about its value when it is not given (a program once planned its reads
+    // for a 20 s transaction timeout while its client used 120 s), so the second read is refused.
+    private final Map<String, String> defaults = new HashMap<>();
 
     static Cli parse(String[] argv) {
         Cli cli = new Cli();
@@ -29,6 +33,11 @@ final class Cli {
     }
 
     String get(String name, String fallback) {
+        String before = defaults.putIfAbsent(name, String.valueOf(fallback));
+        if (before != null && !before.equals(String.valueOf(fallback))) {
+            throw new IllegalStateException(name + " is read with two defaults, " + before + " and " + fallback
+                    + ": give one default to both readers");
+        }
         String value = values.get(name);
         return value == null || value.isEmpty() ? fallback : value;
     }

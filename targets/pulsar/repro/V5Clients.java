@@ -45,7 +45,13 @@ final class V5Clients {
      *  --txn-timeout-s, 120 by default), closed when it ends (the v4 one first); their failure is
      *  the set-up step `clients`. */
     static V5Clients of(Repro program) throws Repro.SetUpFailed {
-        Duration txnTimeout = Duration.ofSeconds(program.cli.integer("--txn-timeout-s", 120));
+        return of(program, 120);
+    }
+
+    /** The same with another default transaction timeout: a program that plans its waits by
+     *  --txn-timeout-s reads it with the same default (Cli refuses two). */
+    static V5Clients of(Repro program, int defaultTxnTimeoutS) throws Repro.SetUpFailed {
+        Duration txnTimeout = Duration.ofSeconds(program.cli.integer("--txn-timeout-s", defaultTxnTimeoutS));
         V5Clients clients = Repro.setUp("clients", () -> connect(program.cli.required("--service-url"),
                 program.cli.get("--listener", null), txnTimeout));
         program.atEnd(clients.client::shutdown);

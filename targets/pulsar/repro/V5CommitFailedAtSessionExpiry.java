@@ -49,6 +49,7 @@ public final class V5CommitFailedAtSessionExpiry extends Repro {
     private static final long QUIET_MS = 5_000;     // a Reader stops after this long without a message
     private static final long READ_BUDGET_MS = 60_000;
     private static final int LIVE_AGAIN_S = 120;    // the second live read, after the first
+    private static final int TXN_TIMEOUT_S = 20;    // the client's: the reads are planned after it
 
     private final int cutS;
     private final int timeoutS;
@@ -58,7 +59,7 @@ public final class V5CommitFailedAtSessionExpiry extends Repro {
     private V5CommitFailedAtSessionExpiry(Cli cli) {
         super(cli, PulsarClient.class);
         this.cutS = cli.integer("--cut-s", 10);
-        this.timeoutS = cli.integer("--txn-timeout-s", 20);
+        this.timeoutS = cli.integer("--txn-timeout-s", TXN_TIMEOUT_S);
     }
 
     public static void main(String[] argv) {
@@ -71,7 +72,7 @@ public final class V5CommitFailedAtSessionExpiry extends Repro {
                 + "topics, a broker cut from the metadata store for " + cutS + " s, every commit 1 s into the cut; "
                 + "fresh readers on the live system " + SETTLE_S + " s after the transaction timeout (" + timeoutS
                 + " s), then every broker restarted and readers at once and later");
-        clients = V5Clients.of(this);
+        clients = V5Clients.of(this, TXN_TIMEOUT_S);
         client = clients.client;
         keepEverythingOnDefault();
     }

@@ -1,0 +1,69 @@
+"""The finding programs' command line (targets/pulsar/repro/Cli.java), compiled and run with a JDK.
+
+Why: a program and a helper it shares (V5Clients) once read `--txn-timeout-s` with two defaults,
+20 and 120 s: the program planned its reads after a 20 s timeout while its transactions stayed
+open for 120 s, and a lag of that length was taken for a lead on real Pulsar. Cli now refuses an
+option read with a second, different default.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from targets.pulsar.finding import REPRO_SOURCES
+from targets.pulsar.txn_check import _javac, find_jdk
+from tests.prerequisites import or_skip
+
+PROBE = """
+import java.util.function.Supplier;
+
+public final class CliProbe {
+    static void show(Supplier<Object> read) {
+        try {
+            System.out.println(read.get());
+        } catch (IllegalStateException err) {
+            System.out.println("refused: " + err.getMessage());
+        }
+    }
+
+    public static void main(String[] argv) {
+        Cli cli = Cli.parse(new String[] {"--given", "7"});
+        show(() -> cli.integer("--timeout", 20) + " " + cli.integer("--timeout", 20));
+        show(() -> cli.get("--listener", null) + " " + cli.get("--listener", null));
+        show(() -> cli.integer("--timeout", 120));
+        show(() -> cli.integer("--given", 1));
+        show(() -> cli.integer("--given", 2));
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe_output(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    with or_skip():
+        java, _major = find_jdk(17)
+        javac = _javac(java)
+    folder = tmp_path_factory.mktemp("cli")
+    (folder / "CliProbe.java").write_text(PROBE)
+    subprocess.run([str(javac), "-nowarn", "-d", str(folder), str(REPRO_SOURCES / "Cli.java"), str(folder / "CliProbe.java")],
+                   check=True, capture_output=True, timeout=120)
+    done = subprocess.run([str(java), "-cp", str(folder), "CliProbe"], check=True, capture_output=True, text=True,
+                          timeout=60)
+    return done.stdout.splitlines()
+
+
+def test_an_option_read_twice_with_one_default_gives_one_value(probe_output: list[str]) -> None:
+    assert probe_output[:2] == ["20 20", "null null"]
+
+
+def test_a_second_default_for_an_option_is_refused_naming_both(probe_output: list[str]) -> None:
+    assert probe_output[2] == ("refused: --timeout is read with two defaults, 20 and 120: "
+                               "give one default to both readers")
+
+
+def test_a_given_option_is_still_checked_for_one_default(probe_output: list[str]) -> None:
+    """A value on the command line hides a disagreement only until a run without it: refused anyway."""
+    assert probe_output[3] == "7"
+    assert probe_output[4].startswith("refused: --given is read with two defaults, 1 and 2")
