@@ -238,6 +238,16 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "transaction is all or nothing and the same on the live system (read twice) and after the restart",
         try_timeout_s=900.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("SessionExpired", "v5 TC sweep", "Aborted-txn scan errored")),
+    # a try: eight one-segment topics (on either broker), one broker cut from ZooKeeper for 10 s (in turn), every
+    # commit 1 s into the cut, a nudge on odd topics, reads 30 s after the cut and every 20 s to 240 s
+    Finding(
+        name="v5-decision-missed-at-session-loss", release="5.0.1", txn_path=TxnPath.V5,
+        main_class="V5DecisionMissedAtSessionLoss", extra_sources=("V5Clients.java",),
+        what="a v5 decision published while the segment's broker is cut from the metadata store past its session "
+             "is never heard by the segment: a commit answered OK stays invisible until the next decision on that "
+             "segment or the coordinator's GC sweep publishes it again (retention 900 s by default)",
+        try_timeout_s=900.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
+        log_signs=("session has been re-established", "Reconcile encountered error", "v5 TC sweep")),
     # the load is bounded at 300 s in the program and the probes (+0 to +90 s, 45 s each at most) follow it
     Finding(
         name="v5-segment-visibility-lag", release="5.0.1", txn_path=TxnPath.V5, main_class="V5SegmentVisibilityLag",
