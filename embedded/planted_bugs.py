@@ -54,6 +54,7 @@ V4_COMMIT_STALLS_AFTER_MARKERS = "txnbenchBugV4CommitStallsAfterMarkers"
 V4_COMMIT_ACKS_WHOLE_BATCH = "txnbenchBugV4CommitAcksWholeBatch"
 FAILOVER_TAKEOVER_BEFORE_REWIND = "txnbenchBugFailoverTakeoverBeforeRewind"
 V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE = "txnbenchBugV4ReplayedAbortClearsAnyCumulativeAck"
+V5_NO_CATCH_UP_AFTER_RESYNC = "txnbenchBugV5NoCatchUpAfterResync"
 
 IDS: tuple[str, ...] = (
     V4_REPLAY_KEEPS_LAST_PARTITIONS,
@@ -75,6 +76,7 @@ IDS: tuple[str, ...] = (
     V4_COMMIT_ACKS_WHOLE_BATCH,
     FAILOVER_TAKEOVER_BEFORE_REWIND,
     V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE,
+    V5_NO_CATCH_UP_AFTER_RESYNC,
 )
 """Every planted bug, in the catalogue's order (orchestrator/planted.py)."""
 

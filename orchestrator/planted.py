@@ -289,6 +289,22 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "selftest-v4-cumulative", ("lost-ack", "ctp-duplicate"),
         "a Failover input acked cumulatively whose holders commit late (timeout_commit_ratio) while the same "
         "user's next transactions are refused and aborted, and that input's topic unloaded every 1.5 s"),
+    PlantedBug(
+        planted_bugs.V5_NO_CATCH_UP_AFTER_RESYNC, ("v5",), Component.BROKER,
+        "embedded/broker/v5/txn/events.py: EventFeed._on_resync; participant.py: Participant.start_reconciling",
+        "v5 participants never list the decision events missed while their broker's metadata link was down",
+        "A segment or subscription learns of decisions only from notifications of new event records; when "
+        "its broker's connection to the metadata store comes back, nothing lists what was published "
+        "meanwhile and no safety net reads the headers of its open transactions. A decision made then by "
+        "another broker's coordinator waits for the next event on that participant or the GC sweep's "
+        "re-publication: committed messages stay invisible, aborted acks keep their messages. Real Pulsar "
+        "5.0.1 does this (docs/findings/v5-decision-missed-at-session-loss.md).",
+        ("docs/findings/v5-decision-missed-at-session-loss.md (subscribeSequence; no reconcile on "
+         "SessionReestablished)",
+         "../shared/reference/pip-473-metadata-driven-transactions.txt (participants learn decisions from events)"),
+        "selftest-v5-session", ("lost-write",),
+        "decisions made while the broker serving their segments is cut from the metadata store, and the load "
+        "stopping during such a cut, so no later decision wakes those segments before the final reads"),
 )
 
 BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}
