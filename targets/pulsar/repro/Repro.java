@@ -85,6 +85,13 @@ abstract class Repro implements Out.Program {
         }
     }
 
+    /** Asks for `broker` (a service URL) to be cut from the metadata store now and the cut mended `seconds`
+     *  later; whether it was. */
+    boolean cutFromMetadata(String broker, int seconds) {
+        return out.ask("cut-metadata:" + seconds, broker, "cut the broker serving " + broker + " from the metadata "
+                + "store now and mend the cut " + seconds + " s later; answer `done` at once");
+    }
+
     /** Closed when the program ends, the last one given first. */
     <T extends AutoCloseable> T atEnd(T closing) {
         opened.push(closing);

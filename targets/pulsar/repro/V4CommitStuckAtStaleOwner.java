@@ -133,9 +133,7 @@ public final class V4CommitStuckAtStaleOwner extends Repro {
         out.info(label + " " + n, "transaction " + txn.getTxnID() + " (coordinator on " + x + ") sent to " + topic);
         String ownerDuring = x;
         if (withCut) {
-            String service = Admin.field(admin.get("/lookup/v2/topic/persistent/" + namespace + "/" + p), "brokerUrl");
-            if (!out.ask("cut-metadata:" + cutS, x, "cut the broker serving " + x + " (" + service + ") from the "
-                    + "metadata store now and mend the cut " + cutS + " s later; answer `done` at once")) {
+            if (!cutFromMetadata(x, cutS)) {
                 return new Seen(label, x, "the cut was not made", "not tried", false, "");
             }
             Out.sleep(8_000);                      // past the 6 s session: X's locks are gone

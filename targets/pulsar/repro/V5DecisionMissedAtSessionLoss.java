@@ -147,8 +147,7 @@ public final class V5DecisionMissedAtSessionLoss extends Repro {
                 ackTxns.add(txn);
                 acks.add(probe);
             }
-            if (!out.ask("cut-metadata:" + cutS, victim, "cut the broker serving " + victim + " from the metadata "
-                    + "store now and mend the cut " + cutS + " s later; answer `done` at once")) {
+            if (!cutFromMetadata(victim, cutS)) {
                 out.error("try " + n + ": the cut was not made", null);
                 return;
             }
