@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import random
 import re
 import signal
 import socket
@@ -57,18 +58,41 @@ HOST = "127.0.0.1"
 _RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=4096)
 _PORTS_LOCK = threading.Lock()
 _PORT_DRAWS_PER_PORT = 64
+#: the kernel's range of ephemeral ports (the source ports of outgoing connections, bind(0))
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: the lowest port handed out: services get ports between this and the ephemeral range
+LOWEST_SERVICE_PORT = 20000
+
+
+def service_port_range() -> range | None:
+    """Ports below the kernel's ephemeral range (from LOWEST_SERVICE_PORT), or None where it is unknown
+    or leaves fewer than 1,000 ports.
+
+    Why: a service keeps its port across a restart (clients and the other servers know its
+    address), so while it is down the port must stay free. A port from the ephemeral range does
+    not: the kernel hands it to the next bind(0) or outgoing connection of any process (a
+    pytest worker's cluster bound a killed broker's port, and the broker could not come back:
+    "address already in use"). Below that range only an explicit bind takes it.
+    """
+    try:
+        low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return range(LOWEST_SERVICE_PORT, low) if low - LOWEST_SERVICE_PORT >= 1000 else None
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free on 127.0.0.1 right now, none handed out by this process lately.
+    """`count` distinct ports free on 127.0.0.1 right now, none handed out by this process lately;
+    below the kernel's ephemeral range where it is known (`service_port_range`).
 
     Why the memory: a port is free only until someone binds it, and the services given ports
     bind them later, when they start. Two services planned one after the other (a metadata store
     and a ledger store) could be handed the same port by the kernel; the second then failed to
     bind, and its readiness check, asking that port, got the first one's answer (a test saw a
     "ready" ledger store refuse every connection). Each draw's sockets stay bound until the
-    draw ends, so the kernel does not repeat a port within it.
+    draw ends, so no port repeats within it.
     """
+    pool = service_port_range()
     sockets: list[socket.socket] = []
     chosen: list[int] = []
     with _PORTS_LOCK:
@@ -78,9 +102,12 @@ def free_ports(count: int) -> list[int]:
                     break
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 sockets.append(s)
-                s.bind((HOST, 0))
+                try:
+                    s.bind((HOST, random.choice(pool) if pool is not None else 0))
+                except OSError:
+                    continue   # taken (by a service, or a port of ours still in TIME_WAIT)
                 port = s.getsockname()[1]
-                if port not in _RECENT_PORTS:
+                if port not in _RECENT_PORTS and port not in chosen:
                     chosen.append(port)
             if len(chosen) < count:
                 raise OSError(f"found only {len(chosen)} of {count} free ports on {HOST} not handed out lately")
