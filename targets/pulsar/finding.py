@@ -248,6 +248,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "segment or the coordinator's GC sweep publishes it again (retention 900 s by default)",
         try_timeout_s=900.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("session has been re-established", "Reconcile encountered error", "v5 TC sweep")),
+    # a try: six one-segment topics (either broker), 48 commits at once, a broker cut from ZooKeeper for 10 s a few
+    # ms after them (the cut's offset cycles per try), reads 30 s after the cut and every 20 s to 200 s, a restart,
+    # a read 40 s after it
+    Finding(
+        name="v5-commit-unannounced-after-failed-fan-out", release="5.0.1", txn_path=TxnPath.V5,
+        main_class="V5CommitUnannouncedAfterFailedFanOut", extra_sources=("V5Clients.java",), tries=4, race=True,
+        what="a v5 commit whose coordinator wrote the COMMITTED header but failed to enumerate the participants "
+             "(its broker lost the metadata session) is answered as failed and announced to no participant: "
+             "segments on a healthy broker hold it, and every later transaction, until the GC sweep publishes it "
+             "again (retention 900 s by default) or the segment is loaded again",
+        try_timeout_s=900.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
+        log_signs=("participant enumeration encountered an error", "session has been re-established")),
     # the load is bounded at 300 s in the program and the probes (+0 to +90 s, 45 s each at most) follow it
     Finding(
         name="v5-segment-visibility-lag", release="5.0.1", txn_path=TxnPath.V5, main_class="V5SegmentVisibilityLag",
