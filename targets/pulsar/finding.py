@@ -248,9 +248,9 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "segment or the coordinator's GC sweep publishes it again (retention 900 s by default)",
         try_timeout_s=900.0, settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("session has been re-established", "Reconcile encountered error", "v5 TC sweep")),
-    # a try: six one-segment topics (either broker), 48 commits at once, a broker cut from ZooKeeper for 10 s a few
-    # ms after them (the cut's offset cycles per try), reads 30 s after the cut and every 20 s to 200 s, a restart,
-    # a read 40 s after it
+    # a try: six one-segment topics (either broker), 48 commits at once, a broker cut from ZooKeeper for 10 s 120 ms
+    # after them (the brokers in turn; a try whose cut broker leads no coordinator is not judged), reads 30 s after
+    # the cut and every 20 s to 200 s, a restart, a read 40 s after it
     Finding(
         name="v5-commit-unannounced-after-failed-fan-out", release="5.0.1", txn_path=TxnPath.V5,
         main_class="V5CommitUnannouncedAfterFailedFanOut", extra_sources=("V5Clients.java",), tries=4, race=True,
