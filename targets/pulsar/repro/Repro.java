@@ -259,6 +259,20 @@ abstract class Repro implements Out.Program {
                 "transaction_coordinator_assign-partition-" + txn.getTxnID().getMostSigBits());
     }
 
+    /** Sleeps until `nanoTime` (System.nanoTime's clock); at once when it has passed. */
+    static void sleepUntil(long nanoTime) {
+        Out.sleep(Math.max(0, TimeUnit.NANOSECONDS.toMillis(nanoTime - System.nanoTime())));
+    }
+
+    /** The innermost cause of `err`: what a failed future's wrappers are about. */
+    static Throwable rootCause(Throwable err) {
+        Throwable root = err;
+        while (root.getCause() != null && root.getCause() != root) {
+            root = root.getCause();
+        }
+        return root;
+    }
+
     /** Orders two {ledger, entry} positions. */
     static int compare(long[] a, long[] b) {
         return a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]);

@@ -9,6 +9,9 @@
 
 import java.time.Duration;
 import java.util.Collection;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.v5.Producer;
 import org.apache.pulsar.client.api.v5.PulsarClient;
@@ -83,6 +86,29 @@ final class V5Clients {
         conf.setStartMessageId(org.apache.pulsar.client.api.MessageId.earliest);
         return ((PulsarClientImpl) v4).createSegmentReaderAsync(conf, org.apache.pulsar.client.api.Schema.STRING)
                 .get(waitS, TimeUnit.SECONDS);
+    }
+
+    /** Every value fresh Readers of `segments` are given from their first message: each segment read
+     *  until `quietMs` pass without a message or `budgetMs` are spent; one that cannot be read is
+     *  reported to `out` and the others are read on. */
+    Set<String> readValues(List<String> segments, long quietMs, long budgetMs, Out out) {
+        Set<String> read = new LinkedHashSet<>();
+        for (String segment : segments) {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(budgetMs);
+            try (org.apache.pulsar.client.api.Reader<String> reader = segmentReader(segment, 60)) {
+                while (System.nanoTime() < deadline) {
+                    org.apache.pulsar.client.api.Message<String> message = reader.readNext((int) quietMs,
+                            TimeUnit.MILLISECONDS);
+                    if (message == null) {
+                        break;
+                    }
+                    read.add(message.getValue());
+                }
+            } catch (Exception err) {
+                out.error("reading " + segment, err);
+            }
+        }
+        return read;
     }
 
     /** The address (the broker's advertised service URL) the client's lookup of `topic` connects to. */

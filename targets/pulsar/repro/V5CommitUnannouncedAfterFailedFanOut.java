@@ -236,36 +236,13 @@ public final class V5CommitUnannouncedAfterFailedFanOut extends Repro {
         } catch (java.util.concurrent.TimeoutException err) {
             return "no answer in " + COMMIT_WAIT_S + " s";
         } catch (Exception err) {
-            Throwable root = err;
-            while (root.getCause() != null && root.getCause() != root) {
-                root = root.getCause();
-            }
+            Throwable root = rootCause(err);
             return "failed (" + root.getClass().getSimpleName() + ": " + Out.trim(String.valueOf(root.getMessage())) + ")";
         }
     }
 
-    private static void sleepUntil(long nanoTime) {
-        Out.sleep(Math.max(0, TimeUnit.NANOSECONDS.toMillis(nanoTime - System.nanoTime())));
-    }
-
     /** Every value fresh Readers of the segments are given from their first message. */
     private Set<String> readAll(List<String> segments) {
-        Set<String> read = new LinkedHashSet<>();
-        for (String segment : segments) {
-            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(READ_BUDGET_MS);
-            try (org.apache.pulsar.client.api.Reader<String> reader = clients.segmentReader(segment, 60)) {
-                while (System.nanoTime() < deadline) {
-                    org.apache.pulsar.client.api.Message<String> message = reader.readNext((int) QUIET_MS,
-                            TimeUnit.MILLISECONDS);
-                    if (message == null) {
-                        break;
-                    }
-                    read.add(message.getValue());
-                }
-            } catch (Exception err) {
-                out.error("reading " + segment, err);
-            }
-        }
-        return read;
+        return clients.readValues(segments, QUIET_MS, READ_BUDGET_MS, out);
     }
 }
