@@ -204,10 +204,16 @@ def test_nightly_runs_the_release_matrix_per_release_and_combines_the_diff(tmp_p
     assert verdict["if"] == "always()"
     path = tmp_path / "verdict.sh"
     path.write_text(verdict["run"])
-    for code, expected in (("0", 0), ("1", 0), ("2", 1), ("130", 1), ("", 1)):
-        done = subprocess.run(["bash", str(path)], env={"MATRIX_EXIT": code, "PATH": "/usr/bin:/bin"},
+    sessions = next(s for s in steps if s.get("id") == "sessions")
+    assert "release-matrix --scenario chaos-sessions --releases \"$PULSAR_RELEASE\" --paths v4" in sessions["run"]
+    for chaos, chaos_sessions, expected in (("0", "0", 0), ("1", "1", 0), ("0", "1", 0), ("2", "0", 1), ("0", "2", 1),
+                                            ("130", "0", 1), ("", "0", 1), ("0", "", 1)):
+        done = subprocess.run(["bash", str(path)], env={"MATRIX_EXIT": chaos, "SESSIONS_EXIT": chaos_sessions,
+                                                        "PATH": "/usr/bin:/bin"},
                               capture_output=True, text=True, check=False)
-        assert done.returncode == expected, (code, done.stdout)
+        assert done.returncode == expected, (chaos, chaos_sessions, done.stdout)
     combine = _load("nightly.yml")["jobs"]["release-diff"]
     assert combine["needs"] == "release-matrix" and combine["if"] == "always()"
-    assert any("txnbench release-matrix --from" in s.get("run", "") for s in combine["steps"])
+    combined = " ".join(s.get("run", "") for s in combine["steps"])
+    assert "txnbench release-matrix --from artifacts/*/*-release-matrix-chaos --out" in combined
+    assert "--from artifacts/*/*-release-matrix-chaos-sessions" in combined
