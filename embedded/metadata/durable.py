@@ -405,10 +405,13 @@ class DurableStore:
             self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot())
 
     async def snapshot_now(self) -> Path | None:
-        """Take a snapshot (or join the running one) and return its path."""
+        """Take a snapshot of at least the state at the call and return its path. One runs at a time:
+        a running one is waited for (it began before the call), and one it asked for as it ended
+        (being behind) is joined, not run beside: two at one lsn would write one temporary file."""
         if self._snapshot_task is not None and not self._snapshot_task.done():
             await self._snapshot_task
-        self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot())
+        if self._snapshot_task is None or self._snapshot_task.done():
+            self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot())
         return await self._snapshot_task
 
     async def _snapshot(self) -> Path | None:
