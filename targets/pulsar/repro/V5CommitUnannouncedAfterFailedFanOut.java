@@ -77,7 +77,7 @@ public final class V5CommitUnannouncedAfterFailedFanOut extends Repro {
     void setUp() throws Exception {
         out.info("plan", tries + " tries on " + TOPICS + " one-segment topics each (on either broker), "
                 + TXNS_PER_TOPIC + " transactions of one message per topic, every commit at once and a broker cut "
-                + "from the metadata store for " + cutS + " s a few milliseconds later (the brokers in turn); fresh "
+                + "from the metadata store for " + cutS + " s " + cutAfterMs + " ms later (the brokers in turn); fresh "
                 + "readers " + SETTLE_S + " s after the cut and every " + POLL_S + " s to " + POLL_FOR_S
                 + " s, then every broker restarted and readers " + LATER_S + " s after");
         clients = V5Clients.of(this, TXN_TIMEOUT_S);
