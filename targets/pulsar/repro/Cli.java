@@ -46,6 +46,20 @@ final class Cli {
         return Integer.parseInt(get(name, Integer.toString(fallback)));
     }
 
+    /** A whole number of 0 or more (a wait, a length); anything else is refused naming the option. */
+    int nonNegative(String name, int fallback) {
+        String value = get(name, Integer.toString(fallback));
+        try {
+            int parsed = Integer.parseInt(value.trim());
+            if (parsed >= 0) {
+                return parsed;
+            }
+        } catch (NumberFormatException notANumber) {
+            // refused below, with the option's name
+        }
+        throw new IllegalArgumentException(name + " must be a whole number of 0 or more, got " + value);
+    }
+
     /** A comma-separated list of whole numbers (`--gaps 80,110,140`). */
     long[] longs(String name, String fallback) {
         return java.util.Arrays.stream(get(name, fallback).split(",")).map(String::trim)

@@ -65,8 +65,8 @@ public final class V5CommitUnannouncedAfterFailedFanOut extends Repro {
 
     private V5CommitUnannouncedAfterFailedFanOut(Cli cli) {
         super(cli, PulsarClient.class);
-        this.cutS = cli.integer("--cut-s", 10);
-        this.cutAfterMs = cli.integer("--cut-after-ms", CUT_AFTER_MS);
+        this.cutS = cli.nonNegative("--cut-s", 10);
+        this.cutAfterMs = cli.nonNegative("--cut-after-ms", CUT_AFTER_MS);
     }
 
     public static void main(String[] argv) {

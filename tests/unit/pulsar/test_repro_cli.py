@@ -23,18 +23,21 @@ public final class CliProbe {
     static void show(Supplier<Object> read) {
         try {
             System.out.println(read.get());
-        } catch (IllegalStateException err) {
+        } catch (IllegalStateException | IllegalArgumentException err) {
             System.out.println("refused: " + err.getMessage());
         }
     }
 
     public static void main(String[] argv) {
-        Cli cli = Cli.parse(new String[] {"--given", "7"});
+        Cli cli = Cli.parse(new String[] {"--given", "7", "--negative", "-5", "--word", "soon"});
         show(() -> cli.integer("--timeout", 20) + " " + cli.integer("--timeout", 20));
         show(() -> cli.get("--listener", null) + " " + cli.get("--listener", null));
         show(() -> cli.integer("--timeout", 120));
         show(() -> cli.integer("--given", 1));
         show(() -> cli.integer("--given", 2));
+        show(() -> cli.nonNegative("--absent", 120));
+        show(() -> cli.nonNegative("--negative", 120));
+        show(() -> cli.nonNegative("--word", 120));
     }
 }
 """
@@ -67,3 +70,10 @@ def test_a_given_option_is_still_checked_for_one_default(probe_output: list[str]
     """A value on the command line hides a disagreement only until a run without it: refused anyway."""
     assert probe_output[3] == "7"
     assert probe_output[4].startswith("refused: --given is read with two defaults, 1 and 2")
+
+
+def test_a_length_or_wait_below_zero_or_not_a_number_is_refused_naming_the_option(probe_output: list[str]) -> None:
+    """`--cut-after-ms -5` would have thrown from Thread.sleep with no option named."""
+    assert probe_output[5] == "120"
+    assert probe_output[6] == "refused: --negative must be a whole number of 0 or more, got -5"
+    assert probe_output[7] == "refused: --word must be a whole number of 0 or more, got soon"
