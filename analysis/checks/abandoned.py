@@ -11,8 +11,9 @@ its client has no definite end for it: it was opened `ok` and no `txn-commit` or
 
 The drain waits until every such transaction is past its timeout plus
 `checks.abort_bound_s` and then asks its coordinator (`txn-state` events: the status
-the admin API's `transactionMetadata` gave, `NOT_FOUND` once the coordinator forgot it,
-`UNKNOWN` when it could not answer). One instance per abandoned transaction when:
+the admin API's `transactionMetadata` gave, or on v5 the header in the metadata store,
+`NOT_FOUND` once the coordinator forgot it, `UNKNOWN` when it could not answer). One
+instance per abandoned transaction when:
 
 * the coordinator still holds it unfinished (OPEN, TIME_OUT, COMMITTING, ABORTING) at a
   reading taken at or after its deadline: the open's completion + `workload.txn_timeout_s`

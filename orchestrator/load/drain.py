@@ -20,9 +20,12 @@ ever make visible, and must say so only when that is true.
    `GET /admin/v3/transactions/transactionMetadata/{most}/{least}`) and records the
    answer as a `txn-state` event (`extra.status`: the coordinator's status, `NOT_FOUND`
    when it no longer knows the transaction, `UNKNOWN` with `error` when it could not
-   answer, a coordinator not loaded included). The checker's `unresolved-txn` holds each
-   abandoned transaction to that: not still open, committing or aborting after its timeout
-   plus the bound.
+   answer, a coordinator not loaded included). On the v5 path the coordinator's view is the
+   transaction's header in the metadata store, and Pulsar 5.0.1's admin API has no v5
+   endpoint: where the run names the store's address, the drain reads the headers there
+   (`extra.metadata.source` `metadata-store`; orchestrator.load.txn_headers). The checker's
+   `unresolved-txn` holds each abandoned transaction to that: not still open, committing or
+   aborting after its timeout plus the bound.
 2. *Reads.* Each topic is read from the earliest message to its end with a
    non-durable reader (`Reader.read_to_end`: up to the last message id the broker
    reports for each partition or segment), each message recorded as a `read` event
@@ -144,6 +147,7 @@ from harness.history.reader import HistoryFormatError
 from harness.history.schema import DRAIN_WRITER, LIVE_DRAIN_WRITER
 from harness.target import ClusterInfo
 from orchestrator.load.horizons import HeldHorizon, held_horizons
+from orchestrator.load.txn_headers import txn_bits, v5_header_states
 from orchestrator.load.undeliverable import (
     UndeliverableEnd,
     aborted_transactions,
@@ -307,7 +311,8 @@ def committed_values(history_dir: Path, skip: Iterable[Path]) -> dict[str, set[s
 
 class _Drain:
     def __init__(self, cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder: HistoryRecorder,
-                 timeout_s: float, client: Any = None, admin: Any = None, *, live: bool = False) -> None:
+                 timeout_s: float, client: Any = None, admin: Any = None, *, live: bool = False,
+                 txn_states: Any = None) -> None:
         self.live = live
         self.prefix = LIVE_WRITER if live else DRAIN_WRITER
         self.cluster = cluster
@@ -319,6 +324,9 @@ class _Drain:
         self.stretched_s = 0.0                               # how far late values moved the deadline
         self.client = client
         self.admin = admin
+        # Who answers `txn-state`: the v5 headers in the store where the run names its address
+        # (orchestrator.load.txn_headers), else the admin API's coordinators.
+        self.txn_states = txn_states if txn_states is not None else admin
         self.idle_s = IDLE_S
         self.lock = threading.Lock()
         self.read_done: list[str] = []
@@ -421,8 +429,12 @@ class _Drain:
     def ask_coordinators(self) -> None:
         """Record each unsettled transaction's state as its coordinator sees it (`txn-state`)."""
         asked = [u.txn for u in self.unsettled if u.txn][:MAX_TXN_STATES]
-        if not asked or self.admin is None or not hasattr(self.admin, "transaction_metadata"):
+        source = self.txn_states
+        if not asked or source is None or not hasattr(source, "transaction_metadata"):
             return
+        if hasattr(source, "read_all"):   # the store's headers: one session for all of them
+            ids = [bits for bits in (txn_bits(txn) for txn in asked) if bits is not None]
+            source.read_all(ids, timeout_s=max(1.0, min(source.timeout_s, self.remaining())))
         for txn in asked:
             if self.remaining() <= 0:
                 self.problem(f"no time left to ask the coordinators about {len(asked)} unfinished transaction(s)")
@@ -430,14 +442,19 @@ class _Drain:
             extra: dict[str, Any] = {}
             error = None
             try:
-                most, least = (int(part) for part in str(txn).split(":"))
-                found = self.admin.transaction_metadata(most, least)
+                bits = txn_bits(txn)
+                if bits is None:
+                    raise ValueError(f"{txn!r} is not a transaction id of the form most:least")
+                found = source.transaction_metadata(*bits)
                 extra = {"status": "NOT_FOUND"} if found is None else \
                     {"status": str(found.get("status")), "metadata": found}
             except Exception as err:  # the coordinator could not answer: the checker cannot judge this one
                 extra, error = {"status": "UNKNOWN"}, f"{type(err).__name__}: {err}"
             self.recorder.event(TXN_STATE_PROCESS, OpF.TXN_STATE, txn=txn, extra=extra, error=error)
-        self.notes.append(f"asked the coordinators about {len(asked)} transaction(s) the load left unfinished")
+        asked_whom = (f"read the headers of {len(asked)} transaction(s) the load left unfinished from the metadata "
+                      f"store ({source.url})" if hasattr(source, "read_all") else
+                      f"asked the coordinators about {len(asked)} transaction(s) the load left unfinished")
+        self.notes.append(asked_whom)
 
     # ---- 2. reads -------------------------------------------------------------------------
 
@@ -1148,13 +1165,16 @@ def _backlog_in(stats: Any, subscription: str) -> int | None:
 
 
 def drain(cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder: HistoryRecorder,
-          timeout_s: float, *, client: Any = None, admin: Any = None, live: bool = False) -> DrainResult:
+          timeout_s: float, *, client: Any = None, admin: Any = None, live: bool = False,
+          txn_states: Any = None) -> DrainResult:
     """Final reads and subscriptions consumed until empty, within `timeout_s` (see the module docstring).
 
     `live`: the live reads before a cold restart: settle and read every topic, nothing else.
 
     `client` and `admin` default to a new `harness.client.PulsarClient` and
-    `AdminClient` for the cluster (tests pass fakes).
+    `AdminClient` for the cluster, `txn_states` (who answers `txn-state`) to the v5 headers in
+    the store where a v5 run names the store's address (orchestrator.load.txn_headers), else
+    the admin (tests pass fakes).
     """
     own_client = client is None
     if own_client:
@@ -1168,7 +1188,10 @@ def drain(cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder:
 
         admin = AdminClient(cluster.admin_url, timeout_s=10.0)
     try:
-        result = _Drain(cluster, config, topology, recorder, timeout_s, client, admin, live=live).run()
+        if txn_states is None and not live:
+            txn_states = v5_header_states(config.path, cluster.settings)
+        result = _Drain(cluster, config, topology, recorder, timeout_s, client, admin, live=live,
+                        txn_states=txn_states).run()
     finally:
         if own_client:
             with contextlib.suppress(Exception):

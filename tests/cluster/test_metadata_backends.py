@@ -298,3 +298,28 @@ def test_a_zookeeper_paused_short_of_the_session_timeout_gets_a_new_session(zook
             await assert_replaced(owner, sid, lost)
 
     run(lambda: body(zookeeper))
+
+
+@pytest.mark.parametrize("backend", ("oxia", "zk"))
+def test_the_drain_reads_a_v5_header_as_a_broker_wrote_it(urls: Callable[[str], str], backend: str) -> None:
+    """orchestrator.load.txn_headers on a store a real Pulsar 5 names by address (Oxia's protocol,
+    ZooKeeper): the state of each header written, None for one never written or deleted."""
+    from orchestrator.load.txn_headers import HeaderStates, header_key
+
+    most = 7 if backend == "oxia" else 8
+    written = {(most, 1): "OPEN", (most, 2): "COMMITTED", (most, 3): "ABORTED"}
+
+    async def write() -> None:
+        async with connected(urls, backend) as c:
+            for (m, least), state in written.items():
+                await c.put_json(header_key(m, least), {"state": state, "timeout": 30.0, "owner": "broker-0"})
+            await c.put_json(header_key(most, 4), {"state": "OPEN"})
+            await c.delete(header_key(most, 4))
+
+    run(write)
+    reader = HeaderStates(urls(backend), timeout_s=20.0)
+    reader.read_all([*written, (most, 4), (most, 5)])
+    for txn, state in written.items():
+        found = reader.transaction_metadata(*txn)
+        assert found is not None and found["status"] == state and found["header"]["owner"] == "broker-0"
+    assert reader.transaction_metadata(most, 4) is None and reader.transaction_metadata(most, 5) is None

@@ -32,6 +32,7 @@ import pytest
 
 from harness.client import PulsarClient
 from harness.client.admin import AdminClient
+from harness.txn_paths import TxnPath
 from targets.pulsar.finding import COULD_NOT_RUN, NOT_SHOWN, Outcome, reproduce_on, summary
 from tests.cluster.test_run_scenarios import run_folder, short_scenario, txnbench
 from tests.prerequisites import or_skip, real_pulsar_ready
@@ -117,6 +118,37 @@ def test_v5_atomic_produce_commits_and_aborts_on_two_scalable_topics(pulsar_clus
                 seen.add(message.data.decode())
                 watcher.acknowledge(message)
             assert seen == {f"c{i}.{k}" for k in range(3)}
+
+
+def test_v5_transactions_states_are_read_from_their_headers_in_the_store(pulsar_cluster: dict[str, Any]) -> None:
+    """What the drain asks on v5 (orchestrator.load.txn_headers): 5.0.1's admin API answers no v5
+    transaction, so the states come from the headers the coordinator wrote, at Pulsar's key and
+    in Pulsar's JSON: a committed, an aborted and an open transaction read as such."""
+    from orchestrator.cluster_cli import attach
+    from orchestrator.load.txn_headers import txn_bits, v5_header_states
+
+    status = pulsar_cluster["status"]
+    settings = attach(pulsar_cluster["directory"]).info().settings
+    reader = v5_header_states(TxnPath.V5, settings)
+    assert reader is not None, f"the cluster names no store address: {settings.get('metadataStoreUrl')!r}"
+    topic = f"topic://public/default/headers-{uuid.uuid4().hex[:6]}"
+    AdminClient(status["admin_url"]).create_scalable_topic(topic, 1)
+    with PulsarClient(status["service_url"], txn_path="v5", listener_name="external",
+                      operation_timeout_s=30) as client:
+        producer = client.create_producer(topic)
+        txns = {state: client.new_transaction(timeout_s=120) for state in ("COMMITTED", "ABORTED", "OPEN")}
+        for state, txn in txns.items():
+            producer.send(state.encode(), txn=txn)
+        txns["COMMITTED"].commit()
+        txns["ABORTED"].abort()
+        ids = {state: txn_bits(str(txn.id)) for state, txn in txns.items()}
+        assert all(bits is not None for bits in ids.values()), ids
+        reader.read_all([bits for bits in ids.values() if bits is not None])
+        for state, bits in ids.items():
+            assert bits is not None
+            found = reader.transaction_metadata(*bits)
+            assert found is not None and found["status"] == state, f"{state} transaction {bits}: {found}"
+        txns["OPEN"].abort()
 
 
 def finding_on_the_cluster(cluster: dict[str, Any], tmp_path: Path, name: str, *args: str) -> Outcome:

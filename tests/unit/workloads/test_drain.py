@@ -1114,3 +1114,68 @@ def test_the_coordinators_are_connected_before_they_are_asked_and_an_unloaded_on
     else:
         assert states[0]["extra"]["status"] == "ABORTED" and states[0]["error"] is None
         assert not any("transaction coordinators" in n for n in result.notes)
+
+
+class StoredHeaders:
+    """The store's v5 headers (orchestrator.load.txn_headers.HeaderStates' shape): read all at once."""
+
+    url = "oxia://127.0.0.1:1/default"
+
+    def __init__(self, states: dict[str, str]) -> None:
+        self.states = states
+        self.timeout_s = 30.0
+        self.read: list[list[tuple[int, int]]] = []
+
+    def read_all(self, txns: list[tuple[int, int]], *, timeout_s: float | None = None) -> None:
+        assert timeout_s is not None and 0 < timeout_s <= self.timeout_s
+        self.read.append(txns)
+
+    def transaction_metadata(self, most: int, least: int) -> dict[str, Any] | None:
+        state = self.states.get(f"{most}:{least}")
+        return None if state is None else {"status": state, "header": {"state": state}, "source": "metadata-store"}
+
+
+def test_a_v5_drain_reads_the_transactions_states_from_their_headers_not_the_admin(
+        make_harness: Callable[[str], Harness]) -> None:
+    """Pulsar 5.0.1's admin answers every v5 transaction "coordinator not found": where the run
+    names the store, the headers answer (one session for all), and the admin is not asked."""
+    h = make_harness(ATOMIC)
+    txn = AtomicProduce(h.ctx).open_txn()
+    assert txn is not None
+    admin = CoordinatorsAsleep(h.client, asleep={0, 1})
+    headers = StoredHeaders({str(txn.id): "OPEN"})
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=admin, admin=admin,
+                   txn_states=headers)
+    states = [x for x in lines(recorder) if x["f"] == OpF.TXN_STATE.value]
+    assert [s["txn"] for s in states] == [str(txn.id)] and states[0]["error"] is None
+    assert states[0]["extra"] == {"status": "OPEN", "metadata": {"status": "OPEN", "header": {"state": "OPEN"},
+                                                                 "source": "metadata-store"}}
+    assert headers.read == [[tuple(int(p) for p in str(txn.id).split(":"))]]
+    assert not any(call.startswith("ask") for call in admin.woken)
+    assert any("read the headers of 1 transaction(s)" in n and headers.url in n for n in result.notes)
+
+
+def test_the_drain_asks_for_the_header_reader_of_its_run_and_a_live_read_does_not(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`drain()` picks who answers `txn-state` from the run's path and the cluster's settings
+    (orchestrator.load.txn_headers.v5_header_states: the headers on v5 with the store's address)."""
+    h = make_harness(ATOMIC)
+    txn = AtomicProduce(h.ctx).open_txn()
+    assert txn is not None
+    headers = StoredHeaders({str(txn.id): "ABORTED"})
+    asked: list[tuple[Any, Any]] = []
+
+    def chosen(path: TxnPath, settings: Any) -> StoredHeaders:
+        asked.append((path, settings))
+        return headers
+
+    monkeypatch.setattr(drain_module, "v5_header_states", chosen)
+    admin = CoordinatorsAsleep(h.client, asleep=set())
+    recorder = drain_recorder(h)
+    drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=admin, admin=admin)
+    assert asked == [(h.config.path, CLUSTER.settings)] and headers.read
+    assert [x["extra"]["status"] for x in lines(recorder) if x["f"] == OpF.TXN_STATE.value] == ["ABORTED"]
+    live = HistoryRecorder(h.recorder.file_path.parent, "run1", "live", h.clock, txn_path="v4")  # type: ignore[arg-type]
+    drain(CLUSTER, h.config, h.topology, live, timeout_s=30, client=admin, admin=admin, live=True)
+    assert len(asked) == 1
