@@ -552,6 +552,76 @@ def test_a_stuck_read_whose_next_entry_is_not_said_lost_stays_unknown(
     assert len(made) == 1 and ("persistent" in admin.probed[0][0] and admin.probed[0][2] == 2)
 
 
+class RecoveringBufferReader:
+    """A partition loaded again whose transaction buffer recovers for `recovering_rounds` read rounds:
+    until then a reader is given nothing, after it every message (3.1.0 after a cold restart: 18 s)."""
+
+    def __init__(self, messages: list[Any], topic: str, buffer: RecoveringBufferAdmin) -> None:
+        self.messages, self.topic, self.buffer = messages, topic, buffer
+        self.rounds = 0
+
+    def read_to_end(self, timeout_s: float | None = None, *, ask_last: bool = True) -> list[Any]:
+        self.rounds += 1
+        self.buffer.rounds = self.rounds
+        if self.rounds <= self.buffer.recovering_rounds:
+            raise ReadIncompleteError("deadline", [], [self.topic])
+        got, self.messages = self.messages, []
+        return got
+
+    def close(self, timeout_s: float | None = None) -> None:
+        pass
+
+
+class RecoveringBufferAdmin(LostEntriesAdmin):
+    """`transactionBufferStats` says `Initializing` while the reader's rounds are within the recovery
+    (`answers` False: the owner does not answer the question at all, or `"no-state"`: its answer
+    names no state, as the stats of a release or a fake without one)."""
+
+    def __init__(self, entries: int, recovering_rounds: int, answers: bool | str = True) -> None:
+        super().__init__(entries, lost=set())
+        self.recovering_rounds, self.answers, self.rounds = recovering_rounds, answers, 0
+        self.asked: list[str] = []
+
+    def transaction_buffer_stats(self, topic: str) -> dict[str, Any]:
+        self.asked.append(topic)
+        if not self.answers:
+            raise RuntimeError("not served")
+        if self.answers == "no-state":
+            return {"maxReadPosition": "1:-1"}
+        return {"state": "Initializing" if self.rounds <= self.recovering_rounds else "Ready",
+                "maxReadPosition": "1:-1"}
+
+
+@pytest.mark.parametrize("answers", [True, False, "no-state"])
+def test_a_read_held_by_a_recovering_transaction_buffer_waits_for_it_instead_of_calling_it_stuck(
+        make_harness: Callable[[str], Harness], answers: bool | str) -> None:
+    """3.1.0's chaos-sessions drain (2026-12-04): after the cold restart one partition's buffer took
+    18 s to recover, the read was called stuck after 12 s of nothing, and the verdict was unknown.
+    While the owner says the buffer is still recovering the read waits on (the stall counts from its
+    readiness); an owner that does not say leaves the old rule (stuck after READ_STALL_S)."""
+    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
+    user = AtomicProduce(h.ctx)
+    for _ in range(6):
+        user.step()
+    first = h.topology.topics[0]
+    messages = h.client.create_reader(first).read_to_end()
+    stall_rounds = int(drain_module.READ_STALL_S // drain_module.PROBE_AFTER_S) + 1
+    admin = RecoveringBufferAdmin(len(messages), recovering_rounds=3 * stall_rounds, answers=answers)
+    made = on_first_topic(h, lambda topic, **kw: RecoveringBufferReader(messages, topic, admin))
+    recorder = drain_recorder(h)
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=60, client=h.client, admin=admin)
+    reads = [op["msg_id"] for op in lines(recorder) if op["f"] == "read" and op["topic"] == first]
+    if answers is True:
+        assert result.complete, result.reason
+        assert reads == [m.msg_id for m in messages] and first in result.topics
+        assert made[0].rounds == 3 * stall_rounds + 1
+        assert [n for n in result.notes if "transaction buffer" in n] == [
+            f"{first}: a read silent for 10s waited on, the transaction buffer of {first} still recovering"]
+    else:
+        assert not result.complete and first not in result.topics and reads == []
+        assert "nothing arrived for 12s" in result.reason and made[0].rounds == stall_rounds
+
+
 @pytest.mark.parametrize("cursor_at", ["1:4", "1:2", None])
 def test_a_lost_run_behind_entries_no_reader_is_given_starts_where_the_readers_cursor_is_stuck(
         make_harness: Callable[[str], Harness], cursor_at: str | None) -> None:
