@@ -290,6 +290,12 @@ class BrokerService:
         if topic in self.topics or topic in self._loading:
             await self.unload_topic(topic, release=False)
 
+    async def still_current(self, topic: TopicName) -> bool:
+        """Whether the loaded `topic` (if any) still has the ledger list it loaded (ownership's
+        revalidation of a record gone with a lost session)."""
+        loaded = self.topics.get(topic)
+        return loaded is None or await loaded.ledger.metadata_unchanged()
+
     # ---- topics -------------------------------------------------------------------------------
 
     async def get_topic(self, name: TopicName, *, create: bool = True) -> PersistentTopic:

@@ -89,8 +89,11 @@ def test_reopening_fences_the_previous_writer_and_keeps_every_entry(stores: Any)
             old = await first.open("public/default/persistent/t2")
             for i in range(5):
                 await old.append(entry(i))
+            assert await old.metadata_unchanged()
             new = await second.open("public/default/persistent/t2")   # another broker takes over
             assert new.last_confirmed.entry_id == 4
+            # what ownership's revalidation asks: the old instance's ledger list is not current
+            assert not await old.metadata_unchanged() and await new.metadata_unchanged()
             with pytest.raises(ManagedLedgerFenced):
                 await old.append(entry(99))
             assert old.state is MlState.FENCED

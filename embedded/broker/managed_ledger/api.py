@@ -127,6 +127,11 @@ class ManagedLedgerApi(Protocol):
     @property
     def terminated_position(self) -> Position | None: ...
 
+    async def metadata_unchanged(self) -> bool:
+        """Whether the stored ledger list is still the version this instance installed (another
+        broker that opened the ledger meanwhile replaced it). Raises what the store raises."""
+        ...
+
     def append(self, data: bytes, info: EntryInfo = PLAIN) -> asyncio.Future[Position]:
         """Append one entry; the future resolves with its position once it is durable."""
         ...

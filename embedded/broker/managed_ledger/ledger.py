@@ -193,6 +193,13 @@ class ManagedLedger:
         log.info("%s: opened (ledgers %s, writing %d)", self.name,
                  [r.ledger_id for r in info.ledgers[:-1]], new_id)
 
+    async def metadata_unchanged(self) -> bool:
+        """Whether the stored ledger list is still the version this instance installed: a broker
+        that opened this managed ledger meanwhile (it owned the topic while our session was gone)
+        fenced our ledger and wrote its own list, so entries it added are unknown here."""
+        found = await self.store.read(self.name)
+        return found is not None and found[1] == self._version
+
     def _install(self, info: MlInfo, version: int, current: int | None) -> None:
         self._slots = info.ledgers
         self._slot_index = {r.ledger_id: i for i, r in enumerate(self._slots)}

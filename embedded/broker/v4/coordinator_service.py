@@ -110,6 +110,14 @@ class V4CoordinatorService:
         if tc_id is not None:
             await self.unload(tc_id)
 
+    async def still_current(self, topic: TopicName) -> bool:
+        """Whether the coordinator loaded for `topic` (if any) still has its log's ledger list:
+        another broker that ran it meanwhile handed out ids and wrote records unknown here."""
+        tc_id = coordinator_of(topic)
+        coordinator = self.coordinators.get(tc_id) if tc_id is not None else None
+        record_log = getattr(coordinator, "log", None)
+        return record_log is None or await record_log.ml.metadata_unchanged()
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)

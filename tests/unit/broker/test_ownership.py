@@ -374,3 +374,58 @@ def test_a_topic_released_after_a_revalidation_put_whose_answer_was_lost_leaves_
         await service.close()
 
     asyncio.run(run())
+
+
+class LoadedState(Listener):
+    """A listener that can tell whether what it loaded of a topic is still current (the broker's
+    and the v4 coordinators' `still_current`: their managed ledger's list unchanged)."""
+
+    def __init__(self, current: bool | Exception) -> None:
+        super().__init__()
+        self.current = current
+        self.asked: list[TopicName] = []
+
+    async def still_current(self, topic: TopicName) -> bool:
+        self.asked.append(topic)
+        if isinstance(self.current, Exception):
+            raise self.current
+        return self.current
+
+
+@pytest.mark.parametrize("current", [True, False, RuntimeError("no ledger list")],
+                         ids=["unchanged", "changed", "cannot-tell"])
+def test_a_record_gone_with_the_session_is_acquired_again_only_if_nobody_wrote_meanwhile(
+        current: bool | Exception) -> None:
+    """Embedded chaos-sessions (2026-12-04): broker 0's session expired, broker 1 took the topic and
+    wrote to it, then broker 1's session expired too, removing its record before broker 0
+    revalidated; broker 0 found the record gone, acquired it again and served the topic with its
+    ledger list of before: committed values written meanwhile were unread until a restart. A gone
+    record is acquired again only when what the broker loaded is unchanged; otherwise (or when
+    that cannot be told) the topic is dropped, so the next lookup loads it afresh."""
+    async def run() -> None:
+        store = MemoryStore()
+        zombie, zombie_client, _ = broker(store, 0)
+        state = LoadedState(current)
+        zombie.add_listener(state)
+        other, other_client, _ = broker(store, 1)
+        await zombie.try_acquire(TOPIC)
+        old = zombie_client.session
+        assert old is not None
+        store.reachable = False
+        zombie_client.lose_session()
+        store.expire(old)
+        store.reachable = True
+        await other.try_acquire(TOPIC)               # the other broker owns it for a while ...
+        assert other_client.session is not None
+        store.expire(other_client.session)            # ... and its session expires too: the record is gone
+        await settle(zombie)
+        assert state.asked == [TOPIC]
+        if current is True:
+            assert zombie.is_confirmed(TOPIC) and state.released == [] and owner_id(store) == 0
+        else:
+            assert not zombie.is_owned(TOPIC) and state.released == [TOPIC]
+            assert owner_key(TOPIC) not in store.records
+        await zombie.close()
+        await other.close()
+
+    asyncio.run(run())
