@@ -3,7 +3,7 @@
 Why: on the pulsar target `make chaos` stretches chaos.yaml's main phase (PULSAR_CHAOS_DURATION,
 its heals take longer there); it also stretched every other scenario, so `make chaos TARGET=pulsar
 SCENARIO=chaos-sessions` ran 800 s where that scenario's last metadata cut is planned to span the
-load's end at 60 s.
+load's end (its faults phase's own length).
 """
 
 from __future__ import annotations
