@@ -157,6 +157,20 @@ async def settle(service: OwnershipService) -> None:
     raise AssertionError("revalidation did not finish")
 
 
+async def taken_over_while_away(store: MemoryStore, zombie: OwnershipService, zombie_client: BrokerClient,
+                                 other: OwnershipService) -> None:
+    """The zombie owns TOPIC, loses its session (cut off), the store expires it, and `other` takes
+    TOPIC over; the zombie has not revalidated yet."""
+    await zombie.try_acquire(TOPIC)
+    old = zombie_client.session
+    assert old is not None
+    store.reachable = False
+    zombie_client.lose_session()
+    store.expire(old)
+    store.reachable = True
+    await other.try_acquire(TOPIC)
+
+
 def owner_id(store: MemoryStore) -> int:
     return int(json.loads(store.records[owner_key(TOPIC)][0])["broker_id"])
 
@@ -215,14 +229,7 @@ def test_releasing_under_a_lost_session_never_deletes_the_new_owners_record() ->
         store = MemoryStore()
         zombie, zombie_client, _ = broker(store, 0)
         other, _, _ = broker(store, 1)
-        await zombie.try_acquire(TOPIC)
-        old = zombie_client.session
-        assert old is not None
-        store.reachable = False
-        zombie_client.lose_session()
-        store.expire(old)
-        store.reachable = True
-        await other.try_acquire(TOPIC)   # same version number (0) as the zombie's old record
+        await taken_over_while_away(store, zombie, zombie_client, other)   # its record: version 0, as ours was
         await zombie.release(TOPIC)      # e.g. its managed ledger was fenced: it lets the topic go
         assert store.deletes == [] and owner_id(store) == 1
         await zombie.close()
@@ -408,14 +415,7 @@ def test_a_record_gone_with_the_session_is_acquired_again_only_if_nobody_wrote_m
         state = LoadedState(current)
         zombie.add_listener(state)
         other, other_client, _ = broker(store, 1)
-        await zombie.try_acquire(TOPIC)
-        old = zombie_client.session
-        assert old is not None
-        store.reachable = False
-        zombie_client.lose_session()
-        store.expire(old)
-        store.reachable = True
-        await other.try_acquire(TOPIC)               # the other broker owns it for a while ...
+        await taken_over_while_away(store, zombie, zombie_client, other)   # the other owns it for a while ...
         assert other_client.session is not None
         store.expire(other_client.session)            # ... and its session expires too: the record is gone
         await settle(zombie)

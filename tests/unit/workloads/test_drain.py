@@ -594,17 +594,12 @@ class RecoveringBufferAdmin(LostEntriesAdmin):
 
 @pytest.mark.parametrize("answers", [True, False, "no-state"])
 def test_a_read_held_by_a_recovering_transaction_buffer_waits_for_it_instead_of_calling_it_stuck(
-        make_harness: Callable[[str], Harness], answers: bool | str) -> None:
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch, answers: bool | str) -> None:
     """3.1.0's chaos-sessions drain (2026-12-04): after the cold restart one partition's buffer took
     18 s to recover, the read was called stuck after 12 s of nothing, and the verdict was unknown.
     While the owner says the buffer is still recovering the read waits on (the stall counts from its
     readiness); an owner that does not say leaves the old rule (stuck after READ_STALL_S)."""
-    h = make_harness(ATOMIC.replace("abort_ratio: 0.3", "abort_ratio: 0.0"))
-    user = AtomicProduce(h.ctx)
-    for _ in range(6):
-        user.step()
-    first = h.topology.topics[0]
-    messages = h.client.create_reader(first).read_to_end()
+    h, first, messages = committed_on_one_topic(make_harness, monkeypatch, transactions=6)
     stall_rounds = int(drain_module.READ_STALL_S // drain_module.PROBE_AFTER_S) + 1
     admin = RecoveringBufferAdmin(len(messages), recovering_rounds=3 * stall_rounds, answers=answers)
     made = on_first_topic(h, lambda topic, **kw: RecoveringBufferReader(messages, topic, admin))
