@@ -34,9 +34,10 @@ ever make visible, and must say so only when that is true.
    means the read is stuck (the end the broker named never arrives), so one stuck
    topic does not take the others' time, unless the owner says a silent partition's
    transaction buffer is still recovering (a v4 partition loaded again gives readers
-   nothing until then): that read waits on, its stall counted from the buffer's readiness. A topic whose end was not reached is not
-   listed as read. Every round goes on with the same reader, which counts a partition
-   it read to its end in an earlier round (or was started at) as done, as Pulsar's
+   nothing until then): that read waits on, its stall counted from the buffer's
+   readiness. A topic whose end was not reached is not listed as read. Every round
+   goes on with the same reader, which counts a partition it read to its end in an
+   earlier round (or was started at) as done, as Pulsar's
    `hasMessageAvailable` does: otherwise a partition finished while another was stuck
    would wait for its last message again and look stuck itself (it did, in the
    self-test of the ledger store that loses acknowledged writes; docs/selftest.md).
