@@ -129,6 +129,10 @@ class FakeLedger:
     def terminated_position(self) -> Position | None:
         return self.stored.terminated
 
+    async def metadata_unchanged(self) -> bool:
+        """No later instance opened this log (each open adds its own ledger to the stored list last)."""
+        return bool(self.stored.ledgers) and self.stored.ledgers[-1][0] == self.current
+
     def next_position(self, position: Position) -> Position:
         ids = [lid for lid, _ in self.stored.ledgers]
         if position.ledger_id == self.current:
