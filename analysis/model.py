@@ -21,13 +21,14 @@ commit was invoked, visibility decides: any visible value (present in the
 drainer's final reads) makes it committed; none makes it aborted, but only when
 every value it may have written and that is not visible went to a topic the
 drain read to the end. A transaction with nothing that could be visible (e.g.
-acks only) stays unknown.
+acks only) stays unknown. (analysis.checks.context then lets the coordinator's
+own record of the end, where the drain read one, overrule visibility.)
 
 Public API (stable; analysis.checks, analysis.perf and analysis.check build on it):
 
     OPS_COLUMNS, REQUIRED_FIELDS, PAIR_COLUMNS, LEAN_PAIR_COLUMNS, TXN_COLUMNS, SINGLE_FS
     COMMITTED, ABORTED, UNKNOWN, UNKNOWN_COMMITTED, UNKNOWN_ABORTED   (outcome labels)
-    CLIENT, VISIBILITY, NO_COMMIT, REDELIVERY                          (decided_by)
+    CLIENT, VISIBILITY, NO_COMMIT, REDELIVERY, COORDINATOR             (decided_by)
     DrainInfo, PhaseMark, HistoryOverview                              (frozen dataclasses)
     pair_operations(ops, *, include_orphans=False, lean=False) -> DataFrame
     overview(ops) -> HistoryOverview   (phases, drain, time span, counts: one job)
@@ -60,7 +61,7 @@ from harness.history.positions import ledger_entry
 from harness.history.schema import FIELDS, LIVE_DRAIN_WRITER, PHASE_DRAIN_COMPLETE, OpF, OpType
 
 __all__ = [
-    "ABORTED", "CLIENT", "COMMITTED", "FIRST_UNCLAIMED", "LEAN_PAIR_COLUMNS", "NO_COMMIT", "OPS_COLUMNS",
+    "ABORTED", "CLIENT", "COMMITTED", "COORDINATOR", "FIRST_UNCLAIMED", "LEAN_PAIR_COLUMNS", "NO_COMMIT", "OPS_COLUMNS",
     "PAIR_COLUMNS", "REDELIVERY", "REQUIRED_FIELDS", "ROWS_BOUND", "SINGLE_FS", "TXN_COLUMNS", "UNCLAIMED", "UNKNOWN", "UNKNOWN_ABORTED",
     "UNKNOWN_COMMITTED", "VISIBILITY", "DrainInfo", "HistoryOverview", "PhaseMark", "drain_info", "final_reads",
     "first_unclaimed", "live_reads", "logical", "logical_topic", "lost_run_of", "one_partition", "overview",
@@ -101,8 +102,9 @@ COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 UNKNOWN_COMMITTED, UNKNOWN_ABORTED = "unknown-committed", "unknown-aborted"
 # TXN_COLUMNS.decided_by: the client saw the outcome; visibility decided it; or the client
 # never invoked the commit, so the coordinator can only have aborted it.
-# ...or, for an ack-only transaction, whether its acked messages came back (checks.context).
-CLIENT, VISIBILITY, NO_COMMIT, REDELIVERY = "client", "visibility", "no-commit", "redelivery"
+# ...or, for an ack-only transaction, whether its acked messages came back; or the coordinator's
+# own record of its end, which the drain read (checks.context).
+CLIENT, VISIBILITY, NO_COMMIT, REDELIVERY, COORDINATOR = "client", "visibility", "no-commit", "redelivery", "coordinator"
 
 
 @dataclass(frozen=True)

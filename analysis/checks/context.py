@@ -40,6 +40,7 @@ from analysis.checks.base import MAX_EXAMPLES
 from analysis.model import (
     ABORTED,
     COMMITTED,
+    COORDINATOR,
     LEAN_PAIR_COLUMNS,
     REDELIVERY,
     ROWS_BOUND,
@@ -175,6 +176,21 @@ class CheckContext:
                 self._derived[name] = frame
             return frame
 
+    def coordinator_records(self, txns: list[str]) -> dict[str, dict[str, object]]:
+        """The latest `txn-state` reading of each of a few example transactions (bounded: the
+        examples'), as an op reference with its status: the evidence an outcome the coordinator
+        decided rests on."""
+        if self.txn_states is None or not txns:
+            return {}
+        latest: dict[str, dict[str, object]] = {}
+        for row in self.txn_states.filter(F.col("txn").isin(*txns)).collect():
+            seen = latest.get(row["txn"])
+            if seen is None or int(row["time_ns"]) >= int(str(seen["time_ns"])):
+                latest[row["txn"]] = {"writer": row["writer"], "index": row["index"], "process": row["process"],
+                                      "f": OpF.TXN_STATE.value, "time_ns": row["time_ns"], "txn": row["txn"],
+                                      "status": row["status"]}
+        return latest
+
     def unpersist(self) -> None:
         with self._deriving:
             for frame in (*self.persisted, *self._derived.values()):
@@ -231,16 +247,45 @@ def redelivery_decisions(txns: DataFrame, pairs: DataFrame, receives: DataFrame,
                                  .alias("_decision")))
 
 
-def with_decisions(txns: DataFrame, decisions: DataFrame) -> DataFrame:
-    """`txns` (TXN_COLUMNS) with the outcomes `redelivery_decisions` gave (decided_by `redelivery`)."""
-    decision = F.col("_decision")
+def with_decisions(txns: DataFrame, decisions: DataFrame, by: str = REDELIVERY) -> DataFrame:
+    """`txns` (TXN_COLUMNS) with the outcomes `decisions` (txn, `_decision`) gave, `decided_by` `by`.
+
+    Only a transaction whose client does not know its outcome and that invoked its commit takes
+    one: the client's own outcome, and the abort a never-invoked commit implies, are not
+    overruled."""
+    decision = F.when((F.col("client_outcome") == UNKNOWN) & F.col("commit_invoke_ns").isNotNull(),
+                      F.col("_decision"))
     return (txns.join(decisions, "txn", "left")
+            .withColumn("_decision", decision)
             .withColumn("outcome", F.coalesce(decision, F.col("outcome")))
-            .withColumn("decided_by", F.when(decision.isNotNull(), F.lit(REDELIVERY))
+            .withColumn("decided_by", F.when(decision.isNotNull(), F.lit(by))
                         .otherwise(F.col("decided_by")))
             .withColumn("outcome_label", F.when(decision == COMMITTED, F.lit(UNKNOWN_COMMITTED))
                         .when(decision == ABORTED, F.lit(UNKNOWN_ABORTED)).otherwise(F.col("outcome_label")))
             .select(*TXN_COLUMNS))
+
+
+TERMINAL_STATES = {"COMMITTED": COMMITTED, "ABORTED": ABORTED}
+"""The `txn-state` statuses that end a transaction for good, and the outcome each means."""
+
+
+def coordinator_decisions(readings: DataFrame) -> DataFrame:
+    """txn, `_decision`: the outcome the coordinator's own record gives, where the drain read one.
+
+    The drain reads the coordinator's view of every transaction its client left without a
+    known end (`txn-state`: v4's admin `transactionMetadata`, v5's header in the metadata
+    store). COMMITTED and ABORTED are final there, so such a reading is the transaction's
+    outcome as the system decided it, better evidence than what the final reads happen to
+    show: visibility would call a transaction whose values all vanished aborted (hiding a
+    committed transaction's loss), and one whose aborted value a reader was shown committed
+    (naming an aborted read a lost write). Readings that disagree decide nothing."""
+    status = F.col("status")
+    terminal = readings.filter(status.isin(*TERMINAL_STATES))
+    outcome = F.when(status == "COMMITTED", F.lit(COMMITTED)).otherwise(F.lit(ABORTED))
+    return one_partition(
+        terminal.select("txn", outcome.alias("_outcome")).groupBy("txn")
+        .agg(F.min("_outcome").alias("_first"), F.max("_outcome").alias("_last"))
+        .filter(F.col("_first") == F.col("_last")).select("txn", F.col("_first").alias("_decision")))
 
 
 def single_partition_leaf(frame: DataFrame) -> DataFrame:
@@ -355,6 +400,11 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
                                      F.least(F.coalesce(F.col("delivered_ns"), F.col("time_ns")),
                                              F.col("time_ns")).alias("delivered_ns")))
     txns = transaction_outcomes(pairs, covered_topics=covered, visible_sends=send_vis)
+    txn_states = None
+    if facts.counts.get("txn_states", 0):
+        txn_states = keep(ops.filter(F.col("f") == OpF.TXN_STATE.value).select(
+            "txn", "time_ns", "writer", "index", "process",
+            F.get_json_object(F.col("extra"), "$.status").alias("status"), "error"))
     decides = bool(facts.counts.get("acks", 0) and drain.complete)
     if keeping is Keeping.PERSIST:
         # The deciding reads the transactions twice (which to decide, and the join back): kept,
@@ -362,6 +412,9 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         # decisions are kept apart and joined onto every reader of the transactions, instead
         # of a second copy of all of them with the decisions in (docs/checks.md).
         txns = keep(txns)
+        if txn_states is not None:
+            # The readings are of the transactions the load left without an end: a few.
+            txns = with_decisions(txns, F.broadcast(coordinator_decisions(txn_states)), COORDINATOR)
         if decides:
             decisions = keep(redelivery_decisions(txns, pairs, recv, drain))
             decided = decisions.count()
@@ -370,6 +423,8 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
             elif decided:
                 txns = with_decisions(txns, F.broadcast(decisions))
     else:
+        if txn_states is not None:
+            txns = with_decisions(txns, coordinator_decisions(txn_states), COORDINATOR)
         if decides:
             txns = decide_ack_only_by_redelivery(txns, pairs, recv, drain)
         txns = keep(txns)
@@ -416,11 +471,6 @@ def prepare(ops: DataFrame, *, stall_after_s: float = DEFAULT_STALL_AFTER_S, per
         F.coalesce(F.col("client_outcome"), F.lit(UNKNOWN)).alias("client_outcome"), "end_ns",
         "commit_invoke_ns",
     ))
-    txn_states = None
-    if facts.counts.get("txn_states", 0):
-        txn_states = keep(ops.filter(F.col("f") == OpF.TXN_STATE.value).select(
-            "txn", "time_ns", "writer", "index", "process",
-            F.get_json_object(F.col("extra"), "$.status").alias("status"), "error"))
     marks = [m for m in facts.phases if m.name == DRAIN_PHASE]
     return CheckContext(
         pairs=pairs, txns=txns, sends=sends, acks=acks, receives=recv, reads=reads, visible=visible,

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from analysis.checks.base import PendingCheck, Plan, clean, first_reads, ref
 from analysis.checks.context import CheckContext
-from analysis.model import ABORTED, NO_COMMIT, union_all
+from analysis.model import ABORTED, COORDINATOR, NO_COMMIT, union_all
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
@@ -51,6 +51,7 @@ def _with_first_reads(ctx: CheckContext, key: str) -> Any:
 
 
 _NEVER_COMMITTED = "txn-commit never invoked: only the coordinator's abort can have ended the transaction"
+_BY_COORDINATOR = "transaction aborted (its coordinator's record, which the drain read, says ABORTED)"
 
 
 def _no_commit() -> F.Column:
@@ -74,6 +75,7 @@ def plan_aborted_read(ctx: CheckContext) -> Plan:
                                            | (F.col("s_type") == OpType.FAIL.value)))
     why_received = (F.when(F.col("s_type") == OpType.FAIL.value, F.lit("send failed definitively"))
                     .when(F.col("decided_by") == "visibility", F.lit("transaction aborted (nothing of it is visible)"))
+                    .when(F.col("decided_by") == COORDINATOR, F.lit(_BY_COORDINATOR))
                     .otherwise(F.lit("transaction aborted")))
     by_receive = received.select("value", "txn", why_received.alias("why"), _send(obs, "s_").alias("send"),
                                  _observed(obs).alias("observed"), F.lit(1).alias("_n"))
@@ -83,7 +85,8 @@ def plan_aborted_read(ctx: CheckContext) -> Plan:
     seen_read = F.col("visible") | F.col("live_visible")
     read = sends.filter(seen_read & ((F.col("outcome") == ABORTED) | (F.col("type") == OpType.FAIL.value)))
     why_read = (F.when(F.col("type") == OpType.FAIL.value, F.lit("send failed definitively"))
-                .when(_no_commit(), F.lit(_NEVER_COMMITTED)).otherwise(F.lit("transaction aborted")))
+                .when(_no_commit(), F.lit(_NEVER_COMMITTED))
+                .when(F.col("decided_by") == COORDINATOR, F.lit(_BY_COORDINATOR)).otherwise(F.lit("transaction aborted")))
     by_read = read.select("value", "txn", why_read.alias("why"), _send(sends, "").alias("send"),
                           _read_placeholder(sends).alias("observed"), F.lit(1).alias("_n"))
     hits = union_all([by_receive, by_read])

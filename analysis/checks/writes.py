@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext
-from analysis.model import COMMITTED, UNKNOWN, VISIBILITY, lost_run_of
+from analysis.model import COMMITTED, COORDINATOR, UNKNOWN, VISIBILITY, lost_run_of
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
@@ -100,10 +100,13 @@ def plan_lost_write(ctx: CheckContext) -> Plan:
     live_reads = bool(drain.live_topics)
 
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Name the evidence: the entries the brokers said they lost after their ack, and for a
-        transaction visibility decided, the values of it each read showed."""
+        """Name the evidence: the entries the brokers said they lost after their ack; for a
+        transaction visibility decided, the values of it each read showed; for one its
+        coordinator's record decided, that reading."""
         decided = sorted({e["txn"] for e in examples if e.get("decided_by") == VISIBILITY})
         sends = _sends_of(ctx, decided) if decided else {}
+        records = ctx.coordinator_records(sorted({e["txn"] for e in examples
+                                                  if e.get("decided_by") == COORDINATOR}))
         for e in examples:
             send = e.get("send") or {}
             run = lost_run_of(drain, send.get("topic"), send.get("segment"), send.get("msg_id"))
@@ -111,6 +114,8 @@ def plan_lost_write(ctx: CheckContext) -> Plan:
                 e["lost_entries"] = dict(run)
             if e.get("txn") in sends:
                 e["visible_in"] = visibility_evidence(sends[e["txn"]], live_reads)
+            if e.get("txn") in records:
+                e["coordinator"] = records[e["txn"]]
         return examples
 
     return PendingCheck(AnomalyClass.LOST_WRITE, lost, ["send.time_ns", "value"], max_examples=ctx.max_examples,
