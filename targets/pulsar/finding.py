@@ -91,6 +91,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=5, race=True, try_timeout_s=240.0,
         log_signs=("endTxn error topic", "Successes to abort low water mark",
                    "is being unloaded")),
+    # a try: P loaded on X with M1, X cut from ZooKeeper past its session, B takes P and is sent M2, B cut past its
+    # session before X comes back (X acquires the vanished lock again), a fresh read of P; a control without B's cut
+    Finding(
+        name="stale-ledgers-after-ownership-reacquired", release="4.0.8", txn_path=TxnPath.V4,
+        main_class="StaleLedgersAfterOwnershipReacquired",
+        what="a broker whose metadata session expired while another took its bundle, and whose ownership node "
+             "vanished with that broker's session too, acquires the bundle again on its new session and serves "
+             "the topic from the ledger list it loaded before: acknowledged messages the other broker stored "
+             "are given to no reader (ResourceLockImpl.revalidate re-creates a missing lock)",
+        tries=1, try_timeout_s=300.0,
+        settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
+        log_signs=("re-acquired missing lock", "Resource lock for", "SessionReestablished", "Fenced")),
     # a try: a transaction on the coordinator of the broker X owning P, X cut from ZooKeeper past its session while
     # the other broker takes P, the commit; a control without the cut
     Finding(
