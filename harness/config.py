@@ -114,6 +114,10 @@ class PhaseConfig:
                                            "planned fault window runs (a broker's restart on real Pulsar takes "
                                            "20-35 s the plan does not count, and the timeline slips); the phase "
                                            "ends when the last window has healed; 0 cuts the timeline at faults_s")
+    quiet_tail_s: float = bounded(0.0, min=0, max=3600,
+                                  help="the load stops this long before the faults phase's planned end, so the last "
+                                       "faults heal on a cluster nobody writes to: state a broker kept stale is read "
+                                       "by the drain's live read before any write repairs it; 0: the load runs on")
     recovery_s: float = bounded(5.0, min=0, max=3600, help="faults healed, load still running; then the load stops")
     drain_timeout_s: float = bounded(60.0, min=1, max=3600,
                                      help="bound on the drain (final reads of every topic and subscription "
@@ -644,9 +648,27 @@ class RunConfig:
         if self.faults.enabled and self.phases.faults_s <= 0:
             raise Invalid("phases.faults_s", "faults are configured but the faults phase is 0 s",
                           "set phases.faults_s, e.g. 60")
+        if self.phases.quiet_tail_s > 0:
+            self._check_quiet_tail()
         if self.target is Target.EXTERNAL and not self.cluster.service_url:
             raise Invalid("cluster.service_url", "the external target needs a service URL",
                           "set cluster.service_url or pass --service-url")
+
+    def _check_quiet_tail(self) -> None:
+        """A quiet tail needs a faults phase to end, and no fault that needs the load process after
+        it stopped: a client kill goes through it, and a drawn schedule may place one anywhere."""
+        tail, faults_s = self.phases.quiet_tail_s, self.phases.faults_s
+        if not self.faults.enabled or tail >= faults_s:
+            raise Invalid("phases.quiet_tail_s", f"{tail:g} s of quiet tail needs a faults phase longer than it "
+                          f"(faults_s {faults_s:g})", "set phases.quiet_tail_s below phases.faults_s, or 0")
+        if self.faults.random is not None or self.faults.generated is not None:
+            raise Invalid("phases.quiet_tail_s", "a drawn schedule (faults.random, faults.generated) may kill a "
+                          "load worker after the load stopped", "use a written schedule, or set phases.quiet_tail_s 0")
+        kills = [f for f in self.faults.schedule if f.kind == "client-kill"
+                 or any(o.kind == "client-kill" for o in f.overlap)]
+        if kills:
+            raise Invalid("phases.quiet_tail_s", "client-kill goes through the load process, which the quiet tail "
+                          "stops", "drop the client-kill windows, or set phases.quiet_tail_s 0")
 
     def for_path(self, txn_path: TxnPath) -> RunConfig:
         return dataclasses.replace(self, path=txn_path)

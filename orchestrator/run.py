@@ -126,6 +126,8 @@ class Run:
         self.target: ClusterTarget | None = None
         self.cluster_info: ClusterInfo | None = None
         self.load: subprocess.Popen[bytes] | None = None
+        self.load_stopped = False
+        """True once the run stopped the load itself (its end is no failure)."""
         self.nemesis: Nemesis | None = None
         self.topology: Topology | None = None
         self._temp_cluster_dir: Path | None = None
@@ -316,7 +318,7 @@ class Run:
         log.close()
 
     def _check_load_alive(self) -> None:
-        if self.load is not None and self.load.poll() is not None:
+        if self.load is not None and not self.load_stopped and self.load.poll() is not None:
             tail = _tail(self.run_dir.logs_dir / "load.log")
             raise LoadProcessDied(f"the load process exited early (code {self.load.returncode}); "
                                   f"see {self.run_dir.logs_dir / 'load.log'}:\n{tail}")
@@ -376,13 +378,29 @@ class Run:
         try:
             with self.nemesis:
                 self.nemesis.start()
-                self._wait(self.config.phases.faults_s)
+                self._faults_with_quiet_tail()
                 overrun_s = round(self._wait_for_timeline(self.nemesis), 1)
         finally:
             recorder.close()
             self._record_faults_progress({**self.nemesis.progress(), "overrun_s": overrun_s})
         self.nemesis = None
         self._snapshot(Phase.FAULTS)
+
+    def _faults_with_quiet_tail(self) -> None:
+        """`faults_s` of faults; with `phases.quiet_tail_s`, the load stops that long before their
+        planned end while the nemesis plays on. Why: a busy topic repairs what a broker kept stale
+        with its next write (a fenced ledger closes the topic, the next load reads afresh), so state
+        left stale by the last faults is read by the drain only if nothing writes after them (a
+        broker re-acquiring a vanished bundle lock served its old ledger lists on real Pulsar until
+        a write came: docs/findings/stale-ledgers-after-ownership-reacquired.md)."""
+        phases = self.config.phases
+        started = time.monotonic()
+        if phases.quiet_tail_s > 0:
+            self._wait(phases.faults_s - phases.quiet_tail_s)
+            self.say(f"[{self.config.path.value}] quiet tail: the load stops {phases.quiet_tail_s:g} s before the "
+                     "faults phase's planned end")
+            self._stop_load()
+        self._wait(max(0.0, phases.faults_s - (time.monotonic() - started)))
 
     def _wait_for_timeline(self, nemesis: Nemesis) -> float:
         """After `faults_s`: while the nemesis still has windows to play, the phase goes on, up to
@@ -413,6 +431,7 @@ class Run:
     def _stop_load(self, timeout_s: float | None = None) -> None:
         if self.load is None:
             return
+        self.load_stopped = True
         if self.load.poll() is not None:
             self._record_load_workers()
             return

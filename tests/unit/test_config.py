@@ -94,6 +94,21 @@ def test_faults_need_a_faults_phase() -> None:
     assert "phases.faults_s" in str(_error("faults: {schedule: [{kind: kill, at_s: 1}]}"))
 
 
+def test_a_quiet_tail_needs_a_longer_faults_phase_and_no_fault_that_needs_the_load() -> None:
+    kill = "{kind: kill, target: coordinator, at_s: 1}"
+    config = parse_scenario(f"phases: {{faults_s: 10, quiet_tail_s: 4}}\nfaults: {{schedule: [{kill}]}}")
+    assert config.phases.quiet_tail_s == 4
+    assert "faults phase longer" in str(_error(f"phases: {{faults_s: 4, quiet_tail_s: 4}}\nfaults: {{schedule: [{kill}]}}"))
+    assert "phases.quiet_tail_s" in str(_error("phases: {steady_s: 5, quiet_tail_s: 2}"))
+    assert "client-kill" in str(_error(
+        "phases: {faults_s: 10, quiet_tail_s: 4}\nfaults: {schedule: [{kind: client-kill, at_s: 1}]}"))
+    assert "client-kill" in str(_error(
+        "phases: {faults_s: 10, quiet_tail_s: 4}\nfaults: {schedule: [{kind: partition, target: 'broker:0', "
+        "at_s: 1, overlap: [{kind: client-kill, after_s: 1}]}]}"))
+    assert "drawn schedule" in str(_error(
+        "phases: {faults_s: 10, quiet_tail_s: 4}\nfaults: {generated: {from_s: 1, until_s: 5}}"))
+
+
 def test_invalid_yaml_names_the_line() -> None:
     err = _error("seed: 1\nload:\n  users: 2\n    bad: [\n")
     assert "s.yaml: line" in str(err) and "not valid YAML" in str(err)
