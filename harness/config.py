@@ -679,6 +679,11 @@ class RunConfig:
             raise ConfigError("--duration", "", f"{seconds} is not a positive number of seconds",
                               "pass e.g. --duration 20")
         if self.faults.enabled:
+            tail = self.phases.quiet_tail_s
+            if tail and seconds <= tail:
+                raise ConfigError("--duration", "", f"{seconds:g} s of faults leaves no load before the scenario's "
+                                  f"{tail:g} s quiet tail (phases.quiet_tail_s)",
+                                  f"pass --duration above {tail:g}")
             return dataclasses.replace(self, phases=dataclasses.replace(self.phases, faults_s=float(seconds)))
         return dataclasses.replace(self, phases=dataclasses.replace(self.phases, steady_s=float(seconds)))
 
