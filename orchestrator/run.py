@@ -328,9 +328,11 @@ class Run:
         self._wait(seconds)
         self._snapshot(phase)
 
-    def _wait(self, seconds: float, *, while_: Callable[[], bool] | None = None) -> None:
+    def _wait(self, seconds: float, *, while_: Callable[[], bool] | None = None,
+              phase_end: float | None = None) -> None:
         """Sleep through a phase, watching the load process and reporting progress; with `while_`,
-        return as soon as it turns false."""
+        return as soon as it turns false; `phase_end` (monotonic): when the phase ends, if later than
+        this wait (the progress line counts to it)."""
         deadline = time.monotonic() + seconds
         next_report = time.monotonic()
         while True:
@@ -341,7 +343,7 @@ class Run:
             if self.nemesis is not None:
                 self.nemesis.raise_if_failed()
             if now >= next_report:
-                self._report_progress(now, deadline)
+                self._report_progress(now, max(deadline, phase_end or deadline))
                 next_report = now + (2.0 if sys.stderr.isatty() else 10.0)
             time.sleep(min(0.2, deadline - now))
 
@@ -359,6 +361,8 @@ class Run:
             if workers:
                 rates += f"  workers {len(workers)}: " + " ".join(
                     f"{w['writer']} {w.get('committed_txn_per_s', 0):.0f}/s" for w in workers)
+        if self.load_stopped:
+            rates = "  load stopped (quiet tail)"
         elapsed = now - self.phase_started
         total = elapsed + max(0.0, deadline - now)
         self.say(f"[{self.config.path.value}] {self.phase} {elapsed:4.0f}/{total:.0f}s{rates}")
@@ -395,12 +399,13 @@ class Run:
         a write came: docs/findings/stale-ledgers-after-ownership-reacquired.md)."""
         phases = self.config.phases
         started = time.monotonic()
+        end = started + phases.faults_s
         if phases.quiet_tail_s > 0:
-            self._wait(phases.faults_s - phases.quiet_tail_s)
+            self._wait(phases.faults_s - phases.quiet_tail_s, phase_end=end)
             self.say(f"[{self.config.path.value}] quiet tail: the load stops {phases.quiet_tail_s:g} s before the "
                      "faults phase's planned end")
             self._stop_load()
-        self._wait(max(0.0, phases.faults_s - (time.monotonic() - started)))
+        self._wait(max(0.0, end - time.monotonic()), phase_end=end)
 
     def _wait_for_timeline(self, nemesis: Nemesis) -> float:
         """After `faults_s`: while the nemesis still has windows to play, the phase goes on, up to
