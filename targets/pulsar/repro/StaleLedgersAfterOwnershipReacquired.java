@@ -79,9 +79,8 @@ public final class StaleLedgersAfterOwnershipReacquired extends Repro {
                     + seen.ownerAfter + "; the fresh reader was given " + seen.read
                     + (seen.why.isEmpty() ? "" : " (" + seen.why + ")"));
         }
-        boolean judged = cut.why.isEmpty() && !cut.ownerDuring.equals(cut.owner) && cut.ownerDuring.startsWith("http");
-        String summary = !judged ? "not judged: " + (cut.why.isEmpty() ? "B did not take P during X's cut ("
-                + cut.ownerDuring + ")" : cut.why)
+        boolean judged = cut.why.isEmpty() && control.why.isEmpty();
+        String summary = !judged ? "not judged: " + (cut.why.isEmpty() ? "control: " + control.why : cut.why)
                 : (cut.stale() ? "after both brokers' sessions expired in turn, the fresh reader was given M1 and not "
                 + "M2 (sent through B and acknowledged): " + cut.ownerAfter + " serves P's old ledger list"
                 : "the fresh reader was given " + cut.read) + "; control without B's cut: given " + control.read;
@@ -112,7 +111,7 @@ public final class StaleLedgersAfterOwnershipReacquired extends Repro {
         sleepUntil(start + TimeUnit.SECONDS.toNanos(SESSION_S + 3));     // X's session and its lock are gone
         String during = ownerVia(b, namespace, "p");
         if (!during.equals(b)) {
-            return new Seen(label, x, during, "", List.of(), "");
+            return new Seen(label, x, during, "", List.of(), "B did not take P during X's cut (owner: " + during + ")");
         }
         String bServiceUrl = Admin.field(new Admin(b).get("/lookup/v2/topic/persistent/" + namespace + "/p"),
                 "brokerUrl");
