@@ -101,13 +101,19 @@ abstract class Repro implements Out.Program {
     /** Pulsar's v4 client on --service-url, through --listener when `viaListener` and one is named;
      *  closed at the end. */
     PulsarClient v4Client(boolean transactions, int timeoutS, boolean viaListener) throws Exception {
-        ClientBuilder builder = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
+        return atEnd(v4Builder(cli.required("--service-url"), transactions, timeoutS, viaListener).build());
+    }
+
+    /** Pulsar's v4 client builder on `serviceUrl` (one broker, or --service-url), through --listener
+     *  when `viaListener` and one is named; the caller builds and closes it. */
+    ClientBuilder v4Builder(String serviceUrl, boolean transactions, int timeoutS, boolean viaListener) {
+        ClientBuilder builder = PulsarClient.builder().serviceUrl(serviceUrl)
                 .enableTransaction(transactions).operationTimeout(timeoutS, TimeUnit.SECONDS);
         String listener = cli.get("--listener", null);
         if (viaListener && listener != null) {
             builder.listenerName(listener);
         }
-        return atEnd(builder.build());
+        return builder;
     }
 
     /** The set-up of a program whose tries share one namespace: `namespace` (one bundle, every message

@@ -26,7 +26,6 @@
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
@@ -152,12 +151,8 @@ public final class StaleLedgersAfterOwnershipReacquired extends Repro {
         return new Seen(label, x, during, after, read, "");
     }
 
+    /** A client of `serviceUrl` alone (B's, to write M2 where B serves it), closed by the caller. */
     private PulsarClient client(String serviceUrl) throws Exception {
-        ClientBuilder builder = PulsarClient.builder().serviceUrl(serviceUrl).operationTimeout(30, TimeUnit.SECONDS);
-        String listener = cli.get("--listener", null);
-        if (listener != null) {
-            builder.listenerName(listener);
-        }
-        return builder.build();
+        return v4Builder(serviceUrl, false, 30, true).build();
     }
 }

@@ -27,7 +27,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
@@ -99,13 +98,7 @@ public final class V4CommitStuckAfterCoordinatorRecovery extends Repro {
         admin.createNamespace(namespace, BUNDLES);
         // the application that commits the first transaction: it goes away once it has asked, so only
         // the coordinator can finish the commit (its own client would send END_TXN again on reconnect)
-        ClientBuilder builder = PulsarClient.builder().serviceUrl(cli.required("--service-url"))
-                .enableTransaction(true).operationTimeout(30, TimeUnit.SECONDS);
-        String listener = cli.get("--listener", null);
-        if (listener != null) {
-            builder.listenerName(listener);
-        }
-        try (App app = new App(builder.build())) {
+        try (App app = new App(v4Builder(cli.required("--service-url"), true, 30, true).build())) {
             return firstThenSecond(n, label, namespace, app, interrupted);
         }
     }
