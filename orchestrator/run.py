@@ -362,7 +362,7 @@ class Run:
                 rates += f"  workers {len(workers)}: " + " ".join(
                     f"{w['writer']} {w.get('committed_txn_per_s', 0):.0f}/s" for w in workers)
         if self.load_stopped:
-            rates = "  load stopped (quiet tail)"
+            rates = "  load stopped"
         elapsed = now - self.phase_started
         total = elapsed + max(0.0, deadline - now)
         self.say(f"[{self.config.path.value}] {self.phase} {elapsed:4.0f}/{total:.0f}s{rates}")

@@ -265,8 +265,8 @@ def with_decisions(txns: DataFrame, decisions: DataFrame, by: str = REDELIVERY) 
             .select(*TXN_COLUMNS))
 
 
-TERMINAL_STATES = {"COMMITTED": COMMITTED, "ABORTED": ABORTED}
-"""The `txn-state` statuses that end a transaction for good, and the outcome each means."""
+TERMINAL_STATES = ("COMMITTED", "ABORTED")
+"""The `txn-state` statuses that end a transaction for good (the coordinator's names)."""
 
 
 def coordinator_decisions(readings: DataFrame) -> DataFrame:
