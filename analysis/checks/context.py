@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -182,14 +182,13 @@ class CheckContext:
         decided rests on."""
         if self.txn_states is None or not txns:
             return {}
-        latest: dict[str, dict[str, object]] = {}
+        latest: dict[str, Row] = {}
         for row in self.txn_states.filter(F.col("txn").isin(*txns)).collect():
-            seen = latest.get(row["txn"])
-            if seen is None or int(row["time_ns"]) >= int(str(seen["time_ns"])):
-                latest[row["txn"]] = {"writer": row["writer"], "index": row["index"], "process": row["process"],
-                                      "f": OpF.TXN_STATE.value, "time_ns": row["time_ns"], "txn": row["txn"],
-                                      "status": row["status"]}
-        return latest
+            if row["txn"] not in latest or row["time_ns"] >= latest[row["txn"]]["time_ns"]:
+                latest[row["txn"]] = row
+        return {txn: {"writer": row["writer"], "index": row["index"], "process": row["process"],
+                      "f": OpF.TXN_STATE.value, "time_ns": row["time_ns"], "txn": txn, "status": row["status"]}
+                for txn, row in latest.items()}
 
     def unpersist(self) -> None:
         with self._deriving:
