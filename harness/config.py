@@ -117,7 +117,8 @@ class PhaseConfig:
     quiet_tail_s: float = bounded(0.0, min=0, max=3600,
                                   help="the load stops this long before the faults phase's planned end, so the last "
                                        "faults heal on a cluster nobody writes to: state a broker kept stale is read "
-                                       "by the drain's live read before any write repairs it; 0: the load runs on")
+                                       "by the drain's live read before any write repairs it (the recovery phase "
+                                       "then runs without load too); 0: the load runs on")
     recovery_s: float = bounded(5.0, min=0, max=3600, help="faults healed, load still running; then the load stops")
     drain_timeout_s: float = bounded(60.0, min=1, max=3600,
                                      help="bound on the drain (final reads of every topic and subscription "
@@ -669,6 +670,13 @@ class RunConfig:
         if kills:
             raise Invalid("phases.quiet_tail_s", "client-kill goes through the load process, which the quiet tail "
                           "stops", "drop the client-kill windows, or set phases.quiet_tail_s 0")
+        quiet_from = faults_s - tail
+        waiting = [f for f in self.faults.schedule if f.trigger is not None
+                   and (f.at_s if f.at_s is not None else 0.0) >= quiet_from]
+        if waiting:
+            raise Invalid("phases.quiet_tail_s", f"a triggered fault at {waiting[0].at_s:g} s waits for a load "
+                          f"operation, and the load stops at {quiet_from:g} s",
+                          "move the triggered windows before the quiet tail, or drop their trigger")
 
     def for_path(self, txn_path: TxnPath) -> RunConfig:
         return dataclasses.replace(self, path=txn_path)

@@ -105,6 +105,9 @@ def test_a_quiet_tail_needs_a_longer_faults_phase_and_no_fault_that_needs_the_lo
     assert "client-kill" in str(_error(
         "phases: {faults_s: 10, quiet_tail_s: 4}\nfaults: {schedule: [{kind: partition, target: 'broker:0', "
         "at_s: 1, overlap: [{kind: client-kill, after_s: 1}]}]}"))
+    assert "waits for a load operation" in str(_error(
+        "phases: {faults_s: 10, quiet_tail_s: 4}\nfaults: {schedule: [{kind: unload, target: 'topic:trigger', "
+        "at_s: 7, for_s: 0, trigger: {op: send}}]}"))
     with pytest.raises(ConfigError, match="quiet tail"):
         config.with_duration(4)
     assert config.with_duration(5).phases.faults_s == 5
