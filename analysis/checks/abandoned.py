@@ -16,17 +16,21 @@ the admin API's `transactionMetadata` gave, or on v5 the header in the metadata 
 instance per abandoned transaction when:
 
 * the coordinator still holds it unfinished (OPEN, TIME_OUT, COMMITTING, ABORTING) at a
-  reading taken at or after its deadline: the open's completion + `workload.txn_timeout_s`
-  + `checks.abort_bound_s` (the coordinator started its clock before the open completed);
-  its held read horizon then still blocks every later transaction on its topics;
+  drain's latest reading taken at or after its deadline: the open's completion +
+  `workload.txn_timeout_s` + `checks.abort_bound_s` (the coordinator started its clock
+  before the open completed); its held read horizon then still blocks every later
+  transaction on its topics. Each drain is judged on its own latest reading (the drain asks
+  an unfinished one again for the bound): a live drain's (writer `drain-live`, before a cold
+  restart) that is unfinished is an anomaly even when the coordinator the restart loaded
+  again finished the transaction (a restart is not how a coordinator is meant to end one);
 * the coordinator says COMMITTED although its client never invoked the commit (only an
   abort may end such a transaction);
 * one of its acks is stuck: decided aborted, on a subscription the drain emptied, and
   never delivered again nor settled otherwise (stuck-ack's rule, restricted to abandoned
   transactions: what it held was not released).
 
-An abandoned transaction with no reading, a reading taken before its deadline, or an
-`UNKNOWN` reading is unjudged. A history without any `txn-state` event (written before
+An abandoned transaction with no drain's latest reading taken after its deadline other
+than `UNKNOWN` is unjudged. A history without any `txn-state` event (written before
 the drain recorded them, or by a target whose admin API has no transaction endpoints)
 has nothing to judge: clean.
 """
@@ -41,7 +45,7 @@ from analysis.checks.base import PendingCheck, Plan, clean, ref
 from analysis.checks.context import CheckContext
 from analysis.model import ABORTED, UNKNOWN, one_partition, union_all
 from harness.anomalies import AnomalyClass
-from harness.history.schema import OpF, OpType
+from harness.history.schema import LIVE_DRAIN_WRITER, OpF, OpType
 
 UNFINISHED = ("OPEN", "TIME_OUT", "COMMITTING", "ABORTING")
 NOT_JUDGED = ("UNKNOWN",)
@@ -64,14 +68,16 @@ def plan_unresolved_txn(ctx: CheckContext) -> Plan:
     if ctx.txn_states is None:
         return clean(AnomalyClass.UNRESOLVED_TXN)
     abandoned = abandoned_transactions(ctx)
-    latest = (ctx.txn_states.groupBy("txn")
+    # each drain's latest reading: the live drain's (before a cold restart) and the final one's
+    latest = (ctx.txn_states.groupBy("txn", "writer")
               .agg(F.max(F.struct("time_ns", "writer", "index", "process", "status", "error")).alias("_s")))
-    read = abandoned.join(latest, "txn", "left").select(
+    read = abandoned.join(latest.drop("writer"), "txn", "left").select(
         "*", *[F.col(f"_s.{c}").alias(f"r_{c}") for c in ("time_ns", "writer", "index", "process", "status")])
     status, asked = F.col("r_status"), F.col("r_time_ns")
     after_deadline = asked >= F.col("deadline_ns")
+    at_live_read = F.when(F.col("r_writer") == LIVE_DRAIN_WRITER, F.lit(" at the live read")).otherwise(F.lit(""))
     why = (F.when(after_deadline & status.isin(*UNFINISHED),
-                  F.concat(F.lit("the coordinator still had it "), status, F.lit(" "),
+                  F.concat(F.lit("the coordinator still had it "), status, at_live_read, F.lit(" "),
                            F.format_number((asked - F.col("deadline_ns")) / 1e9 + ctx.abort_bound_ns / 1e9, 1),
                            F.lit(" s after its timeout")))
            .when((status == "COMMITTED") & F.col("commit_invoke_ns").isNull(),
@@ -82,7 +88,9 @@ def plan_unresolved_txn(ctx: CheckContext) -> Plan:
         ((asked - F.col("open_ns")) / 1e9).alias("seconds_open"),
         ref(by_state, "r_", f=OpF.TXN_STATE.value, time="r_time_ns", type=F.lit(OpType.OK.value),
             txn="txn").alias("reading"))
-    unjudged = read.filter(status.isNull() | status.isin(*NOT_JUDGED) | ~after_deadline).select("txn")
+    judged = status.isNotNull() & ~status.isin(*NOT_JUDGED) & after_deadline
+    unjudged = read.groupBy("txn").agg(F.max(judged.cast("int")).alias("_judged")) \
+        .filter(F.coalesce(F.col("_judged"), F.lit(0)) == 0).select("txn")
 
     parts = [by_state]
     if ctx.count("acks") and ctx.drain.complete:

@@ -23,9 +23,11 @@ ever make visible, and must say so only when that is true.
    answer, a coordinator not loaded included). On the v5 path the coordinator's view is the
    transaction's header in the metadata store, and Pulsar 5.0.1's admin API has no v5
    endpoint: where the run names the store's address, the drain reads the headers there
-   (`extra.metadata.source` `metadata-store`; orchestrator.load.txn_headers). The checker's
-   `unresolved-txn` holds each abandoned transaction to that: not still open, committing or
-   aborting after its timeout plus the bound.
+   (`extra.metadata.source` `metadata-store`; orchestrator.load.txn_headers). A state that
+   is no end (open, committing, aborting) is asked again every `TXN_STATE_REASK_S` for
+   `checks.abort_bound_s`: a coordinator just connected finishes what it had in flight while
+   it already answers. The checker's `unresolved-txn` holds each abandoned transaction to
+   that: not still open, committing or aborting after its timeout plus the bound.
 2. *Reads.* Each topic is read from the earliest message to its end with a
    non-durable reader (`Reader.read_to_end`: up to the last message id the broker
    reports for each partition or segment), each message recorded as a `read` event
@@ -119,12 +121,14 @@ a few threads, each its own history process (`drain/r<k>`, `drain/s<k>`).
 
 *Live reads* (`live=True`, writer `drain-live`, processes `drain-live/r<k>`). When the
 run makes its final reads cold (every broker restarted), it first drains once on the
-live system, as Jepsen's final read does: settle (1), then only the reads (2, 2b), no
-coordinators' view and no subscriptions (consuming would change what the cold drain
-finds). What the live system shows must be what it shows after the restart: the checker
-judges both reads (docs/checks.md, "Live and cold final reads"), so state a broker holds
-in memory that disagrees with durable state (a cache, a listener that stopped, a horizon
-that did not move) is an anomaly, not something the restart quietly repairs.
+live system, as Jepsen's final read does: settle (1), the coordinators' view (1b,
+process `drain-live/coordinator`), then the reads (2, 2b), no subscriptions (consuming
+would change what the cold drain finds). What the live system shows must be what it
+shows after the restart: the checker judges both reads and both views (docs/checks.md,
+"Live and cold final reads"), so state a broker holds in memory that disagrees with
+durable state (a cache, a listener that stopped, a horizon that did not move, a
+coordinator that stopped finishing a transaction) is an anomaly, not something the
+restart quietly repairs.
 """
 
 from __future__ import annotations
@@ -165,7 +169,8 @@ log = logging.getLogger(__name__)
 IDLE_S = 2.0                 # a subscription silent this long (after settling) is empty
 COORDINATOR_WAKE_S = 60.0    # connecting every coordinator (a v4 coordinator replays its log as it loads), at most
 MAX_TXN_STATES = 2000        # transactions whose coordinator view the drain asks for, at most
-TXN_STATE_PROCESS = "drain/coordinator"
+TXN_STATE_REASK_S = 1.0      # an unfinished coordinator state is asked again this often (for checks.abort_bound_s)
+UNFINISHED_TXN_STATES = ("OPEN", "TIME_OUT", "COMMITTING", "ABORTING")   # the coordinators' states that are no end
 LIVE_WRITER = LIVE_DRAIN_WRITER   # the live reads' writer and process prefix (`drain-live/r<k>`)
 THREADS = 4
 READ_STALL_S = 10.0          # a read round that brings nothing for this long is stuck
@@ -434,18 +439,50 @@ class _Drain:
                               + "; ".join(f"coordinator {tc}: {why}" for tc, why in sorted(missing.items())))
 
     def ask_coordinators(self) -> None:
-        """Record each unsettled transaction's state as its coordinator sees it (`txn-state`)."""
+        """Record each unsettled transaction's state as its coordinator sees it (`txn-state`).
+
+        Why the unfinished ones are asked again: a coordinator the drain just connected (a cold
+        restart, or one that moved) replays its log and only then finishes the commits and aborts it
+        had in flight, while already answering the admin API: real 5.0.1 answered ABORTING half a
+        second before its abort's last log entry (chaos-sessions, 2026-12-04), which the checker
+        would have held against it. So a reading of a state that is not an end is taken again every
+        `TXN_STATE_REASK_S` for `checks.abort_bound_s` (the bound the checker holds a coordinator
+        to), each reading its own event; the checker judges each pass's latest.
+        """
         asked = [u.txn for u in self.unsettled if u.txn][:MAX_TXN_STATES]
         source = self.txn_states
         if not asked or source is None or not hasattr(source, "transaction_metadata"):
             return
-        if hasattr(source, "read_all"):   # the store's headers: one session for all of them
-            ids = [bits for bits in (txn_bits(txn) for txn in asked) if bits is not None]
-            source.read_all(ids, timeout_s=max(1.0, min(source.timeout_s, self.remaining())))
-        for txn in asked:
-            if self.remaining() <= 0:
-                self.problem(f"no time left to ask the coordinators about {len(asked)} unfinished transaction(s)")
+        pending = self._read_txn_states(source, asked)
+        if pending is None:
+            return
+        again_s = max(TXN_STATE_REASK_S, self.config.checks.abort_bound_s)
+        for _ in range(math.ceil(again_s / TXN_STATE_REASK_S)):
+            if not pending or self.remaining() <= TXN_STATE_REASK_S:
+                break
+            _sleep(TXN_STATE_REASK_S)
+            found = self._read_txn_states(source, pending)
+            if found is None:
                 return
+            pending = found
+        asked_whom = (f"read the headers of {len(asked)} transaction(s) the load left unfinished from the metadata "
+                      f"store ({source.url})" if hasattr(source, "read_all") else
+                      f"asked the coordinators about {len(asked)} transaction(s) the load left unfinished")
+        if pending:
+            asked_whom += f"; {len(pending)} still unfinished after asking again for {again_s:g} s"
+        self.notes.append(asked_whom)
+
+    def _read_txn_states(self, source: Any, txns: list[str]) -> list[str] | None:
+        """Read and record the state of each of `txns`; the ones whose answer is not an end
+        (None when the drain ran out of time)."""
+        if hasattr(source, "read_all"):   # the store's headers: one session for all of them
+            ids = [bits for bits in (txn_bits(txn) for txn in txns) if bits is not None]
+            source.read_all(ids, timeout_s=max(1.0, min(source.timeout_s, self.remaining())))
+        unfinished: list[str] = []
+        for txn in txns:
+            if self.remaining() <= 0:
+                self.problem(f"no time left to ask the coordinators about {len(txns)} unfinished transaction(s)")
+                return None
             extra: dict[str, Any] = {}
             error = None
             try:
@@ -457,11 +494,10 @@ class _Drain:
                     {"status": str(found.get("status")), "metadata": found}
             except Exception as err:  # the coordinator could not answer: the checker cannot judge this one
                 extra, error = {"status": "UNKNOWN"}, f"{type(err).__name__}: {err}"
-            self.recorder.event(TXN_STATE_PROCESS, OpF.TXN_STATE, txn=txn, extra=extra, error=error)
-        asked_whom = (f"read the headers of {len(asked)} transaction(s) the load left unfinished from the metadata "
-                      f"store ({source.url})" if hasattr(source, "read_all") else
-                      f"asked the coordinators about {len(asked)} transaction(s) the load left unfinished")
-        self.notes.append(asked_whom)
+            self.recorder.event(f"{self.prefix}/coordinator", OpF.TXN_STATE, txn=txn, extra=extra, error=error)
+            if extra["status"] in UNFINISHED_TXN_STATES:
+                unfinished.append(txn)
+        return unfinished
 
     # ---- 2. reads -------------------------------------------------------------------------
 
@@ -1095,8 +1131,7 @@ class _Drain:
     def run(self) -> DrainResult:
         if self.settle():
             self.wake_coordinators()
-            if not self.live:
-                self.ask_coordinators()
+            self.ask_coordinators()
             self.start_budget()
             self.expected = committed_values(self.recorder.file_path.parent, [self.recorder.file_path])
             reads: list[tuple[Any, ...]] = [(self.read_topic, i, t) for i, t in enumerate(self.topology.topics)]
@@ -1207,7 +1242,8 @@ def drain(cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder:
           txn_states: Any = None) -> DrainResult:
     """Final reads and subscriptions consumed until empty, within `timeout_s` (see the module docstring).
 
-    `live`: the live reads before a cold restart: settle and read every topic, nothing else.
+    `live`: the live reads before a cold restart: settle, ask the coordinators and read every
+    topic, nothing else.
 
     `client` and `admin` default to a new `harness.client.PulsarClient` and
     `AdminClient` for the cluster, `txn_states` (who answers `txn-state`) to the v5 headers in
@@ -1226,7 +1262,7 @@ def drain(cluster: ClusterInfo, config: RunConfig, topology: Topology, recorder:
 
         admin = AdminClient(cluster.admin_url, timeout_s=10.0)
     try:
-        if txn_states is None and not live:
+        if txn_states is None:
             txn_states = v5_header_states(config.path, cluster.settings)
         result = _Drain(cluster, config, topology, recorder, timeout_s, client, admin, live=live,
                         txn_states=txn_states).run()

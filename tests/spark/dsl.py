@@ -126,9 +126,11 @@ class History:
                       msg_id=known.get("msg_id") or self.new_msg_id(topic), segment=known.get("segment"))
         return self
 
-    def txn_state(self, txn: str, status: str, error: str | None = None) -> History:
-        """The drain's reading of the coordinator's view of `txn` (`txn-state`)."""
-        self.emit("drain", "drain/coordinator", OpType.OK, OpF.TXN_STATE, txn=txn, extra={"status": status},
+    def txn_state(self, txn: str, status: str, error: str | None = None, *, live: bool = False) -> History:
+        """The drain's reading of the coordinator's view of `txn` (`txn-state`); `live`: the live
+        drain's (before the cold restart: writer `drain-live`)."""
+        writer = "drain-live" if live else "drain"
+        self.emit(writer, f"{writer}/coordinator", OpType.OK, OpF.TXN_STATE, txn=txn, extra={"status": status},
                   error=error)
         return self
 

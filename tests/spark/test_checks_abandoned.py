@@ -43,6 +43,46 @@ def test_abandoned_transaction_the_coordinator_aborted_is_clean(run_check: RunCh
         assert result.count == 0 and result.unjudged == 0, status
 
 
+def test_a_live_reading_still_unfinished_is_unresolved_though_the_restart_finished_it(run_check: RunCheck) -> None:
+    """What the live system shows is judged on its own: a coordinator that stopped finishing a
+    transaction (real 5.0.1's stale coordinator after a re-acquired lock, 2026-12-04) is not
+    excused because the coordinator a cold restart loaded finished it."""
+    h = History()
+    txn = _abandoned(h)
+    h.sleep(4.0).txn_state(txn, "ABORTING", live=True).txn_state(txn, "ABORTING", live=True)
+    h.sleep(1.0).txn_state(txn, "ABORTING").txn_state(txn, "NOT_FOUND")
+    h.drain(reads={"t1": []})
+    result = run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT)
+    assert result.count == 1 and result.unjudged == 0
+    example = result.examples[0]
+    assert "still had it ABORTING at the live read" in example["why"] and example["status"] == "ABORTING"
+    assert example["observed"]["writer"] == "drain-live"
+
+
+def test_a_drain_is_judged_on_its_latest_reading_of_a_transaction(run_check: RunCheck) -> None:
+    """The drain asks an unfinished one again while the coordinator may be finishing it (a
+    coordinator just loaded answers before its in-flight abort's last write): the last answer of
+    each drain counts, not the first."""
+    h = History()
+    txn = _abandoned(h)
+    h.sleep(4.0).txn_state(txn, "OPEN", live=True).txn_state(txn, "ABORTED", live=True)
+    h.sleep(1.0).txn_state(txn, "ABORTING").txn_state(txn, "NOT_FOUND")
+    h.drain(reads={"t1": []})
+    result = run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT)
+    assert result.count == 0 and result.unjudged == 0
+
+
+def test_an_unanswered_live_reading_leaves_the_final_one_to_judge(run_check: RunCheck) -> None:
+    for final, count in (("OPEN", 1), ("UNKNOWN", 0)):
+        h = History()
+        txn = _abandoned(h)
+        h.sleep(4.0).txn_state(txn, "UNKNOWN", error="AdminError: no answer", live=True)
+        h.txn_state(txn, final, error="AdminError: no answer" if final == "UNKNOWN" else None)
+        h.drain(reads={"t1": []})
+        result = run_check(h, AnomalyClass.UNRESOLVED_TXN, **TIMEOUT)
+        assert (result.count, result.unjudged) == (count, 1 - count), final
+
+
 def test_committed_without_a_commit_is_unresolved(run_check: RunCheck) -> None:
     h = History()
     txn = _abandoned(h)

@@ -1213,18 +1213,21 @@ def test_a_v5_drain_reads_the_transactions_states_from_their_headers_not_the_adm
     result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=admin, admin=admin,
                    txn_states=headers)
     states = [x for x in lines(recorder) if x["f"] == OpF.TXN_STATE.value]
-    assert [s["txn"] for s in states] == [str(txn.id)] and states[0]["error"] is None
+    # OPEN is no end: asked again, each time in one session of the store, for checks.abort_bound_s
+    assert [s["txn"] for s in states] == [str(txn.id)] * 6 and states[0]["error"] is None
     assert states[0]["extra"] == {"status": "OPEN", "metadata": {"status": "OPEN", "header": {"state": "OPEN"},
                                                                  "source": "metadata-store"}}
-    assert headers.read == [[tuple(int(p) for p in str(txn.id).split(":"))]]
+    assert headers.read == [[tuple(int(p) for p in str(txn.id).split(":"))]] * 6
     assert not any(call.startswith("ask") for call in admin.woken)
     assert any("read the headers of 1 transaction(s)" in n and headers.url in n for n in result.notes)
 
 
-def test_the_drain_asks_for_the_header_reader_of_its_run_and_a_live_read_does_not(
+def test_the_drain_asks_for_the_header_reader_of_its_run_and_so_does_a_live_read(
         make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch) -> None:
     """`drain()` picks who answers `txn-state` from the run's path and the cluster's settings
-    (orchestrator.load.txn_headers.v5_header_states: the headers on v5 with the store's address)."""
+    (orchestrator.load.txn_headers.v5_header_states: the headers on v5 with the store's address);
+    the live drain asks too, as its own writer: a coordinator that stopped finishing a transaction
+    is seen before a cold restart loads it afresh."""
     h = make_harness(ATOMIC)
     txn = AtomicProduce(h.ctx).open_txn()
     assert txn is not None
@@ -1241,6 +1244,52 @@ def test_the_drain_asks_for_the_header_reader_of_its_run_and_a_live_read_does_no
     drain(CLUSTER, h.config, h.topology, recorder, timeout_s=30, client=admin, admin=admin)
     assert asked == [(h.config.path, CLUSTER.settings)] and headers.read
     assert [x["extra"]["status"] for x in lines(recorder) if x["f"] == OpF.TXN_STATE.value] == ["ABORTED"]
-    live = HistoryRecorder(h.recorder.file_path.parent, "run1", "live", h.clock, txn_path="v4")  # type: ignore[arg-type]
+    live = HistoryRecorder(h.recorder.file_path.parent, "run1", "drain-live", h.clock,  # type: ignore[arg-type]
+                           txn_path="v4")
     drain(CLUSTER, h.config, h.topology, live, timeout_s=30, client=admin, admin=admin, live=True)
-    assert len(asked) == 1
+    assert len(asked) == 2
+    states = [x for x in lines(live) if x["f"] == OpF.TXN_STATE.value]
+    assert [(x["writer"], x["process"], x["extra"]["status"]) for x in states] == \
+        [("drain-live", "drain-live/coordinator", "ABORTED")]
+
+
+class FinishingCoordinator:
+    """A coordinator that answers `states` in turn (the last one from then on), as one just
+    loaded answers while it finishes the abort it had in flight."""
+
+    def __init__(self, states: list[str | None]) -> None:
+        self.states = states
+        self.asked = 0
+
+    def transaction_metadata(self, most: int, least: int) -> dict[str, Any] | None:
+        state = self.states[min(self.asked, len(self.states) - 1)]
+        self.asked += 1
+        return None if state is None else {"status": state}
+
+
+@pytest.mark.parametrize("states, readings", [
+    (["ABORTING", "ABORTING", None], ["ABORTING", "ABORTING", "NOT_FOUND"]),
+    (["COMMITTED"], ["COMMITTED"]),
+    (["OPEN"], ["OPEN"] * 6),
+])
+def test_an_unfinished_state_is_asked_again_for_the_abort_bound(
+        make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch,
+        states: list[str | None], readings: list[str]) -> None:
+    """Real 5.0.1's coordinator, loaded again by a cold restart, answered ABORTING half a second
+    before its abort's last log entry (chaos-sessions, 2026-12-04): one reading made that an
+    unresolved transaction. An unfinished answer is asked again every second until an end or
+    `checks.abort_bound_s` (5 s: six readings at most), each reading recorded; an end is not asked again."""
+    h = make_harness(ATOMIC)
+    txn = AtomicProduce(h.ctx).open_txn()
+    assert txn is not None
+    clock = FakeClock.installed(monkeypatch)
+    coordinator = FinishingCoordinator(states)
+    recorder = drain_recorder(h)
+    start = clock.now
+    result = drain(CLUSTER, h.config, h.topology, recorder, timeout_s=60, client=h.client, admin=coordinator)
+    got = [x for x in lines(recorder) if x["f"] == OpF.TXN_STATE.value]
+    assert [x["extra"]["status"] for x in got] == readings and {x["txn"] for x in got} == {str(txn.id)}
+    assert all(x["process"] == "drain/coordinator" for x in got)
+    assert clock.now - start >= (len(readings) - 1) * drain_module.TXN_STATE_REASK_S
+    if readings[-1] == "OPEN":
+        assert any("1 still unfinished after asking again for 5 s" in n for n in result.notes)
