@@ -103,6 +103,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=1, try_timeout_s=300.0,
         settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("re-acquired missing lock", "Resource lock for", "SessionReestablished", "Fenced")),
+    # a try: a transaction T whose coordinator N is on X sends to P and is never ended, X cut from ZooKeeper past its
+    # session, B loads N, B cut past its session before X comes back (X acquires N's vanished lock again), T's state
+    # past its timeout and a fresh read of P; a control without B's cut
+    Finding(
+        name="stale-coordinator-after-ownership-reacquired", release="5.0.1", txn_path=TxnPath.V4,
+        main_class="StaleCoordinatorAfterOwnershipReacquired", doc_stem="stale-ledgers-after-ownership-reacquired",
+        what="a broker that acquires again the vanished lock of a transaction coordinator another broker loaded "
+             "meanwhile keeps the coordinator it loaded before: its log writes fail on the fenced ledger and a "
+             "transaction it holds is never aborted, its partitions' later messages unreadable",
+        tries=1, try_timeout_s=400.0,
+        settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
+        log_signs=("re-acquired missing lock", "End transaction fail", "Closing managed ledger", "Fenc")),
     # a try: a transaction on the coordinator of the broker X owning P, X cut from ZooKeeper past its session while
     # the other broker takes P, the commit; a control without the cut
     Finding(
