@@ -45,9 +45,8 @@ from analysis.checks.base import PendingCheck, Plan, clean, ref
 from analysis.checks.context import CheckContext
 from analysis.model import ABORTED, UNKNOWN, one_partition, union_all
 from harness.anomalies import AnomalyClass
-from harness.history.schema import LIVE_DRAIN_WRITER, OpF, OpType
+from harness.history.schema import LIVE_DRAIN_WRITER, UNFINISHED_TXN_STATES, OpF, OpType
 
-UNFINISHED = ("OPEN", "TIME_OUT", "COMMITTING", "ABORTING")
 NOT_JUDGED = ("UNKNOWN",)
 
 
@@ -76,7 +75,7 @@ def plan_unresolved_txn(ctx: CheckContext) -> Plan:
     status, asked = F.col("r_status"), F.col("r_time_ns")
     after_deadline = asked >= F.col("deadline_ns")
     at_live_read = F.when(F.col("r_writer") == LIVE_DRAIN_WRITER, F.lit(" at the live read")).otherwise(F.lit(""))
-    why = (F.when(after_deadline & status.isin(*UNFINISHED),
+    why = (F.when(after_deadline & status.isin(*UNFINISHED_TXN_STATES),
                   F.concat(F.lit("the coordinator still had it "), status, at_live_read, F.lit(" "),
                            F.format_number((asked - F.col("deadline_ns")) / 1e9 + ctx.abort_bound_ns / 1e9, 1),
                            F.lit(" s after its timeout")))

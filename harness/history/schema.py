@@ -82,6 +82,11 @@ def recorded_effects(fault: Mapping[str, Any]) -> frozenset[FaultEffect]:
 # Operations that are one `ok` line with no invocation.
 SINGLE_EVENT_FS = frozenset({OpF.RECEIVE, OpF.READ, OpF.PHASE, OpF.TXN_STATE})
 
+# A `txn-state` reading's `extra.status` values that are no end of the transaction (the
+# coordinators' names): the drain asks such a one again, the checker's unresolved-txn reports one
+# still there after the transaction's deadline.
+UNFINISHED_TXN_STATES = ("OPEN", "TIME_OUT", "COMMITTING", "ABORTING")
+
 # Field order of a line; also the column order of the analysis schema.
 FIELDS: tuple[str, ...] = (
     "schema", "run", "writer", "process", "index", "time_ns", "wall_ms", "type", "f", "path",

@@ -151,7 +151,7 @@ from harness.history import HistoryRecorder, OpF, OpType
 from harness.history.events import Event, read_events
 from harness.history.positions import ledger_entry
 from harness.history.reader import HistoryFormatError
-from harness.history.schema import DRAIN_WRITER, LIVE_DRAIN_WRITER
+from harness.history.schema import DRAIN_WRITER, LIVE_DRAIN_WRITER, UNFINISHED_TXN_STATES
 from harness.target import ClusterInfo
 from orchestrator.load.horizons import HeldHorizon, held_horizons
 from orchestrator.load.txn_headers import txn_bits, v5_header_states
@@ -170,7 +170,6 @@ IDLE_S = 2.0                 # a subscription silent this long (after settling) 
 COORDINATOR_WAKE_S = 60.0    # connecting every coordinator (a v4 coordinator replays its log as it loads), at most
 MAX_TXN_STATES = 2000        # transactions whose coordinator view the drain asks for, at most
 TXN_STATE_REASK_S = 1.0      # an unfinished coordinator state is asked again this often (for checks.abort_bound_s)
-UNFINISHED_TXN_STATES = ("OPEN", "TIME_OUT", "COMMITTING", "ABORTING")   # the coordinators' states that are no end
 LIVE_WRITER = LIVE_DRAIN_WRITER   # the live reads' writer and process prefix (`drain-live/r<k>`)
 THREADS = 4
 READ_STALL_S = 10.0          # a read round that brings nothing for this long is stuck
