@@ -265,6 +265,48 @@ abstract class Repro implements Out.Program {
                 "transaction_coordinator_assign-partition-" + txn.getTxnID().getMostSigBits());
     }
 
+    /** Two brokers cut from the metadata store in turn, as the re-acquired-lock programs need them: X for
+     *  `xS` s from now; later, while X is still cut and with time for B's session (`sessionS` s) to expire
+     *  before X's link mends, B for `bS` s. Each step says why it was not made ("" when it was). */
+    final class CutsInTurn {
+        private final long start = System.nanoTime();
+        private final int xS;
+        private final int sessionS;
+        private long mended;
+
+        CutsInTurn(int xS, int sessionS) {
+            this.xS = xS;
+            this.sessionS = sessionS;
+            this.mended = start + TimeUnit.SECONDS.toNanos(xS);
+        }
+
+        String cutX(String x) {
+            return cutFromMetadata(x, xS) ? "" : "X's cut was not made";
+        }
+
+        /** Waits until X's session has expired and its locks are gone (a few seconds past the session). */
+        void awaitXSessionGone() {
+            sleepUntil(start + TimeUnit.SECONDS.toNanos(sessionS + 3));
+        }
+
+        String cutB(String b, int bS) {
+            long now = System.nanoTime();
+            if (start + TimeUnit.SECONDS.toNanos(xS) - now < TimeUnit.SECONDS.toNanos(sessionS + 2)) {
+                return "too late to cut B: X's link mends before B's session would expire";
+            }
+            if (!cutFromMetadata(b, bS)) {
+                return "B's cut was not made";
+            }
+            mended = Math.max(mended, now + TimeUnit.SECONDS.toNanos(bS));
+            return "";
+        }
+
+        /** When every cut made so far is mended (System.nanoTime's clock). */
+        long mended() {
+            return mended;
+        }
+    }
+
     /** Sleeps until `nanoTime` (System.nanoTime's clock); at once when it has passed. */
     static void sleepUntil(long nanoTime) {
         Out.sleep(Math.max(0, TimeUnit.NANOSECONDS.toMillis(nanoTime - System.nanoTime())));

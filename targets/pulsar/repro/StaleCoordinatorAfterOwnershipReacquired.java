@@ -140,11 +140,12 @@ public final class StaleCoordinatorAfterOwnershipReacquired extends Repro {
         String b = brokers.stream().filter(broker -> !broker.equals(owner)).findFirst().orElse("");
         out.info(label + " " + n, "T = " + txn.getTxnID() + ", coordinator N = " + txn.getTxnID().getMostSigBits()
                 + " on X = " + x + ", sent M1 to " + topic + "; B = " + b);
-        long start = System.nanoTime();
-        if (!cutFromMetadata(x, cutXS)) {
-            return new Seen(label, x, "", "", "", List.of(), "X's cut was not made");
+        CutsInTurn cuts = new CutsInTurn(cutXS, SESSION_S);
+        String notCut = cuts.cutX(x);
+        if (!notCut.isEmpty()) {
+            return new Seen(label, x, "", "", "", List.of(), notCut);
         }
-        sleepUntil(start + TimeUnit.SECONDS.toNanos(SESSION_S + 3));     // X's session and its locks are gone
+        cuts.awaitXSessionGone();
         String during = coordinatorVia(b, txn);                           // B acquires N's bundle
         String bServiceUrl = Admin.field(new Admin(b).get("/lookup/v2/topic/persistent/" + namespace + "/p"),
                 "brokerUrl");
@@ -160,19 +161,12 @@ public final class StaleCoordinatorAfterOwnershipReacquired extends Repro {
             return new Seen(label, x, during, "", "", List.of(), "B did not take N during X's cut (owner: " + during + ")");
         }
         out.info(label + " " + n, "coordinator N loaded by B");
-        long bCutAt = System.nanoTime();
-        long xMendsAt = start + TimeUnit.SECONDS.toNanos(cutXS);
-        if (cutB) {
-            if (xMendsAt - bCutAt < TimeUnit.SECONDS.toNanos(SESSION_S + 2)) {
-                return new Seen(label, x, during, "", "", List.of(), "too late to cut B: X's link mends before B's "
-                        + "session would expire");
-            }
-            if (!cutFromMetadata(b, cutBS)) {
-                return new Seen(label, x, during, "", "", List.of(), "B's cut was not made");
-            }
+        notCut = cutB ? cuts.cutB(b, cutBS) : "";
+        if (!notCut.isEmpty()) {
+            return new Seen(label, x, during, "", "", List.of(), notCut);
         }
-        long mended = Math.max(xMendsAt, cutB ? bCutAt + TimeUnit.SECONDS.toNanos(cutBS) : 0);
-        sleepUntil(Math.max(mended + TimeUnit.SECONDS.toNanos(8), timesOutAt + TimeUnit.SECONDS.toNanos(AFTER_TIMEOUT_S)));
+        sleepUntil(Math.max(cuts.mended() + TimeUnit.SECONDS.toNanos(8),
+                timesOutAt + TimeUnit.SECONDS.toNanos(AFTER_TIMEOUT_S)));
         String after = coordinatorVia(b, txn);
         try (Producer<String> producer = client.newProducer(Schema.STRING).topic(topic).create()) {
             producer.send("M2");

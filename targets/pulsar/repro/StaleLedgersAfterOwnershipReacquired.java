@@ -106,11 +106,12 @@ public final class StaleLedgersAfterOwnershipReacquired extends Repro {
             }
         }
         out.info(label + " " + n, "P = " + topic + " loaded on X = " + x + " with M1; B = " + b);
-        long start = System.nanoTime();
-        if (!cutFromMetadata(x, cutXS)) {
-            return new Seen(label, x, "", "", List.of(), "X's cut was not made", "");
+        CutsInTurn cuts = new CutsInTurn(cutXS, SESSION_S);
+        String notCut = cuts.cutX(x);
+        if (!notCut.isEmpty()) {
+            return new Seen(label, x, "", "", List.of(), notCut, "");
         }
-        sleepUntil(start + TimeUnit.SECONDS.toNanos(SESSION_S + 3));     // X's session and its lock are gone
+        cuts.awaitXSessionGone();
         String during = ownerVia(b, namespace, "p");
         if (!during.equals(b)) {
             return new Seen(label, x, during, "", List.of(), "B did not take P during X's cut (owner: " + during + ")", "");
@@ -124,20 +125,12 @@ public final class StaleLedgersAfterOwnershipReacquired extends Repro {
             m2Ledger = position(m2).split(":")[0];
             out.info(label + " " + n, "M2 sent through B at " + position(m2));
         }
-        long bCutAt = System.nanoTime();
-        long xMendsAt = start + TimeUnit.SECONDS.toNanos(cutXS);
-        if (cutB) {
-            if (xMendsAt - bCutAt < TimeUnit.SECONDS.toNanos(SESSION_S + 2)) {
-                return new Seen(label, x, during, "", List.of(), "too late to cut B: X's link mends before B's "
-                        + "session would expire", "");
-            }
-            if (!cutFromMetadata(b, cutBS)) {
-                return new Seen(label, x, during, "", List.of(), "B's cut was not made", "");
-            }
+        notCut = cutB ? cuts.cutB(b, cutBS) : "";
+        if (!notCut.isEmpty()) {
+            return new Seen(label, x, during, "", List.of(), notCut, "");
         }
         // both links mended, both sessions established again and every lock revalidated
-        long mended = Math.max(xMendsAt, cutB ? bCutAt + TimeUnit.SECONDS.toNanos(cutBS) : 0);
-        sleepUntil(mended + TimeUnit.SECONDS.toNanos(8));
+        sleepUntil(cuts.mended() + TimeUnit.SECONDS.toNanos(8));
         String after = ownerVia(b, namespace, "p");
         List<String> read = new ArrayList<>();
         try (PulsarClient client = client(cli.required("--service-url"));
