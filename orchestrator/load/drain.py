@@ -442,8 +442,8 @@ class _Drain:
 
         Why the unfinished ones are asked again: a coordinator the drain just connected (a cold
         restart, or one that moved) replays its log and only then finishes the commits and aborts it
-        had in flight, while already answering the admin API: real 5.0.1 answered ABORTING half a
-        second before its abort's last log entry (chaos-sessions, 2026-12-04), which the checker
+        had in flight, while already answering the admin API: real 5.0.1's answer, ABORTING, arrived
+        0.03 s after its abort's last log entry (chaos-sessions, 2026-12-04), which the checker
         would have held against it. So a reading of a state that is not an end is taken again every
         `TXN_STATE_REASK_S` for `checks.abort_bound_s` (the bound the checker holds a coordinator
         to), each reading its own event; the checker judges each pass's latest.

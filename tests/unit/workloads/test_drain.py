@@ -1275,8 +1275,8 @@ class FinishingCoordinator:
 def test_an_unfinished_state_is_asked_again_for_the_abort_bound(
         make_harness: Callable[[str], Harness], monkeypatch: pytest.MonkeyPatch,
         states: list[str | None], readings: list[str]) -> None:
-    """Real 5.0.1's coordinator, loaded again by a cold restart, answered ABORTING half a second
-    before its abort's last log entry (chaos-sessions, 2026-12-04): one reading made that an
+    """Real 5.0.1's coordinator, loaded again by a cold restart, answered ABORTING while finishing
+    the abort (the answer arrived 0.03 s after its last log entry; chaos-sessions, 2026-12-04): one reading made that an
     unresolved transaction. An unfinished answer is asked again every second until an end or
     `checks.abort_bound_s` (5 s: six readings at most), each reading recorded; an end is not asked again."""
     h = make_harness(ATOMIC)
