@@ -14,16 +14,19 @@ release and not on another (the release matrix compares releases by one timeline
 For each fault: resolve its targets (now: coordinators move, segments split),
 write the `fault` invoke, inject, write `ok` (in effect), `fail` (certainly not
 in effect) or `info` (unknown, e.g. a timeout); at the end of its window write the
-`heal` invoke, heal, write `ok` or `info`. Split, merge and terminate cannot be
-undone: their `fault` ok carries `extra.healable: false` and no heal follows.
+`heal` invoke, heal, write `ok` or `info`. Unload, split, merge and terminate cannot be
+undone: their `fault` ok carries `extra.healable: false` and no heal follows, and each is
+injected on a thread of its own, so a slow answer holds neither the window's clock (its later
+faults, its heals) nor its topic; the window ends once they have answered.
 
 Invariants:
-* Anything that may be in effect is in `_active` from just before its injection
+* Anything healable that may be in effect is in `_active` from just before its injection
   starts until a heal of it succeeded, so `heal_all()` (on exit, on Ctrl-C, on an
   error, or called again by the orchestrator's teardown) heals exactly that; heals
   are idempotent, so healing a half-made fault is safe.
-* Heals run under one lock, one at a time; faults of one window never share a
-  process, proxy or topic (resolution excludes busy resources).
+* Heals run under one lock, one at a time; healable faults of one window never share a
+  process or proxy (resolution excludes busy resources); topic operations may meet on
+  one topic (an unload while the last one is still answering).
 * Every call is bounded in time (faults.bounded); the thread never waits unbounded.
 * A heal that fails (after retries) is the nemesis's own failure: the cluster may
   be left broken, so `raise_if_failed()` raises. A failed injection is a result
@@ -326,6 +329,15 @@ class Nemesis:
         after its own duration: the earliest heal first; faults healed at one moment in the reverse
         order of their injection; an injection due at the moment of a heal after it. False when
         stopped first (heal_all heals what is left)."""
+        beside: list[threading.Thread] = []   # topic operations still answering
+        try:
+            return self._play_window_faults(window, trigger, started, phase_end, beside)
+        finally:
+            for thread in beside:
+                thread.join(timeout=RESOLVE_TIMEOUT_S + ADMIN_TIMEOUT_S + 1.0)
+
+    def _play_window_faults(self, window: Window, trigger: dict[str, Any] | None, started: float,
+                            phase_end: float, beside: list[threading.Thread]) -> bool:
         waiting = sorted(enumerate(window.faults), key=lambda item: (item[1].after_s, item[0]))
         healing: list[tuple[float, int, _Active]] = []     # (heal at, -injection order, fault)
         deferred: list[_Active] = []    # heals that failed while other faults of the window held
@@ -338,6 +350,9 @@ class Nemesis:
                 if time.monotonic() >= phase_end:   # the phase ended before its turn: it never runs
                     continue
                 end = window.for_s if planned.for_s is None else min(planned.after_s + planned.for_s, window.for_s)
+                if not planned.healable:
+                    beside.append(self._inject_beside(planned, max(0.0, end - planned.after_s), trigger))
+                    continue
                 active = self._inject(planned, max(0.0, end - planned.after_s), trigger)
                 if active is not None:
                     healing.append((started + planned.after_s + active.fault.for_s, -number, active))
@@ -363,6 +378,22 @@ class Nemesis:
                 if self._heal(active, last_chance=last):
                     deferred.remove(active)
         return True
+
+    def _inject_beside(self, planned: PlannedFault, for_s: float,
+                       trigger: dict[str, Any] | None) -> threading.Thread:
+        """Inject a fault nothing heals (a topic's unload, split, merge or terminate) on a thread of
+        its own. Such a call can take seconds (an unload waits for the topic's load under a slow
+        ledger store), and waited for in line it held the window's clock: four unloads meant 1.5 s
+        apart ran 8-15 s apart and the 8 s slow store they stacked on was healed after 51 s."""
+        def inject() -> None:
+            try:
+                self._inject(planned, for_s, trigger)
+            except BaseException as err:  # a bug here must not pass silently
+                self._fail(f"injecting {planned.fault_id} crashed: {type(err).__name__}: {err}\n"
+                           f"{traceback.format_exc()}")
+        thread = threading.Thread(target=inject, name=f"nemesis-{planned.fault_id}", daemon=True)
+        thread.start()
+        return thread
 
     def _busy(self) -> frozenset[str]:
         with self._lock:
@@ -410,7 +441,7 @@ class Nemesis:
         what = f"{fault.fault_id} {fault.kind} {', '.join(map(str, fault.targets))}"
         with self._lock:
             restarting = fault.resources & self._claimed
-            if not restarting:
+            if not restarting and fault.healable:   # a fault nothing heals holds nothing
                 self._active[fault.fault_id] = active
         if restarting:   # the supervisor took the service between resolve and now
             self._count(fault.kind, "failed")

@@ -166,6 +166,8 @@ class FakeAdmin:
     segments_by_topic: dict[str, list[str]] = field(default_factory=dict)
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     terminated: set[str] = field(default_factory=set)
+    unload_takes_s: float = 0.0
+    """How long an unload's answer takes (a topic loading under a slow ledger store)."""
 
     def terminate_topic(self, topic: str) -> None:
         self.calls.append(("terminate_topic", topic))
@@ -177,6 +179,7 @@ class FakeAdmin:
 
     def unload_topic(self, topic: str) -> None:
         self.calls.append(("unload_topic", topic))
+        time.sleep(self.unload_takes_s)
 
     def unload_segment(self, segment: str) -> None:
         self.calls.append(("unload_segment", segment))

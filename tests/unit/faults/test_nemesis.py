@@ -557,6 +557,41 @@ schedule:
     assert invoked[("nemesis/f1", "heal")] - invoked[("nemesis/f1", "fault")] >= 0.59
 
 
+def test_a_slow_topic_operation_holds_neither_the_windows_clock_nor_its_topic(tmp_path: Path) -> None:
+    """Four unloads 0.15 s apart, each answered after 1 s, inside a 0.8 s pause: each is sent at its
+    offset and the pause is healed on time (in line, the pause lasted until the fourth answer), the
+    same topic is unloaded again while its last unload is under way, and the next window waits."""
+    world = World(tmp_path)
+    world.admin.unload_takes_s = 1.0
+    cfg = config("""
+quiet_s: 0
+schedule:
+  - {kind: pause, target: ledger, at_s: 0, for_s: 0.8,
+     overlap: [{kind: unload, target: "topic:0", after_s: 0.05, for_s: 0},
+               {kind: unload, target: "topic:0", after_s: 0.2, for_s: 0},
+               {kind: unload, target: "topic:0", after_s: 0.35, for_s: 0},
+               {kind: unload, target: "topic:0", after_s: 0.5, for_s: 0}]}
+  - {kind: kill, target: "broker:1", at_s: 0.9, for_s: 0.1}
+""", faults_s=6)
+    with world.nemesis(cfg) as nemesis:
+        nemesis.start()
+        assert wait_for(lambda: nemesis.stats.healed == 2, timeout_s=15)
+        nemesis.raise_if_failed()
+    assert world.admin.calls == [("unload_topic", TOPICS[0])] * 4
+    at = {(h["process"], h["f"], h["type"]): h["time_ns"] / 1e9 for h in world.history()}
+    start = at[("nemesis/f1", "fault", "invoke")]
+    unloads = [f"nemesis/f{n}" for n in range(2, 6)]
+    assert all((u, "fault", "ok") in at for u in unloads)
+    first_answer = at[(unloads[0], "fault", "ok")]
+    # every unload was sent before the first was answered, and the pause healed before any answer
+    assert all(at[(u, "fault", "invoke")] < first_answer for u in unloads)
+    assert at[("nemesis/f1", "heal", "invoke")] - start >= 0.79
+    assert at[("nemesis/f1", "heal", "invoke")] < first_answer
+    # the next window began only after the last unload's answer
+    assert at[("nemesis/f6", "fault", "invoke")] >= max(at[(u, "fault", "ok")] for u in unloads)
+    assert world.clean()
+
+
 def stacked_store_and_broker_kill(tmp_path: Path, store: str) -> World:
     """`store` killed 0.5 s with broker 1 killed inside it (0.1 s after, for 0.1 s), broker 1 unable to
     start while `store` is down; the nemesis must heal both without failing."""
