@@ -109,6 +109,7 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
     Finding(
         name="stale-coordinator-after-ownership-reacquired", release="5.0.1", txn_path=TxnPath.V4,
         main_class="StaleCoordinatorAfterOwnershipReacquired", doc_stem="stale-ledgers-after-ownership-reacquired",
+        extra_sources=("TxnState.java",),
         what="a broker that acquires again the vanished lock of a transaction coordinator another broker loaded "
              "meanwhile keeps the coordinator it loaded before: its log writes fail on the fenced ledger and a "
              "transaction it holds is never aborted, its partitions' later messages unreadable",

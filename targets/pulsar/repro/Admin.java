@@ -47,7 +47,10 @@ final class Admin {
                 : HttpRequest.BodyPublishers.ofString(json));
         HttpResponse<String> response = http.send(request.build(), HttpResponse.BodyHandlers.ofString());
         if (response.statusCode() / 100 != 2) {
-            throw new Failed(method + " " + path, response.statusCode(), response.body());
+            // a redirect still answered after the client's limit of them (5): where it last pointed
+            String to = response.statusCode() / 100 == 3 ? response.headers().firstValue("Location")
+                    .map(location -> "(from " + response.uri() + " redirected to " + location + ") ").orElse("") : "";
+            throw new Failed(method + " " + path, response.statusCode(), to + response.body());
         }
         return response.body();
     }

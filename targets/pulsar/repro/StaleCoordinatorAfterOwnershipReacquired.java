@@ -17,7 +17,9 @@
 //    ResourceLockImpl.revalidate acquires it again; B then finds X's lock and lets N go;
 //  * past T's timeout (plus a margin) M2 is sent to P without a transaction, the coordinator is asked
 //    for T's state and a fresh reader reads P from its start.
-// The bug shows when T is still unfinished (OPEN, ABORTING...) long after its timeout: X serves N from
+// The bug shows when T is still unfinished (OPEN, ABORTING...) long after its timeout, or when its
+// state cannot be read (3.0.0: the broker named its owner redirected the question to itself) and M2
+// is given to no reader, while the control's T ended and its M2 was read: X serves N from
 // the coordinator it loaded before the cut, whose log writes fail on the ledger B fenced, and which
 // stays registered when its log's managed ledger is closed; P's readers are then held behind T's M1
 // (M2 is given to none). A control ends each try: the same without B's cut (X finds B's lock and lets
@@ -46,7 +48,6 @@ public final class StaleCoordinatorAfterOwnershipReacquired extends Repro {
     private static final int MAX_TXNS = 40;      // transactions opened to find one whose coordinator is on X
     private static final int OPEN_S = 15;        // how long opening (or aborting) a transaction may take
     private static final int PROBES = 6;         // new transactions opened after the cut try (evidence)
-    private static final List<String> UNFINISHED = List.of("OPEN", "COMMITTING", "ABORTING", "TIME_OUT");
 
     private final int cutXS;
     private final int cutBS;
@@ -57,7 +58,20 @@ public final class StaleCoordinatorAfterOwnershipReacquired extends Repro {
     private record Seen(String label, String coordinator, String coordinatorDuring, String coordinatorAfter,
                         String status, List<String> read, String why) {
         boolean unfinished() {
-            return UNFINISHED.stream().anyMatch(state -> status.contains("\"" + state + "\""));
+            return TxnState.unfinished(status);
+        }
+
+        boolean ended() {
+            return TxnState.ended(status);
+        }
+
+        /** P's later message M2, sent without a transaction and acknowledged, was read. */
+        boolean readM2() {
+            return read.contains("M2");
+        }
+
+        boolean stuck() {
+            return TxnState.heldReaders(status, readM2());
         }
     }
 
@@ -98,9 +112,14 @@ public final class StaleCoordinatorAfterOwnershipReacquired extends Repro {
         String summary = !judged ? "not judged: " + (cut.why.isEmpty() ? "control: " + control.why : cut.why)
                 : (cut.unfinished() ? "after both brokers' sessions expired in turn, T was still unfinished "
                 + AFTER_TIMEOUT_S + " s past its timeout (" + cut.status + ") and the fresh reader of P was given "
-                + cut.read : "T ended (" + cut.status + "), the fresh reader was given " + cut.read)
+                + cut.read
+                : !cut.ended() ? "after both brokers' sessions expired in turn, T's state could not be read "
+                + AFTER_TIMEOUT_S + " s past its timeout (" + cut.status + ") and the fresh reader of P was given "
+                + cut.read + (cut.readM2() ? "" : " (M2, acknowledged, given to no reader)")
+                : "T ended (" + cut.status + "), the fresh reader was given " + cut.read)
                 + "; control without B's cut: " + control.status + ", given " + control.read;
-        out.attempt(n, judged && cut.unfinished() && !control.unfinished(), summary, examples);
+        boolean controlClean = control.ended() && control.readM2();
+        out.attempt(n, judged && cut.stuck() && controlClean, summary, examples);
     }
 
     private Seen once(int n, boolean cutB) throws Exception {
