@@ -149,8 +149,15 @@ class Dispatcher:
         return out
 
     def _check_end_of_topic(self) -> None:
+        """At the end when nothing readable lies between the read position and where the topic was
+        terminated: a cursor left in a ledger no longer in the list (an empty segment loaded again
+        writes a new empty ledger each time) sits at a position below the end with nothing after
+        it, and comparing positions kept such a sealed parent from ever releasing its children."""
         end = self.ml.terminated_position
-        if end is None or self.ml.normalize(self.read_position) <= end:
+        if end is None:
+            return
+        start = self.ml.normalize(self.read_position)
+        if start <= end and self.ml.entries_from(start, end) > 0:
             return
         for consumer in self.consumers:
             consumer.reached_end_of_topic()

@@ -338,6 +338,10 @@ class ManagedLedger:
                 total += hi - lo + 1
         return total
 
+    def entries_from(self, start: Position, upto: Position) -> int:
+        """How many entries lie in [start, upto]."""
+        return self.entries_between(Position(start.ledger_id, start.entry_id - 1), upto)
+
     def total_entries(self) -> int:
         return sum(self._entries_of(r.ledger_id) or 0 for r in self._slots)
 
