@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any
 
 from embedded.broker.dispatcher import SingleActiveDispatcher
 from embedded.broker.managed_ledger.ledger import ManagedLedger
 from embedded.broker.managed_ledger.metadata import LedgerRecord, MlInfo
 from embedded.broker.position import Position
+from tests.unit.broker.test_single_active_dispatch import Consumer as DispatchedTo
 
 
 class StoredList:
@@ -39,23 +39,15 @@ class Ledgers:
         pass
 
 
-class Consumer:
-    available = True
-    permits = 100
-    priority = 0
-    name = "c"
+class Consumer(DispatchedTo):
+    """A consumer that hears REACHED_END_OF_TOPIC."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.told_end = False
 
     def reached_end_of_topic(self) -> None:
         self.told_end = True
-
-    def send_entries(self, run: list[Any]) -> int:
-        return len(run)
-
-    def active_change(self, active: bool) -> None:
-        pass
 
 
 def told_end(ledgers: list[LedgerRecord], terminated: Position, read_from: Position) -> bool:
