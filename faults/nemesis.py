@@ -384,7 +384,7 @@ class Nemesis:
         """Inject a fault nothing heals (a topic's unload, split, merge or terminate) on a thread of
         its own. Such a call can take seconds (an unload waits for the topic's load under a slow
         ledger store), and waited for in line it held the window's clock: four unloads meant 1.5 s
-        apart ran 8-15 s apart and the 8 s slow store they stacked on was healed after 51 s."""
+        apart ran 8-16 s apart and the 8 s slow store they stacked on was healed after 51 s."""
         def inject() -> None:
             try:
                 self._inject(planned, for_s, trigger)
