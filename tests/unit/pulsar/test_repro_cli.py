@@ -8,13 +8,9 @@ option read with a second, different default.
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from targets.pulsar.finding import REPRO_SOURCES
-from targets.pulsar.txn_check import _javac, find_jdk
-from tests.prerequisites import or_skip
+from tests.unit.pulsar.java_probe import run_probe
 
 PROBE = """
 import java.util.function.Supplier;
@@ -45,16 +41,7 @@ public final class CliProbe {
 
 @pytest.fixture(scope="module")
 def probe_output(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    with or_skip():
-        java, _major = find_jdk(17)
-        javac = _javac(java)
-    folder = tmp_path_factory.mktemp("cli")
-    (folder / "CliProbe.java").write_text(PROBE)
-    subprocess.run([str(javac), "-nowarn", "-d", str(folder), str(REPRO_SOURCES / "Cli.java"), str(folder / "CliProbe.java")],
-                   check=True, capture_output=True, timeout=120)
-    done = subprocess.run([str(java), "-cp", str(folder), "CliProbe"], check=True, capture_output=True, text=True,
-                          timeout=60)
-    return done.stdout.splitlines()
+    return run_probe(tmp_path_factory.mktemp("cli"), "CliProbe", PROBE, ["Cli.java"])
 
 
 def test_an_option_read_twice_with_one_default_gives_one_value(probe_output: list[str]) -> None:

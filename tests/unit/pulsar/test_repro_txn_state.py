@@ -9,13 +9,9 @@ went to no reader "not shown".
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from targets.pulsar.finding import REPRO_SOURCES
-from targets.pulsar.txn_check import _javac, find_jdk
-from tests.prerequisites import or_skip
+from tests.unit.pulsar.java_probe import run_probe
 
 ANSWERS = {
     "open": '{"txnId":"(3,5)","status":"OPEN","openTimestamp":1,"timeoutAt":45000}',
@@ -42,18 +38,10 @@ public final class TxnStateProbe {
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bool, bool, bool, bool]]:
     """Per answer: unfinished, ended, held readers with the later message read, and with it unread."""
-    with or_skip():
-        java, _major = find_jdk(17)
-        javac = _javac(java)
-    folder = tmp_path_factory.mktemp("txnstate")
-    (folder / "TxnStateProbe.java").write_text(PROBE)
-    subprocess.run([str(javac), "-nowarn", "-d", str(folder), str(REPRO_SOURCES / "TxnState.java"),
-                    str(folder / "TxnStateProbe.java")], check=True, capture_output=True, timeout=120)
     argv = [part for name, answer in ANSWERS.items() for part in (name, answer)]
-    done = subprocess.run([str(java), "-cp", str(folder), "TxnStateProbe", *argv], check=True, capture_output=True,
-                          text=True, timeout=60)
+    lines = run_probe(tmp_path_factory.mktemp("txnstate"), "TxnStateProbe", PROBE, ["TxnState.java"], argv)
     judged: dict[str, tuple[bool, bool, bool, bool]] = {}
-    for line in done.stdout.splitlines():
+    for line in lines:
         name, unfinished, ended, held_read, held_unread = line.split()
         judged[name] = (unfinished == "true", ended == "true", held_read == "true", held_unread == "true")
     return judged
