@@ -245,6 +245,13 @@ class WorkloadConfig:
                                    "batches and their transactions acknowledge single messages of a batch "
                                    "(batch-index acks, `msg_id` `ledger:entry:index`); 1 sends one at a time, "
                                    "unbatched")
+    feed_txn_ratio: float = bounded(
+        0.0, min=0.0, max=1.0,
+        help="share of feeder sends made in a transaction of their own (with `feed_batch`, a whole batch in one), "
+             "aborted with `abort_ratio`: the consume-transform-produce and ack-only inputs then hold committed, "
+             "aborted and still open transactional messages besides plain ones, so the input subscriptions "
+             "(Shared, Failover) dispatch past transaction markers, filter aborted messages and wait at a held "
+             "read position while their own transactions' acks are pending on the same entries; 0: plain sends")
     consumers_per_subscription: int = bounded(2, min=1, max=100,
                                               help="ack-only: users sharing each Shared subscription, "
                                                    "whose acks can conflict")

@@ -149,6 +149,33 @@ def test_each_workload_scenario_runs_to_a_valid_verdict(tmp_path: Path, name: st
     assert any(op["f"] == "receive" and op["writer"] == "w0" for op in ops), "the load received nothing"
 
 
+def test_inputs_fed_in_transactions_reach_the_consumers_only_once_committed(tmp_path: Path) -> None:
+    """workload.feed_txn_ratio: the consume-transform-produce inputs are written in the feeders' own
+    transactions, half of them aborted, so the input subscriptions dispatch transactional data. The run
+    is valid, and no value of an aborted feed was given to a consumer."""
+    file = short_scenario(tmp_path, "consume-transform-produce",
+                          workload={"feed_txn_ratio": 0.5, "feed_batch": 2, "abort_ratio": 0.5})
+    done = txnbench("run", str(file), "--results", str(tmp_path / "results"))
+    _, ops = assert_valid_run(done)
+    by_txn: dict[str, list[dict[str, Any]]] = {}
+    for op in ops:
+        if op["txn"] and op["f"] in ("send", "txn-commit", "txn-abort"):
+            by_txn.setdefault(op["txn"], []).append(op)
+
+    def fed(end: str) -> set[str]:
+        """Values the feeders' transactions that ended with `end` (ok) sent: only inputs' topics."""
+        return {op["value"] for txn_ops in by_txn.values()
+                if any(o["f"] == end and o["type"] == "ok" for o in txn_ops)
+                and all("-ctp-in-" in o["topic"] for o in txn_ops if o["f"] == "send")
+                for op in txn_ops if op["f"] == "send" and op["type"] == "ok"}
+
+    aborted, committed = fed("txn-abort"), fed("txn-commit")
+    assert aborted and committed, f"aborted feeds {len(aborted)}, committed {len(committed)}"
+    received = {op["value"] for op in ops if op["f"] == "receive"}
+    assert not received & aborted
+    assert received & committed, "no input fed in a committed transaction was received"
+
+
 def assert_cold_reads(run_dir: Path, ops: list[dict[str, Any]], mode: str, stderr: str) -> None:
     """The manifest says how the final reads were made cold, and every subscription's start is
     in the history (what the undelivered check holds the subscriptions to)."""

@@ -347,6 +347,77 @@ def test_a_feeder_batch_gives_back_what_certainly_failed(make_harness: Callable[
     assert h.ctx.feed.outstanding(user.topic) == 2
 
 
+def test_a_feeder_in_transactions_commits_its_batch_and_the_consumers_get_only_committed_inputs(
+        make_harness: Callable[[str], Harness]) -> None:
+    """feed_txn_ratio 1: each feed (a whole batch) is a transaction of the feeder's own; the inputs'
+    subscriptions then dispatch transactional data, and an aborted feed gives its demand back."""
+    h = make_harness(CTP.format(abort=0.0) + "  feed_batch: 3\n  feed_txn_ratio: 1.0\n")
+    worker = ConsumeTransformProduce(h.ctx)
+    feeder = Feeder(h.ctx)
+    worker.step()                                   # demand: 2 transactions x 3 inputs
+    feed(feeder, 2)
+    (input_topic,) = h.topology.topics_for(TopicRole.CTP_INPUT)
+    assert len(h.client.logs[input_topic]) == 6
+    assert h.ctx.feed.take(0) is None               # committed feeds keep their demand
+    ops = h.ops()
+    feeds = [t for t in transactions(ops).values() if t[0]["process"] == feeder.process]
+    assert [[op["f"] for op in t] for t in feeds] == [["txn-open", "send", "send", "send", "txn-commit"]] * 2
+    fed = {op["value"] for t in feeds for op in t if op["f"] == "send"}
+    worker.step()
+    worker.step()
+    ops = h.ops()
+    assert_well_formed(ops)
+    assert_unique_values(ops)
+    assert {op["value"] for op in ops if op["f"] == "receive"} == fed
+    assert [t[-1]["f"] for t in transactions(ops).values()] == ["txn-commit"] * 4
+
+
+def test_an_aborted_feed_is_never_delivered_and_gives_its_demand_back(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(CTP.format(abort=0.0).replace("abort_ratio: 0.0", "abort_ratio: 1.0")
+                     + "  feed_batch: 3\n  feed_txn_ratio: 1.0\n")
+    worker = ConsumeTransformProduce(h.ctx)
+    feeder = Feeder(h.ctx)
+    worker.step()
+    feed(feeder, 1)
+    (input_topic,) = h.topology.topics_for(TopicRole.CTP_INPUT)
+    assert len(h.client.logs[input_topic]) == 3
+    assert h.ctx.feed.outstanding(input_topic) == 0    # none of the three will arrive
+    feeds = [t for t in transactions(h.ops()).values() if t[0]["process"] == feeder.process]
+    assert [t[-1]["f"] for t in feeds] == ["txn-abort"]
+    worker.step()
+    assert not [op for op in h.ops() if op["f"] == "receive"]
+
+
+def test_a_feed_whose_send_failed_aborts_and_pauses_the_topic(make_harness: Callable[[str], Harness]) -> None:
+    h = make_harness(ACK.format(conflict=0.0) + "  feed_batch: 2\n  feed_txn_ratio: 1.0\n")
+    feeder = Feeder(h.ctx)
+    pauses: list[float] = []
+    feeder.pause = pauses.append
+    user = AckOnly(h.ctx)
+    user.step()                                     # demand: 2 transactions x 2 acks
+    h.client.fail_next("send", TERMINATED)
+    feed(feeder, 1)
+    (feed_txn,) = [t for t in transactions(h.ops()).values() if t[0]["process"] == feeder.process]
+    assert [(op["f"], op["type"]) for op in feed_txn][-1] == ("txn-abort", "ok")
+    assert pauses == [0.1]
+    assert h.ctx.feed.outstanding(user.topic) == 0
+
+
+def test_feeds_without_transactions_draw_nothing_more(make_harness: Callable[[str], Harness]) -> None:
+    """A run without feed_txn_ratio draws what it drew before the option existed (its seed replays)."""
+    plain = make_harness(ACK.format(conflict=0.0))
+    feeder = Feeder(plain.ctx)
+    user = AckOnly(plain.ctx)
+    user.step()
+    state = feeder.rng.getstate()
+    feed(feeder, 1)
+    probe = Feeder(plain.ctx)
+    probe.rng.setstate(state)
+    probe.rng.choice([user.topic])                  # the topic (one candidate), then the key: nothing else
+    probe.pick_key()
+    assert feeder.rng.getstate() == probe.rng.getstate()
+
+
 def test_take_more_reserves_only_what_the_demand_lacks() -> None:
     credit = FeedCredit(per_consumer=3)
     credit.add_consumer("t")
