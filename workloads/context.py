@@ -185,6 +185,10 @@ class LoadContext:
         with self._lock:
             self._terminated = self._terminated | {topic}
 
+    def terminated(self, topic: str) -> bool:
+        """Whether `topic` answered a send with "terminated" (see note_terminated)."""
+        return topic in self._terminated
+
     def writable(self, topics: Sequence[str], at_least: int) -> Sequence[str]:
         """`topics` without the terminated ones, unless fewer than `at_least` would be left."""
         terminated = self._terminated

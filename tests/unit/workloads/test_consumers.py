@@ -403,6 +403,21 @@ def test_a_feed_whose_send_failed_aborts_and_pauses_the_topic(make_harness: Call
     assert h.ctx.feed.outstanding(user.topic) == 0
 
 
+def test_a_terminated_input_is_fed_without_transactions(make_harness: Callable[[str], Harness]) -> None:
+    """On v4 a transaction that registered a terminated topic can never end (its abort marker is
+    refused), so after the first refusal the feeder opens no more transactions for that topic."""
+    h = make_harness(ACK.format(conflict=0.0) + "  feed_txn_ratio: 1.0\n")
+    feeder = Feeder(h.ctx)
+    feeder.pause = lambda _s: None
+    user = AckOnly(h.ctx)
+    user.step()
+    h.client.fail_next("send", TERMINATED, times=2)
+    feed(feeder, 2)
+    sends = [op for op in h.ops() if op["f"] == "send" and op["type"] != "invoke"]
+    assert [(op["txn"] is not None, op["type"]) for op in sends] == [(True, "fail"), (False, "fail")]
+    assert len(transactions(h.ops())) == 1
+
+
 def test_feeds_without_transactions_draw_nothing_more(make_harness: Callable[[str], Harness]) -> None:
     """A run without feed_txn_ratio draws what it drew before the option existed (its seed replays)."""
     plain = make_harness(ACK.format(conflict=0.0))
