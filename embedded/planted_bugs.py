@@ -55,6 +55,7 @@ V4_COMMIT_ACKS_WHOLE_BATCH = "txnbenchBugV4CommitAcksWholeBatch"
 FAILOVER_TAKEOVER_BEFORE_REWIND = "txnbenchBugFailoverTakeoverBeforeRewind"
 V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE = "txnbenchBugV4ReplayedAbortClearsAnyCumulativeAck"
 V5_NO_CATCH_UP_AFTER_RESYNC = "txnbenchBugV5NoCatchUpAfterResync"
+SHARED_DISPATCH_KEEPS_ABORTED = "txnbenchBugSharedDispatchKeepsAborted"
 
 IDS: tuple[str, ...] = (
     V4_REPLAY_KEEPS_LAST_PARTITIONS,
@@ -77,6 +78,7 @@ IDS: tuple[str, ...] = (
     FAILOVER_TAKEOVER_BEFORE_REWIND,
     V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE,
     V5_NO_CATCH_UP_AFTER_RESYNC,
+    SHARED_DISPATCH_KEEPS_ABORTED,
 )
 """Every planted bug, in the catalogue's order (orchestrator/planted.py)."""
 

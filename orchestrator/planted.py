@@ -305,6 +305,22 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "selftest-v5-session", ("lost-write",),
         "decisions made while the broker serving their segments is cut from the metadata store, and the load "
         "stopping during such a cut, so no later decision wakes those segments before the final reads"),
+    PlantedBug(
+        planted_bugs.SHARED_DISPATCH_KEEPS_ABORTED, ("v4", "v4-batched", "v5"), Component.BROKER,
+        "embedded/broker/dispatcher.py: Dispatcher._filter",
+        "a Shared subscription's dispatcher delivers the messages of aborted transactions",
+        "The Shared dispatcher skips transaction markers but not the entries of aborted transactions "
+        "(the single-active dispatcher filters both), so consumers of a Shared subscription on a topic "
+        "written in transactions are given aborted messages. Pulsar had this on the Shared dispatcher's "
+        "replay reads; the model filters every read of a dispatcher alike, so the mistake is on all of "
+        "the Shared dispatcher's reads. Only a run whose Shared subscriptions read transactional data "
+        "can see it: before workload.feed_txn_ratio, chaos.yaml's Shared subscriptions read plain inputs.",
+        ("apache/pulsar#19814 / #19815 (consumers of a Shared subscription receive aborted messages on "
+         "replay reads)",
+         "apache/pulsar#12500 (transaction messages filtered in the dispatcher by the transaction buffer)"),
+        "selftest-shared-aborted", ("aborted-read",),
+        "Shared subscriptions on topics written in transactions, some aborted: consume-transform-produce "
+        "inputs fed in the feeders' transactions (workload.feed_txn_ratio)"),
 )
 
 BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}

@@ -60,6 +60,9 @@ _TAKEOVER_REWIND_DELAY_S = 1.0
 
 
 class Dispatcher:
+    shared = False
+    """A Shared subscription's dispatcher (round robin over many consumers), not a single active one."""
+
     def __init__(self, subscription: Subscription) -> None:
         self.subscription = subscription
         self.topic = subscription.topic
@@ -129,7 +132,10 @@ class Dispatcher:
             if cursor.is_acked(position):
                 continue
             info = entry.info
-            if info.marker or (info.txn is not None and tb.is_aborted(info.txn, position)):
+            aborted = info.txn is not None and tb.is_aborted(info.txn, position)
+            if aborted and self.shared and planted_bugs.on(planted_bugs.SHARED_DISPATCH_KEEPS_ABORTED):
+                aborted = False   # DELIBERATE FAULT (txnbench self-test): a Shared read skips markers only
+            if info.marker or aborted:
                 auto.append((position, None))
                 continue
             if pending_ack.is_pending(position):
@@ -188,6 +194,8 @@ class Dispatcher:
 
 
 class SharedDispatcher(Dispatcher):
+    shared = True
+
     def __init__(self, subscription: Subscription) -> None:
         super().__init__(subscription)
         self.redelivery: SortedSet = SortedSet()
