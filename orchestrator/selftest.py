@@ -88,7 +88,17 @@ class SelftestCase:
 
     @property
     def folder(self) -> str:
-        return f"{self.bug or 'baseline'}-{self.scenario}-{self.txn_path.value}"
+        """The run's folder under the matrix: `--scenario` may name a file (`../x/chaos-b.yaml`), whose
+        slashes would make it a path of folders that do not exist; its file name stands for it."""
+        return f"{self.bug or 'baseline'}-{scenario_label(self.scenario)}-{self.txn_path.value}"
+
+
+def scenario_label(scenario: str) -> str:
+    """A scenario named by name (`chaos`) or by file (`dir/chaos-b.yaml`): `chaos`, `chaos-b`."""
+    name = Path(scenario).name
+    for suffix in (".yaml", ".yml"):
+        name = name.removesuffix(suffix)
+    return name
 
 
 @dataclass(frozen=True)

@@ -264,3 +264,15 @@ def test_a_miss_while_planned_fault_windows_never_ran_is_unexercised_not_missed(
     (tmp_path / "manifest.json").write_text(json.dumps({"faults_progress": {"windows": 70, "unreached": [
         {"at_s": 124}, {"at_s": 130}]}}))
     assert _windows(tmp_path) == (2, 70) and _windows(tmp_path / "missing") == (0, 0)
+
+
+def test_a_scenario_named_by_its_file_gives_each_case_a_folder_of_its_own(tmp_path: Path) -> None:
+    """`txnbench selftest --scenario dir/chaos-b.yaml` crashed creating
+    `runs/<bug>-dir/chaos-b.yaml-v4`: the slashes made it folders that did not exist."""
+    scenario = str(tmp_path / "chaos-b.yaml")
+    case = SelftestCase(CaseKind.BUG, scenario, TxnPath.V4, V4_BUG.id, scenario)
+    assert case.folder == f"{V4_BUG.id}-chaos-b-v4"
+    assert SelftestCase(CaseKind.BASELINE, "chaos", TxnPath.V5).folder == "baseline-chaos-v5"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / case.folder).mkdir()   # one folder, not a path
