@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -65,6 +66,22 @@ def feed(feeder: Feeder, times: int) -> None:
     feeder.idle_wait_s = 0.0         # no real waiting for demand in a unit test
     for _ in range(times):
         feeder.step()
+
+
+def feeder_beside_an_ack_user(h: Harness) -> tuple[Feeder, list[float], AckOnly]:
+    """A feeder whose pauses are recorded (not waited), and an ack-only user that asked for inputs
+    (demand: 2 transactions x 2 acks)."""
+    feeder = Feeder(h.ctx)
+    pauses: list[float] = []
+    feeder.pause = pauses.append
+    user = AckOnly(h.ctx)
+    user.step()
+    return feeder, pauses, user
+
+
+def feeds_of(h: Harness, feeder: Feeder) -> list[list[dict[str, Any]]]:
+    """The feeder's own transactions, each its operations in order."""
+    return [t for t in transactions(h.ops()).values() if t[0]["process"] == feeder.process]
 
 
 def test_ctp_outputs_carry_each_input_once_and_ack_in_the_same_transaction(
@@ -332,11 +349,7 @@ def test_a_feeder_sends_its_batch_at_once_through_a_batching_producer(
 
 def test_a_feeder_batch_gives_back_what_certainly_failed(make_harness: Callable[[str], Harness]) -> None:
     h = make_harness(ACK.format(conflict=0.0) + "  feed_batch: 3\n")
-    feeder = Feeder(h.ctx)
-    pauses: list[float] = []
-    feeder.pause = pauses.append
-    user = AckOnly(h.ctx)
-    user.step()                                     # demand: 2 transactions x 2 acks
+    feeder, pauses, user = feeder_beside_an_ack_user(h)
     h.client.fail_next("send", TERMINATED, times=3)
     feed(feeder, 1)
     assert pauses == [0.1]                          # all three refused: the topic is paused
@@ -359,8 +372,7 @@ def test_a_feeder_in_transactions_commits_its_batch_and_the_consumers_get_only_c
     (input_topic,) = h.topology.topics_for(TopicRole.CTP_INPUT)
     assert len(h.client.logs[input_topic]) == 6
     assert h.ctx.feed.take(0) is None               # committed feeds keep their demand
-    ops = h.ops()
-    feeds = [t for t in transactions(ops).values() if t[0]["process"] == feeder.process]
+    feeds = feeds_of(h, feeder)
     assert [[op["f"] for op in t] for t in feeds] == [["txn-open", "send", "send", "send", "txn-commit"]] * 2
     fed = {op["value"] for t in feeds for op in t if op["f"] == "send"}
     worker.step()
@@ -382,22 +394,17 @@ def test_an_aborted_feed_is_never_delivered_and_gives_its_demand_back(make_harne
     (input_topic,) = h.topology.topics_for(TopicRole.CTP_INPUT)
     assert len(h.client.logs[input_topic]) == 3
     assert h.ctx.feed.outstanding(input_topic) == 0    # none of the three will arrive
-    feeds = [t for t in transactions(h.ops()).values() if t[0]["process"] == feeder.process]
-    assert [t[-1]["f"] for t in feeds] == ["txn-abort"]
+    assert [t[-1]["f"] for t in feeds_of(h, feeder)] == ["txn-abort"]
     worker.step()
     assert not [op for op in h.ops() if op["f"] == "receive"]
 
 
 def test_a_feed_whose_send_failed_aborts_and_pauses_the_topic(make_harness: Callable[[str], Harness]) -> None:
     h = make_harness(ACK.format(conflict=0.0) + "  feed_batch: 2\n  feed_txn_ratio: 1.0\n")
-    feeder = Feeder(h.ctx)
-    pauses: list[float] = []
-    feeder.pause = pauses.append
-    user = AckOnly(h.ctx)
-    user.step()                                     # demand: 2 transactions x 2 acks
+    feeder, pauses, user = feeder_beside_an_ack_user(h)
     h.client.fail_next("send", TERMINATED)
     feed(feeder, 1)
-    (feed_txn,) = [t for t in transactions(h.ops()).values() if t[0]["process"] == feeder.process]
+    (feed_txn,) = feeds_of(h, feeder)
     assert [(op["f"], op["type"]) for op in feed_txn][-1] == ("txn-abort", "ok")
     assert pauses == [0.1]
     assert h.ctx.feed.outstanding(user.topic) == 0
