@@ -6,7 +6,9 @@
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
@@ -17,6 +19,9 @@ import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.Schema;
+import org.apache.pulsar.client.api.SubscriptionInitialPosition;
+import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.impl.MessageIdImpl;
 
@@ -185,6 +190,30 @@ abstract class Repro implements Out.Program {
             }
             got.add(message.getValue());
             consumer.acknowledge(message);
+        }
+        return got;
+    }
+
+    /** What a fresh Exclusive subscription `subscription` of `topic` from its earliest message receives
+     *  (each acknowledged) until a value ending in `/sentinel` comes or `seconds` pass. */
+    static Set<String> readUntilSentinel(PulsarClient client, String topic, String subscription, int seconds)
+            throws Exception {
+        Set<String> got = new HashSet<>();
+        try (Consumer<String> consumer = client.newConsumer(Schema.STRING).topic(topic).subscriptionName(subscription)
+                .subscriptionType(SubscriptionType.Exclusive)
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+            while (System.nanoTime() < deadline) {
+                Message<String> message = consumer.receive(1, TimeUnit.SECONDS);
+                if (message == null) {
+                    continue;
+                }
+                got.add(message.getValue());
+                consumer.acknowledge(message);
+                if (message.getValue().endsWith("/sentinel")) {
+                    break;
+                }
+            }
         }
         return got;
     }

@@ -25,19 +25,14 @@
 //       --admin-url http://<broker>:8080 [--tries 2] [--rounds 6] [--txns 48] [--delay-ms 0]
 
 import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.apache.pulsar.client.api.Consumer;
-import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.Schema;
-import org.apache.pulsar.client.api.SubscriptionInitialPosition;
-import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.api.transaction.TxnID;
 
@@ -182,7 +177,7 @@ public final class V4AbortMarkerSkippedOnClosingTopic extends Repro {
         String sentinel = run + "/" + n + "/" + r + "/sentinel";
         producer.newMessage().value(sentinel).send();
         producer.close();
-        Set<String> read = readFromStart(topic);
+        Set<String> read = readUntilSentinel(client, topic, "check", READ_S);
         List<String> abortedRead = new ArrayList<>();
         if (!commits) {
             for (String value : values) {
@@ -206,28 +201,5 @@ public final class V4AbortMarkerSkippedOnClosingTopic extends Repro {
             }
         }
         return new Round(r, kind, ok, failed, unloadMs, unloadResult, delivered, abortedRead, holders, buffer);
-    }
-
-    /** What a fresh Exclusive subscription from the earliest message receives until the sentinel or
-     *  READ_S seconds pass. */
-    private Set<String> readFromStart(String topic) throws Exception {
-        Set<String> got = new HashSet<>();
-        try (Consumer<String> consumer = client.newConsumer(Schema.STRING).topic(topic).subscriptionName("check")
-                .subscriptionType(SubscriptionType.Exclusive)
-                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(READ_S);
-            while (System.nanoTime() < deadline) {
-                Message<String> message = consumer.receive(1, TimeUnit.SECONDS);
-                if (message == null) {
-                    continue;
-                }
-                got.add(message.getValue());
-                consumer.acknowledge(message);
-                if (message.getValue().endsWith("/sentinel")) {
-                    break;
-                }
-            }
-        }
-        return got;
     }
 }
