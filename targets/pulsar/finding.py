@@ -161,6 +161,19 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "message behind it",
         tries=2, race=True, try_timeout_s=300.0,
         log_signs=("Successes to abort low water mark", "Unloading topic", "Topic closed")),
+    # a try: per delay D a fresh topic, 48 transactions of one message each, an unload, every transaction ended,
+    # a second unload D ms later (while the reload's buffer recovery reads the snapshot topic), the coordinators
+    # unloaded where transactions stayed stuck; a control round without the second unload
+    Finding(
+        name="v4-end-abandoned-when-buffer-recovery-fails", release="2.10.5", txn_path=TxnPath.V4,
+        main_class="V4EndAbandonedWhenBufferRecoveryFails", folder="historical", extra_sources=("TxnState.java",),
+        what="an END_TXN_ON_PARTITION queued on a transaction buffer whose recovery fails because its topic was "
+             "closed meanwhile is answered UnknownError (the raw ManagedLedgerException), which the coordinator "
+             "does not retry: the transaction stays ABORTING or COMMITTING (its commit answered failed) until its "
+             "coordinator is loaded again, and every later message of the partition stays behind it (2.10.5-4.0.8; "
+             "5.0.1 answers ServiceNotReady, retried)",
+        tries=3, race=True, try_timeout_s=480.0,
+        log_signs=("End transaction fail", "has already been closed", "Transaction buffer recover fail")),
     # a try: 8 rounds of 24 messages acked in 6 transactions, an unload, the commits 200 ms apart, 3 s watched
     Finding(
         name="v4-committed-ack-redelivered-after-move", release="4.0.8", txn_path=TxnPath.V4,
