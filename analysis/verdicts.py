@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.held_account import account, held_partitions
+from analysis.holder_logs import broker_lines_naming
 from harness.anomalies import AnomalyClass
 from harness.config import ChecksConfig, ExpectationScope, ExpectedAnomalies
 from harness.history.events import Event, read_events
@@ -173,11 +174,16 @@ def _with_held_horizons(judged: Judgement, run_dir: Path, anomalies: Mapping[str
     if not held:
         return judged
     accounts = {}
+    holders = sorted({h.holder for h in held.values() if h.holder})
+    said = broker_lines_naming(run_dir / "logs", holders)
     for name in judged.unexpected:
         entry = anomalies.get(name) or {}
         found = account(instances_of(run_dir, entry), int(entry.get("count") or 0), held, sends_named)
         if found.behind:
-            accounts[name] = found.to_json() | {"describe": found.describe()}
+            named = {h: lines for h, lines in said.items() if any(f"transaction {h} " in label for label in found.by_holder)}
+            logs = "".join(f"; the brokers' ERROR and WARN lines naming {h}: " + " | ".join(lines)
+                           for h, lines in named.items())
+            accounts[name] = found.to_json() | {"describe": found.describe() + logs, "holder_logs": named}
     return dataclasses.replace(judged, held=accounts) if accounts else judged
 
 

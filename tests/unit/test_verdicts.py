@@ -418,3 +418,45 @@ def test_the_reports_verdict_names_the_holders(tmp_path: Path) -> None:
     section = verdict_section(results, judgement=judge_run(run))
     [said] = [p for p in section.paragraphs if p.startswith("lost-write: 2 of 4 instance(s) lie behind read horizons")]
     assert "by transaction 0:7 (its coordinator: NOT_FOUND; the client: commit ok at 173.9 s): 2" in said
+
+
+def test_the_holders_account_quotes_the_brokers_lines_naming_it(tmp_path: Path) -> None:
+    """2.10.5's chaos.yaml (results/20261204-224432-chaos-chaos): 98 lost writes behind `1:1356`, whose
+    cause was two log lines away: the coordinator's `End transaction fail!` with the participant's error."""
+    run = _held_run(tmp_path)
+    (run / "logs").mkdir()
+    (run / "logs" / "broker-1.log").write_text(
+        "2026-12-04T22:57:04,283 ERROR [pulsar-transaction-executor-4-1] o.a.p.b.s.ServerCnx - handleEndTxnOnPartition "
+        "fail!, topic persistent://public/t/ap-3-partition-0, txnId: [(0,7)], txnAction: [ABORT] {}\n"
+        "org.apache.bookkeeper.mledger.ManagedLedgerException: ManagedLedger public/t/ap-3-partition-0 has already "
+        "been closed\n"
+        "2026-12-04T22:57:04,290 INFO  [pulsar-io-6-2] o.a.p.b.s.ServerCnx - [(0,7)] an INFO line is not quoted {}\n"
+        "2026-12-04T22:57:04,291 ERROR [pulsar-io-6-2] o.a.p.b.s.ServerCnx - txnId: [(0,70)] another transaction {}\n")
+    (run / "logs" / "broker-0.log").write_text(
+        "2026-12-04T22:57:04,286 ERROR [pulsar-io-6-2] o.a.p.b.TransactionMetadataStoreService - End transaction fail! "
+        "TxnId : (0,7), TxnAction : 1 {}\n"
+        "org.apache.pulsar.client.api.PulsarClientException: ManagedLedger public/t/ap-3-partition-0 has already been "
+        "closed\n"
+        "\tat org.apache.pulsar.client.impl.ClientCnx.getPulsarClientException(ClientCnx.java:1167)\n")
+    judged = judge_run(run)
+    assert judged is not None
+    held = judged.held["lost-write"]
+    assert held["holder_logs"] == {"0:7": [
+        "broker-1 22:57:04,283 ERROR ServerCnx - handleEndTxnOnPartition fail!, topic persistent://public/t/"
+        "ap-3-partition-0, txnId: [(0,7)], txnAction: [ABORT] (org.apache.bookkeeper.mledger.ManagedLedgerException: "
+        "ManagedLedger public/t/ap-3-partition-0 has already been closed)",
+        "broker-0 22:57:04,286 ERROR TransactionMetadataStoreService - End transaction fail! TxnId : (0,7), TxnAction : 1 "
+        "(org.apache.pulsar.client.api.PulsarClientException: ManagedLedger public/t/ap-3-partition-0 has already been "
+        "closed)"]}
+    assert "; the brokers' ERROR and WARN lines naming 0:7: broker-1 22:57:04,283" in held["describe"]
+
+
+def test_only_the_latest_distinct_lines_naming_a_holder_are_quoted(tmp_path: Path) -> None:
+    from analysis.holder_logs import PER_HOLDER, broker_lines_naming
+
+    lines = [f"2026-12-05T00:00:{i:02d},000 WARN  [t] o.a.p.b.C{i % 6} - txnId=(2,903) try {i} {{}}\n" for i in range(30)]
+    (tmp_path / "broker-0.log").write_text("".join(lines))
+    quoted = broker_lines_naming(tmp_path, ["2:903", "no-id"])
+    assert list(quoted) == ["2:903"] and len(quoted["2:903"]) == PER_HOLDER
+    assert quoted["2:903"][-1] == "broker-0 00:00:29,000 WARN C5 - txnId=(2,903) try 29"     # the latest, last
+    assert broker_lines_naming(tmp_path / "absent", ["2:903"]) == {}
