@@ -49,9 +49,9 @@ public final class V4EndAbandonedWhenBufferRecoveryFails extends Repro {
     private static final int READ_S = 20;          // how long the fresh subscription waits for the sentinel
     private static final int SETTLE_S = 5;         // after the ends are answered, before the first status reading
     private static final int NO_SECOND_UNLOAD = -1;
-    private static final int RELOAD_S = 60;
+    private static final int RELOAD_S = 60;        // how long the stuck transactions may take to end after the reload
     // what the admin API answers about a transaction whose coordinator is not loaded (HTTP 404 as for an ended one)
-    private static final String COORDINATOR_AWAY = "coordinator with id";        // how long the stuck transactions may take to end after the reload
+    private static final String COORDINATOR_AWAY = "coordinator with id";
 
     private final String namespace = "public/fx-recovering-" + run;
     private final int txns;
@@ -63,8 +63,8 @@ public final class V4EndAbandonedWhenBufferRecoveryFails extends Repro {
 
     /** What one round saw. `stuck`: transactions still `stuckStatus` at both readings, with their status. */
     private record Round(int r, int delayMs, int endedOk, int endedFailed, String firstFailure, String unloads,
-                         Map<String, String> stuck, boolean sentinel, String notPublished, List<String> read,
-                         AfterReload after) {
+                         Map<String, String> stuck, boolean sentinel, String notPublished,
+                         List<String> abortedRead, AfterReload after) {
         boolean control() {
             return delayMs == NO_SECOND_UNLOAD;
         }
@@ -139,7 +139,7 @@ public final class V4EndAbandonedWhenBufferRecoveryFails extends Repro {
                 + round.stuck.size() + " still " + stuckStatus + " at their coordinator at both readings, e.g. " + some
                 + "; sentinel " + (round.sentinel ? "delivered" : round.notPublished.isEmpty() ? "NOT delivered"
                 : "not published (" + round.notPublished + ")")
-                + (commits ? "" : "; aborted values read " + round.read.size())
+                + (commits ? "" : "; aborted values read " + round.abortedRead.size())
                 + (round.after == null ? "" : "; " + round.after);
     }
 
@@ -220,9 +220,9 @@ public final class V4EndAbandonedWhenBufferRecoveryFails extends Repro {
     private record AfterReload(String unloads, int stillStuck, int away, boolean sentinel, int failedEndsRead) {
         @Override
         public String toString() {
-            return "after the coordinators were loaded again (" + unloads + "): " + stillStuck + " still "
-                    + "unfinished, " + away + " with their coordinator not loaded, sentinel " + (sentinel ? "delivered" : "NOT delivered") + ", " + failedEndsRead
-                    + " values of transactions whose end had failed delivered";
+            return "after the coordinators were loaded again (" + unloads + "): " + stillStuck + " still unfinished, "
+                    + away + " with their coordinator not loaded, sentinel " + (sentinel ? "delivered" : "NOT delivered")
+                    + ", " + failedEndsRead + " values of transactions whose end had failed delivered";
         }
     }
 
