@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -18,6 +19,7 @@ import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
+import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
@@ -133,6 +135,28 @@ abstract class Repro implements Out.Program {
     static Transaction newTxn(PulsarClient client, int minutes) throws Exception {
         return client.newTransaction().withTransactionTimeout(minutes, TimeUnit.MINUTES).build()
                 .get(60, TimeUnit.SECONDS);
+    }
+
+    /** Transactions that each sent one message, and their values in the same order. */
+    record OneMessageEach(List<Transaction> txns, List<String> values) {
+    }
+
+    /** `count` transactions (timeout `minutes`) that each send the value `<prefix>/<i>` with `producer`;
+     *  returned once every send is acknowledged. */
+    static OneMessageEach oneMessageEach(PulsarClient client, Producer<String> producer, int count, int minutes,
+                                         String prefix) throws Exception {
+        List<Transaction> txns = new ArrayList<>();
+        List<CompletableFuture<MessageId>> sends = new ArrayList<>();
+        List<String> values = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            Transaction txn = newTxn(client, minutes);
+            String value = prefix + "/" + i;
+            txns.add(txn);
+            values.add(value);
+            sends.add(producer.newMessage(txn).value(value).sendAsync());
+        }
+        CompletableFuture.allOf(sends.toArray(new CompletableFuture[0])).get(60, TimeUnit.SECONDS);
+        return new OneMessageEach(txns, values);
     }
 
     /** One case of a try: {verdict, what happened} for `kind` on `topic` of its own `namespace`. */

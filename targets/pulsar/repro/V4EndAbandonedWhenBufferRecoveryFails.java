@@ -38,7 +38,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.Schema;
@@ -148,17 +147,9 @@ public final class V4EndAbandonedWhenBufferRecoveryFails extends Repro {
         String topic = "persistent://" + namespace + "/" + local;
         Producer<String> producer = client.newProducer(Schema.STRING).topic(topic).enableBatching(false)
                 .sendTimeout(30, TimeUnit.SECONDS).create();
-        List<Transaction> open = new ArrayList<>();
-        List<CompletableFuture<MessageId>> sends = new ArrayList<>();
-        List<String> values = new ArrayList<>();
-        for (int i = 0; i < txns; i++) {
-            Transaction txn = newTxn(client, 10);
-            String value = run + "/" + n + "/" + r + "/" + i;
-            open.add(txn);
-            values.add(value);
-            sends.add(producer.newMessage(txn).value(value).sendAsync());
-        }
-        CompletableFuture.allOf(sends.toArray(new CompletableFuture[0])).get(60, TimeUnit.SECONDS);
+        OneMessageEach sent = oneMessageEach(client, producer, txns, 10, run + "/" + n + "/" + r);
+        List<Transaction> open = sent.txns();
+        List<String> values = sent.values();
 
         String first = unload(local);
         List<CompletableFuture<Void>> ends = new ArrayList<>();
