@@ -6,7 +6,8 @@ end it, not *why*. The why is in the brokers' ERROR and WARN lines naming the tr
 (`End transaction fail! ... ManagedLedger ... has already been closed`: an abort that failed on a
 topic closed during its buffer's recovery, never retried;
 docs/findings/historical/v4-end-abandoned-when-buffer-recovery-fails.md) took a reading of
-800,000 log lines by hand. The report now quotes the first few such lines beside the holder.
+800,000 log lines by hand. The report now quotes the last few such lines beside the holder (the
+latest failures are what left it holding).
 
 Pulsar names a transaction `(most,least)` in its log lines, in 2.10-4.0's messages
 (`TxnId : (1,1356)`) and 5.0's structured fields (`txnId=(2,903)`) alike; the exception a line
@@ -74,7 +75,7 @@ def _scan(log: Path, wanted: dict[str, str], found: dict[str, list[tuple[str, st
             pending = (named, match["stamp"], shape, f"{log.stem} {match['time']} {match['level']} {logger} - {message}")
     if pending is not None:
         holder, stamp, shape, text = pending
-        found[holder].append((stamp, shape, _trim(text)))
+        found[holder].append((stamp, f"{shape} ", _trim(text)))
 
 
 def _trim(text: str) -> str:
