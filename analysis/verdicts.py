@@ -173,18 +173,23 @@ def _with_held_horizons(judged: Judgement, run_dir: Path, anomalies: Mapping[str
     held = held_partitions(run_dir / "history")
     if not held:
         return judged
-    accounts = {}
-    holders = sorted({h.holder for h in held.values() if h.holder})
-    said = broker_lines_naming(run_dir / "logs", holders)
+    found = {}
     for name in judged.unexpected:
         entry = anomalies.get(name) or {}
-        found = account(instances_of(run_dir, entry), int(entry.get("count") or 0), held, sends_named)
-        if found.behind:
-            named = {h: lines for h, lines in said.items() if any(f"transaction {h} " in label for label in found.by_holder)}
-            logs = "".join(f"; the brokers' ERROR and WARN lines naming {h}: " + " | ".join(lines)
-                           for h, lines in named.items())
-            accounts[name] = found.to_json() | {"describe": found.describe() + logs, "holder_logs": named}
-    return dataclasses.replace(judged, held=accounts) if accounts else judged
+        behind = account(instances_of(run_dir, entry), int(entry.get("count") or 0), held, sends_named)
+        if behind.behind:
+            found[name] = behind
+    if not found:
+        return judged
+    # the logs are read once, and only when some instance lies behind a holder
+    said = broker_lines_naming(run_dir / "logs", sorted({h.holder for h in held.values() if h.holder}))
+    accounts = {}
+    for name, behind in found.items():
+        named = {h: lines for h, lines in said.items() if any(f"transaction {h} " in label for label in behind.by_holder)}
+        logs = "".join(f"; the brokers' ERROR and WARN lines naming {h}: " + " | ".join(lines)
+                       for h, lines in named.items())
+        accounts[name] = behind.to_json() | {"describe": behind.describe() + logs, "holder_logs": named}
+    return dataclasses.replace(judged, held=accounts)
 
 
 @dataclass(frozen=True)
