@@ -300,11 +300,10 @@ public final class V4EndAbandonedWhenBufferRecoveryFails extends Repro {
     /** The transactions whose coordinator says `stuckStatus`, with what it says. */
     private Map<String, String> statuses(List<Transaction> open) {
         Map<String, String> found = new LinkedHashMap<>();
-        for (Transaction txn : open) {
-            TxnID id = txn.getTxnID();
-            String metadata = admin.transactionMetadata(id.getMostSigBits(), id.getLeastSigBits());
-            if (stuckStatus.equals(Admin.field(metadata, "status"))) {
-                found.put(id.toString(), metadata);
+        List<String> answers = answers(open);
+        for (int i = 0; i < open.size(); i++) {
+            if (stuckStatus.equals(Admin.field(answers.get(i), "status"))) {
+                found.put(open.get(i).getTxnID().toString(), answers.get(i));
             }
         }
         return found;
