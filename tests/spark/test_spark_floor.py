@@ -13,26 +13,9 @@ from pyspark.sql import SparkSession
 from analysis.history_io import load_run
 from analysis.model import pair_operations
 from harness.history import read_history_dir
+from tests.floor_counts import expected_floor_counts as _expected
 from tools.bench import spark_floor
 from tools.synth import SynthConfig, generate
-
-
-def _expected(run: Path) -> dict[str, int]:
-    """The passes' counts, from the history's lines in plain Python."""
-    lines, _ = read_history_dir(run / "history")
-    sends = [line for line in lines if line["f"] == "send" and line["type"] == "invoke"]
-    read = {line["value"] for line in lines
-            if line["f"] == "read" and line["value"] is not None and not line["process"].startswith("drain-live")}
-    sent = {line["value"] for line in sends}
-    return {
-        "sends scanned": len(sends),
-        "transactions grouped": len({line["txn"] for line in lines if line["txn"] is not None
-                                     and line["f"] != "txn-state"}),
-        "sends never read": sum(1 for line in sends if line["value"] not in read),
-        "receives of a send": sum(1 for line in lines if line["f"] == "receive" and line["value"] in sent),
-        "sends kept, wide": len(sends),
-        "sends kept, narrow": len(sends),
-    }
 
 
 def test_every_pass_counts_what_it_names_and_is_timed(spark: SparkSession, tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from tools.bench.checker import process_cpu_s
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["PassCost", "floor_passes", "main", "measure"]
+__all__ = ["NARROW_SEND_COLUMNS", "WIDE_SEND_COLUMNS", "PassCost", "floor_passes", "format_table", "main", "measure"]
 
 # The send columns the checker keeps for every send (analysis.checks.context.prepare's
 # `sends`, before its outcome columns); the narrow keep is the four its joins need.
@@ -115,8 +115,9 @@ def measure(spark: SparkSession, pairs: DataFrame, ops: DataFrame, *, repeat: in
     return costs
 
 
-def _table(lines: Sequence[tuple[str, str, float, float | None]]) -> str:
-    rows = [f"{'what':<34} {'rows':>12} {'wall s':>8} {'driver CPU s':>13}"]
+def format_table(lines: Sequence[tuple[str, str, float, float | None]], *, cpu_heading: str = "driver CPU s") -> str:
+    """The passes as a fixed-width table: what, rows, wall seconds, CPU seconds ('-' when unknown)."""
+    rows = [f"{'what':<34} {'rows':>12} {'wall s':>8} {cpu_heading:>13}"]
     for what, rows_text, wall, cpu in lines:
         rows.append(f"{what:<34} {rows_text:>12} {wall:8.1f} {'-' if cpu is None else f'{cpu:.1f}':>13}")
     return "\n".join(rows)
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     lines: list[tuple[str, str, float, float | None]] = [
         ("Spark session", "", session_s, session_cpu), ("loading", "", loading_s, load_cpu)]
     lines += [(f"{cost.name} ({cost.round})", f"{cost.rows:,}", cost.wall_s, cost.driver_cpu_s) for cost in costs]
-    print(_table(lines))
+    print(format_table(lines))
     return 0
 
 
