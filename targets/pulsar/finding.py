@@ -174,6 +174,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
              "5.0.1 answers ServiceNotReady, retried)",
         tries=3, race=True, try_timeout_s=480.0,
         log_signs=("End transaction fail", "has already been closed", "Transaction buffer recover fail")),
+    # a try: four cases, each a topic of five messages whose third a transaction acks; its END_TXN_ON_SUBSCRIPTION
+    # sent five times in one write (the coordinator's queued retries reaching the subscription together) or once
+    Finding(
+        name="v4-repeated-cumulative-end-fails", release="5.0.1", txn_path=TxnPath.V4,
+        main_class="V4RepeatedCumulativeEndFails",
+        what="an END_TXN_ON_SUBSCRIPTION that reaches a subscription again while an earlier one of the same end "
+             "still runs fails with a NullPointerException (cumulativeAckOfTransaction) when the transaction acked "
+             "cumulatively; answered UnknownError, which the coordinator does not retry: a retried commit or abort "
+             "is abandoned, COMMITTING or ABORTING until the coordinator loads again, its client told it failed",
+        tries=3, race=True, try_timeout_s=240.0,
+        log_signs=("cumulativeAckOfTransaction", "pending ack store commit", "pending ack store abort",
+                   "handleEndTxnOnSubscription fail")),
     # a try: 8 rounds of 24 messages acked in 6 transactions, an unload, the commits 200 ms apart, 3 s watched
     Finding(
         name="v4-committed-ack-redelivered-after-move", release="4.0.8", txn_path=TxnPath.V4,
