@@ -66,6 +66,11 @@ from targets.processes import (
     module_argv,
 )
 from targets.pulsar import conf
+from targets.pulsar.bookie_endpoint import (
+    dialled_around,
+    empty_published_endpoint,
+    resolves_published_endpoint,
+)
 from targets.pulsar.jacoco import (
     COVERED_KINDS,
     CoverageCollector,
@@ -230,6 +235,7 @@ class PulsarCluster(LocalCluster[PulsarRecord]):
         self._start_ready([n for n in self.records if self.records[n].role is ServiceRole.BROKER], deadline)
         self._say(f"  brokers up after {time.monotonic() - started:.0f} s; opening a transaction")
         transaction_round_trip(self.info(), deadline)
+        self._check_ledger_link()
         self._say(f"Pulsar {self.release.version} ready in {time.monotonic() - started:.0f} s "
                   f"({self.info().service_url})")
 
@@ -308,6 +314,30 @@ class PulsarCluster(LocalCluster[PulsarRecord]):
         record = self.records[name]
         if self.coverage is not None and record.kind in COVERED_KINDS and "coverage_port" in record.ports:
             self.coverage.started(name, record.ports["coverage_port"])   # a new life of this JVM
+        if record.kind == "bookie" and self._brokers_resolve_bookie_endpoint():
+            # Before a broker reads the registration, and again after every restart of the bookie
+            # (targets/pulsar/bookie_endpoint.py: else no fault on the link to the bookie reaches it).
+            link = next(link for link in self.links if link.name == SHARED_LEDGER_LINK)
+            empty_published_endpoint(f"{HOST}:{self.records['metadata'].ports['client_port']}", link.listen)
+
+    def _check_ledger_link(self) -> None:
+        """Refuses a cluster whose brokers dial the bookie around `brokers-ledger`: every fault on that
+        link would be a no-op (targets/pulsar/bookie_endpoint.py)."""
+        link = next(link for link in self.links if link.name == SHARED_LEDGER_LINK)
+        for name, record in self.records.items():
+            if record.role is not ServiceRole.BROKER or not record.log_path.is_file():
+                continue
+            line = dialled_around(record.log_path.read_text(errors="replace"), link.listen)
+            if line is not None:
+                raise EnvironmentProblem(
+                    f"{name} dials the bookie around the {SHARED_LEDGER_LINK} link, so no fault on that link would "
+                    f"reach it ({line[:200]}); Pulsar {self.release.version} ships BookKeeper "
+                    f"{self.components.get('bookkeeper', '?')}: see targets/pulsar/bookie_endpoint.py")
+
+    def _brokers_resolve_bookie_endpoint(self) -> bool:
+        """The release's BookKeeper client dials the bookie's published endpoint (2.10: BookKeeper 4.14),
+        on ZooKeeper, the only store such a release runs on."""
+        return self.store == conf.ZOOKEEPER and resolves_published_endpoint(self.components.get("bookkeeper", ""))
 
     # ---- internals -------------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 What it proves: Pulsar 2.10.5 (the oldest release the Maven mirror serves from 2.10 on) resolves
 through maven/pom.xml's profile for it, starts on Java 17 with the settings its line needs
-(`versions.LINE_2_10`: no PIP-160 setting, the NIC speed its broker insists on), commits a
+(`versions.LINE_2_10`: no PIP-160 setting, the NIC speed its broker insists on), its brokers reach
+the bookie through the link faults act on (its BookKeeper 4.14 client would dial around it:
+targets/pulsar/bookie_endpoint.py; the cluster refuses to call itself ready otherwise), commits a
 transaction on v4, is stopped, and the check is recorded where `txnbench releases` reads it.
 About 30-90 s once the jars are cached (a first use resolves them with Maven).
 
