@@ -186,6 +186,17 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=3, race=True, try_timeout_s=240.0,
         log_signs=("cumulativeAckOfTransaction", "pending ack store commit", "pending ack store abort",
                    "handleEndTxnOnSubscription fail")),
+    # a try: three cases, each a topic whose subscription's pending-ack log holds BULK records of open
+    # transactions; an unload, the ledger link slowed, a cumulative ack's transaction ended at once
+    Finding(
+        name="v4-repeated-cumulative-end-abandoned", release="4.0.8", txn_path=TxnPath.V4,
+        main_class="V4RepeatedCumulativeEndAbandoned", doc_stem="v4-repeated-cumulative-end-fails",
+        extra_sources=("TxnState.java",),
+        what="the coordinator's half of v4-repeated-cumulative-end-fails: its retries of an END_TXN_ON_SUBSCRIPTION "
+             "queue at a subscription replaying its pending-ack log and run together; the later fail with the "
+             "NullPointerException and the end is abandoned, COMMITTING or ABORTING, its client told it failed",
+        tries=1, try_timeout_s=900.0,
+        log_signs=("cumulativeAckOfTransaction", "End transaction fail", "handleEndTxnOnSubscription fail")),
     # a try: 8 rounds of 24 messages acked in 6 transactions, an unload, the commits 200 ms apart, 3 s watched
     Finding(
         name="v4-committed-ack-redelivered-after-move", release="4.0.8", txn_path=TxnPath.V4,
@@ -551,16 +562,24 @@ MAX_CUT_S = 60.0
 
 #: sets a Toxiproxy link on or off: (the Toxiproxy API URL, the link's name, enabled)
 SetLink = Callable[[str, str, bool], None]
+#: delays a Toxiproxy link both ways by the milliseconds given, or (None) stops delaying it
+SetLatency = Callable[[str, str, int | None], None]
+#: `slow-ledger:MS,S`: the longest delay and the longest time a program may ask for
+MAX_SLOW_MS, MAX_SLOW_S = 10_000, 60.0
 
 
-def broker_action(cluster: Any, action: str, target: str, set_link: SetLink | None = None) -> str:
+def broker_action(cluster: Any, action: str, target: str, set_link: SetLink | None = None,
+                  set_latency: SetLatency | None = None) -> str:
     """Does what the program asked to a broker named by its admin (HTTP) or service URL:
     `restart-broker` (SIGTERM, wait, start), `kill-broker` (SIGKILL, then start it again),
     `cut-metadata:S` (its link to the metadata store cut now and mended S seconds later, in the
     background: the program acts while the broker is cut off, e.g. past its session's expiry),
     `cut-peers:S` (the link the other brokers reach it through, cut and mended the same way: a
-    coordinator elsewhere cannot reach its partitions, its clients still can).
-    Returns `done`, or what went wrong. `set_link`: how a link is switched (tests pass a fake)."""
+    coordinator elsewhere cannot reach its partitions, its clients still can), `slow-ledger:MS,S`
+    (every broker's link to the bookie delayed MS ms both ways for S seconds, from now, in the
+    background: ledger writes, the coordinators' logs among them, take MS ms longer each).
+    Returns `done`, or what went wrong. `set_link`, `set_latency`: how a link is switched or
+    delayed (tests pass fakes)."""
     info = cluster.info()
     names = [s.name for s in info.services
              if s.name.startswith("broker-") and target and target.rstrip("/") in
@@ -569,6 +588,10 @@ def broker_action(cluster: Any, action: str, target: str, set_link: SetLink | No
         return f"no broker of this cluster answers at {target}"
     name = names[0]
     try:
+        if action.partition(":")[0] == "slow-ledger":
+            from targets.pulsar.cluster import SHARED_LEDGER_LINK
+
+            return _slow_link(info, SHARED_LEDGER_LINK, action, set_latency or _set_toxiproxy_latency)
         link = _cut_link_of(action.partition(":")[0], name)
         if link is not None:
             return _cut_link(info, link, action, set_link or _set_toxiproxy_link)
@@ -616,6 +639,43 @@ def _cut_link(info: Any, link: str, action: str, set_link: SetLink) -> str:
     timer.daemon = True
     timer.start()
     return "done"
+
+
+def _slow_link(info: Any, link: str, action: str, set_latency: SetLatency) -> str:
+    """Delays the Toxiproxy link now and stops delaying it after the asked seconds, on a timer thread."""
+    kind, _, given = action.partition(":")
+    try:
+        latency_text, seconds_text = given.split(",")
+        latency_ms, seconds = int(latency_text), float(seconds_text)
+    except ValueError:
+        return f"{kind} wants a delay and seconds ({kind}:3500,20), not {action!r}"
+    if not (0 < latency_ms <= MAX_SLOW_MS and 0 < seconds <= MAX_SLOW_S):
+        return f"{kind}: {latency_ms} ms for {seconds:g} s is outside (0, {MAX_SLOW_MS}] ms for (0, {MAX_SLOW_S:g}] s"
+    url = getattr(info, "toxiproxy_url", None)
+    if not url:
+        return "this cluster has no Toxiproxy to delay a link with"
+    set_latency(url, link, latency_ms)
+
+    def restore() -> None:
+        with contextlib.suppress(Exception):   # a cluster already gone has nothing to restore
+            set_latency(url, link, None)
+
+    timer = threading.Timer(seconds, restore)
+    timer.daemon = True
+    timer.start()
+    return "done"
+
+
+def _set_toxiproxy_latency(api_url: str, link: str, latency_ms: int | None) -> None:
+    from harness.toxiproxy.client import ToxiproxyClient
+
+    with ToxiproxyClient(api_url) as client:
+        for stream in ("upstream", "downstream"):
+            name = f"finding-latency-{stream}"
+            if latency_ms is None:
+                client.remove_toxic(link, name)
+            else:
+                client.add_toxic(link, "latency", {"latency": latency_ms, "jitter": 0}, stream=stream, name=name)
 
 
 def _set_toxiproxy_link(api_url: str, link: str, enabled: bool) -> None:

@@ -275,6 +275,30 @@ abstract class Repro implements Out.Program {
     }
 
     /** Every broker of a multi-host service URL (`pulsar://h:1,h:2`), one URL each. */
+    /** Where `id` is in `ids` (by ledger, entry and batch index; -1 when absent). */
+    static int indexOf(List<MessageId> ids, MessageId id) {
+        String where = position(id);
+        for (int i = 0; i < ids.size(); i++) {
+            if (position(ids.get(i)).equals(where)) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    /** `count` unbatched messages `<prefix>/<i>` to `topic`; their ids in order. */
+    static List<MessageId> publishUnbatched(PulsarClient client, String topic, int count, String prefix)
+            throws Exception {
+        List<MessageId> ids = new ArrayList<>();
+        try (Producer<String> producer = client.newProducer(Schema.STRING).topic(topic).enableBatching(false)
+                .sendTimeout(60, TimeUnit.SECONDS).create()) {
+            for (int i = 0; i < count; i++) {
+                ids.add(producer.send(prefix + "/" + i));
+            }
+        }
+        return ids;
+    }
+
     static List<String> serviceBrokers(String service) {
         List<String> found = new ArrayList<>();
         for (String host : service.replaceFirst("^pulsar://", "").split(",")) {

@@ -32,7 +32,6 @@ import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
-import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
@@ -77,7 +76,7 @@ public final class V4PendingCumulativeAckErasedByOtherAbort extends Repro {
                 .subscriptionType(SubscriptionType.Failover)
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).receiverQueueSize(10)
                 .subscribe()) {
-            List<MessageId> ids = publish(topic, n);
+            List<MessageId> ids = publishUnbatched(client, topic, MESSAGES, run + "/" + n);
             List<Message<String>> got = new ArrayList<>();
             for (int i = 0; i < MESSAGES; i++) {
                 Message<String> message = consumer.receive(30, TimeUnit.SECONDS);
@@ -138,27 +137,5 @@ public final class V4PendingCumulativeAckErasedByOtherAbort extends Repro {
         } catch (java.util.concurrent.ExecutionException refused) {
             return "refused (" + refused.getCause().getClass().getSimpleName() + ")";
         }
-    }
-
-    private static int indexOf(List<MessageId> ids, MessageId id) {
-        String where = Repro.position(id);
-        for (int i = 0; i < ids.size(); i++) {
-            if (Repro.position(ids.get(i)).equals(where)) {
-                return i;
-            }
-        }
-        return -1;
-    }
-
-    /** Five unbatched messages; their ids in order. */
-    private List<MessageId> publish(String topic, int n) throws Exception {
-        List<MessageId> ids = new ArrayList<>();
-        try (Producer<String> producer = client.newProducer(Schema.STRING).topic(topic).enableBatching(false)
-                .sendTimeout(60, TimeUnit.SECONDS).create()) {
-            for (int i = 0; i < MESSAGES; i++) {
-                ids.add(producer.send(run + "/" + n + "/" + i));
-            }
-        }
-        return ids;
     }
 }

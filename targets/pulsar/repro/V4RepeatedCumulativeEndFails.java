@@ -35,7 +35,6 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
-import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
@@ -96,7 +95,7 @@ public final class V4RepeatedCumulativeEndFails extends Repro {
                 .subscriptionType(SubscriptionType.Failover)
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).receiverQueueSize(10)
                 .subscribe()) {
-            List<MessageId> ids = publish(topic, n);
+            List<MessageId> ids = publishUnbatched(client, topic, MESSAGES, run + "/" + n);
             List<Message<String>> got = new ArrayList<>();
             for (int i = 0; i < MESSAGES; i++) {
                 Message<String> message = consumer.receive(30, TimeUnit.SECONDS);
@@ -189,27 +188,5 @@ public final class V4RepeatedCumulativeEndFails extends Repro {
                     Class<?> type = method.getReturnType();
                     return type == int.class ? 0 : type == boolean.class ? false : null;
                 });
-    }
-
-    private static int indexOf(List<MessageId> ids, MessageId id) {
-        String where = Repro.position(id);
-        for (int i = 0; i < ids.size(); i++) {
-            if (Repro.position(ids.get(i)).equals(where)) {
-                return i;
-            }
-        }
-        return -1;
-    }
-
-    /** Five unbatched messages; their ids in order. */
-    private List<MessageId> publish(String topic, int n) throws Exception {
-        List<MessageId> ids = new ArrayList<>();
-        try (Producer<String> producer = client.newProducer(Schema.STRING).topic(topic).enableBatching(false)
-                .sendTimeout(60, TimeUnit.SECONDS).create()) {
-            for (int i = 0; i < MESSAGES; i++) {
-                ids.add(producer.send(run + "/" + n + "/" + i));
-            }
-        }
-        return ids;
     }
 }

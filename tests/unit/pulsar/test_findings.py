@@ -291,3 +291,23 @@ def test_broker_log_lines_with_a_sign_are_quoted_and_counted(tmp_path: Path) -> 
     quoted = fx.quote_logs(tmp_path, ("endTxn error topic", "Successes to abort low water mark"))
     assert list(quoted) == ["broker-0.log"]
     assert quoted["broker-0.log"][0] == "1 x 'endTxn error topic'" and "t-partition-1" in quoted["broker-0.log"][1]
+
+
+def test_the_brokers_ledger_link_is_delayed_now_and_restored_in_the_background() -> None:
+    """`slow-ledger:MS,S`: every ledger write (a subscription's commit mark, a coordinator's log) takes
+    MS ms longer for S seconds; the answer comes at once; bad values are refused."""
+    calls: list[tuple[str, int | None]] = []
+
+    def set_latency(url: str, link: str, latency_ms: int | None) -> None:
+        calls.append((link, latency_ms))
+
+    answer = fx.broker_action(FakeCluster(), "slow-ledger:3500,0.2", "http://127.0.0.1:82", set_latency=set_latency)
+    assert answer == "done" and calls == [("brokers-ledger", 3500)]
+    deadline = time.monotonic() + 5
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert calls == [("brokers-ledger", 3500), ("brokers-ledger", None)]
+    assert "outside" in fx.broker_action(FakeCluster(), "slow-ledger:50000,5", "http://127.0.0.1:82",
+                                         set_latency=set_latency)
+    assert "wants a delay" in fx.broker_action(FakeCluster(), "slow-ledger:5", "http://127.0.0.1:82",
+                                               set_latency=set_latency)
