@@ -630,15 +630,19 @@ def _cut_link(info: Any, link: str, action: str, set_link: SetLink) -> str:
     if not url:
         return "this cluster has no Toxiproxy to cut a link with"
     set_link(url, link, False)
+    _undo_later(seconds, lambda: set_link(url, link, True))
+    return "done"
 
-    def mend() -> None:
-        with contextlib.suppress(Exception):   # a cluster already gone has nothing to mend
-            set_link(url, link, True)
 
-    timer = threading.Timer(seconds, mend)
+def _undo_later(seconds: float, undo: Callable[[], None]) -> None:
+    """`undo` after `seconds` on a daemon timer thread; a cluster already gone has nothing to undo."""
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            undo()
+
+    timer = threading.Timer(seconds, run)
     timer.daemon = True
     timer.start()
-    return "done"
 
 
 def _slow_link(info: Any, link: str, action: str, set_latency: SetLatency) -> str:
@@ -655,14 +659,7 @@ def _slow_link(info: Any, link: str, action: str, set_latency: SetLatency) -> st
     if not url:
         return "this cluster has no Toxiproxy to delay a link with"
     set_latency(url, link, latency_ms)
-
-    def restore() -> None:
-        with contextlib.suppress(Exception):   # a cluster already gone has nothing to restore
-            set_latency(url, link, None)
-
-    timer = threading.Timer(seconds, restore)
-    timer.daemon = True
-    timer.start()
+    _undo_later(seconds, lambda: set_latency(url, link, None))
     return "done"
 
 

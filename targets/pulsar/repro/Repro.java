@@ -218,6 +218,29 @@ abstract class Repro implements Out.Program {
         return got;
     }
 
+    /** A Failover subscription `subscription` of `topic` from its earliest message, one consumer. */
+    static Consumer<String> failover(PulsarClient client, String topic, String subscription, int receiverQueue)
+            throws Exception {
+        return client.newConsumer(Schema.STRING).topic(topic).subscriptionName(subscription)
+                .subscriptionType(SubscriptionType.Failover)
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).receiverQueueSize(receiverQueue)
+                .subscribe();
+    }
+
+    /** The next `count` messages `consumer` receives, not acknowledged; fewer when one does not come within
+     *  `waitS` (the caller names that a failed set-up). */
+    static List<Message<String>> receiveEach(Consumer<String> consumer, int count, int waitS) throws Exception {
+        List<Message<String>> got = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            Message<String> message = consumer.receive(waitS, TimeUnit.SECONDS);
+            if (message == null) {
+                break;
+            }
+            got.add(message);
+        }
+        return got;
+    }
+
     /** What a fresh Exclusive subscription `subscription` of `topic` from its earliest message receives
      *  (each acknowledged) until a value ending in `/sentinel` comes or `seconds` pass. */
     static Set<String> readUntilSentinel(PulsarClient client, String topic, String subscription, int seconds)

@@ -33,9 +33,6 @@ import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.PulsarClient;
-import org.apache.pulsar.client.api.Schema;
-import org.apache.pulsar.client.api.SubscriptionInitialPosition;
-import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.api.transaction.Transaction;
 
 public final class V4PendingCumulativeAckErasedByOtherAbort extends Repro {
@@ -72,18 +69,11 @@ public final class V4PendingCumulativeAckErasedByOtherAbort extends Repro {
 
     /** {"ok" | "lost" | "other", what happened}. */
     private String[] contest(String kind, String namespace, String topic, int n) throws Exception {
-        try (Consumer<String> consumer = client.newConsumer(Schema.STRING).topic(topic).subscriptionName("s")
-                .subscriptionType(SubscriptionType.Failover)
-                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).receiverQueueSize(10)
-                .subscribe()) {
+        try (Consumer<String> consumer = failover(client, topic, "s", 10)) {
             List<MessageId> ids = publishUnbatched(client, topic, MESSAGES, run + "/" + n);
-            List<Message<String>> got = new ArrayList<>();
-            for (int i = 0; i < MESSAGES; i++) {
-                Message<String> message = consumer.receive(30, TimeUnit.SECONDS);
-                if (message == null) {
-                    return new String[] {"other", "set-up failed: received " + i + " of " + MESSAGES};
-                }
-                got.add(message);
+            List<Message<String>> got = receiveEach(consumer, MESSAGES, 30);
+            if (got.size() < MESSAGES) {
+                return new String[] {"other", "set-up failed: received " + got.size() + " of " + MESSAGES};
             }
             MessageId third = got.get(ACKED).getMessageId();
             Transaction a = newTxn(client, 5);

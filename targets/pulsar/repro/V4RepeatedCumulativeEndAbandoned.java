@@ -28,9 +28,6 @@ import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.PulsarClient;
-import org.apache.pulsar.client.api.Schema;
-import org.apache.pulsar.client.api.SubscriptionInitialPosition;
-import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.api.transaction.TxnID;
 
@@ -82,18 +79,14 @@ public final class V4RepeatedCumulativeEndAbandoned extends Repro {
         List<String> steps = new ArrayList<>();
         List<Transaction> holders = new ArrayList<>();
         Transaction a;
-        try (Consumer<String> consumer = client.newConsumer(Schema.STRING).topic(topic).subscriptionName("c")
-                .subscriptionType(SubscriptionType.Failover)
-                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).receiverQueueSize(1000)
-                .subscribe()) {
+        try (Consumer<String> consumer = failover(client, topic, "c", 1000)) {
             publishUnbatched(client, topic, HEAD + others, run + "/" + n);
             List<MessageId> got = new ArrayList<>();
-            for (int i = 0; i < HEAD + others; i++) {
-                Message<String> message = consumer.receive(30, TimeUnit.SECONDS);
-                if (message == null) {
-                    return new String[] {"other", "set-up failed: received " + i + " of " + (HEAD + others)};
-                }
+            for (Message<String> message : receiveEach(consumer, HEAD + others, 30)) {
                 got.add(message.getMessageId());
+            }
+            if (got.size() < HEAD + others) {
+                return new String[] {"other", "set-up failed: received " + got.size() + " of " + (HEAD + others)};
             }
             a = newTxn(client, 10);
             consumer.acknowledgeCumulativeAsync(got.get(ACKED), a).get(60, TimeUnit.SECONDS);
