@@ -60,12 +60,20 @@ def registration_path(bookie_id: str) -> str:
 
 def empty_published_endpoint(zk_address: str, bookie_id: str, *, timeout_s: float = 60.0) -> None:
     """Waits (at most `timeout_s`) for the bookie's registration node on the ZooKeeper at
-    `zk_address` and empties its data; raises EnvironmentProblem when the node never appears."""
+    `zk_address` and empties its data; raises EnvironmentProblem when ZooKeeper does not answer
+    (a bookie restarted while the store is down, say) or the node never appears."""
     from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
 
     path = registration_path(bookie_id)
     client = KazooClient(hosts=zk_address, timeout=10.0)
-    client.start(timeout=10.0)
+    try:
+        client.start(timeout=min(timeout_s, 10.0))
+    except KazooTimeoutError as err:
+        client.close()
+        raise EnvironmentProblem(
+            f"ZooKeeper at {zk_address} did not answer, so the bookie's registration could not be emptied and "
+            "2.10's brokers would dial the bookie around the ledger link; is the metadata store running?") from err
     try:
         deadline = time.monotonic() + timeout_s
         while client.exists(path) is None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from harness.errors import EnvironmentProblem
+from targets.ports import free_ports
 from targets.pulsar.bookie_endpoint import (
     dialled_around,
+    empty_published_endpoint,
     registration_path,
     resolves_published_endpoint,
 )
@@ -32,3 +35,10 @@ def test_a_broker_log_that_resolved_the_link_to_the_bookie_is_named_by_its_line(
     # Another bookie's id, or none resolved: the link carries the traffic.
     assert dialled_around(log, "127.0.0.1:9999") is None
     assert dialled_around("o.a.b.d.ZKRegistrationClient - Update BookieInfoCache (writable bookie)", "127.0.0.1:23178") is None
+
+
+def test_a_zookeeper_that_does_not_answer_is_one_clear_error() -> None:
+    # A bookie restarted while the store is down: the cluster says what it could not do, not a kazoo trace.
+    (nobody,) = free_ports(1)
+    with pytest.raises(EnvironmentProblem, match=r"did not answer.*ledger link"):
+        empty_published_endpoint(f"127.0.0.1:{nobody}", "127.0.0.1:1", timeout_s=1.0)
