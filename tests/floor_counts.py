@@ -3,9 +3,11 @@ history's lines in plain Python: both engines' tests hold their passes to it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.history import read_history_dir
+from tools.bench.spark_floor import PassCost
 
 
 def expected_floor_counts(run: Path) -> dict[str, int]:
@@ -24,3 +26,14 @@ def expected_floor_counts(run: Path) -> dict[str, int]:
         "sends kept, wide": len(sends),
         "sends kept, narrow": len(sends),
     }
+
+
+def assert_every_pass_counts_what_it_names(costs: Sequence[PassCost], run: Path, *, rounds: int = 2) -> None:
+    """`costs` are every pass in order, `rounds` times, each counting the rows the history's lines say;
+    the history has sends never read and receives of a send, so no count is trivially zero."""
+    expected = expected_floor_counts(run)
+    assert expected["sends never read"] > 0 and expected["receives of a send"] > 0
+    assert [(c.name, c.round) for c in costs] == [(name, r) for r in range(1, rounds + 1) for name in expected]
+    for cost in costs:
+        assert cost.rows == expected[cost.name], cost.name
+        assert cost.wall_s >= 0

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from analysis.columnar import convert
+from tests.floor_counts import assert_every_pass_counts_what_it_names
 from tests.floor_counts import expected_floor_counts as _expected
 from tools.bench import duckdb_floor
 from tools.synth import SynthConfig, generate
@@ -31,12 +32,8 @@ def test_every_pass_counts_what_it_names_in_every_round(tmp_path: Path) -> None:
         costs = duckdb_floor.measure(con, repeat=2)
     finally:
         con.close()
-    expected = _expected(run)
-    assert expected["sends never read"] > 0 and expected["receives of a send"] > 0
-    assert [(c.name, c.round) for c in costs] == [(name, r) for r in (1, 2) for name in expected]
-    for cost in costs:
-        assert cost.rows == expected[cost.name], cost.name
-        assert cost.wall_s >= 0 and cost.driver_cpu_s is not None and cost.driver_cpu_s >= 0
+    assert_every_pass_counts_what_it_names(costs, run)
+    assert all(cost.driver_cpu_s is not None and cost.driver_cpu_s >= 0 for cost in costs)   # this process's CPU
 
 
 def test_the_command_prints_every_pass_as_json_with_this_process_cpu(
