@@ -94,7 +94,7 @@ TXN_COLUMNS: tuple[str, ...] = (
     "txn", "writer", "process", "open_index", "open_ns", "commit_invoke_ns", "end_invoke_ns",
     "end_ns", "client_outcome", "outcome", "decided_by", "outcome_label", "sends_ok", "sends_info",
     "sends_fail", "sends_visible", "sends_uncovered", "sends_ok_missing", "sends_ok_uncovered", "acks", "ctp",
-    "opens_ok", "ok_open_invoke_ns", "ok_open_complete_ns",
+    "opens_ok", "ok_open_invoke_ns", "ok_open_complete_ns", "ended_ok",
 )
 
 # Transaction outcome labels (TXN_COLUMNS.outcome_label).
@@ -535,6 +535,9 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
     `ok_open_complete_ns` the earliest completion (when an abandoned transaction's
     timeout started). They come from this one grouping of every transaction's
     operations, so the checks that need them do not scan every operation again.
+    `ended_ok`: a commit or an abort of it completed `ok`. A commit that failed leaves the
+    client outcome aborted (it did not commit) but ends nothing: the coordinator must still
+    abort the transaction at its timeout (unresolved-txn).
     """
     cols = ("txn", "f", "type", "invoke_ns", "complete_ns", "writer", "index", "process", "topic", "inputs")
     # The drain's `txn-state` readings name a transaction but are none of its client's operations.
@@ -594,6 +597,7 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         _least(is_commit, "invoke_ns").alias("commit_invoke_ns"),
         _least(is_commit | is_abort, "invoke_ns").alias("end_invoke_ns"),
         _some(commit_ok).alias("_commit_ok"), _some(abort_ok | commit_fail).alias("_aborted"),
+        _some(commit_ok | abort_ok).alias("_ended_ok"),
         _least(commit_ok, "complete_ns").alias("_commit_ns"), _least(abort_ok | commit_fail, "complete_ns").alias("_abort_ns"),
         _count(is_send & (typ == OpType.OK.value)).alias("sends_ok"),
         _count(is_send & (typ == OpType.INFO.value)).alias("sends_info"),
@@ -618,7 +622,7 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         F.min(F.when(F.col("_open_ns").isNotNull(), F.struct(F.col("_open_ns").alias("invoke_ns"),
                                                              F.col("_open_index").alias("index")))).alias("_open"),
         *[F.min(name).alias(name) for name in earliest],
-        *[(F.max(name) > 0).alias(name) for name in ("_commit_ok", "_aborted", "ctp")],
+        *[(F.max(name) > 0).alias(name) for name in ("_commit_ok", "_aborted", "_ended_ok", "ctp")],
         *[F.sum(name).cast("long").alias(name) for name in total],
     )
     client = (F.when(F.col("_commit_ok"), F.lit(COMMITTED))
@@ -649,5 +653,5 @@ def transaction_outcomes(pairs: DataFrame, visible: DataFrame | None = None,
         "commit_invoke_ns", "end_invoke_ns", end_ns.alias("end_ns"), "client_outcome", "outcome",
         decided_by.alias("decided_by"), label.alias("outcome_label"), "sends_ok", "sends_info",
         "sends_fail", "sends_visible", "sends_uncovered", "sends_ok_missing", "sends_ok_uncovered", "acks", "ctp",
-        "opens_ok", "ok_open_invoke_ns", "ok_open_complete_ns",
+        "opens_ok", "ok_open_invoke_ns", "ok_open_complete_ns", F.col("_ended_ok").alias("ended_ok"),
     )

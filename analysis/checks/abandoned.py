@@ -5,9 +5,12 @@ died, or was cut off from every broker) is aborted by its coordinator once its t
 passes, that the acknowledgements it held are then released (the messages delivered
 again), and that nothing it held keeps blocking other transactions (v4: the topic's
 max read position; v5: the segment's read horizon). A transaction is *abandoned* when
-its client has no definite end for it: it was opened `ok` and no `txn-commit` or
-`txn-abort` of it completed `ok` or `fail` (the writer was killed, the commit ended
-`info`, or it was never asked for).
+its client did not end it: it was opened `ok` and no `txn-commit` or `txn-abort` of it
+completed `ok` (the writer was killed, the commit ended `info`, it was never asked for,
+or the commit or abort failed). A failed commit tells the client its transaction did
+not commit, but ends nothing at the coordinator (on real 2.10.5 one failed while its
+coordinator's broker was down, and the coordinator that loaded again never aborted it):
+its timeout must still end it.
 
 The drain waits until every such transaction is past its timeout plus
 `checks.abort_bound_s` and then asks its coordinator (`txn-state` events: the status
@@ -57,7 +60,7 @@ def abandoned_transactions(ctx: CheckContext) -> DataFrame:
     analysis.model.transaction_outcomes), not from another scan of every operation."""
     limit = F.lit(ctx.txn_timeout_ns + ctx.abort_bound_ns).cast("long")
     return one_partition(
-        ctx.txns.filter((F.col("client_outcome") == UNKNOWN) & (F.col("opens_ok") > 0))
+        ctx.txns.filter(~F.col("ended_ok") & (F.col("opens_ok") > 0))
         .select("txn", "writer", "process", F.col("ok_open_complete_ns").alias("open_ns"), "commit_invoke_ns",
                 "outcome", (F.col("ok_open_complete_ns") + limit).alias("deadline_ns")))
 
