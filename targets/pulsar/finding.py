@@ -140,6 +140,18 @@ FINDINGS: dict[str, Finding] = {f.name: f for f in (
         tries=1, try_timeout_s=300.0,
         settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
         log_signs=("End transaction fail!", "not found!", "Added new transaction meta store")),
+    # a try: 8 abandoned transactions (5 s timeout), their first coordinator's broker killed and started again under
+    # spinning threads, 40 s, each one's state, a second committed message per topic and a fresh read
+    Finding(
+        name="v4-timeout-lost-after-coordinator-recovery", release="2.10.5", txn_path=TxnPath.V4,
+        main_class="V4TimeoutLostAfterCoordinatorRecovery", folder="historical", extra_sources=("TxnState.java",),
+        what="a coordinator that loads again after an abandoned transaction's timeout passed can drop it from its "
+             "timeout tracker (the replay starts the tracker before the store is registered; the timer finds "
+             "\"Transaction coordinator with id N not found!\"): the transaction stays OPEN and its partitions "
+             "deliver nothing after it (2.10.5)",
+        tries=6, race=True, try_timeout_s=300.0,
+        settings=MappingProxyType({"metadataStoreSessionTimeoutMillis": 6000}),
+        log_signs=("End transaction fail!", "not found!", "Added new transaction meta store")),
     # a try: up to 30 rounds on fresh topics of 8 subscriptions; an unload, a commit, a second unload; new consumers
     Finding(
         name="v4-pending-ack-replay-spins-after-reload", release="3.0.0", txn_path=TxnPath.V4,
