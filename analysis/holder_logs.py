@@ -13,6 +13,11 @@ Pulsar names a transaction `(most,least)` in its log lines, in 2.10-4.0's messag
 (`TxnId : (1,1356)`) and 5.0's structured fields (`txnId=(2,903)`) alike; the exception a line
 logs follows it on the next line. Embedded runs have no such logs: nothing is quoted. Bounded:
 `PER_HOLDER` lines each, the files read once, line by line.
+
+DEBUG lines naming the holder are quoted too: the brokers write DEBUG for one logger only
+(targets/pulsar/conf.py DEBUG_LOGGERS), whose DEBUG line is the only trace of a coordinator giving
+up a transaction's timeout (2.10.5 left `1:1317` OPEN so with nothing above DEBUG;
+docs/findings/historical/v4-timeout-lost-after-coordinator-recovery.md).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 
 PER_HOLDER = 4
 #: `2026-12-04T22:57:04,286 ERROR [thread] o.a.p.b.TransactionMetadataStoreService - message`
-LINE = re.compile(r"^(?P<stamp>\S*T(?P<time>\d\d:\d\d:\d\d,\d{3})) +(?P<level>ERROR|WARN) +\[[^\]]*\] +(?P<logger>\S+) - "
+LINE = re.compile(r"^(?P<stamp>\S*T(?P<time>\d\d:\d\d:\d\d,\d{3})) +(?P<level>ERROR|WARN|DEBUG) +\[[^\]]*\] +(?P<logger>\S+) - "
                   r"(?P<message>.*)$")
 #: the line after an ERROR or WARN line that names the exception it logged
 EXCEPTION = re.compile(r"^(?:Caused by: )?[\w.$]+(?:Exception|Error)\b.*")
@@ -31,7 +36,7 @@ MAX_TEXT = 320
 
 
 def broker_lines_naming(logs_dir: Path, holders: Iterable[str]) -> dict[str, list[str]]:
-    """Per holder (`most:least`), the last PER_HOLDER distinct ERROR or WARN lines of the brokers' logs
+    """Per holder (`most:least`), the last PER_HOLDER distinct ERROR, WARN or DEBUG lines of the brokers' logs
     naming it (the latest failures are what left it holding), in time order, each with the exception
     logged on the line after it."""
     wanted = {f"({h.replace(':', ',')})": h for h in holders if re.fullmatch(r"\d+:\d+", h)}

@@ -186,7 +186,7 @@ def _with_held_horizons(judged: Judgement, run_dir: Path, anomalies: Mapping[str
     accounts = {}
     for name, behind in found.items():
         named = {h: lines for h, lines in said.items() if any(f"transaction {h} " in label for label in behind.by_holder)}
-        logs = "".join(f"; the brokers' ERROR and WARN lines naming {h}: " + " | ".join(lines)
+        logs = "".join(f"; the brokers' log lines naming {h}: " + " | ".join(lines)
                        for h, lines in named.items())
         accounts[name] = behind.to_json() | {"describe": behind.describe() + logs, "holder_logs": named}
     return dataclasses.replace(judged, held=accounts)

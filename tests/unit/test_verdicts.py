@@ -448,7 +448,28 @@ def test_the_holders_account_quotes_the_brokers_lines_naming_it(tmp_path: Path) 
         "broker-0 22:57:04,286 ERROR TransactionMetadataStoreService - End transaction fail! TxnId : (0,7), TxnAction : 1 "
         "(org.apache.pulsar.client.api.PulsarClientException: ManagedLedger public/t/ap-3-partition-0 has already been "
         "closed)"]}
-    assert "; the brokers' ERROR and WARN lines naming 0:7: broker-1 22:57:04,283" in held["describe"]
+    assert "; the brokers' log lines naming 0:7: broker-1 22:57:04,283" in held["describe"]
+
+
+def test_a_debug_line_naming_a_holder_is_quoted(tmp_path: Path) -> None:
+    """The only trace of 2.10.5 dropping a transaction's timeout is a DEBUG line (conf.DEBUG_LOGGERS)."""
+    from analysis.holder_logs import broker_lines_naming
+
+    (tmp_path / "broker-1.log").write_text(
+        "2026-12-05T04:34:00,990 DEBUG [pulsar-transaction-timer-40-1] o.a.p.b.TransactionMetadataStoreService - "
+        "Transaction have been handle complete, don't need to handle by transaction timeout! TxnId : (1,1317) {}\n"
+        "2026-12-05T04:34:00,991 INFO  [t] o.a.p.b.TransactionMetadataStoreService - (1,1317) at INFO {}\n")
+    assert broker_lines_naming(tmp_path, ["1:1317"]) == {"1:1317": [
+        "broker-1 04:34:00,990 DEBUG TransactionMetadataStoreService - Transaction have been handle complete, "
+        "don't need to handle by transaction timeout! TxnId : (1,1317)"]}
+
+
+def test_the_brokers_write_debug_for_the_coordinators_service_only() -> None:
+    from targets.pulsar.conf import DEBUG_LOGGERS, LOG4J2
+
+    assert DEBUG_LOGGERS == ("org.apache.pulsar.broker.TransactionMetadataStoreService",)
+    assert '<Logger name="org.apache.pulsar.broker.TransactionMetadataStoreService" level="debug"/>' in LOG4J2
+    assert '<Root level="info">' in LOG4J2
 
 
 def test_only_the_latest_distinct_lines_naming_a_holder_are_quoted(tmp_path: Path) -> None:
