@@ -63,8 +63,10 @@ def console_log4j2(pattern: str, debug_loggers: tuple[str, ...] = ()) -> str:
 #: Loggers whose DEBUG lines the brokers write: the only trace of a v4 coordinator giving up a
 #: transaction's timeout (`endTransactionForTimeout`'s "don't need to handle by transaction timeout!",
 #: for any failure it does not retry), which left 2.10.5's transactions OPEN for good
-#: (docs/findings/historical/v4-timeout-lost-after-coordinator-recovery.md); a few lines per
-#: transaction ended or retried, so the held account (analysis/holder_logs.py) can quote them.
+#: (docs/findings/historical/v4-timeout-lost-after-coordinator-recovery.md). About one line per
+#: transaction (its timeout fires after it ended and finds it gone: the same message) and one per
+#: retried end; for a holder that never ended, the line is the dropped timeout. The held account
+#: (analysis/holder_logs.py) quotes them.
 DEBUG_LOGGERS = ("org.apache.pulsar.broker.TransactionMetadataStoreService",)
 LOG4J2 = console_log4j2("%d{ISO8601} %-5level [%t] %c{1.} - %msg %X%n%throwable", DEBUG_LOGGERS)
 
