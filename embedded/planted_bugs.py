@@ -56,6 +56,7 @@ FAILOVER_TAKEOVER_BEFORE_REWIND = "txnbenchBugFailoverTakeoverBeforeRewind"
 V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE = "txnbenchBugV4ReplayedAbortClearsAnyCumulativeAck"
 V5_NO_CATCH_UP_AFTER_RESYNC = "txnbenchBugV5NoCatchUpAfterResync"
 SHARED_DISPATCH_KEEPS_ABORTED = "txnbenchBugSharedDispatchKeepsAborted"
+V4_RECOVERY_DROPS_EXPIRED_TIMEOUTS = "txnbenchBugV4RecoveryDropsExpiredTimeouts"
 
 IDS: tuple[str, ...] = (
     V4_REPLAY_KEEPS_LAST_PARTITIONS,
@@ -79,6 +80,7 @@ IDS: tuple[str, ...] = (
     V4_REPLAYED_ABORT_CLEARS_ANY_CUMULATIVE,
     V5_NO_CATCH_UP_AFTER_RESYNC,
     SHARED_DISPATCH_KEEPS_ABORTED,
+    V4_RECOVERY_DROPS_EXPIRED_TIMEOUTS,
 )
 """Every planted bug, in the catalogue's order (orchestrator/planted.py)."""
 

@@ -321,6 +321,22 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "selftest-shared-aborted", ("aborted-read",),
         "Shared subscriptions on topics written in transactions, some aborted: consume-transform-produce "
         "inputs fed in the feeders' transactions (workload.feed_txn_ratio)"),
+    PlantedBug(
+        planted_bugs.V4_RECOVERY_DROPS_EXPIRED_TIMEOUTS, ("v4", "v4-batched"), Component.BROKER,
+        "embedded/broker/v4/coordinator.py: TransactionCoordinator.load",
+        "a v4 coordinator that loads again drops the timeouts that passed while it was down",
+        "Every transaction OPEN in the replayed log and already past its timeout when the coordinator "
+        "becomes ready is taken out of the timeout sweeper's reach: it stays OPEN until the coordinator "
+        "loads again, and its partitions' read horizons stay before its first message. Modelled on a real "
+        "bug of Pulsar 2.10.4-2.10.5 that txnbench's chaos found (there a race the timer wins under load; "
+        "here every time).",
+        ("apache/pulsar#19200 (timed-out transactions never end after a broker restart)",
+         "apache/pulsar#19201 (the fix; its 2.10 backport kept the replay's own tracker start)",
+         "docs/findings/historical/v4-timeout-lost-after-coordinator-recovery.md"),
+        "chaos", ("unresolved-txn", "lost-write"),
+        "transactions whose client will not end them (killed writers, commits that fail while their "
+        "coordinator is down) and whose timeout passes while that coordinator's broker is down or loading: "
+        "chaos.yaml's client kills and coordinator kills; the drain's txn-state readings"),
 )
 
 BY_ID: dict[str, PlantedBug] = {bug.id: bug for bug in CATALOGUE}

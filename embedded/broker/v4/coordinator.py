@@ -169,6 +169,14 @@ class TransactionCoordinator:
         log.info("coordinator %d recovered in %.3fs: %d records replayed, %d transactions not ended (%d to "
                  "complete), next sequence %d", self.tc_id, self.recovery_seconds, records, len(self.state.txns),
                  len(self.state.in_flight()), self.state.sequence + 1)
+        if planted_bugs.on(planted_bugs.V4_RECOVERY_DROPS_EXPIRED_TIMEOUTS):
+            # Pulsar 2.10.5's replay starts its timeout tracker before the broker registers the store,
+            # and the tracker's first run drops every transaction already past its timeout
+            # (docs/findings/historical/v4-timeout-lost-after-coordinator-recovery.md)
+            for meta in self.state.expired(self._clock_ms()):
+                meta.timeout_dropped = True
+                log.info("coordinator %d: %s expired while it was down; its timeout dropped (planted bug)",
+                         self.tc_id, meta.txn)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_loop())
         for meta in self.state.in_flight():
             self._drive(meta)

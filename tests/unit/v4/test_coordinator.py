@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from embedded import planted_bugs
 from embedded.broker.txn_api import PeerUnavailable, TxnError
 from embedded.broker.v4.coordinator import TransactionCoordinator, log_topic
 from embedded.broker.v4.coordinator_state import TxnState
@@ -226,6 +227,36 @@ def test_recovery_replays_the_log_and_completes_decided_transactions() -> None:
         assert await recovered.new_txn(1000) == TxnId(0, 3)   # ids continue after the recovered ones
         await recovered.end_txn(still_open, TxnAction.ABORT)
         await recovered.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_a_timeout_that_passed_while_the_coordinator_was_down(planted: bool) -> None:
+    """Aborted at the load; kept OPEN with the planted bug on (2.10.5's dropped timeout)."""
+    async def run() -> None:
+        planted_bugs.activate([planted_bugs.V4_RECOVERY_DROPS_EXPIRED_TIMEOUTS] if planted else [])
+        try:
+            broker = FakeBroker(peers=FakePeers(answer))
+            tc = await coordinator(broker)
+            txn = await tc.new_txn(60_000)
+            await tc.add_partitions(txn, ["persistent://public/default/a"])
+            broker.managed_ledgers = broker.managed_ledgers.crash()     # kill -9 before the timeout
+            later = tc.state.txns[txn.least].deadline_ms + 1_000
+            metrics = v4_metrics(broker)
+            recovered = TransactionCoordinator(0, broker, v4_settings(**FAST), metrics,  # type: ignore[arg-type]
+                                               EndTxnFanOut(broker.peers, 1.0, metrics), clock_ms=lambda: later)
+            await recovered.load()
+            if planted:
+                await asyncio.sleep(0.2)
+                assert recovered.state.txns[txn.least].state is TxnState.OPEN
+                assert recovered.state.next_deadline_ms() is None
+            else:
+                await wait_for(lambda: txn.least not in recovered.state.txns)
+                assert [c.body.txn_action for _, c in broker.peers.requests] == [int(TxnAction.ABORT)]
+            await recovered.close()
+        finally:
+            planted_bugs.activate([])
 
     asyncio.run(run())
 
