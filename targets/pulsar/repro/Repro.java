@@ -21,6 +21,7 @@ import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
@@ -225,6 +226,23 @@ abstract class Repro implements Out.Program {
                 .subscriptionType(SubscriptionType.Failover)
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).receiverQueueSize(receiverQueue)
                 .subscribe();
+    }
+
+    /** The values a fresh Reader of `topic` reads from its start: at most `max`, each waited for up to
+     *  `waitS` s (fewer when one does not come: the partition holds its readers). */
+    static List<String> readFromStart(PulsarClient client, String topic, int max, int waitS) throws Exception {
+        List<String> read = new ArrayList<>();
+        try (Reader<String> reader = client.newReader(Schema.STRING).topic(topic).startMessageId(MessageId.earliest)
+                .create()) {
+            for (int i = 0; i < max; i++) {
+                Message<String> message = reader.readNext(waitS, TimeUnit.SECONDS);
+                if (message == null) {
+                    break;
+                }
+                read.add(message.getValue());
+            }
+        }
+        return read;
     }
 
     /** The next `count` messages `consumer` receives, not acknowledged; fewer when one does not come within

@@ -23,16 +23,12 @@
 //   java -cp <pulsar-client jars>:. V4CommitStuckAfterCoordinatorRecovery --service-url pulsar://...
 //       --admin-url http://<broker>:8080 [--tries 1]
 
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.apache.pulsar.client.api.Message;
-import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
-import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.transaction.Transaction;
 
@@ -192,17 +188,7 @@ public final class V4CommitStuckAfterCoordinatorRecovery extends Repro {
         } catch (Exception err) {
             later = "failed: " + Out.trim(Out.describe(err));
         }
-        List<String> read = new ArrayList<>();
-        try (Reader<String> reader = client.newReader(Schema.STRING).topic(topic).startMessageId(MessageId.earliest)
-                .create()) {
-            for (int i = 0; i < 2; i++) {
-                Message<String> message = reader.readNext(READ_S, TimeUnit.SECONDS);
-                if (message == null) {
-                    break;
-                }
-                read.add(message.getValue());
-            }
-        }
+        List<String> read = readFromStart(client, topic, 2, READ_S);
         return new Seen(label, setup, commit, status, later, read);
     }
 
