@@ -16,7 +16,7 @@ logs follows it on the next line. Embedded runs have no such logs: nothing is qu
 
 DEBUG lines naming the holder are quoted too: the brokers write DEBUG for one logger only
 (targets/pulsar/conf.py DEBUG_LOGGERS), whose DEBUG line is the only trace of a coordinator giving
-up a transaction's timeout (2.10.5 left `1:1317` OPEN so with nothing above DEBUG;
+up a transaction's timeout (2.10.5 left `1:1317` OPEN with nothing logged above DEBUG;
 docs/findings/historical/v4-timeout-lost-after-coordinator-recovery.md).
 """
 
