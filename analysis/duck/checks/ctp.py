@@ -1,0 +1,8 @@
+"""Being ported from analysis.checks.ctp (issue #45): until then this module registers no check."""
+
+from __future__ import annotations
+
+from analysis.duck.checks.registry import PlanCheck
+from harness.anomalies import AnomalyClass
+
+CHECKS: dict[AnomalyClass, PlanCheck] = {}
