@@ -28,15 +28,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from py4j.protocol import Py4JError
 from pyspark import StorageLevel
 from pyspark.errors import PySparkException
@@ -51,9 +54,12 @@ from analysis.checks.context import (
     DEFAULT_TXN_TIMEOUT_S,
     prepare,
 )
+from analysis.duck.load import NeedsSpark
+from analysis.duck.run import check_history
 from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
 from analysis.model import (
     FIRST_UNCLAIMED,
+    HistoryOverview,
     first_unclaimed,
     overview_aggregates,
     overview_from_row,
@@ -66,6 +72,7 @@ from analysis.spark import (
     driver_memory,
     fills_large_heap,
     get_spark,
+    resolve_master,
     tune_for_input,
 )
 from harness.anomalies import AnomalyClass
@@ -416,7 +423,7 @@ def _verdict(results: list[CheckResult], drain_complete: bool) -> tuple[bool | s
 
 
 def _unknown_results(run: RunDir, facts: dict[str, Any], error: str, started: float,
-                     stall: tuple[float, str], master: str) -> dict[str, Any]:
+                     stall: tuple[float, str], master: str, checker: dict[str, Any] | None = None) -> dict[str, Any]:
     reason = f"the history cannot be checked: {error}"
     return {
         "schema": RESULTS_SCHEMA,
@@ -430,17 +437,38 @@ def _unknown_results(run: RunDir, facts: dict[str, Any], error: str, started: fl
         "transactions": {},
         "history": facts,
         "config": {"stall_after_s": stall[0], "stall_after_source": stall[1]},
-        "checker": {"elapsed_s": round(time.monotonic() - started, 3), "spark_master": master},
+        "checker": {"elapsed_s": round(time.monotonic() - started, 3),
+                    **(checker if checker is not None else {"spark_master": master})},
     }
 
 
+CHECKER_ENV = "TXNBENCH_CHECKER"
+ENGINES = ("duckdb", "spark")
+
+
+def checker_engine(engine: str | None = None, master: str | None = None) -> str:
+    """Which checker answers: `engine`, else `$TXNBENCH_CHECKER`, else DuckDB on this machine and
+    Spark when the master is a cluster (`--master spark://...`): the same checks either way
+    (analysis.duck), DuckDB without Spark's fixed costs on one machine (docs/checks.md)."""
+    chosen = (engine or os.environ.get(CHECKER_ENV) or "").strip()
+    if chosen:
+        if chosen not in ENGINES:
+            raise ConfigError(f"${CHECKER_ENV}" if not engine else "--checker", chosen,
+                              f"expected one of {', '.join(ENGINES)}",
+                              "duckdb checks on this machine, spark on the Spark master (--master)")
+        return chosen
+    # Until every check is ported (issue #45, in progress), Spark answers unless asked otherwise.
+    return "spark" if resolve_master(master) else "duckdb"
+
+
 def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None = None,
-              out_dir: Path | None = None) -> dict[str, Any]:
+              out_dir: Path | None = None, engine: str | None = None) -> dict[str, Any]:
     """Check one run folder, write `results.json` (and `instances/`) into `out_dir` and return it.
 
     Args:
         run_dir: a run folder (results/<run_id>) with history/*.jsonl.
         master: Spark master; None uses $TXNBENCH_SPARK_MASTER or local[*].
+        engine: "duckdb" or "spark" (`checker_engine`); a history Arrow cannot vouch for goes to Spark.
         progress: print progress on stderr; None does so for large histories.
         out_dir: where the result goes; None is the run's own, `analysis/` (the run's analysis,
             and the first check of a run never analysed). `txnbench check` of a run that has a
@@ -469,6 +497,11 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
                              "pass the folder of a run that recorded operations")
     say = _Progress(size >= PROGRESS_MIN_BYTES if progress is None else progress)
     stall = stall_after_s(run)
+    if checker_engine(engine, master) == "duckdb":
+        try:
+            return _check_duck(run, stall, say, started, out, integrity)
+        except NeedsSpark as why:
+            say(f"{why}: checking with Spark")
     say("starting Spark")
     memory = driver_memory(size)
     spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory,
@@ -481,6 +514,31 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
         raise EnvironmentProblem(
             f"{run.path}: Spark failed while checking ({type(err).__name__}: {detail[:300]}); if it ran out "
             f"of memory, set {DRIVER_MEMORY_ENV} above {memory}, or check a smaller history") from err
+
+
+def _check_duck(run: RunDir, stall: tuple[float, str], say: _Progress, started: float, out_to: _Output,
+                integrity: str) -> dict[str, Any]:
+    """The check on DuckDB (analysis.duck.run); raises NeedsSpark before writing anything."""
+    shutil.rmtree(out_to.instances_dir, ignore_errors=True)
+    txn_timeout, abort_bound = abandon_limits(run)
+    checked = check_history(run.path, separator=_SEP, progress=say, stall_after_s=stall[0],
+                            lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run),
+                            txn_timeout_s=txn_timeout, abort_bound_s=abort_bound,
+                            commit_blocked_windows=commit_blocked_windows(run))
+    checker = {"engine": "duckdb", "duckdb_version": duckdb.__version__}
+    if checked.first_unclaimed is not None:
+        failed = _unknown_results(run, {**checked.facts.to_dict(), "integrity": integrity},
+                                  _orphan_error(checked.first_unclaimed), started, stall, "none", checker)
+        write_json_atomic(out_to.results_json, failed)
+        return failed
+    return _document(run, out_to, checked.results, checked.tallied, checked.facts, checked.overview, integrity,
+                     stall, (txn_timeout, abort_bound), started, checker, say)
+
+
+def _orphan_error(orphan: Any) -> str:
+    return (f"writer {orphan['writer']} index {orphan['index']}: a {orphan['type']} completion of "
+            f"{orphan['f']} by {orphan['process']} has no invocation before it; the recorder never "
+            "writes that, so the file was changed or written by something else")
 
 
 def _anomaly_entry(run: RunDir, out: _Output, result: CheckResult) -> dict[str, Any]:
@@ -530,16 +588,13 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         orphan = found[0] if found else None
     try:
         if orphan is not None:
-            error = (f"writer {orphan['writer']} index {orphan['index']}: a {orphan['type']} completion of "
-                     f"{orphan['f']} by {orphan['process']} has no invocation before it; the recorder never "
-                     "writes that, so the file was changed or written by something else")
+            error = _orphan_error(orphan)
             failed = _unknown_results(run, {**facts.to_dict(), "integrity": integrity}, error, started, stall,
                                       spark_master)
             write_json_atomic(out_to.results_json, failed)
             return failed
         say("deciding transactions")
         seen = overview_from_row(loaded.summary)
-        drain = seen.drain
         txn_timeout, abort_bound = abandon_limits(run)
         ctx = prepare(loaded.ops, stall_after_s=stall[0], pairs=pairs, facts=seen, cut_lineage=small,
                       lost_writers=lost_writer_names(run), clock_slack_ns=clock_slack_ns(run),
@@ -564,24 +619,44 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
             # check, with progress.
             results, tallied = run_checks_with_tallies(ctx, progress=say, together=small or size < PROGRESS_MIN_BYTES,
                                                        tallies=counted, threads=CHECK_THREADS)
-            operations: dict[str, dict[str, int]] = {}
-            transactions: dict[str, int] = {}
-            info_causes: dict[str, dict[str, int]] = {}
-            for key, count in tallied.items():
-                what, f, kind = key.split(_SEP, 2)
-                if what == "op":
-                    operations.setdefault(f, {})[kind] = count
-                elif what == "info":
-                    info_causes.setdefault(f, {})[kind] = count
-                else:
-                    transactions[kind] = count
-            marks = seen.phases
         finally:
             ctx.unpersist()
     finally:
         pairs.unpersist()
         loaded.release()
 
+    checker = {"engine": "spark", "spark_master": spark_master, "spark_version": spark.version,
+               "shuffle_partitions": partitions}
+    return _document(run, out_to, results, tallied, facts, seen, integrity, stall, (txn_timeout, abort_bound),
+                     started, checker, say)
+
+
+def _tallies(tallied: dict[str, int]) -> tuple[dict[str, dict[str, int]], dict[str, int], dict[str, dict[str, int]]]:
+    """The counting job's tallies (`what\\0f\\0type` keys) as operations by kind and type,
+    transactions by outcome label, and causes of `info` by kind."""
+    operations: dict[str, dict[str, int]] = {}
+    transactions: dict[str, int] = {}
+    info_causes: dict[str, dict[str, int]] = {}
+    for key, count in tallied.items():
+        what, f, kind = key.split(_SEP, 2)
+        if what == "op":
+            operations.setdefault(f, {})[kind] = count
+        elif what == "info":
+            info_causes.setdefault(f, {})[kind] = count
+        else:
+            transactions[kind] = count
+    return operations, transactions, info_causes
+
+
+def _document(run: RunDir, out_to: _Output, results: list[CheckResult], tallied: dict[str, int],
+              facts: HistoryFacts, seen: HistoryOverview, integrity: str, stall: tuple[float, str],
+              limits: tuple[float, float], started: float, checker: dict[str, Any],
+              say: Callable[[str], None]) -> dict[str, Any]:
+    """results.json from the checks' results and tallies, whichever checker computed them; written
+    to `out_to` and returned."""
+    operations, transactions, info_causes = _tallies(tallied)
+    drain, marks = seen.drain, seen.phases
+    txn_timeout, abort_bound = limits
     valid, reasons = _verdict(results, drain.complete)
     lost_notes, lost_doubts = lost_workers(run)
     ctx_slack = clock_slack_ns(run)
@@ -619,9 +694,7 @@ def _check(spark: SparkSession, run: RunDir, size: int, stall: tuple[float, str]
         "checker": {
             "elapsed_s": round(elapsed, 3),
             "events_per_s": round(facts.lines / elapsed, 1) if elapsed > 0 else None,
-            "spark_master": spark_master,
-            "spark_version": spark.version,
-            "shuffle_partitions": partitions,
+            **checker,
         },
     }
     if valid is False and reasons:
@@ -673,7 +746,8 @@ def main_check(args: argparse.Namespace) -> int:
     run = RunDir(Path(args.run_dir))
     recorded = run.results_json if run.results_json.is_file() else None
     folder = recheck_dir(run) if recorded is not None else None
-    out = check_run(args.run_dir, getattr(args, "master", None), out_dir=folder)
+    out = check_run(args.run_dir, getattr(args, "master", None), out_dir=folder,
+                    engine=getattr(args, "checker", None))
     print(_summary_line(out, (folder / "results.json") if folder is not None else run.results_json))
     if recorded is not None:
         print(f"the run's recorded result, {recorded} ({_recorded_verdict(recorded)}), is kept as it was: "

@@ -356,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=_epilog("check"), formatter_class=_HelpFormatter)
     check.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     check.add_argument("--master", help="Spark master (default: $TXNBENCH_SPARK_MASTER or local[*])")
+    check.add_argument("--checker", choices=("duckdb", "spark"),
+                       help="which engine runs the checks (default: $TXNBENCH_CHECKER, else duckdb on this "
+                            "machine and spark with a cluster --master; both give the same results)")
     check.set_defaults(handler=_cmd_check)
 
     report = sub.add_parser("report", help="(re)build reports; several runs give a comparison",
