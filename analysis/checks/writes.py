@@ -13,6 +13,7 @@ disagrees with durable state: a reader of the live system would never see it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, Row
@@ -31,7 +32,7 @@ def _send_ref(frame: DataFrame) -> F.Column:
     return ref(frame, f=OpF.SEND.value, time="invoke_ns")
 
 
-def send_ref(row: Row) -> dict[str, Any]:
+def send_ref(row: Row | Mapping[str, Any]) -> dict[str, Any]:
     """An op reference (as in examples) for a row of `sends`."""
     fields = {"writer": row["writer"], "index": row["index"], "process": row["process"], "f": OpF.SEND.value,
               "type": row["type"], "time_ns": row["invoke_ns"], "txn": row["txn"], "value": row["value"],
@@ -39,7 +40,7 @@ def send_ref(row: Row) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def read_ref(row: Row) -> dict[str, Any]:
+def read_ref(row: Row | Mapping[str, Any]) -> dict[str, Any]:
     """An op reference (as in examples) for a row of `reads`."""
     fields = {"writer": row["writer"], "index": row["index"], "process": row["process"], "f": OpF.READ.value,
               "type": OpType.OK.value, "time_ns": row["time_ns"], "value": row["value"], "topic": row["topic"],
@@ -55,7 +56,7 @@ def _sends_of(ctx: CheckContext, txns: list[str]) -> dict[str, list[Row]]:
     return {txn: sorted(rows, key=lambda r: (r["invoke_ns"], r["index"])) for txn, rows in by_txn.items()}
 
 
-def visibility_evidence(rows: list[Row], live_reads: bool) -> dict[str, list[str]]:
+def visibility_evidence(rows: Sequence[Row | Mapping[str, Any]], live_reads: bool) -> dict[str, list[str]]:
     """Which of a transaction's values each final read showed, for an outcome visibility decided.
 
     The cold read decides, so a transaction the live system showed nothing of can be committed by

@@ -13,7 +13,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.checks.base import FINISH_BATCH, MAX_EXAMPLES, MAX_INSTANCES, CheckResult, CheckStatus, to_plain
+import duckdb
+
+from analysis.checks.base import (
+    FINISH_BATCH,
+    MAX_EXAMPLES,
+    MAX_INSTANCES,
+    CheckResult,
+    CheckStatus,
+    to_plain,
+)
 from analysis.duck.frames import DuckContext
 from analysis.duck.sql import ordered
 from harness.anomalies import AnomalyClass
@@ -50,6 +59,11 @@ def _finished(plan: SqlCheck, rows: list[dict[str, Any]]) -> list[dict[str, Any]
     return out
 
 
+def _count(cursor: duckdb.DuckDBPyConnection, sql: str) -> int:
+    row = cursor.execute(sql).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 def evaluate_one(ctx: DuckContext, item: Plan) -> CheckResult:
     """The result of one plan: its count, its unjudged count, and its examples where it found any."""
     if isinstance(item, CheckResult):
@@ -59,10 +73,10 @@ def evaluate_one(ctx: DuckContext, item: Plan) -> CheckResult:
     table = f"_anomalies_{plan.name.name.lower()}"
     cursor.execute(f"CREATE OR REPLACE TABLE {table} AS {plan.anomalies}")
     try:
-        found = int(cursor.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
+        found = _count(cursor, f"SELECT count(*) FROM {table}")
         not_judged = 0
         if plan.unjudged is not None:
-            not_judged = int(cursor.execute(f"SELECT count(*) FROM ({plan.unjudged})").fetchone()[0])  # type: ignore[index]
+            not_judged = _count(cursor, f"SELECT count(*) FROM ({plan.unjudged})")
         examples: tuple[dict[str, Any], ...] = ()
         instances: tuple[dict[str, Any], ...] = ()
         if found:

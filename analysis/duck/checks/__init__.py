@@ -9,7 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from analysis.checks.base import CheckResult
-from analysis.duck.checks import abandoned, ack_conflicts, acks, ctp, delivery, ids, liveness, order, reads, writes
+from analysis.duck.checks import (
+    abandoned,
+    ack_conflicts,
+    acks,
+    ctp,
+    delivery,
+    ids,
+    liveness,
+    order,
+    reads,
+    writes,
+)
 from analysis.duck.checks.registry import PlanCheck
 from analysis.duck.evaluate import evaluate_one
 from analysis.duck.frames import DuckContext
@@ -17,7 +28,7 @@ from harness.anomalies import AnomalyClass
 
 _MODULES = (abandoned, ack_conflicts, acks, ctp, delivery, ids, liveness, order, reads, writes)
 _ALL: dict[AnomalyClass, PlanCheck] = {name: plan for module in _MODULES for name, plan in module.CHECKS.items()}
-REGISTRY: dict[AnomalyClass, PlanCheck] = {name: _ALL[name] for name in AnomalyClass if name in _ALL}
+REGISTRY: dict[AnomalyClass, PlanCheck] = {name: _ALL[name] for name in AnomalyClass}
 
 
 def run_one(name: AnomalyClass, ctx: DuckContext) -> CheckResult:

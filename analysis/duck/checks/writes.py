@@ -54,7 +54,7 @@ def plan_lost_write(ctx: DuckContext) -> Plan:
             if run is not None:
                 e["lost_entries"] = dict(run)
             if e.get("txn") in sends:
-                e["visible_in"] = visibility_evidence(sends[e["txn"]], live_reads)  # type: ignore[arg-type]
+                e["visible_in"] = visibility_evidence(sends[e["txn"]], live_reads)
             if e.get("txn") in records:
                 e["coordinator"] = records[e["txn"]]
         return examples
@@ -81,11 +81,11 @@ def plan_partial_txn(ctx: DuckContext) -> Plan:
             mine = by_txn.get(e["txn"], [])
             if mine:
                 e["outcome"], e["decided_by"] = mine[0]["outcome"], mine[0]["decided_by"]
-            evidence = visibility_evidence(mine, live_reads)  # type: ignore[arg-type]
+            evidence = visibility_evidence(mine, live_reads)
             e["visible"] = evidence["cold"]
             if live_reads:
                 e["visible_live"] = evidence["live"]
-            e["missing"] = [send_ref(r) for r in mine if r["type"] == OpType.OK.value and r["covered"]  # type: ignore[arg-type]
+            e["missing"] = [send_ref(r) for r in mine if r["type"] == OpType.OK.value and r["covered"]
                             and not r["visible"]][:_EXAMPLE_VALUES]
         return examples
 
@@ -107,7 +107,7 @@ def plan_duplicate(ctx: DuckContext) -> Plan:
             by_value.setdefault(row["value"], []).append(row)
         for e in examples:
             mine = sorted(by_value.get(e["value"], []), key=lambda r: (r["time_ns"], r["index"]))
-            e["reads"] = [read_ref(r) for r in mine][:_EXAMPLE_VALUES]  # type: ignore[arg-type]
+            e["reads"] = [read_ref(r) for r in mine][:_EXAMPLE_VALUES]
         return examples
 
     return SqlCheck(AnomalyClass.DUPLICATE, "SELECT value, positions FROM visible WHERE positions > 1", ["value"],
