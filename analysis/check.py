@@ -55,7 +55,7 @@ from analysis.checks.context import (
     prepare,
 )
 from analysis.duck.load import NeedsSpark
-from analysis.duck.run import check_history
+from analysis.duck.run import MEMORY_ENV, check_history, memory_limit
 from analysis.history_io import HistoryFacts, HistoryFormatError, NoHistoryError, load_run
 from analysis.model import (
     FIRST_UNCLAIMED,
@@ -457,8 +457,7 @@ def checker_engine(engine: str | None = None, master: str | None = None) -> str:
                               f"expected one of {', '.join(ENGINES)}",
                               "duckdb checks on this machine, spark on the Spark master (--master)")
         return chosen
-    # Until every check is ported (issue #45, in progress), Spark answers unless asked otherwise.
-    return "spark" if resolve_master(master) else "duckdb"
+    return "duckdb" if resolve_master(master).startswith("local") else "spark"
 
 
 def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None = None,
@@ -502,6 +501,11 @@ def check_run(run_dir: Path, master: str | None = None, *, progress: bool | None
             return _check_duck(run, stall, say, started, out, integrity)
         except NeedsSpark as why:
             say(f"{why}: checking with Spark")
+        except duckdb.Error as err:
+            detail = str(err).strip().splitlines()[0] if str(err).strip() else "no detail"
+            raise EnvironmentProblem(
+                f"{run.path}: DuckDB failed while checking ({type(err).__name__}: {detail[:300]}); if it ran out "
+                f"of memory, set {MEMORY_ENV} above {memory_limit()} (or check with --checker spark)") from err
     say("starting Spark")
     memory = driver_memory(size)
     spark = get_spark(master, small_input=size <= SMALL_INPUT_BYTES, memory=memory,

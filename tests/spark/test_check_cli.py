@@ -19,6 +19,16 @@ from tests.spark.dsl import History
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 
 
+@pytest.fixture(autouse=True, params=["duckdb", "spark"])
+def checker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs on both checkers (analysis.check.checker_engine): same exit statuses,
+    same results.json, same golden results."""
+    monkeypatch.setenv("TXNBENCH_CHECKER", request.param)
+    if request.param == "spark":
+        request.getfixturevalue("spark")
+    return str(request.param)
+
+
 def _results(run: Path) -> dict[str, Any]:
     return json.loads((run / "analysis" / "results.json").read_text())
 
@@ -165,21 +175,25 @@ def test_golden_histories(spark: SparkSession, tmp_path: Path, name: str, status
     assert {k: v["count"] for k, v in expected["anomalies"].items()} == planted
 
 
-def test_a_spark_failure_is_one_line_with_the_fix(spark: SparkSession, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_checker_failure_is_one_line_with_the_fix(checker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import duckdb
     from pyspark.errors import PySparkException
 
     import analysis.check
 
-    def out_of_memory(*_args: object) -> dict[str, Any]:
-        raise PySparkException(message="java.lang.OutOfMemoryError: Java heap space")
+    def out_of_memory(*_args: object, **_kwargs: object) -> dict[str, Any]:
+        if checker == "spark":
+            raise PySparkException(message="java.lang.OutOfMemoryError: Java heap space")
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block of size 256.0 KiB")
 
-    monkeypatch.setattr(analysis.check, "_check", out_of_memory)
+    monkeypatch.setattr(analysis.check, "_check" if checker == "spark" else "check_history", out_of_memory)
     run = _mixed_history().write(tmp_path / "run-oom")
     assert main(["check", str(run)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Java heap space" in err and "TXNBENCH_SPARK_DRIVER_MEMORY" in err
+    fix = "TXNBENCH_SPARK_DRIVER_MEMORY" if checker == "spark" else "TXNBENCH_DUCKDB_MEMORY"
+    assert "\n" not in err and ("Java heap space" if checker == "spark" else "could not allocate") in err
+    assert fix in err
 
 
 def test_every_instance_beyond_the_examples_goes_into_a_file_a_recheck_replaces(tmp_path: Path) -> None:
