@@ -50,6 +50,7 @@ def test_only_a_large_history_starts_the_driver_with_its_whole_heap(
     monkeypatch.setattr(check, "history_damage", lambda run: ("", []))
     monkeypatch.setattr(check, "history_bytes", lambda directory: size)
     monkeypatch.setattr(check, "get_spark", started)
+    monkeypatch.setenv(check.CHECKER_ENV, "spark")
     with pytest.raises(_Started):
         check.check_run(tmp_path, progress=False)
     assert asked["whole_heap"] is whole
