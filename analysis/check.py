@@ -553,7 +553,11 @@ def _anomaly_entry(run: RunDir, out: _Output, result: CheckResult) -> dict[str, 
         path = out.instances_dir / f"{result.name.value}.jsonl"
         lines = (json.dumps(instance, sort_keys=True, default=str) + "\n" for instance in result.instances)
         write_text_atomic(path, "".join(lines))
-        entry["instances"] = str(path.relative_to(run.path))
+        # Relative to the run, where the check writes into the run's folder; else where it is.
+        try:
+            entry["instances"] = str(path.resolve().relative_to(run.path.resolve()))
+        except ValueError:
+            entry["instances"] = str(path.resolve())
     return entry
 
 

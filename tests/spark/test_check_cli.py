@@ -237,6 +237,15 @@ def _damage_line(out: str) -> str:
     return lines[0]
 
 
+def test_instances_of_a_check_written_outside_the_run_name_their_file_where_it_is(tmp_path: Path) -> None:
+    h = History()
+    h.process("w0/u1").open().sends(*[f"v{n}" for n in range(60)]).commit()
+    run = h.drain(reads={"t1": []}).write(tmp_path / "run")
+    entry = check_run(run, out_dir=tmp_path / "elsewhere")["anomalies"]["lost-write"]
+    assert Path(entry["instances"]) == (tmp_path / "elsewhere" / "instances" / "lost-write.jsonl").resolve()
+    assert len(Path(entry["instances"]).read_text().splitlines()) == 60
+
+
 def test_a_history_cut_at_half_its_bytes_is_unknown_naming_the_file_and_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's case: half of w0.jsonl reads like a writer that died, whose missing operations
