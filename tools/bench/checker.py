@@ -3,8 +3,9 @@
 Theory of operation. The checker has two regimes (docs/checks.md, "Checker
 performance"): small histories, where the wall time is Spark's start and
 planning, and large ones, where it is the data. The benchmark measures both the
-way a user meets them, each `txnbench check` a fresh process (JVM start
-included):
+way a user meets them, each `txnbench check` a fresh process (its start, and Spark's JVM
+where Spark checks, included), with the checker `txnbench check` chooses (DuckDB on this
+machine; `TXNBENCH_CHECKER=spark` measures the Spark checker):
 
 * small end: a synthetic history of `--small-events` events (a comma-separated list
   measures several sizes, e.g. `2000,50000`: `make bench` writes 30-100k events per
@@ -292,7 +293,7 @@ def synth(out: Path, events: int, seed: int) -> int:
 
 
 def _line(t: Timing) -> str:
-    cpu = f"{t.jvm_cpu_s:7.1f} s JVM CPU" if t.jvm_cpu_s is not None else "  (no /proc)"
+    cpu = f"{t.jvm_cpu_s:7.1f} s JVM CPU" if t.jvm_cpu_s is not None else "    (no JVM)"
     threads = (" (" + ", ".join(f"{kind} {cpu_s:.1f}" for kind, cpu_s in t.jvm_threads_cpu_s.items()) + " s)"
                if t.jvm_threads_cpu_s else "")
     return (f"{t.what:<28} {t.events:>11,} events  {t.wall_s:8.1f} s wall {cpu}{threads}  "
@@ -350,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.json:
                 cpu = f", {median_cpu:.1f} s of driver JVM CPU" if median_cpu is not None else ""
                 print(f"small end: median {median:.1f} s wall{cpu} for {events:,} events "
-                      f"({events / median:,.0f} events/s), JVM start included", flush=True)
+                      f"({events / median:,.0f} events/s), process start included", flush=True)
         if smalls:
             report["small"] = smalls[0] if len(smalls) == 1 else smalls
         if args.events:
