@@ -3,10 +3,13 @@
 Theory of operation. The history is first compared with what the run recorded it
 wrote (the manifest's `history_files`, harness.history.integrity): a file missing,
 cut, changed or grown supports no verdict, and the check answers "unknown" naming the
-file, the line and the damage, without starting Spark (damage is never reported as an
-anomaly of the system). Then the history is loaded and validated (analysis.history_io), the
-operations paired and the transactions decided (analysis.checks.context), and
-every check of docs/checks.md runs (analysis.checks). The verdict merges them
+file, the line and the damage, without starting a checker (damage is never reported as an
+anomaly of the system). Then one of two checkers with the same checks runs
+(`checker_engine`): on this machine DuckDB (analysis.duck: Arrow converts, pairs and
+validates the history, SQL decides the transactions and runs every check of
+docs/checks.md), on a Spark cluster, or for a history Arrow cannot vouch for, Spark
+(analysis.history_io loads and validates, analysis.checks.context pairs and decides,
+analysis.checks runs the checks). Both results become the same results.json (`_document`). The verdict merges them
 the way Jepsen's `compose` does: any anomaly makes it `false`; otherwise any
 reason to doubt (no `drain-complete`, a check skipped, cases a check could not
 judge, a malformed history) makes it `"unknown"`; otherwise `true`.
@@ -20,8 +23,9 @@ the first check of a run never analysed). `txnbench check` never replaces it: wh
 exists, the check writes `analysis/check-<UTC stamp>/results.json` (and its `instances/`)
 beside it and says so, since the manifest's verdict and the report were made from it.
 
-API: `check_run(run_dir, master=None, *, progress=None, out_dir=None) -> dict` (the
-orchestrator calls it in-process) and `main_check(args) -> int` (the CLI).
+API: `check_run(run_dir, master=None, *, progress=None, out_dir=None, engine=None) -> dict` (the
+orchestrator calls it in-process), `checker_engine(engine, master) -> str` and
+`main_check(args) -> int` (the CLI).
 """
 
 from __future__ import annotations
@@ -765,5 +769,5 @@ def main_check(args: argparse.Namespace) -> int:
     return exit_status(out["valid"])
 
 
-__all__ = ["AnomalyClass", "check_run", "exit_status", "history_damage", "main_check", "recheck_dir",
-           "stall_after_s"]
+__all__ = ["CHECKER_ENV", "ENGINES", "AnomalyClass", "check_run", "checker_engine", "exit_status", "history_damage",
+           "main_check", "recheck_dir", "stall_after_s"]

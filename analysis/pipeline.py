@@ -7,8 +7,10 @@ analysis (`analysis.perf.write_perf` -> analysis/perf.json) and the report
 is down, and a failure in one stage must not cost the others or the run: each
 stage's error is recorded in the summary (and its traceback in
 analysis/analysis-errors.txt) and the verdict becomes "unknown" when the
-checker could not give one. All stages share the process's one SparkSession
-(analysis.spark.get_spark), so a matrix starts Spark once.
+checker could not give one. The checker runs on DuckDB in this process (Spark only with a
+cluster master, or for a history Arrow cannot vouch for: analysis.check.checker_engine); the
+performance analysis shares the process's one SparkSession (analysis.spark.get_spark), so a
+matrix starts Spark once.
 
 `analyze_matrix` compares the runs of a matrix folder (`runs/<path>/`): it
 reads each run's perf.json and results.json (computing what is missing) and
