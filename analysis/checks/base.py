@@ -15,7 +15,7 @@ that ran but could not judge some cases says how many in `unjudged` and why in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -115,7 +115,11 @@ def first_reads(reads: DataFrame, values: Sequence[str]) -> dict[str, dict[str, 
     """The first final read of each of a few values, as op references (for examples)."""
     if not values:
         return {}
-    rows = reads.filter(F.col("value").isin(*sorted(set(values)))).collect()
+    return first_of_reads(reads.filter(F.col("value").isin(*sorted(set(values)))).collect())
+
+
+def first_of_reads(rows: Sequence[Row | Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The first of `rows` (final reads) of each value, as op references: the checkers' shared rule."""
     first: dict[str, dict[str, Any]] = {}
     for row in sorted(rows, key=lambda r: (r["time_ns"], r["writer"], r["index"])):
         if row["value"] not in first:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from analysis.checks.base import clean
+from analysis.checks.base import clean, first_of_reads
 from analysis.checks.reads import _BY_COORDINATOR, _NEVER_COMMITTED
 from analysis.duck.checks.registry import PlanCheck
 from analysis.duck.evaluate import Plan, SqlCheck
@@ -52,15 +52,7 @@ def first_reads(ctx: DuckContext, values: list[str]) -> dict[str, dict[str, Any]
     """analysis.checks.base.first_reads: the first final read of each of a few values."""
     if not values:
         return {}
-    rows = ctx.rows(f"SELECT * FROM reads WHERE {in_list('value', values)}")
-    first: dict[str, dict[str, Any]] = {}
-    for row in sorted(rows, key=lambda r: (r["time_ns"], r["writer"], r["index"])):
-        if row["value"] not in first:
-            first[row["value"]] = {k: v for k, v in {
-                "writer": row["writer"], "index": row["index"], "process": row["process"], "f": "read",
-                "type": "ok", "time_ns": row["time_ns"], "value": row["value"], "topic": row["topic"],
-                "segment": row["segment"], "msg_id": row["msg_id"]}.items() if v is not None}
-    return first
+    return first_of_reads(ctx.rows(f"SELECT * FROM reads WHERE {in_list('value', values)}"))
 
 
 def _with_first_reads(ctx: DuckContext, key: str) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
