@@ -169,13 +169,14 @@ class PendingCheck:
 Plan = CheckResult | PendingCheck
 
 
-def _finished(plan: PendingCheck, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`plan.finish` over `rows`, a batch at a time, so a lookup names at most FINISH_BATCH keys."""
-    if plan.finish is None:
+def finished(finish: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None,
+             rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A check's `finish` over `rows`, a batch at a time, so a lookup names at most FINISH_BATCH keys."""
+    if finish is None:
         return rows
     out: list[dict[str, Any]] = []
     for start in range(0, len(rows), FINISH_BATCH):
-        out.extend(plan.finish(rows[start:start + FINISH_BATCH]))
+        out.extend(finish(rows[start:start + FINISH_BATCH]))
     return out
 
 
@@ -225,9 +226,9 @@ def evaluate_with_tallies(plans: Sequence[Plan], tallies: DataFrame | None = Non
             every = plan.max_examples < found <= plan.max_instances
             rows = plan.anomalies.orderBy(*plan.order_by).limit(found if every else plan.max_examples).collect()
             plain = [to_plain(r) for r in rows]
-            finished = tuple(_finished(plan, plain))
-            examples = finished[:plan.max_examples]
-            instances = finished if every else ()
+            done = tuple(finished(plan.finish, plain))
+            examples = done[:plan.max_examples]
+            instances = done if every else ()
         results.append(CheckResult(plan.name, CheckStatus.RAN, count=found, examples=examples,
                                    unjudged=not_judged, note=plan.note.format(n=not_judged) if not_judged else None,
                                    instances=instances))

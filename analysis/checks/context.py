@@ -27,7 +27,7 @@ Vocabulary used by the checks:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from analysis.checks.base import MAX_EXAMPLES
+from analysis.checks.lookups import latest_readings
 from analysis.model import (
     ABORTED,
     COMMITTED,
@@ -182,13 +183,20 @@ class CheckContext:
         decided rests on."""
         if self.txn_states is None or not txns:
             return {}
-        latest: dict[str, Row] = {}
-        for row in self.txn_states.filter(F.col("txn").isin(*txns)).collect():
-            if row["txn"] not in latest or row["time_ns"] >= latest[row["txn"]]["time_ns"]:
-                latest[row["txn"]] = row
-        return {txn: {"writer": row["writer"], "index": row["index"], "process": row["process"],
-                      "f": OpF.TXN_STATE.value, "time_ns": row["time_ns"], "txn": txn, "status": row["status"]}
-                for txn, row in latest.items()}
+        return latest_readings(self.rows_where("txn_states", "txn", txns))
+
+    def rows_where(self, frame: str, column: str, values: Sequence[str]) -> list[Row]:
+        """analysis.checks.lookups.ExampleRows: the rows of a frame whose `column` is one of `values`."""
+        found: DataFrame = getattr(self, frame)
+        return found.filter(F.col(column).isin(*sorted(set(values)))).collect() if values else []
+
+    def rows_carrying(self, frame: str, column: str, values: Sequence[str]) -> list[Row]:
+        """analysis.checks.lookups.ExampleRows: the rows whose list column `column` holds one of `values`."""
+        if not values:
+            return []
+        wanted = F.array(*[F.lit(v) for v in sorted(set(values))])
+        found: DataFrame = getattr(self, frame)
+        return found.filter(F.arrays_overlap(F.coalesce(F.col(column), F.array()), wanted)).collect()
 
     def unpersist(self) -> None:
         with self._deriving:

@@ -6,14 +6,16 @@ outputs whose `inputs` name them. Both checks need `drain-complete`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis.checks.ack_conflicts import cumulative_claims
 from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext
+from analysis.checks.lookups import ExampleRows, RowLike
 from analysis.checks.writes import send_ref
 from analysis.model import COMMITTED, union_all
 from analysis.spark import single_partition_mode
@@ -46,17 +48,42 @@ def _carried(ctx: CheckContext) -> DataFrame:
     return ctx.shared("ctp-carried", build)
 
 
-def _output_rows(ctx: CheckContext, inputs: list[str]) -> dict[str, list[Row]]:
+def _output_rows(ctx: ExampleRows, inputs: list[str]) -> dict[str, list[RowLike]]:
     """Input -> the sends carrying it, for a few inputs (for examples)."""
-    if not inputs:
-        return {}
     wanted = set(inputs)
-    literal = F.array(*[F.lit(v) for v in sorted(wanted)])
-    by_input: dict[str, list[Row]] = {}
-    for row in ctx.sends.filter(F.arrays_overlap(F.coalesce(F.col("inputs"), F.array()), literal)).collect():
+    by_input: dict[str, list[RowLike]] = {}
+    for row in ctx.rows_carrying("sends", "inputs", sorted(wanted)):
         for carried in set(row["inputs"] or []) & wanted:
             by_input.setdefault(carried, []).append(row)
     return by_input
+
+
+def ctp_duplicate_finish(ctx: ExampleRows) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """ctp-duplicate's `finish` (either checker's context): the visible outputs of each input."""
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rows = _output_rows(ctx, [e["input"] for e in examples])
+        for e in examples:
+            mine = sorted((r for r in rows.get(e["input"], []) if r["visible"] and r["type"] != OpType.FAIL.value),
+                          key=lambda r: (r["invoke_ns"], r["index"]))
+            e["outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
+        return examples
+
+    return finish
+
+
+def ctp_loss_finish(ctx: ExampleRows) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """ctp-loss's `finish` (either checker's context): the outputs of the input's transaction."""
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rows = _output_rows(ctx, [e["input"] for e in examples])
+        for e in examples:
+            mine = sorted((r for r in rows.get(e["input"], []) if r["txn"] == e["txn"]),
+                          key=lambda r: (r["invoke_ns"], r["index"]))
+            e["invisible_outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
+        return examples
+
+    return finish
 
 
 def plan_ctp_duplicate(ctx: CheckContext) -> Plan:
@@ -67,15 +94,8 @@ def plan_ctp_duplicate(ctx: CheckContext) -> Plan:
         return clean(AnomalyClass.CTP_DUPLICATE)
     dups = _carried(ctx).filter(F.col("visible_outputs") > 1)
 
-    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        rows = _output_rows(ctx, [e["input"] for e in examples])
-        for e in examples:
-            mine = sorted((r for r in rows.get(e["input"], []) if r["visible"] and r["type"] != OpType.FAIL.value),
-                          key=lambda r: (r["invoke_ns"], r["index"]))
-            e["outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
-        return examples
-
-    return PendingCheck(AnomalyClass.CTP_DUPLICATE, dups, ["input"], max_examples=ctx.max_examples, finish=finish)
+    return PendingCheck(AnomalyClass.CTP_DUPLICATE, dups, ["input"], max_examples=ctx.max_examples,
+                        finish=ctp_duplicate_finish(ctx))
 
 
 def plan_ctp_loss(ctx: CheckContext) -> Plan:
@@ -111,15 +131,7 @@ def plan_ctp_loss(ctx: CheckContext) -> Plan:
     lost = lost.select(F.col("value").alias("input"), "txn", "subscription", "ack")
     unjudged = not_carried.filter(F.col("sends_uncovered") > 0)
 
-    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        rows = _output_rows(ctx, [e["input"] for e in examples])
-        for e in examples:
-            mine = sorted((r for r in rows.get(e["input"], []) if r["txn"] == e["txn"]),
-                          key=lambda r: (r["invoke_ns"], r["index"]))
-            e["invisible_outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
-        return examples
-
     return PendingCheck(AnomalyClass.CTP_LOSS, lost, ["ack.time_ns", "input"], max_examples=ctx.max_examples,
-                        unjudged=unjudged, finish=finish,
+                        unjudged=unjudged, finish=ctp_loss_finish(ctx),
                         note="{n} committed input ack(s) whose transaction wrote to topics the drain "
                              "did not read to the end")

@@ -13,15 +13,16 @@ disagrees with durable state: a reader of the live system would never see it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis.checks.base import NO_DRAIN_REASON, PendingCheck, Plan, clean, ref, skipped
 from analysis.checks.context import CheckContext
-from analysis.model import COMMITTED, COORDINATOR, UNKNOWN, VISIBILITY, lost_run_of
+from analysis.checks.lookups import ExampleRows, RowLike
+from analysis.model import COMMITTED, COORDINATOR, UNKNOWN, VISIBILITY, DrainInfo, lost_run_of
 from harness.anomalies import AnomalyClass
 from harness.history.schema import OpF, OpType
 
@@ -32,7 +33,7 @@ def _send_ref(frame: DataFrame) -> F.Column:
     return ref(frame, f=OpF.SEND.value, time="invoke_ns")
 
 
-def send_ref(row: Row | Mapping[str, Any]) -> dict[str, Any]:
+def send_ref(row: RowLike) -> dict[str, Any]:
     """An op reference (as in examples) for a row of `sends`."""
     fields = {"writer": row["writer"], "index": row["index"], "process": row["process"], "f": OpF.SEND.value,
               "type": row["type"], "time_ns": row["invoke_ns"], "txn": row["txn"], "value": row["value"],
@@ -40,7 +41,7 @@ def send_ref(row: Row | Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def read_ref(row: Row | Mapping[str, Any]) -> dict[str, Any]:
+def read_ref(row: RowLike) -> dict[str, Any]:
     """An op reference (as in examples) for a row of `reads`."""
     fields = {"writer": row["writer"], "index": row["index"], "process": row["process"], "f": OpF.READ.value,
               "type": OpType.OK.value, "time_ns": row["time_ns"], "value": row["value"], "topic": row["topic"],
@@ -48,15 +49,15 @@ def read_ref(row: Row | Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def _sends_of(ctx: CheckContext, txns: list[str]) -> dict[str, list[Row]]:
+def sends_of(ctx: ExampleRows, txns: list[str]) -> dict[str, list[RowLike]]:
     """The sends of a few example transactions, in send order (bounded: the examples' transactions)."""
-    by_txn: dict[str, list[Row]] = {}
-    for row in ctx.sends.filter(F.col("txn").isin(*txns)).collect():
+    by_txn: dict[str, list[RowLike]] = {}
+    for row in ctx.rows_where("sends", "txn", txns):
         by_txn.setdefault(row["txn"], []).append(row)
     return {txn: sorted(rows, key=lambda r: (r["invoke_ns"], r["index"])) for txn, rows in by_txn.items()}
 
 
-def visibility_evidence(rows: Sequence[Row | Mapping[str, Any]], live_reads: bool) -> dict[str, list[str]]:
+def visibility_evidence(rows: Sequence[RowLike], live_reads: bool) -> dict[str, list[str]]:
     """Which of a transaction's values each final read showed, for an outcome visibility decided.
 
     The cold read decides, so a transaction the live system showed nothing of can be committed by
@@ -97,27 +98,7 @@ def plan_lost_write(ctx: CheckContext) -> Plan:
         ((F.col("type") == OpType.OK.value) & (F.col("outcome") == COMMITTED) & ~F.col("covered"))
         | (maybe & (F.col("outcome") == UNKNOWN))))
     drain = ctx.drain
-
-    live_reads = bool(drain.live_topics)
-
-    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Name the evidence: the entries the brokers said they lost after their ack; for a
-        transaction visibility decided, the values of it each read showed; for one its
-        coordinator's record decided, that reading."""
-        decided = sorted({e["txn"] for e in examples if e.get("decided_by") == VISIBILITY})
-        sends = _sends_of(ctx, decided) if decided else {}
-        records = ctx.coordinator_records(sorted({e["txn"] for e in examples
-                                                  if e.get("decided_by") == COORDINATOR}))
-        for e in examples:
-            send = e.get("send") or {}
-            run = lost_run_of(drain, send.get("topic"), send.get("segment"), send.get("msg_id"))
-            if run is not None:
-                e["lost_entries"] = dict(run)
-            if e.get("txn") in sends:
-                e["visible_in"] = visibility_evidence(sends[e["txn"]], live_reads)
-            if e.get("txn") in records:
-                e["coordinator"] = records[e["txn"]]
-        return examples
+    finish = lost_write_finish(ctx, drain)
 
     return PendingCheck(AnomalyClass.LOST_WRITE, lost, ["send.time_ns", "value"], max_examples=ctx.max_examples,
                         finish=finish, unjudged=unjudged,
@@ -145,22 +126,7 @@ def plan_partial_txn(ctx: CheckContext) -> Plan:
     unjudged = counts.filter((F.col("visible_count") > 0) & (F.col("missing_count") == 0)
                              & (F.col("uncovered_count") > 0))
 
-    live_reads = bool(ctx.drain.live_topics)
-
-    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Name the visible values and the missing sends of the example transactions."""
-        by_txn = _sends_of(ctx, sorted({e["txn"] for e in examples}))
-        for e in examples:
-            mine = by_txn.get(e["txn"], [])
-            if mine:
-                e["outcome"], e["decided_by"] = mine[0]["outcome"], mine[0]["decided_by"]
-            evidence = visibility_evidence(mine, live_reads)
-            e["visible"] = evidence["cold"]
-            if live_reads:
-                e["visible_live"] = evidence["live"]
-            e["missing"] = [send_ref(r) for r in mine if r["type"] == OpType.OK.value and r["covered"]
-                            and not r["visible"]][:_EXAMPLE_VALUES]
-        return examples
+    finish = partial_txn_finish(ctx, ctx.drain)
 
     return PendingCheck(AnomalyClass.PARTIAL_TXN, partial, ["txn"], max_examples=ctx.max_examples,
                         unjudged=unjudged, finish=finish,
@@ -175,15 +141,78 @@ def plan_duplicate(ctx: CheckContext) -> Plan:
         return clean(AnomalyClass.DUPLICATE)
     dups = ctx.visible.filter(F.col("positions") > 1).select("value", "positions")
 
+    finish = duplicate_finish(ctx)
+
+    return PendingCheck(AnomalyClass.DUPLICATE, dups, ["value"], max_examples=ctx.max_examples, finish=finish)
+
+
+Finish = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
+class _Records(ExampleRows, Protocol):
+    def coordinator_records(self, txns: list[str]) -> dict[str, dict[str, object]]: ...
+
+
+def lost_write_finish(ctx: _Records, drain: DrainInfo) -> Finish:
+    """lost-write's `finish` (either checker's context)."""
+    live_reads = bool(drain.live_topics)
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Name the evidence: the entries the brokers said they lost after their ack; for a
+        transaction visibility decided, the values of it each read showed; for one its
+        coordinator's record decided, that reading."""
+        decided = sorted({e["txn"] for e in examples if e.get("decided_by") == VISIBILITY})
+        sends = sends_of(ctx, decided) if decided else {}
+        records = ctx.coordinator_records(sorted({e["txn"] for e in examples
+                                                  if e.get("decided_by") == COORDINATOR}))
+        for e in examples:
+            send = e.get("send") or {}
+            run = lost_run_of(drain, send.get("topic"), send.get("segment"), send.get("msg_id"))
+            if run is not None:
+                e["lost_entries"] = dict(run)
+            if e.get("txn") in sends:
+                e["visible_in"] = visibility_evidence(sends[e["txn"]], live_reads)
+            if e.get("txn") in records:
+                e["coordinator"] = records[e["txn"]]
+        return examples
+
+    return finish
+
+
+def partial_txn_finish(ctx: ExampleRows, drain: DrainInfo) -> Finish:
+    """partial-txn's `finish` (either checker's context)."""
+    live_reads = bool(drain.live_topics)
+
+    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Name the visible values and the missing sends of the example transactions."""
+        by_txn = sends_of(ctx, sorted({e["txn"] for e in examples}))
+        for e in examples:
+            mine = by_txn.get(e["txn"], [])
+            if mine:
+                e["outcome"], e["decided_by"] = mine[0]["outcome"], mine[0]["decided_by"]
+            evidence = visibility_evidence(mine, live_reads)
+            e["visible"] = evidence["cold"]
+            if live_reads:
+                e["visible_live"] = evidence["live"]
+            e["missing"] = [send_ref(r) for r in mine if r["type"] == OpType.OK.value and r["covered"]
+                            and not r["visible"]][:_EXAMPLE_VALUES]
+        return examples
+
+    return finish
+
+
+def duplicate_finish(ctx: ExampleRows) -> Finish:
+    """duplicate's `finish` (either checker's context)."""
+
     def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Name the reads of each duplicated value."""
         values = sorted({e["value"] for e in examples})
-        by_value: dict[str, list[Row]] = {}
-        for row in ctx.reads.filter(F.col("value").isin(*values)).collect():
+        by_value: dict[str, list[RowLike]] = {}
+        for row in ctx.rows_where("reads", "value", values):
             by_value.setdefault(row["value"], []).append(row)
         for e in examples:
             mine = sorted(by_value.get(e["value"], []), key=lambda r: (r["time_ns"], r["index"]))
             e["reads"] = [read_ref(r) for r in mine][:_EXAMPLE_VALUES]
         return examples
 
-    return PendingCheck(AnomalyClass.DUPLICATE, dups, ["value"], max_examples=ctx.max_examples, finish=finish)
+    return finish

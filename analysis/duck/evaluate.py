@@ -16,11 +16,11 @@ from typing import Any
 import duckdb
 
 from analysis.checks.base import (
-    FINISH_BATCH,
     MAX_EXAMPLES,
     MAX_INSTANCES,
     CheckResult,
     CheckStatus,
+    finished,
     to_plain,
 )
 from analysis.duck.frames import DuckContext
@@ -50,15 +50,6 @@ class SqlCheck:
 Plan = CheckResult | SqlCheck
 
 
-def _finished(plan: SqlCheck, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if plan.finish is None:
-        return rows
-    out: list[dict[str, Any]] = []
-    for start in range(0, len(rows), FINISH_BATCH):
-        out.extend(plan.finish(rows[start:start + FINISH_BATCH]))
-    return out
-
-
 def _count(cursor: duckdb.DuckDBPyConnection, sql: str) -> int:
     row = cursor.execute(sql).fetchone()
     return int(row[0]) if row is not None else 0
@@ -83,9 +74,9 @@ def evaluate_one(ctx: DuckContext, item: Plan) -> CheckResult:
             every = plan.max_examples < found <= plan.max_instances
             limit = found if every else plan.max_examples
             rows = ctx.rows(f"SELECT * FROM {table} ORDER BY {ordered(plan.order_by)} LIMIT {limit}")
-            finished = tuple(_finished(plan, [to_plain(r) for r in rows]))
-            examples = finished[:plan.max_examples]
-            instances = finished if every else ()
+            done = tuple(finished(plan.finish, [to_plain(r) for r in rows]))
+            examples = done[:plan.max_examples]
+            instances = done if every else ()
     finally:
         cursor.execute(f"DROP TABLE IF EXISTS {table}")
     return CheckResult(plan.name, CheckStatus.RAN, count=found, examples=examples, unjudged=not_judged,

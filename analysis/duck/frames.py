@@ -17,7 +17,7 @@ folder when memory is short).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from analysis.checks.context import (
     SENDS_COLUMNS,
     TERMINAL_STATES,
 )
+from analysis.checks.lookups import latest_readings
 from analysis.duck.sql import in_list, literal, logical_topic
 from analysis.model import (
     ABORTED,
@@ -137,13 +138,19 @@ class DuckContext:
         """CheckContext.coordinator_records: the latest `txn-state` reading of each of a few txns."""
         if not self.has_txn_states or not txns:
             return {}
-        latest: dict[str, dict[str, Any]] = {}
-        for row in self.rows(f"SELECT * FROM txn_states WHERE {in_list('txn', txns)}"):
-            if row["txn"] not in latest or row["time_ns"] >= latest[row["txn"]]["time_ns"]:
-                latest[row["txn"]] = row
-        return {txn: {"writer": row["writer"], "index": row["index"], "process": row["process"],
-                      "f": OpF.TXN_STATE.value, "time_ns": row["time_ns"], "txn": txn, "status": row["status"]}
-                for txn, row in latest.items()}
+        return latest_readings(self.rows_where("txn_states", "txn", txns))
+
+    def rows_where(self, frame: str, column: str, values: Sequence[str]) -> list[dict[str, Any]]:
+        """analysis.checks.lookups.ExampleRows: the rows of a frame whose `column` is one of `values`."""
+        return self.rows(f"SELECT * FROM {frame} WHERE {in_list(q(column), values)}") if values else []
+
+    def rows_carrying(self, frame: str, column: str, values: Sequence[str]) -> list[dict[str, Any]]:
+        """analysis.checks.lookups.ExampleRows: the rows whose list column `column` holds one of `values`."""
+        if not values:
+            return []
+        wanted = ", ".join(literal(v) for v in sorted(set(values)))
+        return self.rows(f"SELECT * FROM {frame} WHERE list_has_any(coalesce({q(column)}, []::VARCHAR[]), "
+                         f"[{wanted}]::VARCHAR[])")
 
 
 def drained(drain: DrainInfo, topic: str, subscription: str) -> str:

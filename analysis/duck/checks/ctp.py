@@ -6,10 +6,8 @@ ctp-loss counts the messages committed cumulative acks claimed: the table double
 
 from __future__ import annotations
 
-from typing import Any
-
 from analysis.checks.base import NO_DRAIN_REASON, clean, skipped
-from analysis.checks.writes import send_ref
+from analysis.checks.ctp import ctp_duplicate_finish, ctp_loss_finish
 from analysis.duck.checks.ack_conflicts import cumulative_claims
 from analysis.duck.checks.registry import PlanCheck
 from analysis.duck.evaluate import Plan, SqlCheck
@@ -34,20 +32,6 @@ def _carried(ctx: DuckContext) -> str:
         GROUP BY input""")
 
 
-def _output_rows(ctx: DuckContext, inputs: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """Input -> the sends carrying it, for a few inputs (for examples)."""
-    if not inputs:
-        return {}
-    wanted = set(inputs)
-    listed = "[" + ", ".join(literal(v) for v in sorted(wanted)) + "]::VARCHAR[]"
-    by_input: dict[str, list[dict[str, Any]]] = {}
-    for row in ctx.rows(f"""SELECT * FROM sends WHERE list_has_any(coalesce(inputs, []::VARCHAR[]), {listed})
-                            ORDER BY invoke_ns, "index", writer"""):
-        for carried in set(row["inputs"] or []) & wanted:
-            by_input.setdefault(carried, []).append(row)
-    return by_input
-
-
 def plan_ctp_duplicate(ctx: DuckContext) -> Plan:
     if not ctx.drain.complete:
         return skipped(AnomalyClass.CTP_DUPLICATE, NO_DRAIN_REASON)
@@ -55,15 +39,8 @@ def plan_ctp_duplicate(ctx: DuckContext) -> Plan:
         return clean(AnomalyClass.CTP_DUPLICATE)
     dups = f"SELECT input, visible_outputs FROM {_carried(ctx)} WHERE visible_outputs > 1"
 
-    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        rows = _output_rows(ctx, [e["input"] for e in examples])
-        for e in examples:
-            mine = sorted((r for r in rows.get(e["input"], []) if r["visible"] and r["type"] != OpType.FAIL.value),
-                          key=lambda r: (r["invoke_ns"], r["index"]))
-            e["outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
-        return examples
-
-    return SqlCheck(AnomalyClass.CTP_DUPLICATE, dups, ["input"], max_examples=ctx.max_examples, finish=finish)
+    return SqlCheck(AnomalyClass.CTP_DUPLICATE, dups, ["input"], max_examples=ctx.max_examples,
+                    finish=ctp_duplicate_finish(ctx))
 
 
 def plan_ctp_loss(ctx: DuckContext) -> Plan:
@@ -94,16 +71,8 @@ def plan_ctp_loss(ctx: DuckContext) -> Plan:
     lost = f"SELECT value AS input, txn, subscription, ack FROM {not_carried} WHERE sends_uncovered = 0"
     unjudged = f"SELECT 1 FROM {not_carried} WHERE sends_uncovered > 0"
 
-    def finish(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        rows = _output_rows(ctx, [e["input"] for e in examples])
-        for e in examples:
-            mine = sorted((r for r in rows.get(e["input"], []) if r["txn"] == e["txn"]),
-                          key=lambda r: (r["invoke_ns"], r["index"]))
-            e["invisible_outputs"] = [send_ref(r) for r in mine][:_EXAMPLE_VALUES]
-        return examples
-
     return SqlCheck(AnomalyClass.CTP_LOSS, lost, ["ack.time_ns", "input"], max_examples=ctx.max_examples,
-                    unjudged=unjudged, finish=finish,
+                    unjudged=unjudged, finish=ctp_loss_finish(ctx),
                     note="{n} committed input ack(s) whose transaction wrote to topics the drain "
                          "did not read to the end")
 
