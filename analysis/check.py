@@ -9,8 +9,8 @@ anomaly of the system). Then one of two checkers with the same checks runs
 validates the history, SQL decides the transactions and runs every check of
 docs/checks.md), on a Spark cluster, or for a history Arrow cannot vouch for, Spark
 (analysis.history_io loads and validates, analysis.checks.context pairs and decides,
-analysis.checks runs the checks). Both results become the same results.json (`_document`). The verdict merges them
-the way Jepsen's `compose` does: any anomaly makes it `false`; otherwise any
+analysis.checks runs the checks). Both results become the same results.json (`_document`).
+The verdict merges them the way Jepsen's `compose` does: any anomaly makes it `false`; otherwise any
 reason to doubt (no `drain-complete`, a check skipped, cases a check could not
 judge, a malformed history) makes it `"unknown"`; otherwise `true`.
 `RUN_DIR/analysis/results.json` records the verdict, the anomalies (only the

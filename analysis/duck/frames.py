@@ -11,7 +11,8 @@ observations. Each is a table of the connection named as the frame; a check is S
 
 Why tables and not views: DuckDB computes a view again for every query that reads it, and
 each frame is read by several checks; a table is computed once (spilled to the temporary
-folder when memory is short).
+folder when memory is short). `pairs` alone stays a view of the Parquet copy, as the large
+Spark check reads its pairs from disk: each reader scans only the columns and kinds it needs.
 """
 
 from __future__ import annotations
