@@ -175,25 +175,53 @@ def test_golden_histories(spark: SparkSession, tmp_path: Path, name: str, status
     assert {k: v["count"] for k, v in expected["anomalies"].items()} == planted
 
 
-def test_a_checker_failure_is_one_line_with_the_fix(checker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    import duckdb
+def test_a_spark_failure_is_one_line_with_the_fix(checker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     from pyspark.errors import PySparkException
 
     import analysis.check
 
     def out_of_memory(*_args: object, **_kwargs: object) -> dict[str, Any]:
-        if checker == "spark":
-            raise PySparkException(message="java.lang.OutOfMemoryError: Java heap space")
-        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block of size 256.0 KiB")
+        raise PySparkException(message="java.lang.OutOfMemoryError: Java heap space")
 
-    monkeypatch.setattr(analysis.check, "_check" if checker == "spark" else "check_history", out_of_memory)
+    monkeypatch.setattr(analysis.check, "_check", out_of_memory)
+    monkeypatch.setenv("TXNBENCH_CHECKER", "spark")
     run = _mixed_history().write(tmp_path / "run-oom")
     assert main(["check", str(run)]) == 2
     err = capsys.readouterr().err.strip()
-    fix = "TXNBENCH_SPARK_DRIVER_MEMORY" if checker == "spark" else "TXNBENCH_DUCKDB_MEMORY"
-    assert "\n" not in err and ("Java heap space" if checker == "spark" else "could not allocate") in err
-    assert fix in err
+    assert "\n" not in err and "Java heap space" in err and "TXNBENCH_SPARK_DRIVER_MEMORY" in err
+
+
+def test_a_duckdb_failure_is_said_and_spark_gives_the_verdict(checker: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import duckdb
+
+    import analysis.check
+
+    def out_of_memory(*_args: object, **_kwargs: object) -> dict[str, Any]:
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block of size 256.0 KiB")
+
+    monkeypatch.setattr(analysis.check, "check_history", out_of_memory)
+    monkeypatch.setenv("TXNBENCH_CHECKER", "duckdb")
+    run = _mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "run-oom")
+    assert main(["check", str(run)]) == 0
+    assert "could not allocate" in capsys.readouterr().err
+    used = _results(run)["checker"]
+    assert used["engine"] == "spark"
+    assert "could not allocate" in used["instead_of_duckdb"] and "TXNBENCH_DUCKDB_MEMORY" in used["instead_of_duckdb"]
+
+
+def test_a_history_arrow_cannot_vouch_for_is_checked_by_spark_saying_why(checker: str, tmp_path: Path) -> None:
+    run = _mixed_history().drain(reads={"t1": ["a", "b", "d"]}).write(tmp_path / "run-reordered")
+    w0 = run / "history" / "w0.jsonl"
+    lines = w0.read_bytes().splitlines(keepends=True)
+    w0.write_bytes(lines[1] + lines[0] + b"".join(lines[2:]))      # a writer's lines out of index order
+    out = check_run(run)
+    if checker == "duckdb":
+        assert out["checker"]["engine"] == "spark" and "out of order" in out["checker"]["instead_of_duckdb"]
+    else:
+        assert "instead_of_duckdb" not in out["checker"]
 
 
 def test_every_instance_beyond_the_examples_goes_into_a_file_a_recheck_replaces(tmp_path: Path) -> None:
