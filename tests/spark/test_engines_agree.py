@@ -151,3 +151,17 @@ def test_both_checkers_give_the_same_results(spark: SparkSession, tmp_path_facto
 def test_both_checkers_give_the_same_results_on_many_more_histories(
         spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
     _both_agree(spark, tmp_path_factory, data)
+
+
+def test_the_comparison_tool_says_same_and_names_a_folder_it_cannot_check(
+        spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tools.bench.engines_agree import main
+
+    h = History()
+    h.process("w0/u1").open().sends("a", "b").commit()
+    run = h.drain(reads={"t1": ["a"]}).write(tmp_path / "run")
+    assert main([str(run), "--out", str(tmp_path / "out")]) == 0
+    assert "  same" in capsys.readouterr().out
+    assert main([str(run), str(tmp_path / "missing"), "--out", str(tmp_path / "out2")]) == 1
+    out = capsys.readouterr().out
+    assert "not checked" in out and "no such run folder" in out and "1 of 2 run(s) the same" in out
